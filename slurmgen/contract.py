@@ -1,0 +1,60 @@
+"""The contract between the rendered script and the runtime: variable names, exit codes, file names.
+
+The renderer exports these variables in the batch script; the runtime reads them inside every task. The
+runtime never reads YAML or spec objects, so this module is the only thing both sides share. Standard library
+only: the runtime imports it inside every task.
+"""
+
+from __future__ import annotations
+
+# --- variables the script exports for the runtime -------------------------------------------------------
+JOB_NAME = "SLURMGEN_JOB_NAME"
+SPEC_HASH = "SLURMGEN_SPEC_HASH"  # short hash of the resolved spec; keys the resume state to the job
+LAUNCHER = "SLURMGEN_LAUNCHER"  # "srun" or "torchrun"
+BACKEND = "SLURMGEN_BACKEND"  # "nccl" or "gloo"
+PORT = "SLURMGEN_PORT"  # base port; the job uses PORT + job_id % PORT_RANGE
+PORT_RANGE = "SLURMGEN_PORT_RANGE"
+PG_TIMEOUT = "SLURMGEN_TIMEOUT"  # seconds, process-group timeout
+BARRIER_TIMEOUT = "SLURMGEN_BARRIER_TIMEOUT"  # seconds, for barrier() and the stop agreement
+GPUS_PER_NODE = "SLURMGEN_GPUS_PER_NODE"
+PREEMPT_SIGNAL = "SLURMGEN_PREEMPT_SIGNAL"  # signal name without SIG ("USR1"); unset when preemption is off
+LEAD_TIME = "SLURMGEN_LEAD_TIME"  # seconds before the time limit at which the signal is sent
+MAX_REQUEUES = "SLURMGEN_MAX_REQUEUES"  # requeue budget across runs
+STATE_DIR = "SLURMGEN_STATE_DIR"  # where the resume state lives (shared filesystem)
+TIME_LIMIT = "SLURMGEN_TIME_LIMIT"  # seconds; tells a time-limit signal from a preemption
+CONTAINER = "SLURMGEN_CONTAINER"  # "1" when tasks run inside a container image (no scontrol there)
+LOG_DIR = "SLURMGEN_LOG_DIR"  # the per-job log directory (per-node logs live here)
+
+# Set by the runtime entry point in each task (never by the user): the standard torch names.
+MASTER_ADDR = "MASTER_ADDR"
+MASTER_PORT = "MASTER_PORT"
+RANK = "RANK"
+LOCAL_RANK = "LOCAL_RANK"
+WORLD_SIZE = "WORLD_SIZE"
+LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
+NCCL_SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
+GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"
+
+# --- defaults shared by the spec and the runtime ---------------------------------------------------------
+DEFAULT_PORT = 8738
+DEFAULT_PORT_RANGE = 127
+DEFAULT_PG_TIMEOUT = 600
+DEFAULT_BARRIER_TIMEOUT = 60
+# Linux's default ephemeral range (/proc/sys/net/ipv4/ip_local_port_range). The spec checks against this;
+# the runtime re-checks against the machine's actual range.
+DEFAULT_EPHEMERAL = (32768, 60999)
+
+# --- the batch shell and the runtime agree on these --------------------------------------------------------
+# A task that wants a requeue but cannot run scontrol (inside a container) writes this marker in STATE_DIR;
+# the batch shell, which runs outside the container, requeues the job when the step ends and the marker is
+# there.
+REQUEUE_MARKER_SUFFIX = ".requeue"
+
+# The signals the runtime understands; the names are Slurm's and bash's spelling (no SIG prefix).
+CLEAN_EXIT_SIGNAL = "USR2"
+SAVE_EXIT_SIGNAL = "TERM"
+
+
+def requeue_marker_name(job_key: str) -> str:
+    """File name (inside STATE_DIR) of the requeue request for one job, e.g. ``1234_5.requeue``."""
+    return job_key + REQUEUE_MARKER_SUFFIX
