@@ -49,6 +49,9 @@ DEFAULT_EPHEMERAL = (32768, 60999)
 # the batch shell, which runs outside the container, requeues the job when the step ends and the marker is
 # there.
 REQUEUE_MARKER_SUFFIX = ".requeue"
+# One line per requeue, appended by whoever issues it (rank 0 or the batch shell), in STATE_DIR:
+# `run=<n> cause=<preemption|time-limit|failure|...> by=<rank0|batch-shell> time=<epoch>`.
+HISTORY_SUFFIX = ".requeues"
 
 # The signals the runtime understands; the names are Slurm's and bash's spelling (no SIG prefix).
 CLEAN_EXIT_SIGNAL = "USR2"

@@ -1,0 +1,129 @@
+"""The command line. The only place that prints and exits; library code raises slurmgen.errors.
+
+Human messages go to stderr, results (a script, a job id, a table) to stdout, so `JOB=$(slurmgen submit ...)`
+and `slurmgen render x.yaml > x.sbatch` work.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from slurmgen.errors import Problem, SlurmgenError, SpecError
+
+app = typer.Typer(
+    name="slurmgen",
+    help="YAML job specs to SLURM batch scripts: render, validate, submit, requeue, and run locally.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", metavar="PATH=VALUE", help="Override a field, e.g. --set nodes=4 (repeatable)."),
+]
+TemplatesOpt = Annotated[
+    Path | None, typer.Option("--templates", metavar="DIR", help="Look for templates in DIR first.")
+]
+
+
+def err(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def warn_all(warnings: tuple[Problem, ...] | list[Problem]) -> None:
+    for w in warnings:
+        err(f"warning: {w}")
+
+
+@app.command()
+def render(
+    spec: Annotated[Path, typer.Argument(help="The job spec (YAML).", show_default=False)],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the script here (atomically).")] = None,
+    set_: SetOpt = None,
+    templates: TemplatesOpt = None,
+) -> None:
+    """Print the sbatch script for a job spec (no cluster needed)."""
+    from slurmgen.render import render as render_script
+    from slurmgen.spec import load_file
+
+    loaded = load_file(spec, set_ or [])
+    text = render_script(loaded.spec, templates)
+    warn_all(loaded.warnings)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        from slurmgen.files import write_atomic
+
+        write_atomic(output, text, mode=0o600)
+        err(f"wrote {output}")
+
+
+@app.command()
+def validate(
+    specs: Annotated[list[Path], typer.Argument(help="Job specs to check.", show_default=False)],
+    set_: SetOpt = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
+) -> None:
+    """Check many specs at once and report every problem of every file."""
+    from slurmgen.spec import load_file
+
+    problems: list[Problem] = []
+    warned = False
+    for path in specs:
+        try:
+            loaded = load_file(path, set_ or [])
+        except SpecError as exc:
+            problems.extend(exc.problems)
+            continue
+        warn_all(loaded.warnings)
+        warned = warned or bool(loaded.warnings)
+        err(f"ok: {path}")
+    if problems:
+        raise SpecError(problems)
+    if strict and warned:
+        err("error: warnings present and --strict given")
+        raise typer.Exit(2)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the job spec (for editors: completion and checks in jobs/*.yaml)."""
+    from slurmgen.spec_fields import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; the single error boundary. Returns the exit code."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except SpecError as exc:
+        for problem in exc.problems:
+            err(f"error: {problem}")
+        return exc.exit_code
+    except SlurmgenError as exc:
+        err(f"error: {exc}")
+        return exc.exit_code
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except typer.Abort:
+        err("aborted")
+        return 130
+    except KeyboardInterrupt:
+        err("interrupted")
+        return 130
+    except typer.TyperException as exc:  # usage errors (unknown option, missing argument)
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            err(f"error: {exc.format_message()}")
+        return exc.exit_code
+    return 0

@@ -1,0 +1,53 @@
+"""Signal names as Slurm and bash write them (`USR1`, no SIG prefix). Standard library only."""
+
+from __future__ import annotations
+
+import signal as _signal
+
+# Signals a user may choose for "checkpoint and requeue". USR2 (clean exit), TERM (save and exit), CONT (Slurm
+# sends it before every signal), INT (two of them end an srun step), KILL and STOP (uncatchable) are taken.
+PREEMPTION_SIGNALS = ("USR1", "HUP", "ALRM", "URG", "XCPU", "VTALRM", "PROF", "WINCH", "PWR")
+
+_RESERVED = {
+    "USR2": "USR2 is the clean-exit signal (scancel --signal=USR2)",
+    "TERM": "TERM already means 'save and exit'; Slurm sends it at the limit and on preemption",
+    "CONT": "Slurm sends CONT before every signal",
+    "INT": "srun ends the whole step on two INTs",
+    "KILL": "KILL cannot be caught",
+    "STOP": "STOP cannot be caught",
+}
+
+
+def signal_name(value: str | int) -> str | None:
+    """`SIGUSR1`, `usr1`, `10` -> `USR1`; None if it names no signal on this platform."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, int):
+        try:
+            return _signal.Signals(value).name.removeprefix("SIG")
+        except ValueError:
+            return None
+    text = value.strip().upper().removeprefix("SIG")
+    return text if hasattr(_signal, "SIG" + text) and not text.startswith("_") else None
+
+
+def signal_number(name: str) -> int:
+    """`USR1` -> 10 on Linux. Raises ValueError for an unknown name."""
+    canonical = signal_name(name)
+    if canonical is None:
+        raise ValueError(f"unknown signal {name!r}")
+    return int(getattr(_signal, "SIG" + canonical))
+
+
+def preemption_signal_problem(value: str | int) -> str | None:
+    """None if `value` may be the preemption signal; otherwise what to write instead."""
+    if isinstance(value, str) and ":" in value:
+        return "write only the signal name; slurmgen decides where Slurm delivers it (B: is added for you)"
+    name = signal_name(value)
+    if name in PREEMPTION_SIGNALS:
+        return None
+    why = _RESERVED.get(name or "", "")
+    return (
+        f"{value!r} cannot be the preemption signal{': ' + why if why else ''}; "
+        f"use one of {', '.join(PREEMPTION_SIGNALS)}"
+    )
