@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurmgen.errors import Problem
-from slurmgen.yamlload import Mark, Path, dotted
+from slurmgen.yamlload import REFUSED, Mark, Path, dotted
 
 
 class Bad:
@@ -56,6 +56,13 @@ class Ctx:
     def raw(self, path: Path) -> Mark | None:
         return self.marks.get(path)
 
+    def typed_text(self, value: Any, path: Path) -> Any:
+        """On the command line (`--set key=1:00`) a text field takes the text as typed: nobody quotes there."""
+        mark = self.marks.get(path)
+        if mark is not None and not isinstance(value, str | list | dict) and self.where(path) == "--set":
+            return mark.raw
+        return value
+
 
 def bad_char(text: str) -> str | None:
     """Name the first character that must never reach a script: controls (tab allowed), separators, surrogates."""
@@ -92,6 +99,8 @@ class Type:
         raise NotImplementedError
 
     def wrong(self, value: Any, ctx: Ctx, path: Path, want: str) -> Bad:
+        if value is REFUSED:
+            return BAD  # the loader already said why
         mark = ctx.raw(path)
         if value is None:
             return ctx.fail(path, f"is empty; give {want} or remove the line to use the default")
@@ -147,6 +156,7 @@ class Str(Type):
     description: str = ""
 
     def check(self, value: Any, ctx: Ctx, path: Path) -> Any:
+        value = ctx.typed_text(value, path)
         mark = ctx.raw(path)
         if self.numbers_ok and isinstance(value, int | float) and not isinstance(value, bool):
             value = mark.raw if mark is not None else str(value)

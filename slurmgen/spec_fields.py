@@ -27,6 +27,7 @@ class Time(Str):
     """A Slurm time string. YAML turns `1:00:00` into 3600, which Slurm would read as 3600 minutes."""
 
     def check(self, value: Any, ctx: Ctx, path: Path) -> Any:
+        value = ctx.typed_text(value, path)
         mark = ctx.raw(path)
         if isinstance(value, int | float) and not isinstance(value, bool):
             raw = mark.raw if mark is not None else str(value)

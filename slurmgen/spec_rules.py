@@ -56,6 +56,8 @@ _SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
 def _path_problem(text: str) -> str | None:
     if "\\" in text:
         return "contains a backslash, which makes Slurm ignore every %-pattern in the path; remove it"
+    if "%" in text:
+        return "contains %, which Slurm expands in log paths; slurmgen adds the job id itself, so remove it"
     if ".." in text.split("/"):
         return "contains `..`; give a path inside the project or an absolute path"
     return None
@@ -178,9 +180,10 @@ def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) 
                 where = ("preemption", "lead_time") if "lead_time" in p else ("time",)
                 room = limit - SIGNAL_SLACK - 1
                 fix = f"use a lead_time of at most {room} s or a longer time" if room > 0 else "give a longer time"
+                left = f"leaves {limit - lead} s of" if lead < limit else "is not below"
                 ctx.fail(
                     where,
-                    f"a lead time of {lead} s leaves {limit - lead} s of the {format_duration(limit)} limit; Slurm "
+                    f"a lead time of {lead} s {left} the {format_duration(limit)} limit; Slurm "
                     f"checks every 30 s, so it could signal at start and requeue in a loop; {fix}, "
                     "or preemption: false",
                 )

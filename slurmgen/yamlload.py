@@ -31,6 +31,16 @@ _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 
 
+class _Refused:
+    """Stands for a value the loader refused (a forbidden tag); the problem is already reported."""
+
+    def __repr__(self) -> str:
+        return "<refused>"
+
+
+REFUSED = _Refused()
+
+
 @dataclass(frozen=True)
 class Mark:
     """Where a scalar came from: its text as written, its resolved YAML tag, its 1-based line."""
@@ -77,7 +87,7 @@ class _Builder:
         self.count += 1
         if self.count > MAX_NODES:
             if self.count == MAX_NODES + 1:
-                self.problem(path, line, f"more than {MAX_NODES} values (an alias bomb?); a job spec is small")
+                self.problem((), line, f"more than {MAX_NODES} values (an alias bomb?); a job spec is small")
             return None
         self.lines[path] = line
         if isinstance(node, yaml.ScalarNode):
@@ -85,7 +95,7 @@ class _Builder:
         if isinstance(node, yaml.SequenceNode):
             if node.tag != _SEQ_TAG:
                 self.problem(path, line, f"the YAML tag {node.tag} is not allowed; remove it")
-                return None
+                return REFUSED
             return [self.build(child, (*path, i)) for i, child in enumerate(node.value)]
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path, line)
@@ -95,17 +105,17 @@ class _Builder:
     def _scalar(self, node: yaml.ScalarNode, path: Path, line: int) -> Any:
         if node.tag not in _SCALAR_TAGS:
             self.problem(path, line, f"the YAML tag {node.tag} is not allowed; write a plain value")
-            return None
+            return REFUSED
         quoted = node.style in ("'", '"', "|", ">")
         self.marks[path] = Mark(raw=node.value, tag=node.tag.rsplit(":", 1)[1], line=line, quoted=quoted)
         if node.tag == "tag:yaml.org,2002:timestamp":
             return node.value  # a date is only text to us; keep what was written
         return self._constructor.construct_object(node, deep=True)
 
-    def _mapping(self, node: yaml.MappingNode, path: Path, line: int) -> dict[str, Any] | None:
+    def _mapping(self, node: yaml.MappingNode, path: Path, line: int) -> Any:
         if node.tag != _MAP_TAG:
             self.problem(path, line, f"the YAML tag {node.tag} is not allowed; remove it")
-            return None
+            return REFUSED
         try:
             self._constructor.flatten_mapping(node)  # resolve `<<: *anchor` merge keys
         except yaml.YAMLError as exc:
@@ -151,6 +161,8 @@ def load_yaml(text: str, source: str) -> tuple[Loaded | None, list[Problem]]:
         return None, [Problem(source, "", "holds several YAML documents (---); put one job spec per file")]
     builder = _Builder(source)
     value = builder.build(nodes[0], ())
+    if builder.count > MAX_NODES:
+        return None, [p for p in builder.problems if "alias bomb" in p.message]
     # Problems found while building (duplicate keys, tags) come back with the values, so the caller can go on
     # and report every other problem of the file in the same run.
     return Loaded(value=value, marks=builder.marks, lines=builder.lines), builder.problems
