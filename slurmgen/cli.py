@@ -50,12 +50,14 @@ def render(
     templates: TemplatesOpt = None,
 ) -> None:
     """Print the sbatch script for a job spec (no cluster needed)."""
+    from slurmgen.render import doctor
     from slurmgen.render import render as render_script
     from slurmgen.spec import load_file
 
     loaded = load_file(spec, set_ or [])
     text = render_script(loaded.spec, templates)
     warn_all(loaded.warnings)
+    warn_all(doctor(loaded.spec, text))
     if output is None:
         sys.stdout.write(text)
     else:

@@ -12,7 +12,7 @@ from typing import Any
 
 from slurmgen import contract
 from slurmgen.directives import directives, sq
-from slurmgen.errors import SlurmgenError, UsageError
+from slurmgen.errors import Problem, SlurmgenError, UsageError
 from slurmgen.launch_line import join, package_dir_words, rendezvous_words, step_line
 from slurmgen.spec import JobSpec
 
@@ -127,3 +127,31 @@ def render(spec: JobSpec, templates: str | Path | None = None) -> str:
     if "\r" in text or "\0" in text:
         raise TemplateError(f"{TEMPLATE}: the script contains CR or NUL, which sbatch refuses")
     return text
+
+
+def doctor(spec: JobSpec, script: str) -> list[Problem]:
+    """Signal-delivery checks on the final script, for templates a user brought (ours pass them all)."""
+    if not spec.preemption.enabled:
+        return []
+    sig = spec.preemption.signal
+    found: list[Problem] = []
+    lines = script.splitlines()
+    if not any(line.lstrip().startswith("trap ") and line.rstrip().endswith(f" {sig}") for line in lines):
+        found.append(
+            Problem(
+                TEMPLATE,
+                "preemption.signal",
+                f"the signal goes only to the batch shell (--signal=B:{sig}), and the script has no `trap ... {sig}`: "
+                "the shell dies on it and your program never hears of it; keep the trap that forwards it to the step",
+            )
+        )
+    if not any(line.lstrip().startswith("wait ") for line in lines):
+        found.append(
+            Problem(
+                TEMPLATE,
+                "",
+                "the script never `wait`s: bash defers a trap until a foreground command ends, so the signal would "
+                "arrive after the step; start the step with `&` and `wait` for it",
+            )
+        )
+    return found

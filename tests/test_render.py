@@ -121,3 +121,17 @@ def test_template_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
     (tmp_path / "sbatch.sh.j2").write_text("#!/bin/bash\n{% for %}\n")
     with pytest.raises(TemplateError, match=r"sbatch.sh.j2:2: template syntax"):
         render(spec, tmp_path)
+
+
+def test_doctor_passes_our_template_and_flags_a_bare_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slurmgen.render import doctor
+
+    monkeypatch.chdir(ROOT)
+    for job in JOBS:
+        spec = load_file(job.relative_to(ROOT)).spec
+        assert doctor(spec, render(spec)) == []
+    (tmp_path / "sbatch.sh.j2").write_text("#!/bin/bash\n{% for d in directives %}{{ d }}\n{% endfor %}{{ step }}\n")
+    spec = load_file("jobs/cpu-debug.yaml").spec
+    messages = [p.message for p in doctor(spec, render(spec, tmp_path))]
+    assert any("the signal goes only to the batch shell" in m for m in messages)
+    assert any("never `wait`s" in m for m in messages)
