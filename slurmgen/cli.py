@@ -7,12 +7,12 @@ and `slurmgen render x.yaml > x.sbatch` work.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from slurmgen.cli_fast import err, render_action, report, warn_all
 from slurmgen.errors import Problem, SlurmgenError, SpecError
 
 app = typer.Typer(
@@ -33,15 +33,6 @@ TemplatesOpt = Annotated[
 ]
 
 
-def err(line: str) -> None:
-    print(line, file=sys.stderr)
-
-
-def warn_all(warnings: tuple[Problem, ...] | list[Problem]) -> None:
-    for w in warnings:
-        err(f"warning: {w}")
-
-
 @app.command()
 def render(
     spec: Annotated[Path, typer.Argument(help="The job spec (YAML).", show_default=False)],
@@ -50,21 +41,7 @@ def render(
     templates: TemplatesOpt = None,
 ) -> None:
     """Print the sbatch script for a job spec (no cluster needed)."""
-    from slurmgen.render import doctor
-    from slurmgen.render import render as render_script
-    from slurmgen.spec import load_file
-
-    loaded = load_file(spec, set_ or [])
-    text = render_script(loaded.spec, templates)
-    warn_all(loaded.warnings)
-    warn_all(doctor(loaded.spec, text))
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        from slurmgen.files import write_atomic
-
-        write_atomic(output, text, mode=0o600)
-        err(f"wrote {output}")
+    render_action(spec, output, set_ or [], templates)
 
 
 @app.command()
@@ -106,13 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; the single error boundary. Returns the exit code."""
     try:
         app(args=argv, standalone_mode=False)
-    except SpecError as exc:
-        for problem in exc.problems:
-            err(f"error: {problem}")
-        return exc.exit_code
     except SlurmgenError as exc:
-        err(f"error: {exc}")
-        return exc.exit_code
+        return report(exc)
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except typer.Abort:

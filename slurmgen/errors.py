@@ -5,8 +5,6 @@ Every error knows its exit code, so the CLI never guesses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 EXIT_FAILURE = 1
 EXIT_INVALID = 2  # invalid input: a spec, an override, an argument
 EXIT_SCHEDULER = 3  # the scheduler refused or failed
@@ -19,13 +17,30 @@ class SlurmgenError(Exception):
     exit_code = EXIT_FAILURE
 
 
-@dataclass(frozen=True)
 class Problem:
-    """One problem in one input: where it is and what to do about it."""
+    """One problem in one input: where it is and what to do about it.
 
-    source: str  # a file name, or "--set" for command-line overrides
-    path: str  # the field path, e.g. "preemption.lead_time"; "" for the whole file
-    message: str
+    A plain class rather than a dataclass: this module is imported on every CLI start and inside every task,
+    and `dataclasses` alone costs more to import than the rest of the fast path.
+    """
+
+    __slots__ = ("message", "path", "source")
+
+    def __init__(self, source: str, path: str, message: str) -> None:
+        self.source = source  # a file name (with :line), or "--set" for command-line overrides
+        self.path = path  # the field path, e.g. "preemption.lead_time"; "" for the whole file
+        self.message = message
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Problem):
+            return NotImplemented
+        return (self.source, self.path, self.message) == (other.source, other.path, other.message)
+
+    def __hash__(self) -> int:
+        return hash((self.source, self.path, self.message))
+
+    def __repr__(self) -> str:
+        return f"Problem({self.source!r}, {self.path!r}, {self.message!r})"
 
     def __str__(self) -> str:
         where = f"{self.source}: {self.path}" if self.path else self.source

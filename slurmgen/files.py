@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: str | Path, text: str, mode: int = 0o600) -> None:
+def write_atomic(path: str | os.PathLike[str], text: str, mode: int = 0o600) -> None:
     """Write `text` to `path` through a temporary file in the same directory, fsync, then rename over it."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")

@@ -25,9 +25,9 @@ class TemplateError(SlurmgenError):
 
 def builtin_templates() -> Path:
     """The templates shipped in the wheel, or the repository's top-level templates/ in a source checkout."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "templates"
-    return packaged if packaged.is_dir() else here.parent / "templates"
+    from slurmgen.render_cache import builtin_templates as where
+
+    return Path(where())
 
 
 def context(spec: JobSpec) -> dict[str, Any]:

@@ -1,0 +1,88 @@
+"""Whole-process wall time of `slurmgen render` on a 2-node job, against `python -c pass` and against a peer
+(simple_slurm) generating the same script. Prints a table of medians with ratios.
+
+    python bench/render.py [--runs 31]
+
+simple_slurm is installed for this benchmark only, into a throwaway directory (never into your environment).
+Rows: slurmgen warm (its render cache hit: a repeated render, the common case), slurmgen cold (cache off:
+SLURMGEN_NO_CACHE=1, every import and the whole validation and rendering), and both against the peer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "jobs" / "cpu-debug.yaml"  # the 2-node example
+
+
+def peer_program(script: str) -> str:
+    """A simple_slurm program that emits the same directives and body as slurmgen's script.
+
+    The directives and body are baked into the program's text, so the peer pays only for its own import and
+    generation, as a user of it would.
+    """
+    lines = script.splitlines()
+    directives = [line.removeprefix("#SBATCH --") for line in lines if line.startswith("#SBATCH --")]
+    body = "\n".join(line for line in lines[1:] if not line.startswith("#SBATCH"))
+    kwargs = {}
+    for d in directives:
+        name, _, value = d.partition("=")
+        kwargs[name.replace("-", "_")] = value.strip("'") if value else True
+    return f"from simple_slurm import Slurm\ns = Slurm(**{kwargs!r})\ns.add_cmd({body!r})\nprint(s.script())\n"
+
+
+def median_ms(cmd: list[str], runs: int, env: dict[str, str] | None = None) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT, check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=31)
+    args = parser.parse_args()
+    slurmgen = shutil.which("slurmgen") or str(Path(sys.executable).parent / "slurmgen")
+    script = subprocess.run(
+        [slurmgen, "render", str(SPEC)], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        peer_dir = Path(tmp) / "peer"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--target", str(peer_dir), "simple_slurm"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        program = Path(tmp) / "peer.py"
+        program.write_text(peer_program(script))
+        peer_env = {**os.environ, "PYTHONPATH": str(peer_dir)}
+        cache_env = {**os.environ, "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
+        cold_env = {**os.environ, "SLURMGEN_NO_CACHE": "1"}
+        render = [slurmgen, "render", str(SPEC)]
+        subprocess.run(render, env=cache_env, stdout=subprocess.DEVNULL, check=True, cwd=ROOT)  # fill the cache
+        rows = [
+            ("python -c pass", median_ms([sys.executable, "-c", "pass"], args.runs)),
+            ("simple_slurm (peer)", median_ms([sys.executable, str(program)], args.runs, peer_env)),
+            ("slurmgen render (warm cache)", median_ms(render, args.runs, cache_env)),
+            ("slurmgen render (cold, no cache)", median_ms(render, args.runs, cold_env)),
+        ]
+    base, peer = rows[0][1], rows[1][1]
+    print(f"{'command':34} {'median ms':>10} {'x python':>9} {'x peer':>8}")
+    for name, ms in rows:
+        print(f"{name:34} {ms:10.1f} {ms / base:9.2f} {ms / peer:8.2f}")
+    print(f"\n{args.runs} runs each, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; spec {SPEC.name}")
+
+
+if __name__ == "__main__":
+    main()
