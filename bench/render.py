@@ -54,9 +54,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=31)
     args = parser.parse_args()
     slurmgen = shutil.which("slurmgen") or str(Path(sys.executable).parent / "slurmgen")
-    script = subprocess.run(
-        [slurmgen, "render", str(SPEC)], capture_output=True, text=True, check=True, cwd=ROOT
-    ).stdout
+    render = [slurmgen, "render", str(SPEC)]
+    script = subprocess.run(render, capture_output=True, text=True, check=True, cwd=ROOT).stdout
     with tempfile.TemporaryDirectory() as tmp:
         peer_dir = Path(tmp) / "peer"
         subprocess.run(
@@ -69,7 +68,6 @@ def main() -> None:
         peer_env = {**os.environ, "PYTHONPATH": str(peer_dir)}
         cache_env = {**os.environ, "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
         cold_env = {**os.environ, "SLURMGEN_NO_CACHE": "1"}
-        render = [slurmgen, "render", str(SPEC)]
         subprocess.run(render, env=cache_env, stdout=subprocess.DEVNULL, check=True, cwd=ROOT)  # fill the cache
         rows = [
             ("python -c pass", median_ms([sys.executable, "-c", "pass"], args.runs)),

@@ -69,7 +69,8 @@ def test_other_shapes_go_to_typer(argv: list[str]) -> None:
 def test_render_does_not_import_typer() -> None:
     code = (
         "import sys, runpy; sys.argv=['slurmgen','render','jobs/cpu-debug.yaml']; "
-        "import slurmgen.__main__ as m; rc=m.main(); print('TYPER' if 'typer' in sys.modules else 'NO-TYPER', file=sys.stderr)"
+        "import slurmgen.__main__ as m; rc=m.main(); "
+        "print('TYPER' if 'typer' in sys.modules else 'NO-TYPER', file=sys.stderr)"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.stdout.startswith("#!/bin/bash")
