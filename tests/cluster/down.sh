@@ -33,14 +33,15 @@ our_pids() {
     done
 }
 
-# 1. Cancel jobs while the controller is still up, so their traps run; bounded wait (KillWait=5).
+# 1. Cancel jobs while the controller is still up, so their traps run. Wait at most 2 s: what still runs
+#    then (a job ignoring SIGTERM waits out KillWait=5) is killed in step 3 anyway.
 ctld_pids=$(our_pids slurmctld "$RUN/slurmctld.pid")
 if [[ -n $ctld_pids && -f $CONF ]] && command -v squeue >/dev/null; then
     jobs=$(timeout 5 env SLURM_CONF="$CONF" squeue -h -o %A 2>/dev/null)
     if [[ -n $jobs ]]; then
         # shellcheck disable=SC2086 # one job id per word
         timeout 5 env SLURM_CONF="$CONF" scancel $jobs 2>/dev/null
-        for ((i = 0; i < 60; i++)); do
+        for ((i = 0; i < 20; i++)); do
             [[ -z $(timeout 5 env SLURM_CONF="$CONF" squeue -h -o %A 2>/dev/null) ]] && break
             sleep 0.1
         done
