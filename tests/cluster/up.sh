@@ -296,7 +296,7 @@ main() {
     # One bring-up or teardown at a time: two test sessions may start together. Daemons are started with
     # fd 9 closed: a daemon that inherits it holds the lock for as long as it runs.
     exec 9>"$BASE.lock"
-    flock -w 120 9 || die "another up.sh/down.sh holds $BASE.lock"
+    flock -w 600 9 || die "another up.sh/down.sh holds $BASE.lock"
 
     if healthy; then
         log "a healthy cluster is already up; nothing to do"
