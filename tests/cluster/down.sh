@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Stop slurmgen's test cluster (tests/cluster/up.sh) and remove all it made: jobs, daemons, namespaces, the
+# bridge and $SLURMGEN_CLUSTER_BASE. Safe to run twice, and after a failed or partial bring-up.
+# Only processes of this cluster are touched: pid files checked against /proc/PID/comm, processes inside our
+# namespaces, or daemons whose command line names our files. Never a kill by name.
+set -uo pipefail # no -e: one failed step must not stop the rest of the cleanup
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=common.sh
+. "$HERE/common.sh"
+
+[[ $EUID -eq 0 ]] || die "must run as root"
+if [[ ${1:-} != --locked ]]; then # up.sh calls us while it holds the lock
+    exec 9>"$BASE.lock"
+    flock -w 120 9 || die "another up.sh/down.sh holds $BASE.lock"
+fi
+alias=$(cat "/sys/class/net/$BRIDGE/ifalias" 2>/dev/null || true)
+[[ -z $alias || $alias == "$BASE" ]] ||
+    die "the test network belongs to the cluster with base $alias, not $BASE; set SLURMGEN_CLUSTER_BASE=$alias"
+
+t0=$EPOCHREALTIME
+
+# PIDs of our daemons named COMM: from the pid file, else by a command line that names our base directory
+# (covers a base removed by hand while the daemons ran).
+our_pids() {
+    local comm=$1 pidfile=$2 pid p
+    pid=$(pid_from "$pidfile")
+    if alive "$pid" "$comm"; then echo "$pid"; fi
+    for p in /proc/[0-9]*; do
+        p=${p#/proc/}
+        [[ $p == "$pid" ]] && continue
+        alive "$p" "$comm" || continue
+        tr "\0" "\n" <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$BASE/" && echo "$p"
+    done
+}
+
+# 1. Cancel jobs while the controller is still up, so their traps run. Wait at most 2 s: what still runs
+#    then (a job ignoring SIGTERM waits out KillWait=5) is killed in step 3 anyway.
+ctld_pids=$(our_pids slurmctld "$RUN/slurmctld.pid")
+if [[ -n $ctld_pids && -f $CONF ]] && command -v squeue >/dev/null; then
+    jobs=$(timeout 5 env SLURM_CONF="$CONF" squeue -h -o %A 2>/dev/null)
+    if [[ -n $jobs ]]; then
+        # shellcheck disable=SC2086 # one job id per word
+        timeout 5 env SLURM_CONF="$CONF" scancel $jobs 2>/dev/null
+        for ((i = 0; i < 20; i++)); do
+            [[ -z $(timeout 5 env SLURM_CONF="$CONF" squeue -h -o %A 2>/dev/null) ]] && break
+            sleep 0.1
+        done
+    fi
+fi
+
+# 2. slurmd, by pid file.
+for n in "${NODES[@]}"; do
+    for pid in $(our_pids slurmd "$RUN/slurmd-$n.pid"); do stop_pid "$pid" slurmd 10; done
+done
+
+# 3. Jobs survive slurmd (gotcha 15): kill whatever still runs inside our namespaces (slurmstepd, tasks).
+for ((round = 0; round < 5; round++)); do
+    left=()
+    for ns in $(ip netns list 2>/dev/null | awk -v p="^$NS_PREFIX" '$1 ~ p { print $1 }'); do
+        mapfile -t -O "${#left[@]}" left < <(ip netns pids "$ns" 2>/dev/null)
+    done
+    live=()
+    for pid in "${left[@]}"; do alive "$pid" && live+=("$pid"); done
+    ((${#live[@]})) || break
+    kill -KILL "${live[@]}" 2>/dev/null
+    for pid in "${live[@]}"; do wait_gone "$pid" 20; done
+done
+
+# 4. The controller and munged. SIGTERM makes slurmctld save state for ~3 s when nodes are gone (gotcha 16);
+#    the state is deleted below, so give it a second and then SIGKILL.
+for pid in $ctld_pids; do stop_pid "$pid" slurmctld 10; done
+for pid in $(our_pids munged "$BASE/munge/munged.pid"); do stop_pid "$pid" munged 20; done
+
+# 5. Network: deleting the host end of a veth deletes the pair at once; waiting for the namespace to take
+#    its veth down with it takes 1-3 s.
+for n in "${NODES[@]}"; do
+    ip link del "$VETH_PREFIX${n#node}" 2>/dev/null
+done
+for ns in $(ip netns list 2>/dev/null | awk -v p="^$NS_PREFIX" '$1 ~ p { print $1 }'); do
+    ip netns del "$ns" 2>/dev/null || log "warning: could not delete namespace $ns"
+done
+ip link del "$BRIDGE" 2>/dev/null
+for ((i = 0; i < 50; i++)); do
+    ip -o link show 2>/dev/null | grep -qE "^[0-9]+: (${VETH_PREFIX}[0-9]+|$BRIDGE)[@:]" || break
+    sleep 0.1
+done
+
+# 6. Files. Only a directory up.sh made (it carries the marker), never an arbitrary $SLURMGEN_CLUSTER_BASE.
+if [[ -e $BASE ]]; then
+    if [[ -e $BASE/.slurmgen-cluster ]]; then
+        rm -rf "$BASE"
+    else
+        log "warning: $BASE has no .slurmgen-cluster marker; not removing it"
+    fi
+fi
+log "down in $(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $t0 }") s"
