@@ -76,10 +76,11 @@ def parse_tasks_per_node(value: str) -> list[int]:
     """Expand SLURM_TASKS_PER_NODE, e.g. ``"2(x3),1"`` -> ``[2, 2, 2, 1]``."""
     counts: list[int] = []
     for item in value.split(","):
-        count, _, repeat = item.strip().partition("(x")
+        count, repeat, times = item.strip().partition("(x")
         try:
-            times = int(repeat.rstrip(")")) if repeat else 1
-            counts.extend([int(count)] * times)
+            if repeat and not times.endswith(")"):
+                raise ValueError(item)
+            counts.extend([int(count)] * (int(times[:-1]) if repeat else 1))
         except ValueError:
             raise RuntimeSetupError(f"cannot parse tasks per node {value!r}") from None
     return counts
