@@ -51,10 +51,13 @@ def main() -> int:
     dist.all_reduce(value)
     out["sum"] = value.item()
     if mode == "mesh":
-        from slurmgen.runtime import build_mesh
+        from slurmgen.runtime import build_mesh, wrap_ddp
 
         mesh = build_mesh(**json.loads(sys.argv[2]))
         out.update(mesh_names=list(mesh.mesh_dim_names or ()), mesh_shape=list(mesh.shape))
+        model = wrap_ddp(torch.nn.Linear(2, 1))
+        model(torch.ones(3, 2)).sum().backward()
+        out["ddp_ok"] = all(p.grad is not None for p in model.parameters())
     if mode == "late-barrier":
         from slurmgen.runtime import BarrierTimeout, barrier
 
