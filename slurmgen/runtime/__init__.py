@@ -5,10 +5,9 @@ Importing this package loads nothing but itself: each public name is imported fr
 nothing for it; a test checks this in a fresh interpreter.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
+# No `import typing`, `importlib` or `__future__` here: typing alone costs more than the whole budget
+# (bench/runtime_import.py). mypy treats a module-level TYPE_CHECKING = False like typing's.
+TYPE_CHECKING = False
 
 _EXPORTS = {
     "expand_hostlist": "hostlist",
@@ -67,11 +66,11 @@ if TYPE_CHECKING:
     from slurmgen.runtime.store_barrier import BarrierTimeout
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(__import__(f"{__name__}.{module}", fromlist=[name]), name)
     globals()[name] = value
     return value
 
