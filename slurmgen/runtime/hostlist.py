@@ -3,7 +3,10 @@
 Grammar, from Slurm's ``src/common/hostlist.c`` (see shared/notes/slurm-facts.md 1.8):
 
 - tokens are separated by ``,``, space, tab or newline; a comma inside brackets does not split;
-- a token is literal text and bracket groups, ``rack[1-2]-n[01-02]``; the first group varies slowest;
+- a token is literal text and bracket groups, ``rack[1-2]-n[01-02]``. The *last* group varies fastest; the
+  groups before it vary in reverse order, because ``_push_range_list`` peels the last group off the prefix
+  and recurses into the rest: ``x[0-1]y[5-6]z[7-8]`` gives ``x0y5z7 x0y5z8 x1y5z7 x1y5z8 x0y6z7 ...``
+  (checked against ``scontrol show hostnames``). With two groups this is plain left-to-right order;
 - a group holds comma-separated ``lo-hi`` ranges or single numbers; the width is ``len(lo)``, so
   ``n[01-2]`` gives ``n01 n02`` and ``n[1-02]`` gives ``n1 n2``;
 - text after the last bracket (``node[1-2]-ib``) is kept, as Slurm does since 23.11 (commit 0994b5f198);
@@ -50,14 +53,29 @@ def expand_hostlist(expr: str, max_hosts: int = MAX_HOSTS) -> list[str]:
                 count *= len(piece)
         if len(hosts) + count > max_hosts:
             raise HostlistError(expr, f"more than {max_hosts} hosts")
+        hosts.extend(_combine(pieces))
+    return hosts
+
+
+def _combine(pieces: list[str | list[str]]) -> list[str]:
+    """All names of one token, in Slurm's order (see the module docstring)."""
+    groups = [i for i, piece in enumerate(pieces) if not isinstance(piece, str)]
+    if len(groups) <= 2:  # plain left-to-right order; the common case, and fast for 64 K names
         names = [""]
         for piece in pieces:
-            if isinstance(piece, str):
-                names = [name + piece for name in names]
-            else:
-                names = [name + number for name in names for number in piece]
-        hosts.extend(names)
-    return hosts
+            names = (
+                [n + piece for n in names]
+                if isinstance(piece, str)
+                else [n + x for n in names for x in piece]
+            )
+        return names
+    order = groups[-2::-1] + groups[-1:]  # slowest first: earlier groups last to first, then the last group
+    choices: list[dict[int, str]] = [{}]
+    for index in order:
+        choices = [{**chosen, index: number} for chosen in choices for number in pieces[index]]
+    return [
+        "".join(p if isinstance(p, str) else chosen[i] for i, p in enumerate(pieces)) for chosen in choices
+    ]
 
 
 def first_host(expr: str) -> str:

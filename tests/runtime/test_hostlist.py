@@ -16,6 +16,8 @@ CASES = [
     ("gpu-[01-03,07],cpu[1-2]", ["gpu-01", "gpu-02", "gpu-03", "gpu-07", "cpu1", "cpu2"]),
     ("node[1-2]-ib[0-1]", ["node1-ib0", "node1-ib1", "node2-ib0", "node2-ib1"]),
     ("rack[1-2]n[001-002]", ["rack1n001", "rack1n002", "rack2n001", "rack2n002"]),
+    # Three groups: the last varies fastest, the others in reverse order (Slurm's recursion on the prefix).
+    ("x[0-1]y[5-6]z[7-8]", ["x0y5z7", "x0y5z8", "x1y5z7", "x1y5z8", "x0y6z7", "x0y6z8", "x1y6z7", "x1y6z8"]),
     ("n[07-09]-gpu[1-2]", ["n07-gpu1", "n07-gpu2", "n08-gpu1", "n08-gpu2", "n09-gpu1", "n09-gpu2"]),
     ("node[1-2]-ib", ["node1-ib", "node2-ib"]),
     ("a[8-10]", ["a8", "a9", "a10"]),
