@@ -186,9 +186,8 @@ def init_distributed(
     )
     started = time.monotonic()
     store = _open_store(prep, wait)
-    restart = os.environ.get(
-        "TORCHELASTIC_RESTART_COUNT", "0"
-    )  # torchrun may reuse its store across restarts
+    # Under torchrun the agent's store outlives a worker restart: keep each attempt's keys apart.
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     barrier = StoreBarrier(store, f"slurmgen/{restart}/", info.rank, info.world_size, _describe(info))
     barrier.wait(max(wait - (time.monotonic() - started), 1.0), "start (init_distributed)")
     store.set_timeout(timedelta(seconds=pg_timeout))
