@@ -28,6 +28,9 @@ class MasterHost:
     host: str  # as MASTER_ADDR will carry it (a name or an address)
     source: str  # the variable it came from
     nodes: int  # hosts in the step's node list (1 outside Slurm)
+    # Every node of the list is a loopback address literal (127.0.0.1, 127.0.0.2, ...): all "nodes" are this
+    # machine, as in `slurmgen run --local`, so a loopback master is reachable by every rank.
+    one_machine: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,16 +47,25 @@ def master_host(mapping: Mapping[str, str]) -> MasterHost:
     if nodelist_var is not None:
         hosts = expand_hostlist(mapping[nodelist_var])
         nodes = max(len(hosts), 1)
+    one_machine = bool(hosts) and all(_loopback_literal(h) for h in hosts)
     explicit = mapping.get(contract.MASTER_ADDR)
     if explicit is not None:
         if not explicit.strip():
             raise RuntimeSetupError(f"{contract.MASTER_ADDR} is set but empty")
-        return MasterHost(explicit.strip(), contract.MASTER_ADDR, nodes)
+        return MasterHost(explicit.strip(), contract.MASTER_ADDR, nodes, one_machine)
     if nodelist_var is None:
         return MasterHost(_LOCALHOST, "default (no Slurm node list)", 1)
     if not hosts:
         raise RuntimeSetupError(f"{nodelist_var}={mapping[nodelist_var]!r} names no host")
-    return MasterHost(hosts[0], nodelist_var, nodes)
+    return MasterHost(hosts[0], nodelist_var, nodes, one_machine)
+
+
+def _loopback_literal(host: str) -> bool:
+    """An IP address literal on loopback (never a name: names are what /etc/hosts gets wrong)."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _port_int(mapping: Mapping[str, str], name: str, default: int) -> int:
@@ -103,8 +115,9 @@ def check_master_ip(master: MasterHost, ip: str, hostname: str) -> None:
 
     The classic Debian ``127.0.1.1 <hostname>`` line in /etc/hosts makes rank 0's node resolve its own name to
     loopback; its interface then becomes ``lo`` and the other nodes can never connect (pytorch #67547).
+    Allowed when every node is itself a loopback address literal: then all of them are this machine.
     """
-    if master.nodes > 1 and ipaddress.ip_address(ip).is_loopback:
+    if master.nodes > 1 and not master.one_machine and ipaddress.ip_address(ip).is_loopback:
         raise RuntimeSetupError(
             f"master address {master.host!r} (from {master.source}) resolves to loopback {ip} on {hostname}, "
             f"but the step spans {master.nodes} nodes; fix /etc/hosts on {hostname} or set "

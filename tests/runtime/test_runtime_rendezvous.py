@@ -88,6 +88,19 @@ def test_loopback_master_refused_on_several_nodes() -> None:
     resolve_master({"SLURM_JOB_NODELIST": "node1"}, host)  # one node: loopback is fine
 
 
+def test_loopback_master_allowed_when_every_node_is_a_loopback_address() -> None:
+    """`slurmgen run --local` emulates nodes as 127.0.0.1, 127.0.0.2, ...: all on this machine."""
+    master, ip, _ = resolve_master({"SLURM_JOB_NODELIST": "127.0.0.[1-2]"}, fake_host())
+    assert (master.host, ip, master.nodes, master.one_machine) == ("127.0.0.1", "127.0.0.1", 2, True)
+    # One real node among them: the others could not reach a loopback master.
+    assert not master_host({"SLURM_JOB_NODELIST": "127.0.0.1,node2"}).one_machine
+    with pytest.raises(RuntimeSetupError, match="spans 2 nodes"):
+        resolve_master({"SLURM_JOB_NODELIST": "127.0.0.1,node2"}, fake_host())
+    # A name that resolves to loopback is still refused, however many of them there are.
+    with pytest.raises(RuntimeSetupError, match="spans 2 nodes"):
+        resolve_master({"SLURM_JOB_NODELIST": "localhost,localhost"}, fake_host())
+
+
 # --- port ---
 
 
