@@ -168,7 +168,7 @@ class Preemption:
             return True
         self._decided = self._agree(self._flags)
         if self._decided:
-            received = ", ".join(f"SIG{name}" for name in dict.fromkeys(self._received)) or "none on this rank"
+            received = ", ".join(name for name in dict.fromkeys(self._received)) or "none on this rank"
             if self.rank == 0:
                 _log(f"stop agreed at a step boundary ({self._describe(self._decided)}; received here: {received})")
         return bool(self._decided)
