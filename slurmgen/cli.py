@@ -82,7 +82,8 @@ def schema() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; the single error boundary. Returns the exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        # Without standalone mode click returns a typer.Exit's code instead of raising it.
+        code = app(args=argv, standalone_mode=False)
     except SlurmgenError as exc:
         return report(exc)
     except typer.Exit as exc:
@@ -100,4 +101,4 @@ def main(argv: list[str] | None = None) -> int:
         else:
             err(f"error: {exc.format_message()}")
         return exc.exit_code
-    return 0
+    return code if isinstance(code, int) else 0
