@@ -79,6 +79,37 @@ def schema() -> None:
     print(json.dumps(json_schema(), indent=2))
 
 
+@app.command("run")
+def run_(
+    spec: Annotated[Path | None, typer.Argument(help="The job spec (YAML).", show_default=False)] = None,
+    local: Annotated[bool, typer.Option("--local", help="Run on this machine (required for now).")] = False,
+    nodes: Annotated[int | None, typer.Option("--nodes", "-N", help="Emulated nodes (--set nodes=N).")] = None,
+    tasks_per_node: Annotated[
+        int | None, typer.Option("--tasks-per-node", help="Ranks per node (tasks_per_node; torchrun: nproc_per_node).")
+    ] = None,
+    set_: SetOpt = None,
+    preempt_after: Annotated[
+        float | None,
+        typer.Option(
+            "--preempt-after", metavar="SECONDS", help="Send the preemption signal at SECONDS of the first run."
+        ),
+    ] = None,
+    templates: TemplatesOpt = None,
+    job: Annotated[str | None, typer.Option("--job", help="With --signal: the running local job's id.")] = None,
+    signal: Annotated[
+        str | None, typer.Option("--signal", metavar="SIG", help="Deliver SIG to a running local job (--job).")
+    ] = None,
+) -> None:
+    """Run a job spec end to end on this machine: the real script, emulated nodes, signals and requeues."""
+    from slurmgen.local.command import command
+    from slurmgen.local.plan import Options
+
+    opts = Options(
+        nodes, tasks_per_node, tuple(set_ or []), preempt_after, None if templates is None else str(templates)
+    )
+    raise typer.Exit(command(spec, local, job, signal, opts, err))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; the single error boundary. Returns the exit code."""
     try:

@@ -1,0 +1,152 @@
+"""`slurmgen run --local`: plan, record, run, report. The CLI passes `out` (its stderr printer) and the
+environment; everything here raises slurmgen errors for the CLI's one error boundary."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from slurmgen.errors import UsageError
+from slurmgen.journal import Entry, Journal, home
+from slurmgen.local import jobenv, plan
+from slurmgen.local.runner import Job, Runner, send_signal
+
+TAIL_LINES = 15
+
+
+def _devices() -> list[str]:
+    try:
+        return os.listdir("/dev")
+    except OSError:
+        return []
+
+
+def command(
+    spec: Path | None,
+    local: bool,
+    job: str | None,
+    sig: str | None,
+    options: plan.Options,
+    out: Callable[[str], object],
+) -> int:
+    """`slurmgen run`: the argument checks, then a local run or a signal to one. Returns the exit code."""
+    if not local:
+        raise UsageError(
+            "only --local is supported: `slurmgen run --local job.yaml`; submit to a cluster with `slurmgen submit`"
+        )
+    if sig is not None or job is not None:
+        if sig is None or job is None or spec is not None:
+            raise UsageError("signal a running local job with: slurmgen run --local --job ID --signal SIG")
+        return signal_local(job, sig, out)
+    if spec is None:
+        raise UsageError("give the job spec: slurmgen run --local job.yaml")
+    return run_local(spec, options, out)
+
+
+def run_local(
+    source: Path,
+    options: plan.Options,
+    out: Callable[[str], object],
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> int:
+    """Run the spec on this machine; returns the job's exit code."""
+    env = dict(os.environ if environ is None else environ)
+    submit_dir = (cwd or Path.cwd()).resolve()
+    loaded = plan.load(source, options, jobenv.visible_gpus(env, _devices()))
+    for warning in loaded.warnings:
+        out(f"warning: {warning}")
+    spec = loaded.spec
+    base = home(env, submit_dir)
+    job_id = plan.new_job_id(base, plan.id_taken(spec, base, submit_dir))
+    paths = plan.paths(spec, job_id, base, submit_dir)
+    shape = jobenv.JobShape(
+        job_id=job_id,
+        name=spec.name,
+        nodes=spec.nodes,
+        tasks_per_node=spec.tasks_per_node,
+        cpus_per_task=spec.cpus_per_task,
+        submit_dir=str(submit_dir),
+        submit_host=socket.gethostname(),
+        gpus=loaded.gpus,
+    )
+    job = Job(spec, loaded.script, paths, shape, options.preempt_after)
+    runner = Runner(job, env, out)
+    for note in loaded.notes:
+        runner.say(note)
+    ranks = "workers" if spec.launcher == "torchrun" else "tasks"
+    runner.say(
+        f"{spec.name}, {spec.nodes} node(s) x {spec.nproc_per_node} {ranks} on {jobenv.nodelist(spec.nodes)} "
+        f"({spec.distributed.backend}); batch log {_show(paths.batch_log, submit_dir)}, task logs "
+        f"{_show(paths.task_logs, submit_dir)}/<node>.log"
+    )
+    if options.preempt_after is not None:
+        when = f"{options.preempt_after:g} s"
+        runner.say(f"preemption rehearsal: SIG{spec.preemption.signal} to the batch shell at {when} of run 1")
+    journal = Journal(base)
+    record = _recorder(journal, source, spec.name, paths, job_id)
+    record("RUNNING", runner_pid=os.getpid(), nodes=spec.nodes, tasks_per_node=spec.nproc_per_node)
+    started = time.monotonic()
+    end = runner.run()
+    record(end.state, exit_code=end.code, runs=runner.runs)
+    runner.say(
+        f"{end.state}, exit code {end.code}, {runner.runs} run(s) in {time.monotonic() - started:.1f} s; "
+        f"batch log {_show(paths.batch_log, submit_dir)}"
+    )
+    if end.state not in ("COMPLETED", "CANCELLED"):
+        for line in _tail(paths.batch_log):
+            out(f"  | {line}")
+    return end.code
+
+
+def _recorder(journal: Journal, source: Path, name: str, paths: plan.Paths, job_id: str) -> Callable[..., None]:
+    def record(state: str, **extra: object) -> None:
+        journal.append(
+            Entry(
+                event="local",
+                token=f"local-{job_id}",
+                name=name,
+                spec=str(Path(source).resolve()),
+                run_dir=str(paths.control),
+                script=str(paths.script),
+                time=time.time(),
+                job_id=job_id,
+                cluster=jobenv.CLUSTER_NAME,
+                extra={"state": state, **extra},
+            )
+        )
+
+    return record
+
+
+def _show(path: Path, base: Path) -> str:
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def _tail(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    return lines[-TAIL_LINES:]
+
+
+def signal_local(job_id: str, sig: str, out: Callable[[str], object], environ: Mapping[str, str] | None = None) -> int:
+    """Deliver a signal to a running local job's batch shell (SIGCONT first), as `--signal=B:` would."""
+    from slurmgen.signals import signal_name
+
+    name = signal_name(sig)
+    if name is None or name in ("KILL", "STOP"):
+        raise UsageError(f"--signal {sig}: not a signal the batch shell can handle")
+    if not (job_id.isdigit() and job_id.isascii()):
+        raise UsageError(f"--job {job_id}: a local job id is a number (printed when the job started)")
+    control = home(dict(os.environ if environ is None else environ)) / "local" / job_id
+    runner = send_signal(control, name)
+    out(f"slurmgen: local job {job_id}: SIG{name} delivered to the batch shell by its runner (pid {runner})")
+    return 0

@@ -1,0 +1,90 @@
+"""The `scontrol` a local job finds first on PATH: `requeue` and `show hostnames`, nothing else.
+
+`scontrol requeue [Incomplete] <job>` leaves a request in the job's control directory; the runner sees it,
+ends the run as Slurm does (SIGCONT and SIGTERM to every process, SIGKILL after KillWait) and starts the
+script again with SLURM_RESTART_COUNT one higher. Answers follow Slurm's (slurm-facts 1.3): a second request
+is "Job is pending execution", or a silent no-op with Incomplete; a job submitted with --no-requeue gives
+"Requested operation is presently disabled"; another job id gives "Invalid job id specified".
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+from slurmgen.local import jobenv
+
+REQUEUE_REQUEST = "requeue"  # file names inside the control directory
+NO_REQUEUE = "no-requeue"
+
+
+class ScontrolError(Exception):
+    pass
+
+
+def requeue(args: Sequence[str], env: Mapping[str, str]) -> str:
+    """Record a requeue request; returns what to print (nothing, like scontrol). Raises ScontrolError."""
+    words = list(args)
+    incomplete = bool(words) and words[0].lower() == "incomplete"
+    if incomplete:
+        words.pop(0)
+    if len(words) != 1:
+        raise ScontrolError("usage: scontrol requeue [Incomplete] <job_id>")
+    job = words[0]
+    keys = {env.get("SLURM_JOB_ID", "")}
+    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+        keys.add(f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}")
+    control = env.get(jobenv.LOCAL_DIR, "")
+    if not control or job not in keys - {""}:
+        raise ScontrolError(f"Invalid job id specified for job {job}")
+    if os.path.exists(os.path.join(control, NO_REQUEUE)):
+        raise ScontrolError(f"Requested operation is presently disabled for job {job}")
+    line = f"job={job} incomplete={int(incomplete)} pid={os.getppid()} time={int(time.time())}\n"
+    try:
+        fd = os.open(os.path.join(control, REQUEUE_REQUEST), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if incomplete:
+            return ""  # the job is no longer running: Incomplete makes this a successful no-op
+        raise ScontrolError(f"Job is pending execution for job {job}") from None
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+    return ""
+
+
+def show_hostnames(args: Sequence[str], env: Mapping[str, str]) -> str:
+    from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
+
+    expr = args[0] if args else env.get("SLURM_JOB_NODELIST", "")
+    try:
+        return "".join(host + "\n" for host in expand_hostlist(expr))
+    except HostlistError:
+        raise ScontrolError("Invalid hostlist: " + expr) from None
+
+
+def run(argv: Sequence[str], env: Mapping[str, str]) -> str:
+    words = [w for w in argv if w not in ("-o", "--oneliner")]
+    if words[:1] == ["requeue"]:
+        return requeue(words[1:], env)
+    if [w.lower() for w in words[:2]] == ["show", "hostnames"] and len(words) <= 3:
+        return show_hostnames(words[2:], env)
+    raise ScontrolError(
+        f"`scontrol {' '.join(argv)}` is not emulated locally (only `requeue [Incomplete] <job>` and "
+        "`show hostnames`); run it on a cluster"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        sys.stdout.write(run(sys.argv[1:] if argv is None else argv, os.environ))
+    except ScontrolError as exc:
+        print(f"scontrol: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

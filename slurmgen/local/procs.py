@@ -1,0 +1,129 @@
+"""The local job's processes: one process group (the batch shell leads it), found through /proc, ended with
+SIGCONT + SIGTERM and, after KillWait, SIGKILL, as Slurm ends a job's processes at its time limit or requeue
+(slurm-facts 1.2). Signals always go to the whole group, never to one PID that may be a wrapper (5.5).
+
+The runner is a child subreaper (prctl(2) PR_SET_CHILD_SUBREAPER): a task whose parent (the fake srun) died
+is re-parented to the runner instead of init, so the runner reaps it (init in a container may never do that)
+and also finds a descendant that left the group on purpose (setsid) once its parent is gone. Slurm's cgroups
+would catch those; a process that leaves the group while its parent lives on is the one thing that escapes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+
+
+def parse_stat(text: str) -> tuple[int, str, int, int]:
+    """`/proc/<pid>/stat` -> (pid, state, ppid, pgrp). The command name may hold spaces and parentheses."""
+    pid_text, _, rest = text.partition(" (")
+    fields = rest.rpartition(") ")[2].split()
+    return int(pid_text), fields[0], int(fields[1]), int(fields[2])
+
+
+def processes(proc: str = "/proc") -> list[tuple[int, str, int, int]]:
+    """(pid, state, ppid, pgrp) of every process now."""
+    found: list[tuple[int, str, int, int]] = []
+    try:
+        names = os.listdir(proc)
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, name, "stat"), encoding="utf-8", errors="replace") as handle:
+                found.append(parse_stat(handle.read()))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return found
+
+
+def group_members(pgid: int, proc: str = "/proc") -> list[int]:
+    """Live (not zombie) processes whose process group is `pgid`."""
+    return sorted(pid for pid, state, _, pgrp in processes(proc) if pgrp == pgid and state not in ("Z", "X"))
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants this process's children (Linux 3.4+); False where that is not possible."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def adopted(keep: int, proc: str = "/proc") -> tuple[list[int], list[int]]:
+    """This process's children other than `keep` (the batch shell): (live ones, zombies). With the subreaper
+    flag these are the job's orphans."""
+    me = os.getpid()
+    mine = [(pid, state) for pid, state, ppid, _ in processes(proc) if ppid == me and pid != keep]
+    return [p for p, s in mine if s not in ("Z", "X")], [p for p, s in mine if s in ("Z", "X")]
+
+
+def reap(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def signal_group(pgid: int, signum: int) -> bool:
+    """Send to every process of the group; False when the group is gone."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def signal_leader(pid: int, signum: int) -> bool:
+    """Send to one process (the batch shell, as `--signal=B:` does); False when it is gone."""
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_empty(
+    pgid: int,
+    timeout: float,
+    reap: Callable[[], object] = lambda: None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+    members: Callable[[int], list[int]] = group_members,
+    hurry: Callable[[], bool] = lambda: False,
+) -> list[int]:
+    """Wait until no live process is left in the group (reaping our own child meanwhile), at most `timeout` s
+    or until `hurry()` says so; the survivors."""
+    deadline = clock() + timeout
+    while True:
+        reap()
+        left = members(pgid)
+        if not left or clock() >= deadline or hurry():
+            return left
+        sleep(0.05)
+
+
+def end_group(
+    pgid: int,
+    kill_wait: float,
+    reap: Callable[[], object] = lambda: None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+    members: Callable[[int], list[int]] = group_members,
+    hurry: Callable[[], bool] = lambda: False,
+) -> tuple[bool, list[int]]:
+    """SIGCONT and SIGTERM to the group, SIGKILL to what is left after `kill_wait` s. Returns (whether KILL was
+    needed, the processes still there afterwards: should be none)."""
+    signal_group(pgid, signal.SIGCONT)
+    signal_group(pgid, signal.SIGTERM)
+    if not wait_empty(pgid, kill_wait, reap, clock, sleep, members, hurry):
+        return False, []
+    signal_group(pgid, signal.SIGKILL)
+    return True, wait_empty(pgid, 5.0, reap, clock, sleep, members)

@@ -1,0 +1,300 @@
+"""Run a planned local job: the real script in its own process group, Slurm's signals at Slurm's moments, a
+requeue when the job asks for one, and nothing left running afterwards, whatever happens.
+
+What Slurm does and the runner copies (slurm-facts 1.1-1.5):
+- `--signal=B:<sig>@<lead>`: SIGCONT, then the signal, to the batch shell only, `lead` s before the limit,
+  once per run; `--preempt-after S` sends the same at S s of the first run (preemption with
+  preempt_send_user_signal);
+- the time limit: SIGCONT and SIGTERM to every process, SIGKILL after KillWait; the job ends TIMEOUT;
+- `scontrol requeue`: the running job's processes get the same TERM/KILL sequence, then the script starts
+  again from the top with SLURM_RESTART_COUNT one higher, up to the spec's requeue budget;
+- the batch shell's end ends the job: processes it left behind are ended the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from slurmgen.files import write_atomic
+from slurmgen.local import jobenv, plan, procs
+from slurmgen.local.fake_scontrol import NO_REQUEUE, REQUEUE_REQUEST
+from slurmgen.spec import JobSpec
+
+EXIT_TIMEOUT = 124  # as timeout(1): a job that hit its limit never exits 0, whatever its script returned
+INTERRUPT_WAIT = 5.0  # after Ctrl-C: TERM, then KILL after this long (a second Ctrl-C: at once)
+POLL = 0.05
+SIGNAL_REQUEST = "signal"
+RUNNER_FILE = "runner.json"
+FAKES = {"srun": "slurmgen.local.fake_srun", "scontrol": "slurmgen.local.fake_scontrol"}
+
+
+@dataclass(frozen=True)
+class Job:
+    spec: JobSpec
+    script: str
+    paths: plan.Paths
+    shape: jobenv.JobShape
+    preempt_after: float | None = None
+    kill_wait: float = plan.DEFAULT_KILL_WAIT
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    state: str  # COMPLETED, FAILED, TIMEOUT, CANCELLED, REQUEUE (this run ended by a requeue)
+    code: int
+
+
+def fake_wrapper(python: str, module: str, package_parent: str) -> str:
+    """A tiny sh script that runs a fake with this interpreter and this slurmgen (not whatever is on PATH)."""
+    code = f"import sys; sys.path.insert(0, {package_parent!r}); from {module} import main; sys.exit(main())"
+    return f'#!/bin/sh\nexec {shlex.quote(python)} -c {shlex.quote(code)} "$@"\n'
+
+
+class Runner:
+    def __init__(
+        self,
+        job: Job,
+        environ: Mapping[str, str],
+        out: Callable[[str], object],
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+        python: str = sys.executable,
+    ) -> None:
+        self.job, self.environ, self.clock, self.sleep, self.python = job, environ, clock, sleep, python
+        self._out = out
+        self.interrupts = 0
+        self.runs = 0
+
+    def say(self, line: str) -> None:
+        self._out(f"slurmgen: local job {self.job.shape.job_id}: {line}")
+
+    # -- set-up ----------------------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        p = self.job.paths
+        p.bin.mkdir(mode=0o700, parents=True, exist_ok=True)
+        p.batch_log.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(p.script, self.job.script, mode=0o700)
+        import slurmgen
+
+        parent = str(Path(slurmgen.__file__).resolve().parent.parent)
+        for name, module in FAKES.items():
+            write_atomic(p.bin / name, fake_wrapper(self.python, module, parent), mode=0o700)
+        if "\n#SBATCH --no-requeue" in self.job.script:
+            (p.control / NO_REQUEUE).touch()
+
+    def env(self, restart: int) -> dict[str, str]:
+        shape = replace(self.job.shape, restart_count=restart)
+        prefix = [str(self.job.paths.bin), os.path.dirname(self.python)]
+        env = jobenv.batch_env(shape, self.environ, str(self.job.paths.control), prefix)
+        env[jobenv.KILL_WAIT] = f"{self.job.kill_wait:g}"
+        return env
+
+    # -- the whole job ---------------------------------------------------------------------------------------
+
+    def run(self) -> RunEnd:
+        """Run until the job ends (requeues included); Ctrl-C and SIGTERM end it. Never leaves a process."""
+        previous = {s: signal.signal(s, self._interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+        procs.become_subreaper()
+        try:
+            self.prepare()
+            cap = plan.requeue_cap(self.job.spec)
+            restart = 0
+            while True:
+                end = self.run_once(restart)
+                if end.state != "REQUEUE":
+                    return end
+                if self.interrupts:
+                    return RunEnd("CANCELLED", 130)
+                if restart >= cap:
+                    self.say(
+                        f"requeue refused: the job was requeued {restart} times and the cap is {cap} "
+                        "(preemption.max_requeues; on a cluster Slurm would hold the job, MaxBatchRequeue)"
+                    )
+                    return RunEnd("FAILED", 1)
+                restart += 1
+        finally:
+            (self.job.paths.control / RUNNER_FILE).unlink(missing_ok=True)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _interrupted(self, signum: int, frame: Any) -> None:
+        self.interrupts += 1
+
+    # -- one run ---------------------------------------------------------------------------------------------
+
+    def run_once(self, restart: int) -> RunEnd:
+        p = self.job.paths
+        for stale in (REQUEUE_REQUEST, SIGNAL_REQUEST, "steps"):
+            (p.control / stale).unlink(missing_ok=True)
+        self.runs += 1
+        log = os.open(p.batch_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            proc = subprocess.Popen(
+                [str(p.script)],
+                cwd=p.workdir,
+                env=self.env(restart),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # its own process group: every signal below reaches all of it
+                close_fds=True,
+            )
+        finally:
+            os.close(log)
+        count = f" with SLURM_RESTART_COUNT={restart}" if restart else ""
+        self.say(f"run {self.runs} started{count}: batch shell pid {proc.pid} (process group {proc.pid})")
+        self._record(proc.pid)
+        try:
+            return self._supervise(proc, restart)
+        finally:
+            if procs.group_members(proc.pid):  # an error in slurmgen itself: still leave nothing behind
+                procs.signal_group(proc.pid, signal.SIGKILL)
+                procs.wait_empty(proc.pid, 5.0, lambda: self._reap(proc))
+            self._escaped(proc)
+            self._reap(proc)
+
+    def _reap(self, proc: subprocess.Popen[bytes]) -> None:
+        """Collect the batch shell's status and the zombies of orphaned tasks (we are their subreaper)."""
+        proc.poll()
+        procs.reap(procs.adopted(proc.pid)[1])
+
+    def _escaped(self, proc: subprocess.Popen[bytes]) -> None:
+        """Descendants that left the process group (setsid) and were re-parented to us: end them too."""
+        live = procs.adopted(proc.pid)[0]
+        if not live:
+            return
+        self.say(f"ending processes {', '.join(map(str, live))}: they left the job's process group")
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in live:
+                procs.signal_leader(pid, sig)
+            deadline = self.clock() + 2.0
+            while procs.adopted(proc.pid)[0] and self.clock() < deadline:
+                self._reap(proc)
+                self.sleep(POLL)
+
+    def _supervise(self, proc: subprocess.Popen[bytes], restart: int) -> RunEnd:
+        start = self.clock()
+        events = plan.timeline(self.job.spec, self.runs, self.job.preempt_after)
+        request = self.job.paths.control / REQUEUE_REQUEST
+        while True:
+            rc = proc.poll()
+            if request.exists():
+                self.say(f"requeue requested ({_read(request)}); ending run {self.runs} as Slurm does")
+                self._slurmstepd_line("CANCELLED", "DUE TO JOB REQUEUE")
+                self._end(proc, self.job.kill_wait)
+                return RunEnd("REQUEUE", 0)
+            if rc is not None:
+                if procs.group_members(proc.pid):
+                    self.say("the batch shell ended with processes still running; ending them as Slurm does")
+                    self._end(proc, self.job.kill_wait)
+                if request.exists():
+                    continue
+                return RunEnd("COMPLETED" if rc == 0 else "FAILED", _code(rc))
+            if self.interrupts:
+                self.say(
+                    f"interrupted: ending the job (SIGTERM, SIGKILL after {INTERRUPT_WAIT:g} s or a second Ctrl-C)"
+                )
+                self._slurmstepd_line("CANCELLED", "")
+                self._end(proc, INTERRUPT_WAIT, hurry=lambda: self.interrupts > 1)
+                return RunEnd("CANCELLED", 130)
+            self._signal_request(proc.pid)
+            elapsed = self.clock() - start
+            while events and events[0].at <= elapsed:
+                end = self._fire(events.pop(0), proc)
+                if end is not None:
+                    return end
+            self.sleep(POLL)
+
+    def _fire(self, event: plan.Event, proc: subprocess.Popen[bytes]) -> RunEnd | None:
+        sig = self.job.spec.preemption.signal
+        if event.kind in ("preempt", "warn"):
+            why = (
+                "preemption rehearsal"
+                if event.kind == "preempt"
+                else f"--signal=B:{sig}@{self.job.spec.preemption.lead_time}"
+            )
+            self.say(f"SIGCONT, SIG{sig} to the batch shell at {event.at:g} s of run {self.runs} ({why})")
+            self._to_batch_shell(proc.pid, sig)
+            return None
+        self.say(
+            f"time limit {self.job.spec.time} reached: SIGTERM to every process, SIGKILL after {self.job.kill_wait:g} s"
+        )
+        self._slurmstepd_line("CANCELLED", "DUE TO TIME LIMIT")
+        self._end(proc, self.job.kill_wait)
+        return RunEnd("TIMEOUT", EXIT_TIMEOUT)
+
+    def _to_batch_shell(self, pid: int, sig: str) -> None:
+        procs.signal_leader(pid, signal.SIGCONT)
+        procs.signal_leader(pid, getattr(signal, "SIG" + sig))
+
+    def _signal_request(self, pid: int) -> None:
+        path = self.job.paths.control / SIGNAL_REQUEST
+        if not path.exists():
+            return
+        sig = _read(path)
+        path.unlink(missing_ok=True)
+        if sig and hasattr(signal, "SIG" + sig):
+            self.say(f"SIGCONT, SIG{sig} to the batch shell (slurmgen run --local --signal)")
+            self._to_batch_shell(pid, sig)
+
+    def _end(self, proc: subprocess.Popen[bytes], wait: float, hurry: Callable[[], bool] = lambda: False) -> None:
+        killed, left = procs.end_group(proc.pid, wait, lambda: self._reap(proc), self.clock, self.sleep, hurry=hurry)
+        if killed:
+            self.say(f"SIGKILL to the processes still running after {wait:g} s")
+        if left:
+            self.say(f"processes {', '.join(map(str, left))} survived SIGKILL (stuck in the kernel?)")
+
+    def _slurmstepd_line(self, state: str, why: str) -> None:
+        """The line slurmstepd writes into the batch log, so the log reads as on a cluster."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        node = jobenv.node_names(1)[0]
+        words = ["slurmstepd: error: *** JOB", self.job.shape.job_id, "ON", node, state, "AT", stamp, why, "***"]
+        with open(self.job.paths.batch_log, "a", encoding="utf-8") as handle:
+            handle.write(" ".join(w for w in words if w) + "\n")
+
+    def _record(self, batch_pid: int) -> None:
+        info = {"runner_pid": os.getpid(), "batch_pid": batch_pid, "run": self.runs, "job_id": self.job.shape.job_id}
+        write_atomic(self.job.paths.control / RUNNER_FILE, json.dumps(info) + "\n")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
+def _code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def send_signal(control: Path, sig: str, clock: Callable[[], float] = time.monotonic, timeout: float = 3.0) -> int:
+    """Ask the runner of a local job to deliver `sig` to its batch shell; the runner's pid, once it has."""
+    from slurmgen.errors import UsageError
+
+    try:
+        info = json.loads((control / RUNNER_FILE).read_text(encoding="utf-8"))
+        runner = int(info["runner_pid"])
+        os.kill(runner, 0)
+    except (OSError, ValueError, KeyError):
+        raise UsageError(f"local job {control.name} is not running ({control} has no live runner)") from None
+    request = control / SIGNAL_REQUEST
+    write_atomic(request, sig + "\n")
+    deadline = clock() + timeout
+    while request.exists():
+        if clock() > deadline:
+            request.unlink(missing_ok=True)
+            raise UsageError(f"the runner (pid {runner}) did not pick up the signal within {timeout:g} s")
+        time.sleep(POLL)
+    return runner

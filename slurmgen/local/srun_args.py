@@ -1,0 +1,124 @@
+"""srun's command line as the rendered script writes it, and the step it describes. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from slurmgen.local import jobenv
+
+_VALUED = {
+    "-N": "nodes",
+    "--nodes": "nodes",
+    "--ntasks-per-node": "tasks_per_node",
+    "-c": "cpus_per_task",
+    "--cpus-per-task": "cpus_per_task",
+    "-o": "output",
+    "--output": "output",
+    "--open-mode": "open_mode",
+    "-K": "kill_on_bad_exit",
+    "--kill-on-bad-exit": "kill_on_bad_exit",
+}
+_CONTAINER_VALUED = {
+    "--container-image",
+    "--container-mounts",
+    "--container-workdir",
+    "--container-name",
+    "--container-save",
+    "--container-env",
+}
+
+
+class SrunError(Exception):
+    """A command line this emulation cannot run; srun's own wording where there is one."""
+
+
+@dataclass(frozen=True)
+class SrunArgs:
+    command: tuple[str, ...]
+    nodes: int | None = None
+    tasks_per_node: int | None = None
+    cpus_per_task: int | None = None
+    output: str | None = None
+    open_mode: str = "truncate"
+    kill_on_bad_exit: bool = False
+    ignored: tuple[str, ...] = field(default=())  # container options, for the warning
+
+
+def _positive(option: str, value: str) -> int:
+    if not (value.isdigit() and int(value) > 0):
+        raise SrunError(f"{option}: want a positive number, not {value!r}")
+    return int(value)
+
+
+def parse_args(argv: Sequence[str]) -> SrunArgs:
+    """srun's options as the rendered script writes them (both `--opt=value` and `--opt value`)."""
+    values: dict[str, str] = {}
+    ignored: list[str] = []
+    args = list(argv)
+    while args and args[0].startswith("-"):
+        arg = args.pop(0)
+        if arg == "--":
+            break
+        name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg[:2], "", arg[2:])
+        is_container = name.startswith(("--container-", "--no-container-"))
+        if name in _VALUED or name in _CONTAINER_VALUED:
+            flag_ok = name in ("-K", "--kill-on-bad-exit")
+            if eq or inline:
+                value = inline
+            elif flag_ok:
+                value = "1"
+            elif args:
+                value = args.pop(0)
+            else:
+                raise SrunError(f"option {name} needs a value")
+            if is_container:
+                ignored.append(f"{name}={value}")
+            else:
+                values[_VALUED[name]] = value
+        elif is_container and not eq:
+            ignored.append(name)  # pyxis flags: --container-writable, --no-container-mount-home, ...
+        else:
+            raise SrunError(f"option {arg!r} is not emulated by `slurmgen run --local` (only what slurmgen renders)")
+    if not args:
+        raise SrunError("no command to run")
+    mode = values.get("open_mode", "truncate")
+    if mode not in ("append", "truncate"):
+        raise SrunError(f"--open-mode={mode}: want append or truncate")
+    kill = values.get("kill_on_bad_exit", "0")
+    if kill not in ("0", "1"):
+        raise SrunError(f"--kill-on-bad-exit={kill}: want 0 or 1")
+    return SrunArgs(
+        command=tuple(args),
+        nodes=_positive("--nodes", values["nodes"]) if "nodes" in values else None,
+        tasks_per_node=_positive("--ntasks-per-node", values["tasks_per_node"]) if "tasks_per_node" in values else None,
+        cpus_per_task=_positive("--cpus-per-task", values["cpus_per_task"]) if "cpus_per_task" in values else None,
+        output=values.get("output"),
+        open_mode=mode,
+        kill_on_bad_exit=kill == "1",
+        ignored=tuple(ignored),
+    )
+
+
+def step_shape(args: SrunArgs, env: Mapping[str, str], step_id: int) -> jobenv.StepShape:
+    """The step's nodes and tasks from the options and the job's environment (srun inside an allocation)."""
+    from slurmgen.runtime.hostlist import expand_hostlist
+
+    job_id = env.get("SLURM_JOB_ID", "")
+    job_list = env.get("SLURM_JOB_NODELIST", "")
+    if not job_id or not job_list:
+        raise SrunError("not inside a job (SLURM_JOB_ID / SLURM_JOB_NODELIST unset); use `slurmgen run --local`")
+    hosts = expand_hostlist(job_list)
+    nodes = args.nodes or len(hosts)
+    if nodes > len(hosts):
+        raise SrunError(f"Unable to create step for job {job_id}: the job has {len(hosts)} nodes, asked for {nodes}")
+    per_node = args.tasks_per_node or int(env.get("SLURM_NTASKS_PER_NODE") or 1)
+    return jobenv.StepShape(
+        job_id=job_id,
+        step_id=step_id,
+        hosts=tuple(hosts[:nodes]),
+        tasks_per_node=per_node,
+        cpus_per_task=args.cpus_per_task,
+        hostlist=job_list if nodes == len(hosts) else "",
+        gpus=jobenv.parse_gpus(env.get(jobenv.LOCAL_GPUS, "")),
+    )
