@@ -73,6 +73,9 @@ class Step:
         self.shape, self.args, self.env = shape, args, env
         self.tasks: dict[int, tuple[int, int]] = {}  # pid -> (rank, node index)
         self.started: list[int] = []
+        # Kept alive on purpose: a collected Popen of a running child joins subprocess's cleanup list, and the
+        # next Popen would reap that child behind our back (its exit status lost to os.waitpid below).
+        self.popens: list[subprocess.Popen[bytes]] = []
         self.pending: list[tuple[int, int]] = []  # (signal, tasks started when it came)
         self.codes: dict[int, int] = {}
         self.kill_deadline: float | None = None
@@ -141,6 +144,7 @@ class Step:
             return
         self.tasks[proc.pid] = (rank, node)
         self.started.append(proc.pid)
+        self.popens.append(proc)
 
     def wait(self) -> int:
         while self.tasks:
