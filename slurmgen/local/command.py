@@ -77,9 +77,9 @@ def run_local(
     runner = Runner(job, env, out)
     for note in loaded.notes:
         runner.say(note)
-    ranks = "workers" if spec.launcher == "torchrun" else "tasks"
+    ranks = _plural(spec.nproc_per_node, "worker" if spec.launcher == "torchrun" else "task")
     runner.say(
-        f"{spec.name}, {spec.nodes} node(s) x {spec.nproc_per_node} {ranks} on {jobenv.nodelist(spec.nodes)} "
+        f"{spec.name}, {_plural(spec.nodes, 'node')} x {ranks} on {jobenv.nodelist(spec.nodes)} "
         f"({spec.distributed.backend}); batch log {_show(paths.batch_log, submit_dir)}, task logs "
         f"{_show(paths.task_logs, submit_dir)}/<node>.log"
     )
@@ -93,7 +93,7 @@ def run_local(
     end = runner.run()
     record(end.state, exit_code=end.code, runs=runner.runs)
     runner.say(
-        f"{end.state}, exit code {end.code}, {runner.runs} run(s) in {time.monotonic() - started:.1f} s; "
+        f"{end.state}, exit code {end.code}, {_plural(runner.runs, 'run')} in {time.monotonic() - started:.1f} s; "
         f"batch log {_show(paths.batch_log, submit_dir)}"
     )
     if end.state not in ("COMPLETED", "CANCELLED"):
@@ -120,6 +120,10 @@ def _recorder(journal: Journal, source: Path, name: str, paths: plan.Paths, job_
         )
 
     return record
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _show(path: Path, base: Path) -> str:
