@@ -131,6 +131,8 @@ def test_overrides_and_cpu_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     assert gpu.notes[0].startswith("no GPU here, 8 needed: running on CPU with gpus_per_node=0")
     torchrun = plan.load("jobs/gpu-2node-torchrun.yaml", plan.Options(tasks_per_node=2), ["0"])
     assert (torchrun.spec.tasks_per_node, torchrun.spec.nproc_per_node, torchrun.spec.gpus_per_node) == (1, 2, 0)
+    container = plan.load("jobs/container.yaml", plan.Options(), [])
+    assert container.notes[1].startswith("the image nvcr.io#nvidia/pytorch:24.05-py3 is not used locally")
     enough = plan.load("jobs/gpu-1node-8gpu.yaml", plan.Options(), [str(i) for i in range(8)])
     assert (enough.spec.gpus_per_node, enough.gpus, enough.notes) == (8, (tuple(str(i) for i in range(8)),), ())
 

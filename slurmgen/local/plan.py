@@ -90,6 +90,8 @@ def load(source: str | Path, options: Options, gpus: Sequence[str]) -> Loaded:
             raise UsageError(f"{source}: preemption is off in this spec, so there is no preemption to rehearse")
     if spec.dependency:
         notes.append(f"dependency {spec.dependency} is ignored locally: the job starts at once")
+    if spec.container is not None:
+        notes.append(f"the image {spec.container.image} is not used locally: tasks run on this machine, its files")
     script = render(spec, options.templates)
     return Loaded(spec, script, (*loaded.warnings, *doctor(spec, script)), tuple(notes), slices)
 
