@@ -32,7 +32,10 @@ PARENT = str(ROOT)  # where the slurmgen package is importable from
 
 def clean_env(**extra: str) -> dict[str, str]:
     """This environment without anything that would steer a job (an enclosing allocation, a developer's MASTER_*)."""
-    drop = ("SLURM", "SBATCH", "SRUN", "SLURMGEN", "MASTER_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC")
+    drop = (
+        *("SLURM", "SBATCH", "SRUN", "SLURMGEN", "MASTER_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"),
+        *("GROUP_RANK", "TORCHELASTIC", "NCCL_", "GLOO_", "TORCH_NCCL"),
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(extra)
     return env
@@ -365,6 +368,12 @@ FAST = 'command=[python3, jobs/train_tiny.py, --steps, "300"]'  # no sleep betwe
 RANK_LINE = re.compile(r"rank (\d)/4: start at step (\d+) on .*, local rank (\d), run (\d)")
 
 
+def logs_of(cwd: Path) -> str:
+    """Everything a failed local run wrote, for the assertion message."""
+    files = [cwd / "runner.err", *sorted((cwd / "logs").rglob("*.log"))]
+    return "\n".join(f"--- {f.relative_to(cwd)}\n{f.read_text()[-3000:]}" for f in files if f.is_file())
+
+
 def final_weights(text: str) -> str:
     found = re.findall(r"rank 0/4: final weights (\S+)", text)
     assert len(found) == 1, text
@@ -389,7 +398,7 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, P
 @pytest.mark.torch
 def test_two_nodes_two_tasks_complete_with_correct_ranks(uninterrupted: tuple[int, str, Path, float]) -> None:
     code, err, cwd, _ = uninterrupted
-    assert code == 0, err
+    assert code == 0, logs_of(cwd)
     assert "local job 1: cpu-debug, 2 nodes x 2 tasks on 127.0.0.[1-2] (gloo)" in err
     assert "local job 1: COMPLETED, exit code 0, 1 run in" in err
     assert (cwd / "logs" / "cpu-debug-1.log").read_text().count("step ended with exit code 0") == 1
@@ -409,7 +418,7 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     tmp_path: Path, uninterrupted: tuple[int, str, Path, float]
 ) -> None:
     code, _, first, seconds = uninterrupted
-    assert code == 0
+    assert code == 0, logs_of(first)
     cwd = workdir(tmp_path)
     # 15 s of steps; the signal comes when the uninterrupted run (start-up and all) had ended: a few steps in,
     # on a fast or a busy machine alike. Earlier it would still work (the runtime keeps it pending).
@@ -417,7 +426,7 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     slow = FAST.replace("]", ', --step-time, "0.05"]')
     proc = slurmgen_run(cwd, "jobs/cpu-debug.yaml", "--set", slow, "--preempt-after", after, stderr=cwd / "runner.err")
     try:
-        assert proc.wait(timeout=600) == 0, (cwd / "runner.err").read_text()
+        assert proc.wait(timeout=600) == 0, logs_of(cwd)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -485,3 +494,29 @@ def test_ctrl_c_leaves_no_process(tmp_path: Path) -> None:
     everything = procs.processes()
     assert [p for p in everything if p[3] == pgid] == []  # not even a zombie
     assert [p for p in everything if p[0] in members] == []
+
+
+FAST_CLOCK = """
+import sys, time
+from pathlib import Path
+from slurmgen.local import command, plan
+clock = lambda: time.monotonic() * 60  # one real second is a minute of the job's
+err = lambda line: print(line, file=sys.stderr)
+sys.exit(command.run_local(Path("stubborn.yaml"), plan.Options(), err, clock=clock))
+"""
+
+
+def test_signal_before_the_limit_then_the_limit_itself(tmp_path: Path) -> None:
+    """On a clock 60 times faster: --signal=B:USR1@120 at 480 s of the 10 min limit reaches the batch shell,
+    then the limit ends the job (tasks ignore SIGTERM: SIGKILL after KillWait) as TIMEOUT."""
+    (tmp_path / "stubborn.yaml").write_text(STUBBORN.replace("preemption: false", "preemption: {lead_time: 120}"))
+    result = subprocess.run(
+        [sys.executable, "-c", FAST_CLOCK], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120
+    )
+    err = result.stderr
+    assert result.returncode == 124, err
+    assert "SIGCONT, SIGUSR1 to the batch shell at 480 s of run 1 (--signal=B:USR1@120)" in err
+    assert "time limit 00:10:00 reached: SIGTERM to every process, SIGKILL after 10 s" in err
+    assert "SIGKILL to the processes still running" in err and "TIMEOUT, exit code 124" in err
+    batch = (tmp_path / "logs" / "stubborn-1.log").read_text()
+    assert batch.index("batch shell received SIGUSR1") < batch.index("DUE TO TIME LIMIT")

@@ -52,8 +52,10 @@ def run_local(
     out: Callable[[str], object],
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> int:
-    """Run the spec on this machine; returns the job's exit code."""
+    """Run the spec on this machine; returns the job's exit code. `clock` times Slurm's signals and KillWait
+    (tests run it faster)."""
     env = dict(os.environ if environ is None else environ)
     submit_dir = (cwd or Path.cwd()).resolve()
     loaded = plan.load(source, options, jobenv.visible_gpus(env, _devices()))
@@ -61,7 +63,10 @@ def run_local(
         out(f"warning: {warning}")
     spec = loaded.spec
     base = home(env, submit_dir)
-    job_id = plan.new_job_id(base, plan.id_taken(spec, base, submit_dir))
+    try:
+        job_id = plan.new_job_id(base, plan.id_taken(spec, base, submit_dir))
+    except OSError as exc:
+        raise UsageError(f"cannot record a local job in {base / 'local'}: {exc.strerror or exc}") from None
     paths = plan.paths(spec, job_id, base, submit_dir)
     shape = jobenv.JobShape(
         job_id=job_id,
@@ -74,7 +79,7 @@ def run_local(
         gpus=loaded.gpus,
     )
     job = Job(spec, loaded.script, paths, shape, options.preempt_after)
-    runner = Runner(job, env, out)
+    runner = Runner(job, env, out, clock=clock)
     for note in loaded.notes:
         runner.say(note)
     ranks = _plural(spec.nproc_per_node, "worker" if spec.launcher == "torchrun" else "task")
@@ -90,7 +95,11 @@ def run_local(
     record = _recorder(journal, source, spec.name, paths, job_id)
     record("RUNNING", runner_pid=os.getpid(), nodes=spec.nodes, tasks_per_node=spec.nproc_per_node)
     started = time.monotonic()
-    end = runner.run()
+    try:
+        end = runner.run()
+    except OSError as exc:  # the output or state directory cannot be written: nothing was started
+        where = f" {exc.filename}" if exc.filename else ""
+        raise UsageError(f"cannot prepare the local job{where}: {exc.strerror or exc}") from None
     record(end.state, exit_code=end.code, runs=runner.runs)
     runner.say(
         f"{end.state}, exit code {end.code}, {_plural(runner.runs, 'run')} in {time.monotonic() - started:.1f} s; "
