@@ -156,7 +156,7 @@ class Runner:
         self.say(f"run {self.runs} started{count}: batch shell pid {proc.pid} (process group {proc.pid})")
         self._record(proc.pid)
         try:
-            return self._supervise(proc, restart)
+            return self._supervise(proc)
         finally:
             if procs.group_members(proc.pid):  # an error in slurmgen itself: still leave nothing behind
                 procs.signal_group(proc.pid, signal.SIGKILL)
@@ -183,7 +183,7 @@ class Runner:
                 self._reap(proc)
                 self.sleep(POLL)
 
-    def _supervise(self, proc: subprocess.Popen[bytes], restart: int) -> RunEnd:
+    def _supervise(self, proc: subprocess.Popen[bytes]) -> RunEnd:
         start = self.clock()
         events = plan.timeline(self.job.spec, self.runs, self.job.preempt_after)
         request = self.job.paths.control / REQUEUE_REQUEST
@@ -192,7 +192,7 @@ class Runner:
             if request.exists():
                 self.say(f"requeue requested ({_read(request)}); ending run {self.runs} as Slurm does")
                 self._slurmstepd_line("CANCELLED", "DUE TO JOB REQUEUE")
-                self._end(proc, self.job.kill_wait)
+                self._end(proc, self.job.kill_wait, hurry=lambda: self.interrupts > 0)
                 return RunEnd("REQUEUE", 0)
             if rc is not None:
                 if procs.group_members(proc.pid):
@@ -231,7 +231,7 @@ class Runner:
             f"time limit {self.job.spec.time} reached: SIGTERM to every process, SIGKILL after {self.job.kill_wait:g} s"
         )
         self._slurmstepd_line("CANCELLED", "DUE TO TIME LIMIT")
-        self._end(proc, self.job.kill_wait)
+        self._end(proc, self.job.kill_wait, hurry=lambda: self.interrupts > 0)
         return RunEnd("TIMEOUT", EXIT_TIMEOUT)
 
     def _to_batch_shell(self, pid: int, sig: str) -> None:
