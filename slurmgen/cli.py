@@ -13,6 +13,8 @@ from typing import Annotated
 import typer
 
 from slurmgen.cli_fast import err, render_action, report, warn_all
+from slurmgen.cli_jobs import jobs as jobs_app
+from slurmgen.cli_options import SetOpt, TemplatesOpt
 from slurmgen.errors import Problem, SlurmgenError, SpecError
 
 app = typer.Typer(
@@ -23,15 +25,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", "-s", metavar="PATH=VALUE", help="Override a field, e.g. --set nodes=4 (repeatable)."),
-]
-TemplatesOpt = Annotated[
-    Path | None, typer.Option("--templates", metavar="DIR", help="Look for templates in DIR first.")
-]
-
 
 @app.command()
 def render(
@@ -77,6 +70,9 @@ def schema() -> None:
     from slurmgen.spec_fields import json_schema
 
     print(json.dumps(json_schema(), indent=2))
+
+
+app.add_typer(jobs_app)  # submit, requeue, status, logs, cancel (slurmgen/cli_jobs.py)
 
 
 def main(argv: list[str] | None = None) -> int:

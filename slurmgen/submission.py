@@ -1,49 +1,82 @@
-"""Plan and submit. `plan()` is pure: it renders and decides where everything goes and the exact sbatch argv.
-`submit()` carries a plan out: writes the run directory, creates the log and state directories, runs sbatch,
-and records the job in the journal. `--dry-run` prints the plan; nothing else differs.
+"""Plan and submit. `plan()` is pure: where everything goes and the exact sbatch argv. `submit()` carries a plan
+out: checks and creates the log and state directories, writes the run directory, runs sbatch once, and records
+the job in the journal. `--dry-run` prints the plan; `--test-only` asks the scheduler about it; nothing else
+differs.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from slurmgen.errors import Problem, SchedulerError, UsageError
-from slurmgen.journal import Entry, Journal
-from slurmgen.spec import JobSpec
+from slurmgen.errors import Problem, SchedulerError, SchedulerMissing, SpecError
+from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
+from slurmgen.slurm import JobId, SchedulerTimeout, SlurmClient, TestOnly
+
+if TYPE_CHECKING:  # the spec module pulls in yaml; status and cancel import this module for recovery only
+    from slurmgen.spec import JobSpec
 
 SCRIPT_NAME = "job.sbatch"
 SPEC_COPY = "spec.yaml"
 RESOLVED = "spec.resolved.json"
-TOKEN_PREFIX = "slurmgen:"
+# After an sbatch timeout, look for the submission this many times, this far apart: the controller that was too
+# slow to answer sbatch may record the job a moment later.
+LOOKUPS = 3
+LOOKUP_DELAY = 2.0
+# A "submitting" entry this old without an outcome means slurmgen died during sbatch: worth a look in the queue.
+STALE = 300.0
 
 
 @dataclass(frozen=True)
 class Plan:
     spec: JobSpec
     source: Path  # the spec file as given
+    overrides: tuple[str, ...]
     script: str
     warnings: tuple[Problem, ...]
     token: str
     run_dir: Path
-    workdir: Path  # where the job starts: spec.chdir, else the directory sbatch runs in
-    log_dir: Path  # the directory of the batch log; must exist before sbatch runs
-    state_dir: Path
-    sbatch_argv: tuple[str, ...]
+    workdir: Path  # where the job starts: spec.chdir (relative to cwd), else the directory sbatch runs in
+    log_dir: Path  # the batch log's directory (spec field output); must exist before sbatch runs
+    state_dir: Path | None  # preemption.state_dir when preemption is on
+    sbatch_args: tuple[str, ...]  # options on sbatch's command line (they beat the script's #SBATCH lines)
 
     @property
     def script_path(self) -> Path:
         return self.run_dir / SCRIPT_NAME
 
+    def sbatch_argv(self, test_only: bool = False, script: Path | None = None) -> list[str]:
+        return SlurmClient.sbatch_argv(script or self.script_path, self.sbatch_args, test_only=test_only)
+
+
+@dataclass(frozen=True)
+class Submission:
+    job_id: JobId
+    cluster: str | None
+    recovered: bool = False  # sbatch timed out, and the job was found in the queue by its token
+    others: tuple[JobId, ...] = ()  # more jobs carrying the same token (should never happen; reported)
+
 
 def new_token(clock: Callable[[], float] = time.time) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock()))
-    return f"{stamp}-{secrets.token_hex(3)}"
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+def comment_for(spec: JobSpec, token: str) -> str:
+    """The job's --comment: the user's own (spec field sbatch.comment) first, then our token as the last word.
+
+    The command line beats the script's `#SBATCH --comment`, so the user's words must be carried over here.
+    """
+    user = dict(spec.sbatch).get("comment")
+    return f"{user} {TOKEN_PREFIX}{token}" if user else f"{TOKEN_PREFIX}{token}"
 
 
 def plan(
@@ -54,57 +87,94 @@ def plan(
     base: Path,
     cwd: Path,
     token: str,
-    test_only: bool = False,
+    overrides: tuple[str, ...] = (),
 ) -> Plan:
-    """Where the run lives and what sbatch gets. No effects."""
-    workdir = (cwd / spec.chdir) if spec.chdir else cwd
-    run_dir = base / "runs" / spec.name / token
-    comment = f"{TOKEN_PREFIX}{token}"
-    user_comment = dict(spec.sbatch).get("comment")
-    if user_comment:
-        comment = f"{user_comment} {comment}"  # the command line beats the script: keep the user's words
-    argv = ["sbatch", "--parsable", *(["--test-only"] if test_only else []), f"--comment={comment}"]
-    argv.append(str(run_dir / SCRIPT_NAME))
+    """Where the run lives and what sbatch gets. No effects. ``base`` is the journal's directory."""
+    workdir = cwd / spec.chdir if spec.chdir else cwd
+    pre = spec.preemption
     return Plan(
         spec=spec,
         source=source,
+        overrides=overrides,
         script=script,
         warnings=warnings,
         token=token,
-        run_dir=run_dir,
+        run_dir=base / "runs" / spec.name / token,
         workdir=workdir,
         log_dir=workdir / spec.output,
-        state_dir=workdir / spec.preemption.state_dir,
-        sbatch_argv=tuple(argv),
+        state_dir=workdir / pre.state_dir if pre.enabled else None,
+        sbatch_args=(f"--comment={comment_for(spec, token)}",),
     )
 
 
-def ensure_writable(directory: Path, what: str) -> None:
-    """Create `directory` and prove a file can be made in it, before sbatch: Slurm would lose the log silently."""
+def dry_run_lines(p: Plan) -> list[str]:
+    """What submit would do, for `--dry-run` (the script itself goes to stdout)."""
+    import shlex
+
+    state = f" and {p.state_dir} (preemption.state_dir)" if p.state_dir is not None else ""
+    return [
+        f"would write {p.script_path} (the script above), {p.run_dir / SPEC_COPY} and {p.run_dir / RESOLVED}",
+        f"would create {p.log_dir} (output){state}",
+        f"would run: {shlex.join(p.sbatch_argv())}",
+        f"the job would start in {p.workdir}",
+    ]
+
+
+# --- effects ------------------------------------------------------------------------------------------------
+
+
+def ensure_writable(directory: Path, field: str, source: Path) -> None:
+    """Create ``directory`` and prove a file can be made in it, before sbatch: Slurm does not create the log's
+    directory, and a job whose log cannot be opened fails without a word (slurm-facts 1.10)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".slurmgen-probe-"):
             pass
     except OSError as exc:
-        raise UsageError(
-            f"{what} {directory}: cannot write there ({exc.strerror or exc}); fix the permissions or change the "
-            "spec field"
+        reason = exc.strerror or str(exc)
+        raise SpecError(
+            [Problem(str(source), field, f"cannot write to {directory} ({reason}); fix it or choose another path")]
         ) from None
 
 
-def write_run_dir(p: Plan) -> None:
+def _private_dirs(path: Path, base: Path) -> None:
+    """mkdir -p with mode 0700 for every directory created (Path.mkdir gives parents the default mode)."""
+    missing = [d for d in (path, *path.parents) if d == base or base in d.parents]
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            if directory == path:
+                raise
+    os.chmod(path, 0o700)
+
+
+def write_run_dir(p: Plan, base: Path) -> None:
     from slurmgen.files import write_atomic
 
-    p.run_dir.mkdir(mode=0o700, parents=True, exist_ok=False)
+    _private_dirs(p.run_dir, base)
     write_atomic(p.script_path, p.script, mode=0o600)
-    write_atomic(p.run_dir / SPEC_COPY, p.source.read_text(encoding="utf-8"), mode=0o600)
-    import json
-
-    resolved = {"source": str(p.source.resolve()), "digest": p.spec.digest, "spec": p.spec.to_dict()}
+    write_atomic(p.run_dir / SPEC_COPY, p.source.read_bytes().decode("utf-8"), mode=0o600)
+    resolved = {
+        "source": str(p.source.resolve()),
+        "overrides": list(p.overrides),
+        "digest": p.spec.digest,
+        "workdir": str(p.workdir),
+        "log_dir": str(p.log_dir),
+        "spec": p.spec.to_dict(),
+    }
     write_atomic(p.run_dir / RESOLVED, json.dumps(resolved, indent=2, sort_keys=True) + "\n", mode=0o600)
 
 
-def entry(p: Plan, event: str, job_id: str | None = None, cluster: str | None = None, **extra: object) -> Entry:
+def prepare(p: Plan, base: Path) -> None:
+    """Every effect before sbatch: the log and state directories (checked), then the run directory."""
+    ensure_writable(p.log_dir, "output", p.source)
+    if p.state_dir is not None:
+        ensure_writable(p.state_dir, "preemption.state_dir", p.source)
+    write_run_dir(p, base)
+
+
+def entry(p: Plan, event: str, job_id: JobId | None = None, cluster: str | None = None, **extra: object) -> Entry:
     return Entry(
         event=event,
         token=p.token,
@@ -113,59 +183,110 @@ def entry(p: Plan, event: str, job_id: str | None = None, cluster: str | None = 
         run_dir=str(p.run_dir),
         script=str(p.script_path),
         time=time.time(),
-        job_id=job_id,
+        job_id=None if job_id is None else str(job_id),
         cluster=cluster,
+        log_dir=str(p.log_dir.absolute()),
+        array=p.spec.array is not None,
         extra=dict(extra),
     )
 
 
-def prepare(p: Plan) -> None:
-    """Every effect before sbatch: directories, permissions, the run directory."""
-    ensure_writable(p.log_dir, "output")
-    if p.spec.preemption.enabled:
-        ensure_writable(p.state_dir, "preemption.state_dir")
-    write_run_dir(p)
+Which = Callable[[str], str | None]
 
 
-def submit(p: Plan, client: object, journal: Journal) -> tuple[str, str | None]:
-    """Carry out a plan; returns (job id, cluster). Never submits twice: a timeout is resolved by looking for
-    the submission token in the queue, not by trying again."""
-    from slurmgen.slurm import SchedulerTimeout, SlurmClient
+def require_sbatch(which: Which) -> None:
+    if which("sbatch") is None:
+        raise SchedulerMissing(
+            "sbatch not found: Slurm's client is not installed here (or not on PATH). "
+            "`slurmgen submit --dry-run` shows the script and the sbatch command; `slurmgen render` writes the script"
+        )
 
-    assert isinstance(client, SlurmClient)
-    prepare(p)
+
+def submit(
+    p: Plan,
+    client: SlurmClient,
+    journal: Journal,
+    *,
+    which: Which = shutil.which,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Submission:
+    """Carry out a plan. Never submits twice: a timeout is resolved by looking for the submission's token in
+    the queue, not by trying again."""
+    require_sbatch(which)
+    prepare(p, journal.base)
     journal.append(entry(p, "submitting"))
     try:
-        submitted = client.sbatch(p.script_path, list(p.sbatch_argv[2:-1]))
-    except SchedulerTimeout:
-        found = find_by_token(client, p.token)
-        if found is None:
-            journal.append(entry(p, "unknown"))
-            raise SchedulerError(
-                f"sbatch did not answer in time and no job with comment {TOKEN_PREFIX}{p.token} is in the queue "
-                "yet; it was probably not submitted. Check `squeue --me` before submitting again"
+        submitted = client.sbatch(p.script_path, p.sbatch_args)
+    except SchedulerTimeout as exc:
+        found = find_by_token(client, p.spec.name, p.token, sleep)
+        if not found:
+            journal.append(entry(p, "unknown", error=str(exc)))
+            raise SchedulerTimeout(
+                f"sbatch gave no answer within {client.timeout:g} s, and no job with the comment "
+                f"{TOKEN_PREFIX}{p.token} is in the queue: it was probably not submitted. Before submitting again, "
+                f"check with: squeue --me --format='%i %k' | grep {p.token}"
             ) from None
-        journal.append(entry(p, "submitted", found, recovered=True))
-        return found, None
-    except SchedulerError as exc:
+        journal.append(entry(p, "submitted", found[0], recovered=True))
+        return Submission(found[0], None, recovered=True, others=tuple(found[1:]))
+    except (SchedulerError, SchedulerMissing) as exc:
         journal.append(entry(p, "failed", error=str(exc)))
         raise
     journal.append(entry(p, "submitted", submitted.job_id, submitted.cluster))
-    return submitted.job_id, submitted.cluster
+    return Submission(submitted.job_id, submitted.cluster)
 
 
-def find_by_token(client: object, token: str) -> str | None:
-    """The job that carries our submission token in its comment, if sbatch submitted it after all."""
-    from slurmgen.slurm import SlurmClient
+def find_by_token(
+    client: SlurmClient, name: str, token: str, sleep: Callable[[float], None] = time.sleep
+) -> list[JobId]:
+    """The jobs whose comment ends in our submission token (at most one, unless something is very wrong)."""
+    marker = f"{TOKEN_PREFIX}{token}"
+    for attempt in range(LOOKUPS):
+        if attempt:
+            sleep(LOOKUP_DELAY)
+        try:
+            rows = client.comments(name)
+        except SchedulerError:
+            continue  # the controller is still busy; a lookup is safe to repeat, a submission is not
+        found = sorted({job for job, comment in rows if comment.split()[-1:] == [marker]}, key=str)
+        if found:
+            return found
+    return []
 
-    assert isinstance(client, SlurmClient)
-    for row in client.squeue_comments():
-        if row[1].endswith(f"{TOKEN_PREFIX}{token}"):
-            return row[0]
-    return None
+
+def would_run(p: Plan, client: SlurmClient, *, which: Which = shutil.which) -> TestOnly:
+    """`sbatch --test-only`: would the scheduler accept the job, and when and where would it start? Writes
+    nothing but a temporary copy of the script. A job that can never run raises SchedulerError."""
+    require_sbatch(which)
+    fd, tmp = tempfile.mkstemp(prefix=f"{p.spec.name}-", suffix=".sbatch")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(p.script)
+        try:
+            return client.sbatch(Path(tmp), p.sbatch_args, test_only=True)
+        except SchedulerTimeout:
+            raise
+        except SchedulerError as exc:
+            raise SchedulerError(f"the job cannot run on this cluster: {exc}") from None
+    finally:
+        os.unlink(tmp)
 
 
-def submit_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    from slurmgen.slurm import clean_submit_env
-
-    return clean_submit_env(os.environ if environ is None else environ)
+def recover_unresolved(journal: Journal, client: SlurmClient, clock: Callable[[], float] = time.time) -> list[str]:
+    """Settle submissions whose outcome the journal does not know (sbatch timed out, or slurmgen was killed
+    during it) by looking for their tokens in the queue; records what it finds. Returns notes for the user."""
+    now = clock()
+    pending = [e for e in journal.unresolved() if e.event == "unknown" or now - e.time > STALE]
+    if not pending:
+        return []
+    try:
+        rows = client.comments()
+    except SchedulerError as exc:
+        return [f"warning: cannot look for {len(pending)} unresolved submission(s) in the queue: {exc}"]
+    by_marker = {comment.split()[-1]: job for job, comment in rows if comment.split()}
+    notes = []
+    for e in pending:
+        job = by_marker.get(f"{TOKEN_PREFIX}{e.token}")
+        if job is not None:
+            journal.append(replace(e, event="submitted", job_id=str(job), time=now, extra={"recovered": True}))
+            notes.append(f"note: the submission of {e.name} (token {e.token}) whose sbatch timed out is job {job}")
+    return notes
