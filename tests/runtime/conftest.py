@@ -1,0 +1,20 @@
+"""Fixtures for the runtime tests (helpers live in runtime_helpers.py so test modules can import them)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from runtime_helpers import RankProcs
+
+
+@pytest.fixture
+def ranks() -> Iterator[RankProcs]:
+    group = RankProcs()
+    yield group
+    group.kill()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # torch 2.13 CPU warns on import when NumPy is absent; NumPy is not a dependency of slurmgen.
+    config.addinivalue_line("filterwarnings", "ignore:Failed to initialize NumPy:UserWarning")

@@ -1,0 +1,80 @@
+"""The store barrier with threads as ranks on one in-memory store: pass, verdict, different reasons."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from runtime_helpers import HAS_TORCH
+
+from slurmgen.runtime.store_barrier import BarrierTimeout, StoreBarrier
+
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch==2.13.0)"),
+]
+
+
+def run_ranks(
+    world: int, present: list[int], timeout: float, reasons: dict[int, str] | None = None, rounds: int = 1
+) -> dict[int, object]:
+    import torch.distributed as dist
+
+    store = dist.HashStore()
+    outcome: dict[int, object] = {}
+
+    def rank_main(rank: int) -> None:
+        barrier = StoreBarrier(store, "t/", rank, world, f"host h{rank}")
+        try:
+            for _ in range(rounds):
+                barrier.wait(timeout, (reasons or {}).get(rank, "sync"))
+            outcome[rank] = "passed"
+        except BarrierTimeout as err:
+            outcome[rank] = err
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in present]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout + 10)
+    return outcome
+
+
+def test_all_present_pass_repeatedly_and_old_keys_are_deleted() -> None:
+    import torch.distributed as dist
+
+    outcome = run_ranks(3, [0, 1, 2], 5, rounds=4)
+    assert outcome == {0: "passed", 1: "passed", 2: "passed"}
+    store = dist.HashStore()
+    barrier = StoreBarrier(store, "k/", 0, 1, "me")
+    for _ in range(3):
+        barrier.wait(1, "x")
+    assert store.num_keys() == 3  # only the last generation's rank, count and done keys remain
+
+
+def test_missing_rank_gets_a_verdict_from_rank_zero() -> None:
+    started = time.monotonic()
+    outcome = run_ranks(4, [0, 1, 2], 1.0)
+    assert time.monotonic() - started < 1.0 + 3
+    for rank in (0, 1, 2):
+        error = outcome[rank]
+        assert isinstance(error, BarrierTimeout)
+        assert error.missing == [3]
+        assert f"on rank {rank} of 4 (host h{rank})" in str(error)
+        assert "1 of 4 ranks never arrived: 3" in str(error)
+
+
+def test_a_rank_at_another_barrier_is_shown() -> None:
+    outcome = run_ranks(3, [0, 1], 1.0, reasons={1: "save"})
+    error = outcome[0]
+    assert isinstance(error, BarrierTimeout)
+    assert "rank 1 is at 'save' (host h1)" in str(error)
+
+
+def test_without_rank_zero_the_others_diagnose_themselves() -> None:
+    outcome = run_ranks(3, [1, 2], 1.0)
+    for rank in (1, 2):
+        error = outcome[rank]
+        assert isinstance(error, BarrierTimeout)
+        assert error.missing == [0]
