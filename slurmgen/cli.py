@@ -78,7 +78,8 @@ app.add_typer(jobs_app)  # submit, requeue, status, logs, cancel (slurmgen/cli_j
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; the single error boundary. Returns the exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        # Without standalone mode click does not raise typer.Exit out of a command: it returns its exit code.
+        code = app(args=argv, standalone_mode=False)
     except SlurmgenError as exc:
         return report(exc)
     except typer.Exit as exc:
@@ -96,4 +97,4 @@ def main(argv: list[str] | None = None) -> int:
         else:
             err(f"error: {exc.format_message()}")
         return exc.exit_code
-    return 0
+    return code if isinstance(code, int) else 0
