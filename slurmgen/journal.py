@@ -79,9 +79,12 @@ class Journal:
     def append(self, entry: Entry) -> None:
         self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
         line = (entry.to_json() + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a torn last line (a writer killed mid-write) must not swallow ours
             written = os.write(fd, line)
             if written != len(line):  # pragma: no cover - a full disk; never leave half a line
                 raise OSError(f"short write to {self.path}")
