@@ -40,6 +40,10 @@ def main(argv: list[str]) -> int:
             time.sleep(0.05)
         print(f"rank {os.environ.get('RANK')} got SIG{argv[1]}" if got else "no signal", flush=True)
         return 0 if got else 1
+    if mode == "slow":
+        for i in range(int(argv[1])):
+            print(f"rank {os.environ.get('RANK')} line {i}", flush=True)
+            time.sleep(0.3)
     return 0
 
 

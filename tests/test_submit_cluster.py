@@ -4,6 +4,7 @@ script and slurmgen's runtime entry point, and the tests assert on what Slurm an
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -163,6 +164,40 @@ def test_cancel_signal_reaches_the_tasks(slurm_cluster: SlurmCluster, tmp_path: 
         logs = "\n".join(node_logs(tmp_path, job).values())
         assert logs.count("got SIGUSR2") == 2, logs
         assert (info.state, info.exit_code) == (JobState.COMPLETED, 0)  # a clean exit, not a kill
+    finally:
+        slurm_cluster.client.cancel(job)
+
+
+def test_logs_follow_prints_as_the_job_writes_and_stops_at_its_end(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    spec(tmp_path, ["slow", "10"], nodes=2, tasks=1)
+    job = submit(slurm_cluster, tmp_path)
+    follow = slurmgen(slurm_cluster, tmp_path, "logs", "-f", job)  # returns by itself once the job is over
+    assert follow.returncode == 0, follow.stderr
+    assert slurm_cluster.wait_for(job, ended, timeout=5).state is JobState.COMPLETED
+    for rank in (0, 1):
+        assert [ln for ln in follow.stdout.splitlines() if ln.startswith(f"rank {rank} ")] == [
+            f"rank {rank} line {i}" for i in range(10)
+        ]
+    assert "slurmgen: step ended with exit code 0" in follow.stdout  # the batch log, to its last line
+    second = slurm_cluster.client.show_hostnames(slurm_cluster.wait_for(job, ended).nodes or "")[1]
+    one = slurmgen(slurm_cluster, tmp_path, "logs", job, "--node", second)
+    assert one.stdout.count("line ") == 10 and "rank 1 line 9" in one.stdout
+
+
+def test_logs_follow_stops_cleanly_on_ctrl_c(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    spec(tmp_path, ["requeue-me"], nodes=1, tasks=1)
+    job = submit(slurm_cluster, tmp_path)
+    try:
+        printed = tmp_path / "follow.out"
+        with printed.open("w") as out:
+            follow = subprocess.Popen(
+                [sys.executable, "-m", "slurmgen", "logs", "-f", job],
+                cwd=tmp_path, env=slurm_cluster.env, stdout=out, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            wait_until("the follower printed run 1", lambda: "task RANK=0" in printed.read_text())
+            follow.send_signal(signal.SIGINT)
+            _, err = follow.communicate(timeout=30)
+        assert follow.returncode == 130 and "Traceback" not in err  # Typer turns Ctrl-C into a quiet exit 130
     finally:
         slurm_cluster.client.cancel(job)
 
