@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from slurmgen.cli_fast import err, warn_all
+from slurmgen.cli_fast import err
 from slurmgen.cli_options import SetOpt, TemplatesOpt
 from slurmgen.errors import UsageError
 
@@ -48,48 +48,41 @@ def submit(
     wait: Annotated[bool, typer.Option("--wait", help="Follow the job to its end; exit with its exit code.")] = False,
 ) -> None:
     """Validate, render and submit a job; print its id alone on stdout."""
-    from slurmgen import submission
-    from slurmgen.journal import Journal, home
-    from slurmgen.render import doctor, render
-    from slurmgen.slurm import SlurmClient
-    from slurmgen.spec import load_file
+    from slurmgen.cli_fast import load_for_submit, submit_action
 
     if dry_run and (test_only or wait):
         raise UsageError("--dry-run submits nothing: it cannot be combined with --test-only or --wait")
     if test_only and wait:
         raise UsageError("--test-only submits nothing, so there is nothing to --wait for")
-    overrides = tuple(set_ or [])
-    loaded = load_file(spec, list(overrides))
-    script = render(loaded.spec, templates)
-    warnings = (*loaded.warnings, *doctor(loaded.spec, script))
-    warn_all(warnings)
-    base = home()
-    token = submission.new_token()
-    p = submission.plan(spec, loaded.spec, script, warnings, base, Path.cwd(), token, overrides)
+    overrides = list(set_ or [])
+    if not (dry_run or test_only):
+        done = submit_action(spec, overrides, templates)
+        if wait:
+            from slurmgen.slurm import SlurmClient
+
+            _wait(SlurmClient(), done.job_id)
+        return
+    from slurmgen.journal import home
+    from slurmgen.plan import dry_run_lines, new_token, plan
+
+    messages, script, job = load_for_submit(spec, overrides, templates)
+    for line in messages:
+        err(line)
+    p = plan(spec, job, script, home(), Path.cwd(), new_token(), tuple(overrides))
     if dry_run:
         sys.stdout.write(script)
-        for line in submission.dry_run_lines(p):
+        for line in dry_run_lines(p):
             err(line)
         return
-    client = SlurmClient()
-    if test_only:
-        result = submission.would_run(p, client)
-        start = result.start.isoformat(sep=" ") if result.start else "an unknown time"
-        print(
-            f"job {loaded.spec.name} can run: it would start at {start} on {result.nodes} "
-            f"(partition {result.partition}, {result.processors} processors)"
-        )
-        return
-    done = submission.submit(p, client, Journal(base))
-    if done.recovered:
-        err(f"note: sbatch timed out, but the job reached Slurm: found job {done.job_id} by its token {token}")
-    for other in done.others:
-        err(f"warning: job {other} carries the same submission token; check it with `slurmgen status {other}`")
-    cluster = f" on cluster {done.cluster}" if done.cluster else ""
-    err(f"submitted job {done.job_id}{cluster}; run dir {p.run_dir}; logs in {p.log_dir}")
-    print(done.job_id, flush=True)
-    if wait:
-        _wait(client, done.job_id)
+    from slurmgen.slurm import SlurmClient
+    from slurmgen.submission import would_run
+
+    result = would_run(p, SlurmClient())
+    start = result.start.isoformat(sep=" ") if result.start else "an unknown time"
+    print(
+        f"job {job.name} can run: it would start at {start} on {result.nodes} "
+        f"(partition {result.partition}, {result.processors} processors)"
+    )
 
 
 def _wait(client: SlurmClient, job: JobId) -> None:

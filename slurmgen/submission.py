@@ -1,32 +1,23 @@
-"""Plan and submit. `plan()` is pure: where everything goes and the exact sbatch argv. `submit()` carries a plan
-out: checks and creates the log and state directories, writes the run directory, runs sbatch once, and records
-the job in the journal. `--dry-run` prints the plan; `--test-only` asks the scheduler about it; nothing else
-differs.
+"""Carrying out a plan (slurmgen.plan): check and create the log and state directories, write the run directory,
+run sbatch once, and record the job in the journal. `--test-only` asks the scheduler about the same plan instead.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from slurmgen.errors import Problem, SchedulerError, SchedulerMissing, SpecError
 from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
+from slurmgen.plan import RESOLVED, SPEC_COPY, Plan
 from slurmgen.slurm import JobId, SchedulerTimeout, SlurmClient, TestOnly
 
-if TYPE_CHECKING:  # the spec module pulls in yaml; status and cancel import this module for recovery only
-    from slurmgen.spec import JobSpec
-
-SCRIPT_NAME = "job.sbatch"
-SPEC_COPY = "spec.yaml"
-RESOLVED = "spec.resolved.json"
 # After an sbatch timeout, look for the submission this many times, this far apart: the controller that was too
 # slow to answer sbatch may record the job a moment later.
 LOOKUPS = 3
@@ -36,88 +27,11 @@ STALE = 300.0
 
 
 @dataclass(frozen=True)
-class Plan:
-    spec: JobSpec
-    source: Path  # the spec file as given
-    overrides: tuple[str, ...]
-    script: str
-    warnings: tuple[Problem, ...]
-    token: str
-    run_dir: Path
-    workdir: Path  # where the job starts: spec.chdir (relative to cwd), else the directory sbatch runs in
-    log_dir: Path  # the batch log's directory (spec field output); must exist before sbatch runs
-    state_dir: Path | None  # preemption.state_dir when preemption is on
-    sbatch_args: tuple[str, ...]  # options on sbatch's command line (they beat the script's #SBATCH lines)
-
-    @property
-    def script_path(self) -> Path:
-        return self.run_dir / SCRIPT_NAME
-
-    def sbatch_argv(self, test_only: bool = False, script: Path | None = None) -> list[str]:
-        return SlurmClient.sbatch_argv(script or self.script_path, self.sbatch_args, test_only=test_only)
-
-
-@dataclass(frozen=True)
 class Submission:
     job_id: JobId
     cluster: str | None
     recovered: bool = False  # sbatch timed out, and the job was found in the queue by its token
     others: tuple[JobId, ...] = ()  # more jobs carrying the same token (should never happen; reported)
-
-
-def new_token(clock: Callable[[], float] = time.time) -> str:
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock()))
-    return f"{stamp}-{secrets.token_hex(4)}"
-
-
-def comment_for(spec: JobSpec, token: str) -> str:
-    """The job's --comment: the user's own (spec field sbatch.comment) first, then our token as the last word.
-
-    The command line beats the script's `#SBATCH --comment`, so the user's words must be carried over here.
-    """
-    user = dict(spec.sbatch).get("comment")
-    return f"{user} {TOKEN_PREFIX}{token}" if user else f"{TOKEN_PREFIX}{token}"
-
-
-def plan(
-    source: Path,
-    spec: JobSpec,
-    script: str,
-    warnings: tuple[Problem, ...],
-    base: Path,
-    cwd: Path,
-    token: str,
-    overrides: tuple[str, ...] = (),
-) -> Plan:
-    """Where the run lives and what sbatch gets. No effects. ``base`` is the journal's directory."""
-    workdir = cwd / spec.chdir if spec.chdir else cwd
-    pre = spec.preemption
-    return Plan(
-        spec=spec,
-        source=source,
-        overrides=overrides,
-        script=script,
-        warnings=warnings,
-        token=token,
-        run_dir=base / "runs" / spec.name / token,
-        workdir=workdir,
-        log_dir=workdir / spec.output,
-        state_dir=workdir / pre.state_dir if pre.enabled else None,
-        sbatch_args=(f"--comment={comment_for(spec, token)}",),
-    )
-
-
-def dry_run_lines(p: Plan) -> list[str]:
-    """What submit would do, for `--dry-run` (the script itself goes to stdout)."""
-    import shlex
-
-    state = f" and {p.state_dir} (preemption.state_dir)" if p.state_dir is not None else ""
-    return [
-        f"would write {p.script_path} (the script above), {p.run_dir / SPEC_COPY} and {p.run_dir / RESOLVED}",
-        f"would create {p.log_dir} (output){state}",
-        f"would run: {shlex.join(p.sbatch_argv())}",
-        f"the job would start in {p.workdir}",
-    ]
 
 
 # --- effects ------------------------------------------------------------------------------------------------
@@ -158,10 +72,10 @@ def write_run_dir(p: Plan, base: Path) -> None:
     resolved = {
         "source": str(p.source.resolve()),
         "overrides": list(p.overrides),
-        "digest": p.spec.digest,
+        "digest": p.job.digest,
         "workdir": str(p.workdir),
         "log_dir": str(p.log_dir),
-        "spec": p.spec.to_dict(),
+        "spec": p.job.resolved,
     }
     write_atomic(p.run_dir / RESOLVED, json.dumps(resolved, indent=2, sort_keys=True) + "\n", mode=0o600)
 
@@ -178,7 +92,7 @@ def entry(p: Plan, event: str, job_id: JobId | None = None, cluster: str | None 
     return Entry(
         event=event,
         token=p.token,
-        name=p.spec.name,
+        name=p.job.name,
         spec=str(p.source.resolve()),
         run_dir=str(p.run_dir),
         script=str(p.script_path),
@@ -186,7 +100,7 @@ def entry(p: Plan, event: str, job_id: JobId | None = None, cluster: str | None 
         job_id=None if job_id is None else str(job_id),
         cluster=cluster,
         log_dir=str(p.log_dir.absolute()),
-        array=p.spec.array is not None,
+        array=p.job.array,
         extra=dict(extra),
     )
 
@@ -218,7 +132,7 @@ def submit(
     try:
         submitted = client.sbatch(p.script_path, p.sbatch_args)
     except SchedulerTimeout as exc:
-        found = find_by_token(client, p.spec.name, p.token, sleep)
+        found = find_by_token(client, p.job.name, p.token, sleep)
         if not found:
             journal.append(entry(p, "unknown", error=str(exc)))
             raise SchedulerTimeout(
@@ -257,7 +171,7 @@ def would_run(p: Plan, client: SlurmClient, *, which: Which = shutil.which) -> T
     """`sbatch --test-only`: would the scheduler accept the job, and when and where would it start? Writes
     nothing but a temporary copy of the script. A job that can never run raises SchedulerError."""
     require_sbatch(which)
-    fd, tmp = tempfile.mkstemp(prefix=f"{p.spec.name}-", suffix=".sbatch")
+    fd, tmp = tempfile.mkstemp(prefix=f"{p.job.name}-", suffix=".sbatch")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(p.script)

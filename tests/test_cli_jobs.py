@@ -4,11 +4,15 @@ what goes to stdout and stderr, exit codes, and that nothing is created when it 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from slurmgen import cli_fast
 from slurmgen.cli import main
 
 DATA = Path(__file__).parent / "data" / "slurm"
@@ -61,6 +65,8 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Fake:
     fake = Fake(tmp_path / "bin")
     monkeypatch.setenv("PATH", str(fake.bin))  # only the stand-ins: never the real Slurm of this machine
     monkeypatch.delenv("SLURMGEN_HOME", raising=False)
+    monkeypatch.delenv("SLURMGEN_NO_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
@@ -211,3 +217,47 @@ def test_no_traceback_anywhere_when_slurm_is_missing(
     for argv in (("status", "12"), ("requeue", "12"), ("cancel", "12"), ("logs", "12")):
         code, _, err = run(capsys, *argv)
         assert code == 4 and err.startswith("error: scontrol: command not found"), argv
+
+
+def test_the_fast_lane_submits_exactly_like_typer(fake: Fake, capsys: pytest.CaptureFixture[str]) -> None:
+    fake.answer("sbatch", "15\n")
+    Path("tiny.yaml").write_text(SPEC.format(output="logs") + 'env: {SLURM_X: "1"}\n')  # a spec with a warning
+    fast = (cli_fast.run(["submit", "tiny.yaml"]), *capsys.readouterr())
+    slow = (main(["submit", "tiny.yaml"]), *capsys.readouterr())
+    fast_again = (cli_fast.run(["submit", "tiny.yaml"]), *capsys.readouterr())  # a render cache hit
+    tokens = re.compile(r"\d{8}-\d{6}-[0-9a-f]{8}")
+    assert fast[1] == "15\n" and "warning: " in fast[2]
+    assert {(code, out, tokens.sub("T", err)) for code, out, err in (fast, slow, fast_again)} == {
+        (fast[0], fast[1], tokens.sub("T", fast[2]))
+    }
+    runs = sorted(Path(".slurmgen/runs/tiny").iterdir())
+    assert len(runs) == 3 and len({(r / "spec.resolved.json").read_text() for r in runs}) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "parsed"),
+    [
+        (["submit", "a.yaml"], ("a.yaml", [], None)),
+        (["submit", "--set=nodes=2", "a.yaml", "-s", "x=1", "--templates", "t"], ("a.yaml", ["nodes=2", "x=1"], "t")),
+        (["submit", "a.yaml", "--wait"], None),
+        (["submit", "a.yaml", "--dry-run"], None),
+        (["submit", "a.yaml", "-o", "x"], None),
+        (["submit", "--help"], None),
+        (["submit"], None),
+    ],
+)
+def test_fast_lane_submit_shapes(argv: list[str], parsed: tuple[str, list[str], str | None] | None) -> None:
+    assert cli_fast.parse_submit(argv) == parsed
+
+
+def test_a_repeated_submit_imports_neither_typer_nor_yaml_nor_jinja(fake: Fake) -> None:
+    fake.answer("sbatch", "15\n")
+    code = (
+        "import sys; sys.argv = ['slurmgen', 'submit', 'tiny.yaml']; import slurmgen.__main__ as m; rc = m.main(); "
+        "heavy = sorted({'typer', 'yaml', 'jinja2', 'click'} & {n.split('.')[0] for n in sys.modules}); "
+        "print(rc, heavy, file=sys.stderr)"
+    )
+    first, second = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True) for _ in "12")
+    assert first.stdout == second.stdout == "15\n", (first.stderr, second.stderr)
+    assert first.stderr.splitlines()[-1] == "0 ['jinja2', 'yaml']"  # the first one validates and renders
+    assert second.stderr.splitlines()[-1] == "0 []"

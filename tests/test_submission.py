@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmgen import submission
+from slurmgen import plan, submission
 from slurmgen.errors import SchedulerError, SchedulerMissing, SpecError
 from slurmgen.journal import Journal
 from slurmgen.render import render
@@ -59,13 +59,14 @@ def timeout(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     raise subprocess.TimeoutExpired(list(argv), 30)
 
 
-def make_plan(tmp_path: Path, output: str = "logs", extra: str = "", overrides: Sequence[str] = ()) -> submission.Plan:
+def make_plan(tmp_path: Path, output: str = "logs", extra: str = "", overrides: Sequence[str] = ()) -> plan.Plan:
     spec_file = tmp_path / "tiny.yaml"
     spec_file.write_text(SPEC.format(output=output) + extra)
     loaded = load_file(spec_file, list(overrides))
-    script = render(loaded.spec)
+    job = plan.Job.of(loaded.spec)
+    assert plan.Job.from_json(job.to_json()) == job  # what the render cache keeps is the same Job
     base = tmp_path / ".slurmgen"
-    return submission.plan(spec_file, loaded.spec, script, loaded.warnings, base, tmp_path, "TOKEN", tuple(overrides))
+    return plan.plan(spec_file, job, render(loaded.spec), base, tmp_path, "TOKEN", tuple(overrides))
 
 
 def has_sbatch(name: str) -> str | None:
