@@ -8,7 +8,7 @@ cache next to the cached script, so that a repeated `slurmgen submit` imports ne
 from __future__ import annotations
 
 import json
-import secrets
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -85,7 +85,7 @@ class Plan:
 
 def new_token(clock: Callable[[], float] = time.time) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock()))
-    return f"{stamp}-{secrets.token_hex(4)}"
+    return f"{stamp}-{os.urandom(4).hex()}"  # not secrets.token_hex: that import costs more than a submit
 
 
 def comment_for(job: Job, token: str) -> str:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -42,8 +40,9 @@ def ensure_writable(directory: Path, field: str, source: Path) -> None:
     directory, and a job whose log cannot be opened fails without a word (slurm-facts 1.10)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".slurmgen-probe-"):
-            pass
+        probe = directory / f".slurmgen-probe-{os.getpid()}-{os.urandom(4).hex()}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise SpecError(
@@ -63,12 +62,17 @@ def _private_dirs(path: Path, base: Path) -> None:
     os.chmod(path, 0o700)
 
 
-def write_run_dir(p: Plan, base: Path) -> None:
-    from slurmgen.files import write_atomic
+def _write_new(path: Path, data: bytes) -> None:
+    """A new file, mode 0600 from the start. No temporary file and no fsync: the run directory is new and ours,
+    and sbatch reads the script from the page cache a moment later."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
+        handle.write(data)
 
+
+def write_run_dir(p: Plan, base: Path) -> None:
     _private_dirs(p.run_dir, base)
-    write_atomic(p.script_path, p.script, mode=0o600)
-    write_atomic(p.run_dir / SPEC_COPY, p.source.read_bytes().decode("utf-8"), mode=0o600)
+    _write_new(p.script_path, p.script.encode("utf-8"))
+    _write_new(p.run_dir / SPEC_COPY, p.source.read_bytes())
     resolved = {
         "source": str(p.source.resolve()),
         "overrides": list(p.overrides),
@@ -77,7 +81,7 @@ def write_run_dir(p: Plan, base: Path) -> None:
         "log_dir": str(p.log_dir),
         "spec": p.job.resolved,
     }
-    write_atomic(p.run_dir / RESOLVED, json.dumps(resolved, indent=2, sort_keys=True) + "\n", mode=0o600)
+    _write_new(p.run_dir / RESOLVED, (json.dumps(resolved, indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def prepare(p: Plan, base: Path) -> None:
@@ -108,6 +112,15 @@ def entry(p: Plan, event: str, job_id: JobId | None = None, cluster: str | None 
 Which = Callable[[str], str | None]
 
 
+def on_path(command: str) -> str | None:
+    """shutil.which without importing shutil (this is every submission's path): the first executable file."""
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(directory or ".", command)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 def require_sbatch(which: Which) -> None:
     if which("sbatch") is None:
         raise SchedulerMissing(
@@ -121,7 +134,7 @@ def submit(
     client: SlurmClient,
     journal: Journal,
     *,
-    which: Which = shutil.which,
+    which: Which = on_path,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Submission:
     """Carry out a plan. Never submits twice: a timeout is resolved by looking for the submission's token in
@@ -167,9 +180,11 @@ def find_by_token(
     return []
 
 
-def would_run(p: Plan, client: SlurmClient, *, which: Which = shutil.which) -> TestOnly:
+def would_run(p: Plan, client: SlurmClient, *, which: Which = on_path) -> TestOnly:
     """`sbatch --test-only`: would the scheduler accept the job, and when and where would it start? Writes
     nothing but a temporary copy of the script. A job that can never run raises SchedulerError."""
+    import tempfile
+
     require_sbatch(which)
     fd, tmp = tempfile.mkstemp(prefix=f"{p.job.name}-", suffix=".sbatch")
     try:
