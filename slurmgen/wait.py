@@ -52,7 +52,7 @@ def describe(infos: Sequence[JobInfo]) -> str:
     """One line for the progress display: each record's state, reason, nodes and restarts."""
     parts = []
     for info in infos:
-        text = f"{info.job_id} {info.state.name}"
+        text = f"{'job ' if not parts else ''}{info.job_id} {info.state.name}"
         if info.reason and info.reason != "None":
             text += f" ({info.reason})"
         if info.nodes and info.state in (JobState.RUNNING, JobState.COMPLETING):
