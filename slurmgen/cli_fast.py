@@ -180,6 +180,8 @@ def submit_action(spec: StrPath, overrides: list[str], templates: StrPath | None
     done = submission.submit(p, SlurmClient(), Journal(base))
     if done.recovered:
         err(f"note: sbatch timed out, but the job reached Slurm: found job {done.job_id} by its token {token}")
+    for problem in done.problems:
+        err(f"warning: {problem}")
     for other in done.others:
         err(f"warning: job {other} carries the same submission token; check it with `slurmgen status {other}`")
     cluster = f" on cluster {done.cluster}" if done.cluster else ""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from slurmgen.errors import Problem, SchedulerError, SchedulerMissing, SpecError
+from slurmgen.errors import Problem, SchedulerError, SchedulerMissing, SpecError, UsageError
 from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
 from slurmgen.plan import RESOLVED, SPEC_COPY, Plan
 from slurmgen.slurm import JobId, SchedulerTimeout, SlurmClient, TestOnly
@@ -30,6 +30,7 @@ class Submission:
     cluster: str | None
     recovered: bool = False  # sbatch timed out, and the job was found in the queue by its token
     others: tuple[JobId, ...] = ()  # more jobs carrying the same token (should never happen; reported)
+    problems: tuple[str, ...] = ()  # e.g. the journal could not be written after sbatch succeeded
 
 
 # --- effects ------------------------------------------------------------------------------------------------
@@ -89,7 +90,13 @@ def prepare(p: Plan, base: Path) -> None:
     ensure_writable(p.log_dir, "output", p.source)
     if p.state_dir is not None:
         ensure_writable(p.state_dir, "preemption.state_dir", p.source)
-    write_run_dir(p, base)
+    try:
+        write_run_dir(p, base)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the run directory {p.run_dir} ({exc.strerror or exc}); submit from a writable directory "
+            f"or set SLURMGEN_HOME"
+        ) from None
 
 
 def entry(p: Plan, event: str, job_id: JobId | None = None, cluster: str | None = None, **extra: object) -> Entry:
@@ -141,25 +148,37 @@ def submit(
     the queue, not by trying again."""
     require_sbatch(which)
     prepare(p, journal.base)
-    journal.append(entry(p, "submitting"))
+    try:
+        journal.append(entry(p, "submitting"))
+    except OSError as exc:
+        raise UsageError(f"cannot write the journal {journal.path} ({exc.strerror or exc})") from None
     try:
         submitted = client.sbatch(p.script_path, p.sbatch_args)
     except SchedulerTimeout as exc:
         found = find_by_token(client, p.job.name, p.token, sleep)
         if not found:
-            journal.append(entry(p, "unknown", error=str(exc)))
+            _record(journal, entry(p, "unknown", error=str(exc)))
             raise SchedulerTimeout(
                 f"sbatch gave no answer within {client.timeout:g} s, and no job with the comment "
                 f"{TOKEN_PREFIX}{p.token} is in the queue: it was probably not submitted. Before submitting again, "
                 f"check with: squeue --me --format='%i %k' | grep {p.token}"
             ) from None
-        journal.append(entry(p, "submitted", found[0], recovered=True))
-        return Submission(found[0], None, recovered=True, others=tuple(found[1:]))
+        problem = _record(journal, entry(p, "submitted", found[0], recovered=True))
+        return Submission(found[0], None, recovered=True, others=tuple(found[1:]), problems=problem)
     except (SchedulerError, SchedulerMissing) as exc:
-        journal.append(entry(p, "failed", error=str(exc)))
+        _record(journal, entry(p, "failed", error=str(exc)))
         raise
-    journal.append(entry(p, "submitted", submitted.job_id, submitted.cluster))
-    return Submission(submitted.job_id, submitted.cluster)
+    problem = _record(journal, entry(p, "submitted", submitted.job_id, submitted.cluster))
+    return Submission(submitted.job_id, submitted.cluster, problems=problem)
+
+
+def _record(journal: Journal, e: Entry) -> tuple[str, ...]:
+    """Append after sbatch ran: a failure must not hide the outcome (the job exists, or sbatch's own error)."""
+    try:
+        journal.append(e)
+    except OSError as exc:
+        return (f"job {e.job_id or '?'} is not in the journal {journal.path}: {exc.strerror or exc}",)
+    return ()
 
 
 def find_by_token(

@@ -50,7 +50,7 @@ def outcome(infos: Sequence[JobInfo]) -> Outcome:
 
 def describe(infos: Sequence[JobInfo]) -> str:
     """One line for the progress display: each record's state, reason, nodes and restarts."""
-    parts = []
+    parts: list[str] = []
     for info in infos:
         text = f"{'job ' if not parts else ''}{info.job_id} {info.state.name}"
         if info.reason and info.reason != "None":

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from slurmgen import plan, submission
-from slurmgen.errors import SchedulerError, SchedulerMissing, SpecError
-from slurmgen.journal import Journal
+from slurmgen.errors import SchedulerError, SchedulerMissing, SpecError, UsageError
+from slurmgen.journal import Entry, Journal
 from slurmgen.render import render
 from slurmgen.slurm import JobId, SchedulerTimeout, SlurmClient
 from slurmgen.spec import load_file
@@ -262,3 +262,35 @@ def test_would_run_asks_without_submitting(tmp_path: Path) -> None:
     too_large = Script(lambda argv: done(stderr=recorded("sbatch-test-only-too-large.err"), rc=1))
     with pytest.raises(SchedulerError, match=r"cannot run on this cluster: .*Requested node configuration"):
         submission.would_run(p, SlurmClient(too_large, env={}), which=has_sbatch)
+
+
+# --- a journal that cannot be written ------------------------------------------------------------------------
+
+
+def test_an_unwritable_run_directory_stops_before_sbatch(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    p = plan.plan(tmp_path / "tiny.yaml", make_plan(tmp_path).job, "#!/bin/bash\n", tmp_path / "afile" / "sg",
+                  tmp_path, "TOKEN")  # fmt: skip
+    run = Script(lambda argv: done("1\n"))
+    with pytest.raises(UsageError, match=r"cannot write the run directory .*set SLURMGEN_HOME"):
+        submission.submit(p, SlurmClient(run, env={}), Journal(tmp_path / "afile" / "sg"), which=has_sbatch)
+    assert run.calls == []
+
+
+class FailingJournal(Journal):
+    """Accepts the line before sbatch, then the disk is full."""
+
+    def append(self, entry: Entry) -> None:
+        if entry.event != "submitting":
+            raise OSError(28, "No space left on device")
+        super().append(entry)
+
+
+def test_a_job_submitted_is_reported_even_when_the_journal_fails_afterwards(tmp_path: Path) -> None:
+    p = make_plan(tmp_path)
+    run = Script(lambda argv: done("88\n"))
+    result = submission.submit(p, SlurmClient(run, env={}), FailingJournal(tmp_path / ".slurmgen"), which=has_sbatch)
+    assert result.job_id == JobId(88)
+    assert result.problems == (
+        f"job 88 is not in the journal {tmp_path}/.slurmgen/journal.jsonl: No space left on device",
+    )
