@@ -50,7 +50,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(ROOT)
+    # An installed package has its .pyc files; a checkout run with PYTHONDONTWRITEBYTECODE would compile the
+    # sources on every import and measure the compiler instead.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "slurmgen")], env=env, check=True)
     py = sys.executable
     # Warm the page cache and any .pyc so the first rows are not penalised.
     wall([py, "-c", "import slurmgen.runtime.launch, slurmgen.runtime.prepare"], 3, env)

@@ -82,6 +82,25 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
+def _wait_for_listener(ip: str, port: int, deadline: float) -> None:
+    """Return once something accepts connections on ``ip:port`` (or at ``deadline``; TCPStore then fails).
+
+    A TCPStore client that finds no listener backs off with jitter before retrying (0.3-0.7 s measured in
+    bench/runtime_init.py), so a rank that starts a moment before rank 0 would lose that much. Polling a
+    plain connect every 5 ms costs one extra connection when rank 0 is already up.
+    """
+    while True:
+        try:
+            with socket.create_connection(
+                (ip, port), timeout=max(min(deadline - time.monotonic(), 1.0), 0.01)
+            ):
+                return
+        except OSError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.005)
+
+
 def _open_store(prep: Prepared, timeout: float) -> Any:
     import torch.distributed as dist
     from torch._C._distributed_c10d import TCPStore  # typed here; torch.distributed re-exports it implicitly
@@ -89,6 +108,8 @@ def _open_store(prep: Prepared, timeout: float) -> Any:
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # torchrun's agent hosts the store
     server = prep.ranks.rank == 0 and not agent
     where = f"{prep.master.host}:{prep.port.port}"
+    if not server:
+        _wait_for_listener(prep.master_ip, prep.port.port, time.monotonic() + timeout)
     try:
         # No wait_for_workers: the arrival barrier below does that wait, and names who is missing.
         return TCPStore(
@@ -165,9 +186,8 @@ def init_distributed(
     )
     started = time.monotonic()
     store = _open_store(prep, wait)
-    restart = os.environ.get(
-        "TORCHELASTIC_RESTART_COUNT", "0"
-    )  # torchrun may reuse its store across restarts
+    # Under torchrun the agent's store outlives a worker restart: keep each attempt's keys apart.
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     barrier = StoreBarrier(store, f"slurmgen/{restart}/", info.rank, info.world_size, _describe(info))
     barrier.wait(max(wait - (time.monotonic() - started), 1.0), "start (init_distributed)")
     store.set_timeout(timedelta(seconds=pg_timeout))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from runtime_helpers import RankProcs
+
+from .runtime_helpers import RankProcs
 
 
 @pytest.fixture

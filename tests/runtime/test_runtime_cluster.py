@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from runtime_helpers import HAS_TORCH, ROOT, WORKER
 
 from slurmgen import contract
 from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
+
+from .runtime_helpers import HAS_TORCH, ROOT, WORKER
 
 pytestmark = pytest.mark.slurm
 BASE = Path(os.environ.get("SLURMGEN_CLUSTER_BASE", "/tmp/slurmgen-cluster"))

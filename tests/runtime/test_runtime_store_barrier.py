@@ -6,9 +6,10 @@ import threading
 import time
 
 import pytest
-from runtime_helpers import HAS_TORCH
 
 from slurmgen.runtime.store_barrier import BarrierTimeout, StoreBarrier
+
+from .runtime_helpers import HAS_TORCH
 
 pytestmark = [
     pytest.mark.torch,

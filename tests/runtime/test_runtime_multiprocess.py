@@ -6,9 +6,10 @@ import socket
 import sys
 
 import pytest
-from runtime_helpers import HAS_TORCH, ROOT, WORKER, RankProcs, base_env, free_low_port, free_port, srun_env
 
 from slurmgen import contract
+
+from .runtime_helpers import HAS_TORCH, ROOT, WORKER, RankProcs, base_env, free_low_port, free_port, srun_env
 
 pytestmark = [
     pytest.mark.torch,

@@ -8,11 +8,12 @@ import subprocess
 import sys
 
 import pytest
-from runtime_helpers import base_env, free_low_port
 
 from slurmgen import contract
 from slurmgen.errors import UsageError
 from slurmgen.runtime.launch import parse_args, run
+
+from .runtime_helpers import base_env, free_low_port
 
 SHOW = (
     "import json, os;"

@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from runtime_helpers import ROOT
+
+from .runtime_helpers import ROOT
 
 FORBIDDEN = (
     "torch",

@@ -11,9 +11,10 @@ import subprocess
 import sys
 
 import pytest
-from runtime_helpers import HAS_TORCH, WORKER, RankProcs, base_env
 
 from slurmgen import contract
+
+from .runtime_helpers import HAS_TORCH, WORKER, RankProcs, base_env
 
 
 def _can_unshare() -> bool:

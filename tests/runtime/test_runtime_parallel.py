@@ -5,11 +5,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from runtime_helpers import HAS_TORCH
 
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.runtime.dist import select_device_index
 from slurmgen.runtime.parallel import mesh_layout, seed_everything
+
+from .runtime_helpers import HAS_TORCH
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,116 @@
+"""The resume state on disk: written atomically, read back on CPU, keyed to the job that wrote it.
+
+A write goes to a temporary file in the same directory (same filesystem, so the rename is atomic), is flushed
+and fsynced, renamed over the old state, and the directory is fsynced so the rename itself survives a crash. A
+kill at any moment leaves either the old state or the new one, never a torn file (field-pains: Lightning #688,
+habitat's direct torch.save); what it can leave is an orphan temporary file, which `sweep()` removes at start.
+
+Standard library at import; torch is imported only when a state is saved or loaded (pickle without torch).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pickle
+import tempfile
+import time
+from typing import Any
+
+from slurmgen.errors import RuntimeSetupError
+
+FORMAT = 1
+
+
+def temp_pattern(path: str) -> str:
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, f".{name}.*.tmp")
+
+
+def sweep(path: str) -> list[str]:
+    """Remove temporary files an interrupted write left next to `path`; returns what was removed."""
+    removed = []
+    for leftover in glob.glob(temp_pattern(path)):
+        try:
+            os.unlink(leftover)
+            removed.append(leftover)
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def write_atomic(path: str, payload: Any) -> int:
+    """Write `payload` (anything torch.save or pickle takes) to `path` atomically; returns its size in bytes."""
+    path = os.path.abspath(path)
+    directory, name = os.path.split(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)  # mode 0600
+    try:
+        torch = _torch()
+        if torch is not None:
+            os.close(fd)
+            fd = -1
+            torch.save(payload, tmp)  # by path: torch's own buffered C++ writer, no Python-level copies
+            fd = os.open(tmp, os.O_RDONLY)
+        else:
+            with os.fdopen(os.dup(fd), "wb") as handle:
+                pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.fsync(fd)
+        size = os.fstat(fd).st_size
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+        _fsync_dir(directory)
+        return size
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def envelope(state: Any, job: str, spec: str, run: int, cause: str) -> dict[str, Any]:
+    """What goes on disk: the user's state plus whose it is."""
+    meta = {"format": FORMAT, "job": job, "spec": spec, "run": run, "cause": cause, "time": time.time()}
+    return {"slurmgen": meta, "state": state}
+
+
+def read(path: str, weights_only: bool = True) -> dict[str, Any] | None:
+    """The envelope at `path` (tensors on CPU), or None if there is none."""
+    if not os.path.exists(path):
+        return None
+    torch = _torch()
+    if torch is not None:
+        try:
+            data = torch.load(path, map_location="cpu", weights_only=weights_only)
+        except pickle.UnpicklingError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RuntimeSetupError(
+                f"{path}: torch's safe loader refuses an object in the state ({first}); if you trust the file, "
+                "use Preemption(weights_only=False)"
+            ) from None
+    else:
+        with open(path, "rb") as handle:
+            data = pickle.load(handle)  # noqa: S301 - our own file, written by this job
+    if not isinstance(data, dict) or "slurmgen" not in data or "state" not in data:
+        raise ValueError(f"{path} is not a slurmgen resume state")
+    return data
