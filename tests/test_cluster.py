@@ -5,16 +5,11 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
+from conftest import UP, SlurmCluster
 
 from slurmgen.slurm import JobState
-
-if TYPE_CHECKING:  # `import conftest` at run time may find tests/runtime/conftest.py first
-    from conftest import SlurmCluster
-
-UP = Path(__file__).parent / "cluster" / "up.sh"
 
 pytestmark = pytest.mark.slurm
 

@@ -16,7 +16,7 @@ import pytest
 
 from slurmgen.slurm import JobInfo, JobState
 
-if TYPE_CHECKING:  # `import conftest` at run time may find tests/runtime/conftest.py first
+if TYPE_CHECKING:  # annotations only
     from conftest import SlurmCluster
 
 pytestmark = pytest.mark.slurm
