@@ -149,30 +149,22 @@ def status(
     job: Annotated[str | None, typer.Argument(metavar="[JOB]", help="A job id or spec; default: recent jobs.")] = None,
 ) -> None:
     """A table of job states: one job (or array), or the recent jobs of the journal."""
-    import time
-
     from slurmgen import status as st
     from slurmgen.journal import Journal, find_home
     from slurmgen.slurm import InvalidJobId, SlurmClient
-    from slurmgen.targets import Target
 
     client = SlurmClient()
+    extra: list[st.Row] = []
     if job is not None:
         targets = [_target(job)]
-        extra = []
     else:
-        from slurmgen.slurm import parse_job_id
-        from slurmgen.submission import recover_unresolved
-
         journal = Journal(find_home())
-        for note in recover_unresolved(journal, client):
+        targets, extra, notes = st.recent(journal, client)
+        for note in notes:
             err(note)
-        recent = journal.jobs()[-st.RECENT :]
-        if not recent and not journal.unresolved():
+        if not targets and not extra:
             err(f"no jobs in the journal {journal.path}; submit one with `slurmgen submit SPEC`")
             return
-        targets = [Target(parse_job_id(e.job_id or ""), e) for e in recent]
-        extra = [st.row_from_entry(e, time.time()) for e in journal.unresolved()]
     rows, unknown = st.rows_for(targets, client)
     if unknown and not rows:
         raise InvalidJobId(f"Slurm does not know job {unknown[0].job} (a wrong id, or it ended over MinJobAge ago)")

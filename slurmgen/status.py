@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slurmgen.journal import Entry
-from slurmgen.slurm import JobInfo, JobState, SlurmClient
+from slurmgen.journal import Entry, Journal
+from slurmgen.slurm import JobInfo, JobState, SlurmClient, parse_job_id
 from slurmgen.targets import Target
 from slurmgen.timefmt import format_duration
 
@@ -104,6 +104,19 @@ def rows_for(
         else:
             unknown.append(target)
     return rows, unknown
+
+
+def recent(
+    journal: Journal, client: SlurmClient, clock: Callable[[], float] = time.time
+) -> tuple[list[Target], list[Row], list[str]]:
+    """The journal's last RECENT jobs, rows for submissions without a job id, and notes about submissions whose
+    sbatch timed out and that turned up in the queue since (recorded now)."""
+    from slurmgen.submission import recover_unresolved
+
+    notes = recover_unresolved(journal, client, clock)
+    targets = [Target(parse_job_id(e.job_id), e) for e in journal.jobs()[-RECENT:] if e.job_id]
+    now = clock()
+    return targets, [row_from_entry(e, now) for e in journal.unresolved()], notes
 
 
 def table(rows: Sequence[Row]) -> str:
