@@ -220,3 +220,51 @@ def test_unwritable_log_path_fails_before_sbatch(slurm_cluster: SlurmCluster, tm
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.startswith("error: job.yaml: output: cannot write to ") and result.stderr.count("\n") == 1
     assert not (tmp_path / ".slurmgen").exists()  # no run directory, no journal entry: sbatch never ran
+
+
+LOST_REPLY = """#!/bin/bash
+# sbatch whose reply is lost: the real one submits (or, with NOSUBMIT set, does not), then it hangs.
+[ -n "${NOSUBMIT:-}" ] || /usr/bin/sbatch "$@" > /dev/null || exit 1
+exec sleep 60
+"""
+
+
+@pytest.mark.parametrize("submits", [True, False])
+def test_an_sbatch_timeout_is_settled_by_the_token_never_by_a_second_sbatch(
+    slurm_cluster: SlurmCluster, tmp_path: Path, submits: bool
+) -> None:
+    from slurmgen.journal import Journal
+    from slurmgen.plan import Job, new_token, plan
+    from slurmgen.render import render
+    from slurmgen.slurm import SchedulerTimeout, SlurmClient
+    from slurmgen.spec import load_file
+    from slurmgen.submission import submit as do_submit
+
+    wrapper = tmp_path / "bin" / "sbatch"
+    wrapper.parent.mkdir()
+    wrapper.write_text(LOST_REPLY)
+    wrapper.chmod(0o755)
+    env = {**slurm_cluster.env, "PATH": f"{wrapper.parent}:{slurm_cluster.env['PATH']}"}
+    if not submits:
+        env["NOSUBMIT"] = "1"
+    loaded = load_file(spec(tmp_path, ["ranks"], nodes=1, tasks=1, extra="sbatch: {hold: true}\n"))
+    token = new_token()  # unique: Slurm still lists earlier runs' jobs (MinJobAge)
+    p = plan(tmp_path / "job.yaml", Job.of(loaded.spec), render(loaded.spec), tmp_path / ".slurmgen", tmp_path, token)
+    journal = Journal(tmp_path / ".slurmgen")
+    client = SlurmClient(env=env, timeout=3)
+    if submits:
+        result = do_submit(p, client, journal, which=lambda name: str(wrapper), sleep=time.sleep)
+        try:
+            assert result.recovered and slurm_cluster.job_info(result.job_id)["Comment"] == f"slurmgen:{token}"
+            assert [(e.event, e.job_id) for e in journal.entries()] == [
+                ("submitting", None),
+                ("submitted", str(result.job_id)),
+            ]
+        finally:
+            slurm_cluster.client.cancel(result.job_id)
+    else:
+        with pytest.raises(SchedulerTimeout, match="probably not submitted"):
+            do_submit(p, client, journal, which=lambda name: str(wrapper), sleep=lambda s: None)
+        assert [e.event for e in journal.entries()] == ["submitting", "unknown"]
+    mine = [job for job, comment in slurm_cluster.client.comments("sgtest") if comment.endswith(f"slurmgen:{token}")]
+    assert len(mine) == (1 if submits else 0)  # exactly one job, or none: never a blind second submission
