@@ -26,6 +26,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+
 @app.command()
 def render(
     spec: Annotated[Path, typer.Argument(help="The job spec (YAML).", show_default=False)],
