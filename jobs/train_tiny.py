@@ -1,38 +1,78 @@
-"""A tiny data-parallel training job for jobs/cpu-debug.yaml: runs anywhere torch runs (CPU, gloo).
+"""A tiny data-parallel training job (CPU, gloo) that survives preemption, for jobs/cpu-debug.yaml.
 
-Every rank prints one line per milestone, prefixed with its rank, so logs show who did what.
+It uses slurmgen's runtime the way a real training script would: init_distributed, then Preemption to load the
+previous run's state, save periodically, and stop at a step boundary when Slurm signals. The data of each step
+is derived from the step number, so a run that was preempted and resumed ends with the same weights as one that
+never stopped. Every rank prints one line per milestone; rank 0 prints the weights' checksum when it saves,
+resumes and finishes, so logs show that a resume picked up exactly what was saved.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import time
 
 import torch
-import torch.distributed as dist
+
+from slurmgen.runtime import Preemption, init_distributed, wrap_ddp
+
+
+def checksum(model: torch.nn.Module) -> str:
+    total = sum(float(p.detach().double().sum()) for p in model.parameters())
+    return f"{total:.10f}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--step-time", type=float, default=0.0, help="seconds to sleep per step")
+    parser.add_argument("--save-every", type=int, default=100)
     args = parser.parse_args()
-    dist.init_process_group(backend=os.environ.get("SLURMGEN_BACKEND", "gloo"))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    print(f"rank {rank}/{world}: started on {os.uname().nodename}", flush=True)
+
+    info = init_distributed()
+    pre = Preemption()
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 1)
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-    for step in range(args.steps):
-        x = torch.randn(16, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    state = pre.load()
+    start = 0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start = state["step"]
+    ddp = wrap_ddp(model)
+    tag = f"rank {info.rank}/{info.world_size}"
+    print(
+        f"{tag}: start at step {start} on {info.hostname}, run {pre.restart_count + 1}, "
+        f"last stop: {pre.last_cause}, master {info.master_addr}:{info.master_port}",
+        flush=True,
+    )
+    if info.rank == 0 and state is not None:
+        print(f"{tag}: resumed weights {checksum(model)} at step {start}", flush=True)
+
+    def snapshot(step: int) -> dict[str, object]:
+        return {"step": step, "model": model.state_dict(), "opt": opt.state_dict()}
+
+    for step in range(start, args.steps):
+        gen = torch.Generator().manual_seed(step * 1000 + info.rank)
+        x = torch.randn(16, 8, generator=gen)
         loss = ddp(x).pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
-    total = torch.tensor([float(rank + 1)])
-    dist.all_reduce(total)
-    print(f"rank {rank}/{world}: done after {args.steps} steps, all_reduce={total.item():g}", flush=True)
-    dist.destroy_process_group()
+        if args.save_every and (step + 1) % args.save_every == 0:
+            pre.save(snapshot(step + 1))
+        if args.step_time:
+            time.sleep(args.step_time)
+        if pre.should_stop():
+            if info.rank == 0:
+                print(f"{tag}: stopping after step {step + 1}, weights {checksum(model)}", flush=True)
+            pre.save_and_exit(snapshot(step + 1))
+    total = torch.tensor([float(info.rank + 1)])
+    torch.distributed.all_reduce(total)
+    print(f"{tag}: done after {args.steps} steps, all_reduce={total.item():g}, weights {checksum(model)}", flush=True)
+    if info.rank == 0:
+        print(f"{tag}: final weights {checksum(model)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ STATE_DIR = "SLURMGEN_STATE_DIR"  # where the resume state lives (shared filesys
 TIME_LIMIT = "SLURMGEN_TIME_LIMIT"  # seconds; tells a time-limit signal from a preemption
 CONTAINER = "SLURMGEN_CONTAINER"  # "1" when tasks run inside a container image (no scontrol there)
 LOG_DIR = "SLURMGEN_LOG_DIR"  # the per-job log directory (per-node logs live here)
+START_TIME = "SLURMGEN_START_TIME"  # epoch seconds at which this run's batch shell started (Slurm 22.05 has none)
 
 # Set by the runtime entry point in each task (never by the user): the standard torch names.
 MASTER_ADDR = "MASTER_ADDR"
@@ -52,6 +53,12 @@ REQUEUE_MARKER_SUFFIX = ".requeue"
 # One line per requeue, appended by whoever issues it (rank 0 or the batch shell), in STATE_DIR:
 # `run=<n> cause=<preemption|time-limit|failure|...> by=<rank0|batch-shell> time=<epoch>`.
 HISTORY_SUFFIX = ".requeues"
+
+# Exit codes of a task that stops on purpose (sysexits.h meanings). Only rank 0 uses a non-zero one, and only
+# after its save: another rank exiting non-zero first would make srun (--kill-on-bad-exit) kill rank 0 mid-save.
+EXIT_REQUEUE_BUDGET = 75  # EX_TEMPFAIL: stopped for preemption but the requeue budget is spent
+EXIT_PEER_LOST = 76  # EX_PROTOCOL: a peer died or stopped answering during the stop agreement
+EXIT_TERMINATED = 143  # 128 + SIGTERM: saved and exited because Slurm asked the job to end
 
 # The signals the runtime understands; the names are Slurm's and bash's spelling (no SIG prefix).
 CLEAN_EXIT_SIGNAL = "USR2"

@@ -68,9 +68,7 @@ DEFAULT_TIMEOUT = 30.0  # seconds; a hung scontrol must not hang a task (submiti
 Runner = Callable[[Sequence[str], Mapping[str, str] | None, float], "subprocess.CompletedProcess[str]"]
 
 
-def run_command(
-    argv: Sequence[str], env: Mapping[str, str] | None, timeout: float
-) -> subprocess.CompletedProcess[str]:
+def run_command(argv: Sequence[str], env: Mapping[str, str] | None, timeout: float) -> subprocess.CompletedProcess[str]:
     """The default Runner: subprocess.run on an argv list, output captured as text, no shell."""
     return subprocess.run(
         list(argv),
@@ -166,9 +164,7 @@ class SlurmClient:
         self._env = env
         self.timeout = timeout
 
-    def _call(
-        self, argv: Sequence[str], env: Mapping[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
+    def _call(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         try:
             return self._run(argv, self._env if env is None else env, self.timeout)
         except FileNotFoundError:
@@ -179,9 +175,7 @@ class SlurmClient:
             raise SchedulerMissing(f"{argv[0]}: cannot be run: {exc.strerror}") from exc
         except subprocess.TimeoutExpired:
             hint = " The job may or may not have been submitted: check squeue." if argv[0] == "sbatch" else ""
-            raise SchedulerTimeout(
-                f"{' '.join(argv)}: no answer from Slurm within {self.timeout:g} s.{hint}"
-            ) from None
+            raise SchedulerTimeout(f"{' '.join(argv)}: no answer from Slurm within {self.timeout:g} s.{hint}") from None
 
     # -- submit --
 

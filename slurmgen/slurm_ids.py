@@ -91,9 +91,7 @@ def parse_job_id(text: str | int) -> JobId:
         return JobId(text)
     match = _JOB_ID.fullmatch(text.strip())
     if match is None:
-        raise UsageError(
-            f"not a Slurm job id: {text!r} (expected e.g. 123, 123_4, 123_[1-3%2], 123+1 or 123.batch)"
-        )
+        raise UsageError(f"not a Slurm job id: {text!r} (expected e.g. 123, 123_4, 123_[1-3%2], 123+1 or 123.batch)")
     task, het = match["task"], match["het"]
     return JobId(
         job=int(match["job"]),
@@ -138,9 +136,7 @@ class JobState(enum.Enum):
 
 
 _TERMINAL = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT})
-_ACTIVE = frozenset(
-    {JobState.PENDING, JobState.HELD, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
-)
+_ACTIVE = frozenset({JobState.PENDING, JobState.HELD, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING})
 
 # Long names (scontrol JobState=, squeue %T, sacct) and squeue's compact codes (%t), from squeue(1)
 # "JOB STATE CODES". REQUEUED/REQUEUE_FED are transient on the way back to PENDING.

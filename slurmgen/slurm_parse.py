@@ -87,9 +87,7 @@ def parse_test_only(stderr: str) -> TestOnly:
 
 # --- values ----------------------------------------------------------------------------------------------
 
-_NONE_WORDS = frozenset(
-    {"", "(null)", "None", "N/A", "Unknown", "UNLIMITED", "INFINITE", "NOT_SET", "INVALID"}
-)
+_NONE_WORDS = frozenset({"", "(null)", "None", "N/A", "Unknown", "UNLIMITED", "INFINITE", "NOT_SET", "INVALID"})
 _DURATION = re.compile(r"(?:(?P<d>\d+)-)?(?:(?:(?P<h>\d+):)?(?P<m>\d+):)?(?P<s>\d+)")
 
 

@@ -157,13 +157,9 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
     started = False
     try:
         if not _healthy():
-            result = subprocess.run(
-                ["bash", str(UP)], capture_output=True, text=True, timeout=900, check=False
-            )
+            result = subprocess.run(["bash", str(UP)], capture_output=True, text=True, timeout=900, check=False)
             if result.returncode != 0:
-                _skip_or_fail(
-                    f"tests/cluster/up.sh failed (exit {result.returncode}):\n{_tail(result.stderr)}"
-                )
+                _skip_or_fail(f"tests/cluster/up.sh failed (exit {result.returncode}):\n{_tail(result.stderr)}")
             started = "already up" not in result.stderr
         conf = BASE / "etc" / "slurm.conf"
         env = clean_submit_env(os.environ) | {"SLURM_CONF": str(conf)}

@@ -79,9 +79,7 @@ def test_requeue_brings_the_job_back(slurm_cluster: SlurmCluster, tmp_path: Path
     assert [line for line in lines if line.startswith("run ")] == ["run restart=unset", "run restart=1"]
     assert f"*** JOB {job} ON" in lines[1] and "DUE TO JOB REQUEUE ***" in lines[1]  # what slurmstepd says
     assert (info.restarts, info.exit_code) == (1, 0)
-    assert round_trip < 20, (
-        f"requeue round trip {round_trip:.1f} s (cred_expire=5 + sched_interval=1 give ~6 s)"
-    )
+    assert round_trip < 20, f"requeue round trip {round_trip:.1f} s (cred_expire=5 + sched_interval=1 give ~6 s)"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="up.sh needs root")

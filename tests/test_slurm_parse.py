@@ -34,9 +34,7 @@ def data(name: str) -> str:
 def test_every_data_file_is_used_by_a_test() -> None:
     source = Path(__file__).read_text() + (Path(__file__).parent / "test_slurm_client.py").read_text()
     used = [f'"{p.name}"' in source or f'"{p.stem}"' in source for p in DATA.iterdir()]
-    unused = [
-        p.name for p, u in zip(DATA.iterdir(), used, strict=True) if p.suffix in {".out", ".err"} and not u
-    ]
+    unused = [p.name for p, u in zip(DATA.iterdir(), used, strict=True) if p.suffix in {".out", ".err"} and not u]
     assert unused == []
 
 

@@ -28,12 +28,14 @@ _EXPORTS = {
     "seed_everything": "parallel",
     "wrap_ddp": "parallel",
     "build_mesh": "parallel",
+    "Preemption": "preemption",
 }
 
 __all__ = [
     "BarrierTimeout",
     "DistInfo",
     "HostlistError",
+    "Preemption",
     "SlurmgenWarning",
     "barrier",
     "block_preemption_signal",
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     )
     from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
     from slurmgen.runtime.parallel import build_mesh, seed_everything, wrap_ddp
+    from slurmgen.runtime.preemption import Preemption
     from slurmgen.runtime.signals import block_preemption_signal, preemption_signal
     from slurmgen.runtime.store_barrier import BarrierTimeout
 

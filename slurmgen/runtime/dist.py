@@ -91,9 +91,7 @@ def _wait_for_listener(ip: str, port: int, deadline: float) -> None:
     """
     while True:
         try:
-            with socket.create_connection(
-                (ip, port), timeout=max(min(deadline - time.monotonic(), 1.0), 0.01)
-            ):
+            with socket.create_connection((ip, port), timeout=max(min(deadline - time.monotonic(), 1.0), 0.01)):
                 return
         except OSError:
             if time.monotonic() >= deadline:
@@ -128,9 +126,7 @@ def _open_store(prep: Prepared, timeout: float) -> Any:
                 f"another job or process holds it: choose {SPEC_PORT_FIELDS}, or set {contract.MASTER_PORT}"
             ) from None
         if server:
-            raise RuntimeSetupError(
-                f"rank 0 could not start the store on port {prep.port.port}: {err}"
-            ) from None
+            raise RuntimeSetupError(f"rank 0 could not start the store on port {prep.port.port}: {err}") from None
         raise RuntimeSetupError(
             f"rank {prep.ranks.rank} could not reach the store at {where} (hosted by rank 0, "
             f"{prep.master.source}) within {timeout:g}s from {socket.gethostname()} via interface "

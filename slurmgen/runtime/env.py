@@ -48,15 +48,11 @@ def read_ranks(mapping: Mapping[str, str]) -> Ranks:
     if rank is not None or world is not None:
         if rank is None or world is None:
             have, missing = (
-                (contract.RANK, contract.WORLD_SIZE)
-                if world is None
-                else (contract.WORLD_SIZE, contract.RANK)
+                (contract.RANK, contract.WORLD_SIZE) if world is None else (contract.WORLD_SIZE, contract.RANK)
             )
             raise RuntimeSetupError(f"{have} is set but {missing} is not; set both (or neither)")
         local = _int(mapping, contract.LOCAL_RANK)
-        ranks = Ranks(
-            0 if local is None else local, rank, world, _int(mapping, contract.LOCAL_WORLD_SIZE), "torchrun"
-        )
+        ranks = Ranks(0 if local is None else local, rank, world, _int(mapping, contract.LOCAL_WORLD_SIZE), "torchrun")
     else:
         procid, ntasks = _int(mapping, "SLURM_PROCID"), _int(mapping, "SLURM_NTASKS")
         if procid is None or ntasks is None:
@@ -64,9 +60,7 @@ def read_ranks(mapping: Mapping[str, str]) -> Ranks:
         local = _int(mapping, "SLURM_LOCALID")
         ranks = Ranks(0 if local is None else local, procid, ntasks, slurm_local_world_size(mapping), "slurm")
     if not 0 <= ranks.rank < ranks.world_size:
-        raise RuntimeSetupError(
-            f"rank {ranks.rank} is outside world size {ranks.world_size} ({ranks.source})"
-        )
+        raise RuntimeSetupError(f"rank {ranks.rank} is outside world size {ranks.world_size} ({ranks.source})")
     if ranks.local_rank < 0:
         raise RuntimeSetupError(f"local rank {ranks.local_rank} is negative ({ranks.source})")
     return ranks

@@ -63,19 +63,13 @@ def _combine(pieces: list[str | list[str]]) -> list[str]:
     if len(groups) <= 2:  # plain left-to-right order; the common case, and fast for 64 K names
         names = [""]
         for piece in pieces:
-            names = (
-                [n + piece for n in names]
-                if isinstance(piece, str)
-                else [n + x for n in names for x in piece]
-            )
+            names = [n + piece for n in names] if isinstance(piece, str) else [n + x for n in names for x in piece]
         return names
     order = groups[-2::-1] + groups[-1:]  # slowest first: earlier groups last to first, then the last group
     choices: list[dict[int, str]] = [{}]
     for index in order:
         choices = [{**chosen, index: number} for chosen in choices for number in pieces[index]]
-    return [
-        "".join(p if isinstance(p, str) else chosen[i] for i, p in enumerate(pieces)) for chosen in choices
-    ]
+    return ["".join(p if isinstance(p, str) else chosen[i] for i, p in enumerate(pieces)) for chosen in choices]
 
 
 def first_host(expr: str) -> str:

@@ -119,8 +119,7 @@ def choose_ifnames(
             )
     if nccl_user and not nccl_matches(nccl_user, interfaces):
         warnings.append(
-            f"{contract.NCCL_SOCKET_IFNAME}={nccl_user} selects no interface here "
-            f"(interfaces: {', '.join(interfaces)})"
+            f"{contract.NCCL_SOCKET_IFNAME}={nccl_user} selects no interface here (interfaces: {', '.join(interfaces)})"
         )
     nccl_single = _single_name(nccl_user) if nccl_user else None
     gloo: str | None

@@ -73,9 +73,7 @@ def wrap_ddp(model: Any, **ddp_options: Any) -> Any:
     device = current_device()
     model = model.to(device)
     if device.type == "cuda":
-        return DistributedDataParallel(
-            model, device_ids=[device.index], output_device=device.index, **ddp_options
-        )
+        return DistributedDataParallel(model, device_ids=[device.index], output_device=device.index, **ddp_options)
     return DistributedDataParallel(model, **ddp_options)
 
 

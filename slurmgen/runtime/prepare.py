@@ -106,8 +106,7 @@ def resolve_master(mapping: Mapping[str, str], host: Host) -> tuple[MasterHost, 
     except (OSError, UnicodeError) as err:
         reason = getattr(err, "strerror", None) or str(err)
         raise RuntimeSetupError(
-            f"master address {master.host!r} (from {master.source}) does not resolve on "
-            f"{host.hostname()}: {reason}"
+            f"master address {master.host!r} (from {master.source}) does not resolve on {host.hostname()}: {reason}"
         ) from None
     check_master_ip(master, ip, host.hostname())
     return master, ip, port

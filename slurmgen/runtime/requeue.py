@@ -54,7 +54,7 @@ def last_cause(state_dir: str, key: str) -> str | None:
             lines = [line for line in handle.read().splitlines() if line.strip()]
     except OSError:
         return None
-    for part in (lines[-1].split() if lines else []):
+    for part in lines[-1].split() if lines else []:
         if part.startswith("cause="):
             return part.removeprefix("cause=")
     return None

@@ -10,6 +10,7 @@ Standard library at import; torch is imported only when a state is saved or load
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pickle
@@ -81,10 +82,8 @@ def write_atomic(path: str, payload: Any) -> int:
     except BaseException:
         if fd >= 0:
             os.close(fd)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

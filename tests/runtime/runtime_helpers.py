@@ -76,9 +76,7 @@ class Result:
 
     def json(self) -> dict[str, object]:
         lines = [line for line in self.stdout.splitlines() if line.startswith("{")]
-        assert lines, (
-            f"no JSON line; rc={self.returncode}\nstdout:{self.stdout}\nstderr:{self.stderr[-3000:]}"
-        )
+        assert lines, f"no JSON line; rc={self.returncode}\nstdout:{self.stdout}\nstderr:{self.stderr[-3000:]}"
         return dict(json.loads(lines[-1]))
 
 

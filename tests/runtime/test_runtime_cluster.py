@@ -91,9 +91,7 @@ DIVERGES = {
 
 def scontrol_hostnames(expr: str, env: dict[str, str]) -> list[str] | None:
     """scontrol's expansion, or None when it rejects the list (it prints "Invalid hostlist" and exits 0)."""
-    done = subprocess.run(
-        ["scontrol", "show", "hostnames", expr], env=env, capture_output=True, text=True, timeout=30
-    )
+    done = subprocess.run(["scontrol", "show", "hostnames", expr], env=env, capture_output=True, text=True, timeout=30)
     if "Invalid" in done.stderr or "Invalid" in done.stdout or done.returncode != 0:
         return None
     if "Too many" in done.stderr:
@@ -190,9 +188,7 @@ def wait_done(job_id: str, env: dict[str, str], timeout: float) -> str:
     deadline = time.monotonic() + timeout
     state = "UNKNOWN"
     while time.monotonic() < deadline:
-        shown = subprocess.run(
-            ["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True, timeout=30
-        )
+        shown = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True, timeout=30)
         found = re.search(r"JobState=(\S+)", shown.stdout)
         state = found.group(1) if found else state
         if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):

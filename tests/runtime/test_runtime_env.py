@@ -185,9 +185,7 @@ def test_blocking_survives_exec() -> None:
         f"block_preemption_signal({{'{contract.PREEMPT_SIGNAL}': 'USR2'}});"
         f"os.execv(sys.executable, [sys.executable, '-c', {child!r}])"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=20, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20, check=True)
     usr2 = 1 << (int(signal.SIGUSR2) - 1)
     masks = dict(line.split(":\t", 1) for line in done.stdout.splitlines() if line.startswith(("Sig", "Shd")))
     assert int(masks["SigBlk"], 16) & usr2

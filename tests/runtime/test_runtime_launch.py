@@ -69,9 +69,7 @@ def test_parse_args(argv: list[str], flags: set[str], command: list[str]) -> Non
     assert parse_args(argv) == (flags, command)
 
 
-@pytest.mark.parametrize(
-    "argv", [[], ["--"], ["--bogus", "--", "x"], ["--rendezvous", "--", "x"], ["--help"]]
-)
+@pytest.mark.parametrize("argv", [[], ["--"], ["--bogus", "--", "x"], ["--rendezvous", "--", "x"], ["--help"]])
 def test_bad_arguments(argv: list[str]) -> None:
     with pytest.raises(UsageError):
         parse_args(argv)
@@ -176,9 +174,7 @@ def test_rendezvous_prints_address_and_port() -> None:
         ([], {}, "slurmgen: no command to run"),
     ],
 )
-def test_startup_errors_are_one_line_without_traceback(
-    args: list[str], extra: dict[str, str], expected: str
-) -> None:
+def test_startup_errors_are_one_line_without_traceback(args: list[str], extra: dict[str, str], expected: str) -> None:
     done = launch(args, task_env(**extra))
     assert done.returncode != 0
     assert "Traceback" not in done.stderr

@@ -32,9 +32,7 @@ def test_srun_style_four_ranks(ranks: RankProcs) -> None:
     results = [r.json() for r in ranks.wait_all(120)]
     assert sorted(r["rank"] for r in results) == list(range(WORLD))
     assert {r["sum"] for r in results} == {10.0}
-    assert {(r["addr"], r["port"], r["iface"]) for r in results} == {
-        ("localhost", int(ports[contract.PORT]), "lo")
-    }
+    assert {(r["addr"], r["port"], r["iface"]) for r in results} == {("localhost", int(ports[contract.PORT]), "lo")}
     assert {r["local_world"] for r in results} == {WORLD}
     assert {(r["gloo"], r["nccl"]) for r in results} == {("lo", "=lo")}
 
@@ -138,9 +136,7 @@ def test_port_already_bound_gives_the_clear_message(ranks: RankProcs, explicit: 
         taken.bind(("", 0 if explicit else free_low_port()))
         taken.listen()
         port = taken.getsockname()[1]
-        extra = (
-            {"MASTER_PORT": str(port)} if explicit else {contract.PORT: str(port), contract.PORT_RANGE: "1"}
-        )
+        extra = {"MASTER_PORT": str(port)} if explicit else {contract.PORT: str(port), contract.PORT_RANGE: "1"}
         ranks.worker("init", srun_env(0, 1, job_id=4248, **extra, **FAST))
         (result,) = ranks.wait_all(60)
     out = result.json()
@@ -155,9 +151,7 @@ def test_port_already_bound_gives_the_clear_message(ranks: RankProcs, explicit: 
     ("sizes", "names", "shape"),
     [({}, ["dp"], [4]), ({"dp_shard": 2, "tp": 2}, ["dp_shard", "tp"], [2, 2]), ({"pp": 4}, ["pp"], [4])],
 )
-def test_named_device_mesh_and_ddp(
-    ranks: RankProcs, sizes: dict[str, int], names: list[str], shape: list[int]
-) -> None:
+def test_named_device_mesh_and_ddp(ranks: RankProcs, sizes: dict[str, int], names: list[str], shape: list[int]) -> None:
     import json
 
     ports = port_env()

@@ -27,9 +27,7 @@ from .runtime_helpers import HAS_TORCH
         ),
     ],
 )
-def test_mesh_layout(
-    sizes: dict[str, int], world: int, layout: tuple[tuple[int, ...], tuple[str, ...]]
-) -> None:
+def test_mesh_layout(sizes: dict[str, int], world: int, layout: tuple[tuple[int, ...], tuple[str, ...]]) -> None:
     assert mesh_layout(sizes, world) == layout
 
 

@@ -108,9 +108,7 @@ def test_explicit_master_port_wins() -> None:
             master_port({"MASTER_PORT": bad}, EPHEMERAL)
 
 
-@pytest.mark.parametrize(
-    ("base", "size"), [("32700", "127"), ("60999", "1"), ("40000", "10"), ("1", "65535")]
-)
+@pytest.mark.parametrize(("base", "size"), [("32700", "127"), ("60999", "1"), ("40000", "10"), ("1", "65535")])
 def test_range_into_the_ephemeral_range_is_refused(base: str, size: str) -> None:
     with pytest.raises(RuntimeSetupError) as caught:
         master_port({contract.PORT: base, contract.PORT_RANGE: size}, EPHEMERAL)

@@ -67,9 +67,7 @@ def main() -> int:
                 barrier(reason="checkpoint")
                 out["barrier"] = "passed"
             except BarrierTimeout as err:
-                out.update(
-                    barrier="timeout", missing=err.missing, message=str(err), elapsed=time.monotonic() - t0
-                )
+                out.update(barrier="timeout", missing=err.missing, message=str(err), elapsed=time.monotonic() - t0)
         else:
             time.sleep(float(os.environ.get("SGT_LATE_SLEEP", "20")))
         print(json.dumps(out), flush=True)

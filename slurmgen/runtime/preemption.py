@@ -1,0 +1,274 @@
+"""Preemption that works: signal, agree, checkpoint atomically, requeue once, resume.
+
+    pre = Preemption()               # installs the handlers
+    state = pre.load()               # the previous run's state on every rank, or None
+    ...
+    if pre.should_stop():            # every rank, every step; True everywhere once any rank got a signal
+        pre.save_and_exit(state)     # saves (not on USR2), requeues if asked, exits every rank
+
+Signals (the handlers only record them; all work happens at a step boundary):
+- the preemption signal (SLURMGEN_PREEMPT_SIGNAL, default USR1): save, requeue, exit;
+- TERM: save and exit; no requeue (a preempted job may get only TERM, and Slurm may requeue it itself);
+- USR2: exit cleanly without saving; CONT: ignored (Slurm sends it before every signal).
+
+Agreement: `should_stop()` all-reduces the requested actions over a small gloo group with a timeout, so every
+rank leaves at the same step and none is left inside a collective; a dead or stuck peer makes the others exit
+with one clear line within that timeout (slurm-facts 5.5; Megatron's DistributedSignalHandler does the same).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from slurmgen import contract
+from slurmgen.runtime import state as disk
+from slurmgen.runtime.env import job_key, restart_count
+from slurmgen.runtime.requeue import last_cause, requeue
+from slurmgen.runtime.signals import parse_signal_name
+
+REQUEUE, SAVE, EXIT, TERM = 1, 2, 4, 8
+ACTIONS = {"requeue": REQUEUE, "save": SAVE, "exit": EXIT, "term": TERM}
+# How close to the end of the time limit a preemption signal counts as the limit's own warning: Slurm sends
+# --signal up to 30 s before the lead time, and our start time is the batch shell's, a second late at most.
+TIME_LIMIT_SLACK = 90
+
+
+def _log(message: str) -> None:
+    print(f"slurmgen: {message}", file=sys.stderr, flush=True)
+
+
+def _dist() -> Any:
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+class Preemption:
+    """Signal handling, stop agreement, atomic resume state and requeue for one training process."""
+
+    def __init__(
+        self,
+        path: str | None = None,
+        *,
+        signal_name: str | None = None,
+        timeout: float | None = None,
+        max_requeues: int | None = None,
+        weights_only: bool = True,
+        environ: Mapping[str, str] | None = None,
+        exit: Callable[[int], Any] = os._exit,
+    ) -> None:
+        env = dict(os.environ if environ is None else environ)
+        self._env = env
+        configured = env.get(contract.PREEMPT_SIGNAL, "").strip()
+        # Under slurmgen's script without SLURMGEN_PREEMPT_SIGNAL, the spec switched preemption off: the signal
+        # still stops the run cleanly (with a save) but never requeues.
+        self.requeue_enabled = bool(configured) or contract.SPEC_HASH not in env
+        self.signal = parse_signal_name(signal_name or configured or "USR1")
+        self.key = job_key(env) or "local"
+        self.spec_hash = env.get(contract.SPEC_HASH, "")
+        self.state_dir = env.get(contract.STATE_DIR) or (os.path.dirname(os.path.abspath(path)) if path else ".")
+        self.path = os.path.abspath(path or os.path.join(self.state_dir, f"{self.key}.state"))
+        self.restart_count = restart_count(env)
+        self.last_cause = last_cause(self.state_dir, self.key)  # why the previous run stopped, if requeued
+        self.cause: str | None = None  # why this run stops, once decided
+        if max_requeues is not None:
+            env[contract.MAX_REQUEUES] = str(max_requeues)
+        self.timeout = float(timeout if timeout is not None else env.get(contract.BARRIER_TIMEOUT) or 60)
+        self.weights_only = weights_only
+        self._exit = exit
+        self._flags = 0
+        self._received: list[str] = []
+        self._decided = 0
+        self._group: Any = None
+        self._install()
+        if self.rank == 0:
+            for leftover in disk.sweep(self.path):
+                _log(f"removed {leftover}, left by a save that was interrupted")
+
+    # -- signals --------------------------------------------------------------------------------------------
+
+    def _install(self) -> None:
+        wanted = {self.signal: REQUEUE | SAVE | EXIT, signal.SIGTERM: SAVE | EXIT | TERM, signal.SIGUSR2: EXIT}
+        if not self.requeue_enabled:
+            wanted[self.signal] = SAVE | EXIT
+        for sig, actions in wanted.items():
+            signal.signal(sig, self._handler(actions))
+        signal.signal(signal.SIGCONT, signal.SIG_IGN)
+        # The entry point blocked the preemption signal across exec so that an early one stays pending
+        # (runtime/signals.py); now that a handler exists, let it (and anything pending) in.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(wanted))
+
+    def _handler(self, actions: int) -> Callable[[int, Any], None]:
+        def handle(signum: int, frame: Any) -> None:  # only records: no I/O, no locks, no collectives
+            self._flags |= actions
+            self._received.append(signal.Signals(signum).name)
+
+        return handle
+
+    def request(self, *actions: str) -> None:
+        """Ask for a stop from code (e.g. a time budget), with actions among requeue, save, exit."""
+        for action in actions:
+            self._flags |= ACTIONS[action]
+
+    # -- ranks and agreement ----------------------------------------------------------------------------------
+
+    @property
+    def rank(self) -> int:
+        dist = _dist()
+        if dist is not None:
+            return int(dist.get_rank())
+        return int(self._env.get("RANK") or self._env.get("SLURM_PROCID") or 0)
+
+    def _side_group(self) -> Any:
+        dist = _dist()
+        if dist is None or dist.get_world_size() == 1:
+            return None
+        if self._group is None:
+            # A small gloo group of its own: CPU tensors whatever the main backend, and a short timeout.
+            try:
+                self._group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.timeout))
+            except Exception as exc:
+                self._peer_lost(exc)
+        return self._group
+
+    def _agree(self, local: int) -> int:
+        group = self._side_group()
+        if group is None:
+            return local
+        import torch
+        import torch.distributed as dist
+
+        bits = torch.tensor([(local >> i) & 1 for i in range(4)], dtype=torch.int64)
+        try:
+            dist.all_reduce(bits, op=dist.ReduceOp.MAX, group=group)
+        except Exception as exc:  # gloo raises RuntimeError/DistError subclasses for a lost or slow peer
+            self._peer_lost(exc)
+        return sum(int(bit) << i for i, bit in enumerate(bits.tolist()))
+
+    def _peer_lost(self, exc: BaseException) -> None:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        _log(
+            f"rank {self.rank}: lost the other ranks while agreeing to stop (a rank died, or did not answer within "
+            f"{self.timeout:g} s): {first}; exiting"
+        )
+        self._exit(contract.EXIT_PEER_LOST)
+        raise SystemExit(contract.EXIT_PEER_LOST)  # only reached when `exit` was replaced (tests)
+
+    def should_stop(self) -> bool:
+        """True on every rank once any rank got a stop signal. Call it on every rank at every step."""
+        if self._decided:
+            return True
+        self._decided = self._agree(self._flags)
+        if self._decided:
+            received = ", ".join(f"SIG{name}" for name in dict.fromkeys(self._received)) or "none on this rank"
+            if self.rank == 0:
+                _log(f"stop agreed at a step boundary ({self._describe(self._decided)}; received here: {received})")
+        return bool(self._decided)
+
+    def _describe(self, flags: int) -> str:
+        if flags & REQUEUE:
+            return "save, requeue and exit"
+        if flags & SAVE:
+            return "save and exit"
+        return "exit without saving"
+
+    # -- the resume state --------------------------------------------------------------------------------------
+
+    def load(self) -> Any:
+        """The previous run's state on every rank (tensors on CPU), or None. Rank 0 decides whether one exists."""
+        exists = os.path.exists(self.path) if self.rank == 0 else False
+        group = self._side_group()
+        if group is not None:
+            import torch
+            import torch.distributed as dist
+
+            flag = torch.tensor([1 if exists else 0], dtype=torch.int64)
+            dist.broadcast(flag, src=0, group=group)
+            exists = bool(flag.item())
+        if not exists:
+            return None
+        data = disk.read(self.path, weights_only=self.weights_only)
+        assert data is not None
+        meta = data["slurmgen"]
+        if meta.get("job") != self.key or (self.spec_hash and meta.get("spec") != self.spec_hash):
+            if self.rank == 0:
+                _log(
+                    f"not resuming from {self.path}: it belongs to job {meta.get('job')} with spec "
+                    f"{meta.get('spec') or '?'}, this is job {self.key} with spec {self.spec_hash or '?'}"
+                )
+            return None
+        if self.rank == 0:
+            _log(f"resuming from {self.path} (saved by run {meta.get('run', 0) + 1}, cause {meta.get('cause')})")
+        return data["state"]
+
+    def save(self, state: Any, cause: str = "periodic") -> int | None:
+        """Write the state atomically (rank 0 only; other ranks return at once). Returns the size written."""
+        if self.rank != 0:
+            return None
+        started = time.monotonic()
+        size = disk.write_atomic(self.path, disk.envelope(state, self.key, self.spec_hash, self.restart_count, cause))
+        _log(f"saved state to {self.path} ({size / 2**20:.1f} MiB in {time.monotonic() - started:.2f} s, {cause})")
+        return size
+
+    # -- stopping ---------------------------------------------------------------------------------------------
+
+    def stop_cause(self, flags: int) -> str:
+        if flags & REQUEUE:
+            return "time-limit" if self._near_time_limit() else "preemption"
+        if flags & TERM:
+            return "terminated"
+        return "clean-exit"
+
+    def _near_time_limit(self) -> bool:
+        try:
+            start = float(self._env[contract.START_TIME])
+            limit = float(self._env[contract.TIME_LIMIT])
+            lead = float(self._env.get(contract.LEAD_TIME) or 0)
+        except (KeyError, ValueError):
+            return False
+        return time.time() >= start + limit - lead - TIME_LIMIT_SLACK
+
+    def save_and_exit(self, state: Any = None) -> None:
+        """Save (unless the stop is a clean exit), requeue if the signal asked for it, and end the process."""
+        flags = self._decided or self._agree(self._flags) or EXIT
+        self._decided = flags
+        # From here on a signal changes nothing: the TERM that Slurm sends after our own requeue must not start
+        # a second save or a second requeue.
+        for sig in (self.signal, signal.SIGTERM, signal.SIGUSR2):
+            signal.signal(sig, signal.SIG_IGN)
+        self.cause = self.stop_cause(flags)
+        code = contract.EXIT_TERMINATED if flags & TERM and not flags & REQUEUE else 0
+        if flags & SAVE and state is not None:
+            self.save(state, self.cause)
+        if flags & REQUEUE and self.rank == 0:
+            outcome = requeue(self.cause, self._env, self.state_dir)
+            _log(outcome.message)
+            if outcome.action == "budget":
+                code = contract.EXIT_REQUEUE_BUDGET
+        self._wait_for_rank0()
+        if self.rank != 0:
+            code = 0  # never non-zero before rank 0 is done: srun would kill it (contract.EXIT_*)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._exit(code)
+        raise SystemExit(code)  # only reached when `exit` was replaced (tests)
+
+    def _wait_for_rank0(self) -> None:
+        group = self._side_group()
+        if group is None:
+            return
+        import torch.distributed as dist
+
+        try:
+            dist.barrier(group=group)
+        except Exception as exc:  # rank 0 died during its save: nothing left to wait for
+            if self.rank != 0:
+                _log(f"rank {self.rank}: rank 0 did not finish its save within {self.timeout:g} s: {exc}")
