@@ -89,6 +89,7 @@ class Preemption:
         self._decided = 0
         self._group: Any = None
         self._install()
+        _install_excepthook(exit)
         if self.rank == 0:
             for leftover in disk.sweep(self.path):
                 _log(f"removed {leftover}, left by a save that was interrupted")
@@ -272,3 +273,34 @@ class Preemption:
         except Exception as exc:  # rank 0 died during its save: nothing left to wait for
             if self.rank != 0:
                 _log(f"rank {self.rank}: rank 0 did not finish its save within {self.timeout:g} s: {exc}")
+
+
+def _from_collective(tb: Any) -> bool:
+    """Did the exception come out of torch.distributed's collective layer? (Checked by frame, not by message:
+    gloo and NCCL word their errors differently in every release.)"""
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if filename.endswith("torch/distributed/distributed_c10d.py"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _install_excepthook(exit: Callable[[int], Any]) -> None:
+    """An uncaught error from a collective means a peer died or stopped answering: say so in one line at the
+    end of the traceback and exit at once (interpreter shutdown can hang in NCCL teardown, pytorch #75097)."""
+    previous = sys.excepthook
+    if getattr(previous, "_slurmgen", False):
+        return
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        previous(kind, value, tb)
+        if _from_collective(tb):
+            rank = os.environ.get("RANK", "?")
+            first = (str(value).strip().splitlines() or [kind.__name__])[0]
+            _log(f"rank {rank}: a collective failed ({kind.__name__}: {first[:200]}): a peer rank died or stopped "
+                 "answering; exiting")
+            exit(contract.EXIT_PEER_LOST)
+
+    hook._slurmgen = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
