@@ -62,6 +62,7 @@ class Preemption:
         timeout: float | None = None,
         max_requeues: int | None = None,
         weights_only: bool = True,
+        crc32: bool = False,
         environ: Mapping[str, str] | None = None,
         exit: Callable[[int], Any] = os._exit,
     ) -> None:
@@ -83,6 +84,7 @@ class Preemption:
             env[contract.MAX_REQUEUES] = str(max_requeues)
         self.timeout = float(timeout if timeout is not None else env.get(contract.BARRIER_TIMEOUT) or 60)
         self.weights_only = weights_only
+        self.crc32 = crc32  # torch's per-tensor checksum in the saved file (costs ~0.3 s/GiB; see state.py)
         self._exit = exit
         self._flags = 0
         self._received: list[str] = []
@@ -110,7 +112,7 @@ class Preemption:
     def _handler(self, actions: int) -> Callable[[int, Any], None]:
         def handle(signum: int, frame: Any) -> None:  # only records: no I/O, no locks, no collectives
             self._flags |= actions
-            self._received.append(signal.Signals(signum).name)
+            self._received.append(signal.Signals(signum).name.removeprefix("SIG"))
 
         return handle
 
@@ -215,7 +217,8 @@ class Preemption:
         if self.rank != 0:
             return None
         started = time.monotonic()
-        size = disk.write_atomic(self.path, disk.envelope(state, self.key, self.spec_hash, self.restart_count, cause))
+        envelope = disk.envelope(state, self.key, self.spec_hash, self.restart_count, cause)
+        size = disk.write_atomic(self.path, envelope, crc32=self.crc32)
         _log(f"saved state to {self.path} ({size / 2**20:.1f} MiB in {time.monotonic() - started:.2f} s, {cause})")
         return size
 
@@ -298,8 +301,10 @@ def _install_excepthook(exit: Callable[[int], Any]) -> None:
         if _from_collective(tb):
             rank = os.environ.get("RANK", "?")
             first = (str(value).strip().splitlines() or [kind.__name__])[0]
-            _log(f"rank {rank}: a collective failed ({kind.__name__}: {first[:200]}): a peer rank died or stopped "
-                 "answering; exiting")
+            _log(
+                f"rank {rank}: a collective failed ({kind.__name__}: {first[:200]}): a peer rank died or stopped "
+                "answering; exiting"
+            )
             exit(contract.EXIT_PEER_LOST)
 
     hook._slurmgen = True  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ def main() -> None:
     parser.add_argument("--save-every", type=int, default=0)
     parser.add_argument("--state-mb", type=float, default=0.01)
     parser.add_argument("--dist", action="store_true", help="init_distributed and all_reduce every step")
+    parser.add_argument("--static-state", action="store_true", help="do not touch the state every step")
     args = parser.parse_args()
     rank = 0
     if args.dist:
@@ -38,7 +39,8 @@ def main() -> None:
     weights = torch.arange(int(args.state_mb * 2**20 / 4), dtype=torch.float32)
     print(f"READY rank={rank} restart={pre.restart_count}", flush=True)
     for step in range(start, args.steps):
-        weights += 1
+        if not args.static_state:
+            weights += 1
         if args.dist:
             t = torch.ones(1)
             torch.distributed.all_reduce(t)
