@@ -65,7 +65,7 @@ def _torch_save(torch: Any, payload: Any, path: str, crc32: bool) -> None:
     except ImportError:  # older torch: always checksummed
         torch.save(payload, path)
         return
-    with config.patch({"save.compute_crc32": crc32}):
+    with config.patch({"save.compute_crc32": crc32}):  # type: ignore[attr-defined]
         torch.save(payload, path)
 
 
