@@ -73,9 +73,7 @@ def main() -> None:
         ("entry point: launch -- true", [py, "-m", "slurmgen.runtime.launch", "--", "true"]),
     ]
     bare = None
-    print(
-        f"load average {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} CPUs, {args.runs} runs each, median"
-    )
+    print(f"load average {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} CPUs, {args.runs} runs each, median")
     print(f"{'what':48} {'wall ms':>9} {'over bare ms':>13}")
     for name, argv in rows:
         median = wall(argv, args.runs, env)

@@ -134,10 +134,7 @@ def main() -> None:
     # An installed package has its .pyc files; a checkout run with PYTHONDONTWRITEBYTECODE would compile the
     # sources in every rank and measure the compiler instead.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "slurmgen")], check=True)
-    print(
-        f"load average {os.getloadavg()[0]:.2f} (1 min) at start, {os.cpu_count()} CPUs, "
-        f"medians of {args.reps} runs"
-    )
+    print(f"load average {os.getloadavg()[0]:.2f} (1 min) at start, {os.cpu_count()} CPUs, medians of {args.reps} runs")
     print(
         f"{'ranks':>5} | {'start->ready raw s':>18} {'slurmgen s':>10} {'ratio':>5} | "
         f"{'go->ready raw ms':>16} {'slurmgen ms':>11} {'ratio':>5}"

@@ -13,6 +13,8 @@ from typing import Annotated
 import typer
 
 from slurmgen.cli_fast import err, render_action, report, warn_all
+from slurmgen.cli_jobs import jobs as jobs_app
+from slurmgen.cli_options import SetOpt, TemplatesOpt
 from slurmgen.errors import Problem, SlurmgenError, SpecError
 
 app = typer.Typer(
@@ -23,14 +25,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", "-s", metavar="PATH=VALUE", help="Override a field, e.g. --set nodes=4 (repeatable)."),
-]
-TemplatesOpt = Annotated[
-    Path | None, typer.Option("--templates", metavar="DIR", help="Look for templates in DIR first.")
-]
 
 
 @app.command()
@@ -110,10 +104,13 @@ def run_(
     raise typer.Exit(command(spec, local, job, signal, opts, err))
 
 
+app.add_typer(jobs_app)  # submit, requeue, status, logs, cancel (slurmgen/cli_jobs.py)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; the single error boundary. Returns the exit code."""
     try:
-        # Without standalone mode click returns a typer.Exit's code instead of raising it.
+        # Without standalone mode click does not raise typer.Exit out of a command: it returns its exit code.
         code = app(args=argv, standalone_mode=False)
     except SlurmgenError as exc:
         return report(exc)

@@ -98,6 +98,7 @@ def environment(user_dir: str | Path | None = None) -> Any:
         search.insert(0, str(user))
     env = SandboxedEnvironment(
         loader=jinja2.FileSystemLoader(search),
+        bytecode_cache=_bytecode_cache(jinja2),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         finalize=_finalize,
@@ -107,6 +108,22 @@ def environment(user_dir: str | Path | None = None) -> Any:
     )
     env.filters["q"] = sq
     return env
+
+
+def _bytecode_cache(jinja2: Any) -> Any:
+    """Compiled templates, kept next to the render cache: compiling ours costs more than rendering with it.
+    Jinja keys each entry by the template's source checksum, so an edited template is recompiled."""
+    from slurmgen.render_cache import cache_dir
+
+    base = cache_dir()
+    if base is None:
+        return None
+    directory = Path(base) / "jinja"
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(directory))
 
 
 def render(spec: JobSpec, templates: str | Path | None = None) -> str:

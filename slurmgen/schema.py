@@ -8,7 +8,6 @@ msgspec is fast but stops at the first error. This module is the part of a libra
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import unicodedata
@@ -196,6 +195,8 @@ class Enum(Type):
             return self.wrong(value, ctx, path, "one of " + ", ".join(self.choices))
         norm = self.normalize(value)
         if norm not in self.choices:
+            import difflib  # only on the error path
+
             close = difflib.get_close_matches(norm, self.choices, n=1)
             tip = f"; did you mean {close[0]!r}?" if close else ""
             return ctx.fail(path, f"{value!r} is not one of {', '.join(self.choices)}{tip}")
@@ -301,6 +302,8 @@ class Obj(Type):
         for key, item in value.items():
             spec = self.fields.get(key)
             if spec is None:
+                import difflib  # only on the error path
+
                 close = difflib.get_close_matches(key, list(self.fields), n=1, cutoff=0.6)
                 tip = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(self.fields)
                 ctx.fail((*path, key), f"unknown key; {tip}")

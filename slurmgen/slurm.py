@@ -17,10 +17,12 @@ from typing import Literal, overload
 from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
 from slurmgen.slurm_ids import JobId, JobState, as_job_id, parse_job_id, parse_state, state_name
 from slurmgen.slurm_parse import (
+    COMMENT_FORMAT,
     SQUEUE_FORMAT,
     QueueEntry,
     Submitted,
     TestOnly,
+    parse_comments,
     parse_datetime,
     parse_duration,
     parse_sbatch_output,
@@ -40,12 +42,14 @@ __all__ = [
     "QueueEntry",
     "RequeueDisabled",
     "Runner",
+    "SchedulerTimeout",
     "SlurmClient",
     "Submitted",
     "TestOnly",
     "as_job_id",
     "clean_submit_env",
     "job_info",
+    "parse_comments",
     "parse_datetime",
     "parse_duration",
     "parse_job_id",
@@ -85,6 +89,11 @@ class InvalidJobId(SchedulerError):
 
 class RequeueDisabled(SchedulerError):
     """ "Requested operation is presently disabled": the job has --no-requeue (or the site JobRequeue=0)."""
+
+
+class SchedulerTimeout(SchedulerError):
+    """A Slurm command gave no answer in time. For sbatch the job may exist or not: never retry blindly
+    (slurm-facts 1.6, autosubmit #442); look for the submission's comment instead (SlurmClient.comments)."""
 
 
 class JobPending(SchedulerError):
@@ -166,7 +175,7 @@ class SlurmClient:
             raise SchedulerMissing(f"{argv[0]}: cannot be run: {exc.strerror}") from exc
         except subprocess.TimeoutExpired:
             hint = " The job may or may not have been submitted: check squeue." if argv[0] == "sbatch" else ""
-            raise SchedulerError(f"{' '.join(argv)}: no answer from Slurm within {self.timeout:g} s.{hint}") from None
+            raise SchedulerTimeout(f"{' '.join(argv)}: no answer from Slurm within {self.timeout:g} s.{hint}") from None
 
     # -- submit --
 
@@ -202,8 +211,7 @@ class SlurmClient:
 
         Runs in clean_submit_env(env) so that inherited SBATCH_*/SLURM_* cannot override the script.
         """
-        argv = ["sbatch", *(["--parsable"] if parsable else []), *(["--test-only"] if test_only else [])]
-        argv += [*extra_args, os.fspath(script)]
+        argv = self.sbatch_argv(script, extra_args, parsable=parsable, test_only=test_only)
         env = clean_submit_env(os.environ if self._env is None else self._env)
         result = self._call(argv, env)
         if result.returncode != 0:
@@ -211,7 +219,28 @@ class SlurmClient:
         # --test-only reports on stderr and submits nothing.
         return parse_test_only(result.stderr) if test_only else parse_sbatch_output(result.stdout)
 
+    @staticmethod
+    def sbatch_argv(
+        script: Path | str, extra_args: Sequence[str] = (), *, parsable: bool = True, test_only: bool = False
+    ) -> list[str]:
+        """The exact argv sbatch() runs (a dry run prints it)."""
+        argv = ["sbatch", *(["--parsable"] if parsable else []), *(["--test-only"] if test_only else [])]
+        return [*argv, *extra_args, os.fspath(script)]
+
     # -- look --
+
+    def comments(self, name: str | None = None) -> list[tuple[JobId, str]]:
+        """(job id, comment) of this user's jobs in every state Slurm still shows, optionally of one job name.
+
+        How a submission whose sbatch timed out is found: it carries a unique token in its comment.
+        """
+        argv = ["squeue", "--me", "--noheader", "--states=all", f"--format={COMMENT_FORMAT}"]
+        if name is not None:
+            argv.append(f"--name={name}")
+        result = self._call(argv)
+        if result.returncode != 0:
+            raise _failure("squeue", "", result)
+        return parse_comments(result.stdout)
 
     def show_jobs(self, job: JobId | str | int | None = None) -> list[JobInfo]:
         """Every record `scontrol show job` has for ``job`` (an array job gives one per task), or all jobs."""

@@ -172,3 +172,20 @@ def parse_squeue(text: str) -> list[QueueEntry]:
             )
         )
     return entries
+
+
+# `squeue --format=COMMENT_FORMAT`: the job id and its comment (free text, so it comes last).
+COMMENT_FORMAT = SQUEUE_SEPARATOR.join(("%i", "%k"))
+
+
+def parse_comments(text: str) -> list[tuple[JobId, str]]:
+    """Rows of ``squeue --noheader --format=COMMENT_FORMAT``; a job without a comment has ``""``."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        jid, sep, comment = line.partition(SQUEUE_SEPARATOR)
+        if not sep:
+            raise SchedulerError(f"squeue: unexpected line {line!r} (was --format={COMMENT_FORMAT!r} used?)")
+        rows.append((parse_job_id(jid), optional(comment) or ""))
+    return rows

@@ -1,171 +1,240 @@
-"""Plan and submit. `plan()` is pure: it renders and decides where everything goes and the exact sbatch argv.
-`submit()` carries a plan out: writes the run directory, creates the log and state directories, runs sbatch,
-and records the job in the journal. `--dry-run` prints the plan; nothing else differs.
+"""Carrying out a plan (slurmgen.plan): check and create the log and state directories, write the run directory,
+run sbatch once, and record the job in the journal. `--test-only` asks the scheduler about the same plan instead.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import secrets
-import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from slurmgen.errors import Problem, SchedulerError, UsageError
-from slurmgen.journal import Entry, Journal
-from slurmgen.spec import JobSpec
+from slurmgen.errors import Problem, SchedulerError, SchedulerMissing, SpecError, UsageError
+from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
+from slurmgen.plan import RESOLVED, SPEC_COPY, Plan
+from slurmgen.slurm import JobId, SchedulerTimeout, SlurmClient, TestOnly
 
-SCRIPT_NAME = "job.sbatch"
-SPEC_COPY = "spec.yaml"
-RESOLVED = "spec.resolved.json"
-TOKEN_PREFIX = "slurmgen:"
+# After an sbatch timeout, look for the submission this many times, this far apart: the controller that was too
+# slow to answer sbatch may record the job a moment later.
+LOOKUPS = 3
+LOOKUP_DELAY = 2.0
+# A "submitting" entry this old without an outcome means slurmgen died during sbatch: worth a look in the queue.
+STALE = 300.0
 
 
 @dataclass(frozen=True)
-class Plan:
-    spec: JobSpec
-    source: Path  # the spec file as given
-    script: str
-    warnings: tuple[Problem, ...]
-    token: str
-    run_dir: Path
-    workdir: Path  # where the job starts: spec.chdir, else the directory sbatch runs in
-    log_dir: Path  # the directory of the batch log; must exist before sbatch runs
-    state_dir: Path
-    sbatch_argv: tuple[str, ...]
-
-    @property
-    def script_path(self) -> Path:
-        return self.run_dir / SCRIPT_NAME
+class Submission:
+    job_id: JobId
+    cluster: str | None
+    recovered: bool = False  # sbatch timed out, and the job was found in the queue by its token
+    others: tuple[JobId, ...] = ()  # more jobs carrying the same token (should never happen; reported)
+    problems: tuple[str, ...] = ()  # e.g. the journal could not be written after sbatch succeeded
 
 
-def new_token(clock: Callable[[], float] = time.time) -> str:
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock()))
-    return f"{stamp}-{secrets.token_hex(3)}"
+# --- effects ------------------------------------------------------------------------------------------------
 
 
-def plan(
-    source: Path,
-    spec: JobSpec,
-    script: str,
-    warnings: tuple[Problem, ...],
-    base: Path,
-    cwd: Path,
-    token: str,
-    test_only: bool = False,
-) -> Plan:
-    """Where the run lives and what sbatch gets. No effects."""
-    workdir = (cwd / spec.chdir) if spec.chdir else cwd
-    run_dir = base / "runs" / spec.name / token
-    comment = f"{TOKEN_PREFIX}{token}"
-    user_comment = dict(spec.sbatch).get("comment")
-    if user_comment:
-        comment = f"{user_comment} {comment}"  # the command line beats the script: keep the user's words
-    argv = ["sbatch", "--parsable", *(["--test-only"] if test_only else []), f"--comment={comment}"]
-    argv.append(str(run_dir / SCRIPT_NAME))
-    return Plan(
-        spec=spec,
-        source=source,
-        script=script,
-        warnings=warnings,
-        token=token,
-        run_dir=run_dir,
-        workdir=workdir,
-        log_dir=workdir / spec.output,
-        state_dir=workdir / spec.preemption.state_dir,
-        sbatch_argv=tuple(argv),
-    )
-
-
-def ensure_writable(directory: Path, what: str) -> None:
-    """Create `directory` and prove a file can be made in it, before sbatch: Slurm would lose the log silently."""
+def ensure_writable(directory: Path, field: str, source: Path) -> None:
+    """Create ``directory`` and prove a file can be made in it, before sbatch: Slurm does not create the log's
+    directory, and a job whose log cannot be opened fails without a word (slurm-facts 1.10)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".slurmgen-probe-"):
-            pass
+        probe = directory / f".slurmgen-probe-{os.getpid()}-{os.urandom(4).hex()}"
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
     except OSError as exc:
-        raise UsageError(
-            f"{what} {directory}: cannot write there ({exc.strerror or exc}); fix the permissions or change the "
-            "spec field"
+        reason = exc.strerror or str(exc)
+        raise SpecError(
+            [Problem(str(source), field, f"cannot write to {directory} ({reason}); fix it or choose another path")]
         ) from None
 
 
-def write_run_dir(p: Plan) -> None:
-    from slurmgen.files import write_atomic
+def _private_dirs(path: Path, base: Path) -> None:
+    """mkdir -p with mode 0700 for every directory created (Path.mkdir gives parents the default mode)."""
+    missing = [d for d in (path, *path.parents) if d == base or base in d.parents]
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            if directory == path:
+                raise
+    os.chmod(path, 0o700)
 
-    p.run_dir.mkdir(mode=0o700, parents=True, exist_ok=False)
-    write_atomic(p.script_path, p.script, mode=0o600)
-    write_atomic(p.run_dir / SPEC_COPY, p.source.read_text(encoding="utf-8"), mode=0o600)
-    import json
 
-    resolved = {"source": str(p.source.resolve()), "digest": p.spec.digest, "spec": p.spec.to_dict()}
-    write_atomic(p.run_dir / RESOLVED, json.dumps(resolved, indent=2, sort_keys=True) + "\n", mode=0o600)
+def _write_new(path: Path, data: bytes) -> None:
+    """A new file, mode 0600 from the start. No temporary file and no fsync: the run directory is new and ours,
+    and sbatch reads the script from the page cache a moment later."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
+        handle.write(data)
 
 
-def entry(p: Plan, event: str, job_id: str | None = None, cluster: str | None = None, **extra: object) -> Entry:
+def write_run_dir(p: Plan, base: Path) -> None:
+    _private_dirs(p.run_dir, base)
+    _write_new(p.script_path, p.script.encode("utf-8"))
+    _write_new(p.run_dir / SPEC_COPY, p.source.read_bytes())
+    resolved = {
+        "source": str(p.source.resolve()),
+        "overrides": list(p.overrides),
+        "digest": p.job.digest,
+        "workdir": str(p.workdir),
+        "log_dir": str(p.log_dir),
+        "spec": p.job.resolved,
+    }
+    _write_new(p.run_dir / RESOLVED, (json.dumps(resolved, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+
+def prepare(p: Plan, base: Path) -> None:
+    """Every effect before sbatch: the log and state directories (checked), then the run directory."""
+    ensure_writable(p.log_dir, "output", p.source)
+    if p.state_dir is not None:
+        ensure_writable(p.state_dir, "preemption.state_dir", p.source)
+    try:
+        write_run_dir(p, base)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the run directory {p.run_dir} ({exc.strerror or exc}); submit from a writable directory "
+            f"or set SLURMGEN_HOME"
+        ) from None
+
+
+def entry(p: Plan, event: str, job_id: JobId | None = None, cluster: str | None = None, **extra: object) -> Entry:
     return Entry(
         event=event,
         token=p.token,
-        name=p.spec.name,
+        name=p.job.name,
         spec=str(p.source.resolve()),
         run_dir=str(p.run_dir),
         script=str(p.script_path),
         time=time.time(),
-        job_id=job_id,
+        job_id=None if job_id is None else str(job_id),
         cluster=cluster,
+        log_dir=str(p.log_dir.absolute()),
+        array=p.job.array,
         extra=dict(extra),
     )
 
 
-def prepare(p: Plan) -> None:
-    """Every effect before sbatch: directories, permissions, the run directory."""
-    ensure_writable(p.log_dir, "output")
-    if p.spec.preemption.enabled:
-        ensure_writable(p.state_dir, "preemption.state_dir")
-    write_run_dir(p)
+Which = Callable[[str], str | None]
 
 
-def submit(p: Plan, client: object, journal: Journal) -> tuple[str, str | None]:
-    """Carry out a plan; returns (job id, cluster). Never submits twice: a timeout is resolved by looking for
-    the submission token in the queue, not by trying again."""
-    from slurmgen.slurm import SchedulerTimeout, SlurmClient
-
-    assert isinstance(client, SlurmClient)
-    prepare(p)
-    journal.append(entry(p, "submitting"))
-    try:
-        submitted = client.sbatch(p.script_path, list(p.sbatch_argv[2:-1]))
-    except SchedulerTimeout:
-        found = find_by_token(client, p.token)
-        if found is None:
-            journal.append(entry(p, "unknown"))
-            raise SchedulerError(
-                f"sbatch did not answer in time and no job with comment {TOKEN_PREFIX}{p.token} is in the queue "
-                "yet; it was probably not submitted. Check `squeue --me` before submitting again"
-            ) from None
-        journal.append(entry(p, "submitted", found, recovered=True))
-        return found, None
-    except SchedulerError as exc:
-        journal.append(entry(p, "failed", error=str(exc)))
-        raise
-    journal.append(entry(p, "submitted", submitted.job_id, submitted.cluster))
-    return submitted.job_id, submitted.cluster
-
-
-def find_by_token(client: object, token: str) -> str | None:
-    """The job that carries our submission token in its comment, if sbatch submitted it after all."""
-    from slurmgen.slurm import SlurmClient
-
-    assert isinstance(client, SlurmClient)
-    for row in client.squeue_comments():
-        if row[1].endswith(f"{TOKEN_PREFIX}{token}"):
-            return row[0]
+def on_path(command: str) -> str | None:
+    """shutil.which without importing shutil (this is every submission's path): the first executable file."""
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(directory or ".", command)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
     return None
 
 
-def submit_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    from slurmgen.slurm import clean_submit_env
+def require_sbatch(which: Which) -> None:
+    if which("sbatch") is None:
+        raise SchedulerMissing(
+            "sbatch not found: Slurm's client is not installed here (or not on PATH). "
+            "`slurmgen submit --dry-run` shows the script and the sbatch command; `slurmgen render` writes the script"
+        )
 
-    return clean_submit_env(os.environ if environ is None else environ)
+
+def submit(
+    p: Plan,
+    client: SlurmClient,
+    journal: Journal,
+    *,
+    which: Which = on_path,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Submission:
+    """Carry out a plan. Never submits twice: a timeout is resolved by looking for the submission's token in
+    the queue, not by trying again."""
+    require_sbatch(which)
+    prepare(p, journal.base)
+    try:
+        journal.append(entry(p, "submitting"))
+    except OSError as exc:
+        raise UsageError(f"cannot write the journal {journal.path} ({exc.strerror or exc})") from None
+    try:
+        submitted = client.sbatch(p.script_path, p.sbatch_args)
+    except SchedulerTimeout as exc:
+        found = find_by_token(client, p.job.name, p.token, sleep)
+        if not found:
+            _record(journal, entry(p, "unknown", error=str(exc)))
+            raise SchedulerTimeout(
+                f"sbatch gave no answer within {client.timeout:g} s, and no job with the comment "
+                f"{TOKEN_PREFIX}{p.token} is in the queue: it was probably not submitted. Before submitting again, "
+                f"check with: squeue --me --format='%i %k' | grep {p.token}"
+            ) from None
+        problem = _record(journal, entry(p, "submitted", found[0], recovered=True))
+        return Submission(found[0], None, recovered=True, others=tuple(found[1:]), problems=problem)
+    except (SchedulerError, SchedulerMissing) as exc:
+        _record(journal, entry(p, "failed", error=str(exc)))
+        raise
+    problem = _record(journal, entry(p, "submitted", submitted.job_id, submitted.cluster))
+    return Submission(submitted.job_id, submitted.cluster, problems=problem)
+
+
+def _record(journal: Journal, e: Entry) -> tuple[str, ...]:
+    """Append after sbatch ran: a failure must not hide the outcome (the job exists, or sbatch's own error)."""
+    try:
+        journal.append(e)
+    except OSError as exc:
+        return (f"job {e.job_id or '?'} is not in the journal {journal.path}: {exc.strerror or exc}",)
+    return ()
+
+
+def find_by_token(
+    client: SlurmClient, name: str, token: str, sleep: Callable[[float], None] = time.sleep
+) -> list[JobId]:
+    """The jobs whose comment ends in our submission token (at most one, unless something is very wrong)."""
+    marker = f"{TOKEN_PREFIX}{token}"
+    for attempt in range(LOOKUPS):
+        if attempt:
+            sleep(LOOKUP_DELAY)
+        try:
+            rows = client.comments(name)
+        except SchedulerError:
+            continue  # the controller is still busy; a lookup is safe to repeat, a submission is not
+        found = sorted({job for job, comment in rows if comment.split()[-1:] == [marker]}, key=str)
+        if found:
+            return found
+    return []
+
+
+def would_run(p: Plan, client: SlurmClient, *, which: Which = on_path) -> TestOnly:
+    """`sbatch --test-only`: would the scheduler accept the job, and when and where would it start? Writes
+    nothing but a temporary copy of the script. A job that can never run raises SchedulerError."""
+    import tempfile
+
+    require_sbatch(which)
+    fd, tmp = tempfile.mkstemp(prefix=f"{p.job.name}-", suffix=".sbatch")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(p.script)
+        try:
+            return client.sbatch(Path(tmp), p.sbatch_args, test_only=True)
+        except SchedulerTimeout:
+            raise
+        except SchedulerError as exc:
+            raise SchedulerError(f"the job cannot run on this cluster: {exc}") from None
+    finally:
+        os.unlink(tmp)
+
+
+def recover_unresolved(journal: Journal, client: SlurmClient, clock: Callable[[], float] = time.time) -> list[str]:
+    """Settle submissions whose outcome the journal does not know (sbatch timed out, or slurmgen was killed
+    during it) by looking for their tokens in the queue; records what it finds. Returns notes for the user."""
+    now = clock()
+    pending = [e for e in journal.unresolved() if e.event == "unknown" or now - e.time > STALE]
+    if not pending:
+        return []
+    try:
+        rows = client.comments()
+    except SchedulerError as exc:
+        return [f"warning: cannot look for {len(pending)} unresolved submission(s) in the queue: {exc}"]
+    by_marker = {comment.split()[-1]: job for job, comment in rows if comment.split()}
+    notes = []
+    for e in pending:
+        job = by_marker.get(f"{TOKEN_PREFIX}{e.token}")
+        if job is not None:
+            journal.append(replace(e, event="submitted", job_id=str(job), time=now, extra={"recovered": True}))
+            notes.append(f"note: the submission of {e.name} (token {e.token}) whose sbatch timed out is job {job}")
+    return notes

@@ -203,3 +203,16 @@ def torch_module() -> Any:
     import torch  # only for the tests that ask for it: importing it takes seconds
 
     return torch
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """slurmgen's render and template caches live under XDG_CACHE_HOME: give the test session its own, so tests
+    neither read a developer's cache nor leave entries in it (subprocesses inherit it)."""
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous

@@ -18,6 +18,7 @@ from slurmgen.slurm import (
     JobPending,
     JobState,
     RequeueDisabled,
+    SchedulerTimeout,
     SlurmClient,
     Submitted,
     clean_submit_env,
@@ -99,8 +100,24 @@ def test_a_hung_command_times_out(tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\nexec /bin/sleep 5\n")
     fake.chmod(0o755)
     client = SlurmClient(env={"PATH": str(tmp_path)}, timeout=0.2)
-    with pytest.raises(SchedulerError, match=r"no answer from Slurm within 0\.2 s\. The job may or may not"):
+    with pytest.raises(SchedulerTimeout, match=r"no answer from Slurm within 0\.2 s\. The job may or may not"):
         client.sbatch("job.sh")
+
+
+def test_sbatch_argv_is_what_sbatch_runs() -> None:
+    argv = SlurmClient.sbatch_argv("/w/j.sh", ["--comment=x y"], test_only=True)
+    assert argv == ["sbatch", "--parsable", "--test-only", "--comment=x y", "/w/j.sh"]
+    run = Replay({tuple(argv): "sbatch-test-only-too-large"})
+    with pytest.raises(SchedulerError, match="Requested node configuration is not available"):
+        SlurmClient(run, env={}).sbatch("/w/j.sh", ["--comment=x y"], test_only=True)
+
+
+def test_comments() -> None:
+    argv = ("squeue", "--me", "--noheader", "--states=all", "--format=%i\x1f%k")
+    run = Replay({(*argv, "--name=train"): "squeue-comments", argv: "squeue-comments"})
+    rows = SlurmClient(run).comments("train")
+    assert rows[0] == (JobId(21), "my run slurmgen:20261121-081500-a1b2c3")
+    assert SlurmClient(run).comments() == rows
 
 
 # --- looking at jobs -------------------------------------------------------------------------------------

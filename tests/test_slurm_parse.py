@@ -13,6 +13,7 @@ from slurmgen.slurm import (
     JobState,
     Submitted,
     job_info,
+    parse_comments,
     parse_duration,
     parse_job_id,
     parse_sbatch_output,
@@ -221,6 +222,22 @@ def test_sbatch_test_only() -> None:
     assert (result.processors, result.nodes, result.partition) == (1, "node1", "debug")
     with pytest.raises(SchedulerError, match="unexpected output"):
         parse_test_only(data("sbatch-error-gres.err"))
+    # a job larger than the cluster: sbatch --test-only exits 1 with this on stderr, nothing on stdout
+    assert data("sbatch-test-only-too-large.err") == (
+        "allocation failure: Requested node configuration is not available\n"
+    )
+
+
+def test_squeue_comments() -> None:
+    rows = parse_comments(data("squeue-comments.out"))
+    assert rows[:3] == [
+        (JobId(21), "my run slurmgen:20261121-081500-a1b2c3"),
+        (JobId(22, array_tasks="1-3"), "slurmgen:20261121-081501-d4e5f6"),  # a pending array: one row
+        (JobId(23), ""),  # "(null)": no comment
+    ]
+    assert len(rows) == 20 and sum(c.endswith("slurmgen:20261121-081500-a1b2c3") for _, c in rows) == 2
+    with pytest.raises(SchedulerError, match="unexpected line"):
+        parse_comments("123 no separator\n")
 
 
 # --- scontrol show job -----------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ class Preemption:
         timeout: float | None = None,
         max_requeues: int | None = None,
         weights_only: bool = True,
+        crc32: bool = False,
         environ: Mapping[str, str] | None = None,
         exit: Callable[[int], Any] = os._exit,
     ) -> None:
@@ -83,12 +84,14 @@ class Preemption:
             env[contract.MAX_REQUEUES] = str(max_requeues)
         self.timeout = float(timeout if timeout is not None else env.get(contract.BARRIER_TIMEOUT) or 60)
         self.weights_only = weights_only
+        self.crc32 = crc32  # torch's per-tensor checksum in the saved file (costs ~0.3 s/GiB; see state.py)
         self._exit = exit
         self._flags = 0
         self._received: list[str] = []
         self._decided = 0
         self._group: Any = None
         self._install()
+        _install_excepthook(exit)
         if self.rank == 0:
             for leftover in disk.sweep(self.path):
                 _log(f"removed {leftover}, left by a save that was interrupted")
@@ -109,7 +112,7 @@ class Preemption:
     def _handler(self, actions: int) -> Callable[[int, Any], None]:
         def handle(signum: int, frame: Any) -> None:  # only records: no I/O, no locks, no collectives
             self._flags |= actions
-            self._received.append(signal.Signals(signum).name)
+            self._received.append(signal.Signals(signum).name.removeprefix("SIG"))
 
         return handle
 
@@ -214,7 +217,8 @@ class Preemption:
         if self.rank != 0:
             return None
         started = time.monotonic()
-        size = disk.write_atomic(self.path, disk.envelope(state, self.key, self.spec_hash, self.restart_count, cause))
+        envelope = disk.envelope(state, self.key, self.spec_hash, self.restart_count, cause)
+        size = disk.write_atomic(self.path, envelope, crc32=self.crc32)
         _log(f"saved state to {self.path} ({size / 2**20:.1f} MiB in {time.monotonic() - started:.2f} s, {cause})")
         return size
 
@@ -272,3 +276,36 @@ class Preemption:
         except Exception as exc:  # rank 0 died during its save: nothing left to wait for
             if self.rank != 0:
                 _log(f"rank {self.rank}: rank 0 did not finish its save within {self.timeout:g} s: {exc}")
+
+
+def _from_collective(tb: Any) -> bool:
+    """Did the exception come out of torch.distributed's collective layer? (Checked by frame, not by message:
+    gloo and NCCL word their errors differently in every release.)"""
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if filename.endswith("torch/distributed/distributed_c10d.py"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _install_excepthook(exit: Callable[[int], Any]) -> None:
+    """An uncaught error from a collective means a peer died or stopped answering: say so in one line at the
+    end of the traceback and exit at once (interpreter shutdown can hang in NCCL teardown, pytorch #75097)."""
+    previous = sys.excepthook
+    if getattr(previous, "_slurmgen", False):
+        return
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        previous(kind, value, tb)
+        if _from_collective(tb):
+            rank = os.environ.get("RANK", "?")
+            first = (str(value).strip().splitlines() or [kind.__name__])[0]
+            _log(
+                f"rank {rank}: a collective failed ({kind.__name__}: {first[:200]}): a peer rank died or stopped "
+                "answering; exiting"
+            )
+            exit(contract.EXIT_PEER_LOST)
+
+    hook._slurmgen = True  # type: ignore[attr-defined]
+    sys.excepthook = hook

@@ -14,22 +14,17 @@ from collections.abc import Mapping
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
+from slurmgen.signals import signal_name
 
 
 def parse_signal_name(name: str) -> signal.Signals:
-    """``"USR1"``, ``"SIGUSR1"``, ``"usr1"`` or ``"10"`` -> ``signal.SIGUSR1``; raises on anything else."""
-    text = name.strip().upper()
-    if text.isdigit():
-        try:
-            return signal.Signals(int(text))
-        except ValueError:
-            raise RuntimeSetupError(f"unknown signal number {name!r}") from None
-    if not text.startswith("SIG"):
-        text = "SIG" + text
-    try:
-        return signal.Signals[text]
-    except KeyError:
-        raise RuntimeSetupError(f"unknown signal name {name!r} ({contract.PREEMPT_SIGNAL})") from None
+    """``"USR1"``, ``"SIGUSR1"``, ``"usr1"`` or ``"10"`` -> ``signal.SIGUSR1``; raises on anything else.
+
+    The spelling rules are slurmgen.signals' (shared with the spec), so both sides read a name alike."""
+    canonical = signal_name(name)
+    if canonical is None:
+        raise RuntimeSetupError(f"unknown signal {name!r} ({contract.PREEMPT_SIGNAL})")
+    return signal.Signals[f"SIG{canonical}"]
 
 
 def preemption_signal(mapping: Mapping[str, str] | None = None) -> signal.Signals | None:

@@ -56,7 +56,20 @@ def _torch() -> Any:
     return torch
 
 
-def write_atomic(path: str, payload: Any) -> int:
+def _torch_save(torch: Any, payload: Any, path: str, crc32: bool) -> None:
+    """torch.save by path (torch's own buffered C++ writer, no Python-level copies). Its zip format stores a
+    CRC32 of every tensor, which costs about 0.3 s per GiB here, half the cost of the write itself; the atomic
+    rename already guarantees a complete file, so the checksum is optional (Preemption(crc32=True))."""
+    try:
+        from torch.utils.serialization import config
+    except ImportError:  # older torch: always checksummed
+        torch.save(payload, path)
+        return
+    with config.patch({"save.compute_crc32": crc32}):  # type: ignore[attr-defined]
+        torch.save(payload, path)
+
+
+def write_atomic(path: str, payload: Any, crc32: bool = False) -> int:
     """Write `payload` (anything torch.save or pickle takes) to `path` atomically; returns its size in bytes."""
     path = os.path.abspath(path)
     directory, name = os.path.split(path)
@@ -67,7 +80,7 @@ def write_atomic(path: str, payload: Any) -> int:
         if torch is not None:
             os.close(fd)
             fd = -1
-            torch.save(payload, tmp)  # by path: torch's own buffered C++ writer, no Python-level copies
+            _torch_save(torch, payload, tmp, crc32)
             fd = os.open(tmp, os.O_RDONLY)
         else:
             with os.fdopen(os.dup(fd), "wb") as handle:

@@ -25,7 +25,7 @@ _sg_step=""
 _sg_signals=""
 _sg_forward() {
     _sg_signals="${_sg_signals} $1"
-    echo "slurmgen: batch shell received SIG$1" >&2
+    echo "slurmgen: batch shell received SIG$1 at ${EPOCHSECONDS:-?}" >&2
     if [ -n "${_sg_step}" ]; then
         kill -s "$1" "${_sg_step}" 2>/dev/null || true
     fi
@@ -40,6 +40,9 @@ if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
 else
     _sg_key="${SLURM_JOB_ID:?slurmgen: not inside a Slurm job (SLURM_JOB_ID is unset)}"
 fi
+# Slurm 22.05 tells a job neither its start nor its end time; the runtime uses this to tell a time-limit signal
+# from a preemption.
+export SLURMGEN_START_TIME="${EPOCHSECONDS:-$(date +%s)}"
 _sg_abs() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "${PWD}" "$1" ;; esac; }
 export SLURMGEN_JOB_NAME='llm-2node-torchrun'
 export SLURMGEN_SPEC_HASH='5118cc458d38'
@@ -63,7 +66,7 @@ if ! mkdir -p "${SLURMGEN_LOG_DIR}" "${SLURMGEN_STATE_DIR}"; then
     exit 1
 fi
 _sg_restarts="${SLURM_RESTART_COUNT:-0}"
-echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), nodes ${SLURM_JOB_NODELIST:-?}, logs in ${SLURMGEN_LOG_DIR}" >&2
+echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), started at ${SLURMGEN_START_TIME}, nodes ${SLURM_JOB_NODELIST:-?}, logs in ${SLURMGEN_LOG_DIR}" >&2
 # A requeue request left by an earlier run that never reached its end must not requeue this one.
 rm -f "${SLURMGEN_STATE_DIR}/${_sg_key}.requeue"
 

@@ -1,9 +1,8 @@
 """The runtime against real Slurm: `scontrol show hostnames` as the hostlist oracle, and a 2-node x 2-task
 job whose ranks meet through the runtime.
 
-Kept apart from the other runtime tests so they can be moved onto the shared ``slurm_cluster`` fixture
-(tests/conftest.py) later. Until then this module reads the cluster's SLURM_CONF from
-$SLURMGEN_CLUSTER_BASE/env.sh (default /tmp/slurmgen-cluster, written by tests/cluster/up.sh).
+The hostlist oracle needs no daemon, only scontrol and a config file (the running cluster's, or a throwaway
+one); the job runs on the shared ``slurm_cluster`` fixture (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -14,12 +13,10 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from slurmgen import contract
 from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
 
 from .runtime_helpers import HAS_TORCH, ROOT, WORKER
@@ -129,70 +126,41 @@ def test_expand_hostlist_agrees_with_scontrol(expr: str, oracle_env: dict[str, s
         assert ours(expr) == theirs
 
 
-# --- a real 2-node x 2-task job ---------------------------------------------------------------------------
-
-JOB = """#!/bin/bash
-#SBATCH --job-name=sgt-runtime
-#SBATCH --nodes=2
-#SBATCH --ntasks-per-node=2
-#SBATCH --time=3
-#SBATCH --output={out}/%j.out
-#SBATCH --chdir={root}
-set -euo pipefail
-export {port_var}=21000 {range_var}=100 {barrier_var}=60 {pg_var}=120 PYTHONWARNINGS=ignore
-echo "rendezvous: $({python} -m slurmgen.runtime.launch --rendezvous)"
-srun {python} -m slurmgen.runtime.launch -- {python} {worker} init
-"""
+# --- a real 2-node x 2-task job, rendered by slurmgen ---------------------------------------------------------
 
 
 @pytest.mark.torch
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch==2.13.0)")
-def test_two_nodes_two_tasks_all_reduce(tmp_path: Path) -> None:
-    conf = cluster_conf()
-    if conf is None or shutil.which("sbatch") is None:
-        pytest.skip(f"no test cluster up ({BASE}/env.sh missing): run tests/cluster/up.sh")
-    env = slurm_env(conf)
-    env["PYTHONPATH"] = str(ROOT)
-    script = tmp_path / "job.sh"
-    script.write_text(
-        JOB.format(
-            out=tmp_path,
-            root=ROOT,
-            python=sys.executable,
-            worker=WORKER,
-            port_var=contract.PORT,
-            range_var=contract.PORT_RANGE,
-            barrier_var=contract.BARRIER_TIMEOUT,
-            pg_var=contract.PG_TIMEOUT,
-        )
-    )
-    submitted = subprocess.run(
-        ["sbatch", "--parsable", str(script)], env=env, capture_output=True, text=True, timeout=60, check=True
-    )
-    job_id = submitted.stdout.strip().split(";")[0]
-    state = wait_done(job_id, env, timeout=150)
-    output = (tmp_path / f"{job_id}.out").read_text()
-    assert state == "COMPLETED", output[-4000:]
-    ranks = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+def test_rendered_two_nodes_two_tasks_all_reduce(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from slurmgen.render import render
+    from slurmgen.spec import load_text
+
+    spec = load_text(
+        "name: sgt-runtime\n"
+        f"command: [{sys.executable}, {WORKER}, init]\n"
+        "time: '00:05:00'\nnodes: 2\ntasks_per_node: 2\ncpus_per_task: 1\n"
+        f"python: {sys.executable}\nchdir: {ROOT}\noutput: {tmp_path}/logs\n"
+        "distributed: {backend: gloo, port: 21000, port_range: 100, barrier_timeout: 60, timeout: 120}\n"
+        f"env: {{PYTHONPATH: {ROOT}, PYTHONWARNINGS: ignore}}\n"
+        "preemption: false\n",
+        "sgt-runtime.yaml",
+    ).spec
+    script = tmp_path / "job.sbatch"
+    script.write_text(render(spec))
+    (tmp_path / "logs").mkdir()
+    job_id = str(slurm_cluster.submit(script))
+    info = slurm_cluster.wait_for(job_id, lambda i: i.state.is_terminal, timeout=150)
+    logs = tmp_path / "logs"
+    batch = (logs / f"sgt-runtime-{job_id}.log").read_text()
+    per_node = sorted((logs / f"sgt-runtime-{job_id}").glob("*.log"))
+    assert info.state.name == "COMPLETED", batch[-3000:]
+    assert [p.name for p in per_node] == ["node1.log", "node2.log"]  # one log per node
+    ranks = [json.loads(line) for p in per_node for line in p.read_text().splitlines() if line.startswith("{")]
     assert sorted(r["rank"] for r in ranks) == [0, 1, 2, 3]
     port = 21000 + int(job_id) % 100
     assert {(r["addr"], r["port"]) for r in ranks} == {("node1", port)}
-    assert f"rendezvous: node1 {port}" in output  # the batch shell's answer agrees with every task
+    assert f"rendezvous at node1:{port}" in batch  # the batch shell's answer agrees with every task
     assert {r["iface"] for r in ranks} == {"eth0"}  # the node namespace's NIC on 10.200.0.0/24, not lo
     assert {(r["gloo"], r["nccl"]) for r in ranks} == {("eth0", "=eth0")}
     assert {r["sum"] for r in ranks} == {10.0}
     assert {r["local_world"] for r in ranks} == {2}
-
-
-def wait_done(job_id: str, env: dict[str, str], timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    state = "UNKNOWN"
-    while time.monotonic() < deadline:
-        shown = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True, timeout=30)
-        found = re.search(r"JobState=(\S+)", shown.stdout)
-        state = found.group(1) if found else state
-        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
-            return state
-        time.sleep(0.2)
-    subprocess.run(["scancel", job_id], env=env, capture_output=True, timeout=30)
-    pytest.fail(f"job {job_id} not finished after {timeout}s (last state {state})")

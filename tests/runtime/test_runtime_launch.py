@@ -168,7 +168,7 @@ def test_rendezvous_prints_address_and_port() -> None:
         (["--rendezvous"], {contract.PORT: "40000", contract.PORT_RANGE: "10"}, "ephemeral range"),
         (["--", "true"], {"SLURM_JOB_NODELIST": "n[2-1]", "SLURM_STEP_NODELIST": ""}, "invalid hostlist"),
         (["--", "true"], {"MASTER_PORT": "99999"}, "MASTER_PORT='99999' is not a port number"),
-        (["--", "true"], {contract.PREEMPT_SIGNAL: "USR9"}, "unknown signal name 'USR9'"),
+        (["--", "true"], {contract.PREEMPT_SIGNAL: "USR9"}, "unknown signal 'USR9'"),
         (["--", "nosuch-command-xyz"], {}, "slurmgen: cannot run 'nosuch-command-xyz': command not found"),
         (["--nope"], {}, "slurmgen: unknown option '--nope'"),
         ([], {}, "slurmgen: no command to run"),

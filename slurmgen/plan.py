@@ -1,0 +1,128 @@
+"""The submission plan: where a run lives and the exact sbatch argv. Pure; slurmgen.submission carries it out and
+`submit --dry-run` prints it, so a dry run is the real thing minus the side effects.
+
+`Job` is the part of a spec that submitting needs. It is computed from a JobSpec, or read back from the render
+cache next to the cached script, so that a repeated `slurmgen submit` imports neither yaml nor jinja2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from slurmgen.journal import TOKEN_PREFIX
+
+if TYPE_CHECKING:
+    from slurmgen.spec import JobSpec
+
+SCRIPT_NAME = "job.sbatch"
+SPEC_COPY = "spec.yaml"
+RESOLVED = "spec.resolved.json"
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    output: str  # spec field output: the batch log's directory, relative to the job's working directory
+    chdir: str | None
+    state_dir: str | None  # preemption.state_dir; None when preemption is off
+    comment: str | None  # spec field sbatch.comment, the user's own
+    array: bool
+    digest: str
+    resolved: dict[str, Any]  # the whole resolved spec, for spec.resolved.json
+
+    @classmethod
+    def of(cls, spec: JobSpec) -> Job:
+        comment = dict(spec.sbatch).get("comment")
+        pre = spec.preemption
+        return cls(
+            name=spec.name,
+            output=spec.output,
+            chdir=spec.chdir,
+            state_dir=pre.state_dir if pre.enabled else None,
+            comment=comment or None,
+            array=spec.array is not None,
+            digest=spec.digest,
+            resolved=json.loads(json.dumps(spec.to_dict())),  # JSON's shape (lists), as read back from the cache
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Job:
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class Plan:
+    job: Job
+    source: Path  # the spec file as given
+    overrides: tuple[str, ...]
+    script: str
+    token: str  # unique per submission; ends the job's --comment, so a lost sbatch reply can be recovered
+    run_dir: Path
+    workdir: Path  # where the job starts: spec.chdir (relative to cwd), else the directory sbatch runs in
+    log_dir: Path  # the batch log's directory; must exist before sbatch runs
+    state_dir: Path | None  # preemption.state_dir when preemption is on
+    sbatch_args: tuple[str, ...]  # options on sbatch's command line (they beat the script's #SBATCH lines)
+
+    @property
+    def script_path(self) -> Path:
+        return self.run_dir / SCRIPT_NAME
+
+    def sbatch_argv(self, test_only: bool = False, script: Path | None = None) -> list[str]:
+        """Exactly what SlurmClient.sbatch runs for this plan."""
+        from slurmgen.slurm import SlurmClient
+
+        return SlurmClient.sbatch_argv(script or self.script_path, self.sbatch_args, test_only=test_only)
+
+
+def new_token(clock: Callable[[], float] = time.time) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock()))
+    return f"{stamp}-{os.urandom(4).hex()}"  # not secrets.token_hex: that import costs more than a submit
+
+
+def comment_for(job: Job, token: str) -> str:
+    """The job's --comment: the user's own words first, then our token as the last word.
+
+    The command line beats the script's `#SBATCH --comment`, so the user's comment must be carried over here.
+    """
+    return f"{job.comment} {TOKEN_PREFIX}{token}" if job.comment else f"{TOKEN_PREFIX}{token}"
+
+
+def plan(
+    source: Path, job: Job, script: str, base: Path, cwd: Path, token: str, overrides: tuple[str, ...] = ()
+) -> Plan:
+    """Where the run lives and what sbatch gets. ``base`` is the journal's directory, ``cwd`` where sbatch runs."""
+    workdir = cwd / job.chdir if job.chdir else cwd
+    return Plan(
+        job=job,
+        source=source,
+        overrides=overrides,
+        script=script,
+        token=token,
+        run_dir=base / "runs" / job.name / token,
+        workdir=workdir,
+        log_dir=workdir / job.output,
+        state_dir=None if job.state_dir is None else workdir / job.state_dir,
+        sbatch_args=(f"--comment={comment_for(job, token)}",),
+    )
+
+
+def dry_run_lines(p: Plan) -> list[str]:
+    """What submit would do, for `--dry-run` (the script itself goes to stdout)."""
+    import shlex
+
+    state = f" and {p.state_dir} (preemption.state_dir)" if p.state_dir is not None else ""
+    return [
+        f"would write {p.script_path} (the script above), {p.run_dir / SPEC_COPY} and {p.run_dir / RESOLVED}",
+        f"would create {p.log_dir} (output){state}",
+        f"would run: {shlex.join(p.sbatch_argv())}",
+        f"the job would start in {p.workdir}",
+    ]

@@ -1,0 +1,61 @@
+"""A training-loop stand-in for the preemption tests: real process, real signals, real torch (gloo).
+
+Prints `READY` once Preemption is installed and the loop runs, `STEP n` every step, `STOP n` when it stops,
+`RESUMED n` when it resumed from a state, and `DONE n` at the end. The state holds a tensor of --state-mb MiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+from slurmgen.runtime import Preemption
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--step-time", type=float, default=0.01)
+    parser.add_argument("--save-every", type=int, default=0)
+    parser.add_argument("--state-mb", type=float, default=0.01)
+    parser.add_argument("--dist", action="store_true", help="init_distributed and all_reduce every step")
+    parser.add_argument("--static-state", action="store_true", help="do not touch the state every step")
+    args = parser.parse_args()
+    rank = 0
+    if args.dist:
+        from slurmgen.runtime import init_distributed
+
+        rank = init_distributed().rank
+    pre = Preemption()
+    state = pre.load()
+    start = 0
+    if state is not None:
+        start = int(state["step"])
+        print(f"RESUMED {start} {float(state['weights'].sum()):.6f}", flush=True)
+    weights = torch.arange(int(args.state_mb * 2**20 / 4), dtype=torch.float32)
+    print(f"READY rank={rank} restart={pre.restart_count}", flush=True)
+    for step in range(start, args.steps):
+        if not args.static_state:
+            weights += 1
+        if args.dist:
+            t = torch.ones(1)
+            torch.distributed.all_reduce(t)
+        if args.save_every and step % args.save_every == 0:
+            pre.save({"step": step, "weights": weights})
+            print(f"SAVED {step}", flush=True)
+        time.sleep(args.step_time)
+        if pre.should_stop():
+            print(f"STOP {step + 1} {float(weights.sum()):.6f} cause={pre.stop_cause(pre._decided)}", flush=True)
+            pre.save_and_exit({"step": step + 1, "weights": weights})
+        print(f"STEP {step}", flush=True)
+    print(f"DONE {args.steps}", flush=True)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
