@@ -367,7 +367,10 @@ def slurmgen_run(cwd: Path, *args: str, stderr: Path) -> subprocess.Popen[bytes]
 FAST = 'command=[python3, jobs/train_tiny.py, --steps, "300"]'  # no sleep between steps
 # Ranks of a node share its log and print a message and its newline in two writes, so two messages may share
 # a line: the patterns never rely on line ends.
-RANK_LINE = re.compile(r"rank (\d)/4: start at step (\d+) on \S+, local rank (\d), run (\d)")
+RANK_LINE = re.compile(
+    r"rank (?P<rank>\d)/4: start at step (?P<step>\d+) on \S+, run (?P<run>\d), last stop: [^\s,]+, "
+    r"master [^\s,]+, local rank (?P<local>\d)"
+)
 WEIGHTS = r"(-?\d+\.\d+)"
 
 
@@ -408,11 +411,12 @@ def test_two_nodes_two_tasks_complete_with_correct_ranks(uninterrupted: tuple[in
     by_node = {}
     for node in ("127.0.0.1", "127.0.0.2"):
         text = (cwd / "logs" / "cpu-debug-1" / f"{node}.log").read_text()  # where the real job puts them
-        by_node[node] = sorted((int(m[1]), int(m[3])) for m in RANK_LINE.finditer(text))
-        assert all(m[2] == "0" and m[4] == "1" for m in RANK_LINE.finditer(text))
+        by_node[node] = sorted((int(m["rank"]), int(m["local"])) for m in RANK_LINE.finditer(text))
+        assert all(m["step"] == "0" and m["run"] == "1" for m in RANK_LINE.finditer(text))
         assert text.count("done after 300 steps, all_reduce=10") == 2
     assert by_node == {"127.0.0.1": [(0, 0), (1, 1)], "127.0.0.2": [(2, 0), (3, 1)]}
-    journal = (cwd / ".slurmgen" / "journal.jsonl").read_text()
+    assert not (cwd / ".slurmgen" / "journal.jsonl").exists()  # Slurm's job 1 is not this one
+    journal = (cwd / ".slurmgen" / "local" / "journal.jsonl").read_text()
     assert '"event":"local"' in journal and '"cluster":"local"' in journal and '"state":"COMPLETED"' in journal
 
 
@@ -445,8 +449,8 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     resumed = re.search(r"rank 0/4: resumed weights " + WEIGHTS + r" at step (\d+)", log)
     assert stopped and resumed, log
     assert (resumed[2], resumed[1]) == (stopped[1], stopped[2])  # the step and weights that were saved
-    run2 = [m for m in RANK_LINE.finditer(log) if m[4] == "2"]
-    assert sorted((m[1], m[2]) for m in run2) == [("0", stopped[1]), ("1", stopped[1])]
+    run2 = [m for m in RANK_LINE.finditer(log) if m["run"] == "2"]
+    assert sorted((m["rank"], m["step"]) for m in run2) == [("0", stopped[1]), ("1", stopped[1])]
     assert "last stop: preemption" in log
     history = (cwd / "logs" / "state" / "1.requeues").read_text().splitlines()
     assert len(history) == 1 and history[0].startswith("run=1 cause=preemption by=rank0")

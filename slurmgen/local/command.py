@@ -91,7 +91,9 @@ def run_local(
     if options.preempt_after is not None:
         when = f"{options.preempt_after:g} s"
         runner.say(f"preemption rehearsal: SIG{spec.preemption.signal} to the batch shell at {when} of run 1")
-    journal = Journal(base)
+    # A journal of their own: the submission journal's ids are Slurm's, and status/cancel/requeue act on them
+    # on the cluster, where local job 3 is someone else's job 3.
+    journal = Journal(base / "local")
     record = _recorder(journal, source, spec.name, paths, job_id)
     record("RUNNING", runner_pid=os.getpid(), nodes=spec.nodes, tasks_per_node=spec.nproc_per_node)
     started = time.monotonic()
@@ -124,6 +126,7 @@ def _recorder(journal: Journal, source: Path, name: str, paths: plan.Paths, job_
                 time=time.time(),
                 job_id=job_id,
                 cluster=jobenv.CLUSTER_NAME,
+                log_dir=str(paths.batch_log.parent),
                 extra={"state": state, **extra},
             )
         )
