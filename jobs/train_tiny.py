@@ -43,8 +43,8 @@ def main() -> None:
     ddp = wrap_ddp(model)
     tag = f"rank {info.rank}/{info.world_size}"
     print(
-        f"{tag}: start at step {start} on {info.hostname}, local rank {info.local_rank}, run {pre.restart_count + 1}, "
-        f"last stop: {pre.last_cause}, master {info.master_addr}:{info.master_port}",
+        f"{tag}: start at step {start} on {info.hostname}, run {pre.restart_count + 1}, "
+        f"last stop: {pre.last_cause}, master {info.master_addr}:{info.master_port}, local rank {info.local_rank}",
         flush=True,
     )
     if info.rank == 0 and state is not None:
