@@ -17,6 +17,9 @@ from slurmgen.launch_line import join, package_dir_words, rendezvous_words, step
 from slurmgen.spec import JobSpec
 
 TEMPLATE = "sbatch.sh.j2"
+# Seconds the batch shell holds the preemption signal after starting the step: the runtime entry point blocks
+# it within a fraction of a second (Python's start-up), and until then the default action would kill a task.
+STEP_GRACE = 3
 
 
 class TemplateError(SlurmgenError):
@@ -73,6 +76,8 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "container": spec.container is not None,
         "step": step_line(spec),
         "preemption": pre.enabled,
+        "preempt_signal": pre.signal,
+        "grace": STEP_GRACE,
         "max_requeues": pre.max_requeues,
         "requeue_on_failure": pre.requeue_on_failure,
         "marker_suffix": contract.REQUEUE_MARKER_SUFFIX,

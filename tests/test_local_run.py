@@ -320,7 +320,10 @@ def test_fake_srun_forwards_signals_to_every_task(
         time.sleep(0.05)
     proc.send_signal(signal.SIGUSR1)
     assert proc.wait(timeout=30) == 0
-    assert [p.read_text().split() for p in logs] == [["ready", "got", "USR1", str(rank)] for rank in range(4)]
+    # Like Slurm, the signal reaches every process of each task (its `sleep` child too, which dies of it).
+    for rank, path in enumerate(logs):
+        text = path.read_text()
+        assert text.startswith("ready") and f"got USR1 {rank}" in text, text
 
 
 # --- the fake scontrol, through slurmgen's own Slurm client --------------------------------------------------------
@@ -456,6 +459,22 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     assert len(history) == 1 and history[0].startswith("run=1 cause=preemption by=rank0")
     reference = (first / "logs" / "cpu-debug-1" / "127.0.0.1.log").read_text()
     assert final_weights(log) == final_weights(reference)  # as if never interrupted
+
+
+def test_a_preemption_signal_at_the_very_start_is_held_not_fatal(tmp_path: Path) -> None:
+    """The signal reaches the batch shell before the step exists; delivered at once, it would reach tasks that
+    have not blocked it yet and kill them (exit 138). The batch shell holds it for the step's first seconds."""
+    cwd = workdir(tmp_path)
+    proc = slurmgen_run(cwd, "jobs/cpu-debug.yaml", "--set", FAST, "--preempt-after", "0.2", stderr=cwd / "runner.err")
+    try:
+        assert proc.wait(timeout=600) == 0, logs_of(cwd)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    err = (cwd / "runner.err").read_text()
+    assert "run 2 started with SLURM_RESTART_COUNT=1" in err
+    assert "COMPLETED, exit code 0, 2 runs in" in err
 
 
 STUBBORN = """\

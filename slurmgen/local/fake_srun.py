@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from slurmgen.local import jobenv
+from slurmgen.local import jobenv, procs
 from slurmgen.local.srun_args import SrunArgs, SrunError, parse_args, step_shape
 
 # Signals srun passes on to its tasks (srun(1) SIGNALS); INT and QUIT included: bash starts a background
@@ -82,8 +82,10 @@ class Step:
         self.kill_wait = float(env.get(jobenv.KILL_WAIT) or DEFAULT_KILL_WAIT)
 
     def forward(self, signum: int, frame: object = None) -> None:
+        # Slurm signals every process of the step, not just the task it started (proctrack's kill_proc_tree or
+        # the step's cgroup): torchrun's workers get the signal straight from slurmstepd.
         self.pending.append((signum, len(self.started)))
-        for pid in list(self.tasks):
+        for pid in procs.descendants(list(self.tasks)):
             _kill(pid, signum)
 
     def outputs(self) -> dict[tuple[int, int], int]:

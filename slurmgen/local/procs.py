@@ -42,6 +42,21 @@ def processes(proc: str = "/proc") -> list[tuple[int, str, int, int]]:
     return found
 
 
+def descendants(roots: list[int], proc: str = "/proc") -> list[int]:
+    """`roots` and every live process below them, parents first."""
+    children: dict[int, list[int]] = {}
+    for pid, state, ppid, _ in processes(proc):
+        if state not in ("Z", "X"):
+            children.setdefault(ppid, []).append(pid)
+    found: list[int] = []
+    todo = list(roots)
+    while todo:
+        pid = todo.pop(0)
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
 def group_members(pgid: int, proc: str = "/proc") -> list[int]:
     """Live (not zombie) processes whose process group is `pgid`."""
     return sorted(pid for pid, state, _, pgrp in processes(proc) if pgrp == pgid and state not in ("Z", "X"))

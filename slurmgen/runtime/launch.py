@@ -10,7 +10,8 @@ the preemption signal, and ``exec``s the command: the program replaces this proc
 it directly (slurm-facts 5.1).
 
 ``--torchrun-agent``: this task is torchrun's per-node launcher. torchrun sets the rank variables for its
-workers itself and must receive the preemption signal to forward it, so neither is done here.
+workers itself, so none are set here. The preemption signal is blocked here too: Slurm delivers it to every
+process of the step, workers included, so torchrun need not forward it, and must not die of it while starting.
 
 ``--rendezvous`` prints ``MASTER_ADDR MASTER_PORT`` on one line for the batch shell:
 ``read -r MASTER_ADDR MASTER_PORT < <(python3 -m slurmgen.runtime.launch --rendezvous)``.
@@ -65,10 +66,17 @@ def run(
     err: Callable[[str], object] = lambda line: print(line, file=sys.stderr),
 ) -> int:
     """The entry point with its effects passed in. Returns the exit code (``execvp`` does not return)."""
-    from slurmgen.runtime.prepare import Host, prepare, resolve_master
     from slurmgen.runtime.signals import block_preemption_signal
 
     flags, command = parse_args(argv)
+    if "--rendezvous" not in flags:
+        # First, before anything slow: blocked, a signal that arrives before the program's handler exists stays
+        # pending across exec instead of killing the task (signals.py). The torchrun agent blocks it too: Slurm
+        # signals every process of the step (proctrack), so the workers receive it directly from slurmstepd,
+        # and an agent still importing torch would otherwise die of it.
+        block_preemption_signal(environ)
+    from slurmgen.runtime.prepare import Host, prepare, resolve_master
+
     if "--rendezvous" in flags:
         master, _, port = resolve_master(environ, Host())
         out(f"{master.host} {port.port}")
@@ -78,9 +86,6 @@ def run(
     for warning in prepared.warnings:
         err(f"slurmgen: warning: {warning}")
     environ.update(prepared.updates)
-    if not agent:
-        # Blocked across exec: a signal arriving before the program's handler stays pending (signals.py).
-        block_preemption_signal(environ)
     try:
         execvp(command[0], command)
     except FileNotFoundError:

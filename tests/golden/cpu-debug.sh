@@ -17,13 +17,24 @@
 # come first. Each trap records the signal and forwards it to the running step; the shell waits for the step
 # with `wait`, which a trapped signal interrupts at once (bash defers traps while a foreground command runs).
 _sg_step=""
+_sg_step_start=0
 _sg_signals=""
+_sg_held=""
 _sg_forward() {
     _sg_signals="${_sg_signals} $1"
     echo "slurmgen: batch shell received SIG$1 at ${EPOCHSECONDS:-?}" >&2
     if [ -n "${_sg_step}" ]; then
-        kill -s "$1" "${_sg_step}" 2>/dev/null || true
+        _sg_deliver "$1"
+    fi  # else: no step yet, delivered once it starts
+}
+_sg_deliver() {
+    # Each task blocks the preemption signal within its first moments; sent earlier it would kill the task,
+    # so during the step's first 3 s it is held and delivered after.
+    if [ "$1" = 'USR1' ] && [ $((SECONDS - _sg_step_start)) -lt 3 ]; then
+        _sg_held="$1"
+        return
     fi
+    kill -s "$1" "${_sg_step}" 2>/dev/null || true
 }
 trap '_sg_forward USR1' USR1
 trap '_sg_forward USR2' USR2
@@ -89,10 +100,18 @@ esac
     'python3' '-m' 'slurmgen.runtime.launch' '--' \
     'python3' 'jobs/train_tiny.py' '--steps' '300' '--step-time' '0.1' &
 _sg_step=$!
+_sg_step_start=${SECONDS}
 for _sg_sig in ${_sg_signals}; do
-    kill -s "${_sg_sig}" "${_sg_step}" 2>/dev/null || true
+    _sg_deliver "${_sg_sig}"
 done
 while kill -0 "${_sg_step}" 2>/dev/null; do
+    if [ -n "${_sg_held}" ]; then
+        _sg_left=$((3 - (SECONDS - _sg_step_start)))
+        sleep $((_sg_left > 0 ? _sg_left : 0)) &
+        wait $!  # a background sleep: traps still run at once
+        kill -s "${_sg_held}" "${_sg_step}" 2>/dev/null || true
+        _sg_held=""
+    fi
     wait "${_sg_step}"
 done
 wait "${_sg_step}"
