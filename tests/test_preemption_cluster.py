@@ -196,3 +196,20 @@ def test_requeueing_one_array_task_leaves_the_others_alone(slurm_cluster, tmp_pa
     assert f"requeue issued for job {array}_0" in logs(tmp_path, name, f"{array}_0")
     check_resume(logs(tmp_path, name, f"{array}_0"))
     subprocess.run(["true"], check=True)
+
+
+def test_torchrun_mode_workers_get_the_signal_and_the_same_semantics_hold(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    name = "pre-torchrun"
+    text = spec_text(tmp_path, name, steps=1500, step_time=0.01).replace(
+        "nodes: 2\ntasks_per_node: 2", "launcher: torchrun\nnodes: 2\nnproc_per_node: 2"
+    )
+    job = submit(slurm_cluster, tmp_path, text)
+    wait_for_text(tmp_path, name, job, r"start at step 0", count=4)
+    scancel(slurm_cluster, "--batch", "--signal=USR1", job)
+    slurm_cluster.wait_for(job, lambda i: i.restarts >= 1, timeout=120)
+    slurm_cluster.wait_for(job, "COMPLETED", timeout=240)
+    out = logs(tmp_path, name, job)
+    assert len(re.findall(r"saved state to \S+ \(.*preemption\)", out)) == 1
+    assert out.count(f"requeue issued for job {job}") == 1
+    assert len(re.findall(r"start at step [1-9]\d* on \S+, run 2", out)) == 4  # all four workers resumed
+    check_resume(out)
