@@ -92,6 +92,9 @@ class Preemption:
         self._group: Any = None
         self._install()
         _install_excepthook(exit)
+        if self.requeue_enabled:
+            # Pay for the requeue path now, not in the seconds between the signal and the kill.
+            import slurmgen.slurm  # noqa: F401
         if self.rank == 0:
             for leftover in disk.sweep(self.path):
                 _log(f"removed {leftover}, left by a save that was interrupted")
