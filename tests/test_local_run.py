@@ -423,6 +423,19 @@ def test_two_nodes_two_tasks_complete_with_correct_ranks(uninterrupted: tuple[in
     assert '"event":"local"' in journal and '"cluster":"local"' in journal and '"state":"COMPLETED"' in journal
 
 
+def run_to_completion(cwd: Path, *args: str) -> str:
+    """`slurmgen run --local jobs/cpu-debug.yaml ARGS` must exit 0; its stderr (the runner's progress lines)."""
+    proc = slurmgen_run(cwd, "jobs/cpu-debug.yaml", *args, stderr=cwd / "runner.err")
+    try:
+        assert proc.wait(timeout=600) == 0, logs_of(cwd)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    err = (cwd / "runner.err").read_text()
+    return err
+
+
 @pytest.mark.torch
 def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     tmp_path: Path, uninterrupted: tuple[int, str, Path, float]
@@ -434,14 +447,7 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     # on a fast or a busy machine alike. Earlier it would still work (the runtime keeps it pending).
     after = str(max(5, round(seconds)))
     slow = FAST.replace("]", ', --step-time, "0.05"]')
-    proc = slurmgen_run(cwd, "jobs/cpu-debug.yaml", "--set", slow, "--preempt-after", after, stderr=cwd / "runner.err")
-    try:
-        assert proc.wait(timeout=600) == 0, logs_of(cwd)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=60)
-    err = (cwd / "runner.err").read_text()
+    err = run_to_completion(cwd, "--set", slow, "--preempt-after", after)
     assert f"SIGCONT, SIGUSR1 to the batch shell at {after} s of run 1 (preemption rehearsal)" in err
     assert "requeue requested (job=1 incomplete=1" in err  # by the runtime's own scontrol requeue Incomplete
     assert "run 2 started with SLURM_RESTART_COUNT=1" in err
@@ -461,18 +467,12 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     assert final_weights(log) == final_weights(reference)  # as if never interrupted
 
 
+@pytest.mark.torch
 def test_a_preemption_signal_at_the_very_start_is_held_not_fatal(tmp_path: Path) -> None:
     """The signal reaches the batch shell before the step exists; delivered at once, it would reach tasks that
     have not blocked it yet and kill them (exit 138). The batch shell holds it for the step's first seconds."""
     cwd = workdir(tmp_path)
-    proc = slurmgen_run(cwd, "jobs/cpu-debug.yaml", "--set", FAST, "--preempt-after", "0.2", stderr=cwd / "runner.err")
-    try:
-        assert proc.wait(timeout=600) == 0, logs_of(cwd)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=60)
-    err = (cwd / "runner.err").read_text()
+    err = run_to_completion(cwd, "--set", FAST, "--preempt-after", "0.2")
     assert "run 2 started with SLURM_RESTART_COUNT=1" in err
     assert "COMPLETED, exit code 0, 2 runs in" in err
 
