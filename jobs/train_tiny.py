@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from slurmgen.runtime import Preemption, init_distributed, wrap_ddp
+from slurmgen.runtime import Preemption, destroy, init_distributed, wrap_ddp
 
 
 def checksum(model: torch.nn.Module) -> str:
@@ -73,6 +73,7 @@ def main() -> None:
     print(f"{tag}: done after {args.steps} steps, all_reduce={total.item():g}, weights {checksum(model)}", flush=True)
     if info.rank == 0:
         print(f"{tag}: final weights {checksum(model)}", flush=True)
+    destroy()
 
 
 if __name__ == "__main__":

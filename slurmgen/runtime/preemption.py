@@ -18,6 +18,7 @@ with one clear line within that timeout (slurm-facts 5.5; Megatron's Distributed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -143,7 +144,19 @@ class Preemption:
                 self._group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.timeout))
             except Exception as exc:
                 self._peer_lost(exc)
+            # Left for interpreter shutdown, the group's gloo threads get destroyed while still joinable and the
+            # process aborts ("terminate called without an active exception", seen 3 times in 10 exits).
+            import atexit
+
+            atexit.register(self._close_group)
         return self._group
+
+    def _close_group(self) -> None:
+        group, self._group = self._group, None
+        dist = _dist()
+        if group is not None and dist is not None:
+            with contextlib.suppress(Exception):  # at exit, a group that is already gone is fine
+                dist.destroy_process_group(group)
 
     def _agree(self, local: int) -> int:
         group = self._side_group()
