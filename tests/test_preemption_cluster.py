@@ -213,3 +213,23 @@ def test_torchrun_mode_workers_get_the_signal_and_the_same_semantics_hold(slurm_
     assert out.count(f"requeue issued for job {job}") == 1
     assert len(re.findall(r"start at step [1-9]\d* on \S+, run 2", out)) == 4  # all four workers resumed
     check_resume(out)
+
+
+def test_a_failed_step_is_requeued_within_the_budget_and_the_cause_recorded(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    name = "pre-failure"
+    text = (
+        f"name: {name}\ncommand: [{PY}, -c, 'import sys; sys.exit(3)']\ntime: '00:05:00'\nnodes: 1\n"
+        f"tasks_per_node: 1\npython: {PY}\noutput: {tmp_path}/logs\ndistributed: {{backend: gloo}}\n"
+        "preemption: {requeue_on_failure: true, max_requeues: 1}\n"
+    )
+    job = submit(slurm_cluster, tmp_path, text)
+    info = slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.is_terminal, timeout=120)
+    assert (info.state.name, info.restarts, info.exit_code) == ("FAILED", 1, 3)
+    out = logs(tmp_path, name, job)
+    assert f"requeueing job {job} (cause: failure; requeue 1 of 1)" in out
+    assert (
+        "not requeueing (cause: failure): the job was requeued 1 times, its budget (preemption.max_requeues) is 1"
+        in out
+    )
+    history = (tmp_path / "logs" / "state" / f"{job}{contract.HISTORY_SUFFIX}").read_text().splitlines()
+    assert len(history) == 1 and history[0].startswith("run=1 cause=failure by=batch-shell")
