@@ -31,14 +31,6 @@ def signal_name(value: str | int) -> str | None:
     return text if hasattr(_signal, "SIG" + text) and not text.startswith("_") else None
 
 
-def signal_number(name: str) -> int:
-    """`USR1` -> 10 on Linux. Raises ValueError for an unknown name."""
-    canonical = signal_name(name)
-    if canonical is None:
-        raise ValueError(f"unknown signal {name!r}")
-    return int(getattr(_signal, "SIG" + canonical))
-
-
 def preemption_signal_problem(value: str | int) -> str | None:
     """None if `value` may be the preemption signal; otherwise what to write instead."""
     if isinstance(value, str) and ":" in value:
