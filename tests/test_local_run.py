@@ -468,6 +468,43 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
 
 
 @pytest.mark.torch
+def test_torchrun_spec_preempted_locally_resumes_to_the_same_weights(
+    tmp_path: Path, uninterrupted: tuple[int, str, Path, float]
+) -> None:
+    """The same example as one torchrun per emulated node with 2 workers each: the signal reaches the workers
+    through the real torchrun agent, the run checkpoints, requeues once and ends where the srun run ends."""
+    code, _, first, seconds = uninterrupted
+    assert code == 0, logs_of(first)
+    cwd = workdir(tmp_path)
+    after = str(max(8, round(seconds) + 3))  # torchrun's own rendezvous adds a few seconds of start-up
+    slow = FAST.replace("]", ', --step-time, "0.05"]')
+    torchrun = ("--set", "launcher=torchrun", "--set", "nproc_per_node=2", "--set", "tasks_per_node=1")
+    err = run_to_completion(cwd, *torchrun, "--set", slow, "--preempt-after", after)
+    assert "2 nodes x 2 workers on 127.0.0.[1-2] (gloo)" in err
+    assert "run 2 started with SLURM_RESTART_COUNT=1" in err and "COMPLETED, exit code 0, 2 runs in" in err
+    batch = (cwd / "logs" / "cpu-debug-1.log").read_text()
+    assert batch.count("rendezvous at 127.0.0.1:") == 2  # one torchrun per node met on the first node, twice
+    logs = {n: (cwd / "logs" / "cpu-debug-1" / f"127.0.0.{n}.log").read_text() for n in (1, 2)}
+    for run in ("1", "2"):  # per run, each node's log holds two workers of its own; torchrun decides which two
+        bases = []
+        for text in logs.values():
+            found = {(int(m["rank"]), int(m["local"])) for m in RANK_LINE.finditer(text) if m["run"] == run}
+            base = min((rank for rank, _ in found), default=-1)
+            assert found == {(base, 0), (base + 1, 1)}, text
+            bases.append(base)
+        assert sorted(bases) == [0, 2], logs
+    both = logs[1] + logs[2]
+    stopped = re.search(r"rank 0/4: stopping after step (\d+), weights " + WEIGHTS, both)
+    resumed = re.search(r"rank 0/4: resumed weights " + WEIGHTS + r" at step (\d+)", both)
+    assert stopped and resumed, both
+    assert (resumed[2], resumed[1]) == (stopped[1], stopped[2])
+    history = (cwd / "logs" / "state" / "1.requeues").read_text().splitlines()
+    assert len(history) == 1 and history[0].startswith("run=1 cause=preemption"), history
+    reference = (first / "logs" / "cpu-debug-1" / "127.0.0.1.log").read_text()
+    assert final_weights(both) == final_weights(reference)
+
+
+@pytest.mark.torch
 def test_a_preemption_signal_at_the_very_start_is_held_not_fatal(tmp_path: Path) -> None:
     """The signal reaches the batch shell before the step exists; delivered at once, it would reach tasks that
     have not blocked it yet and kill them (exit 138). The batch shell holds it for the step's first seconds."""
