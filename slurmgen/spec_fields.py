@@ -76,7 +76,7 @@ DISTRIBUTED = Obj(
         "timeout": Field(Int(min=1, max=86400), "process-group timeout, seconds", default=contract.DEFAULT_PG_TIMEOUT),
         "barrier_timeout": Field(
             Int(min=1, max=86400),
-            "seconds a barrier or the stop agreement waits for every rank before failing with a diagnostic",
+            "seconds the start-up check-in and barrier() wait for every rank before failing with a diagnostic",
             default=contract.DEFAULT_BARRIER_TIMEOUT,
         ),
     }

@@ -20,6 +20,7 @@ import socket
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -49,7 +50,7 @@ class DistInfo:
     hostname: str
 
 
-_STATE: dict[str, Any] = {}  # "info", "barrier" once initialised
+_STATE: dict[str, Any] = {}  # "info", "barrier", "barrier_timeout", "pg_timeout" once initialised
 
 
 def _seconds(value: float | timedelta | None, variable: str, default: int) -> float:
@@ -194,8 +195,19 @@ def init_distributed(
         world_size=info.world_size,
         timeout=timedelta(seconds=pg_timeout),
     )
-    _STATE.update(info=info, barrier=barrier, barrier_timeout=wait)
+    _STATE.update(info=info, barrier=barrier, barrier_timeout=wait, pg_timeout=pg_timeout)
     return info
+
+
+def process_group_timeout(environ: Mapping[str, str] | None = None) -> float:
+    """The process-group timeout in seconds: init_distributed's, else SLURMGEN_TIMEOUT, else the default."""
+    if "pg_timeout" in _STATE:
+        return float(_STATE["pg_timeout"])
+    text = (os.environ if environ is None else environ).get(contract.PG_TIMEOUT, "").strip()
+    try:
+        return float(text) if text and float(text) > 0 else float(contract.DEFAULT_PG_TIMEOUT)
+    except ValueError:
+        return float(contract.DEFAULT_PG_TIMEOUT)
 
 
 def _describe(info: DistInfo) -> str:

@@ -11,9 +11,11 @@ Signals (the handlers only record them; all work happens at a step boundary):
 - TERM: save and exit; no requeue (a preempted job may get only TERM, and Slurm may requeue it itself);
 - USR2: exit cleanly without saving; CONT: ignored (Slurm sends it before every signal).
 
-Agreement: `should_stop()` all-reduces the requested actions over a small gloo group with a timeout, so every
-rank leaves at the same step and none is left inside a collective; a dead or stuck peer makes the others exit
-with one clear line within that timeout (slurm-facts 5.5; Megatron's DistributedSignalHandler does the same).
+Agreement: `should_stop()` all-reduces the requested actions over a small gloo group, so every rank leaves at
+the same step and none is left inside a collective (slurm-facts 5.5; Megatron's DistributedSignalHandler does
+the same). A dead peer makes the others exit with one clear line at once (its connections close); a stuck one,
+after the process-group timeout, the same patience every collective of the step has, so a rank that is only
+slow (rank 0 writing a large periodic save) is waited for, not taken for lost.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 from slurmgen import contract
 from slurmgen.runtime import state as disk
+from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.env import job_key, restart_count
 from slurmgen.runtime.requeue import last_cause, requeue
 from slurmgen.runtime.signals import parse_signal_name
@@ -83,7 +86,10 @@ class Preemption:
         self.cause: str | None = None  # why this run stops, once decided
         if max_requeues is not None:
             env[contract.MAX_REQUEUES] = str(max_requeues)
-        self.timeout = float(timeout if timeout is not None else env.get(contract.BARRIER_TIMEOUT) or 60)
+        # The agreement waits as long as any collective of the training step may (the process-group timeout):
+        # a rank that is merely slow (a long periodic save, an evaluation on rank 0) must not look lost. A rank
+        # that died is seen at once anyway: its connections close and gloo raises.
+        self.timeout = float(timeout) if timeout is not None else process_group_timeout(env)
         self.weights_only = weights_only
         self.crc32 = crc32  # torch's per-tensor checksum in the saved file (costs ~0.3 s/GiB; see state.py)
         self._exit = exit

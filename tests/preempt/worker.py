@@ -24,6 +24,7 @@ def main() -> None:
     parser.add_argument("--state-mb", type=float, default=0.01)
     parser.add_argument("--dist", action="store_true", help="init_distributed and all_reduce every step")
     parser.add_argument("--static-state", action="store_true", help="do not touch the state every step")
+    parser.add_argument("--stall", default="", help="RANK:STEP:SECONDS: that rank pauses after that step (a long save)")
     args = parser.parse_args()
     rank = 0
     if args.dist:
@@ -48,6 +49,9 @@ def main() -> None:
             pre.save({"step": step, "weights": weights})
             print(f"SAVED {step}", flush=True)
         time.sleep(args.step_time)
+        if args.stall and args.stall.split(":")[:2] == [str(rank), str(step)]:
+            print(f"STALL {step}", flush=True)
+            time.sleep(float(args.stall.split(":")[2]))
         if pre.should_stop():
             print(f"STOP {step + 1} {float(weights.sum()):.6f} cause={pre.stop_cause(pre._decided)}", flush=True)
             pre.save_and_exit({"step": step + 1, "weights": weights})
