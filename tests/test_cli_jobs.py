@@ -11,19 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_job import DATA, SPEC
 
 from slurmgen import cli_fast
 from slurmgen.cli import main
 
-DATA = Path(__file__).parent / "data" / "slurm"
-SPEC = """\
-name: tiny
-command: [python3, -c, "print(1)"]
-time: "00:05:00"
-nodes: 2
-tasks_per_node: 2
-output: {output}
-"""
 FAKE = """\
 #!/bin/bash
 # A stand-in for a Slurm command: logs its argv and environment, replays what the test put in place.

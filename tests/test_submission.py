@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from tiny_job import DATA, SPEC
 
 from slurmgen import plan, submission
 from slurmgen.errors import SchedulerError, SchedulerMissing, SpecError, UsageError
@@ -16,16 +17,6 @@ from slurmgen.journal import Entry, Journal
 from slurmgen.render import render
 from slurmgen.slurm import JobId, SchedulerTimeout, SlurmClient
 from slurmgen.spec import load_file
-
-DATA = Path(__file__).parent / "data" / "slurm"
-SPEC = """\
-name: tiny
-command: [python3, -c, "print(1)"]
-time: "00:05:00"
-nodes: 2
-tasks_per_node: 2
-output: {output}
-"""
 
 Answer = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
 

@@ -53,12 +53,14 @@ class DistInfo:
 _STATE: dict[str, Any] = {}  # "info", "barrier", "barrier_timeout", "pg_timeout" once initialised
 
 
-def _seconds(value: float | timedelta | None, variable: str, default: int) -> float:
+def _seconds(
+    value: float | timedelta | None, variable: str, default: int, environ: Mapping[str, str] | None = None
+) -> float:
     if isinstance(value, timedelta):
         return value.total_seconds()
     if value is not None:
         return float(value)
-    raw = os.environ.get(variable, "").strip()
+    raw = (os.environ if environ is None else environ).get(variable, "").strip()
     try:
         return float(raw) if raw else float(default)
     except ValueError:
@@ -203,11 +205,7 @@ def process_group_timeout(environ: Mapping[str, str] | None = None) -> float:
     """The process-group timeout in seconds: init_distributed's, else SLURMGEN_TIMEOUT, else the default."""
     if "pg_timeout" in _STATE:
         return float(_STATE["pg_timeout"])
-    text = (os.environ if environ is None else environ).get(contract.PG_TIMEOUT, "").strip()
-    try:
-        return float(text) if text and float(text) > 0 else float(contract.DEFAULT_PG_TIMEOUT)
-    except ValueError:
-        return float(contract.DEFAULT_PG_TIMEOUT)
+    return _seconds(None, contract.PG_TIMEOUT, contract.DEFAULT_PG_TIMEOUT, environ)
 
 
 def _describe(info: DistInfo) -> str:

@@ -145,7 +145,7 @@ class Preemption:
         if dist is None or dist.get_world_size() == 1:
             return None
         if self._group is None:
-            # A small gloo group of its own: CPU tensors whatever the main backend, and a short timeout.
+            # A small gloo group of its own: CPU tensors whatever the main backend, and its own timeout.
             try:
                 self._group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.timeout))
             except Exception as exc:

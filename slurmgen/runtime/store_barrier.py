@@ -122,6 +122,10 @@ class StoreBarrier:
         """The error for a verdict rank 0 wrote (``missing ranks\\nranks at other barriers``)."""
         missing_text, _, elsewhere = verdict.partition("\n")
         missing = [int(r) for r in missing_text.split(",") if r]
+        return self._missing(timeout, reason, missing, elsewhere)
+
+    def _missing(self, timeout: float, reason: str, missing: list[int], elsewhere: str) -> BarrierTimeout:
+        """The error naming the ranks that never arrived (and those waiting at another barrier)."""
         text = (
             f"{self._head(timeout, reason)}: {len(missing)} of {self.world_size} ranks never arrived: "
             f"{_ranks_text(missing)}"
@@ -170,7 +174,4 @@ class StoreBarrier:
         if not missing:
             # Everyone arrived but the wait still failed: the "done" key was never seen in time.
             return BarrierTimeout(f"{head}: all ranks arrived but the wait failed: {error}", reason, [])
-        text = f"{head}: {len(missing)} of {self.world_size} ranks never arrived: {_ranks_text(missing)}"
-        if elsewhere:
-            text += "; at a different barrier: " + "; ".join(elsewhere)
-        return BarrierTimeout(f"{text}. {_CAUSES}", reason, missing)
+        return self._missing(timeout, reason, missing, "; ".join(elsewhere))
