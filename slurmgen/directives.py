@@ -38,6 +38,11 @@ def batch_log(spec: JobSpec) -> str:
     return f"{spec.output.rstrip('/') or '/'}/{spec.name}-{job_key_pattern(spec)}.log".replace("//", "/")
 
 
+def task_log_stem(spec: JobSpec) -> str:
+    """The per-node log directory without the job's key: the script appends `-<jobid>` (or array key)."""
+    return f"{spec.output.rstrip('/')}/{spec.name}"
+
+
 def directives(spec: JobSpec) -> list[Directive]:
     d: list[Directive] = []
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmgen import contract
-from slurmgen.directives import directives, sq
+from slurmgen.directives import directives, sq, task_log_stem
 from slurmgen.errors import Problem, SlurmgenError, UsageError
 from slurmgen.launch_line import join, package_dir_words, rendezvous_words, step_line
 from slurmgen.spec import JobSpec
@@ -66,7 +66,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "directives": [d.line() for d in directives(spec)],
         "trapped_signals": trapped,
         "exports": exports,
-        "log_dir": f"{spec.output.rstrip('/')}/{spec.name}",
+        "log_dir": task_log_stem(spec),
         "state_dir": pre.state_dir,
         "env": list(spec.env),
         "setup": list(spec.setup),

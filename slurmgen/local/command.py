@@ -13,6 +13,7 @@ from slurmgen.errors import UsageError
 from slurmgen.journal import Entry, Journal, home
 from slurmgen.local import jobenv, plan
 from slurmgen.local.runner import Job, Runner, send_signal
+from slurmgen.logs import label
 
 TAIL_LINES = 15
 
@@ -85,8 +86,8 @@ def run_local(
     ranks = _plural(spec.nproc_per_node, "worker" if spec.launcher == "torchrun" else "task")
     runner.say(
         f"{spec.name}, {_plural(spec.nodes, 'node')} x {ranks} on {jobenv.nodelist(spec.nodes)} "
-        f"({spec.distributed.backend}); batch log {_show(paths.batch_log, submit_dir)}, task logs "
-        f"{_show(paths.task_logs, submit_dir)}/<node>.log"
+        f"({spec.distributed.backend}); batch log {label(paths.batch_log, submit_dir)}, task logs "
+        f"{label(paths.task_logs, submit_dir)}/<node>.log"
     )
     if options.preempt_after is not None:
         when = f"{options.preempt_after:g} s"
@@ -105,7 +106,7 @@ def run_local(
     record(end.state, exit_code=end.code, runs=runner.runs)
     runner.say(
         f"{end.state}, exit code {end.code}, {_plural(runner.runs, 'run')} in {time.monotonic() - started:.1f} s; "
-        f"batch log {_show(paths.batch_log, submit_dir)}"
+        f"batch log {label(paths.batch_log, submit_dir)}"
     )
     if end.state not in ("COMPLETED", "CANCELLED"):
         for line in _tail(paths.batch_log):
@@ -136,13 +137,6 @@ def _recorder(journal: Journal, source: Path, name: str, paths: plan.Paths, job_
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
-
-
-def _show(path: Path, base: Path) -> str:
-    try:
-        return str(path.relative_to(base))
-    except ValueError:
-        return str(path)
 
 
 def _tail(path: Path) -> list[str]:

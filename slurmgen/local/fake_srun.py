@@ -10,7 +10,6 @@ one warning: tasks run on this machine, not in the image.
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import os
 import signal
@@ -40,7 +39,6 @@ FORWARDED = (
     "WINCH",
     "PWR",
 )
-DEFAULT_KILL_WAIT = 10.0
 POLL = 0.02
 
 
@@ -61,32 +59,26 @@ def next_step_id(control_dir: str | None) -> int:
     return count
 
 
-def exit_code(status: int) -> int:
-    code = os.waitstatus_to_exitcode(status)
-    return 128 - code if code < 0 else code
-
-
 class Step:
     """The running tasks of one step, with srun's signal forwarding."""
 
     def __init__(self, shape: jobenv.StepShape, args: SrunArgs, env: Mapping[str, str]) -> None:
         self.shape, self.args, self.env = shape, args, env
         self.tasks: dict[int, tuple[int, int]] = {}  # pid -> (rank, node index)
-        self.started: list[int] = []
         # Kept alive on purpose: a collected Popen of a running child joins subprocess's cleanup list, and the
         # next Popen would reap that child behind our back (its exit status lost to os.waitpid below).
         self.popens: list[subprocess.Popen[bytes]] = []
         self.pending: list[tuple[int, int]] = []  # (signal, tasks started when it came)
         self.codes: dict[int, int] = {}
         self.kill_deadline: float | None = None
-        self.kill_wait = float(env.get(jobenv.KILL_WAIT) or DEFAULT_KILL_WAIT)
+        self.kill_wait = float(env.get(jobenv.KILL_WAIT) or jobenv.DEFAULT_KILL_WAIT)
 
     def forward(self, signum: int, frame: object = None) -> None:
         # Slurm signals every process of the step, not just the task it started (proctrack's kill_proc_tree or
         # the step's cgroup): torchrun's workers get the signal straight from slurmstepd.
-        self.pending.append((signum, len(self.started)))
+        self.pending.append((signum, len(self.popens)))
         for pid in procs.descendants(list(self.tasks)):
-            _kill(pid, signum)
+            procs.signal_leader(pid, signum)
 
     def outputs(self) -> dict[tuple[int, int], int]:
         """One descriptor per distinct expanded --output path, by (node, local id); empty without --output."""
@@ -129,8 +121,8 @@ class Step:
                 os.close(fd)
         # A signal that came while tasks were starting reaches the ones started after it, too.
         for signum, seen in self.pending:
-            for pid in self.started[seen:]:
-                _kill(pid, signum)
+            for proc in self.popens[seen:]:
+                procs.signal_leader(proc.pid, signum)
 
     def _spawn(self, node: int, local: int, fd: int | None) -> None:
         rank = self.shape.rank(node, local)
@@ -145,7 +137,6 @@ class Step:
             self._bad_exit()
             return
         self.tasks[proc.pid] = (rank, node)
-        self.started.append(proc.pid)
         self.popens.append(proc)
 
     def wait(self) -> int:
@@ -154,14 +145,14 @@ class Step:
             if pid == 0:
                 if self.kill_deadline is not None and time.monotonic() >= self.kill_deadline:
                     for other in self.tasks:
-                        _kill(other, signal.SIGKILL)
+                        procs.signal_leader(other, signal.SIGKILL)
                     self.kill_deadline = None
                 time.sleep(POLL)
                 continue
             if pid not in self.tasks:
                 continue
             rank, node = self.tasks.pop(pid)
-            code = self.codes[rank] = exit_code(status)
+            code = self.codes[rank] = procs.exit_code(os.waitstatus_to_exitcode(status))
             if code:
                 how = f"Exited with exit code {code}" if os.WIFEXITED(status) else _signal_word(status)
                 _err(f"error: {self.shape.hosts[node]}: task {rank}: {how}")
@@ -173,8 +164,8 @@ class Step:
             return
         _err(f"error: Terminating StepId={self.shape.job_id}.{self.shape.step_id} (--kill-on-bad-exit)")
         for pid in self.tasks:
-            _kill(pid, signal.SIGCONT)
-            _kill(pid, signal.SIGTERM)
+            procs.signal_leader(pid, signal.SIGCONT)
+            procs.signal_leader(pid, signal.SIGTERM)
         self.kill_deadline = time.monotonic() + self.kill_wait
 
 
@@ -182,11 +173,6 @@ def _signal_word(status: int) -> str:
     sig = os.WTERMSIG(status)
     words = {int(signal.SIGKILL): "Killed", int(signal.SIGTERM): "Terminated"}
     return words.get(sig, f"Killed by signal {sig}")
-
-
-def _kill(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)
 
 
 def _user() -> str:

@@ -11,12 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurmgen.directives import batch_log
+from slurmgen.directives import batch_log, task_log_stem
 from slurmgen.errors import Problem, UsageError
 from slurmgen.local import jobenv
 from slurmgen.spec import JobSpec, load_file
-
-DEFAULT_KILL_WAIT = 10.0  # Slurm's default KillWait is 30 s; a laptop needs less, and the runtime saves first
 
 
 @dataclass(frozen=True)
@@ -154,7 +152,7 @@ def paths(spec: JobSpec, job_id: str, home: Path, submit_dir: Path) -> Paths:
         workdir=workdir,
         control=home / "local" / job_id,
         batch_log=workdir / batch_log(spec).replace("%j", job_id),
-        task_logs=workdir / f"{spec.output.rstrip('/')}/{spec.name}-{job_id}",
+        task_logs=workdir / f"{task_log_stem(spec)}-{job_id}",
         state_dir=workdir / spec.preemption.state_dir,
     )
 

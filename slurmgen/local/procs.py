@@ -96,6 +96,11 @@ def signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
+def exit_code(returncode: int) -> int:
+    """A return code as shells and srun report it: 128+N for a process killed by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
 def signal_leader(pid: int, signum: int) -> bool:
     """Send to one process (the batch shell, as `--signal=B:` does); False when it is gone."""
     try:

@@ -45,7 +45,7 @@ class Job:
     paths: plan.Paths
     shape: jobenv.JobShape
     preempt_after: float | None = None
-    kill_wait: float = plan.DEFAULT_KILL_WAIT
+    kill_wait: float = jobenv.DEFAULT_KILL_WAIT
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ class Runner:
                     self._end(proc, self.job.kill_wait)
                 if request.exists():
                     continue
-                return RunEnd("COMPLETED" if rc == 0 else "FAILED", _code(rc))
+                return RunEnd("COMPLETED" if rc == 0 else "FAILED", procs.exit_code(rc))
             if self.interrupts:
                 self.say(
                     f"interrupted: ending the job (SIGTERM, SIGKILL after {INTERRUPT_WAIT:g} s or a second Ctrl-C)"
@@ -273,10 +273,6 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8").strip()
     except OSError:
         return ""
-
-
-def _code(returncode: int) -> int:
-    return 128 - returncode if returncode < 0 else returncode
 
 
 def send_signal(control: Path, sig: str, clock: Callable[[], float] = time.monotonic, timeout: float = 3.0) -> int:
