@@ -150,8 +150,9 @@ def status(
 ) -> None:
     """A table of job states: one job (or array), or the recent jobs of the journal."""
     from slurmgen import status as st
+    from slurmgen.control import unknown_job
     from slurmgen.journal import Journal, find_home
-    from slurmgen.slurm import InvalidJobId, SlurmClient
+    from slurmgen.slurm import SlurmClient
 
     client = SlurmClient()
     extra: list[st.Row] = []
@@ -167,7 +168,7 @@ def status(
             return
     rows, unknown = st.rows_for(targets, client)
     if unknown and not rows:
-        raise InvalidJobId(f"Slurm does not know job {unknown[0].job} (a wrong id, or it ended over MinJobAge ago)")
+        raise unknown_job(unknown[0].job)
     print(st.table([*rows, *extra]))
 
 
@@ -192,9 +193,10 @@ def logs(
         return lg.select(lg.batch_logs(target, infos), node)
 
     if not follow_:
-        if not files():
+        found = files()
+        if not found:
             raise UsageError(lg.missing_message(target, lg.batch_logs(target, infos), node, infos))
-        follower.poll(files())
+        follower.poll(found)
         return
 
     def finished() -> bool:

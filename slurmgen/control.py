@@ -16,6 +16,7 @@ from pathlib import Path
 from slurmgen.contract import CLEAN_EXIT_SIGNAL, SAVE_EXIT_SIGNAL
 from slurmgen.errors import UsageError
 from slurmgen.journal import TOKEN_PREFIX, Entry
+from slurmgen.plan import RESOLVED
 from slurmgen.slurm import InvalidJobId, JobId, JobInfo, JobPending, JobState, RequeueDisabled, SlurmClient
 
 REQUEUEABLE = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.PREEMPTED})
@@ -28,7 +29,7 @@ class RequeueStep:
     message: str  # what is about to happen, in words
 
 
-def _unknown(job: JobId) -> InvalidJobId:
+def unknown_job(job: JobId) -> InvalidJobId:
     return InvalidJobId(f"Slurm does not know job {job} (a wrong id, or it ended over MinJobAge ago)")
 
 
@@ -38,7 +39,7 @@ def _pick(job: JobId, infos: Sequence[JobInfo]) -> JobInfo:
         for info in infos:
             if info.job_id == job.without_step():
                 return info
-        raise _unknown(job)
+        raise unknown_job(job)
     tasks = [i for i in infos if i.job_id.array_task is not None or i.job_id.array_tasks is not None]
     if tasks:
         shown = ", ".join(str(i.job_id) for i in tasks[:4]) + (", ..." if len(tasks) > 4 else "")
@@ -57,7 +58,7 @@ def _pick(job: JobId, infos: Sequence[JobInfo]) -> JobInfo:
 def plan_requeue(job: JobId, infos: Sequence[JobInfo], *, hold: bool, finished: bool) -> RequeueStep:
     """Decide whether and how to requeue; raise with the reason when it makes no sense."""
     if not infos:
-        raise _unknown(job)
+        raise unknown_job(job)
     info = _pick(job, infos)
     target = job.requeue_target()
     name = f"job {info.job_id}"
@@ -114,7 +115,7 @@ def trapped_signals(entry: Entry | None) -> list[str]:
     if entry is None:
         return []
     try:
-        resolved = json.loads((Path(entry.run_dir) / "spec.resolved.json").read_text(encoding="utf-8"))
+        resolved = json.loads((Path(entry.run_dir) / RESOLVED).read_text(encoding="utf-8"))
         pre = resolved["spec"]["preemption"]
         return [str(pre["signal"])] if pre["enabled"] else []
     except (OSError, ValueError, KeyError, TypeError):
@@ -145,7 +146,7 @@ def plan_cancel(
 ) -> CancelStep | None:
     """What to do, or None when there is nothing to do (the job ended already and no signal was asked for)."""
     if not infos:
-        raise _unknown(job)
+        raise unknown_job(job)
     info = next((i for i in infos if i.job_id == job.without_step()), infos[0])
     target = job.cancel_target()
     live = [i for i in infos if not i.state.is_terminal]

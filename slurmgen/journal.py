@@ -62,8 +62,9 @@ def home(env: Mapping[str, str] | None = None, cwd: str | Path | None = None) ->
 
 def find_home(env: Mapping[str, str] | None = None, cwd: str | Path | None = None) -> Path:
     """Where to read from: $SLURMGEN_HOME, else the nearest ``.slurmgen`` with a journal in ``cwd`` or above."""
+    env = os.environ if env is None else env
     own = home(env, cwd)
-    if (env or os.environ).get(HOME_ENV):
+    if env.get(HOME_ENV):
         return own
     for directory in (own.parent, *own.parent.parents):
         if (directory / DIR_NAME / FILE_NAME).is_file():
@@ -112,18 +113,22 @@ class Journal:
 
     def unresolved(self) -> list[Entry]:
         """Submissions whose outcome is not known: sbatch timed out (or slurmgen died) before a job id came."""
-        settled = {e.token for e in self.entries() if e.event in ("submitted", "failed")}
-        pending: dict[str, Entry] = {}
-        for entry in self.entries():
-            if entry.token not in settled and entry.event in ("submitting", "unknown"):
-                pending[entry.token] = entry
-        return list(pending.values())
+        return unresolved(self.entries())
 
     def last_for(self, spec_or_name: str, cwd: Path | None = None) -> Entry | None:
         return last_for(self.jobs(), spec_or_name, cwd)
 
     def find(self, job_id: str) -> Entry | None:
         return find(self.jobs(), job_id)
+
+
+def unresolved(entries: list[Entry]) -> list[Entry]:
+    settled = {e.token for e in entries if e.event in ("submitted", "failed")}
+    pending: dict[str, Entry] = {}
+    for entry in entries:
+        if entry.token not in settled and entry.event in ("submitting", "unknown"):
+            pending[entry.token] = entry
+    return list(pending.values())
 
 
 def latest_per_job(entries: list[Entry]) -> list[Entry]:

@@ -76,11 +76,11 @@ class Plan:
     def script_path(self) -> Path:
         return self.run_dir / SCRIPT_NAME
 
-    def sbatch_argv(self, test_only: bool = False, script: Path | None = None) -> list[str]:
+    def sbatch_argv(self) -> list[str]:
         """Exactly what SlurmClient.sbatch runs for this plan."""
         from slurmgen.slurm import SlurmClient
 
-        return SlurmClient.sbatch_argv(script or self.script_path, self.sbatch_args, test_only=test_only)
+        return SlurmClient.sbatch_argv(self.script_path, self.sbatch_args)
 
 
 def new_token(clock: Callable[[], float] = time.time) -> str:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slurmgen.journal import Entry, Journal
+from slurmgen.journal import Entry, Journal, latest_per_job, unresolved
 from slurmgen.slurm import JobInfo, JobState, SlurmClient, parse_job_id
 from slurmgen.targets import Target
 from slurmgen.timefmt import format_duration
@@ -62,7 +62,7 @@ def row_from_info(info: JobInfo, entry: Entry | None, now: float) -> Row:
         job=str(info.job_id),
         name=info.name,
         state=state_label(info),
-        reason="" if info.reason in (None, "None") else str(info.reason),
+        reason=info.reason or "",
         restarts=str(info.restarts),
         nodes=info.nodes or "",
         elapsed=f"{format_duration(info.elapsed or 0)}/{format_duration(info.time_limit)}",
@@ -114,9 +114,10 @@ def recent(
     from slurmgen.submission import recover_unresolved
 
     notes = recover_unresolved(journal, client, clock)
-    targets = [Target(parse_job_id(e.job_id), e) for e in journal.jobs()[-RECENT:] if e.job_id]
+    entries = journal.entries()  # once, after the recovery wrote what it found
+    targets = [Target(parse_job_id(e.job_id), e) for e in latest_per_job(entries)[-RECENT:] if e.job_id]
     now = clock()
-    return targets, [row_from_entry(e, now) for e in journal.unresolved()], notes
+    return targets, [row_from_entry(e, now) for e in unresolved(entries)], notes
 
 
 def table(rows: Sequence[Row]) -> str:

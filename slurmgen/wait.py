@@ -53,7 +53,7 @@ def describe(infos: Sequence[JobInfo]) -> str:
     parts: list[str] = []
     for info in infos:
         text = f"{'job ' if not parts else ''}{info.job_id} {info.state.name}"
-        if info.reason and info.reason != "None":
+        if info.reason:
             text += f" ({info.reason})"
         if info.nodes and info.state in (JobState.RUNNING, JobState.COMPLETING):
             text += f" on {info.nodes}"
