@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,8 +89,6 @@ def directive_problem(text: str) -> str | None:
 
 
 class Type:
-    description: str = ""
-
     def check(self, value: Any, ctx: Ctx, path: Path) -> Any:
         raise NotImplementedError
 
@@ -112,7 +110,6 @@ class Type:
 class Int(Type):
     min: int | None = None
     max: int | None = None
-    description: str = ""
 
     def check(self, value: Any, ctx: Ctx, path: Path) -> Any:
         if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
@@ -152,7 +149,6 @@ class Str(Type):
     max_len: int = 4096
     numbers_ok: bool = False  # accept an unquoted number as the text the user wrote (env values, mem)
     directive: bool = False  # the value lands on an #SBATCH line: sbatch's own parsing rules apply
-    description: str = ""
 
     def check(self, value: Any, ctx: Ctx, path: Path) -> Any:
         value = ctx.typed_text(value, path)
@@ -187,13 +183,11 @@ class Str(Type):
 @dataclass
 class Enum(Type):
     choices: tuple[str, ...]
-    normalize: Callable[[str], str] = str.lower
-    description: str = ""
 
     def check(self, value: Any, ctx: Ctx, path: Path) -> Any:
         if not isinstance(value, str):
             return self.wrong(value, ctx, path, "one of " + ", ".join(self.choices))
-        norm = self.normalize(value)
+        norm = value.lower()
         if norm not in self.choices:
             import difflib  # only on the error path
 
@@ -208,8 +202,6 @@ class Enum(Type):
 
 @dataclass
 class Bool(Type):
-    description: str = ""
-
     def check(self, value: Any, ctx: Ctx, path: Path) -> Any:
         if not isinstance(value, bool):
             return self.wrong(value, ctx, path, "true or false")
@@ -223,7 +215,6 @@ class Bool(Type):
 class List(Type):
     item: Type
     min_items: int = 0
-    description: str = ""
 
     def check(self, value: Any, ctx: Ctx, path: Path) -> Any:
         if not isinstance(value, list):
@@ -241,7 +232,6 @@ class List(Type):
 class Map(Type):
     key: Str
     value: Type
-    description: str = ""
 
     def check(self, value: Any, ctx: Ctx, path: Path) -> Any:
         if not isinstance(value, dict):
@@ -269,7 +259,6 @@ class AnyOf(Type):
 
     options: tuple[tuple[type | tuple[type, ...], Type], ...]
     want: str
-    description: str = ""
 
     def check(self, value: Any, ctx: Ctx, path: Path) -> Any:
         for py_type, option in self.options:
@@ -292,7 +281,6 @@ class Field:
 @dataclass
 class Obj(Type):
     fields: dict[str, Field]
-    description: str = ""
 
     def check(self, value: Any, ctx: Ctx, path: Path) -> Any:
         if not isinstance(value, dict):

@@ -56,10 +56,6 @@ class JobId:
             text += f"+{self.het_offset}"
         return text if self.step is None else f"{text}.{self.step}"
 
-    @property
-    def is_array_range(self) -> bool:
-        return self.array_tasks is not None
-
     def without_step(self) -> JobId:
         return JobId(self.job, self.array_task, self.array_tasks, self.het_offset)
 

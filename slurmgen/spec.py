@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -83,7 +84,7 @@ class JobSpec:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @property
+    @cached_property  # frozen: computed once (render and the submit plan both ask for it)
     def digest(self) -> str:
         """Short hash of the resolved spec: keys the resume state to this exact job definition."""
         canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))

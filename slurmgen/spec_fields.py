@@ -62,8 +62,9 @@ class Signal(Type):
         return {"type": ["string", "integer"]}
 
 
-def _text(description: str, **kw: object) -> Str:
-    return Str(description=description, directive=True, **kw)  # type: ignore[arg-type]
+def _text(**kw: object) -> Str:
+    """Text that may land on an #SBATCH line."""
+    return Str(directive=True, **kw)  # type: ignore[arg-type]
 
 
 DISTRIBUTED = Obj(
@@ -101,7 +102,7 @@ PREEMPTION = Obj(
             Bool(), "also requeue (within the budget) when the step fails without a signal", default=False
         ),
         "state_dir": Field(
-            _text("directory for the resume state, on a filesystem every node sees (default <output>/state)"),
+            _text(),
             "directory for the resume state, on a filesystem every node sees (default <output>/state)",
         ),
     }
@@ -109,13 +110,13 @@ PREEMPTION = Obj(
 
 CONTAINER = Obj(
     {
-        "image": Field(_text("image", max_len=1024), "container image (pyxis --container-image)", required=True),
+        "image": Field(_text(max_len=1024), "container image (pyxis --container-image)", required=True),
         "mounts": Field(
-            List(_text("mount", pattern=MOUNT, hint="write /host/path:/container/path[:ro]")),
+            List(_text(pattern=MOUNT, hint="write /host/path:/container/path[:ro]")),
             "bind mounts, /host:/container[:flags]",
         ),
-        "workdir": Field(_text("workdir", pattern=r"/.*", hint="must be an absolute path"), "working directory"),
-        "name": Field(_text("name", pattern=NAME, hint="letters, digits, ._-"), "named container, reused across steps"),
+        "workdir": Field(_text(pattern=r"/.*", hint="must be an absolute path"), "working directory"),
+        "name": Field(_text(pattern=NAME, hint="letters, digits, ._-"), "named container, reused across steps"),
         "mount_home": Field(Bool(), "mount the user's home directory (pyxis default: yes)"),
         "writable": Field(Bool(), "make the container filesystem writable"),
     }
@@ -127,9 +128,7 @@ SPEC = Obj(
     {
         "version": Field(Int(min=1, max=1), "spec format version", default=1),
         "name": Field(
-            _text(
-                "job name", pattern=NAME, max_len=200, hint="use letters, digits and ._- (start with a letter or digit)"
-            ),
+            _text(pattern=NAME, max_len=200, hint="use letters, digits and ._- (start with a letter or digit)"),
             "job name: letters, digits, ._-",
             required=True,
         ),
@@ -151,15 +150,15 @@ SPEC = Obj(
         ),
         "cpus_per_task": Field(Int(min=1, max=4096), "CPUs per task"),
         "mem": Field(
-            _text("memory", pattern=MEM, numbers_ok=True, hint="e.g. 64G, 4000M or 0 for all"),
+            _text(pattern=MEM, numbers_ok=True, hint="e.g. 64G, 4000M or 0 for all"),
             "memory per node, e.g. 64G",
         ),
-        "partition": Field(_text("partition", max_len=256), "partition"),
-        "account": Field(_text("account", max_len=256), "account"),
-        "qos": Field(_text("qos", max_len=256), "quality of service"),
-        "constraint": Field(_text("constraint", max_len=1024), "node features, e.g. a100&ib"),
+        "partition": Field(_text(max_len=256), "partition"),
+        "account": Field(_text(max_len=256), "account"),
+        "qos": Field(_text(max_len=256), "quality of service"),
+        "constraint": Field(_text(max_len=1024), "node features, e.g. a100&ib"),
         "launcher": Field(Enum(("srun", "torchrun")), "srun: one task per GPU; torchrun: one per node", default="srun"),
-        "python": Field(_text("python", max_len=1024), "interpreter that runs slurmgen's runtime", default="python3"),
+        "python": Field(_text(max_len=1024), "interpreter that runs slurmgen's runtime", default="python3"),
         "distributed": Field(DISTRIBUTED, "process group settings"),
         "preemption": Field(
             AnyOf(((bool, Bool()), (dict, PREEMPTION)), "false or a mapping"),
@@ -174,21 +173,17 @@ SPEC = Obj(
             "shell lines run in the batch shell before launch (the one place for raw shell)",
         ),
         "container": Field(CONTAINER, "run every task inside this image (pyxis/enroot)"),
-        "output": Field(
-            _text("output", max_len=1024), "log directory; logs land per job id and per node", default="logs"
-        ),
-        "chdir": Field(_text("chdir", max_len=1024), "working directory of the job"),
+        "output": Field(_text(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
+        "chdir": Field(_text(max_len=1024), "working directory of the job"),
         "array": Field(
-            _text("array", pattern=ARRAY, numbers_ok=True, hint="e.g. 0-15 or 1,3,5 or 0-99%10"), "job array indexes"
+            _text(pattern=ARRAY, numbers_ok=True, hint="e.g. 0-15 or 1,3,5 or 0-99%10"), "job array indexes"
         ),
-        "dependency": Field(
-            _text("dependency", pattern=DEPENDENCY, hint="e.g. afterok:123 or singleton"), "Slurm dependency"
-        ),
+        "dependency": Field(_text(pattern=DEPENDENCY, hint="e.g. afterok:123 or singleton"), "Slurm dependency"),
         "sbatch": Field(
             Map(
                 Str(pattern=SBATCH_KEY, hint="an sbatch long option name without dashes"),
                 AnyOf(
-                    ((bool, Bool()), ((str, int, float), _text("value", numbers_ok=True, max_len=1024))),
+                    ((bool, Bool()), ((str, int, float), _text(numbers_ok=True, max_len=1024))),
                     "text, a number or true",
                 ),
             ),

@@ -11,7 +11,8 @@ from typing import Any
 
 from slurmgen import contract
 from slurmgen.errors import Problem
-from slurmgen.schema import Ctx
+from slurmgen.schema import Ctx, Obj
+from slurmgen.spec_fields import PREEMPTION, SPEC
 from slurmgen.timefmt import format_duration, parse_time, slurm_minutes
 from slurmgen.yamlload import dotted
 
@@ -81,11 +82,11 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     if cmd and not cmd[0].strip():
         ctx.fail(("command", 0), "the program name is empty")
     out["command"] = cmd
-    gpus = f.get("gpus_per_node", 0)
+    gpus = _given(f, SPEC, "gpus_per_node")
     out["gpus_per_node"] = gpus
-    out["nodes"] = f.get("nodes", 1)
-    out["launcher"] = launcher = f.get("launcher", "srun")
-    out["python"] = f.get("python", "python3")
+    out["nodes"] = _given(f, SPEC, "nodes")
+    out["launcher"] = launcher = _given(f, SPEC, "launcher")
+    out["python"] = _given(f, SPEC, "python")
     _resolve_tasks(out, f, ctx, gpus, launcher)
     out["distributed"] = _resolve_distributed(f.get("distributed", {}), gpus, ctx)
     out["preemption"] = _resolve_preemption(f.get("preemption", {}), f, out["time_seconds"], ctx)
@@ -99,7 +100,7 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     for i, line in enumerate(out["setup"]):
         if "\r" in line:
             ctx.fail(("setup", i), "contains a carriage return (CR); save the file with Unix line ends")
-    out["output"] = f.get("output", "logs")
+    out["output"] = _given(f, SPEC, "output")
     for key in ("output", "chdir"):
         if key in f and (msg := _path_problem(f[key])):
             ctx.fail((key,), msg)
@@ -160,13 +161,17 @@ def _resolve_distributed(d: dict[str, Any], gpus: int, ctx: Ctx) -> dict[str, An
     }
 
 
+def _given(values: dict[str, Any], table: Obj, key: str) -> Any:
+    """The value written in the spec, else the field table's default (one place for every default)."""
+    return values.get(key, table.fields[key].default)
+
+
 def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) -> dict[str, Any]:
     if isinstance(p, bool):
         p = {"enabled": p}
-    enabled = p.get("enabled", True)
-    signal = p.get("signal", "USR1")
-    output = f.get("output", "logs")
-    state_dir = p.get("state_dir", output.rstrip("/") + "/state" if output != "/" else "/state")
+    enabled = _given(p, PREEMPTION, "enabled")
+    signal = _given(p, PREEMPTION, "signal")
+    state_dir = p.get("state_dir", _given(f, SPEC, "output").rstrip("/") + "/state")
     if "state_dir" in p and (msg := _path_problem(state_dir)):
         ctx.fail(("preemption", "state_dir"), msg)
     lead = p.get("lead_time")
@@ -191,8 +196,8 @@ def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) 
         "enabled": bool(enabled),
         "signal": signal,
         "lead_time": lead or 0,
-        "max_requeues": p.get("max_requeues", 5),
-        "requeue_on_failure": p.get("requeue_on_failure", False),
+        "max_requeues": _given(p, PREEMPTION, "max_requeues"),
+        "requeue_on_failure": _given(p, PREEMPTION, "requeue_on_failure"),
         "state_dir": state_dir,
     }
 
