@@ -21,7 +21,10 @@ from slurmgen import render_cache
 from slurmgen.errors import Problem, SlurmgenError, SpecError
 
 if TYPE_CHECKING:
-    from slurmgen.plan import Job
+    from pathlib import Path
+
+    from slurmgen.plan import Job, Plan
+    from slurmgen.spec import JobSpec
     from slurmgen.submission import Submission
 
 
@@ -54,12 +57,7 @@ def render_action(spec: StrPath, output: StrPath | None, overrides: list[str], t
     if hit is not None:
         messages, text = hit
     else:
-        from slurmgen.render import doctor, render
-        from slurmgen.spec import load_file
-
-        loaded = load_file(spec, overrides)
-        text = render(loaded.spec, templates)
-        messages = [f"warning: {w}" for w in (*loaded.warnings, *doctor(loaded.spec, text))]
+        _, text, messages = _fresh(spec, overrides, templates)
         if digest:
             render_cache.store(digest, messages, text)
     for line in messages:
@@ -72,6 +70,16 @@ def render_action(spec: StrPath, output: StrPath | None, overrides: list[str], t
 
         write_atomic(output, text, mode=0o600)
         err(f"wrote {output}")
+
+
+def _fresh(spec: str, overrides: list[str], templates: str | None) -> tuple[JobSpec, str, list[str]]:
+    """Validate and render (the cache's miss path): the spec, the script, and the warning lines to print."""
+    from slurmgen.render import doctor, render
+    from slurmgen.spec import load_file
+
+    loaded = load_file(spec, overrides)
+    text = render(loaded.spec, templates)
+    return loaded.spec, text, [f"warning: {w}" for w in (*loaded.warnings, *doctor(loaded.spec, text))]
 
 
 _VALUED = {"-o": "output", "--output": "output", "--set": "set", "-s": "set", "--templates": "templates"}
@@ -143,13 +151,8 @@ def load_for_submit(spec: StrPath, overrides: list[str], templates: StrPath | No
                 return hit[0], hit[1], Job.from_json(f.read())
         except (OSError, ValueError, TypeError):
             pass
-    from slurmgen.render import doctor, render
-    from slurmgen.spec import load_file
-
-    loaded = load_file(spec, overrides)
-    text = render(loaded.spec, templates)
-    messages = [f"warning: {w}" for w in (*loaded.warnings, *doctor(loaded.spec, text))]
-    job = Job.of(loaded.spec)
+    resolved, text, messages = _fresh(spec, overrides, templates)
+    job = Job.of(resolved)
     if digest and cached is not None:
         render_cache.store(digest, messages, text)
         from slurmgen.files import write_atomic
@@ -162,24 +165,29 @@ def load_for_submit(spec: StrPath, overrides: list[str], templates: StrPath | No
     return messages, text, job
 
 
-def submit_action(spec: StrPath, overrides: list[str], templates: StrPath | None) -> Submission:
-    """Submit a spec: warnings and a summary on stderr, the job id alone on stdout."""
+def planned(spec: StrPath, overrides: list[str], templates: StrPath | None, base: Path) -> Plan:
+    """Load (cache or fresh), print the warnings, and plan a submission recorded under ``base``."""
     from pathlib import Path
 
-    from slurmgen import submission
-    from slurmgen.journal import Journal, home
     from slurmgen.plan import new_token, plan
-    from slurmgen.slurm import SlurmClient
 
     messages, text, job = load_for_submit(spec, overrides, templates)
     for line in messages:
         err(line)
+    return plan(Path(spec), job, text, base, Path.cwd(), new_token(), tuple(overrides))
+
+
+def submit_action(spec: StrPath, overrides: list[str], templates: StrPath | None) -> Submission:
+    """Submit a spec: warnings and a summary on stderr, the job id alone on stdout."""
+    from slurmgen import submission
+    from slurmgen.journal import Journal, home
+    from slurmgen.slurm import SlurmClient
+
     base = home()
-    token = new_token()
-    p = plan(Path(spec), job, text, base, Path.cwd(), token, tuple(overrides))
+    p = planned(spec, overrides, templates, base)
     done = submission.submit(p, SlurmClient(), Journal(base))
     if done.recovered:
-        err(f"note: sbatch timed out, but the job reached Slurm: found job {done.job_id} by its token {token}")
+        err(f"note: sbatch timed out, but the job reached Slurm: found job {done.job_id} by its token {p.token}")
     for problem in done.problems:
         err(f"warning: {problem}")
     for other in done.others:

@@ -48,7 +48,7 @@ def submit(
     wait: Annotated[bool, typer.Option("--wait", help="Follow the job to its end; exit with its exit code.")] = False,
 ) -> None:
     """Validate, render and submit a job; print its id alone on stdout."""
-    from slurmgen.cli_fast import load_for_submit, submit_action
+    from slurmgen.cli_fast import planned, submit_action
 
     if dry_run and (test_only or wait):
         raise UsageError("--dry-run submits nothing: it cannot be combined with --test-only or --wait")
@@ -63,14 +63,11 @@ def submit(
             _wait(SlurmClient(), done.job_id)
         return
     from slurmgen.journal import home
-    from slurmgen.plan import dry_run_lines, new_token, plan
+    from slurmgen.plan import dry_run_lines
 
-    messages, script, job = load_for_submit(spec, overrides, templates)
-    for line in messages:
-        err(line)
-    p = plan(spec, job, script, home(), Path.cwd(), new_token(), tuple(overrides))
+    p = planned(spec, overrides, templates, home())
     if dry_run:
-        sys.stdout.write(script)
+        sys.stdout.write(p.script)
         for line in dry_run_lines(p):
             err(line)
         return
@@ -80,7 +77,7 @@ def submit(
     result = would_run(p, SlurmClient())
     start = result.start.isoformat(sep=" ") if result.start else "an unknown time"
     print(
-        f"job {job.name} can run: it would start at {start} on {result.nodes} "
+        f"job {p.job.name} can run: it would start at {start} on {result.nodes} "
         f"(partition {result.partition}, {result.processors} processors)"
     )
 
