@@ -8,7 +8,6 @@ delivery matrix in notes/local-slurm-cluster.md section 3.
 from __future__ import annotations
 
 import json
-import signal as signals
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from slurmgen.contract import CLEAN_EXIT_SIGNAL, SAVE_EXIT_SIGNAL
 from slurmgen.errors import UsageError
 from slurmgen.journal import TOKEN_PREFIX, Entry
 from slurmgen.plan import RESOLVED
+from slurmgen.signals import signal_name as shared_signal_name
 from slurmgen.slurm import InvalidJobId, JobId, JobInfo, JobPending, JobState, RequeueDisabled, SlurmClient
 
 REQUEUEABLE = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.PREEMPTED})
@@ -99,15 +99,13 @@ def requeue(client: SlurmClient, job: JobId, *, hold: bool, finished: bool) -> R
 
 def signal_name(text: str) -> str:
     """USR2, SIGUSR2, usr2 and 12 all give "USR2"; anything else is a UsageError."""
-    raw = text.strip().upper().removeprefix("SIG")
-    if raw.isdigit():
-        try:
-            return signals.Signals(int(raw)).name.removeprefix("SIG")
-        except ValueError:
-            raise UsageError(f"not a signal number: {text!r}") from None
-    if f"SIG{raw}" not in signals.Signals.__members__:
+    raw = text.strip().upper().removeprefix("SIG")  # also SIG12, which the shared reader leaves alone
+    name = shared_signal_name(raw)
+    if name is None and raw.isdigit():
+        raise UsageError(f"not a signal number: {text!r}")
+    if name is None:
         raise UsageError(f"not a signal name: {text!r} (e.g. USR1, USR2, TERM, INT)")
-    return raw
+    return name
 
 
 def trapped_signals(entry: Entry | None) -> list[str]:
