@@ -24,28 +24,28 @@ def parse_stat(text: str) -> tuple[int, str, int, int]:
     return int(pid_text), fields[0], int(fields[1]), int(fields[2])
 
 
-def processes(proc: str = "/proc") -> list[tuple[int, str, int, int]]:
+def processes() -> list[tuple[int, str, int, int]]:
     """(pid, state, ppid, pgrp) of every process now."""
     found: list[tuple[int, str, int, int]] = []
     try:
-        names = os.listdir(proc)
+        names = os.listdir("/proc")
     except OSError:
         return found
     for name in names:
         if not name.isdigit():
             continue
         try:
-            with open(os.path.join(proc, name, "stat"), encoding="utf-8", errors="replace") as handle:
+            with open(os.path.join("/proc", name, "stat"), encoding="utf-8", errors="replace") as handle:
                 found.append(parse_stat(handle.read()))
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
     return found
 
 
-def descendants(roots: list[int], proc: str = "/proc") -> list[int]:
+def descendants(roots: list[int]) -> list[int]:
     """`roots` and every live process below them, parents first."""
     children: dict[int, list[int]] = {}
-    for pid, state, ppid, _ in processes(proc):
+    for pid, state, ppid, _ in processes():
         if state not in ("Z", "X"):
             children.setdefault(ppid, []).append(pid)
     found: list[int] = []
@@ -57,9 +57,9 @@ def descendants(roots: list[int], proc: str = "/proc") -> list[int]:
     return found
 
 
-def group_members(pgid: int, proc: str = "/proc") -> list[int]:
+def group_members(pgid: int) -> list[int]:
     """Live (not zombie) processes whose process group is `pgid`."""
-    return sorted(pid for pid, state, _, pgrp in processes(proc) if pgrp == pgid and state not in ("Z", "X"))
+    return sorted(pid for pid, state, _, pgrp in processes() if pgrp == pgid and state not in ("Z", "X"))
 
 
 def become_subreaper() -> bool:
@@ -73,11 +73,11 @@ def become_subreaper() -> bool:
         return False
 
 
-def adopted(keep: int, proc: str = "/proc") -> tuple[list[int], list[int]]:
+def adopted(keep: int) -> tuple[list[int], list[int]]:
     """This process's children other than `keep` (the batch shell): (live ones, zombies). With the subreaper
     flag these are the job's orphans."""
     me = os.getpid()
-    mine = [(pid, state) for pid, state, ppid, _ in processes(proc) if ppid == me and pid != keep]
+    mine = [(pid, state) for pid, state, ppid, _ in processes() if ppid == me and pid != keep]
     return [p for p, s in mine if s not in ("Z", "X")], [p for p, s in mine if s in ("Z", "X")]
 
 
@@ -116,7 +116,6 @@ def wait_empty(
     reap: Callable[[], object] = lambda: None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] = time.sleep,
-    members: Callable[[int], list[int]] = group_members,
     hurry: Callable[[], bool] = lambda: False,
 ) -> list[int]:
     """Wait until no live process is left in the group (reaping our own child meanwhile), at most `timeout` s
@@ -124,7 +123,7 @@ def wait_empty(
     deadline = clock() + timeout
     while True:
         reap()
-        left = members(pgid)
+        left = group_members(pgid)
         if not left or clock() >= deadline or hurry():
             return left
         sleep(0.05)
@@ -136,14 +135,13 @@ def end_group(
     reap: Callable[[], object] = lambda: None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] = time.sleep,
-    members: Callable[[int], list[int]] = group_members,
     hurry: Callable[[], bool] = lambda: False,
 ) -> tuple[bool, list[int]]:
     """SIGCONT and SIGTERM to the group, SIGKILL to what is left after `kill_wait` s. Returns (whether KILL was
     needed, the processes still there afterwards: should be none)."""
     signal_group(pgid, signal.SIGCONT)
     signal_group(pgid, signal.SIGTERM)
-    if not wait_empty(pgid, kill_wait, reap, clock, sleep, members, hurry):
+    if not wait_empty(pgid, kill_wait, reap, clock, sleep, hurry):
         return False, []
     signal_group(pgid, signal.SIGKILL)
-    return True, wait_empty(pgid, 5.0, reap, clock, sleep, members)
+    return True, wait_empty(pgid, 5.0, reap, clock, sleep)

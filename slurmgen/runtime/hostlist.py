@@ -72,22 +72,6 @@ def _combine(pieces: list[str | list[str]]) -> list[str]:
     return ["".join(p if isinstance(p, str) else chosen[i] for i, p in enumerate(pieces)) for chosen in choices]
 
 
-def first_host(expr: str) -> str:
-    """The first host of a non-empty hostlist; raises HostlistError for an empty one."""
-    hosts = _first_token_hosts(expr)
-    if not hosts:
-        raise HostlistError(expr, "no host in it")
-    return hosts[0]
-
-
-def _first_token_hosts(expr: str) -> list[str]:
-    # Validate the whole expression (a typo anywhere is worth reporting), but expand only what is needed.
-    tokens = _tokens(expr)
-    for token in tokens:
-        _parse_token(expr, token)
-    return expand_hostlist(tokens[0]) if tokens else []
-
-
 def _tokens(expr: str) -> list[str]:
     tokens: list[str] = []
     current: list[str] = []

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.runtime.hostlist import HostlistError, expand_hostlist, first_host
+from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
 
 # (expression, expansion): the rows of the observed table that scontrol 22.05.8 accepts, plus the suffix
 # form that Slurm accepts since 23.11.
@@ -79,14 +79,6 @@ def test_cap_is_on_the_whole_expression() -> None:
     assert len(expand_hostlist("n[0-65535]")) == 65536
     with pytest.raises(HostlistError, match="more than"):
         expand_hostlist("n[0-65535],extra")
-
-
-def test_first_host_validates_everything_but_expands_only_the_first_token() -> None:
-    assert first_host("big[0-65535],other") == "big0"
-    with pytest.raises(HostlistError):
-        first_host("good[1-2],bad[2-1]")
-    with pytest.raises(HostlistError, match="no host"):
-        first_host(" ")
 
 
 @st.composite
