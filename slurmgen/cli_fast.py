@@ -160,6 +160,7 @@ def load_for_submit(spec: StrPath, overrides: list[str], templates: StrPath | No
         try:
             os.makedirs(os.path.dirname(cached), mode=0o700, exist_ok=True)
             write_atomic(cached, job.to_json(), mode=0o600)
+            render_cache.prune(os.path.dirname(cached))
         except OSError:
             pass  # best effort, like the render cache: only speed is lost
     return messages, text, job

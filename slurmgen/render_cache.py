@@ -99,12 +99,13 @@ def store(digest: str, messages: list[str], script: str) -> None:
                 f.write(line.replace("\n", " ") + "\n")
             f.write(script)
         os.replace(tmp, os.path.join(target, digest))
-        _prune(target)
+        prune(target)
     except OSError:
         pass
 
 
-def _prune(target: str) -> None:
+def prune(target: str) -> None:
+    """Keep the MAX_ENTRIES newest files of a cache directory (the render entries, submit's job sidecars)."""
     entries = [e for e in os.scandir(target) if not e.name.startswith(".")]
     if len(entries) <= MAX_ENTRIES:
         return

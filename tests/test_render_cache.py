@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -87,3 +88,31 @@ def test_key_covers_our_own_code(workspace: Path, monkeypatch: pytest.MonkeyPatc
     (fake / "spec.py").write_text((fake / "spec.py").read_text() + "\n# changed\n")
     assert render_cache.key("job.yaml", [], None) != same
     assert before is not None
+
+
+def test_the_oldest_entries_go_past_the_limit(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache keeps MAX_ENTRIES files, the newest; a repeated render of a kept one is still a hit."""
+    monkeypatch.setattr(render_cache, "MAX_ENTRIES", 3)
+    directory = workspace / "cache" / "slurmgen" / "render"
+    order = []
+    for nodes in range(1, 6):
+        before = set(directory.iterdir()) if directory.exists() else set()
+        assert run(capsys, "job.yaml", "--set", f"nodes={nodes}")[0] == 0
+        (new,) = set(directory.iterdir()) - before
+        os.utime(new, (1_000 + nodes, 1_000 + nodes))  # distinct ages whatever the file system's clock grain
+        order.append(new)
+    assert sorted(directory.iterdir()) == sorted(order[2:])
+    assert run(capsys, "job.yaml", "--set", "nodes=5")[0] == 0
+    assert sorted(directory.iterdir()) == sorted(order[2:])
+
+
+def test_submit_job_sidecars_are_pruned_too(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(render_cache, "MAX_ENTRIES", 2)
+    for nodes in range(1, 6):
+        script = cli_fast.load_for_submit("job.yaml", [f"nodes={nodes}"], None)[1]
+        assert f"--nodes={nodes}" in script
+    sidecars = list((workspace / "cache" / "slurmgen" / "submit").iterdir())
+    assert len(sidecars) == 2
+    assert entries(workspace) == 2
