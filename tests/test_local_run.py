@@ -583,3 +583,29 @@ def test_signal_before_the_limit_then_the_limit_itself(tmp_path: Path) -> None:
     assert "SIGKILL to the processes still running" in err and "TIMEOUT, exit code 124" in err
     batch = (tmp_path / "logs" / "stubborn-1.log").read_text()
     assert batch.index("batch shell received SIGUSR1") < batch.index("DUE TO TIME LIMIT")
+
+
+ESCAPER = """\
+name: escaper
+command: [bash, -c, "setsid sleep 300 & echo $! > escaped.pid; echo up"]
+time: "00:10:00"
+preemption: false
+"""
+
+
+def test_a_process_that_left_the_job_group_is_ended_too(tmp_path: Path) -> None:
+    """A task starts a process in a session of its own (setsid) and exits: the job's group is empty, but the
+    orphan was re-parented to the runner (its subreaper), which ends it before returning, as Slurm's cgroup would."""
+    (tmp_path / "escaper.yaml").write_text(ESCAPER)
+    proc = slurmgen_run(tmp_path, "escaper.yaml", stderr=tmp_path / "runner.err")
+    try:
+        assert proc.wait(timeout=120) == 0, logs_of(tmp_path)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    escaped = int((tmp_path / "escaped.pid").read_text())
+    err = (tmp_path / "runner.err").read_text()
+    assert f"ending processes {escaped}: they left the job's process group" in err, err
+    assert "COMPLETED, exit code 0" in err
+    assert escaped not in [p[0] for p in procs.processes()]

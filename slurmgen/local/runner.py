@@ -176,7 +176,8 @@ class Runner:
             return
         self.say(f"ending processes {', '.join(map(str, live))}: they left the job's process group")
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in live:
+            # Only children of ours not yet reaped: their pids cannot have been reused by anyone else.
+            for pid in procs.adopted(proc.pid)[0]:
                 procs.signal_leader(pid, sig)
             deadline = self.clock() + 2.0
             while procs.adopted(proc.pid)[0] and self.clock() < deadline:
