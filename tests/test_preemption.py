@@ -319,3 +319,29 @@ def test_ranks_that_finish_exit_cleanly(launch) -> None:  # type: ignore[no-unty
         assert job.wait() == [0, 0], [job.err(r)[-500:] for r in range(2)]
         assert all("DONE 20" in job.out(r) for r in range(2))
         assert not any("terminate called" in job.err(r) for r in range(2))
+
+
+LATE_INIT = """
+import os
+from slurmgen.runtime import Preemption, destroy, init_distributed
+pre = Preemption(path=os.path.join(os.environ["OUT"], "x.state"))
+before = pre.timeout
+init_distributed(timeout=42)
+print(before, pre.timeout, flush=True)
+destroy()
+"""
+
+
+def test_a_preemption_made_before_init_distributed_follows_its_timeout(tmp_path: Path) -> None:
+    """The stop agreement's patience is the process group's: init_distributed(timeout=42) called after
+    Preemption() still sets it (the spec's SLURMGEN_TIMEOUT is only the fallback)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "MASTER_", "RANK", "WORLD_"))}
+    env.update(
+        OUT=str(tmp_path), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", LOCAL_RANK="0",
+        WORLD_SIZE="1", SLURMGEN_TIMEOUT="900", GLOO_SOCKET_IFNAME="lo",
+    )  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", LATE_INIT], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["900.0", "42.0"]

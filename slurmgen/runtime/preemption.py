@@ -89,7 +89,8 @@ class Preemption:
         # The agreement waits as long as any collective of the training step may (the process-group timeout):
         # a rank that is merely slow (a long periodic save, an evaluation on rank 0) must not look lost. A rank
         # that died is seen at once anyway: its connections close and gloo raises.
-        self.timeout = float(timeout) if timeout is not None else process_group_timeout(env)
+        # Read when used, so a Preemption made before init_distributed(timeout=...) still follows it.
+        self._timeout = None if timeout is None else float(timeout)
         self.weights_only = weights_only
         self.crc32 = crc32  # torch's per-tensor checksum in the saved file (costs ~0.3 s/GiB; see state.py)
         self._exit = exit
@@ -105,6 +106,11 @@ class Preemption:
         if self.rank == 0:
             for leftover in disk.sweep(self.path):
                 _log(f"removed {leftover}, left by a save that was interrupted")
+
+    @property
+    def timeout(self) -> float:
+        """Seconds the stop agreement and the wait for rank 0's final save may take."""
+        return self._timeout if self._timeout is not None else process_group_timeout(self._env)
 
     # -- signals --------------------------------------------------------------------------------------------
 
