@@ -85,8 +85,8 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
-def _wait_for_listener(ip: str, port: int, deadline: float) -> None:
-    """Return once something accepts connections on ``ip:port`` (or at ``deadline``; TCPStore then fails).
+def _wait_for_listener(ip: str, port: int, deadline: float) -> bool:
+    """True once something accepts connections on ``ip:port``; False at ``deadline``.
 
     A TCPStore client that finds no listener backs off with jitter before retrying (0.3-0.7 s measured in
     bench/runtime_init.py), so a rank that starts a moment before rank 0 would lose that much. Polling a
@@ -95,10 +95,10 @@ def _wait_for_listener(ip: str, port: int, deadline: float) -> None:
     while True:
         try:
             with socket.create_connection((ip, port), timeout=max(min(deadline - time.monotonic(), 1.0), 0.01)):
-                return
+                return True
         except OSError:
             if time.monotonic() >= deadline:
-                return
+                return False
             time.sleep(0.005)
 
 
@@ -109,8 +109,16 @@ def _open_store(prep: Prepared, timeout: float) -> Any:
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # torchrun's agent hosts the store
     server = prep.ranks.rank == 0 and not agent
     where = f"{prep.master.host}:{prep.port.port}"
-    if not server:
-        _wait_for_listener(prep.master_ip, prep.port.port, time.monotonic() + timeout)
+    unreachable = RuntimeSetupError(
+        f"rank {prep.ranks.rank} could not reach the store at {where} (hosted by rank 0, "
+        f"{prep.master.source}) within {timeout:g}s from {socket.gethostname()} via interface "
+        f"{prep.ifnames.interface or '(default)'}. Likely causes: rank 0 has not started or died; "
+        "the ranks disagree on the master address or port; the interface cannot reach the master"
+    )
+    # Nobody listening within the timeout: say so now. TCPStore's own client would retry after random delays
+    # of up to ~10 s past its timeout (torch 2.13: 13.6 s for a 6 s timeout), printing a C++ trace each time.
+    if not server and not _wait_for_listener(prep.master_ip, prep.port.port, time.monotonic() + timeout):
+        raise unreachable
     try:
         # No wait_for_workers: the arrival barrier below does that wait, and names who is missing.
         return TCPStore(
@@ -130,12 +138,7 @@ def _open_store(prep: Prepared, timeout: float) -> Any:
             ) from None
         if server:
             raise RuntimeSetupError(f"rank 0 could not start the store on port {prep.port.port}: {err}") from None
-        raise RuntimeSetupError(
-            f"rank {prep.ranks.rank} could not reach the store at {where} (hosted by rank 0, "
-            f"{prep.master.source}) within {timeout:g}s from {socket.gethostname()} via interface "
-            f"{prep.ifnames.interface or '(default)'}. Likely causes: rank 0 has not started or died; "
-            "the ranks disagree on the master address or port; the interface cannot reach the master"
-        ) from None
+        raise unreachable from None
 
 
 def init_distributed(

@@ -107,6 +107,8 @@ def test_a_rank_that_never_arrives_fails_the_others_within_the_barrier_timeout(r
 
 
 def test_missing_rank_zero_fails_the_others_fast(ranks: RankProcs) -> None:
+    """No store within the 6 s barrier timeout: one clear error then, not torch's client retrying after random
+    delays (which took 12-20 s and printed a C++ trace per try)."""
     ports = port_env()
     for rank in range(1, WORLD):
         ranks.worker("init", srun_env(rank, WORLD, job_id=4246, **ports, **FAST))
@@ -115,7 +117,8 @@ def test_missing_rank_zero_fails_the_others_fast(ranks: RankProcs) -> None:
         assert out["error"] == "RuntimeSetupError"
         assert f"could not reach the store at localhost:{ports[contract.PORT]}" in str(out["message"])
         assert "rank 0 has not started or died" in str(out["message"])
-        assert float(str(out["elapsed"])) < 6 + 15
+        assert 6 <= float(str(out["elapsed"])) < 6 + 5  # the retries alone took 6 s or more
+        assert "TCPStore.cpp" not in result.stderr
 
 
 def test_late_rank_at_barrier_is_named(ranks: RankProcs) -> None:
