@@ -127,24 +127,29 @@ def test_signal_followed_at_once_by_term_saves_and_requeues_once(slurm_cluster, 
 def test_time_limit_signal_arrives_in_its_window_and_the_job_completes(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     name = "pre-time"
     lead = 55
+    # The signal comes 95-125 s into each 3-minute run. The work is sized by sleep, which bounds the step rate
+    # from above whatever the machine: 650 steps of 0.2 s take at least 130 s, so run 1 is still going when the
+    # signal comes; on a slow machine (25 ms per step of overhead measured) they take ~146 s, so run 2 finishes.
+    # (6000 steps of 0.01 s once needed 5 runs on a busy machine: 35 ms per step instead of 12.)
     text = spec_text(
         tmp_path,
         name,
-        steps=6000,
-        step_time=0.01,
-        time_limit="2",
+        steps=650,
+        step_time=0.2,
+        time_limit="3",
         extra=f"preemption: {{lead_time: {lead}, max_requeues: 3}}\n",
     )
     job = submit(slurm_cluster, tmp_path, text)
-    out = wait_for_text(tmp_path, name, job, r"batch shell received SIGUSR1 at \d+", timeout=150)
+    out = wait_for_text(tmp_path, name, job, r"batch shell received SIGUSR1 at \d+", timeout=240)
     start = int(re.search(r"run 1, started at (\d+)", out).group(1))  # type: ignore[union-attr]
     got = int(re.search(r"batch shell received SIGUSR1 at (\d+)", out).group(1))  # type: ignore[union-attr]
     # Slurm checks every 30 s: the signal comes between lead and lead + 30 s before the end (plus start-up).
-    before_end = start + 120 - got
+    before_end = start + 180 - got
     assert lead - 2 <= before_end <= lead + 30 + 3, before_end
     slurm_cluster.wait_for(job, "COMPLETED", timeout=300)
     final = logs(tmp_path, name, job)
-    assert "cause=time-limit" in (tmp_path / "logs" / "state" / f"{job}{contract.HISTORY_SUFFIX}").read_text()
+    history = (tmp_path / "logs" / "state" / f"{job}{contract.HISTORY_SUFFIX}").read_text().splitlines()
+    assert len(history) == 1 and "cause=time-limit" in history[0], history
     check_resume(final)
     assert "final weights" in final
 
