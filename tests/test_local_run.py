@@ -423,9 +423,9 @@ def test_two_nodes_two_tasks_complete_with_correct_ranks(uninterrupted: tuple[in
     assert '"event":"local"' in journal and '"cluster":"local"' in journal and '"state":"COMPLETED"' in journal
 
 
-def run_to_completion(cwd: Path, *args: str) -> str:
-    """`slurmgen run --local jobs/cpu-debug.yaml ARGS` must exit 0; its stderr (the runner's progress lines)."""
-    proc = slurmgen_run(cwd, "jobs/cpu-debug.yaml", *args, stderr=cwd / "runner.err")
+def run_to_completion(cwd: Path, *args: str, spec: str = "jobs/cpu-debug.yaml") -> str:
+    """`slurmgen run --local SPEC ARGS` must exit 0; its stderr (the runner's progress lines)."""
+    proc = slurmgen_run(cwd, spec, *args, stderr=cwd / "runner.err")
     try:
         assert proc.wait(timeout=600) == 0, logs_of(cwd)
     finally:
@@ -597,15 +597,8 @@ def test_a_process_that_left_the_job_group_is_ended_too(tmp_path: Path) -> None:
     """A task starts a process in a session of its own (setsid) and exits: the job's group is empty, but the
     orphan was re-parented to the runner (its subreaper), which ends it before returning, as Slurm's cgroup would."""
     (tmp_path / "escaper.yaml").write_text(ESCAPER)
-    proc = slurmgen_run(tmp_path, "escaper.yaml", stderr=tmp_path / "runner.err")
-    try:
-        assert proc.wait(timeout=120) == 0, logs_of(tmp_path)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=60)
+    err = run_to_completion(tmp_path, spec="escaper.yaml")
     escaped = int((tmp_path / "escaped.pid").read_text())
-    err = (tmp_path / "runner.err").read_text()
     assert f"ending processes {escaped}: they left the job's process group" in err, err
     assert "COMPLETED, exit code 0" in err
     assert escaped not in [p[0] for p in procs.processes()]
