@@ -108,17 +108,19 @@ def _open_store(prep: Prepared, timeout: float) -> Any:
 
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # torchrun's agent hosts the store
     server = prep.ranks.rank == 0 and not agent
-    where = f"{prep.master.host}:{prep.port.port}"
-    unreachable = RuntimeSetupError(
-        f"rank {prep.ranks.rank} could not reach the store at {where} (hosted by rank 0, "
-        f"{prep.master.source}) within {timeout:g}s from {socket.gethostname()} via interface "
-        f"{prep.ifnames.interface or '(default)'}. Likely causes: rank 0 has not started or died; "
-        "the ranks disagree on the master address or port; the interface cannot reach the master"
-    )
+
+    def unreachable() -> RuntimeSetupError:
+        return RuntimeSetupError(
+            f"rank {prep.ranks.rank} could not reach the store at {prep.master.host}:{prep.port.port} "
+            f"(hosted by rank 0, {prep.master.source}) within {timeout:g}s from {socket.gethostname()} via interface "
+            f"{prep.ifnames.interface or '(default)'}. Likely causes: rank 0 has not started or died; "
+            "the ranks disagree on the master address or port; the interface cannot reach the master"
+        )
+
     # Nobody listening within the timeout: say so now. TCPStore's own client would retry after random delays
     # of up to ~10 s past its timeout (torch 2.13: 13.6 s for a 6 s timeout), printing a C++ trace each time.
     if not server and not _wait_for_listener(prep.master_ip, prep.port.port, time.monotonic() + timeout):
-        raise unreachable
+        raise unreachable()
     try:
         # No wait_for_workers: the arrival barrier below does that wait, and names who is missing.
         return TCPStore(
@@ -138,7 +140,7 @@ def _open_store(prep: Prepared, timeout: float) -> Any:
             ) from None
         if server:
             raise RuntimeSetupError(f"rank 0 could not start the store on port {prep.port.port}: {err}") from None
-        raise unreachable from None
+        raise unreachable() from None
 
 
 def init_distributed(
