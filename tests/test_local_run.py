@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from runtime.runtime_helpers import without_steering
 
 from slurmgen.errors import SpecError, UsageError
 from slurmgen.launch_line import Shell, srun_words
@@ -32,13 +33,7 @@ PARENT = str(ROOT)  # where the slurmgen package is importable from
 
 def clean_env(**extra: str) -> dict[str, str]:
     """This environment without anything that would steer a job (an enclosing allocation, a developer's MASTER_*)."""
-    drop = (
-        *("SLURM", "SBATCH", "SRUN", "SLURMGEN", "MASTER_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"),
-        *("GROUP_RANK", "TORCHELASTIC", "NCCL_", "GLOO_", "TORCH_NCCL"),
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-    env.update(extra)
-    return env
+    return {**without_steering(), **extra}
 
 
 # --- the emulated environment, on plain values ---------------------------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from runtime.runtime_helpers import base_env, free_port
 
 from slurmgen import contract
 
@@ -24,12 +24,6 @@ pytestmark = pytest.mark.torch
 
 WORKER = Path(__file__).parent / "preempt" / "worker.py"
 VENV_BIN = str(Path(sys.executable).parent)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -335,8 +329,7 @@ destroy()
 def test_a_preemption_made_before_init_distributed_follows_its_timeout(tmp_path: Path) -> None:
     """The stop agreement's patience is the process group's: init_distributed(timeout=42) called after
     Preemption() still sets it (the spec's SLURMGEN_TIMEOUT is only the fallback)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "MASTER_", "RANK", "WORLD_"))}
-    env.update(
+    env = base_env(
         OUT=str(tmp_path), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", LOCAL_RANK="0",
         WORLD_SIZE="1", SLURMGEN_TIMEOUT="900", GLOO_SOCKET_IFNAME="lo",
     )  # fmt: skip

@@ -43,23 +43,20 @@ def free_low_port() -> int:
     raise RuntimeError("no free port in 20000-25500")
 
 
+# Variables that would steer a job or its ranks: an enclosing allocation's, a developer's MASTER_PORT, torchrun's.
+STEERING = (
+    *("SLURM", "SBATCH", "SRUN", "SLURMGEN", "MASTER_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"),
+    *("GROUP_RANK", "TORCHELASTIC", "NCCL_", "GLOO_", "TORCH_NCCL"),
+)
+
+
+def without_steering() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(STEERING)}
+
+
 def base_env(**extra: str) -> dict[str, str]:
-    """The parent's environment minus anything that would steer ranks (a developer's MASTER_PORT, SLURM_*)."""
-    drop = (
-        "SLURM",
-        "SLURMGEN",
-        "TORCHELASTIC",
-        "MASTER_",
-        "RANK",
-        "LOCAL_RANK",
-        "WORLD_SIZE",
-        "LOCAL_WORLD_SIZE",
-        "GROUP_RANK",
-        "NCCL_",
-        "GLOO_",
-        "TORCH_NCCL",
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    """The parent's environment minus anything that would steer ranks, set up to run the tests' workers."""
+    env = without_steering()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONWARNINGS"] = "ignore"  # torch warns about a missing NumPy on import
