@@ -2,6 +2,8 @@
 
 Prints `READY` once Preemption is installed and the loop runs, `STEP n` every step, `STOP n` when it stops,
 `RESUMED n` when it resumed from a state, and `DONE n` at the end. The state holds a tensor of --state-mb MiB.
+With --hold-file, every step waits while that file exists, printing `HELD` once and `GOT <signals>` whenever the
+signals this rank received change: a test can deliver several signals and see them arrive before the loop acts.
 """
 
 from __future__ import annotations
@@ -16,6 +18,20 @@ import torch
 from slurmgen.runtime import Preemption
 
 
+def hold(path: str, rank: int, pre: Preemption) -> None:
+    held = False
+    seen: list[str] = []
+    while os.path.exists(path):
+        if not held:
+            print(f"HELD rank={rank}", flush=True)
+            held = True
+        got = list(dict.fromkeys(pre._received))
+        if got != seen:
+            print(f"GOT rank={rank} {' '.join(got)}", flush=True)
+            seen = got
+        time.sleep(0.05)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=10_000)
@@ -25,6 +41,7 @@ def main() -> None:
     parser.add_argument("--dist", action="store_true", help="init_distributed and all_reduce every step")
     parser.add_argument("--static-state", action="store_true", help="do not touch the state every step")
     parser.add_argument("--stall", default="", help="RANK:STEP:SECONDS: that rank pauses after that step (a long save)")
+    parser.add_argument("--hold-file", default="", help="wait before each stop check while this file exists")
     args = parser.parse_args()
     rank = 0
     if args.dist:
@@ -52,6 +69,8 @@ def main() -> None:
         if args.stall and args.stall.split(":")[:2] == [str(rank), str(step)]:
             print(f"STALL {step}", flush=True)
             time.sleep(float(args.stall.split(":")[2]))
+        if args.hold_file:
+            hold(args.hold_file, rank, pre)
         if pre.should_stop():
             print(f"STOP {step + 1} {float(weights.sum()):.6f} cause={pre.stop_cause(pre._decided)}", flush=True)
             pre.save_and_exit({"step": step + 1, "weights": weights})
