@@ -418,11 +418,11 @@ def test_two_nodes_two_tasks_complete_with_correct_ranks(uninterrupted: tuple[in
     assert '"event":"local"' in journal and '"cluster":"local"' in journal and '"state":"COMPLETED"' in journal
 
 
-def run_to_completion(cwd: Path, *args: str, spec: str = "jobs/cpu-debug.yaml") -> str:
-    """`slurmgen run --local SPEC ARGS` must exit 0; its stderr (the runner's progress lines)."""
+def run_to_completion(cwd: Path, *args: str, spec: str = "jobs/cpu-debug.yaml", code: int = 0) -> str:
+    """`slurmgen run --local SPEC ARGS` must exit with ``code``; its stderr (the runner's progress lines)."""
     proc = slurmgen_run(cwd, spec, *args, stderr=cwd / "runner.err")
     try:
-        assert proc.wait(timeout=600) == 0, logs_of(cwd)
+        assert proc.wait(timeout=600) == code, logs_of(cwd) + (cwd / "runner.err").read_text()
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -597,3 +597,21 @@ def test_a_process_that_left_the_job_group_is_ended_too(tmp_path: Path) -> None:
     assert f"ending processes {escaped}: they left the job's process group" in err, err
     assert "COMPLETED, exit code 0" in err
     assert escaped not in [p[0] for p in procs.processes()]
+
+
+REQUEUER = """\
+name: requeuer
+command: [bash, -c, "echo run $SLURM_RESTART_COUNT; scontrol requeue $SLURM_JOB_ID; exec sleep 60"]
+time: "00:10:00"
+preemption: {max_requeues: 1}
+"""
+
+
+def test_requeues_asked_for_past_the_budget_are_refused(tmp_path: Path) -> None:
+    """A task that calls scontrol requeue itself, every run: the first request restarts the job, the second is
+    past preemption.max_requeues and ends it FAILED (a real cluster would hold it after MaxBatchRequeue)."""
+    (tmp_path / "requeuer.yaml").write_text(REQUEUER)
+    err = run_to_completion(tmp_path, spec="requeuer.yaml", code=1)
+    assert "requeue refused: the job's requeue budget is used up (1 of 1, preemption.max_requeues;" in err
+    assert "FAILED, exit code 1" in err
+    assert re.findall(r"^run ?(\d*)$", logs_of(tmp_path), re.M) == ["", "1"]  # SLURM_RESTART_COUNT

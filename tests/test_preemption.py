@@ -181,7 +181,7 @@ def test_budget_spent_ends_with_a_message(launch) -> None:  # type: ignore[no-un
     job.signal(signal.SIGUSR1)
     assert job.wait() == [contract.EXIT_REQUEUE_BUDGET]
     assert saves(job) == 1 and job.calls() == []
-    assert "it was requeued 3 times and its budget (preemption.max_requeues) is 3" in job.err()
+    assert "its requeue budget is used up (3 of 3, preemption.max_requeues)" in job.err()
 
 
 def test_array_task_requeues_only_itself(launch) -> None:  # type: ignore[no-untyped-def]

@@ -197,7 +197,7 @@ def test_past_the_budget_the_job_ends_and_says_why(slurm_cluster, tmp_path: Path
     info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=120)
     assert info.restarts == 1 and info.state.name == "FAILED"
     out = logs(tmp_path, name, job)
-    assert "it was requeued 1 times and its budget (preemption.max_requeues) is 1" in out
+    assert "its requeue budget is used up (1 of 1, preemption.max_requeues)" in out
     assert info.exit_code == contract.EXIT_REQUEUE_BUDGET
 
 
@@ -248,9 +248,6 @@ def test_a_failed_step_is_requeued_within_the_budget_and_the_cause_recorded(slur
     assert (info.state.name, info.restarts, info.exit_code) == ("FAILED", 1, 3)
     out = logs(tmp_path, name, job)
     assert f"requeueing job {job} (cause: failure; requeue 1 of 1)" in out
-    assert (
-        "not requeueing (cause: failure): the job was requeued 1 times, its budget (preemption.max_requeues) is 1"
-        in out
-    )
+    assert "not requeueing (cause: failure): its requeue budget is used up (1 of 1, preemption.max_requeues)" in out
     history = (tmp_path / "logs" / "state" / f"{job}{contract.HISTORY_SUFFIX}").read_text().splitlines()
     assert len(history) == 1 and history[0].startswith("run=1 cause=failure by=batch-shell")

@@ -118,8 +118,8 @@ class Runner:
                     return RunEnd("CANCELLED", 130)
                 if restart >= cap:
                     self.say(
-                        f"requeue refused: the job was requeued {restart} times and the cap is {cap} "
-                        "(preemption.max_requeues; on a cluster Slurm would hold the job, MaxBatchRequeue)"
+                        f"requeue refused: the job's requeue budget is used up ({restart} of {cap}, "
+                        "preemption.max_requeues; on a cluster Slurm would hold the job, MaxBatchRequeue)"
                     )
                     return RunEnd("FAILED", 1)
                 restart += 1

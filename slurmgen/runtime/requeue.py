@@ -88,8 +88,8 @@ def requeue(
     if limit is not None and run >= limit:
         return Outcome(
             "budget",
-            f"not requeueing job {key} ({cause}): it was requeued {run} times and its budget "
-            f"(preemption.max_requeues) is {limit}",
+            f"not requeueing job {key} ({cause}): its requeue budget is used up ({run} of {limit}, "
+            "preemption.max_requeues)",
         )
     state_dir = state_dir or env.get(contract.STATE_DIR) or "."
     in_container = env.get(contract.CONTAINER) == "1"

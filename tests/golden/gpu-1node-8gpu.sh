@@ -127,7 +127,7 @@ echo "slurmgen: step ended with exit code ${_sg_rc}" >&2
 # --- Requeue when the runtime asked for it but could not do it itself (e.g. no scontrol in a container) ----
 _sg_requeue() {
     if [ "${_sg_restarts}" -ge 5 ]; then
-        echo "slurmgen: not requeueing (cause: $1): the job was requeued ${_sg_restarts} times, its budget (preemption.max_requeues) is 5" >&2
+        echo "slurmgen: not requeueing (cause: $1): its requeue budget is used up (${_sg_restarts} of 5, preemption.max_requeues)" >&2
         return 1
     fi
     echo "slurmgen: requeueing job ${_sg_key} (cause: $1; requeue $((_sg_restarts + 1)) of 5)" >&2
