@@ -177,6 +177,15 @@ class SlurmClient:
             hint = " The job may or may not have been submitted: check squeue." if argv[0] == "sbatch" else ""
             raise SchedulerTimeout(f"{' '.join(argv)}: no answer from Slurm within {self.timeout:g} s.{hint}") from None
 
+    def _checked(
+        self, argv: Sequence[str], what: str, job: str, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """_call, and a non-zero exit raised as the SchedulerError that Slurm's message maps to."""
+        result = self._call(argv, env)
+        if result.returncode != 0:
+            raise _failure(what, job, result)
+        return result
+
     # -- submit --
 
     @overload
@@ -213,9 +222,7 @@ class SlurmClient:
         """
         argv = self.sbatch_argv(script, extra_args, parsable=parsable, test_only=test_only)
         env = clean_submit_env(os.environ if self._env is None else self._env)
-        result = self._call(argv, env)
-        if result.returncode != 0:
-            raise _failure("sbatch", os.fspath(script), result)
+        result = self._checked(argv, "sbatch", os.fspath(script), env)
         # --test-only reports on stderr and submits nothing.
         return parse_test_only(result.stderr) if test_only else parse_sbatch_output(result.stdout)
 
@@ -237,10 +244,7 @@ class SlurmClient:
         argv = ["squeue", "--me", "--noheader", "--states=all", f"--format={COMMENT_FORMAT}"]
         if name is not None:
             argv.append(f"--name={name}")
-        result = self._call(argv)
-        if result.returncode != 0:
-            raise _failure("squeue", "", result)
-        return parse_comments(result.stdout)
+        return parse_comments(self._checked(argv, "squeue", "").stdout)
 
     def show_jobs(self, job: JobId | str | int | None = None) -> list[JobInfo]:
         """Every record `scontrol show job` has for ``job`` (an array job gives one per task), or all jobs."""
@@ -307,16 +311,12 @@ class SlurmClient:
         target = as_job_id(job).requeue_target()
         command = "requeuehold" if hold else "requeue"
         argv = ["scontrol", command, *(["Incomplete"] if incomplete else []), target]
-        result = self._call(argv)
-        if result.returncode != 0:
-            raise _failure(f"scontrol {argv[1]}", target, result)
+        self._checked(argv, f"scontrol {command}", target)
 
     def release(self, job: JobId | str | int) -> None:
         """`scontrol release`: let a held job (requeuehold, sbatch -H) start."""
         target = as_job_id(job).requeue_target()
-        result = self._call(["scontrol", "release", target])
-        if result.returncode != 0:
-            raise _failure("scontrol release", target, result)
+        self._checked(["scontrol", "release", target], "scontrol release", target)
 
     def cancel(
         self, job: JobId | str | int, *, signal: str | None = None, batch: bool = False, full: bool = False
@@ -334,6 +334,4 @@ class SlurmClient:
         argv += ["--batch"] if batch else []
         argv += ["--full"] if full else []
         argv.append(as_job_id(job).cancel_target())
-        result = self._call(argv)
-        if result.returncode != 0:
-            raise _failure("scancel", str(job), result)
+        self._checked(argv, "scancel", str(job))
