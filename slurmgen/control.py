@@ -139,6 +139,10 @@ class CancelStep:
     message: str
 
 
+# Waiting to run, or between two runs: nothing receives a signal.
+_NOT_RUNNING = frozenset({JobState.PENDING, JobState.HELD, JobState.COMPLETING, JobState.PREEMPTED})
+
+
 def plan_cancel(
     job: JobId, infos: Sequence[JobInfo], sig: str | None, route: str | None, trapped: Sequence[str] = ()
 ) -> CancelStep | None:
@@ -154,12 +158,17 @@ def plan_cancel(
         return CancelStep(target, info, None, "", f"cancelling {target} ({info.state_name})")
     if not live:
         raise UsageError(f"job {target} already ended ({info.state_name}); there is nobody to signal")
+    if all(i.state in _NOT_RUNNING for i in live):
+        # scancel --signal retries such a job for ~95 s (5 s, 6 s, ...) and, should a requeued job start
+        # meanwhile, delivers the signal to that later run.
+        raise JobPending(
+            f"job {target} is {info.state_name}: no task runs to receive SIG{sig} (scancel would retry for up to "
+            f"95 s and could signal a later run). Send it once the job runs, or cancel it: slurmgen cancel {target}"
+        )
     why = "as asked"
     if route is None:
         route, why = signal_route(sig, info, trapped)
-    pending = all(i.state in (JobState.PENDING, JobState.HELD) for i in live)
-    note = "; it is still pending, so nothing runs yet to receive it" if pending else ""
-    return CancelStep(target, info, sig, route, f"sending SIG{sig} to {target} ({route}: {why}){note}")
+    return CancelStep(target, info, sig, route, f"sending SIG{sig} to {target} ({route}: {why})")
 
 
 def cancel(

@@ -131,8 +131,15 @@ def test_plan_cancel() -> None:
     assert plan_cancel(JobId(14), infos("show-job-o-completed"), None, None) is None  # ended: nothing to do
     with pytest.raises(UsageError, match="nobody to signal"):
         plan_cancel(JobId(14), infos("show-job-o-completed"), "USR2", None)
-    pending = plan_cancel(JobId(8), infos("show-job-o-pending"), "USR2", "steps")
-    assert pending is not None and "still pending" in pending.message
+    for recording, state in [
+        ("show-job-o-pending", "PENDING"),
+        ("show-job-o-held", "PENDING"),
+        ("show-job-o-requeue-completing", "COMPLETING"),
+    ]:
+        # Nobody runs to receive it, and scancel would block retrying: refused at once, with what to do.
+        with pytest.raises(JobPending, match=rf"is {state}: no task runs to receive SIGUSR2 .* slurmgen cancel"):
+            plan_cancel(JobId(8), infos(recording), "USR2", "steps")
+    assert plan_cancel(JobId(8), infos("show-job-o-pending"), None, None) is not None  # a plain cancel is fine
     step = plan_cancel(JobId(11, array_task=2), infos("show-job-o-array"), None, None)
     assert step is not None and step.target == "11_2"
 

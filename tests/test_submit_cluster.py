@@ -146,6 +146,9 @@ def test_requeue_hold_leaves_the_job_held(slurm_cluster: SlurmCluster, tmp_path:
         assert status.stdout.splitlines()[1].split()[2:4] == ["HELD", "job_requeued_in_held_state"]
         pending = slurmgen(slurm_cluster, tmp_path, "requeue", job)
         assert pending.returncode == 3 and "not running, so there is nothing to requeue" in pending.stderr
+        # scancel --signal would retry a pending job for ~95 s; slurmgen says at once why nothing can receive it.
+        signal = slurmgen(slurm_cluster, tmp_path, "cancel", job, "--signal", "USR2")
+        assert signal.returncode == 3 and f"job {job} is PENDING: no task runs to receive SIGUSR2" in signal.stderr
     finally:
         slurm_cluster.client.cancel(job)
 
