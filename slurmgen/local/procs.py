@@ -120,10 +120,23 @@ def wait_empty(
 ) -> list[int]:
     """Wait until no live process is left in the group (reaping our own child meanwhile), at most `timeout` s
     or until `hurry()` says so; the survivors."""
+    return wait_gone(lambda: group_members(pgid), timeout, reap, clock, sleep, hurry)
+
+
+def wait_gone(
+    members: Callable[[], list[int]],
+    timeout: float,
+    reap: Callable[[], object] = lambda: None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+    hurry: Callable[[], bool] = lambda: False,
+) -> list[int]:
+    """Wait until `members()` lists nobody (calling `reap()` before each look), at most `timeout` s or until
+    `hurry()` says so; the survivors, as listed by the last look (nothing was reaped after it)."""
     deadline = clock() + timeout
     while True:
         reap()
-        left = group_members(pgid)
+        left = members()
         if not left or clock() >= deadline or hurry():
             return left
         sleep(0.05)

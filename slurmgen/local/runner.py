@@ -176,13 +176,14 @@ class Runner:
             return
         self.say(f"ending processes {', '.join(map(str, live))}: they left the job's process group")
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            # Only children of ours not yet reaped: their pids cannot have been reused by anyone else.
-            for pid in procs.adopted(proc.pid)[0]:
+            # `live` was listed after the last reap: children of ours not yet reaped, so no pid was reused.
+            for pid in live:
                 procs.signal_leader(pid, sig)
-            deadline = self.clock() + 2.0
-            while procs.adopted(proc.pid)[0] and self.clock() < deadline:
-                self._reap(proc)
-                self.sleep(POLL)
+            live = procs.wait_gone(
+                lambda: procs.adopted(proc.pid)[0], 2.0, lambda: self._reap(proc), self.clock, self.sleep
+            )
+            if not live:
+                return
 
     def _supervise(self, proc: subprocess.Popen[bytes]) -> RunEnd:
         start = self.clock()
