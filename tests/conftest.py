@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 
-from slurmgen.slurm import JobId, JobInfo, JobState, SlurmClient, clean_submit_env
+from slurmgen.slurm.client import SlurmClient, clean_submit_env
+from slurmgen.slurm.ids import JobId, JobState
+from slurmgen.slurm.showjob import JobInfo
 
 CLUSTER_DIR = Path(__file__).parent / "cluster"
 UP, DOWN = CLUSTER_DIR / "up.sh", CLUSTER_DIR / "down.sh"

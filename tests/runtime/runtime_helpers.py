@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,7 +72,7 @@ class Result:
     stderr: str
     elapsed: float
 
-    def json(self) -> dict[str, object]:
+    def json(self) -> dict[str, Any]:
         lines = [line for line in self.stdout.splitlines() if line.startswith("{")]
         assert lines, f"no JSON line; rc={self.returncode}\nstdout:{self.stdout}\nstderr:{self.stderr[-3000:]}"
         return dict(json.loads(lines[-1]))
