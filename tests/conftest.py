@@ -180,6 +180,14 @@ def _has_gpu() -> bool:
     return Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the real cluster or in network namespaces are slow by nature: the fast lane (-m "not slow")
+    leaves them out without each one saying so."""
+    for item in items:
+        if item.get_closest_marker("slurm") or item.get_closest_marker("netns"):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip (or, with CI set, fail) tests whose marker names something this machine does not have."""
     markers = {m.name for m in item.iter_markers()}

@@ -3,17 +3,15 @@ refused and why, and which exit code a finished job gives."""
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Mapping, Sequence
-
 import pytest
+from fake_slurm import FakeSlurm
 from recorded import DATA
 
 from slurmgen.errors import SchedulerError, UsageError
 from slurmgen.jobs.control import plan_cancel, plan_requeue, requeue_job, signal_route
 from slurmgen.jobs.wait import follow, outcome
 from slurmgen.signal_names import require_signal_name as signal_name
-from slurmgen.slurm.client import InvalidJobId, JobPending, RequeueDisabled, SlurmClient
+from slurmgen.slurm.client import InvalidJobId, JobPending, RequeueDisabled
 from slurmgen.slurm.ids import JobId
 from slurmgen.slurm.showjob import JobInfo, job_info, parse_show_job
 
@@ -76,23 +74,11 @@ def test_requeue_of_a_het_component_requeues_the_whole_het_job() -> None:
     assert str(step.info.job_id) == "123+1"
 
 
-class Replay:
-    def __init__(self, answers: Mapping[tuple[str, ...], str]) -> None:
-        self.answers, self.calls = dict(answers), []  # type: ignore[var-annotated]
-
-    def __call__(self, argv: Sequence[str], env: object, timeout: float) -> subprocess.CompletedProcess[str]:
-        self.calls.append(list(argv))
-        out = DATA / f"{self.answers[tuple(argv)]}.out"
-        return subprocess.CompletedProcess(argv, 0, out.read_text() if out.exists() else "", "")
-
-
 def test_requeue_sends_the_task_id_to_scontrol() -> None:
-    run = Replay({
-        ("scontrol", "--oneliner", "show", "job", "11_2"): "show-job-o-array-task",
-        ("scontrol", "requeuehold", "11_2"): "requeuehold-running",
-    })  # fmt: skip
-    requeue_job(SlurmClient(run), JobId(11, array_task=2), hold=True, finished=False)
-    assert run.calls[-1] == ["scontrol", "requeuehold", "11_2"]
+    fake = FakeSlurm().on("scontrol", "--oneliner", "show", "job", "11_2", recording="show-job-o-array-task")
+    fake.on("scontrol", "requeuehold", "11_2", recording="requeuehold-running")
+    requeue_job(fake.client(), JobId(11, array_task=2), hold=True, finished=False)
+    assert fake.calls[-1].argv == ["scontrol", "requeuehold", "11_2"]
 
 
 # --- cancel ---------------------------------------------------------------------------------------------------
@@ -163,31 +149,24 @@ def test_outcome_without_a_code_is_still_a_failure() -> None:
     assert outcome(node_fail).exit_code == 1 and "NODE_FAIL" in outcome(node_fail).message
 
 
-class Sequence_:
-    """A client whose `scontrol show job` walks through recorded states, one per call."""
-
-    def __init__(self, *steps: str) -> None:
-        self.steps = list(steps)
-
-    def __call__(self, argv: Sequence[str], env: object, timeout: float) -> subprocess.CompletedProcess[str]:
-        name = self.steps.pop(0) if len(self.steps) > 1 else self.steps[0]
-        if name == "gone":
-            return subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: Invalid job id specified\n")
-        return subprocess.CompletedProcess(argv, 0, (DATA / f"{name}.out").read_text(), "")
+def walking_through(*states: str) -> FakeSlurm:
+    """`scontrol show job` answers with one recorded state per call; "gone": Slurm no longer knows the job."""
+    names = ["show-job-invalid" if state == "gone" else state for state in states]
+    return FakeSlurm().on("scontrol", "--oneliner", "show", "job", recording=names)
 
 
 def test_wait_follows_a_requeue_to_the_end() -> None:
     # a requeued job passes COMPLETING and PENDING again; only the final state ends the wait
-    run = Sequence_("show-job-o-running", "show-job-o-requeue-completing", "show-job-o-requeued",
-                    "show-job-o-running", "show-job-o-failed")  # fmt: skip
+    run = walking_through("show-job-o-running", "show-job-o-requeue-completing", "show-job-o-requeued",
+                          "show-job-o-running", "show-job-o-failed")  # fmt: skip
     seen: list[str] = []
     slept: list[float] = []
-    result = follow(SlurmClient(run), JobId(17), lambda i: seen.append(i[0].state_name), sleep=slept.append)
+    result = follow(run.client(), JobId(17), lambda i: seen.append(i[0].state_name), sleep=slept.append)
     assert seen == ["RUNNING", "COMPLETING", "PENDING", "RUNNING", "FAILED"]
     assert result.exit_code == 3 and len(slept) == 4
 
 
 def test_wait_for_a_job_slurm_forgets_is_an_error() -> None:
-    run = Sequence_("show-job-o-running", "gone")
+    run = walking_through("show-job-o-running", "gone")
     with pytest.raises(SchedulerError, match="no longer knows it"):
-        follow(SlurmClient(run), JobId(7), lambda i: None, sleep=lambda s: None)
+        follow(run.client(), JobId(7), lambda i: None, sleep=lambda s: None)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import stat
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from recorded import DATA
+from fake_slurm import FakeSlurm, done, timed_out
+from recorded import recorded_text
 from tiny_job import SPEC
 
 from slurmgen.errors import SchedulerError, SchedulerMissing, SpecError, UsageError
@@ -24,33 +25,17 @@ from slurmgen.spec.load import load_file
 Answer = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
 
 
-class Script:
-    """A Runner that answers each command from a function and records what it was asked."""
-
-    def __init__(self, answer: Answer) -> None:
-        self.answer = answer
-        self.calls: list[tuple[list[str], Mapping[str, str] | None]] = []
-
-    def __call__(
-        self, argv: Sequence[str], env: Mapping[str, str] | None, timeout: float
-    ) -> subprocess.CompletedProcess[str]:
-        self.calls.append((list(argv), env))
-        return self.answer(argv)
-
-    def commands(self, name: str) -> list[list[str]]:
-        return [argv for argv, _ in self.calls if argv[0] == name]
-
-
-def done(stdout: str = "", stderr: str = "", rc: int = 0) -> subprocess.CompletedProcess[str]:
-    return subprocess.CompletedProcess([], rc, stdout, stderr)
+def Script(answer: Answer) -> FakeSlurm:
+    """Every command answered by one function of its argv; every call kept."""
+    return FakeSlurm().on(answer=answer)
 
 
 def recorded(name: str) -> str:
-    return (DATA / name).read_text()
+    return recorded_text(name)
 
 
 def timeout(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    raise subprocess.TimeoutExpired(list(argv), 30)
+    return timed_out(list(argv))
 
 
 def make_plan(tmp_path: Path, output: str = "logs", extra: str = "", overrides: Sequence[str] = ()) -> plan.Plan:

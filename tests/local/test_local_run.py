@@ -399,6 +399,7 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, P
     return code, (cwd / "runner.err").read_text(), cwd, time.monotonic() - started
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_two_nodes_two_tasks_complete_with_correct_ranks(uninterrupted: tuple[int, str, Path, float]) -> None:
     code, err, cwd, _ = uninterrupted
@@ -431,6 +432,7 @@ def run_to_completion(cwd: Path, *args: str, spec: str = "jobs/cpu-debug.yaml", 
     return err
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     tmp_path: Path, uninterrupted: tuple[int, str, Path, float]
@@ -462,6 +464,7 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     assert final_weights(log) == final_weights(reference)  # as if never interrupted
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_torchrun_spec_preempted_locally_resumes_to_the_same_weights(
     tmp_path: Path, uninterrupted: tuple[int, str, Path, float]
@@ -499,6 +502,7 @@ def test_torchrun_spec_preempted_locally_resumes_to_the_same_weights(
     assert final_weights(both) == final_weights(reference)
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_a_preemption_signal_at_the_very_start_is_held_not_fatal(tmp_path: Path) -> None:
     """The signal reaches the batch shell before the step exists; delivered at once, it would reach tasks that
@@ -522,6 +526,7 @@ preemption: false
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_leaves_no_process(tmp_path: Path) -> None:
     """Tasks that ignore SIGTERM: Ctrl-C ends them with SIGKILL after the wait; nothing of the job is left."""
     (tmp_path / "stubborn.yaml").write_text(STUBBORN)
@@ -564,6 +569,7 @@ sys.exit(command.run_local(Path("stubborn.yaml"), setup.Options(), err, clock=cl
 """
 
 
+@pytest.mark.slow
 def test_signal_before_the_limit_then_the_limit_itself(tmp_path: Path) -> None:
     """On a clock 60 times faster: --signal=B:USR1@120 at 480 s of the 10 min limit reaches the batch shell,
     then the limit ends the job (tasks ignore SIGTERM: SIGKILL after KillWait) as TIMEOUT."""
@@ -588,6 +594,7 @@ preemption: false
 """
 
 
+@pytest.mark.slow
 def test_a_process_that_left_the_job_group_is_ended_too(tmp_path: Path) -> None:
     """A task starts a process in a session of its own (setsid) and exits: the job's group is empty, but the
     orphan was re-parented to the runner (its subreaper), which ends it before returning, as Slurm's cgroup would."""
@@ -607,6 +614,7 @@ preemption: {max_requeues: 1}
 """
 
 
+@pytest.mark.slow
 def test_requeues_asked_for_past_the_budget_are_refused(tmp_path: Path) -> None:
     """A task that calls scontrol requeue itself, every run: the first request restarts the job, the second is
     past preemption.max_requeues and ends it FAILED (a real cluster would hold it after MaxBatchRequeue)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -20,8 +19,6 @@ import pytest
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 WORKER = HERE / "worker.py"
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch==2.13.0)")
 
 
 def free_port() -> int:

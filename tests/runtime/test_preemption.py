@@ -20,7 +20,7 @@ import pytest
 from runtime.runtime_helpers import base_env, free_port
 from slurmgen import contract
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 WORKER = Path(__file__).parent / "preempt_worker.py"
 VENV_BIN = str(Path(sys.executable).parent)

@@ -19,7 +19,7 @@ import pytest
 
 from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
 
-from .runtime_helpers import HAS_TORCH, ROOT, WORKER
+from .runtime_helpers import ROOT, WORKER
 
 pytestmark = pytest.mark.slurm
 BASE = Path(os.environ.get("SLURMGEN_CLUSTER_BASE", "/tmp/slurmgen-cluster"))
@@ -130,7 +130,6 @@ def test_expand_hostlist_agrees_with_scontrol(expr: str, oracle_env: dict[str, s
 
 
 @pytest.mark.torch
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch==2.13.0)")
 def test_rendered_two_nodes_two_tasks_all_reduce(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from slurmgen.script.render import render
     from slurmgen.spec.load import load_text

@@ -10,8 +10,6 @@ from slurmgen.errors import RuntimeSetupError
 from slurmgen.runtime.dist import select_device_index
 from slurmgen.runtime.parallel import mesh_layout, seed_everything
 
-from .runtime_helpers import HAS_TORCH
-
 
 @pytest.mark.parametrize(
     ("sizes", "world", "layout"),
@@ -60,10 +58,13 @@ def test_seed_everything_is_reproducible() -> None:
     first = random.random()  # noqa: S311 - reproducibility, not secrecy
     seed_everything(123)
     assert random.random() == first  # noqa: S311
-    if HAS_TORCH:
-        import torch
 
-        seed_everything(5)
-        a = torch.rand(3)
-        seed_everything(5)
-        assert torch.equal(a, torch.rand(3))
+
+@pytest.mark.torch
+def test_seed_everything_seeds_torch() -> None:
+    import torch
+
+    seed_everything(5)
+    a = torch.rand(3)
+    seed_everything(5)
+    assert torch.equal(a, torch.rand(3))

@@ -9,11 +9,8 @@ import pytest
 
 from slurmgen.runtime.store_barrier import BarrierTimeout, StoreBarrier
 
-from .runtime_helpers import HAS_TORCH
-
 pytestmark = [
     pytest.mark.torch,
-    pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch==2.13.0)"),
 ]
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from recorded import recorded
+from fake_slurm import FakeSlurm
 
 from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
 from slurmgen.slurm.client import (
@@ -24,21 +24,12 @@ from slurmgen.slurm.ids import JobId, JobState
 from slurmgen.slurm.parse import SQUEUE_FORMAT, Submitted
 
 
-class Replay:
-    """A Runner answering each expected argv with a recorded result; an unexpected argv fails the test."""
-
-    def __init__(self, answers: Mapping[tuple[str, ...], str]) -> None:
-        self.answers = dict(answers)
-        self.envs: list[Mapping[str, str] | None] = []
-
-    def __call__(
-        self, argv: Sequence[str], env: Mapping[str, str] | None, timeout: float
-    ) -> subprocess.CompletedProcess[str]:
-        assert timeout > 0
-        self.envs.append(env)
-        if tuple(argv) not in self.answers:
-            raise AssertionError(f"unexpected command: {argv}")
-        return recorded(self.answers[tuple(argv)])
+def Replay(answers: Mapping[tuple[str, ...], str]) -> FakeSlurm:
+    """Each expected argv answered with its recording; any other argv fails the test."""
+    fake = FakeSlurm()
+    for argv, name in answers.items():
+        fake.on(*argv, recording=name, exact=True)
+    return fake
 
 
 SHOW = ("scontrol", "--oneliner", "show", "job")
@@ -53,7 +44,7 @@ def test_sbatch_submits_in_a_clean_environment() -> None:
     run = Replay({("sbatch", "--parsable", "--requeue", "/w/job.sh"): "sbatch-parsable"})
     result = SlurmClient(run, env=env).sbatch(Path("/w/job.sh"), ["--requeue"])
     assert result == Submitted(JobId(3), None)
-    assert run.envs == [{"PATH": "/usr/bin", "SLURM_CONF": "/c/slurm.conf", "SLURMGEN_X": "1"}]
+    assert [call.env for call in run.calls] == [{"PATH": "/usr/bin", "SLURM_CONF": "/c/slurm.conf", "SLURMGEN_X": "1"}]
 
 
 def test_sbatch_plain_and_test_only() -> None:
