@@ -5,11 +5,11 @@ Importing this package loads nothing but itself: each public name is imported fr
 nothing for it; a test checks this in a fresh interpreter.
 """
 
+import sys as _sys
+
 # No `import typing`, `importlib` or `__future__` here: typing alone costs more than the whole budget
 # (bench/runtime_import.py). mypy treats a module-level TYPE_CHECKING = False like typing's.
 TYPE_CHECKING = False
-
-import sys as _sys
 
 # The oldest Python the runtime is tested with (the test suite runs it, torch included). A container with an
 # older one gets one line instead of a SyntaxError or TypeError deep inside a task.
