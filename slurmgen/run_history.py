@@ -120,7 +120,8 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
         elif kind == SIGNAL:
             r.signals.append(str(e.get("sig")))
         elif kind == PREEMPTED:
-            r.cause, r.mode = PREEMPTION, e.get("mode") or r.mode
+            # An observation only: the mode is known once someone requeues (or Slurm did, which is REQUEUE).
+            r.cause = PREEMPTION
         elif kind == STOP:
             if r.cause != PREEMPTION:
                 r.cause = e.get("cause")
