@@ -104,15 +104,15 @@ def test_scancel_signal_checkpoints_requeues_once_and_resumes(slurm_cluster, tmp
     slurm_cluster.wait_for(job, "COMPLETED", timeout=180)
     text = logs(tmp_path, name, job)
     assert text.count("batch shell received SIGUSR1") == 1
-    assert len(re.findall(r"saved state to \S+ \([\d.]+ MiB in [\d.]+ s, preemption\)", text)) == 1
+    assert len(re.findall(r"saved state to \S+ \([\d.]+ MiB in [\d.]+ s, requested\)", text)) == 1
     assert text.count(f"requeue issued for job {job}") == 1
-    assert re.search(r"start at step [1-9]\d* on \S+, run 2, last stop: preemption", text)
+    assert re.search(r"start at step [1-9]\d* on \S+, run 2, last stop: requested", text)
     check_resume(text)
     assert "final weights" in text
     assert f"job {job}, run 2," in text  # the batch log of run 1 is still there, run 2 appended after it
     assert text.index(f"job {job}, run 1,") < text.index(f"job {job}, run 2,")
     runs = job_history(tmp_path, name, job)
-    assert [(r.run, r.cause, r.requeued_by) for r in runs] == [(1, "preemption", "rank0"), (2, None, None)]
+    assert [(r.run, r.cause, r.requeued_by) for r in runs] == [(1, "requested", "rank0"), (2, None, None)]
 
 
 def test_signal_followed_at_once_by_term_saves_and_requeues_once(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -135,10 +135,10 @@ def test_signal_followed_at_once_by_term_saves_and_requeues_once(slurm_cluster, 
     assert info.state.name == "COMPLETED", text[-3000:]
     assert "stop agreed at a step boundary (save, requeue and exit; received here: USR1, TERM)" in text
     # One save for the stop (the periodic ones say "periodic"), made as a preemption: requeue, not terminate.
-    assert re.findall(r"saved state to \S+ \(.*, (preemption|terminated)\)", text) == ["preemption"], text[-3000:]
+    assert re.findall(r"saved state to \S+ \(.*, (requested|terminated)\)", text) == ["requested"], text[-3000:]
     assert text.count("requeue issued") == 1
     assert info.restarts == 1
-    stops = set(re.findall(r"STOP (\d+) (\S+) cause=preemption", text))
+    stops = set(re.findall(r"STOP (\d+) (\S+) cause=requested", text))
     assert len(stops) == 1, stops  # every rank stopped at the same step
     assert re.findall(r"RESUMED (\d+) (\S+)", text) == [next(iter(stops))] * 4
     assert text.count("DONE 300") == 4
@@ -185,7 +185,7 @@ def test_without_scontrol_in_the_task_the_batch_shell_requeues(slurm_cluster, tm
     slurm_cluster.wait_for(job, "COMPLETED", timeout=180)
     text = logs(tmp_path, name, job)
     assert "asked the batch shell to requeue" in text and "scontrol is not on PATH" in text
-    assert re.search(rf"slurmgen: requeueing job {job} \(cause: preemption; requeue 1 of 5\)", text)
+    assert f"slurmgen: requeue issued for job {job} (requested; requeue 1 of 5)" in text
     check_resume(text)
 
 
@@ -196,7 +196,7 @@ def test_past_the_budget_the_job_ends_and_says_why(slurm_cluster, tmp_path: Path
     wait_for_text(tmp_path, name, job, r"start at step 0", count=4)
     scancel(slurm_cluster, "--signal=USR1", job)
     slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.name == "RUNNING", timeout=120)
-    wait_for_text(tmp_path, name, job, r"run 2, last stop: preemption", count=4)
+    wait_for_text(tmp_path, name, job, r"run 2, last stop: requested", count=4)
     scancel(slurm_cluster, "--signal=USR1", job)
     info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=120)
     assert info.restarts == 1 and info.state.name == "FAILED"
