@@ -140,6 +140,12 @@ rec scancel-signal-invalid scancel --signal=USR1 99999
 rec hostnames scontrol show hostnames 'node[1-3],gpu-[01-02]'
 rec hostnames-invalid scontrol show hostnames 'node[1-2]-ib'
 
+# --- the site configuration: what `slurmgen doctor` reads (slurmgen.slurm.site) ---
+rec show-config scontrol show config
+rec show-partition-o scontrol -o show partition
+rec show-partition scontrol show partition
+rec show-partition-o-unknown scontrol -o show partition nope
+
 # --- the time limit ---
 wait_for "$timeout_job" TIMEOUT 120
 rec show-job-o-timeout scontrol show job -o "$timeout_job"
