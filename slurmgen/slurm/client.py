@@ -99,6 +99,24 @@ def _failure(what: str, job: str, result: subprocess.CompletedProcess[str]) -> S
     return SchedulerError(f"{what} failed (exit {result.returncode}): {detail}")
 
 
+# Messages of a client that has no controller to talk to: no slurm.conf and no DNS SRV record (configless), or a
+# controller that does not answer. "No Slurm here" (exit 4) rather than "Slurm refused" (exit 3).
+_UNREACHABLE = (
+    "Could not establish a configuration source",
+    "Unable to process configuration file",
+    "Unable to contact slurm controller",
+)
+
+
+def _unreachable(what: str, result: subprocess.CompletedProcess[str]) -> SchedulerMissing | None:
+    text = f"{result.stderr}\n{result.stdout}"
+    for needle in _UNREACHABLE:
+        if needle in text:
+            return SchedulerMissing(f"{what}: no Slurm controller reachable from here ({needle.lower()}); "
+                                    "run it where sbatch works, or set SLURM_CONF")  # fmt: skip
+    return None
+
+
 # --- the submission environment ---------------------------------------------------------------------------
 
 _INHERITED = re.compile(r"(SBATCH|SLURM|PMIX|SALLOC|SRUN)_")
@@ -266,6 +284,27 @@ class SlurmClient:
             detail = result.stderr.strip() or f"exit {result.returncode}"
             raise SchedulerError(f"scontrol show hostnames {expression}: {detail}")
         return result.stdout.split()
+
+    def show_config(self) -> str:
+        """`scontrol show config`: the controller's configuration, as text (slurmgen.slurm.site parses it)."""
+        return self._site_text(["scontrol", "show", "config"], "scontrol show config")
+
+    def show_partitions(self, name: str | None = None) -> str:
+        """`scontrol -o show partition [name]`: one line per partition (slurmgen.slurm.site parses it).
+
+        An unknown name is a SchedulerError ("Partition x not found", exit 1)."""
+        argv = ["scontrol", "-o", "show", "partition"]
+        if name is not None:
+            if not name or name.startswith("-") or any(c.isspace() or c == "," for c in name):
+                raise UsageError(f"not a partition name: {name!r}")
+            argv.append(name)
+        return self._site_text(argv, "scontrol show partition")
+
+    def _site_text(self, argv: Sequence[str], what: str) -> str:
+        result = self._call(argv)
+        if result.returncode != 0:
+            raise _unreachable(what, result) or _failure(what, "", result)
+        return result.stdout
 
     # -- act --
 

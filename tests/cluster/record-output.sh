@@ -145,6 +145,8 @@ rec show-config scontrol show config
 rec show-partition-o scontrol -o show partition
 rec show-partition scontrol show partition
 rec show-partition-o-unknown scontrol -o show partition nope
+# A client with no controller to ask (no SLURM_CONF, no /etc/slurm/slurm.conf, no DNS SRV record).
+[[ -e /etc/slurm/slurm.conf ]] || rec show-config-no-controller env -u SLURM_CONF scontrol show config
 
 # --- the time limit ---
 wait_for "$timeout_job" TIMEOUT 120
