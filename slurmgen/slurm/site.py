@@ -37,10 +37,10 @@ from slurmgen.slurm.site_config import (
     version_tuple,
 )
 
-__all__ = [
-    "PartitionInfo", "PreemptionPlan", "Risk", "SiteConfig", "default_partition", "parse_config",
-    "parse_partitions", "plan_for", "plan_from_record", "plan_record", "risks", "user_signal_spelling",
-    "window_problems",
+__all__ = [  # the parsers' names are re-exported from site_config
+    "DEFAULT_KILL_WAIT", "NO_PREEMPTION", "PartitionInfo", "PreemptionPlan", "Risk", "SiteConfig",
+    "default_partition", "misfits", "mode_word", "parse_config", "parse_partitions", "plan_for", "plan_from_record",
+    "plan_record", "risks", "user_signal_spelling", "version_tuple", "window_basis", "window_problems",
 ]  # fmt: skip
 
 PREEMPTION = "preemption"  # the causes of a stop, as slurmgen.run_history names them
@@ -50,6 +50,7 @@ SIGNAL_EARLY = 60  # sbatch(1) --signal: "the signal may be sent up to 60 second
 STOPPING_MODES = frozenset({"REQUEUE", "CANCEL"})  # the modes that signal the job and end its run
 QOS = "preempt/qos"
 SAFE_GRACE = 60  # what to ask admins for: a save of tens of seconds plus the step in progress
+MIN_WORK = 300  # seconds of a run before its time-limit signal, below which starting and resuming may not fit
 
 
 @dataclass(frozen=True)
@@ -252,21 +253,26 @@ def risks(
     part = f"partition {plan.partition}" if plan.partition else "the partition"
     found: list[Risk] = []
     if plan.mode == "CANCEL":
+        wanted = ["PreemptMode=REQUEUE"]
+        wanted += [f"GraceTime >= {SAFE_GRACE} on {part}"] if plan.grace < SAFE_GRACE else []
+        wanted += [f"the user signal ({spelling})"] if not plan.user_signal else []
         found.append(Risk(
             "PreemptMode=CANCEL: Slurm cancels a preempted job (state PREEMPTED) and never requeues it; its work "
             "continues only through slurmgen's requeue of the preempted job by the batch shell",
-            f"ask your admins for PreemptMode=REQUEUE, GraceTime >= {SAFE_GRACE} on {part} and the user signal "
-            f"({spelling})",
+            "ask your admins for " + ", ".join(wanted[:-1]) + (" and " if len(wanted) > 1 else "") + wanted[-1],
         ))  # fmt: skip
     if save_seconds is not None:
         found += _window_risks(plan, save_seconds, step_seconds, part)
     if plan.mode in STOPPING_MODES:
         found += _signal_risks(plan, spelling, part)
-    if lead_time and time_limit and lead_time + SIGNAL_EARLY >= time_limit:
+    if lead_time and time_limit and time_limit - lead_time - SIGNAL_EARLY < MIN_WORK:
+        earliest = max(0, time_limit - lead_time - SIGNAL_EARLY)
         found.append(Risk(
             f"a lead time of {lead_time} s is near the {time_limit} s time limit: the signal may come up to "
-            f"{SIGNAL_EARLY} s early (sbatch(1) --signal), at the start of a run, and requeue it in a loop",
-            f"lower preemption.lead_time below {max(0, time_limit - SIGNAL_EARLY)} s, or give a longer time",
+            f"{SIGNAL_EARLY} s early (sbatch(1) --signal), {earliest} s into a run; a run that needs longer to start "
+            "and resume is requeued before it makes progress, again and again",
+            f"lower preemption.lead_time to at most {max(0, time_limit - SIGNAL_EARLY - MIN_WORK)} s, or give a "
+            "longer time",
         ))  # fmt: skip
     if not plan.job_requeue:
         found.append(Risk(

@@ -241,12 +241,21 @@ def test_risks_of_cancel_without_grace_nor_user_signal() -> None:
         "JobRequeue=0",
     ]  # fmt: skip
     cancel, window, signal, grace, requeue = found
-    assert "PreemptMode=REQUEUE, GraceTime >= 60 on partition scav" in cancel.fix
+    assert cancel.fix == (
+        "ask your admins for PreemptMode=REQUEUE, GraceTime >= 60 on partition scav and the user signal "
+        "(PreemptParameters=send_user_signal)"
+    )
     assert "PreemptParameters=send_user_signal" in cancel.fix and "PreemptParameters=send_user_signal" in signal.fix
     assert "(45.0 s) plus a step (1.0 s)" in window.what and "GraceTime >= 60" in window.fix
     assert "batch shell and the tasks" in signal.what and "must save on SIGTERM" in signal.what
     assert "must fit 30 s" in grace.what
     assert requeue.fix.startswith("nothing to do") and "--requeue" in requeue.fix
+
+
+def test_cancel_asks_only_for_what_is_missing() -> None:
+    plan = site.plan_for(config(user_signal=True), partition(mode="CANCEL", grace=120), None)
+    (cancel,) = site.risks(plan, None, None, None)
+    assert cancel.fix == "ask your admins for PreemptMode=REQUEUE"
 
 
 def test_grace_without_user_signal_reaches_only_the_tasks() -> None:
@@ -264,9 +273,10 @@ def test_risks_of_a_slow_save_under_a_time_limit() -> None:
 
 def test_lead_time_near_the_time_limit() -> None:
     plan = site.plan_for(config(preempt_type="preempt/none"), None, 300)
-    assert site.risks(plan, 300, None, None, time_limit=361) == []
-    (near,) = site.risks(plan, 300, None, None, time_limit=360)
-    assert "near the 360 s time limit" in near.what and "below 300 s" in near.fix
+    assert site.risks(plan, 300, None, None, time_limit=660) == []  # 300 s of work even if the signal is 60 s early
+    (near,) = site.risks(plan, 300, None, None, time_limit=659)
+    assert "near the 659 s time limit" in near.what and "299 s into a run" in near.what
+    assert "lead_time to at most 299 s" in near.fix
 
 
 def test_suspend_needs_nothing() -> None:
