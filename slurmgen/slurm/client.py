@@ -89,18 +89,8 @@ _KNOWN_ERRORS: tuple[tuple[str, type[SchedulerError], str], ...] = (
 )
 
 
-def _failure(what: str, job: str, result: subprocess.CompletedProcess[str]) -> SchedulerError:
-    text = f"{result.stderr}\n{result.stdout}"
-    for needle, kind, message in _KNOWN_ERRORS:
-        if needle in text:
-            return kind(f"{what}: " + message.format(job=job))
-    lines = [re.sub(r"^\S+: error: ", "", ln.strip()) for ln in result.stderr.splitlines() if ln.strip()]
-    detail = "; ".join(lines) or result.stdout.strip() or "no message"
-    return SchedulerError(f"{what} failed (exit {result.returncode}): {detail}")
-
-
-# Messages of a client that has no controller to talk to: no slurm.conf and no DNS SRV record (configless), or a
-# controller that does not answer. "No Slurm here" (exit 4) rather than "Slurm refused" (exit 3).
+# What a client prints when it has no controller to talk to (no slurm.conf and no DNS SRV record for configless
+# Slurm, or a controller that does not answer): "no Slurm here" (exit 4), not "Slurm refused" (exit 3).
 _UNREACHABLE = (
     "Could not establish a configuration source",
     "Unable to process configuration file",
@@ -108,13 +98,18 @@ _UNREACHABLE = (
 )
 
 
-def _unreachable(what: str, result: subprocess.CompletedProcess[str]) -> SchedulerMissing | None:
+def _failure(what: str, job: str, result: subprocess.CompletedProcess[str]) -> SchedulerError | SchedulerMissing:
     text = f"{result.stderr}\n{result.stdout}"
     for needle in _UNREACHABLE:
         if needle in text:
-            return SchedulerMissing(f"{what}: no Slurm controller reachable from here ({needle.lower()}); "
-                                    "run it where sbatch works, or set SLURM_CONF")  # fmt: skip
-    return None
+            return SchedulerMissing(f"{what}: no Slurm controller reachable from here ({needle.lower()}); run it "
+                                    "where sbatch works, or set SLURM_CONF")  # fmt: skip
+    for needle, kind, message in _KNOWN_ERRORS:
+        if needle in text:
+            return kind(f"{what}: " + message.format(job=job))
+    lines = [re.sub(r"^\S+: error: ", "", ln.strip()) for ln in result.stderr.splitlines() if ln.strip()]
+    detail = "; ".join(lines) or result.stdout.strip() or "no message"
+    return SchedulerError(f"{what} failed (exit {result.returncode}): {detail}")
 
 
 # --- the submission environment ---------------------------------------------------------------------------
@@ -287,7 +282,7 @@ class SlurmClient:
 
     def show_config(self) -> str:
         """`scontrol show config`: the controller's configuration, as text (slurmgen.slurm.site parses it)."""
-        return self._site_text(["scontrol", "show", "config"], "scontrol show config")
+        return self._checked(["scontrol", "show", "config"], "scontrol show config", "").stdout
 
     def show_partitions(self, name: str | None = None) -> str:
         """`scontrol -o show partition [name]`: one line per partition (slurmgen.slurm.site parses it).
@@ -298,13 +293,7 @@ class SlurmClient:
             if not name or name.startswith("-") or any(c.isspace() or c == "," for c in name):
                 raise UsageError(f"not a partition name: {name!r}")
             argv.append(name)
-        return self._site_text(argv, "scontrol show partition")
-
-    def _site_text(self, argv: Sequence[str], what: str) -> str:
-        result = self._call(argv)
-        if result.returncode != 0:
-            raise _unreachable(what, result) or _failure(what, "", result)
-        return result.stdout
+        return self._checked(argv, "scontrol show partition", "").stdout
 
     # -- act --
 

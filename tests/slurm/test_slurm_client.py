@@ -170,10 +170,11 @@ def test_show_config_and_partitions() -> None:
             client.show_partitions(bad)
 
 
-def test_show_config_without_a_controller_is_no_slurm_here(tmp_path: Path) -> None:
-    run = Replay({("scontrol", "show", "config"): "show-config-no-controller"})
-    with pytest.raises(SchedulerMissing, match="no Slurm controller reachable from here"):
-        SlurmClient(run).show_config()
+def test_a_client_without_a_controller_is_no_slurm_here(tmp_path: Path) -> None:
+    run = FakeSlurm().on("scontrol", recording="show-config-no-controller")  # any scontrol says the same
+    for ask in (SlurmClient(run).show_config, SlurmClient(run).show_partitions, lambda: SlurmClient(run).show_job(5)):
+        with pytest.raises(SchedulerMissing, match="no Slurm controller reachable from here"):
+            ask()
     with pytest.raises(SchedulerMissing, match=r"^scontrol: command not found"):
         SlurmClient(env={"PATH": str(tmp_path)}).show_config()
 
