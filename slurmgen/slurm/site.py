@@ -22,6 +22,7 @@ here. Sources, per Slurm release:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,7 @@ SIGNAL_EARLY = 60  # sbatch(1) --signal: "the signal may be sent up to 60 second
 STOPPING_MODES = frozenset({"REQUEUE", "CANCEL"})  # the modes that signal the job and end its run
 QOS = "preempt/qos"
 SAFE_GRACE = 60  # what to ask admins for: a save of tens of seconds plus the step in progress
+HEADROOM = 30  # seconds added to a measured stop when advising a window: saves vary
 MIN_WORK = 300  # seconds of a run before its time-limit signal, below which starting and resuming may not fit
 
 
@@ -198,20 +200,27 @@ class Risk:
     fix: str
 
 
+def grace_to_ask(plan: PreemptionPlan, save: float | None, step: float | None) -> int:
+    """The GraceTime to ask for: SAFE_GRACE, or more when the measured stop (with HEADROOM) needs it."""
+    if save is None:
+        return SAFE_GRACE
+    return max(SAFE_GRACE, math.ceil(save + (step or 0.0)) + HEADROOM - plan.kill_wait)
+
+
 def _window_risks(plan: PreemptionPlan, save: float, step: float | None, part: str) -> list[Risk]:
     found = []
-    need = save + (step or 0.0)
+    need = math.ceil(save + (step or 0.0)) + HEADROOM
     for (cause, _), line in zip(misfits(plan, save, step), window_problems(plan, save, step), strict=True):
         if cause == TIME_LIMIT:
-            fix = f"raise preemption.lead_time to at least {int(need) + PERIODIC_TIMEOUT} s, or save faster"
+            fix = f"raise preemption.lead_time to at least {need} s, or save faster"
         else:
-            grace = max(SAFE_GRACE, int(need) - plan.kill_wait + PERIODIC_TIMEOUT)
+            grace = grace_to_ask(plan, save, step)
             fix = f"make the save faster or smaller, or ask your admins for GraceTime >= {grace} on {part}"
         found.append(Risk(f"SIGKILL mid-save: {line}", fix))
     return found
 
 
-def _signal_risks(plan: PreemptionPlan, spelling: str, part: str) -> list[Risk]:
+def _signal_risks(plan: PreemptionPlan, spelling: str, part: str, grace: int) -> list[Risk]:
     """How a stopping preemption reaches the job: the signal, and the time it leaves."""
     found = []
     if not plan.user_signal:
@@ -233,7 +242,7 @@ def _signal_risks(plan: PreemptionPlan, spelling: str, part: str) -> list[Risk]:
         found.append(Risk(
             f"GraceTime=0 on {part}: a preemption sends SIGTERM, and SIGKILL KillWait ({plan.kill_wait} s) later; "
             f"the current step plus the save must fit {plan.kill_wait} s",
-            f"ask your admins for GraceTime >= {SAFE_GRACE} on {part}",
+            f"ask your admins for GraceTime >= {grace} on {part}",
         ))  # fmt: skip
     return found
 
@@ -251,10 +260,11 @@ def risks(
     ``time_limit`` (seconds) adds the check of the lead time against it."""
     spelling = user_signal_spelling(plan.version)
     part = f"partition {plan.partition}" if plan.partition else "the partition"
+    grace = grace_to_ask(plan, save_seconds, step_seconds)
     found: list[Risk] = []
     if plan.mode == "CANCEL":
         wanted = ["PreemptMode=REQUEUE"]
-        wanted += [f"GraceTime >= {SAFE_GRACE} on {part}"] if plan.grace < SAFE_GRACE else []
+        wanted += [f"GraceTime >= {grace} on {part}"] if plan.grace < grace else []
         wanted += [f"the user signal ({spelling})"] if not plan.user_signal else []
         found.append(Risk(
             "PreemptMode=CANCEL: Slurm cancels a preempted job (state PREEMPTED) and never requeues it; its work "
@@ -264,7 +274,7 @@ def risks(
     if save_seconds is not None:
         found += _window_risks(plan, save_seconds, step_seconds, part)
     if plan.mode in STOPPING_MODES:
-        found += _signal_risks(plan, spelling, part)
+        found += _signal_risks(plan, spelling, part, grace)
     if lead_time and time_limit and time_limit - lead_time - SIGNAL_EARLY < MIN_WORK:
         earliest = max(0, time_limit - lead_time - SIGNAL_EARLY)
         found.append(Risk(

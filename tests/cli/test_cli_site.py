@@ -77,7 +77,8 @@ def test_doctor_of_a_spec_with_its_last_save(fake: FakeSlurm, capsys: pytest.Cap
     assert "partition low-cancel\n  mode         CANCEL: Slurm cancels a preempted job\n" in out
     risks = [line for line in out.splitlines() if line.startswith("  risk ")]
     assert [r.split(":")[0].split()[-1] for r in risks] == ["PreemptMode=CANCEL", "mid-save", "limit"]
-    assert risks[0].endswith("fix: ask your admins for PreemptMode=REQUEUE and GraceTime >= 60 on partition low-cancel")
+    # the grace asked for is what the measured 62 s stop needs with 30 s of headroom, less KillWait (30 s)
+    assert risks[0].endswith("fix: ask your admins for PreemptMode=REQUEUE and GraceTime >= 62 on partition low-cancel")
     assert "preemption: the last save (58.0 s) plus a step (4.0 s) does not fit the 60 s window" in risks[1]
     assert "a lead time of 75 s is near the 300 s time limit" in risks[2]
 
