@@ -208,9 +208,10 @@ def _attribute(env: Mapping[str, str], preempted: bool) -> None:
     mine = next((r for r in run_history.runs(run_history.read(log_dir)) if r.run == run), None)
     if mine is not None and mine.requeued_by is not None:
         return
-    cause = run_history.PREEMPTION if preempted else run_history.EXTERNAL
-    run_history.append(log_dir, "slurm", run_history.REQUEUE, run, time.time(), cause=cause,
-                       mode="REQUEUE" if preempted else None)  # fmt: skip
+    events = run_history.read(log_dir)
+    cause = run_history.slurm_requeue_cause(preempted, run_history.site_mode(events, run))
+    mode = "REQUEUE" if cause == run_history.PREEMPTION else None
+    run_history.append(log_dir, "slurm", run_history.REQUEUE, run, time.time(), cause=cause, mode=mode)
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:

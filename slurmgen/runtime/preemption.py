@@ -298,6 +298,16 @@ class Preemption:
 
         return slurm_view.look(self.key)
 
+    def _requeued_by_slurm_for_preemption(self, view: Any) -> bool:
+        """Slurm requeued this run already (PreemptMode=REQUEUE, no grace: the TERM came with the requeue, and
+        the record no longer shows PreemptTime): a preemption when the partition preempts that way."""
+        if not view.requeued_since(self.restart_count):
+            return False
+        log_dir = self._env.get(contract.LOG_DIR)
+        events = run_history.read(log_dir) if log_dir else []
+        mode = run_history.site_mode(events, self.restart_count + 1)
+        return run_history.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
+
     def _near_time_limit(self) -> bool:
         try:
             start = float(self._env[contract.START_TIME])
@@ -317,7 +327,7 @@ class Preemption:
             signal.signal(sig, signal.SIG_IGN)
         requeue = bool(flags & REQUEUE) and self.requeue_enabled
         view = self._slurm_view() if self.rank == 0 else None
-        preempted = view is not None and view.preempted()
+        preempted = view is not None and (view.preempted() or self._requeued_by_slurm_for_preemption(view))
         if preempted and view is not None and view.running() and self.requeue_enabled:
             # A preemption with a grace time and no user signal: SIGTERM came to the tasks only, and Slurm would
             # not requeue a job that ends before its grace does. Requeue once the state is durable.
