@@ -390,7 +390,7 @@ def test_a_dead_rank_makes_the_others_exit_with_the_message(launch) -> None:  # 
     started = time.monotonic()
     codes = [job.procs[r].wait(timeout=30) for r in (0, 2)]
     # At once: the dead rank's connections close (the process-group timeout here is the default 600 s).
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 20  # not the process-group timeout (600 s): about 1 s on a quiet machine
     assert codes == [contract.EXIT_PEER_LOST, contract.EXIT_PEER_LOST]
     for rank in (0, 2):
         assert "a peer rank died or stopped answering" in job.err(rank) or "lost the other ranks" in job.err(rank)
@@ -404,7 +404,7 @@ def test_a_stuck_rank_makes_the_others_exit_after_the_process_group_timeout(laun
     job.signal(signal.SIGSTOP, rank=1)  # alive, connections open, never answers
     started = time.monotonic()
     assert job.procs[0].wait(timeout=60) == contract.EXIT_PEER_LOST
-    assert 6 - 1 < time.monotonic() - started < 6 + 10
+    assert 6 - 1 < time.monotonic() - started < 6 + 20  # the process-group timeout, plus a busy machine's slack
     assert "did not answer within 6 s" in job.err(0) or "a peer rank died or stopped answering" in job.err(0)
 
 
