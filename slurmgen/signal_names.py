@@ -57,3 +57,26 @@ def preemption_signal_problem(value: str | int) -> str | None:
         f"{value!r} cannot be the preemption signal{': ' + why if why else ''}; "
         f"use one of {', '.join(PREEMPTION_SIGNALS)}"
     )
+
+
+def parse_sbatch_signal(value: str) -> tuple[str, str, int] | str:
+    """sbatch's `--signal=[{R|B}:]<sig>[@<time>]` (sbatch(1); src/common/proc_args.c get_signal_opts) ->
+    (where: "" or "B" or "R", the canonical signal name, seconds before the end: 60 when left out), or what is
+    wrong with it, in words with the fix."""
+    text = value.strip()
+    where, sep, rest = text.partition(":")
+    if not sep:
+        where, rest = "", text
+    where = where.upper()
+    name_part, at, seconds_part = rest.partition("@")
+    fix = "write [B:]SIG[@seconds], e.g. B:USR1@120 (B: sends it to the batch shell, which forwards it)"
+    if where not in ("", "B", "R"):
+        return f"{value!r}: {where}: is not B: or R:; {fix}"
+    name = signal_name(name_part) if name_part.strip() else None
+    if name is None or name in ("KILL", "STOP"):
+        return f"{value!r}: {name_part!r} is not a signal a program can catch; {fix}"
+    if not at:
+        return (where, name, 60)
+    if not (seconds_part.isdigit() and seconds_part.isascii() and int(seconds_part) <= 65535):
+        return f"{value!r}: the time after @ must be whole seconds from 0 to 65535; {fix}"
+    return (where, name, int(seconds_part))

@@ -5,13 +5,14 @@ Validation (slurmgen.spec) and `slurmgen schema` are both driven by this table, 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from slurmgen import contract
 from slurmgen.signal_names import preemption_signal_problem, signal_name
 from slurmgen.slurm.times import parse_time
 from slurmgen.spec.types import AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
-from slurmgen.spec.yaml_source import FieldPath
+from slurmgen.spec.yaml_source import REFUSED, FieldPath
 
 NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]*"
 ENV_KEY = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -62,6 +63,55 @@ class Signal(Type):
         return {"type": ["string", "integer"]}
 
 
+class EnvName(Str):
+    """An environment variable's name; a bad one gets the name it could be."""
+
+    def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
+        if isinstance(value, str) and not re.fullmatch(ENV_KEY, value):
+            fixed = re.sub(r"[^A-Za-z0-9_]", "_", value)
+            fixed = fixed if re.fullmatch(ENV_KEY, fixed) else "_" + fixed
+            return ctx.fail(
+                path,
+                f"{value!r} is not a shell variable name (letters, digits and _, not starting with a digit); "
+                f"rename it, e.g. {fixed}",
+            )
+        return super().check(value, ctx, path)
+
+
+class EnvValue(Str):
+    """An environment variable's value: one text. Every problem says what to write instead."""
+
+    def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
+        name = path[-1]
+        if isinstance(value, list):
+            joined = ":".join(str(v) for v in value[:3])
+            return ctx.fail(
+                path,
+                f'is a list, but a variable holds one text; join the items yourself, e.g. {name}: "{joined}"',
+            )
+        if isinstance(value, dict):
+            return ctx.fail(path, f'is a mapping, but a variable holds one text; give one value, e.g. {name}: "value"')
+        if value is None:
+            return ctx.fail(path, f'is empty; write {name}: "" for an empty value, or remove the line')
+        if isinstance(value, str) and len(value) > self.max_len:
+            return ctx.fail(
+                path,
+                f"is {len(value)} characters long, over the limit of {self.max_len}; put the value in a file and "
+                "read it in a setup line",
+            )
+        return super().check(value, ctx, path)
+
+
+class EnvMap(Map):
+    def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
+        if not isinstance(value, dict) and value is not REFUSED:
+            shown = "a list" if isinstance(value, list) else f"{type(value).__name__} {value!r}"
+            return ctx.fail(
+                path, f"is {shown}; write one NAME: value per line under env:, e.g. env: {{OMP_NUM_THREADS: 8}}"
+            )
+        return super().check(value, ctx, path)
+
+
 def _text(**kw: object) -> Str:
     """Text that may land on an #SBATCH line."""
     return Str(directive=True, **kw)  # type: ignore[arg-type]
@@ -90,6 +140,14 @@ PREEMPTION = Obj(
             Signal(),
             "the 'checkpoint and requeue' signal Slurm sends before the time limit",
             default="USR1",
+        ),
+        "handler": Field(
+            Enum(contract.HANDLERS),
+            "how the program takes part: runtime (it uses slurmgen's Preemption), program (it or its framework "
+            "handles the signal itself; slurmgen delivers it and never requeues on its own), requeue (an unmodified "
+            "program that resumes from its own checkpoints: the step is stopped with SIGTERM and the job requeued), "
+            "auto (runtime when the program constructs Preemption, else requeue, with a warning)",
+            default=contract.HANDLER_AUTO,
         ),
         "lead_time": Field(
             Int(min=1, max=65535),
@@ -172,7 +230,7 @@ SPEC = Obj(
             "checkpoint/requeue/resume handling; false switches it off",
         ),
         "env": Field(
-            Map(Str(pattern=ENV_KEY, hint="a shell variable name"), Str(numbers_ok=True, max_len=65536)),
+            EnvMap(EnvName(pattern=ENV_KEY, hint="a shell variable name"), EnvValue(numbers_ok=True, max_len=65536)),
             "environment variables for every task",
         ),
         "setup": Field(

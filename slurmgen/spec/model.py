@@ -27,6 +27,7 @@ class DistributedSpec:
 class PreemptionSpec:
     enabled: bool
     signal: str  # canonical name without SIG, e.g. "USR1"
+    handler: str  # contract.HANDLERS: auto, runtime, program, requeue
     lead_time: int
     max_requeues: int
     max_preemptions: int | None  # None: no limit

@@ -11,6 +11,7 @@ from typing import Any
 
 from slurmgen import contract
 from slurmgen.errors import Problem
+from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
 from slurmgen.spec.fields import PREEMPTION, SPEC
 from slurmgen.spec.types import Ctx, Obj
@@ -44,7 +45,7 @@ MANAGED = {
     "output": "output",
     "error": "output",
     "open-mode": "(always append)",
-    "signal": "preemption.signal / preemption.lead_time",
+    "signal": "preemption.signal / preemption.lead_time",  # allowed when preemption is off (resolve)
     "requeue": "preemption",
     "no-requeue": "preemption: false",
     "export": "env (values in --export are split on commas and leak into accounting)",
@@ -105,8 +106,20 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
         if key in f and (msg := _path_problem(f[key])):
             ctx.fail((key,), msg)
     sbatch = f.get("sbatch", {})
-    for key in sbatch:
-        if key in MANAGED:
+    for key, value in sbatch.items():
+        if key == "signal" and not out["preemption"]["enabled"]:
+            # With slurmgen's preemption off the signal is the user's own: checked, then trapped and forwarded
+            # by the batch shell when it is sent there (B:).
+            parsed = parse_sbatch_signal(str(value)) if not isinstance(value, bool) else "give a value, e.g. B:USR1@120"
+            if isinstance(parsed, str):
+                ctx.fail(("sbatch", key), parsed)
+        elif key == "signal":
+            ctx.fail(
+                ("sbatch", key),
+                "slurmgen writes --signal itself while its preemption handling is on; use preemption.signal and "
+                "preemption.lead_time, or set preemption: false to send a signal of your own",
+            )
+        elif key in MANAGED:
             ctx.fail(("sbatch", key), f"slurmgen writes --{key} itself; use the spec field {MANAGED[key]} instead")
     out["sbatch"] = {k: (None if v is True else v) for k, v in sbatch.items() if v is not False}
     return out
@@ -195,6 +208,7 @@ def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) 
     return {
         "enabled": bool(enabled),
         "signal": signal,
+        "handler": _given(p, PREEMPTION, "handler"),
         "lead_time": lead or 0,
         "max_requeues": _given(p, PREEMPTION, "max_requeues"),
         "max_preemptions": p.get("max_preemptions"),
