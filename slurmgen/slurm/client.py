@@ -21,11 +21,13 @@ from slurmgen.slurm.parse import (
     COMMENT_FORMAT,
     SQUEUE_FORMAT,
     QueueEntry,
+    StepRecord,
     Submitted,
     TestOnly,
     parse_comments,
     parse_sbatch_output,
     parse_squeue,
+    parse_steps,
     parse_test_only,
 )
 from slurmgen.slurm.showjob import JobInfo, job_info, parse_show_job
@@ -264,6 +266,17 @@ class SlurmClient:
                 return []
             raise error
         return parse_squeue(result.stdout)
+
+    def steps(self, job: JobId | str | int) -> list[StepRecord]:
+        """The steps of one job (`scontrol --oneliner show step <job>`); [] when Slurm does not know the job."""
+        target = str(as_job_id(job).without_step())
+        result = self._call(["scontrol", "--oneliner", "show", "step", target])
+        if result.returncode != 0:
+            error = _failure("scontrol show step", target, result)
+            if isinstance(error, InvalidJobId):
+                return []
+            raise error
+        return parse_steps(result.stdout)
 
     def show_hostnames(self, expression: str) -> list[str]:
         """Expand a hostlist expression with `scontrol show hostnames`.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from slurmgen.errors import SchedulerError
+from slurmgen.errors import SchedulerError, UsageError
 from slurmgen.slurm.ids import JobId, JobState, parse_job_id, parse_state, state_name
 
 # --- sbatch -----------------------------------------------------------------------------------------------
@@ -189,3 +189,38 @@ def parse_comments(text: str) -> list[tuple[JobId, str]]:
             raise SchedulerError(f"squeue: unexpected line {line!r} (was --format={COMMENT_FORMAT!r} used?)")
         rows.append((parse_job_id(jid), optional(comment) or ""))
     return rows
+
+
+# --- scontrol --oneliner show step ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: JobId  # e.g. 20_1.0 (array task 1's step 0), 77.batch
+    state: str
+    srun_host: str | None  # where the srun that started the step runs (SrunHost:Pid=node1:22250)
+    srun_pid: int | None
+
+
+def parse_steps(text: str) -> list[StepRecord]:
+    """One record per line of `scontrol --oneliner show step <job>` (Slurm 22.05: `StepId=20_1.0 ... State=RUNNING
+    ... SrunHost:Pid=node1:22250`; the batch and extern steps show `SrunHost:Pid=(null):0`)."""
+    records: list[StepRecord] = []
+    for line in text.splitlines():
+        fields = dict(word.split("=", 1) for word in line.split() if "=" in word)
+        if "StepId" not in fields:
+            continue
+        try:
+            step = parse_job_id(fields["StepId"])
+        except UsageError:
+            continue
+        host, _, pid = fields.get("SrunHost:Pid", "").rpartition(":")
+        records.append(
+            StepRecord(
+                step,
+                fields.get("State", ""),
+                host if host and host != "(null)" else None,
+                int(pid) if pid.isdigit() and pid != "0" else None,
+            )
+        )
+    return records

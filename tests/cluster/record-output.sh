@@ -64,6 +64,8 @@ wait_for "$running" RUNNING
 sleep 1.1 # a non-zero RunTime
 rec show-job-o-running scontrol show job -o "$running"
 rec show-job-running scontrol show job "$running"
+rec show-step-o scontrol -o show step "$running"
+rec show-step-invalid scontrol -o show step 999999
 
 # --- pending behind it (needs all three nodes), held at submit, no-requeue ---
 pending=$(submit -N3 --ntasks-per-node=2 -J wide --wrap true)
@@ -87,6 +89,7 @@ rec squeue-array-job squeue -h -j "$array" -o "$(printf '%s\x1f' %i %A %T %r %M 
 rec show-job-o-array scontrol show job -o "$array"
 rec show-job-array scontrol show job "$array"
 rec show-job-o-array-task scontrol show job -o "${array}_2"
+rec show-step-o-array-task scontrol -o show step "${array}_1"
 rec show-job-o-all scontrol show job -o
 
 # --- finished jobs: completed, failed, cancelled (while pending), cancelled (while running) ---
