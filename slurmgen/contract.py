@@ -29,6 +29,17 @@ LOG_DIR = "SLURMGEN_LOG_DIR"  # the per-job log directory (per-node logs live he
 RESUME_FROM = "SLURMGEN_RESUME_FROM"  # `slurmgen resume` of a forgotten job: the key whose state to start from
 SIGNALS = "SLURMGEN_SIGNALS"  # the batch shell tells its end step which signals it received: `SIG@epoch ...`
 START_TIME = "SLURMGEN_START_TIME"  # epoch seconds at which this run's batch shell started (Slurm 22.05 has none)
+# How the program takes part in preemption (spec field preemption.handler; exported with the preemption signal):
+PREEMPT_HANDLER = "SLURMGEN_PREEMPT_HANDLER"
+HANDLER_AUTO = "auto"  # runtime when the program constructs Preemption (it announces itself), else requeue
+HANDLER_RUNTIME = "runtime"  # the program uses slurmgen's Preemption
+HANDLER_PROGRAM = "program"  # the program or its framework handles the signal; slurmgen never requeues on its own
+HANDLER_REQUEUE = "requeue"  # an unmodified program: the batch shell stops the step gracefully and requeues
+HANDLERS = (HANDLER_AUTO, HANDLER_RUNTIME, HANDLER_PROGRAM, HANDLER_REQUEUE)
+
+# Between the entry points of one task (never set by the user): the process that starts the step's tasks and
+# signals all of their processes (slurmstepd; the local fake srun). The outermost entry point sets it.
+STEP_PID = "SLURMGEN_STEP_PID"
 
 # Set by the runtime entry point in each task (never by the user): the standard torch names.
 MASTER_ADDR = "MASTER_ADDR"
@@ -69,6 +80,11 @@ SAVE_EXIT_SIGNAL = "TERM"
 def job_port(base: int, port_range: int, job_id: int) -> int:
     """The rendezvous port of a job: PORT + job id % PORT_RANGE, so jobs that share a node rarely collide."""
     return base + job_id % port_range
+
+
+def rank_log_name(rank: int) -> str:
+    """File name (inside LOG_DIR) of one rank's own log: everything the program prints, and nothing else's."""
+    return f"rank-{rank}.log"
 
 
 def requeue_marker_name(job_key: str) -> str:

@@ -5,8 +5,9 @@ the runtime (the requeue budgets, the save window) and by `slurmgen history` and
 has left the queue. Standard library only: the in-task runtime writes it.
 
 Where: one directory per job, `<log dir>/history/` (the per-job log directory the script creates, so it exists
-whether preemption handling is on or off), one JSON-lines file per writer (`batch-shell.jsonl`, `rank0.jsonl`):
-two writers on two nodes never append to the same file, which a shared filesystem such as NFS does not order.
+whether preemption handling is on or off), one JSON-lines file per writer (`batch-shell.jsonl`, `rank0.jsonl`, and
+`task-<rank>.jsonl` for a task whose program failed on its own): two writers on two nodes never append to the same
+file, which a shared filesystem such as NFS does not order.
 Each event is one `write(2)` of one line on an O_APPEND descriptor.
 
 Every event has `v` (format), `event`, `run` (1 for the first run; Slurm's SLURM_RESTART_COUNT + 1), `time`
@@ -32,7 +33,10 @@ STOP = "stop"  # rank 0: the ranks agreed to stop (cause, actions, signals, step
 SAVE = "save"  # rank 0: a state is durable (seconds, bytes, cause, kind)
 REQUEUE = "requeue"  # whoever requeued the job, or the batch shell on finding that Slurm did (cause, mode)
 REFUSED = "requeue-refused"  # a requeue that was wanted but not made (why: budget, disabled, ...)
-RUN_END = "run-end"  # batch shell: the step's exit code, the failing rank if any
+RUN_END = "run-end"  # batch shell: the job's exit code, the step's (srun's), the task that failed first if any
+TASK_EXIT = "task-exit"  # a task's supervisor: its program failed on its own (rank, node, exit_code, signal, log)
+HANDLER = "preemption-handler"  # rank 0: the program constructed Preemption (handler: runtime); `auto` reads it
+STATE_REMOVED = "state-removed"  # batch shell: the job completed; its resume state is gone (path)
 
 # Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own
 # (preemption.max_preemptions), apart from the requeues the job asks for itself (preemption.max_requeues).

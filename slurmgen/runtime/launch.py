@@ -5,14 +5,16 @@
 
 Without ``--rendezvous`` it sets the variables an unmodified ``env://`` program needs (RANK, LOCAL_RANK,
 WORLD_SIZE, LOCAL_WORLD_SIZE from SLURM's when torchrun's are absent; MASTER_ADDR and MASTER_PORT; the socket
-interface for NCCL and Gloo; TORCH_NCCL_ASYNC_ERROR_HANDLING), never overriding what is already set, blocks
-the preemption signal, and ``exec``s the command: the program replaces this process, so Slurm's signals reach
-it directly (bash(1), SIGNALS: a shell defers its traps while a foreground child runs; an exec'd program
-has no shell in between).
+interface for NCCL and Gloo; TORCH_NCCL_ASYNC_ERROR_HANDLING), never overriding what is already set, and starts the
+command as the child of a thin supervisor (slurmgen.runtime.supervisor): it delivers the preemption signal as
+``preemption.handler`` says, passes on the signals a parent sent it, writes the program's output to the rank's own
+log, and records a failure of the program's own for the batch shell. The supervisor blocks the signals it handles
+first, before anything slow: a signal sent during start-up waits instead of killing the task.
 
-``--torchrun-agent``: this task is torchrun's per-node launcher. torchrun sets the rank variables for its
-workers itself, so none are set here. The preemption signal is blocked here too: Slurm delivers it to every
-process of the step, workers included, so torchrun need not forward it, and must not die of it while starting.
+``--torchrun-agent``: this task is torchrun's per-node launcher, ``exec``'d with the preemption signal blocked (Slurm
+delivers it to every process of the step, workers included, so torchrun need not forward it, and must not die of
+it while starting). torchrun sets the rank variables for its workers itself, so none are set here; each worker
+runs this entry point again and gets its own supervisor.
 
 ``--rendezvous`` prints ``MASTER_ADDR MASTER_PORT`` on one line for the batch shell:
 ``read -r MASTER_ADDR MASTER_PORT < <(python3 -m slurmgen.runtime.launch --rendezvous)``.
@@ -25,8 +27,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, MutableMapping, Sequence
+from typing import TYPE_CHECKING
 
+from slurmgen import contract
 from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
+
+if TYPE_CHECKING:
+    from slurmgen.runtime.supervisor import TaskPlan
 
 USAGE = (
     "usage: python3 -m slurmgen.runtime.launch [--torchrun-agent] -- CMD [ARGS...]\n"
@@ -63,30 +70,44 @@ def run(
     environ: MutableMapping[str, str],
     *,
     execvp: Callable[[str, list[str]], object] = os.execvp,
+    supervise: Callable[[TaskPlan], int] | None = None,
     out: Callable[[str], object] = print,
     err: Callable[[str], object] = lambda line: print(line, file=sys.stderr),
 ) -> int:
     """The entry point with its effects passed in. Returns the exit code (``execvp`` does not return)."""
-    from slurmgen.runtime.signal_block import block_preemption_signal
+    from slurmgen.runtime.signal_block import block_preemption_signal, block_supervised
 
     flags, command = parse_args(argv)
+    agent = "--torchrun-agent" in flags
+    preempt = None
     if "--rendezvous" not in flags:
-        # First, before anything slow: blocked, a signal that arrives before the program's handler exists stays
-        # pending across exec instead of killing the task (signals.py). The torchrun agent blocks it too: Slurm
-        # signals every process of the step (proctrack), so the workers receive it directly from slurmstepd,
-        # and an agent still importing torch would otherwise die of it.
-        block_preemption_signal(environ)
+        # First, before anything slow: until the program has a handler, a signal's default action would end the
+        # task. Blocked, it waits (signal(7)).
+        preempt = block_preemption_signal(environ) if agent else block_supervised(environ)
+        # The process that signals every process of the step (slurmstepd, or the local fake srun) is the parent
+        # of the outermost entry point; torchrun's workers learn it from their agent's.
+        environ.setdefault(contract.STEP_PID, str(os.getppid()))
     from slurmgen.runtime.prepare import Host, prepare, resolve_master
 
     if "--rendezvous" in flags:
         master, _, port = resolve_master(environ, Host())
         out(f"{master.host} {port.port}")
         return 0
-    agent = "--torchrun-agent" in flags
     prepared = prepare(environ, agent=agent)
     for warning in prepared.warnings:
         err(f"slurmgen: warning: {warning}")
     environ.update(prepared.updates)
+    if not agent:
+        from slurmgen.runtime import supervisor
+
+        plan = supervisor.plan_task(command, environ, prepared.ranks.rank, preempt)
+        if supervise is not None:
+            return supervise(plan)
+
+        def say(line: str) -> None:
+            err(f"slurmgen: {line}")
+
+        return supervisor.supervise(plan, say)
     try:
         execvp(command[0], command)
     except FileNotFoundError:

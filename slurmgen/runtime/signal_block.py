@@ -35,6 +35,23 @@ def preemption_signal(mapping: Mapping[str, str] | None = None) -> signal.Signal
     return parse_signal_name(name) if name.strip() else None
 
 
+# Signals the task's supervisor takes itself (blocked, read with sigwaitinfo; slurmgen.runtime.supervisor): every
+# one a step's tasks may be sent whose default action would end the supervisor. Not those that mean a bug in it
+# (SEGV, BUS, ABRT, ...), and not CONT (Slurm sends it before every signal; its default action is harmless).
+SUPERVISED = frozenset(
+    getattr(signal, f"SIG{name}")
+    for name in ("HUP", "INT", "QUIT", "ALRM", "TERM", "USR1", "USR2", "XCPU", "VTALRM", "PROF", "PWR", "CHLD")
+    if hasattr(signal, f"SIG{name}")
+)
+
+
+def block_supervised(mapping: Mapping[str, str] | None = None) -> signal.Signals | None:
+    """Block what the supervisor handles, the preemption signal included. Returns the preemption signal or None."""
+    sig = preemption_signal(mapping)
+    signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED | ({sig} if sig is not None else set()))
+    return sig
+
+
 def block_preemption_signal(mapping: Mapping[str, str] | None = None) -> signal.Signals | None:
     """Block the preemption signal in this thread (and in what it ``exec``s). Returns it, or None if off."""
     sig = preemption_signal(mapping)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from slurmgen import contract
 from slurmgen.errors import UsageError
 from slurmgen.runtime.launch import parse_args, run
+from slurmgen.runtime.supervisor import TaskPlan
 
 from .runtime_helpers import base_env, free_low_port
 
@@ -21,7 +25,7 @@ SHOW = (
     "keys = ['RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT',"
     " 'NCCL_SOCKET_IFNAME', 'GLOO_SOCKET_IFNAME', 'TORCH_NCCL_ASYNC_ERROR_HANDLING'];"
     "print(json.dumps({'env': {k: os.environ.get(k) for k in keys}, 'pid': os.getpid(),"
-    " 'blocked': int(status['SigBlk'], 16)}))"
+    " 'ppid': os.getppid(), 'blocked': int(status['SigBlk'], 16)}))"
 )
 
 
@@ -75,11 +79,22 @@ def test_bad_arguments(argv: list[str]) -> None:
         parse_args(argv)
 
 
-def test_run_sets_the_variables_and_execs() -> None:
-    calls: list[tuple[str, list[str]]] = []
-    env = task_env()
-    assert run(["--", "prog", "a"], env, execvp=lambda f, a: calls.append((f, a))) == 0
-    assert calls == [("prog", ["prog", "a"])]
+@pytest.fixture
+def signal_mask() -> Iterator[None]:
+    """run() blocks the signals its supervisor handles in this thread: give the test process its mask back."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    yield
+    signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def test_run_sets_the_variables_and_supervises(signal_mask: None, tmp_path: Path) -> None:
+    plans: list[TaskPlan] = []
+    env = task_env(**{contract.LOG_DIR: str(tmp_path), contract.PREEMPT_SIGNAL: "USR1"})
+    assert run(["--", "prog", "a"], env, supervise=lambda plan: plans.append(plan) or 0) == 0
+    (plan,) = plans
+    assert (plan.command, plan.rank, plan.handler, plan.preempt) == (("prog", "a"), 1, "auto", signal.SIGUSR1)
+    assert plan.log_path == str(tmp_path / "rank-1.log")
+    assert {os.getppid(), 1} <= plan.stepwide  # whoever started the entry point (slurmstepd) and its ancestors
     assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == (
         "1",
         "2",
@@ -89,19 +104,17 @@ def test_run_sets_the_variables_and_execs() -> None:
     assert env["MASTER_ADDR"] == "localhost"
     assert env["GLOO_SOCKET_IFNAME"] == "lo"
     assert env["NCCL_SOCKET_IFNAME"] == "=lo"
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    assert {signal.SIGUSR1, signal.SIGTERM, signal.SIGCHLD} <= blocked  # before anything slow
 
 
-def test_run_reports_a_missing_command() -> None:
+def test_run_reports_a_missing_command(signal_mask: None) -> None:
     lines: list[str] = []
-
-    def missing(file: str, args: list[str]) -> None:
-        raise FileNotFoundError(2, "No such file or directory", file)
-
-    assert run(["--", "nosuch"], task_env(), execvp=missing, err=lines.append) == 127
+    assert run(["--", "nosuch"], task_env(), err=lines.append) == 127
     assert lines == ["slurmgen: cannot run 'nosuch': command not found"]
 
 
-def test_unmodified_program_sees_the_standard_variables_and_keeps_the_pid() -> None:
+def test_unmodified_program_sees_the_standard_variables_as_the_supervisors_child() -> None:
     env = task_env(**{contract.PREEMPT_SIGNAL: "USR1"})
     proc = subprocess.Popen(
         [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, "-c", SHOW],
@@ -113,7 +126,7 @@ def test_unmodified_program_sees_the_standard_variables_and_keeps_the_pid() -> N
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     shown = json.loads(out)
-    assert shown["pid"] == proc.pid  # exec, not a child: Slurm's signals reach the program itself
+    assert shown["ppid"] == proc.pid  # the entry point stays as the program's supervisor
     assert shown["env"] == {
         "RANK": "1",
         "LOCAL_RANK": "1",
@@ -125,7 +138,7 @@ def test_unmodified_program_sees_the_standard_variables_and_keeps_the_pid() -> N
         "GLOO_SOCKET_IFNAME": "lo",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
     }
-    assert shown["blocked"] & 1 << (signal.SIGUSR1 - 1)  # pending until the program's handler unblocks it
+    assert shown["blocked"] == 1 << (signal.SIGUSR1 - 1)  # only the preemption signal, until Preemption's handler
 
 
 def test_torchrun_agent_blocks_the_signal_and_gets_no_ranks() -> None:
