@@ -1,7 +1,8 @@
 """The batch shell's decisions, in Python: what happened to this run, and whether and how the job comes back.
 
     python3 -m slurmgen.runtime.batch begin          # at the start of every run
-    python3 -m slurmgen.runtime.batch signal SIG     # in the background, when SIG reaches the batch shell
+    python3 -m slurmgen.runtime.batch signal SIG [PID]  # in the background: TERM or the preemption signal reached
+                                                     # the batch shell; PID is srun's (runtime/batch_signal.py)
     python3 -m slurmgen.runtime.batch end RC         # after the step, with its exit code; exits with the job's
 
 The rendered script keeps only what bash must do (traps, forwarding, waiting); every rule lives here, once,
@@ -18,6 +19,10 @@ preemptions that no rank handles (slurm.conf(5) PreemptMode, GraceTime; measured
   and requeues it with a plain `scontrol requeue`, which takes back a completing job; it does so at once, before
   the save ends, so a save cut short by SIGKILL still leaves the job queued, to resume from the state before.
 - REQUEUE without grace: Slurm requeued the job itself; `end` (or the next run's `begin`) records that it did.
+With `preemption.handler: program` the program decides, and the batch shell requeues none of these.
+
+`end` also gives the job the exit code of the task that failed first (runtime/task_failure.py), and removes the
+resume state of a job that completed: exit code 0 and no requeue (README, "Resume state").
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
 
 WRITER = "batch-shell"
-USAGE = "usage: python3 -m slurmgen.runtime.batch begin | signal SIG | end RC"
+USAGE = "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | end RC"
 
 
 def _say(line: str) -> None:
@@ -108,46 +113,28 @@ def _site_plan(env: Mapping[str, str], client: SlurmClient | None) -> Preemption
     return plan_for(site, partition or default_partition(partitions), int(lead) if lead.isdigit() else None)
 
 
-def on_signal(
-    sig: str, env: Mapping[str, str], say: Callable[[str], None] = _say, client: SlurmClient | None = None
-) -> int:
-    """A signal reached the batch shell: if Slurm is preempting the job and will not requeue it (CANCEL), requeue
-    it now; otherwise only note what Slurm says."""
-    from slurmgen.runtime import slurm_view
-
-    key = job_key(env)
-    if key is None:
-        return 0
-    view = slurm_view.look(key, client)
-    if view is None or not view.preempted():
-        return 0
-    restarts = restart_count(env)
-    mode = view.mode(restarts)
-    record(env, WRITER, run_history.PREEMPTED, sig=sig, mode=mode, state=view.state_name)
-    if mode == "CANCEL" and env.get(contract.PREEMPT_SIGNAL):
-        outcome = requeue_ended_job(key, run_history.PREEMPTION, env, by=WRITER, client=client)
-        say(f"preempted with PreemptMode=CANCEL: {outcome.message}")
-    return 0
-
-
 def end(rc: int, env: Mapping[str, str], say: Callable[[str], None] = _say, client: SlurmClient | None = None) -> int:
     """After the step: requeue when a task asked for it, when a preemption left the job running or ending without
-    a requeue, or after a failure (requeue_on_failure); record the run's end. Returns the batch shell's exit code."""
+    a requeue, when the batch shell stopped the step for a requeue, or after a failure (requeue_on_failure); record
+    the run's end with the job's exit code (the first failing task's own). Returns the batch shell's exit code."""
     from slurmgen.runtime import slurm_view
+    from slurmgen.runtime.batch_signal import handler_of, requested_stop
 
     key = job_key(env)
     if key is None:
         return rc
     restarts = restart_count(env)
     preemption_on = bool(env.get(contract.PREEMPT_SIGNAL))
+    program_decides = handler_of(env) == contract.HANDLER_PROGRAM
     signals = _record_signals(env)
+    code, failing = _job_code(rc, env, say)
     asked = _take_marker(env, key)
+    stopped_for = requested_stop(env) if preemption_on else None
     view = slurm_view.look(key, client)
-    requeued = False
+    outcome = None
     if view is not None and view.requeued_since(restarts):
-        requeued = True
         _attribute(env, view.preempted())
-    elif preemption_on and view is not None and view.preempted():
+    elif preemption_on and not program_decides and view is not None and view.preempted():
         mode = view.mode(restarts)
         record(env, WRITER, run_history.PREEMPTED, mode=mode, state=view.state_name)
         if view.running():
@@ -155,17 +142,53 @@ def end(rc: int, env: Mapping[str, str], say: Callable[[str], None] = _say, clie
         else:
             outcome = requeue_ended_job(key, run_history.PREEMPTION, env, by=WRITER, client=client)
         say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}")
-        requeued = outcome.action == "requeued"
-    elif asked is not None:
-        outcome = requeue_this_job(asked, env, by=WRITER, client=client)
+    elif stopped_for is not None or asked is not None:
+        outcome = requeue_this_job(stopped_for or asked or run_history.PREEMPTION, env, by=WRITER, client=client)
         say(outcome.message)
-        requeued = outcome.action == "requeued"
     elif rc != 0 and env.get(contract.REQUEUE_ON_FAILURE) == "1" and not signals:
         outcome = requeue_this_job(run_history.FAILURE, env, by=WRITER, client=client)
         say(outcome.message)
-        requeued = outcome.action == "requeued"
-    record(env, WRITER, run_history.RUN_END, exit_code=rc, requeued=requeued)
-    return 0 if requeued else rc
+    requeued = (view is not None and view.requeued_since(restarts)) or (
+        outcome is not None and outcome.action == "requeued"
+    )
+    if stopped_for is not None and outcome is not None and outcome.action == "budget":
+        code = contract.EXIT_REQUEUE_BUDGET  # stopped to be requeued, but the budget is spent (as Preemption exits)
+    record(env, WRITER, run_history.RUN_END, exit_code=code, step_code=rc, requeued=requeued, failing=failing)
+    if code == 0 and not requeued:
+        _remove_state(env, key, say)
+    return 0 if requeued else code
+
+
+def _job_code(rc: int, env: Mapping[str, str], say: Callable[[str], None]) -> tuple[int, str | None]:
+    """The job's exit code: the first failing task's own (its supervisor recorded it), else the step's."""
+    from slurmgen.runtime import task_failure
+
+    log_dir = env.get(contract.LOG_DIR)
+    if rc == 0 or not log_dir:
+        return rc, None
+    failure = task_failure.first_failure(run_history.read(log_dir), restart_count(env) + 1)
+    if failure is None:
+        return rc, None
+    for line in task_failure.report(failure, rc, task_failure.tail(failure.log)):
+        say(line)
+    return failure.exit_code, failure.describe()
+
+
+def _remove_state(env: Mapping[str, str], key: str, say: Callable[[str], None]) -> None:
+    """The job completed: its resume state has nothing left to resume (README, "Resume state")."""
+    state_dir = env.get(contract.STATE_DIR)
+    if not state_dir:
+        return
+    path = os.path.join(state_dir, f"{key}.state")
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        say(f"could not remove the completed job's resume state {path}: {exc.strerror or exc}")
+        return
+    record(env, WRITER, run_history.STATE_REMOVED, path=path)
+    say(f"the job completed: removed its resume state {path}")
 
 
 def _record_signals(env: Mapping[str, str]) -> list[str]:
@@ -223,8 +246,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     try:
         if args == ["begin"]:
             return begin(env)
-        if len(args) == 2 and args[0] == "signal":
-            return on_signal(args[1], env)
+        if args[:1] == ["signal"] and len(args) in (2, 3) and (len(args) == 2 or args[2].isdigit()):
+            from slurmgen.runtime.batch_signal import on_signal
+
+            return on_signal(args[1], int(args[2]) if len(args) == 3 else None, env, _say)
         if len(args) == 2 and args[0] == "end" and args[1].isdigit():
             return end(int(args[1]), env)
     except Exception as error:  # the batch shell must go on: its job's exit code matters more than our record

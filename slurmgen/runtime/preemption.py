@@ -35,14 +35,11 @@ from slurmgen.atomic import sweep
 from slurmgen.runtime import state as disk
 from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.env import job_key, restart_count
-from slurmgen.runtime.requeue import record, requeue_this_job
+from slurmgen.runtime.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.signal_block import parse_signal_name
 
 REQUEUE, SAVE, EXIT, TERM = 1, 2, 4, 8
 ACTIONS = {"requeue": REQUEUE, "save": SAVE, "exit": EXIT, "term": TERM}
-# How close to the end of the time limit a preemption signal counts as the limit's own warning: Slurm sends
-# --signal up to 30 s before the lead time, and our start time is the batch shell's, a second late at most.
-TIME_LIMIT_SLACK = 90
 
 
 def _log(message: str) -> None:
@@ -116,6 +113,9 @@ class Preemption:
         if self.rank == 0:
             for leftover in sweep(self.path):
                 _log(f"removed {leftover}, left by a save that was interrupted")
+            # Announced for preemption.handler auto: the batch shell forwards the signal to a program that will
+            # act on it, and stops (then requeues) one that would not.
+            record(env, "rank0", run_history.HANDLER, handler="runtime")
 
     @property
     def timeout(self) -> float:
@@ -280,12 +280,8 @@ class Preemption:
         asked). A requeue signal near the end of the time limit is the limit's own warning; any other is a
         preemption when Slurm says so, or someone's request (`scancel --signal`, `slurmgen cancel --signal`)
         when it does not; unasked, it is taken for a preemption."""
-        if preempted:
-            return run_history.PREEMPTION
-        if flags & REQUEUE:
-            if self._near_time_limit():
-                return run_history.TIME_LIMIT
-            return run_history.REQUESTED if preempted is False else run_history.PREEMPTION
+        if flags & REQUEUE or preempted:
+            return signal_cause(self._env, preempted, time.time())
         if flags & TERM:
             return "terminated"
         return "clean-exit"
@@ -307,15 +303,6 @@ class Preemption:
         events = run_history.read(log_dir) if log_dir else []
         mode = run_history.site_mode(events, self.restart_count + 1)
         return run_history.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
-
-    def _near_time_limit(self) -> bool:
-        try:
-            start = float(self._env[contract.START_TIME])
-            limit = float(self._env[contract.TIME_LIMIT])
-            lead = float(self._env.get(contract.LEAD_TIME) or 0)
-        except (KeyError, ValueError):
-            return False
-        return time.time() >= start + limit - lead - TIME_LIMIT_SLACK
 
     def save_and_exit(self, state: Any = None) -> None:
         """Save (unless the stop is a clean exit), requeue if the signal asked for it, and end the process."""

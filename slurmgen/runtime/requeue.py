@@ -80,6 +80,35 @@ def past_counts(mapping: Mapping[str, str]) -> run_history.Counts:
     return run_history.counts(run_history.runs(run_history.read(log_dir)))
 
 
+# How close to the end of the time limit a requeue signal counts as the limit's own warning: Slurm sends --signal
+# up to 30 s before the lead time (PERIODIC_TIMEOUT, src/slurmctld/slurmctld.h), and our start time is the batch
+# shell's, a second late at most.
+TIME_LIMIT_SLACK = 90
+
+
+def near_time_limit(mapping: Mapping[str, str], now: float) -> bool:
+    """Is this run within its lead time (and Slurm's slack) of its time limit?"""
+    try:
+        start = float(mapping[contract.START_TIME])
+        limit = float(mapping[contract.TIME_LIMIT])
+        lead = float(mapping.get(contract.LEAD_TIME) or 0)
+    except (KeyError, ValueError):
+        return False
+    return now >= start + limit - lead - TIME_LIMIT_SLACK
+
+
+def signal_cause(mapping: Mapping[str, str], preempted: bool | None, now: float) -> str:
+    """Why a requeue signal came, for the rank and the batch shell alike. Slurm's PreemptTime is the authority
+    (``preempted``; None when Slurm could not be asked). Near the end of the time limit it is the limit's own
+    warning; any other is someone's request (`scancel --signal`, `slurmgen cancel --signal`) when Slurm says the
+    job is not preempted; unasked, it is taken for a preemption."""
+    if preempted:
+        return run_history.PREEMPTION
+    if near_time_limit(mapping, now):
+        return run_history.TIME_LIMIT
+    return run_history.REQUESTED if preempted is False else run_history.PREEMPTION
+
+
 def record(mapping: Mapping[str, str], writer: str, event: str, **fields: object) -> None:
     """One run-history event for this run (nothing outside slurmgen's script, which exports the log dir)."""
     log_dir = mapping.get(contract.LOG_DIR)

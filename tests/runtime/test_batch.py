@@ -15,7 +15,7 @@ from fake_slurm import FakeSlurm, done
 from recorded import recorded_text
 
 from slurmgen import contract, run_history
-from slurmgen.runtime import batch
+from slurmgen.runtime import batch, batch_signal
 from slurmgen.slurm.client import SlurmClient
 
 PREEMPT_TIME = "2026-11-23T10:00:00"
@@ -96,7 +96,7 @@ def test_cancel_preemption_is_requeued_by_the_signal_step_at_once(tmp_path: Path
     takes it back before the save has ended, so even a save cut short by SIGKILL leaves the job queued."""
     job = OneJob(state="COMPLETING", preempt_time=PREEMPT_TIME)
     said: list[str] = []
-    assert batch.on_signal("TERM", env_for(tmp_path), said.append, job.client()) == 0
+    assert batch_signal.on_signal("TERM", None, env_for(tmp_path), said.append, job.client()) == 0
     assert job.requeues == [["scontrol", "requeue", "77"]]
     assert said == [
         "preempted with PreemptMode=CANCEL: requeue issued for job 77 (preemption; preemption 1 of no limit)"
@@ -112,7 +112,7 @@ def test_slurms_own_requeue_is_recorded_as_slurms_never_made_twice(tmp_path: Pat
     """REQUEUE without grace: Slurm requeued the job itself (Restarts one higher, PreemptTime still set while it
     completes). The batch shell makes no second requeue and records who did it."""
     job = OneJob(state="COMPLETING", restarts=1, preempt_time=PREEMPT_TIME)
-    assert batch.on_signal("TERM", env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert batch_signal.on_signal("TERM", None, env_for(tmp_path), lambda line: None, job.client()) == 0
     assert batch.end(0, env_for(tmp_path), lambda line: None, job.client()) == 0
     assert job.requeues == []
     (run,) = history(tmp_path)
@@ -131,7 +131,7 @@ def test_a_requeue_rank_0_made_is_not_credited_to_slurm(tmp_path: Path) -> None:
 
 def test_a_user_cancel_is_never_requeued(tmp_path: Path) -> None:
     job = OneJob(state="COMPLETING")  # scancel: TERM, no PreemptTime
-    assert batch.on_signal("TERM", env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert batch_signal.on_signal("TERM", None, env_for(tmp_path), lambda line: None, job.client()) == 0
     assert batch.end(143, env_for(tmp_path, SLURMGEN_SIGNALS="TERM@1"), lambda line: None, job.client()) == 143
     assert job.requeues == []
     (run,) = history(tmp_path)

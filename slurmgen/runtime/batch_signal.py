@@ -1,0 +1,220 @@
+"""What a signal that reached the batch shell means, and how it reaches the tasks (`batch signal SIG [PID]`).
+
+The template passes two signals here, in the background so that the shell keeps waiting on the step:
+- SIGTERM: srun answers SIGTERM by killing its tasks at once (src/srun/libsrun/srun_job.c, _srun_signal_mgr:
+  "forcing job termination", then SIGKILL), so it is never sent to srun. While the job still runs (someone asked:
+  `slurmgen cancel --signal TERM`), it goes to the step through Slurm (`scancel --signal=TERM <job>.<step>`):
+  slurmstepd gives every task SIGTERM and srun returns when they exit. When Slurm itself is ending the job (time
+  limit, scancel, a requeue) the tasks have it already. And: is Slurm preempting the job with PreemptMode=CANCEL,
+  which never requeues? Then requeue it at once (runtime/batch.py says why).
+- the preemption signal, by `preemption.handler` (`preemption_route`):
+  runtime and program: forwarded to the step (srun passes it on to every task);
+  requeue: the step is stopped with SIGTERM through Slurm, as above, and the job requeued when it has ended (or
+  at the end of the window, if the program is still saving), within its budget;
+  auto: runtime when the program constructed Preemption (rank 0 announces it in the run history), else requeue,
+  with one warning line naming the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from slurmgen import contract, run_history
+from slurmgen.runtime.env import job_key, restart_count
+from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
+
+if TYPE_CHECKING:
+    from slurmgen.runtime.slurm_view import SlurmView
+    from slurmgen.slurm.client import SlurmClient
+
+WRITER = "batch-shell"
+STOP_ACTIONS = "stop the step with SIGTERM and requeue"  # the batch shell's own stop, in the run history
+STEP_LOOKUPS = 20  # tries to find the step in Slurm (a step that just started may not be registered yet)
+LOOKUP_PAUSE = 0.5  # s
+STOP_MARGIN = 10.0  # s before the end of the window at which a step still saving is left to Slurm's requeue
+WATCH_PAUSE = 0.5  # s between looks at the step while it stops
+
+
+def handler_of(env: Mapping[str, str]) -> str:
+    value = env.get(contract.PREEMPT_HANDLER, "")
+    return value if value in contract.HANDLERS else contract.HANDLER_AUTO
+
+
+def announced(env: Mapping[str, str]) -> bool:
+    """Did this run's rank 0 construct Preemption (run_history.HANDLER)?"""
+    log_dir = env.get(contract.LOG_DIR)
+    run = restart_count(env) + 1
+    events = run_history.read(log_dir) if log_dir else []
+    return any(e.get("event") == run_history.HANDLER and e.get("run") == run for e in events)
+
+
+def preemption_route(handler: str, program_announced: bool) -> str:
+    """ "forward" (the program acts on the signal) or "stop" (the batch shell stops the step and requeues)."""
+    if handler in (contract.HANDLER_RUNTIME, contract.HANDLER_PROGRAM):
+        return "forward"
+    if handler == contract.HANDLER_AUTO and program_announced:
+        return "forward"
+    return "stop"
+
+
+def fallback_warning(sig: str) -> str:
+    return (
+        f"warning: the program did not construct slurmgen's Preemption, so SIG{sig} cannot make it save: stopping "
+        "the step with SIGTERM and requeueing the job (preemption.handler: auto); construct Preemption in the "
+        f"program to save first, or set preemption.handler: program if it handles SIG{sig} itself, or requeue if it "
+        "resumes from its own checkpoints"
+    )
+
+
+def on_signal(
+    sig: str,
+    step_pid: int | None,
+    env: Mapping[str, str],
+    say: Callable[[str], None],
+    client: SlurmClient | None = None,
+    *,
+    kill: Callable[[int, int], None] = os.kill,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.time,
+) -> int:
+    import signal
+
+    from slurmgen.runtime import slurm_view
+
+    key = job_key(env)
+    if key is None:
+        return 0
+    view = slurm_view.look(key, client)
+    handler = handler_of(env)
+    if sig == "TERM":
+        _preempted_by_slurm(view, env, say, client, handler)
+        if step_pid is not None and (view is None or view.running()):
+            stop_step("TERM", step_pid, env, say, client, kill=kill, sleep=sleep)
+        return 0
+    if sig != env.get(contract.PREEMPT_SIGNAL) or step_pid is None:
+        return 0
+    program_announced = announced(env)
+    if preemption_route(handler, program_announced) == "forward":
+        if handler == contract.HANDLER_RUNTIME and not program_announced:
+            say(f"warning: SIG{sig} forwarded, but the program has not constructed slurmgen's Preemption (yet): the "
+                "signal waits, blocked, until it does (preemption.handler: runtime); construct Preemption early, or "
+                "set preemption.handler: auto to stop and requeue a program that does not")  # fmt: skip
+        with contextlib.suppress(ProcessLookupError):
+            kill(step_pid, getattr(signal, f"SIG{sig}"))
+        return 0
+    cause = signal_cause(env, None if view is None else view.preempted(), clock())
+    record(env, WRITER, run_history.STOP, cause=cause, actions=STOP_ACTIONS, signals=[sig])
+    if handler == contract.HANDLER_AUTO:
+        say(fallback_warning(sig))
+    say(f"SIG{sig} ({cause}): stopping the step with SIGTERM; the job is requeued once it has ended")
+    stop_step("TERM", step_pid, env, say, client, kill=kill, sleep=sleep)
+    deadline = window_end(env, view, cause)
+    if deadline is not None:
+        _watch(step_pid, deadline - STOP_MARGIN, cause, env, say, client, kill=kill, sleep=sleep, clock=clock)
+    return 0
+
+
+def _preempted_by_slurm(
+    view: SlurmView | None, env: Mapping[str, str], say: Callable[[str], None], client: SlurmClient | None, handler: str
+) -> None:
+    """SIGTERM: is Slurm preempting the job? Record it; with PreemptMode=CANCEL, which never requeues, requeue it
+    now (not for preemption.handler program, whose program decides)."""
+    if view is None or not view.preempted():
+        return
+    mode = view.mode(restart_count(env))
+    record(env, WRITER, run_history.PREEMPTED, sig="TERM", mode=mode, state=view.state_name)
+    if mode == "CANCEL" and env.get(contract.PREEMPT_SIGNAL) and handler != contract.HANDLER_PROGRAM:
+        key = job_key(env)
+        assert key is not None
+        outcome = requeue_ended_job(key, run_history.PREEMPTION, env, by=WRITER, client=client)
+        say(f"preempted with PreemptMode=CANCEL: {outcome.message}")
+
+
+def stop_step(
+    sig: str,
+    step_pid: int,
+    env: Mapping[str, str],
+    say: Callable[[str], None],
+    client: SlurmClient | None,
+    *,
+    kill: Callable[[int, int], None] = os.kill,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """Give every task of the step started by ``step_pid`` (srun) the signal through slurmstepd (`scancel
+    --signal=SIG <job>.<step>`), which lets srun return when they exit. True when Slurm took it."""
+    import signal
+
+    from slurmgen.errors import SlurmgenError
+    from slurmgen.slurm.client import SlurmClient
+
+    asker = client or SlurmClient(timeout=20.0)
+    job = env.get("SLURM_JOB_ID", "")
+    for attempt in range(STEP_LOOKUPS):
+        try:
+            steps = [s for s in asker.steps(job) if s.state == "RUNNING" and (s.step.step or "").isdigit()]
+            mine = [s for s in steps if s.srun_pid == step_pid] or (steps if len(steps) == 1 else [])
+            for step in mine:
+                asker.cancel(step.step, signal=sig)
+        except SlurmgenError as exc:
+            say(f"cannot signal the step through Slurm ({exc})")
+            break
+        if mine:
+            return True
+        if attempt + 1 < STEP_LOOKUPS:
+            sleep(LOOKUP_PAUSE)
+    if sig == "TERM":
+        say("no step of this job found in Slurm to stop gracefully; sending SIGTERM to srun, which kills the tasks")
+    with contextlib.suppress(ProcessLookupError):
+        kill(step_pid, getattr(signal, f"SIG{sig}"))
+    return False
+
+
+def window_end(env: Mapping[str, str], view: SlurmView | None, cause: str) -> float | None:
+    """When Slurm ends this run anyway (epoch seconds): the time limit, or a preemption's grace end; None when no
+    one will (a request)."""
+    if cause == run_history.PREEMPTION and view is not None and view.end_time is not None and view.running():
+        return view.end_time.timestamp()
+    if cause == run_history.TIME_LIMIT:
+        try:
+            return float(env[contract.START_TIME]) + float(env[contract.TIME_LIMIT])
+        except (KeyError, ValueError):
+            return None
+    return None
+
+
+def _watch(
+    step_pid: int,
+    deadline: float,
+    cause: str,
+    env: Mapping[str, str],
+    say: Callable[[str], None],
+    client: SlurmClient | None,
+    *,
+    kill: Callable[[int, int], None],
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> None:
+    """Wait for the step to end (the batch shell's `end` requeues then). A program still saving at the end of the
+    window would be killed and the job left ended: requeue it now, and Slurm stops it (SIGTERM, KillWait)."""
+    while clock() < deadline:
+        try:
+            kill(step_pid, 0)
+        except ProcessLookupError:
+            return
+        sleep(WATCH_PAUSE)
+    outcome = requeue_this_job(cause, env, by=WRITER, client=client)
+    say(f"the step is still stopping {STOP_MARGIN:g} s before the end of its window: {outcome.message}")
+
+
+def requested_stop(env: Mapping[str, str]) -> str | None:
+    """The cause of this run's stop by the batch shell (requeue mode), if it made one."""
+    log_dir = env.get(contract.LOG_DIR)
+    run = restart_count(env) + 1
+    for e in run_history.read(log_dir) if log_dir else []:
+        if e.get("event") == run_history.STOP and e.get("run") == run and e.get("actions") == STOP_ACTIONS:
+            return str(e.get("cause") or run_history.PREEMPTION)
+    return None
