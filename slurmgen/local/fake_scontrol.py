@@ -1,4 +1,4 @@
-"""The `scontrol` a local job finds first on PATH: `requeue`, `show job` and `show hostnames`, nothing else.
+"""The `scontrol` a local job finds first on PATH: `requeue`, `show job`, `show step` and `show hostnames`.
 
 `scontrol requeue [Incomplete] <job>` leaves a request in the job's control directory; the runner sees it, ends the run
 as Slurm does (SIGCONT and SIGTERM to every process, SIGKILL after KillWait) and starts the script again with
@@ -8,7 +8,8 @@ operation is presently disabled"; another job id gives "Invalid job id specified
 
 `scontrol show job <job>` prints the job's record as slurmctld would in the fields the runtime reads: RUNNING, or
 COMPLETING with Restarts one higher once a requeue was asked for, and PreemptTime while the runner rehearses a
-preemption (`--preempt-after`: the file PREEMPTED in the control directory).
+preemption (`--preempt-after`: the file PREEMPTED in the control directory). `scontrol show step <job>` lists the
+batch step and the steps whose fake srun is running, with srun's pid (`SrunHost:Pid=`), as Slurm 22.05 does.
 """
 
 from __future__ import annotations
@@ -88,6 +89,39 @@ def show_job(args: Sequence[str], env: Mapping[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in fields.items()) + "\n"
 
 
+def running_steps(control: str) -> list[tuple[int, int]]:
+    """(step id, srun pid) of the steps whose fake srun is alive (fake_srun.register_step)."""
+    found: list[tuple[int, int]] = []
+    try:
+        names = os.listdir(control)
+    except OSError:
+        return found
+    for name in sorted(names):
+        number = name.removeprefix("step-").removesuffix(".pid")
+        if not (name.startswith("step-") and name.endswith(".pid") and number.isdigit()):
+            continue
+        try:
+            with open(os.path.join(control, name), encoding="ascii") as handle:
+                pid = int(handle.read().strip())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            continue
+        found.append((int(number), pid))
+    return found
+
+
+def show_step(args: Sequence[str], env: Mapping[str, str]) -> str:
+    """This job's running steps as `scontrol --oneliner show step` prints them (the fields slurmgen reads)."""
+    job = args[0] if args else ""
+    control = env.get(jobenv.LOCAL_DIR, "")
+    if not control or job != env.get("SLURM_JOB_ID"):
+        raise ScontrolError("slurm_get_job_steps error: Invalid job id specified")
+    host = jobenv.node_names(1)[0]
+    lines = [f"StepId={job}.batch State=RUNNING SrunHost:Pid=(null):0"]
+    lines += [f"StepId={job}.{step} State=RUNNING SrunHost:Pid={host}:{pid}" for step, pid in running_steps(control)]
+    return "".join(line + "\n" for line in lines)
+
+
 def show_hostnames(args: Sequence[str], env: Mapping[str, str]) -> str:
     from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
 
@@ -106,9 +140,11 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> str:
         return show_hostnames(words[2:], env)
     if [w.lower() for w in words[:2]] == ["show", "job"] and len(words) == 3:
         return show_job(words[2:], env)
+    if [w.lower() for w in words[:2]] == ["show", "step"] and len(words) == 3:
+        return show_step(words[2:], env)
     raise ScontrolError(
-        f"`scontrol {' '.join(argv)}` is not emulated locally (only `requeue [Incomplete] <job>`, `show job` and "
-        "`show hostnames`); run it on a cluster"
+        f"`scontrol {' '.join(argv)}` is not emulated locally (only `requeue [Incomplete] <job>`, `show job`, "
+        "`show step` and `show hostnames`); run it on a cluster"
     )
 
 

@@ -5,11 +5,14 @@ expanded --output pattern (all tasks of a node share `%N.log`), every signal sru
 tasks, --kill-on-bad-exit ends the others (SIGCONT, SIGTERM, SIGKILL after KillWait) once one exits non-zero,
 and srun exits with the highest task exit code (128+N for a task killed by signal N). Tasks stay in the job's
 process group, so the runner can always end them. pyxis' --container-* options are accepted and ignored, with
-one warning: tasks run on this machine, not in the image.
+one warning: tasks run on this machine, not in the image. While it runs, the step is registered in the job's control
+directory (`step-<id>.pid`) for the fake `scontrol show step` and `scancel --signal`: a signal from scancel is
+forwarded to every task, as slurmstepd delivers it to every process of the step.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import signal
@@ -214,12 +217,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     step = Step(shape, args, env)
     step.pending.extend((signum, 0) for signum in early)  # for every task, once started
     steps.append(step)
+    registry = register_step(env.get(jobenv.LOCAL_DIR), shape.step_id)
     try:
         step.start()
+        return step.wait()
     except SrunError as exc:
         _err(f"error: {exc}")
         return 1
-    return step.wait()
+    finally:
+        if registry is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(registry)
+
+
+def step_file(control_dir: str, step_id: int) -> str:
+    """Where a running step's srun leaves its pid, for the fake scontrol (show step) and scancel (--signal)."""
+    return os.path.join(control_dir, f"step-{step_id}.pid")
+
+
+def register_step(control_dir: str | None, step_id: int) -> str | None:
+    if not control_dir:
+        return None
+    path = step_file(control_dir, step_id)
+    with open(path, "w", encoding="ascii") as handle:
+        handle.write(f"{os.getpid()}\n")
+    return path
 
 
 if __name__ == "__main__":

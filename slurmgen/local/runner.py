@@ -36,7 +36,11 @@ INTERRUPT_WAIT = 5.0  # after Ctrl-C: TERM, then KILL after this long (a second 
 POLL = 0.05
 SIGNAL_REQUEST = "signal"
 RUNNER_FILE = "runner.json"
-FAKES = {"srun": "slurmgen.local.fake_srun", "scontrol": "slurmgen.local.fake_scontrol"}
+FAKES = {
+    "srun": "slurmgen.local.fake_srun",
+    "scontrol": "slurmgen.local.fake_scontrol",
+    "scancel": "slurmgen.local.fake_scancel",
+}
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,8 @@ class Runner:
         p = self.job.paths
         for stale in (REQUEUE_REQUEST, SIGNAL_REQUEST, PREEMPTED, "steps"):
             (p.control / stale).unlink(missing_ok=True)
+        for registered in p.control.glob("step-*.pid"):  # a run killed before its srun could clean up
+            registered.unlink(missing_ok=True)
         self.runs += 1
         log = os.open(p.batch_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
