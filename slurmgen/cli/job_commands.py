@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from slurmgen.jobs.submit import Submission
     from slurmgen.jobs.targets import Target
     from slurmgen.slurm.client import SlurmClient
-    from slurmgen.slurm.ids import JobId
     from slurmgen.slurm.showjob import JobInfo
 
 commands = typer.Typer()
@@ -86,12 +85,10 @@ def submit_command(
     if test_only and wait:
         raise UsageError("--test-only submits nothing, so there is nothing to --wait for")
     overrides = list(set_ or [])
+    if wait:
+        _submit_and_wait(spec, overrides, templates)
     if not (dry_run or test_only):
-        done = submit_spec(spec, overrides, templates)
-        if wait:
-            from slurmgen.slurm.client import SlurmClient
-
-            _wait(SlurmClient(), done.job_id)
+        submit_spec(spec, overrides, templates)
         return
     from slurmgen.jobs.journal import home
     from slurmgen.jobs.plan import dry_run_lines
@@ -113,18 +110,40 @@ def submit_command(
     )
 
 
-def _wait(client: SlurmClient, job: JobId) -> None:
-    from slurmgen.jobs.wait import follow
+def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -> None:
+    """Submit, follow the job to its end and exit with its code; slurmgen's own failures exit 125 (wait.py)."""
+    from slurmgen.cli.output import report
+    from slurmgen.errors import SlurmgenError
+    from slurmgen.jobs.wait import EXIT_WAIT_ERROR, result_line
+    from slurmgen.slurm.client import SlurmClient
+
+    job = ""
+    try:
+        job = str(submit_spec(spec, overrides, templates).job_id)
+        _wait(SlurmClient(), job)
+    except SlurmgenError as exc:
+        report(exc)
+        err(f"slurmgen: exiting {EXIT_WAIT_ERROR}: slurmgen or Slurm failed, not the job (see the line above)")
+        print(result_line(job, "ERROR", EXIT_WAIT_ERROR), flush=True)
+        raise typer.Exit(EXIT_WAIT_ERROR) from None
+
+
+def _wait(client: SlurmClient, job: str) -> None:
+    from slurmgen.jobs.history import last_failing
+    from slurmgen.jobs.wait import follow, result_line
 
     progress = Progress()
+    target = _target(job)
     try:
-        result = follow(client, job, progress)
+        result = follow(client, target.job, progress)
     except KeyboardInterrupt:
         progress.close()
         err(f"stopped waiting; job {job} goes on (slurmgen status {job}, slurmgen cancel {job})")
         raise typer.Exit(130) from None
     progress.close()
-    err(f"slurmgen: {result.message}")
+    failing = last_failing(target, client.show_jobs(target.job)) if result.exit_code else None
+    err(f"slurmgen: {result.message}" + (f"; {failing} failed first" if failing else ""))
+    print(result_line(result.job or job, result.state, result.exit_code, failing), flush=True)
     raise typer.Exit(result.exit_code)
 
 
@@ -212,7 +231,9 @@ def status_command(
         if not targets and not extra:
             err(f"no jobs in the journal {journal.path}; submit one with `slurmgen submit SPEC`")
             return
-    rows, unknown = st.rows_for(targets, client)
+    from slurmgen.jobs.history import last_failing
+
+    rows, unknown = st.rows_for(targets, client, failing=last_failing)
     if unknown and not rows:
         raise unknown_job(unknown[0].job)
     print(st.table([*rows, *extra]))
@@ -227,8 +248,11 @@ def logs_command(
     job: JobArg,
     follow_: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")] = False,
     node: Annotated[str | None, typer.Option("--node", metavar="NODE", help="Only this node's log.")] = None,
+    rank: Annotated[
+        int | None, typer.Option("--rank", metavar="N", min=0, help="Only what rank N's program printed.")
+    ] = None,
 ) -> None:
-    """Print the batch log and the per-node logs of a job (all requeued runs; they are appended)."""
+    """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended)."""
     from slurmgen.jobs import logs as lg
     from slurmgen.slurm.client import SlurmClient
 
@@ -236,16 +260,18 @@ def logs_command(
     target = _target(job)
     if node is not None:
         lg.check_node_name(node)
+    if node is not None and rank is not None:
+        raise UsageError("--node and --rank exclude each other: a rank's log holds only that rank's output")
     infos = client.show_jobs(target.job)
     follower = lg.Follower(out=_write_bytes, cwd=Path.cwd())
 
     def files() -> list[Path]:
-        return lg.select(lg.batch_logs(target, infos), node)
+        return lg.select(lg.batch_logs(target, infos), node, rank)
 
     if not follow_:
         found = files()
         if not found:
-            raise UsageError(lg.missing_message(target, lg.batch_logs(target, infos), node, infos))
+            raise UsageError(lg.missing_message(target, lg.batch_logs(target, infos), node, infos, rank))
         follower.poll(found)
         return
 
@@ -254,7 +280,7 @@ def logs_command(
         return not current or all(i.state.is_terminal for i in current)
 
     if not files():
-        err(lg.missing_message(target, lg.batch_logs(target, infos), node, infos) + " Waiting for them...")
+        err(lg.missing_message(target, lg.batch_logs(target, infos), node, infos, rank) + " Waiting for them...")
     lg.follow(files, finished, follower)
 
 

@@ -32,6 +32,16 @@ def job_log_dirs(target: Target, infos: Sequence[JobInfo]) -> list[Path]:
     return [log.with_suffix("") for log in batch_logs(target, infos)]
 
 
+def last_failing(target: Target, infos: Sequence[JobInfo]) -> str | None:
+    """The task that failed first in the job's last run (its batch shell's run-end event), for status and
+    `submit --wait`: `rank 1 on node1 (exit 3)`; None for an array job, or when nothing failed on its own."""
+    dirs = job_log_dirs(target, infos)
+    if len(dirs) != 1:
+        return None
+    runs = run_history.runs(run_history.read(str(dirs[0])))
+    return runs[-1].failing if runs else None
+
+
 def no_history(target: Target, log_dirs: Sequence[Path], slurm_knows: bool) -> str:
     """Why there is nothing to show, in one line."""
     if not log_dirs:

@@ -1,19 +1,23 @@
-"""`slurmgen logs`: the batch log and the per-node logs of a job, printed or followed.
+"""`slurmgen logs`: the batch log, the per-node logs and the ranks' logs of a job, printed or followed.
 
 Where they are (templates/sbatch.sh.j2, slurmgen.directives): the batch log is `<output>/<name>-<key>.log` and
 the per-node logs are `<output>/<name>-<key>/<node>.log`, where key is `<array>_<task>` for an array task and
-the job id otherwise. Both are opened in append mode, so every requeued run adds to the same files, and the batch
-shell starts each run with a `slurmgen: job <key>, run <n>, ...` line. The journal knows `<output>` and `<name>`
-for jobs submitted from here; for other jobs `scontrol show job` gives the batch log (StdOut=).
+the job id otherwise; next to them, `rank-<N>.log` holds what rank N's program printed (its supervisor opens it
+for the program: slurmgen.runtime.supervisor). All are opened in append mode, so every requeued run adds to the
+same files, and the batch shell starts each run with a `slurmgen: job <key>, run <n>, ...` line. The journal
+knows `<output>` and `<name>` for jobs submitted from here; for other jobs `scontrol show job` gives the batch log
+(StdOut=).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slurmgen import contract
 from slurmgen.errors import UsageError
 from slurmgen.jobs.journal import Entry
 from slurmgen.jobs.targets import Target
@@ -40,28 +44,54 @@ def glob_escape(text: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
-def node_logs(batch_log: Path) -> list[Path]:
-    """`<name>-<key>.log` -> the files in `<name>-<key>/`, sorted by node name."""
+RANK_LOG = re.compile(r"rank-(\d+)\.log")  # contract.rank_log_name
+
+
+def _job_dir(batch_log: Path) -> Path | None:
     directory = batch_log.with_suffix("") if batch_log.suffix == ".log" else None
-    if directory is None or not directory.is_dir():
+    return directory if directory is not None and directory.is_dir() else None
+
+
+def node_logs(batch_log: Path) -> list[Path]:
+    """`<name>-<key>.log` -> the per-node logs in `<name>-<key>/` (srun's, and what is not a rank's), by node."""
+    directory = _job_dir(batch_log)
+    if directory is None:
         return []
-    return sorted(directory.glob("*.log"))
+    return sorted(p for p in directory.glob("*.log") if not RANK_LOG.fullmatch(p.name))
 
 
-def select(batch: Iterable[Path], node: str | None) -> list[Path]:
-    """Every file to show, batch logs first; with ``node`` only that node's log(s)."""
+def rank_logs(batch_log: Path) -> list[Path]:
+    """The ranks' own logs in `<name>-<key>/` (`rank-<N>.log`: what each program printed), by rank."""
+    directory = _job_dir(batch_log)
+    if directory is None:
+        return []
+    found = [(int(m[1]), p) for p in directory.glob("rank-*.log") if (m := RANK_LOG.fullmatch(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def select(batch: Iterable[Path], node: str | None, rank: int | None = None) -> list[Path]:
+    """Every file to show, batch logs first, then the node logs and the rank logs; with ``node`` only that node's
+    log(s), with ``rank`` only that rank's."""
     files: list[Path] = []
     for log in batch:
-        nodes = node_logs(log)
-        if node is None:
-            files += [log, *nodes] if log.exists() else nodes
+        nodes, ranks = node_logs(log), rank_logs(log)
+        if rank is not None:
+            files += [r for r in ranks if r.name == contract.rank_log_name(rank)]
+        elif node is None:
+            files += [log, *nodes, *ranks] if log.exists() else [*nodes, *ranks]
         else:
             files += [n for n in nodes if n.stem == node]
     return files
 
 
-def missing_message(target: Target, batch: Sequence[Path], node: str | None, infos: Sequence[JobInfo]) -> str:
+def missing_message(
+    target: Target, batch: Sequence[Path], node: str | None, infos: Sequence[JobInfo], rank: int | None = None
+) -> str:
     where = ", ".join(str(b) for b in batch) or "nowhere (Slurm does not know the job, nor does the journal)"
+    if rank is not None:
+        ranks = sorted({int(m[1]) for b in batch for r in rank_logs(b) if (m := RANK_LOG.fullmatch(r.name))})
+        shown = ", ".join(map(str, ranks)) or "none yet"
+        return f"job {target.job}: no log of rank {rank} (ranks with logs: {shown})"
     if node is not None:
         known = sorted({n.stem for b in batch for n in node_logs(b)})
         return f"job {target.job}: no log of node {node} (nodes with logs: {', '.join(known) or 'none yet'})"

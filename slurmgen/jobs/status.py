@@ -17,7 +17,9 @@ from slurmgen.slurm.showjob import JobInfo
 from slurmgen.slurm.times import format_duration
 
 RECENT = 10  # jobs shown by `slurmgen status` without an argument
-COLUMNS = ("JOB", "NAME", "STATE", "REASON", "RESTARTS", "NODES", "ELAPSED/LIMIT", "EXIT", "SUBMITTED")
+COLUMNS = (
+    "JOB", "NAME", "STATE", "REASON", "RESTARTS", "NODES", "ELAPSED/LIMIT", "EXIT", "FAILED FIRST", "SUBMITTED"
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -30,11 +32,12 @@ class Row:
     nodes: str = ""
     elapsed: str = ""
     exit: str = ""
+    failed_first: str = ""  # the task whose own failure ended the last run (run history), e.g. rank 1 on node1
     submitted: str = ""
 
     def cells(self) -> tuple[str, ...]:
         return (self.job, self.name, self.state, self.reason, self.restarts, self.nodes, self.elapsed,
-                self.exit, self.submitted)  # fmt: skip
+                self.exit, self.failed_first, self.submitted)  # fmt: skip
 
 
 def state_label(info: JobInfo) -> str:
@@ -59,7 +62,7 @@ def when(epoch: float, now: float) -> str:
     return time.strftime(fmt, time.localtime(epoch))
 
 
-def row_from_info(info: JobInfo, entry: Entry | None, now: float) -> Row:
+def row_from_info(info: JobInfo, entry: Entry | None, now: float, failed_first: str | None = None) -> Row:
     return Row(
         job=str(info.job_id),
         name=info.name,
@@ -69,6 +72,7 @@ def row_from_info(info: JobInfo, entry: Entry | None, now: float) -> Row:
         nodes=info.nodes or "",
         elapsed=f"{format_duration(info.elapsed or 0)}/{format_duration(info.time_limit)}",
         exit=exit_label(info),
+        failed_first=(failed_first or "") if info.state.is_terminal and info.exit_code else "",
         submitted=when(entry.time, now) if entry else "",
     )
 
@@ -89,9 +93,13 @@ def row_from_entry(entry: Entry, now: float) -> Row:
 
 
 def rows_for(
-    targets: Sequence[Target], client: SlurmClient, clock: Callable[[], float] = time.time
+    targets: Sequence[Target],
+    client: SlurmClient,
+    clock: Callable[[], float] = time.time,
+    failing: Callable[[Target, list[JobInfo]], str | None] = lambda target, infos: None,
 ) -> tuple[list[Row], list[Target]]:
-    """Rows for each target (an array job gives one per record), and the targets Slurm does not know."""
+    """Rows for each target (an array job gives one per record), and the targets Slurm does not know.
+    ``failing`` names the task that failed first in a job's last run (jobs.history.last_failing)."""
     rows: list[Row] = []
     unknown: list[Target] = []
     now = clock()
@@ -100,7 +108,8 @@ def rows_for(
         if target.job.array_task is not None:  # one task asked: not its siblings
             infos = [i for i in infos if i.job_id == target.job.without_step()] or infos
         if infos:
-            rows.extend(row_from_info(info, target.entry, now) for info in infos)
+            first = failing(target, infos) if len(infos) == 1 and infos[0].state.is_terminal else None
+            rows.extend(row_from_info(info, target.entry, now, first) for info in infos)
         elif target.entry is not None:
             rows.append(row_from_entry(target.entry, now))
         else:

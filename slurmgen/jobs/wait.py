@@ -21,23 +21,32 @@ MAX_POLL = 2.0
 GRACE = 15.0  # seconds a just-submitted job may be missing from scontrol before that is an error
 
 
+# `submit --wait` exits with the job's own code; slurmgen's own failures (a refused spec, Slurm failing, a job Slurm
+# forgot) exit with this one instead, as docker run and timeout(1) keep a code of their own (125), and the last line
+# on stdout (`result_line`) tells the two apart even when the job itself exits 125.
+EXIT_WAIT_ERROR = 125
+
+
 @dataclass(frozen=True)
 class WaitResult:
     exit_code: int
     message: str
+    state: str = "UNKNOWN"
+    job: str = ""
 
 
 def _one(info: JobInfo) -> WaitResult:
     what = f"job {info.job_id} {info.state_name}"
+    job, state = str(info.job_id), info.state_name
     if info.exit_signal:
         # The shell's convention: a process ended by signal N exits 128+N.
-        return WaitResult(128 + info.exit_signal, f"{what}, ended by signal {info.exit_signal}")
+        return WaitResult(128 + info.exit_signal, f"{what}, ended by signal {info.exit_signal}", state, job)
     if info.exit_code:
-        return WaitResult(info.exit_code, f"{what} with exit code {info.exit_code}")
+        return WaitResult(info.exit_code, f"{what} with exit code {info.exit_code}", state, job)
     if info.state is JobState.COMPLETED:
-        return WaitResult(0, f"{what}")
+        return WaitResult(0, f"{what}", state, job)
     # CANCELLED, TIMEOUT, NODE_FAIL, ... without a code of their own: still a failure.
-    return WaitResult(EXIT_FAILURE, f"{what} (no exit code from Slurm; exiting {EXIT_FAILURE})")
+    return WaitResult(EXIT_FAILURE, f"{what} (no exit code from Slurm; exiting {EXIT_FAILURE})", state, job)
 
 
 def outcome(infos: Sequence[JobInfo]) -> WaitResult:
@@ -47,9 +56,16 @@ def outcome(infos: Sequence[JobInfo]) -> WaitResult:
         return results[0]
     worst = max(results, key=lambda r: r.exit_code)
     failed = sum(r.exit_code != 0 for r in results)
-    return WaitResult(
-        worst.exit_code, f"{len(results)} tasks, {failed} failed" + (f"; {worst.message}" if failed else "")
-    )
+    summary = f"{len(results)} tasks, {failed} failed" + (f"; {worst.message}" if failed else "")
+    return WaitResult(worst.exit_code, summary, worst.state, worst.job)
+
+
+def result_line(job: str, state: str, code: int, failing: str | None = None) -> str:
+    """The last line `submit --wait` prints on stdout, for scripts: `job=123 state=FAILED exit=3`, with
+    `failing="rank 1 on node1 (exit 3)"` when a task failed on its own; `state=ERROR exit=125` when slurmgen itself
+    or Slurm failed (then the job's fate is unknown or it was never submitted: `job=-`)."""
+    line = f"job={job or '-'} state={state} exit={code}"
+    return line + (f' failing="{failing}"' if failing else "")
 
 
 def describe(infos: Sequence[JobInfo]) -> str:

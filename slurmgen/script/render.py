@@ -14,6 +14,7 @@ from slurmgen import contract
 from slurmgen.errors import SlurmgenError, UsageError
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.step import batch_words, join, package_dir_words, rendezvous_words, step_line
+from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.spec.model import JobSpec
 
 TEMPLATE = "sbatch.sh.j2"
@@ -52,6 +53,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
     if pre.enabled:
         exports += [
             (contract.PREEMPT_SIGNAL, pre.signal),
+            (contract.PREEMPT_HANDLER, pre.handler),
             (contract.LEAD_TIME, str(pre.lead_time)),
             (contract.MAX_REQUEUES, str(pre.max_requeues)),
         ]
@@ -64,11 +66,17 @@ def context(spec: JobSpec) -> dict[str, Any]:
     # Python buffers a pipe in 8 KiB blocks, so logs would lag far behind the job; `env` may override this.
     exports.append(("PYTHONUNBUFFERED", "1"))
     trapped = ([pre.signal] if pre.enabled else []) + [contract.CLEAN_EXIT_SIGNAL, contract.SAVE_EXIT_SIGNAL]
+    own = user_batch_signal(spec)
+    if own is not None and own not in trapped:
+        trapped.insert(0, own)  # the user's own --signal=B:<sig> (preemption off): forwarded to the step
     return {
         "name": spec.name,
         "digest": spec.digest,
         "directives": [d.line() for d in directives(spec)],
         "trapped_signals": trapped,
+        # srun kills the tasks at once on SIGTERM (src/srun/libsrun/srun_job.c, _srun_signal_mgr: "forcing job
+        # termination"): the batch helper delivers it to the step through scancel instead.
+        "helped_signals": ([pre.signal] if pre.enabled else []) + [contract.SAVE_EXIT_SIGNAL],
         "exports": exports,
         "log_dir": task_log_stem(spec),
         "state_dir": pre.state_dir,
@@ -87,6 +95,14 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "batch_signal": join(batch_words(spec, "signal")),
         "batch_end": join(batch_words(spec, "end")),
     }
+
+
+def user_batch_signal(spec: JobSpec) -> str | None:
+    """The signal of the user's own `sbatch: {signal: B:...}` (allowed with preemption off) that reaches the batch
+    shell, which must trap it: bash's default action for most signals is to end the shell, and the job with it."""
+    value = dict(spec.sbatch).get("signal")
+    parsed = parse_sbatch_signal(value) if value else None
+    return parsed[1] if isinstance(parsed, tuple) and parsed[0] == "B" else None
 
 
 def _finalize(value: Any) -> Any:

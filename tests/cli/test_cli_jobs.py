@@ -12,6 +12,7 @@ from fake_slurm import FakeSlurm
 from recorded import DATA
 from tiny_job import SPEC
 
+from slurmgen import run_history
 from slurmgen.cli.app import main
 
 
@@ -103,8 +104,37 @@ def test_wait_exits_with_the_jobs_exit_code(fake: FakeSlurm, capsys: pytest.Capt
     fake.on("sbatch", out="15\n")
     fake.on("scontrol", out=(DATA / "show-job-o-failed.out").read_text())  # FAILED, ExitCode=3:0
     code, out, err = run(capsys, "submit", "tiny.yaml", "--wait")
-    assert (code, out) == (3, "15\n")
+    assert (code, out) == (3, "15\njob=15 state=FAILED exit=3\n")
     assert "slurmgen: job 15 FAILED with exit code 3" in err
+
+
+def test_wait_names_the_task_that_failed_first(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:
+    """The batch shell recorded which task failed first (run-end event): --wait and status say the same."""
+    fake.on("sbatch", out="15\n")
+    fake.on("scontrol", out=(DATA / "show-job-o-failed.out").read_text())
+    logs = Path("logs") / "tiny-15"
+    failing = "rank 1 on node2 (exit 3)"
+    run_history.append(str(logs), "batch-shell", run_history.RUN_END, 1, 1.0, exit_code=3, failing=failing)
+    code, out, err = run(capsys, "submit", "tiny.yaml", "--wait")
+    assert (code, out.splitlines()[-1]) == (3, 'job=15 state=FAILED exit=3 failing="rank 1 on node2 (exit 3)"')
+    assert "job 15 FAILED with exit code 3; rank 1 on node2 (exit 3) failed first" in err
+    code, out, _ = run(capsys, "status", "15")
+    header, row = out.splitlines()
+    assert "FAILED FIRST" in header and " 3     rank 1 on node2 (exit 3)  " in row
+
+
+def test_wait_tells_slurmgens_own_failure_from_the_jobs(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:
+    """A job that exits 3 and sbatch failing (3 without --wait) must not look alike: slurmgen's own is 125."""
+    fake.on("sbatch", err="sbatch: error: Batch job submission failed: Invalid account\n", rc=1)
+    code, out, err = run(capsys, "submit", "tiny.yaml", "--wait")
+    assert (code, out) == (125, "job=- state=ERROR exit=125\n")
+    assert err.startswith("error: sbatch failed (exit 1): Batch job submission failed: Invalid account\n")
+    fake.on("sbatch", out="15\n")
+    fake.on("scontrol", err="slurm_load_jobs error: Invalid job id specified\n", rc=1)  # Slurm forgot it
+    code, out, err = run(capsys, "submit", "tiny.yaml", "--wait", "--set", "nodes=1")
+    assert (code, out) == (125, "15\njob=15 state=ERROR exit=125\n")
+    code, out, err = run(capsys, "submit", "tiny.yaml", "--wait", "--set", "nodes=0")
+    assert (code, out) == (125, "job=- state=ERROR exit=125\n") and "error: --set: nodes: must be at least 1" in err
 
 
 def test_status_of_the_journal_and_of_one_job(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:
