@@ -74,6 +74,7 @@ class Step:
         self.pending: list[tuple[int, int]] = []  # (signal, tasks started when it came)
         self.codes: dict[int, int] = {}
         self.kill_deadline: float | None = None
+        self.terminating = False  # --kill-on-bad-exit has started ending the step
         self.kill_wait = float(env.get(jobenv.KILL_WAIT) or jobenv.DEFAULT_KILL_WAIT)
 
     def forward(self, signum: int, frame: object = None) -> None:
@@ -147,7 +148,7 @@ class Step:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 if self.kill_deadline is not None and time.monotonic() >= self.kill_deadline:
-                    for other in self.tasks:
+                    for other in procs.descendants(list(self.tasks)):
                         procs.signal_leader(other, signal.SIGKILL)
                     self.kill_deadline = None
                 time.sleep(POLL)
@@ -163,10 +164,12 @@ class Step:
         return max(self.codes.values(), default=0)
 
     def _bad_exit(self) -> None:
-        if not self.args.kill_on_bad_exit or self.kill_deadline is not None or not self.tasks:
+        if not self.args.kill_on_bad_exit or self.terminating or not self.tasks:
             return
+        self.terminating = True
         _err(f"error: Terminating StepId={self.shape.job_id}.{self.shape.step_id} (--kill-on-bad-exit)")
-        for pid in self.tasks:
+        # Every process of the step, as slurmstepd's proctrack signals them, not just the task it started.
+        for pid in procs.descendants(list(self.tasks)):
             procs.signal_leader(pid, signal.SIGCONT)
             procs.signal_leader(pid, signal.SIGTERM)
         self.kill_deadline = time.monotonic() + self.kill_wait

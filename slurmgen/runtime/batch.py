@@ -118,7 +118,7 @@ def end(rc: int, env: Mapping[str, str], say: Callable[[str], None] = _say, clie
     a requeue, when the batch shell stopped the step for a requeue, or after a failure (requeue_on_failure); record
     the run's end with the job's exit code (the first failing task's own). Returns the batch shell's exit code."""
     from slurmgen.runtime import slurm_view
-    from slurmgen.runtime.batch_signal import handler_of, requested_stop
+    from slurmgen.runtime.batch_signal import handler_of, never_taken, requested_stop
 
     key = job_key(env)
     if key is None:
@@ -127,6 +127,8 @@ def end(rc: int, env: Mapping[str, str], say: Callable[[str], None] = _say, clie
     preemption_on = bool(env.get(contract.PREEMPT_SIGNAL))
     program_decides = handler_of(env) == contract.HANDLER_PROGRAM
     signals = _record_signals(env)
+    if (unheard := never_taken(env, signals)) is not None:
+        say(unheard)
     code, failing = _job_code(rc, env, say)
     asked = _take_marker(env, key)
     stopped_for = requested_stop(env) if preemption_on else None

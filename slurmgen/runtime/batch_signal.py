@@ -99,10 +99,6 @@ def on_signal(
         return 0
     program_announced = announced(env)
     if preemption_route(handler, program_announced) == "forward":
-        if handler == contract.HANDLER_RUNTIME and not program_announced:
-            say(f"warning: SIG{sig} forwarded, but the program has not constructed slurmgen's Preemption (yet): the "
-                "signal waits, blocked, until it does (preemption.handler: runtime); construct Preemption early, or "
-                "set preemption.handler: auto to stop and requeue a program that does not")  # fmt: skip
         with contextlib.suppress(ProcessLookupError):
             kill(step_pid, getattr(signal, f"SIG{sig}"))
         return 0
@@ -208,6 +204,19 @@ def _watch(
         sleep(WATCH_PAUSE)
     outcome = requeue_this_job(cause, env, by=WRITER, client=client)
     say(f"the step is still stopping {STOP_MARGIN:g} s before the end of its window: {outcome.message}")
+
+
+def never_taken(env: Mapping[str, str], signals: list[str]) -> str | None:
+    """After the step: a warning when the preemption signal came under handler runtime and the program never
+    constructed Preemption, so nothing ever acted on it (it stayed blocked); else None."""
+    sig = env.get(contract.PREEMPT_SIGNAL)
+    if not sig or sig not in signals or handler_of(env) != contract.HANDLER_RUNTIME or announced(env):
+        return None
+    return (
+        f"warning: SIG{sig} reached the job, but the program never constructed slurmgen's Preemption, so nothing "
+        "acted on it (preemption.handler: runtime); construct Preemption, or set preemption.handler: auto to stop "
+        "and requeue such a program"
+    )
 
 
 def requested_stop(env: Mapping[str, str]) -> str | None:

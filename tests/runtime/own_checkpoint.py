@@ -1,0 +1,116 @@
+"""A training script that knows nothing of slurmgen, in the shape of pytorch/examples' multinode DDP tutorial
+(distributed/ddp-tutorial-series/multinode.py): env:// process group, a Trainer that saves its own snapshot every
+few steps (here atomically: a temporary file, then a rename) and resumes from it when it exists.
+
+    --handle SIG --handler-after S   like a framework: its own handler for SIG, installed S seconds in; on SIG all
+                                     ranks agree at a step boundary, rank 0 saves and requeues the job itself
+                                     (scontrol requeue), and everyone exits 0 (preemption.handler: program)
+
+Lines for the tests: `SAVED <step> <weights>` (rank 0), `RESUMED <step> <weights>` (every rank),
+`HANDLER <sig>` (rank 0, once installed), `STOP <step> <weights>` (rank 0), `DONE <steps> <weights>` (every rank).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+def weights(model: torch.nn.Module) -> str:
+    return f"{sum(float(p.detach().double().sum()) for p in model.parameters()):.10f}"
+
+
+class Trainer:
+    def __init__(self, snapshot: str, save_every: int) -> None:
+        self.rank = dist.get_rank()
+        torch.manual_seed(0)
+        self.model = DistributedDataParallel(torch.nn.Linear(4, 1, bias=False))
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05)
+        self.snapshot, self.save_every, self.step = snapshot, save_every, 0
+        self.stop_requested = False
+        if os.path.exists(snapshot):
+            state = torch.load(snapshot, weights_only=True)
+            self.model.module.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.step = int(state["step"])
+            print(f"RESUMED {self.step} {weights(self.model)} rank={self.rank}", flush=True)
+
+    def save(self) -> None:
+        if self.rank != 0:
+            return
+        state = {"model": self.model.module.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step}
+        tmp = f"{self.snapshot}.tmp"
+        torch.save(state, tmp)
+        os.replace(tmp, self.snapshot)
+        print(f"SAVED {self.step} {weights(self.model)}", flush=True)
+
+    def train_step(self) -> None:
+        generator = torch.Generator().manual_seed(self.step * 101 + self.rank)
+        x = torch.randn(8, 4, generator=generator)
+        loss = (self.model(x) - x.sum(dim=1, keepdim=True)).pow(2).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.step += 1
+
+    def stop_agreed(self) -> bool:
+        flag = torch.tensor([1 if self.stop_requested else 0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+
+def requeue_job() -> None:
+    """What a framework does on its requeue signal: `scontrol requeue` this job (one array task, never its array)."""
+    env = os.environ
+    key = env["SLURM_JOB_ID"]
+    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
+        key = f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
+    done = subprocess.run(["scontrol", "requeue", key], capture_output=True, text=True, check=False)
+    print(f"REQUEUE {key} rc={done.returncode} {done.stderr.strip()}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--step-time", type=float, default=0.05)
+    parser.add_argument("--save-every", type=int, default=20)
+    parser.add_argument("--snapshot", required=True)
+    parser.add_argument("--handle", default=None, help="a signal this program handles itself")
+    parser.add_argument("--handler-after", type=float, default=0.0)
+    args = parser.parse_args()
+    dist.init_process_group("gloo")
+    trainer = Trainer(args.snapshot, args.save_every)
+    started = time.monotonic()
+    handler_due = args.handle is not None
+    while trainer.step < args.steps:
+        if handler_due and time.monotonic() - started >= args.handler_after:
+            sig = getattr(signal, f"SIG{args.handle}")
+            signal.signal(sig, lambda signum, frame: setattr(trainer, "stop_requested", True))
+            handler_due = False
+            if trainer.rank == 0:
+                print(f"HANDLER {args.handle}", flush=True)
+        trainer.train_step()
+        time.sleep(args.step_time)
+        if trainer.step % args.save_every == 0:
+            trainer.save()
+        if args.handle is not None and trainer.stop_agreed():
+            if trainer.rank == 0:
+                print(f"STOP {trainer.step} {weights(trainer.model)}", flush=True)
+                trainer.save()
+                requeue_job()
+            dist.barrier()
+            sys.exit(0)
+    print(f"DONE {trainer.step} {weights(trainer.model)} rank={trainer.rank}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
