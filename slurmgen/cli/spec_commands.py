@@ -27,8 +27,16 @@ def load_and_render(spec: Path, overrides: list[str], templates: Path | None) ->
 
     loaded = load_file(spec, overrides)
     text = render_script(loaded.spec, templates)
-    warn_all((*loaded.warnings, *doctor(loaded.spec, text)))
+    warn_all((*loaded.warnings, *_where_problems(loaded.spec, spec), *doctor(loaded.spec, text)))
     return loaded.spec, text
+
+
+def _where_problems(spec: JobSpec, path: Path) -> list[Problem]:
+    """Warnings that need the files where the job will run (from here: the directory one submits from)."""
+    from slurmgen.spec.where import missing_script
+
+    missing = missing_script(spec, str(path), Path.cwd())
+    return [] if missing is None else [missing]
 
 
 @commands.command()
@@ -77,12 +85,13 @@ def validate(
             for problem in exc.problems:
                 err(f"error: {problem}")
             continue
-        if strict and loaded.warnings:
-            problems.extend(loaded.warnings)
-            for problem in loaded.warnings:
+        warnings = [*loaded.warnings, *_where_problems(loaded.spec, path)]
+        if strict and warnings:
+            problems.extend(warnings)
+            for problem in warnings:
                 err(f"error: {problem} (--strict)")
             continue
-        warn_all(loaded.warnings)
+        warn_all(warnings)
         err(f"ok: {path}")
     if problems:
         raise typer.Exit(SpecError(problems).exit_code)

@@ -11,10 +11,11 @@ command as the child of a thin supervisor (slurmgen.runtime.supervisor): it deli
 log, and records a failure of the program's own for the batch shell. The supervisor blocks the signals it handles
 first, before anything slow: a signal sent during start-up waits instead of killing the task.
 
-``--torchrun-agent``: this task is torchrun's per-node launcher, ``exec``'d with the preemption signal blocked (Slurm
-delivers it to every process of the step, workers included, so torchrun need not forward it, and must not die of
-it while starting). torchrun sets the rank variables for its workers itself, so none are set here; each worker
-runs this entry point again and gets its own supervisor.
+``--torchrun-agent``: this task is torchrun's per-node launcher, with the preemption signal blocked (Slurm delivers it
+to every process of the step, workers included, so torchrun need not forward it, and must not die of it while
+starting). ``python -m torch.distributed.run`` runs in this process (slurmgen.runtime.torchrun_agent: one shutdown
+and one line when the job ends); any other command is ``exec``'d. torchrun sets the rank variables for its workers
+itself, so none are set here; each worker runs this entry point again and gets its own supervisor.
 
 ``--rendezvous`` prints ``MASTER_ADDR MASTER_PORT`` on one line for the batch shell:
 ``read -r MASTER_ADDR MASTER_PORT < <(python3 -m slurmgen.runtime.launch --rendezvous)``.
@@ -108,6 +109,10 @@ def run(
             err(f"slurmgen: {line}")
 
         return supervisor.supervise(plan, say)
+    from slurmgen.runtime import torchrun_agent
+
+    if torchrun_agent.is_torchrun(command):
+        return torchrun_agent.run(command[3:], err)  # in this process: one line, not tracebacks, when the job ends
     try:
         execvp(command[0], command)
     except FileNotFoundError:

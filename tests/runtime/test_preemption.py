@@ -31,14 +31,25 @@ class Job:
     dir: Path  # this launch's output; the state directory is shared by the launches of one test
     state_dir: Path
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    # Through the entry point the program writes its rank's log (LOG_DIR/rank-N.log, shared by the launches of a
+    # test as by the runs of a job): this launch's part starts at these offsets.
+    offsets: dict[int, int] = field(default_factory=dict)
+
+    def _rank_log(self, rank: int) -> str:
+        path = self.log_dir / contract.rank_log_name(rank)
+        if rank not in self.offsets or not path.exists():
+            return ""
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            handle.seek(self.offsets[rank])
+            return handle.read()
 
     def out(self, rank: int = 0) -> str:
         path = self.dir / f"rank{rank}.out"
-        return path.read_text() if path.exists() else ""
+        return (path.read_text() if path.exists() else "") + self._rank_log(rank)
 
     def err(self, rank: int = 0) -> str:
         path = self.dir / f"rank{rank}.err"
-        return path.read_text() if path.exists() else ""
+        return (path.read_text() if path.exists() else "") + self._rank_log(rank)
 
     def calls(self) -> list[str]:
         """The scontrol commands that act (requeues); `show job` questions are left out."""
@@ -61,7 +72,8 @@ class Job:
             time.sleep(0.02)
 
     def signal(self, sig: int, rank: int = 0) -> None:
-        os.kill(self.procs[rank].pid, sig)
+        """As slurmstepd signals a task: every process of it (the supervisor and its program; its own group)."""
+        os.killpg(self.procs[rank].pid, sig)
 
     def wait(self, timeout: float = 60) -> list[int]:
         return [p.wait(timeout=timeout) for p in self.procs]
@@ -115,6 +127,8 @@ def launch(tmp_path: Path) -> Iterator[object]:
             cmd = [sys.executable, str(WORKER), *(["--dist"] if world > 1 else []), *args]
             if through_entry:
                 cmd = [sys.executable, "-m", "slurmgen.runtime.launch", "--", *cmd]
+                log = tmp_path / "logs" / contract.rank_log_name(rank)
+                job.offsets[rank] = log.stat().st_size if log.exists() else 0
             with open(job.dir / f"rank{rank}.out", "wb") as out, open(job.dir / f"rank{rank}.err", "wb") as err:
                 job.procs.append(subprocess.Popen(cmd, env=full, stdout=out, stderr=err, start_new_session=True))
         jobs.append(job)

@@ -1,0 +1,69 @@
+"""torchrun's agent, run in the entry point's own process: one line instead of tracebacks when the job ends, and one
+shutdown of the workers, not several.
+
+When Slurm ends or requeues a job, SIGTERM reaches every process of the step, the agent included, and often twice
+(slurmstepd, and srun or a parent passing it on). torchrun's handler raises SignalException for each one
+(torch/distributed/elastic/multiprocessing/api.py, _terminate_process_handler): the first starts its shutdown of the
+workers (the signal, then up to --shutdown-timeout s for them to exit, then SIGKILL); a second one interrupts that
+wait, so the agent exits while its workers may still be saving (and slurmstepd kills what is left of the step), and
+both end as tracebacks in the node's log, three per node at every requeue. Here the first death signal starts the
+shutdown and the ones after it are ignored; the exception ends the agent with one line, exit code 128 + signal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+TORCHRUN_MODULE = "torch.distributed.run"
+
+
+def is_torchrun(command: Sequence[str]) -> bool:
+    """`python3 -m torch.distributed.run ...`: the agent the rendered step starts (slurmgen.script.step)."""
+    return (
+        len(command) >= 3
+        and os.path.basename(command[0]).startswith("python")
+        and list(command[1:3]) == ["-m", TORCHRUN_MODULE]
+    )
+
+
+def once(handler: Callable[[int, Any], None], signals: Sequence[int]) -> Callable[[int, Any], None]:
+    """``handler`` for the first of ``signals``; the others, and the same again, are ignored from then on."""
+
+    def first(signum: int, frame: Any) -> None:
+        for sig in signals:
+            signal.signal(sig, signal.SIG_IGN)
+        handler(signum, frame)
+
+    return first
+
+
+def run(args: Sequence[str], err: Callable[[str], object]) -> int:
+    """torchrun with ``args`` in this process; its exit code."""
+    import torch.distributed.run as torchrun
+    from torch.distributed.elastic.multiprocessing import api
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    names = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT")
+    if "--signals-to-handle" in " ".join(args):
+        names = next(a.partition("=")[2] for a in args if a.startswith("--signals-to-handle="))
+    death = [getattr(signal, n.strip()) for n in names.split(",") if hasattr(signal, n.strip())]
+    # PContext.start looks the handler up in its module when it registers it.
+    api._terminate_process_handler = once(api._terminate_process_handler, death)  # type: ignore[assignment]
+    sys.argv = [TORCHRUN_MODULE, *args]
+    try:
+        torchrun.main(list(args))
+    except api.SignalException as exc:
+        name = signal.Signals(exc.sigval).name
+        node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+        err(f"slurmgen: torchrun agent on {node} stopped by {name}: its workers got {name} and its shutdown time")
+        return 128 + int(exc.sigval)
+    except ChildFailedError as exc:  # a worker failed: torchrun's own summary (ranks, exit codes, error files)
+        err(str(exc))
+        return 1
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
