@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
 from slurmgen.runtime.env import job_key, restart_count
-from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job
+from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 from slurmgen.slurm.site import (
     PreemptionPlan,
     default_partition,
@@ -118,7 +118,7 @@ def end(rc: int, env: Mapping[str, str], say: Callable[[str], None] = _say, clie
     a requeue, when the batch shell stopped the step for a requeue, or after a failure (requeue_on_failure); record
     the run's end with the job's exit code (the first failing task's own). Returns the batch shell's exit code."""
     from slurmgen.runtime import slurm_view
-    from slurmgen.runtime.batch_signal import handler_of, never_taken, requested_stop
+    from slurmgen.runtime.batch_signal import handler_of, never_taken, requested_stop, unanswered
 
     key = job_key(env)
     if key is None:
@@ -133,6 +133,8 @@ def end(rc: int, env: Mapping[str, str], say: Callable[[str], None] = _say, clie
     asked = _take_marker(env, key)
     stopped_for = requested_stop(env) if preemption_on else None
     view = slurm_view.look(key, client)
+    if stopped_for is None and preemption_on and unanswered(env, signals, rc, say):
+        stopped_for = signal_cause(env, None if view is None else view.preempted(), time.time())
     outcome = None
     if view is not None and view.requeued_since(restarts):
         _attribute(env, view.preempted())

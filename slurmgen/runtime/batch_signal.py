@@ -11,8 +11,10 @@ The template passes two signals here, in the background so that the shell keeps 
   runtime and program: forwarded to the step (srun passes it on to every task);
   requeue: the step is stopped with SIGTERM through Slurm, as above, and the job requeued when it has ended (or
   at the end of the window, if the program is still saving), within its budget;
-  auto: runtime when the program constructed Preemption (rank 0 announces it in the run history), else requeue,
-  with one warning line naming the fix.
+  auto: runtime when the program constructed Preemption (rank 0 announces it in the run history). Until it has, the
+  signal is forwarded anyway (every task keeps it blocked, harmless to any program) and the program gets
+  `announce_wait` seconds to show that it takes part (a program may still be importing when the signal comes);
+  then requeue, with one warning line naming the fix. If the step ends first, `end` decides (`unanswered`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ STEP_LOOKUPS = 20  # tries to find the step in Slurm (a step that just started m
 LOOKUP_PAUSE = 0.5  # s
 STOP_MARGIN = 10.0  # s before the end of the window at which a step still saving is left to Slurm's requeue
 WATCH_PAUSE = 0.5  # s between looks at the step while it stops
+ANNOUNCE_WAIT = 60.0  # s at most that auto gives a program to construct Preemption after the signal came
+ANNOUNCE_POLL = 1.0  # s between looks at the run history meanwhile
 
 
 def handler_of(env: Mapping[str, str]) -> str:
@@ -53,20 +57,30 @@ def announced(env: Mapping[str, str]) -> bool:
 
 
 def preemption_route(handler: str, program_announced: bool) -> str:
-    """ "forward" (the program acts on the signal) or "stop" (the batch shell stops the step and requeues)."""
+    """What the preemption signal calls for: "forward" (the program acts on it), "stop" (the batch shell stops the
+    step and requeues), or "wait" (auto, and the program has not said yet whether it takes part: forward, and stop
+    if it does not say soon)."""
     if handler in (contract.HANDLER_RUNTIME, contract.HANDLER_PROGRAM):
         return "forward"
-    if handler == contract.HANDLER_AUTO and program_announced:
-        return "forward"
+    if handler == contract.HANDLER_AUTO:
+        return "forward" if program_announced else "wait"
     return "stop"
 
 
-def fallback_warning(sig: str) -> str:
+def announce_wait(env: Mapping[str, str]) -> float:
+    """How long auto waits for the program to construct Preemption: a quarter of the lead time, at most a minute,
+    so that an unmodified program keeps most of its window to stop."""
+    lead = env.get(contract.LEAD_TIME, "")
+    return min(ANNOUNCE_WAIT, int(lead) / 4) if lead.isdigit() else ANNOUNCE_WAIT
+
+
+def fallback_warning(sig: str, waited: float | None) -> str:
+    within = f" within {waited:g} s of SIG{sig}" if waited is not None else ""
     return (
-        f"warning: the program did not construct slurmgen's Preemption, so SIG{sig} cannot make it save: stopping "
-        "the step with SIGTERM and requeueing the job (preemption.handler: auto); construct Preemption in the "
-        f"program to save first, or set preemption.handler: program if it handles SIG{sig} itself, or requeue if it "
-        "resumes from its own checkpoints"
+        f"warning: the program did not construct slurmgen's Preemption{within}, so SIG{sig} cannot make it save: "
+        "stopping the step with SIGTERM and requeueing the job (preemption.handler: auto); construct Preemption in "
+        f"the program to save first, or set preemption.handler: program if it handles SIG{sig} itself, or requeue "
+        "if it resumes from its own checkpoints"
     )
 
 
@@ -97,21 +111,63 @@ def on_signal(
         return 0
     if sig != env.get(contract.PREEMPT_SIGNAL) or step_pid is None:
         return 0
-    program_announced = announced(env)
-    if preemption_route(handler, program_announced) == "forward":
+    route = preemption_route(handler, announced(env))
+    waited = None
+    if route in ("forward", "wait"):
         with contextlib.suppress(ProcessLookupError):
             kill(step_pid, getattr(signal, f"SIG{sig}"))
-        return 0
+        if route == "forward":
+            return 0
+        waited = announce_wait(env)
+        if _announced_within(waited, step_pid, env, kill=kill, sleep=sleep, clock=clock):
+            return 0
     cause = signal_cause(env, None if view is None else view.preempted(), clock())
     record(env, WRITER, run_history.STOP, cause=cause, actions=STOP_ACTIONS, signals=[sig])
     if handler == contract.HANDLER_AUTO:
-        say(fallback_warning(sig))
+        say(fallback_warning(sig, waited))
     say(f"SIG{sig} ({cause}): stopping the step with SIGTERM; the job is requeued once it has ended")
     stop_step("TERM", step_pid, env, say, client, kill=kill, sleep=sleep)
     deadline = window_end(env, view, cause)
     if deadline is not None:
         _watch(step_pid, deadline - STOP_MARGIN, cause, env, say, client, kill=kill, sleep=sleep, clock=clock)
     return 0
+
+
+def _announced_within(
+    seconds: float,
+    step_pid: int,
+    env: Mapping[str, str],
+    *,
+    kill: Callable[[int, int], None],
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> bool:
+    """True when the program constructed Preemption within ``seconds``, or the step ended first (then `end`
+    decides: `unanswered`); False when the time is up."""
+    deadline = clock() + seconds
+    while True:
+        if announced(env):
+            return True
+        try:
+            kill(step_pid, 0)
+        except ProcessLookupError:
+            return True
+        if clock() >= deadline:
+            return False
+        sleep(ANNOUNCE_POLL)
+
+
+def unanswered(env: Mapping[str, str], signals: list[str], rc: int, say: Callable[[str], None]) -> bool:
+    """After a failed step, under auto: the preemption signal came, the program never constructed Preemption and
+    the batch shell had not decided yet (the step ended first: a program killed by the signal, say). The job
+    comes back as the fallback would have made it; True when so (the warning is said here)."""
+    sig = env.get(contract.PREEMPT_SIGNAL)
+    if rc == 0 or not sig or sig not in signals or handler_of(env) != contract.HANDLER_AUTO:
+        return False
+    if announced(env) or requested_stop(env) is not None:
+        return False
+    say(fallback_warning(sig, None))
+    return True
 
 
 def _preempted_by_slurm(

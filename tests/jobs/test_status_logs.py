@@ -115,3 +115,21 @@ def test_select_and_missing(tmp_path: Path) -> None:
     assert logs.select([batch], "node2") == [tmp_path / "train-12" / "node2.log"]
     target = Target(JobId(12), None)
     assert "nodes with logs: node1, node2" in logs.missing_message(target, [batch], "node7", [])
+
+
+def test_rank_logs_apart_from_the_node_logs(tmp_path: Path) -> None:
+    """`rank-<N>.log` (what rank N's program printed) sit next to the node logs; --rank picks one, by number."""
+    batch = tmp_path / "train-12.log"
+    batch.write_text("")
+    job = tmp_path / "train-12"
+    job.mkdir()
+    for name in ("node1.log", "rank-10.log", "rank-2.log", "rank-0.log"):
+        (job / name).write_text("")
+    assert logs.node_logs(batch) == [job / "node1.log"]
+    assert logs.rank_logs(batch) == [job / "rank-0.log", job / "rank-2.log", job / "rank-10.log"]
+    assert logs.select([batch], None) == [batch, job / "node1.log", job / "rank-0.log", job / "rank-2.log",
+                                          job / "rank-10.log"]  # fmt: skip
+    assert logs.select([batch], None, 2) == [job / "rank-2.log"]
+    assert logs.select([batch], "node1") == [job / "node1.log"]
+    message = logs.missing_message(Target(JobId(12), None), [batch], None, [], 5)
+    assert message == "job 12: no log of rank 5 (ranks with logs: 0, 2, 10)"

@@ -41,8 +41,10 @@ class LocalJob:
         return (self.cwd / "runner.err").read_text()
 
     def job_id(self) -> str:
-        found = self.wait_for(lambda: re.search(r"local job (\d+):", self.runner))
-        return str(found[1])
+        self.wait_for(lambda: re.search(r"local job (\d+):", self.runner))
+        found = re.search(r"local job (\d+):", self.runner)
+        assert found
+        return found[1]
 
     def file(self, name: str) -> str:
         path = self.cwd / "logs" / f"job-{self.job_id()}" / name if name != "batch" else None
@@ -104,12 +106,12 @@ def spec(command: list[str], *, preemption: str = "{}", extra: str = "") -> str:
     )
 
 
-def own_command(cwd: Path, *extra: str) -> list[str]:
-    return [PY, str(OWN), "--steps", "160", "--step-time", "0.05", "--save-every", "20",
+def own_command(cwd: Path, *extra: str, steps: int = 160) -> list[str]:
+    return [PY, str(OWN), "--steps", str(steps), "--step-time", "0.05", "--save-every", "20",
             "--snapshot", str(cwd / "snap.pt"), *extra]  # fmt: skip
 
 
-def check_resume_from_own_checkpoint(job: LocalJob, saved_before: str) -> None:
+def check_resume_from_own_checkpoint(job: LocalJob, saved_before: str, steps: int = 160) -> None:
     """Run 2 of every rank starts from the last snapshot run 1 wrote, and every rank finishes."""
     rank0 = job.file("rank-0.log")
     last_saved = re.findall(r"SAVED (\d+) (\S+)", saved_before)[-1]
@@ -117,8 +119,8 @@ def check_resume_from_own_checkpoint(job: LocalJob, saved_before: str) -> None:
         text = job.file(f"rank-{rank}.log")
         resumed = re.findall(r"RESUMED (\d+) (\S+)", text)
         assert resumed == [last_saved], (rank, text[-2000:])
-        assert re.search(r"DONE 160 \S+ rank=\d", text), text[-2000:]
-    assert len(re.findall(r"DONE 160 (\S+)", rank0)) == 1
+        assert re.search(rf"DONE {steps} \S+ rank=\d", text), text[-2000:]
+    assert len(re.findall(rf"DONE {steps} (\S+)", rank0)) == 1
 
 
 @pytest.mark.torch
@@ -129,7 +131,9 @@ def test_an_unmodified_program_is_stopped_gracefully_requeued_and_resumes_from_i
     """requeue (and auto for a program without Preemption): SIGUSR1 reaches the batch shell, which stops the step
     with SIGTERM through (fake) scancel, requeues the job once it ended, and run 2 resumes from the program's own
     last snapshot. auto says once why, and how to do better."""
-    job = LocalJob(tmp_path, spec(own_command(tmp_path), preemption=f"{{handler: {handler}}}"))
+    steps = 600  # 30 s of steps: auto gives the program 15 s (a quarter of the lead time) to construct Preemption
+    command = own_command(tmp_path, steps=steps)
+    job = LocalJob(tmp_path, spec(command, preemption=f"{{handler: {handler}, lead_time: 60}}"))
     jobs.append(job)
     job.wait_text("rank-0.log", r"SAVED 40 ")
     job.signal("USR1")
@@ -140,10 +144,10 @@ def test_an_unmodified_program_is_stopped_gracefully_requeued_and_resumes_from_i
     run1 = batch[: batch.index("run 2,")]
     assert "SIGUSR1 (requested): stopping the step with SIGTERM; the job is requeued once it has ended" in run1
     assert f"requeue issued for job {job.job_id()} (requested; requeue 1 of 5)" in run1
-    warning = "warning: the program did not construct slurmgen's Preemption, so SIGUSR1 cannot make it save"
+    warning = "warning: the program did not construct slurmgen's Preemption within 15 s of SIGUSR1, so SIGUSR1 cannot"
     assert batch.count(warning) == (1 if handler == "auto" else 0)
     rank0 = job.file("rank-0.log")
-    check_resume_from_own_checkpoint(job, rank0[: rank0.index("RESUMED")])
+    check_resume_from_own_checkpoint(job, rank0[: rank0.index("RESUMED")], steps)
     assert [(r.cause, r.requeued_by) for r in job.history()] == [("requested", "batch-shell"), (None, None)]
 
 

@@ -1,9 +1,9 @@
 """Small programs for the log and exit-code tests; no torch, no slurmgen.
 
-    lines N WIDTH GO   every rank prints `READY rank=R`, waits for the file GO, then prints N lines
-                       `rank=R line=I xxx...` (WIDTH x's) as fast as it can, with print() and PYTHONUNBUFFERED as the
-                       job sets it (two writes per line), then `LINES DONE rank=R`
-    fail RANK CODE     rank RANK prints a traceback-like line to stderr and exits CODE; every other rank waits
+lines N WIDTH GO   every rank prints `READY rank=R`, waits for the file GO, then prints N lines
+                   `rank=R line=I xxx...` (WIDTH x's) as fast as it can, with print() and PYTHONUNBUFFERED as the
+                   job sets it (two writes per line), then `LINES DONE rank=R`
+fail RANK CODE     rank RANK prints a traceback-like line to stderr and exits CODE; every other rank waits
 """
 
 from __future__ import annotations

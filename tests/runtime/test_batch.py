@@ -6,6 +6,7 @@ checked in milliseconds, including the ones that need a preemption partition."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +32,18 @@ class OneJob:
     preempt_time: str | None = None
     requeue_disabled: bool = False
     requeues: list[list[str]] = field(default_factory=list)
+    signalled: list[list[str]] = field(default_factory=list)  # scancel --signal calls
+    srun_pid: int = 4242  # the step's srun, as `scontrol show step` reports it
 
     def answer(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        if argv[0] == "scancel":
+            self.signalled.append(argv)
+            return done()
+        if argv[1:4] == ["--oneliner", "show", "step"]:
+            return done(
+                "StepId=77.batch UserId=0 State=RUNNING SrunHost:Pid=(null):0\n"
+                f"StepId=77.0 UserId=0 State=RUNNING SrunHost:Pid=node1:{self.srun_pid}\n"
+            )
         if argv[1:4] == ["--oneliner", "show", "job"]:
             record = (
                 f"JobId=77 JobName=t JobState={self.state} Reason=None Requeue=1 Restarts={self.restarts} "
@@ -57,7 +68,7 @@ class OneJob:
         raise AssertionError(f"unexpected: {argv}")
 
     def client(self) -> SlurmClient:
-        return FakeSlurm().on("scontrol", answer=self.answer).client()
+        return FakeSlurm().on("scontrol", answer=self.answer).on("scancel", answer=self.answer).client()
 
 
 def env_for(tmp_path: Path, *, restarts: int = 0, **extra: str) -> dict[str, str]:
@@ -220,3 +231,143 @@ def test_the_start_records_the_site_and_warns_when_the_last_save_does_not_fit(tm
     start = next(e for e in run_history.read(logs) if e["event"] == run_history.RUN_START)
     assert start["site"]["partition"] == "debug" and start["site"]["windows"]["time-limit"] == 30
     assert said[-1].startswith("warning: the last save may not fit its window: time-limit: the last save (40.0 s)")
+
+
+# --- the preemption signal by preemption.handler, SIGTERM, and the end of a run -----------------------------------
+
+
+@dataclass
+class Kills:
+    """os.kill for the batch helper: records the signals it sends (to srun); pid 0 checks see a finished step."""
+
+    sent: list[tuple[int, int]] = field(default_factory=list)
+    alive: bool = False
+
+    def __call__(self, pid: int, sig: int) -> None:
+        if sig == 0 and not self.alive:
+            raise ProcessLookupError(pid)
+        if sig:
+            self.sent.append((pid, sig))
+
+
+def test_requeue_mode_stops_the_step_through_slurm_and_end_requeues(tmp_path: Path) -> None:
+    """handler requeue: SIGTERM to the step's tasks through slurmstepd (scancel on our step, found by srun's pid),
+    never to srun itself (it would SIGKILL them); `end` requeues with the cause, once."""
+    job, kills, said = OneJob(), Kills(), list[str]()
+    env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="requeue")
+    assert batch_signal.on_signal("USR1", 4242, env, said.append, job.client(), kill=kills, sleep=lambda s: None) == 0
+    assert job.signalled == [["scancel", "--signal=TERM", "77.0"]] and kills.sent == []
+    assert said == ["SIGUSR1 (requested): stopping the step with SIGTERM; the job is requeued once it has ended"]
+    assert batch.end(143, env | {contract.SIGNALS: "USR1@5.0"}, said.append, job.client()) == 0
+    assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]
+    (run,) = history(tmp_path)
+    assert (run.cause, run.requeued_by, run.exit_code) == ("requested", "batch-shell", 143)
+
+
+def test_auto_falls_back_to_requeue_with_one_warning_unless_preemption_announced_itself(tmp_path: Path) -> None:
+    """auto: the signal goes to the tasks at once (blocked there until Preemption exists); a program that has not
+    constructed Preemption a quarter of the lead time later is stopped and requeued, with one warning."""
+    job, kills, said = OneJob(), Kills(alive=True), list[str]()
+    env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="auto", SLURMGEN_LEAD_TIME="120")
+    ticks = iter(range(1000))
+    batch_signal.on_signal("USR1", 4242, env, said.append, job.client(), kill=kills, sleep=lambda s: None,
+                           clock=lambda: float(next(ticks)))  # fmt: skip
+    assert kills.sent == [(4242, signal.SIGUSR1)]
+    assert said[0].startswith(
+        "warning: the program did not construct slurmgen's Preemption within 30 s of SIGUSR1, so SIGUSR1 cannot"
+    )
+    assert "construct Preemption in the program" in said[0] and len(job.signalled) == 1
+    kills.sent.clear()
+    # Next run: rank 0 constructed Preemption (it records that): the signal goes to the tasks, as with runtime.
+    again = env_for(tmp_path, restarts=1, SLURMGEN_PREEMPT_HANDLER="auto")
+    run_history.append(str(tmp_path / "logs"), "rank0", run_history.HANDLER, 2, 1.0, handler="runtime")
+    said.clear()
+    batch_signal.on_signal("USR1", 4242, again, said.append, job.client(), kill=kills)
+    assert kills.sent == [(4242, signal.SIGUSR1)] and said == [] and len(job.signalled) == 1
+
+
+@pytest.mark.parametrize("handler", ["runtime", "program"])
+def test_runtime_and_program_get_the_signal_forwarded(tmp_path: Path, handler: str) -> None:
+    job, kills = OneJob(), Kills()
+    env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER=handler)
+    batch_signal.on_signal("USR1", 4242, env, lambda line: None, job.client(), kill=kills)
+    assert kills.sent == [(4242, signal.SIGUSR1)] and job.signalled == []
+
+
+def test_a_program_that_decides_is_never_requeued_by_the_batch_shell(tmp_path: Path) -> None:
+    """handler program: even a preemption with a grace time left running is the program's business."""
+    job = OneJob(preempt_time=PREEMPT_TIME)
+    env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="program")
+    assert batch.end(143, env, lambda line: None, job.client()) == 143
+    assert job.requeues == []
+
+
+def test_runtime_says_when_nothing_ever_took_the_signal(tmp_path: Path) -> None:
+    said: list[str] = []
+    env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="runtime", SLURMGEN_SIGNALS="USR1@3.0")
+    batch.end(0, env, said.append, OneJob().client())
+    assert said[0].startswith("warning: SIGUSR1 reached the job, but the program never constructed slurmgen's")
+
+
+def test_term_goes_to_the_step_through_slurm_only_while_the_job_runs(tmp_path: Path) -> None:
+    """`slurmgen cancel --signal TERM`: the job runs, the tasks get TERM from slurmstepd. Slurm ending the job
+    (COMPLETING: time limit, scancel, requeue) signalled them itself: nothing more."""
+    running, kills = OneJob(), Kills()
+    batch_signal.on_signal("TERM", 4242, env_for(tmp_path), lambda line: None, running.client(), kill=kills)
+    assert running.signalled == [["scancel", "--signal=TERM", "77.0"]]
+    ending = OneJob(state="COMPLETING")
+    batch_signal.on_signal("TERM", 4242, env_for(tmp_path), lambda line: None, ending.client(), kill=kills)
+    assert ending.signalled == [] and kills.sent == []
+
+
+def test_a_step_still_saving_at_the_end_of_its_window_is_requeued_then(tmp_path: Path) -> None:
+    """The time limit's warning, requeue mode: the program takes too long to stop; 10 s before the limit the batch
+    helper requeues the job itself, and Slurm stops the rest (SIGTERM, KillWait)."""
+    job, kills, said = OneJob(), Kills(alive=True), list[str]()
+    now = 1000.0
+    env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="requeue", SLURMGEN_START_TIME=str(now - 590),
+                  SLURMGEN_TIME_LIMIT="600", SLURMGEN_LEAD_TIME="60")  # fmt: skip
+    clock = iter([now, now, now + 1, now + 2])
+    batch_signal.on_signal("USR1", 4242, env, said.append, job.client(), kill=kills, sleep=lambda s: None,
+                           clock=lambda: next(clock))  # fmt: skip
+    assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]
+    assert said[-1].startswith("the step is still stopping 10 s before the end of its window: requeue issued")
+    assert history(tmp_path)[0].cause == "time-limit"
+
+
+def test_the_job_exits_with_the_first_failing_tasks_own_code(tmp_path: Path) -> None:
+    logs = str(tmp_path / "logs")
+    (tmp_path / "rank-1.log").write_text("Traceback (most recent call last):\nValueError: boom\n")
+    for rank, code, when in ((2, 76, 9.0), (1, 3, 8.0)):
+        run_history.append(logs, f"task-{rank}", run_history.TASK_EXIT, 1, when, rank=rank, node="node1",
+                           exit_code=code, log=str(tmp_path / f"rank-{rank}.log"))  # fmt: skip
+    said: list[str] = []
+    assert batch.end(143, env_for(tmp_path), said.append, OneJob().client()) == 3
+    assert said[0].startswith("rank 1 on node1 failed first: its program exited with code 3; the job exits 3")
+    assert said[1:] == [f"its log: {tmp_path / 'rank-1.log'}; last lines:", "| Traceback (most recent call last):",
+                        "| ValueError: boom"]  # fmt: skip
+    end = next(e for e in run_history.read(logs) if e["event"] == run_history.RUN_END)
+    assert (end["exit_code"], end["step_code"], end["failing"]) == (3, 143, "rank 1 on node1 (exit 3)")
+
+
+def test_a_completed_jobs_state_is_removed_and_a_failed_jobs_kept(tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    state = tmp_path / "state" / "77.state"
+    state.write_bytes(b"x")
+    said: list[str] = []
+    assert batch.end(1, env_for(tmp_path), said.append, OneJob().client()) == 1
+    assert state.exists()
+    assert batch.end(0, env_for(tmp_path), said.append, OneJob().client()) == 0
+    assert not state.exists() and said[-1] == f"the job completed: removed its resume state {state}"
+    assert run_history.read(str(tmp_path / "logs"))[-1]["event"] == run_history.STATE_REMOVED
+
+
+def test_auto_requeues_a_program_that_ended_before_the_decision(tmp_path: Path) -> None:
+    """auto: the step failed while the batch shell still waited for the program to construct Preemption (a shell
+    wrapper that does not keep the signal blocked dies of it): the job comes back all the same."""
+    job, said = OneJob(), list[str]()
+    env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="auto", SLURMGEN_SIGNALS="USR1@5.0")
+    assert batch.end(138, env, said.append, job.client()) == 0
+    assert said[0].startswith("warning: the program did not construct slurmgen's Preemption, so SIGUSR1 cannot")
+    assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]
+    assert [(r.cause, r.requeued_by) for r in history(tmp_path)] == [("requested", "batch-shell")]

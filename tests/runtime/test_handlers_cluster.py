@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SlurmCluster
 
 from slurmgen.script.render import render
 from slurmgen.spec.load import load_text
@@ -21,7 +22,7 @@ OWN = ROOT / "tests" / "runtime" / "own_checkpoint.py"
 PROGRAMS = ROOT / "tests" / "runtime" / "task_programs.py"
 
 
-def submit_spec(cluster, tmp: Path, name: str, command: list[str], preemption: str) -> str:  # type: ignore[no-untyped-def]
+def submit_spec(cluster: SlurmCluster, tmp: Path, name: str, command: list[str], preemption: str) -> str:
     text = (
         f"name: {name}\ncommand: {command!r}\ntime: '00:10:00'\nnodes: 2\ntasks_per_node: 2\ncpus_per_task: 1\n"
         f"python: {PY}\noutput: {tmp}/logs\ndistributed: {{backend: gloo, timeout: 60, barrier_timeout: 30}}\n"
@@ -46,27 +47,29 @@ def wait_text(tmp: Path, name: str, job: str, file: str, pattern: str, timeout: 
     return text
 
 
-def own_command(tmp: Path, *extra: str) -> list[str]:
-    return [PY, str(OWN), "--steps", "160", "--step-time", "0.05", "--save-every", "20",
+def own_command(tmp: Path, *extra: str, steps: int = 160) -> list[str]:
+    return [PY, str(OWN), "--steps", str(steps), "--step-time", "0.05", "--save-every", "20",
             "--snapshot", str(tmp / "snap.pt"), *extra]  # fmt: skip
 
 
-def check_resume(tmp: Path, name: str, job: str) -> None:
+def check_resume(tmp: Path, name: str, job: str, steps: int = 160) -> None:
     rank0 = read(tmp, name, job, "rank-0.log")
     last_saved = re.findall(r"SAVED (\d+) (\S+)", rank0[: rank0.index("RESUMED")])[-1]
     for rank in range(4):
         text = read(tmp, name, job, f"rank-{rank}.log")
         assert re.findall(r"RESUMED (\d+) (\S+)", text) == [last_saved], (rank, text[-2000:])
-        assert re.search(r"DONE 160 \S+ rank=\d", text), text[-2000:]
+        assert re.search(rf"DONE {steps} \S+ rank=\d", text), text[-2000:]
 
 
 @pytest.mark.torch
 @pytest.mark.parametrize("handler", ["requeue", "auto"])
 def test_an_unmodified_program_is_stopped_gracefully_requeued_and_resumes_from_its_own_checkpoint(
-    slurm_cluster, tmp_path: Path, handler: str  # type: ignore[no-untyped-def]
+    slurm_cluster: SlurmCluster, tmp_path: Path, handler: str
 ) -> None:
     name = f"own-{handler}"
-    job = submit_spec(slurm_cluster, tmp_path, name, own_command(tmp_path), f"{{handler: {handler}}}")
+    steps = 600  # 30 s of steps: auto gives the program 15 s (a quarter of the lead time) to construct Preemption
+    command = own_command(tmp_path, steps=steps)
+    job = submit_spec(slurm_cluster, tmp_path, name, command, f"{{handler: {handler}, lead_time: 60}}")
     wait_text(tmp_path, name, job, "rank-0.log", r"SAVED 40 ")
     scancel(slurm_cluster, "--batch", "--signal=USR1", job)  # as --signal=B: delivers it
     info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal and i.restarts >= 1, timeout=240)
@@ -76,16 +79,16 @@ def test_an_unmodified_program_is_stopped_gracefully_requeued_and_resumes_from_i
     assert "SIGUSR1 (requested): stopping the step with SIGTERM; the job is requeued once it has ended" in run1
     assert "forcing job termination" not in run1  # a graceful stop: srun was never sent SIGTERM
     assert f"requeue issued for job {job} (requested; requeue 1 of 5)" in run1
-    warning = "warning: the program did not construct slurmgen's Preemption, so SIGUSR1 cannot make it save"
+    warning = "warning: the program did not construct slurmgen's Preemption within 15 s of SIGUSR1, so SIGUSR1 cannot"
     assert batch.count(warning) == (1 if handler == "auto" else 0)
-    check_resume(tmp_path, name, job)
+    check_resume(tmp_path, name, job, steps)
     runs = job_history(tmp_path, name, job)
     assert [(r.cause, r.requeued_by) for r in runs] == [("requested", "batch-shell"), (None, None)]
 
 
 @pytest.mark.torch
 def test_a_program_that_handles_the_signal_itself_gets_an_early_one_once_its_handler_exists(
-    slurm_cluster, tmp_path: Path  # type: ignore[no-untyped-def]
+    slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     name = "own-program"
     command = own_command(tmp_path, "--handle", "USR1", "--handler-after", "5")
@@ -107,7 +110,7 @@ def test_a_program_that_handles_the_signal_itself_gets_an_early_one_once_its_han
 
 
 @pytest.mark.torch
-def test_runtime_forwards_the_signal_to_preemption(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_runtime_forwards_the_signal_to_preemption(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     name = "own-runtime"
     command = [PY, str(ROOT / "jobs" / "train_tiny.py"), "--steps", "600", "--step-time", "0.02"]
     job = submit_spec(slurm_cluster, tmp_path, name, command, "{handler: runtime}")
@@ -125,7 +128,7 @@ def test_runtime_forwards_the_signal_to_preemption(slurm_cluster, tmp_path: Path
     assert stopped and resumed and (resumed[2], resumed[1]) == (stopped[1], stopped[2]), rank0[-3000:]
 
 
-def test_every_line_arrives_whole_in_its_ranks_log_and_live(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_every_line_arrives_whole_in_its_ranks_log_and_live(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     name = "lines"
     go = tmp_path / "go"
     job = submit_spec(slurm_cluster, tmp_path, name, [PY, str(PROGRAMS), "lines", "20000", "60", str(go)], "false")
@@ -145,7 +148,7 @@ def test_every_line_arrives_whole_in_its_ranks_log_and_live(slurm_cluster, tmp_p
         assert "line=" not in read(tmp_path, name, job, f"{node}.log")
 
 
-def test_the_job_exits_with_the_first_failing_tasks_own_code(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_job_exits_with_the_first_failing_tasks_own_code(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     """Measured before: task 1 exiting 3 made the job ExitCode=143:0 (a sibling's SIGTERM). Now 3, named."""
     name = "fails"
     job = submit_spec(slurm_cluster, tmp_path, name, [PY, str(PROGRAMS), "fail", "1", "3"], "false")

@@ -89,8 +89,13 @@ def signal_mask() -> Iterator[None]:
 
 def test_run_sets_the_variables_and_supervises(signal_mask: None, tmp_path: Path) -> None:
     plans: list[TaskPlan] = []
+
+    def supervise(plan: TaskPlan) -> int:
+        plans.append(plan)
+        return 0
+
     env = task_env(**{contract.LOG_DIR: str(tmp_path), contract.PREEMPT_SIGNAL: "USR1"})
-    assert run(["--", "prog", "a"], env, supervise=lambda plan: plans.append(plan) or 0) == 0
+    assert run(["--", "prog", "a"], env, supervise=supervise) == 0
     (plan,) = plans
     assert (plan.command, plan.rank, plan.handler, plan.preempt) == (("prog", "a"), 1, "auto", signal.SIGUSR1)
     assert plan.log_path == str(tmp_path / "rank-1.log")

@@ -15,6 +15,7 @@ from slurmgen.slurm.parse import (
     parse_duration,
     parse_sbatch_output,
     parse_squeue,
+    parse_steps,
     parse_test_only,
 )
 from slurmgen.slurm.showjob import job_info, parse_show_job
@@ -606,3 +607,14 @@ def test_squeue_het_and_array_forms() -> None:
 def test_squeue_rejects_other_formats() -> None:
     with pytest.raises(SchedulerError, match="--format"):
         parse_squeue("  JOBID PARTITION NAME USER ST TIME NODES NODELIST(REASON)\n")
+
+
+def test_steps_of_a_job_and_of_an_array_task() -> None:
+    """`scontrol -o show step`: the batch step has no srun; a step started by srun names srun's host and pid, which
+    is how the batch shell finds its own step."""
+    batch, step = parse_steps(data("show-step-o.out"))
+    assert (str(batch.step), batch.state, batch.srun_host, batch.srun_pid) == ("25.batch", "RUNNING", None, None)
+    assert (str(step.step), step.step.step, step.srun_host, step.srun_pid) == ("25.0", "0", "node2", 32695)
+    _, task = parse_steps(data("show-step-o-array-task.out"))
+    assert (str(task.step), task.step.cancel_target()) == ("23_1.0", "23_1.0")
+    assert parse_steps("garbage\nStepId=not-an-id State=RUNNING\n") == []

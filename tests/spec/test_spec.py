@@ -136,3 +136,50 @@ def test_shell_pitfalls_in_the_command_warn() -> None:
 def test_examples_have_no_errors() -> None:
     for path in sorted(Path(__file__).parent.parent.parent.joinpath("jobs").glob("*.yaml")):
         load_text(path.read_text(), str(path))
+
+
+def test_the_preemption_handler_defaults_to_auto_and_reaches_the_script() -> None:
+    from slurmgen.script.render import render
+
+    assert spec().preemption.handler == "auto"
+    text = render(spec("preemption: {handler: requeue}\n"))
+    assert "export SLURMGEN_PREEMPT_HANDLER='requeue'" in text
+    assert "SLURMGEN_PREEMPT_HANDLER" not in render(spec("preemption: false\n"))
+
+
+def test_a_signal_of_ones_own_with_preemption_off_is_trapped_and_forwarded() -> None:
+    """sbatch: {signal: B:USR1@90} with preemption off: allowed, and the batch shell traps it (bash would die of
+    it otherwise) and passes it to the step; without B: Slurm sends it to the step itself."""
+    from slurmgen.script.render import render
+
+    own = spec("preemption: false\nsbatch: {signal: 'B:USR1@90'}\n")
+    text = render(own)
+    assert "#SBATCH --signal='B:USR1@90'" in text and "trap '_sg_forward USR1' USR1" in text
+    assert 'mkdir -p "${SLURMGEN_LOG_DIR}";' in text  # no state directory when preemption is off
+    steps_only = render(spec("preemption: false\nsbatch: {signal: 'USR2@90'}\n"))
+    assert "#SBATCH --signal='USR2@90'" in steps_only and "trap '_sg_forward USR1'" not in steps_only
+
+
+def test_the_command_script_and_where_it_must_be(tmp_path: Path) -> None:
+    from slurmgen.spec.where import command_script, missing_script
+
+    cases = {
+        ("python", "-u", "-W", "ignore", "train.py", "--lr", "1"): "train.py",
+        ("python3", "-m", "pkg.train"): None,
+        ("bash", "-c", "echo hi"): None,
+        ("bash", "run.sh"): "run.sh",
+        ("./scripts/go", "--fast"): "./scripts/go",
+        ("torchrun", "--nproc-per-node", "2", "train.py"): "train.py",
+        ("nvidia-smi",): None,
+    }
+    for command, script in cases.items():
+        assert command_script(command) == script, command
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "train.py").write_text("")
+    assert missing_script(spec(), "t.yaml", tmp_path / "work") is None
+    assert missing_script(spec("chdir: work\n"), "t.yaml", tmp_path) is None
+    problem = missing_script(spec(), "t.yaml", tmp_path)
+    assert problem is not None and str(problem) == (
+        f"t.yaml: command: train.py does not exist in {tmp_path} (the directory you submit from, where the job "
+        "runs); check the path, submit from the directory that holds it, or set chdir"
+    )
