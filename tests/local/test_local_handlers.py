@@ -208,6 +208,7 @@ def test_every_line_arrives_whole_in_its_ranks_log_and_live(tmp_path: Path, jobs
     go.touch()
     assert job.finish() == 0, job.everything()
     check_lines(job.file, 20000, 60)
+    assert not (tmp_path / "logs" / "state").exists()  # preemption is off: no state directory
     logs = sorted((tmp_path / "logs" / f"job-{job.job_id()}").glob("127.0.0.*.log"))
     assert len(logs) == 2 and all("line=" not in p.read_text() for p in logs)  # nothing of theirs elsewhere
 
@@ -240,3 +241,23 @@ def test_the_job_exits_with_the_first_failing_tasks_own_code(tmp_path: Path, job
     assert f"its log: {log}; last lines:\nslurmgen: | STARTED rank=1\nslurmgen: | ValueError: boom at rank 1" in batch
     (run,) = job.history()
     assert (run.exit_code, run.failing) == (3, "rank 1 on 127.0.0.1 (exit 3)")
+
+
+OWN_SIGNAL = (
+    "import signal, time; signal.signal(signal.SIGUSR1, lambda s, f: (print('got USR1', flush=True), exit(0))); "
+    "print('READY', flush=True); time.sleep(120)"
+)
+
+
+def test_a_signal_of_ones_own_reaches_the_program_when_preemption_is_off(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    """preemption: false and sbatch: {signal: B:USR1@60}: the batch shell traps the user's signal (bash would end
+    the job otherwise) and passes it to the step; the program gets it once."""
+    text = spec([PY, "-c", OWN_SIGNAL], preemption="false", extra="sbatch: {signal: 'B:USR1@60'}\n")
+    job = LocalJob(tmp_path, text)
+    jobs.append(job)
+    for rank in range(4):
+        job.wait_text(f"rank-{rank}.log", r"READY")
+    job.signal("USR1")
+    assert job.finish() == 0, job.everything()
+    assert all(job.file(f"rank-{rank}.log").count("got USR1") == 1 for rank in range(4))
+    assert "batch shell received SIGUSR1" in job.file("batch")
