@@ -151,10 +151,11 @@ def test_rendered_two_nodes_two_tasks_all_reduce(slurm_cluster, tmp_path: Path) 
     info = slurm_cluster.wait_for(job_id, lambda i: i.state.is_terminal, timeout=150)
     logs = tmp_path / "logs"
     batch = (logs / f"sgt-runtime-{job_id}.log").read_text()
-    per_node = sorted((logs / f"sgt-runtime-{job_id}").glob("*.log"))
+    files = sorted(p.name for p in (logs / f"sgt-runtime-{job_id}").glob("*.log"))
     assert info.state.name == "COMPLETED", batch[-3000:]
-    assert [p.name for p in per_node] == ["node1.log", "node2.log"]  # one log per node
-    ranks = [json.loads(line) for p in per_node for line in p.read_text().splitlines() if line.startswith("{")]
+    assert files == ["node1.log", "node2.log", "rank-0.log", "rank-1.log", "rank-2.log", "rank-3.log"]
+    per_rank = [logs / f"sgt-runtime-{job_id}" / f"rank-{rank}.log" for rank in range(4)]
+    ranks = [json.loads(line) for p in per_rank for line in p.read_text().splitlines() if line.startswith("{")]
     assert sorted(r["rank"] for r in ranks) == [0, 1, 2, 3]
     port = 21000 + int(job_id) % 100
     assert {(r["addr"], r["port"]) for r in ranks} == {("node1", port)}
