@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny_job import DATA, SPEC
+from tiny_job import DATA, HANDWRITTEN, SPEC
 
 from slurmgen import cli_fast
 from slurmgen.cli import main
@@ -74,7 +74,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def test_submit_prints_the_job_id_alone(fake: Fake, capsys: pytest.CaptureFixture[str],
                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    fake.answer("sbatch", (DATA / "handwritten-sbatch-banner.out").read_text())
+    fake.answer("sbatch", (HANDWRITTEN / "handwritten-sbatch-banner.out").read_text())
     monkeypatch.setenv("SBATCH_TIMELIMIT", "1")  # would silently override the script's --time
     monkeypatch.setenv("SLURM_JOB_ID", "5")  # left over from an enclosing allocation
     monkeypatch.setenv("SLURM_CONF", "/etc/slurm/other.conf")

@@ -23,11 +23,12 @@ from slurmgen.slurm import (
 )
 from slurmgen.wait import follow, outcome
 
-DATA = Path(__file__).parent / "data" / "slurm"
+DATA = Path(__file__).parent / "data" / "slurm" / "22.05"  # recorded by tests/cluster/record-output.sh
 
 
 def infos(name: str, **changes: str) -> list[JobInfo]:
-    return [job_info({**rec, **changes}) for rec in parse_show_job((DATA / f"{name}.out").read_text())]
+    path = (DATA.parent if name.startswith("handwritten-") else DATA) / f"{name}.out"
+    return [job_info({**rec, **changes}) for rec in parse_show_job(path.read_text())]
 
 
 # --- requeue --------------------------------------------------------------------------------------------------

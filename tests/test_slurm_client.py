@@ -24,7 +24,7 @@ from slurmgen.slurm import (
     clean_submit_env,
 )
 
-DATA = Path(__file__).parent / "data" / "slurm"
+DATA = Path(__file__).parent / "data" / "slurm" / "22.05"  # recorded by tests/cluster/record-output.sh
 RC = {
     line.split("\t")[0]: int(line.split("\t")[1].removeprefix("rc="))
     for line in (DATA / "MANIFEST.txt").read_text().splitlines()

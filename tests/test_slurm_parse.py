@@ -23,18 +23,20 @@ from slurmgen.slurm import (
     parse_test_only,
 )
 
-DATA = Path(__file__).parent / "data" / "slurm"
+HANDWRITTEN = Path(__file__).parent / "data" / "slurm"  # handwritten-* forms
+DATA = HANDWRITTEN / "22.05"  # recorded by tests/cluster/record-output.sh
 YEAR = 365 * 24 * 3600  # Slurm shows a partition's INFINITE limit to a running job as 365-00:00:00
 
 
 def data(name: str) -> str:
-    return (DATA / name).read_text()
+    return ((HANDWRITTEN if name.startswith("handwritten-") else DATA) / name).read_text()
 
 
 def test_every_data_file_is_used_by_a_test() -> None:
     source = Path(__file__).read_text() + (Path(__file__).parent / "test_slurm_client.py").read_text()
-    used = [f'"{p.name}"' in source or f'"{p.stem}"' in source for p in DATA.iterdir()]
-    unused = [p.name for p, u in zip(DATA.iterdir(), used, strict=True) if p.suffix in {".out", ".err"} and not u]
+    files = [*HANDWRITTEN.iterdir(), *DATA.iterdir()]
+    used = [f'"{p.name}"' in source or f'"{p.stem}"' in source for p in files]
+    unused = [p.name for p, u in zip(files, used, strict=True) if p.suffix in {".out", ".err"} and not u]
     assert unused == []
 
 

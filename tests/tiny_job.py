@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-DATA = Path(__file__).parent / "data" / "slurm"  # recorded Slurm output, one file per form
+HANDWRITTEN = Path(__file__).parent / "data" / "slurm"  # handwritten-* forms; one directory per Slurm version
+DATA = HANDWRITTEN / "22.05"  # recorded Slurm output, one file per form
 SPEC = """\
 name: tiny
 command: [python3, -c, "print(1)"]
