@@ -50,7 +50,7 @@ srun bash -c 'echo "task $SLURM_PROCID $(hostname) $SLURM_LOCALID $SLURM_NODEID 
     ]
     assert f"hostnames {hosts[0]} {hosts[1]} " in lines
     # the batch shell runs on the first node, which resolves its own name from the node's /etc/hosts
-    assert f"resolve 10.200.0.1{hosts[0][-1]} {hosts[0]}" in lines
+    assert f"resolve {slurm_cluster.node_addrs[hosts[0]]} {hosts[0]}" in lines
     assert info.batch_host == hosts[0]
 
 
