@@ -17,13 +17,13 @@ _EXPORTS = {
     "job_key": "env",
     "is_slurm_batch_job": "env",
     "is_rank_zero": "env",
-    "block_preemption_signal": "signals",
-    "preemption_signal": "signals",
+    "block_preemption_signal": "signal_block",
+    "preemption_signal": "signal_block",
     "init_distributed": "dist",
     "barrier": "dist",
     "destroy": "dist",
     "DistInfo": "dist",
-    "SlurmgenWarning": "dist",
+    "SlurmgenWarning": "slurmgen.errors",
     "BarrierTimeout": "store_barrier",
     "seed_everything": "parallel",
     "wrap_ddp": "parallel",
@@ -54,7 +54,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from slurmgen.runtime.dist import DistInfo, SlurmgenWarning, barrier, destroy, init_distributed
+    from slurmgen.errors import SlurmgenWarning
+    from slurmgen.runtime.dist import DistInfo, barrier, destroy, init_distributed
     from slurmgen.runtime.env import (
         get_distrib_size,
         is_rank_zero,
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
     from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
     from slurmgen.runtime.parallel import build_mesh, seed_everything, wrap_ddp
     from slurmgen.runtime.preemption import Preemption
-    from slurmgen.runtime.signals import block_preemption_signal, preemption_signal
+    from slurmgen.runtime.signal_block import block_preemption_signal, preemption_signal
     from slurmgen.runtime.store_barrier import BarrierTimeout
 
 
@@ -73,7 +74,8 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(__import__(f"{__name__}.{module}", fromlist=[name]), name)
+    path = module if "." in module else f"{__name__}.{module}"
+    value = getattr(__import__(path, fromlist=[name]), name)
     globals()[name] = value
     return value
 
