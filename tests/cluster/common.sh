@@ -56,7 +56,7 @@ select_cluster() {
     fi
     NODE_NET=10.$((200 + index)).$INSTANCE
     CTL_ADDR=$NODE_NET.1
-    GATEWAY=$NODE_NET.254 # owned by nobody: gives ifcfg a default route without letting packets out (gotcha 5)
+    GATEWAY=$NODE_NET.254 # owned by nobody: gives ifcfg a default route without letting packets out (README gotcha 5)
     CTL_PORT=$((6817 + 100 * index + 10 * INSTANCE))
     CONF=$BASE/etc/slurm.conf
     RUN=$BASE/run
@@ -101,7 +101,7 @@ cluster_root() { [[ -r $ROOT_FILE ]] && cat "$ROOT_FILE"; }
 pid_from() { [[ -r $1 ]] && tr -dc '0-9' <"$1"; }
 
 # True while PID runs as COMM. A zombie is not alive: PID 1 here reaps orphans late and kill -0 succeeds on
-# zombies (gotcha 14), so read the state letter from /proc/PID/stat instead.
+# zombies (README gotcha 14), so read the state letter from /proc/PID/stat instead.
 alive() {
     local pid=$1 comm=${2:-} stat state name
     [[ -n $pid ]] || return 1

@@ -61,7 +61,7 @@ for n in "${NODES[@]}"; do
     for pid in $(our_pids slurmd "$RUN/slurmd-$n.pid"); do stop_pid "$pid" slurmd 10; done
 done
 
-# 3. Jobs survive slurmd (gotcha 15): kill whatever still runs inside our namespaces (slurmstepd, tasks).
+# 3. Jobs survive slurmd (README gotcha 15): kill whatever still runs inside our namespaces (slurmstepd, tasks).
 for ((round = 0; round < 5; round++)); do
     left=()
     for ns in $(ip netns list 2>/dev/null | awk -v p="^$NS_PREFIX" '$1 ~ p { print $1 }'); do
@@ -74,20 +74,27 @@ for ((round = 0; round < 5; round++)); do
     for pid in "${live[@]}"; do wait_gone "$pid" 20; done
 done
 
-# 3b. A chroot cluster: whatever else still runs in its mount namespace (the one munged pinned), such as a
-#     client command started from the host (srun) that would keep the namespace and its mounts alive.
-for mpid in $munged_pids; do
-    mntns=$(readlink "/proc/$mpid/ns/mnt" 2>/dev/null) || continue
-    [[ $mntns != "$(readlink /proc/1/ns/mnt)" ]] || continue # a host cluster's munged: the host namespace
-    for p in /proc/[0-9]*; do
-        p=${p#/proc/}
-        [[ $p == "$mpid" || $p == "$$" ]] && continue
-        [[ $(readlink "/proc/$p/ns/mnt" 2>/dev/null) == "$mntns" ]] || continue
-        alive "$p" slurmctld || alive "$p" munged || { kill -KILL "$p" 2>/dev/null && wait_gone "$p" 20; }
+# 3b. A chroot cluster only: client commands started from the host (an srun, say) that still run chrooted in
+#     the cluster's mount namespace would keep that namespace alive. Three guards, so that nothing else is
+#     ever touched: the cluster has a chroot, munged's mount namespace is not ours, and the process runs in
+#     that namespace *with its root in the chroot*. (A host cluster's munged runs in the host's namespace.)
+root=$(cluster_root || true)
+self_ns=$(readlink /proc/self/ns/mnt 2>/dev/null || true)
+if [[ -n $root && -d $root && -n $self_ns ]]; then
+    for mpid in $munged_pids; do
+        mntns=$(readlink "/proc/$mpid/ns/mnt" 2>/dev/null) || continue
+        [[ -n $mntns && $mntns != "$self_ns" ]] || continue
+        for p in /proc/[0-9]*; do
+            p=${p#/proc/}
+            [[ $p == "$mpid" || $p == "$$" ]] && continue
+            [[ $(readlink "/proc/$p/ns/mnt" 2>/dev/null) == "$mntns" ]] || continue
+            [[ $(readlink "/proc/$p/root" 2>/dev/null) == "$root" ]] || continue
+            alive "$p" slurmctld || alive "$p" munged || { kill -KILL "$p" 2>/dev/null && wait_gone "$p" 20; }
+        done
     done
-done
+fi
 
-# 4. The controller and munged. SIGTERM makes slurmctld save state for ~3 s when nodes are gone (gotcha 16);
+# 4. The controller and munged. SIGTERM makes slurmctld save state for ~3 s when nodes are gone (README gotcha 16);
 #    the state is deleted below, so give it a second and then SIGKILL.
 for pid in $ctld_pids; do stop_pid "$pid" slurmctld 10; done
 for pid in $munged_pids; do stop_pid "$pid" munged 20; done

@@ -65,11 +65,13 @@ CASES = [
 ]
 
 VICTIM = r"""#!/bin/bash
-log() { echo "$(date +%s.%N) $*" >>"$EVENTS"; }
+# $EPOCHREALTIME, not $(date): Slurm signals the whole process group, and a command substitution's child
+# (whose traps are reset) would die of the signal and lose the line.
+log() { echo "$EPOCHREALTIME $*" >>"$EVENTS"; }
 for s in TERM USR1 USR2 CONT INT HUP; do trap "log batch got $s" "$s"; done
 log batch start restart=${SLURM_RESTART_COUNT:-0}
 srun --ntasks=2 bash -c '
-  log() { echo "$(date +%s.%N) $*" >>"$EVENTS"; }
+  log() { echo "$EPOCHREALTIME $*" >>"$EVENTS"; }
   for s in TERM USR1 USR2 CONT INT HUP; do trap "log task $SLURM_PROCID got $s" "$s"; done
   log task $SLURM_PROCID start
   while :; do sleep 1 & wait $!; done' &
@@ -194,7 +196,7 @@ def main() -> int:
     cluster = Cluster(args.slurm, args.instance)
     cases = [c for c in CASES if not args.case or c.name in args.case]
     results = []
-    with tempfile.TemporaryDirectory(prefix="preempt-facts-", dir="/tmp") as tmp:
+    with tempfile.TemporaryDirectory(prefix="preempt-facts-", dir="/tmp", ignore_cleanup_errors=True) as tmp:
         try:
             for case in cases:
                 result = run_case(cluster, case, Path(tmp))

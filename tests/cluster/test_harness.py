@@ -60,7 +60,7 @@ def test_requeue_brings_the_job_back(slurm_cluster: SlurmCluster, tmp_path: Path
         tmp_path / "rq.sh",
         'echo "run restart=${SLURM_RESTART_COUNT-unset}"\n[ -n "$SLURM_RESTART_COUNT" ] || exec sleep 120',
         f"--output={out}",
-        "--open-mode=append",  # a requeued run truncates its output otherwise (gotcha 10)
+        "--open-mode=append",  # a requeued run truncates its output otherwise (README gotcha 10)
         "--requeue",
     )
     job = slurm_cluster.submit(script)
