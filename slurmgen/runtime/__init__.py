@@ -5,9 +5,24 @@ Importing this package loads nothing but itself: each public name is imported fr
 nothing for it; a test checks this in a fresh interpreter.
 """
 
+import sys as _sys
+
 # No `import typing`, `importlib` or `__future__` here: typing alone costs more than the whole budget
 # (bench/runtime_import.py). mypy treats a module-level TYPE_CHECKING = False like typing's.
 TYPE_CHECKING = False
+
+# The oldest Python the runtime is tested with (the test suite runs it, torch included). A container with an
+# older one gets one line instead of a SyntaxError or TypeError deep inside a task.
+MIN_PYTHON = (3, 11)
+if _sys.version_info < MIN_PYTHON:
+    _message = (
+        f"slurmgen's runtime needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer in the task; this is "
+        f"{_sys.version.split()[0]} ({_sys.executable}): use a newer image or set the spec field python"
+    )
+    if _sys.argv[:1] == ["-m"]:  # `python -m slurmgen.runtime.launch` (runpy sets argv[0] while it imports)
+        print(f"slurmgen: {_message}", file=_sys.stderr)
+        raise SystemExit(1)
+    raise ImportError(_message)
 
 _EXPORTS = {
     "expand_hostlist": "hostlist",

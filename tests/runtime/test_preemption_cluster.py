@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmgen import contract
+from slurmgen import contract, run_history
 from slurmgen.script.render import render
 from slurmgen.spec.load import load_text
 
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TRAIN = ROOT / "jobs" / "train_tiny.py"
-WORKER = ROOT / "tests" / "preempt" / "worker.py"
+WORKER = ROOT / "tests" / "runtime" / "preempt_worker.py"
 PY = sys.executable
 
 
@@ -76,6 +76,10 @@ def wait_for_text(tmp: Path, name: str, key: str, pattern: str, count: int = 1, 
         time.sleep(0.2)
 
 
+def job_history(tmp_path: Path, name: str, job: str) -> list[run_history.Run]:
+    return run_history.runs(run_history.read(str(tmp_path / "logs" / f"{name}-{job}")))
+
+
 def scancel(cluster, *args: str) -> None:  # type: ignore[no-untyped-def]
     result = cluster.run(["scancel", *args])
     assert result.returncode == 0, result.stderr
@@ -107,8 +111,8 @@ def test_scancel_signal_checkpoints_requeues_once_and_resumes(slurm_cluster, tmp
     assert "final weights" in text
     assert f"job {job}, run 2," in text  # the batch log of run 1 is still there, run 2 appended after it
     assert text.index(f"job {job}, run 1,") < text.index(f"job {job}, run 2,")
-    history = (tmp_path / "logs" / "state" / f"{job}{contract.HISTORY_SUFFIX}").read_text().splitlines()
-    assert len(history) == 1 and "run=1 cause=preemption by=rank0" in history[0]
+    runs = job_history(tmp_path, name, job)
+    assert [(r.run, r.cause, r.requeued_by) for r in runs] == [(1, "preemption", "rank0"), (2, None, None)]
 
 
 def test_signal_followed_at_once_by_term_saves_and_requeues_once(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -164,8 +168,8 @@ def test_time_limit_signal_arrives_in_its_window_and_the_job_completes(slurm_clu
     assert lead - 2 <= before_end <= lead + 30 + 3, before_end
     slurm_cluster.wait_for(job, "COMPLETED", timeout=300)
     final = logs(tmp_path, name, job)
-    history = (tmp_path / "logs" / "state" / f"{job}{contract.HISTORY_SUFFIX}").read_text().splitlines()
-    assert len(history) == 1 and "cause=time-limit" in history[0], history
+    runs = job_history(tmp_path, name, job)
+    assert [(r.cause, r.requeued_by) for r in runs] == [("time-limit", "rank0"), (None, None)], runs
     check_resume(final)
     assert "final weights" in final
 
@@ -247,7 +251,10 @@ def test_a_failed_step_is_requeued_within_the_budget_and_the_cause_recorded(slur
     info = slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.is_terminal, timeout=120)
     assert (info.state.name, info.restarts, info.exit_code) == ("FAILED", 1, 3)
     out = logs(tmp_path, name, job)
-    assert f"requeueing job {job} (cause: failure; requeue 1 of 1)" in out
-    assert "not requeueing (cause: failure): its requeue budget is used up (1 of 1, preemption.max_requeues)" in out
-    history = (tmp_path / "logs" / "state" / f"{job}{contract.HISTORY_SUFFIX}").read_text().splitlines()
-    assert len(history) == 1 and history[0].startswith("run=1 cause=failure by=batch-shell")
+    assert f"requeue issued for job {job} (failure; requeue 1 of 1)" in out
+    assert f"not requeueing job {job} (failure): its requeue budget is used up (1 of 1, preemption.max_requeues)" in out
+    runs = job_history(tmp_path, name, job)
+    assert [(r.cause, r.requeued_by, r.refused) for r in runs] == [
+        ("failure", "batch-shell", None),
+        (None, None, "budget"),
+    ]
