@@ -6,6 +6,8 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 # Slurm output, one file per form (README.md there): handwritten-* forms at the top, and one directory of
@@ -13,6 +15,9 @@ REPO = TESTS.parent
 SLURM_DATA = TESTS / "data" / "slurm"
 PRIMARY = "22.05"  # the version whose recordings the tests read unless they name one
 DATA = SLURM_DATA / PRIMARY
+VERSIONS = sorted(p.name for p in SLURM_DATA.iterdir() if p.is_dir() and (p / "MANIFEST.txt").is_file())
+# A test that reads recordings runs once per version: `@every_version` and a `version: str` parameter.
+every_version = pytest.mark.parametrize("version", VERSIONS, ids=[f"slurm-{v}" for v in VERSIONS])
 
 
 def data_path(name: str, version: str = PRIMARY) -> Path:

@@ -29,7 +29,7 @@ from slurmgen.slurm.parse import leading_int, optional, parse_datetime, parse_du
 #
 # Free-text key -> the keys that may come right after it, in any version from 22.05 to 26.05.
 FREE_TEXT_NEXT: Mapping[str, frozenset[str]] = {
-    "JobName": frozenset({"UserId"}),
+    "JobName": frozenset({"SLUID", "HetJobIdSet", "UserId"}),  # SLUID= from 26.05 with --details
     "Command": frozenset({"SubmitLine", "WorkDir"}),  # SubmitLine= from 26.05
     "SubmitLine": frozenset({"WorkDir"}),
 }
@@ -51,7 +51,7 @@ KNOWN_KEYS = FREE_TEXT_KEYS | frozenset(
     NtasksPerTRES Reservation BurstBuffer BurstBufferState CpuFreqMin CpuFreqMax CpuFreqGov
     KillOInInvalidDependent SpreadJob OOMKillStep ResizeTime Cluster FedOrigin FedViableSiblings
     FedActiveSiblings SiblingsActive SiblingsViable Nodes CPU_IDs Mem GRES Segment CronJob CrontabSpec
-    SelinuxContext ContainerType Container ContainerID Switches""".split()  # noqa: SIM905
+    SelinuxContext ContainerType Container ContainerID Switches SLUID""".split()  # noqa: SIM905
 )
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Z][A-Za-z0-9_:/]*)=")
 

@@ -47,7 +47,8 @@ def test_table() -> None:
     assert lines[5].split()[:3] == ["?", "train", "UNKNOWN"] and "sbatch timed out" in lines[5]
     assert lines[1].index("00:00:00/UNLIMITED") == lines[0].index("ELAPSED/LIMIT")  # aligned columns
     exit_row = status.row_from_info(job_info(records("show-job-o-cancelled")[0]), None, 0.0)
-    assert (exit_row.exit, exit_row.elapsed, exit_row.nodes) == ("signal 15", "00:00:01/365-00:00:00", "node1")
+    assert (exit_row.exit, exit_row.nodes) == ("signal 15", "node1")
+    assert exit_row.elapsed.endswith("/365-00:00:00") and exit_row.elapsed.startswith("00:00:0")  # a moment
 
 
 def test_batch_logs_from_the_journal_and_from_slurm(tmp_path: Path) -> None:
