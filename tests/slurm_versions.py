@@ -93,11 +93,19 @@ class ClusterInfo:
         )
 
     def client_env(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """``environ`` with this cluster's SLURM_CONF, and its client commands first on PATH."""
+        """``environ`` with this cluster's SLURM_CONF and its client commands first on PATH (the chroot's
+        wrappers, or the host's /usr/bin), and no other test cluster's wrappers on it: a client of another
+        version is refused by slurmctld (tests/cluster/common.sh client_path)."""
         env = dict(environ) | {"SLURM_CONF": str(self.conf)}
-        if self.path_prepend:
-            env["PATH"] = os.pathsep.join([self.path_prepend, env.get("PATH", os.defpath)])
+        inherited = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if not _wrapper_dir(p)]
+        own = [self.path_prepend] if self.path_prepend else ["/usr/bin", "/usr/sbin"]
+        env["PATH"] = os.pathsep.join(own + inherited)
         return env
+
+
+def _wrapper_dir(entry: str) -> bool:
+    """A test cluster's $BASE/bin (its base carries up.sh's marker file)."""
+    return bool(entry) and Path(entry).name == "bin" and (Path(entry).parent / ".slurmgen-cluster").exists()
 
 
 def healthy(version: str) -> bool:

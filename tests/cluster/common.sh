@@ -101,7 +101,9 @@ cluster_root() { [[ -r $ROOT_FILE ]] && cat "$ROOT_FILE"; }
 pid_from() { [[ -r $1 ]] && tr -dc '0-9' <"$1"; }
 
 # True while PID runs as COMM. A zombie is not alive: PID 1 here reaps orphans late and kill -0 succeeds on
-# zombies (README gotcha 14), so read the state letter from /proc/PID/stat instead.
+# zombies (README gotcha 14), so read the state letter from /proc/PID/stat instead. COMM-wlm counts too: from
+# trixie on, Debian installs the daemons as /usr/sbin/slurmctld-wlm and slurmd-wlm behind update-alternatives
+# links, and the process name is the real file's.
 alive() {
     local pid=$1 comm=${2:-} stat state name
     [[ -n $pid ]] || return 1
@@ -111,7 +113,7 @@ alive() {
     [[ $state != Z && $state != X ]] || return 1
     [[ -z $comm ]] && return 0
     { read -r name <"/proc/$pid/comm"; } 2>/dev/null || return 1
-    [[ $name == "$comm" ]]
+    [[ $name == "$comm" || $name == "$comm-wlm" ]]
 }
 
 # Wait (bounded, in tenths of a second) until PID no longer runs.
@@ -134,7 +136,23 @@ stop_pid() {
     wait_gone "$pid" 30 || log "warning: pid $pid ($comm) still there after SIGKILL"
 }
 
-# Run a command with this cluster's Slurm client commands: SLURM_CONF set, and for a chroot version the
-# wrappers up.sh writes in $BIN first on PATH (they run the chroot's own sbatch, scontrol, ...).
+# PATH without the client wrappers of any test cluster (a $BASE/bin of a base that up.sh made), then this
+# cluster's own client commands first: its wrappers for a chroot version, the host's for 22.05. A caller that
+# sourced another version's env.sh must never drive this cluster with that version's sbatch or sinfo
+# (mismatched versions are refused: "Incompatible versions of client and server code").
+client_path() {
+    local out=() p
+    local IFS=:
+    for p in $PATH; do
+        [[ -n $p && ! -e ${p%/bin}/.slurmgen-cluster ]] && out+=("$p")
+    done
+    if [[ $SOURCE == chroot ]]; then
+        printf '%s\n' "$BIN:${out[*]}"
+    else
+        printf '%s\n' "/usr/bin:/usr/sbin:${out[*]}"
+    fi
+}
+
+# Run a command with this cluster's Slurm client commands and SLURM_CONF (see client_path).
 # `slurm timeout 5 sinfo` works too: env hands the PATH to timeout, which looks sinfo up in it.
-slurm() { env "PATH=$BIN:$PATH" "SLURM_CONF=$CONF" "$@"; }
+slurm() { env "PATH=$(client_path)" "SLURM_CONF=$CONF" "$@"; }

@@ -44,7 +44,8 @@ cleanup() {
 }
 trap cleanup EXIT
 "$HERE/up.sh" "${SELECT[@]}" >/dev/null
-export SLURM_CONF=$CONF PATH=$BIN:$PATH
+SLURM_CONF=$CONF PATH=$(client_path)
+export SLURM_CONF PATH
 
 mkdir -p "$DATA"
 rm -f "$DATA"/*.out "$DATA"/*.err "$DATA/MANIFEST.txt"

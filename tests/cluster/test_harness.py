@@ -87,11 +87,12 @@ def test_up_is_idempotent_on_a_healthy_cluster(slurm_cluster: SlurmCluster) -> N
     pid_file = slurm_cluster.base / "run" / "slurmctld.pid"
     before = pid_file.read_text().strip()
     started = time.monotonic()
-    result = slurm_cluster.run(["bash", str(UP)])
+    select = ["--slurm", slurm_cluster.version]  # never the default: that may be another session's cluster
+    result = slurm_cluster.run(["bash", str(UP), *select])
     took = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert "already up" in result.stderr
     assert f"source {slurm_cluster.base}/env.sh" in result.stdout
     assert pid_file.read_text().strip() == before  # no daemon was restarted
     assert took < 5
-    assert slurm_cluster.run(["bash", str(UP), "--check"]).returncode == 0
+    assert slurm_cluster.run(["bash", str(UP), *select, "--check"]).returncode == 0

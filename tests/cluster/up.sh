@@ -493,6 +493,12 @@ main() {
         return 0
     fi
     check_owner
+    # Every daemon runs, yet the cluster does not answer as healthy (a node drained, a client that cannot talk
+    # to it): it may be in use by another session, so it is never torn down from here.
+    if daemons_alive; then
+        die "the Slurm $SLURM_VERSION cluster in $BASE runs but is not healthy ($(slurm timeout 5 sinfo -h -N \
+            -o '%N %t %E' 2>&1 | tr '\n' ';')); if no one uses it: $HERE/down.sh $SELECT, then up.sh again"
+    fi
     if leftovers; then
         log "cleaning up a partial or unhealthy cluster first"
         "$HERE/down.sh" --slurm "$SLURM_VERSION" --instance "$INSTANCE" --locked >&2
