@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
 from conftest import UP, SlurmCluster
+from slurm_versions import Preemption
 
 from slurmgen.slurm.ids import JobState
 
@@ -96,3 +98,36 @@ def test_up_is_idempotent_on_a_healthy_cluster(slurm_cluster: SlurmCluster) -> N
     assert pid_file.read_text().strip() == before  # no daemon was restarted
     assert took < 5
     assert slurm_cluster.run(["bash", str(UP), *select, "--check"]).returncode == 0
+
+
+@pytest.mark.slurm_versions()
+def test_preemption_partitions_preempt_for_real(
+    slurm_cluster: SlurmCluster, slurm_preemption: Preemption, tmp_path: Path
+) -> None:
+    """A high job takes a low-requeue job's node: Slurm requeues the victim; a debug job is never preempted."""
+    p = slurm_preemption
+    sleeper = write_script(tmp_path / "sleep.sh", "exec sleep 300")
+    sbatch = ("-w", "node3", "-n2", "--requeue", f"--output={tmp_path}/%j.out")
+    victim = slurm_cluster.submit(sleeper, "-p", p.requeue, *sbatch)
+    shielded = slurm_cluster.submit(sleeper, "-p", "debug", "-w", "node2", "-n2", f"--output={tmp_path}/%j.out")
+    mine = [victim, shielded]
+    try:
+        slurm_cluster.wait_for(victim, "RUNNING", timeout=60)
+        slurm_cluster.wait_for(shielded, "RUNNING", timeout=60)
+        preemptor = slurm_cluster.submit(write_script(tmp_path / "quick.sh", "true"), "-p", p.high, *sbatch)
+        blocked = slurm_cluster.submit(sleeper, "-p", p.high, "-w", "node2", "-n2", f"--output={tmp_path}/%j.out")
+        mine += [preemptor, blocked]
+        requeued = slurm_cluster.wait_for(victim, lambda i: i.restarts == 1, timeout=60)  # Slurm's own requeue
+        assert requeued.state in {JobState.COMPLETING, JobState.PENDING, JobState.RUNNING}
+        assert slurm_cluster.wait_for(preemptor, "COMPLETED", timeout=60).exit_code == 0
+        assert slurm_cluster.wait_for(victim, "RUNNING", timeout=60).restarts == 1  # back once the node is free
+        # the debug job keeps its node: the high job that wants it waits
+        assert slurm_cluster.client.show_job(shielded).state is JobState.RUNNING  # type: ignore[union-attr]
+        assert slurm_cluster.client.show_job(blocked).state is JobState.PENDING  # type: ignore[union-attr]
+        p.user_signal(True)
+        config = slurm_cluster.run(["scontrol", "show", "config"]).stdout
+        key, _, value = p.info.user_signal_parameter.partition("=")
+        assert re.search(rf"^{key} += {value}$", config, re.MULTILINE), config
+    finally:
+        for job in mine:
+            slurm_cluster.client.cancel(job)

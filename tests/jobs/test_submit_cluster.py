@@ -167,8 +167,12 @@ def test_requeue_one_array_task_leaves_the_other_running(slurm_cluster: SlurmClu
     job = submit(slurm_cluster, tmp_path)
     first, second = f"{job}_0", f"{job}_1"
     try:
+
+        def printed(task: str) -> Callable[[], bool]:
+            return lambda: "task " in "".join(node_logs(tmp_path, task).values())
+
         for task in (first, second):
-            wait_until(f"run 1 of {task} printed", lambda t=task: "task " in "".join(node_logs(tmp_path, t).values()))
+            wait_until(f"run 1 of {task} printed", printed(task))
         result = slurmgen(slurm_cluster, tmp_path, "requeue", second)
         assert result.returncode == 0, result.stderr
         info = slurm_cluster.wait_for(second, ended, timeout=LONG)
