@@ -96,18 +96,21 @@ SQUEUE_FORMAT=$(printf '%s\x1f' %i %A %T %r %M %l %D %N %P)%j # slurmgen/slurm_p
 # --- the order of the submissions below fixes the job ids: append new recordings at the end ---
 
 # The TIMEOUT job first: it needs 60-90 s, everything else runs meanwhile.
-timeout_job=$(submit --time=1 -J timeout --wrap 'sleep 300')
+# `exec`: the batch shell becomes sleep, so SIGTERM ends it as ExitCode=0:15 every time; a shell that waits for
+# its child ends either 0:15 or 143:0, depending on which of them the signal reaches first.
+# Jobs whose node a test compares are pinned with -w: placement otherwise depends on what else runs.
+timeout_job=$(submit --time=1 -w node1 -J timeout --wrap 'exec sleep 300')
 
 # --- sbatch ---
-rec sbatch-parsable sbatch --parsable -o /dev/null --wrap true
-rec sbatch-plain sbatch -o /dev/null --wrap true
+rec sbatch-parsable sbatch --parsable -w node1 -o /dev/null --wrap true
+rec sbatch-plain sbatch -w node2 -o /dev/null --wrap true
 rec sbatch-test-only sbatch --test-only -o /dev/null --wrap true
 rec sbatch-error-gres sbatch --gres=gpu:3 -o /dev/null --wrap true
 
 # --- a running 2-node job; a script path, job name and output path with spaces ---
 mkdir -p "$WORK/dir with space"
 printf '#!/bin/bash\nsrun sleep 300\n' >"$WORK/dir with space/my job.sh"
-running=$(cd "$WORK/dir with space" && sbatch --parsable -N2 --ntasks-per-node=1 -J "train lr=0.1 v2" \
+running=$(cd "$WORK/dir with space" && sbatch --parsable -N2 --ntasks-per-node=1 -w 'node[2-3]' -J "train lr=0.1 v2" \
     -o "$WORK/dir with space/out %j.log" --gres=gpu:2 "my job.sh")
 wait_for "$running" RUNNING
 sleep 1.1 # a non-zero RunTime
@@ -123,7 +126,7 @@ rec show-job-o-held scontrol show job -o "$held"
 rec requeue-pending scontrol requeue "$held"
 rec requeue-incomplete-pending scontrol requeue Incomplete "$held"
 
-norequeue=$(submit --no-requeue -J norequeue --wrap 'sleep 300')
+norequeue=$(submit --no-requeue -w node1 -J norequeue --wrap 'exec sleep 300')
 wait_for "$norequeue" RUNNING
 rec show-job-o-norequeue scontrol show job -o "$norequeue"
 rec requeue-disabled scontrol requeue "$norequeue"
@@ -157,21 +160,24 @@ wait_for "$norequeue" CANCELLED
 rec show-job-o-cancelled scontrol show job -o "$norequeue"
 
 # --- completing: a batch shell that ignores SIGTERM stays COMPLETING for KillWait (5 s) ---
-stubborn=$(submit -J stubborn --wrap "trap '' TERM; while :; do sleep 0.1; done")
+stubborn=$(submit -w node1 -J stubborn --wrap "trap '' TERM; while :; do sleep 0.1; done")
 wait_for "$stubborn" RUNNING
 scancel "$stubborn"
 wait_for "$stubborn" COMPLETING 3
 rec show-job-o-completing scontrol show job -o "$stubborn"
 
 # --- requeue: COMPLETING with Restarts=1, then PENDING (BeginTime), then held and special-exit ---
-rq=$(submit -J rq --open-mode=append --wrap 'sleep 300')
+rq=$(submit -w node2 -J rq --open-mode=append --wrap 'sleep 300')
 wait_for "$rq" RUNNING
+# The next job takes node2's last CPU as soon as rq leaves it, so the requeued rq stays PENDING through the
+# recordings below (on a busy machine it could otherwise run again between them, cred_expire+1 s after the
+# requeue); it runs again once that job is requeued in turn.
+hold=$(submit -w node2 -J rqhold --wrap 'sleep 300')
 rec requeue-running scontrol requeue "$rq"
 rec show-job-o-requeue-completing scontrol show job -o "$rq"
-wait_for "$rq" PENDING 5
+wait_for "$rq" PENDING 10
 rec show-job-o-requeued scontrol show job -o "$rq"
 rec requeue-again scontrol requeue "$rq"
-hold=$(submit -J rqhold --wrap 'sleep 300')
 wait_for "$hold" RUNNING
 rec requeuehold-running scontrol requeuehold "$hold"
 wait_for "$hold" PENDING 5
@@ -244,7 +250,7 @@ if [[ -n $het ]]; then
 fi
 
 # --- preemption (partitions from up.sh): a REQUEUE job during its grace time, then requeued by Slurm ---
-victim=$(submit -p low-requeue-grace -w node3 -n2 --time=10 -J victim --wrap 'sleep 300')
+victim=$(submit -p low-requeue-grace -w node3 -n2 --time=10 -J victim --wrap 'exec sleep 300')
 wait_for "$victim" RUNNING
 high=$(submit -p high -w node3 -n2 -J preemptor --wrap 'sleep 1')
 wait_until 10 bash -c "[[ \$(scontrol show job -o $victim) == *PreemptTime=2* ]]"
@@ -259,16 +265,22 @@ scancel "$victim"
 wait_for "$victim" CANCELLED 30
 banner preemption-grace "$WORK/$victim.out"
 # ... and a CANCEL job without grace: it ends PREEMPTED.
-cvictim=$(submit -p low-cancel -w node3 -n2 --time=10 -J cvictim --wrap 'sleep 300')
+cvictim=$(submit -p low-cancel -w node3 -n2 --time=10 -J cvictim --wrap 'exec sleep 300')
 wait_for "$cvictim" RUNNING
 submit -p high -w node3 -n2 -J preemptor --wrap 'sleep 1' >/dev/null
 wait_for "$cvictim" PREEMPTED 30
 rec show-job-o-preempted scontrol show job -o "$cvictim"
 banner preemption "$WORK/$cvictim.out"
 
-# --- the configuration: what slurmgen doctor reads ---
+# --- the site configuration: what `slurmgen doctor` reads (slurmgen.slurm.site) ---
 rec show-config scontrol show config
-rec show-partition-o scontrol show partition -o
+rec show-partition-o scontrol -o show partition
+rec show-partition scontrol show partition
+rec show-partition-o-unknown scontrol -o show partition nope
+# A client with no controller to ask (no SLURM_CONF, no /etc/slurm/slurm.conf in the client's root, no DNS SRV
+# record).
+[[ -e $(cluster_root)/etc/slurm/slurm.conf ]] ||
+    rec show-config-no-controller env -u SLURM_CONF scontrol show config
 "$HERE/preempt-signal.sh" "${SELECT[@]}" on
 rec show-config-user-signal scontrol show config
 "$HERE/preempt-signal.sh" "${SELECT[@]}" off

@@ -249,9 +249,9 @@ def test_sbatch_output_without_one_id(text: str, message: str) -> None:
 def test_sbatch_test_only(version: str) -> None:
     text = data("sbatch-test-only.err", version)
     result = parse_test_only(text)
-    # On an idle cluster every version names a start in the year 4748 (its "now" for a job that could start).
-    assert result.start is not None and result.start.year == 4748
-    assert (result.processors, result.nodes, result.partition) == (1, "node1", "debug")
+    # A start time (the recording's "now", or the year 4748 when Slurm's estimate has nothing to go by)
+    assert result.start is not None and result.start.year > 2000
+    assert (result.processors, result.partition) == (1, "debug") and result.nodes in {"node1", "node2", "node3"}
     assert (" a using " in text) == (version >= "25.05")  # a stray " a" in 26.05's format string
     with pytest.raises(SchedulerError, match="unexpected output"):
         parse_test_only(data("sbatch-error-gres.err", version))
@@ -298,17 +298,20 @@ ONE_RECORD = {
     # a task still inside the pending range is shown by the array's own record
     "show-job-o-array-pending-task": (
         "11_4", 11, "arr", P, "PENDING", "JobArrayTaskLimit", 0, True, 0, 0, None, None, None),
-    "show-job-o-completed": (
-        "14", 14, "ok", JobState.COMPLETED, "COMPLETED", None, 0, True, 0, 0, ANY_NODE, ANY_NODE, None),
-    "show-job-completed": (
-        "14", 14, "ok", JobState.COMPLETED, "COMPLETED", None, 0, True, 0, 0, ANY_NODE, ANY_NODE, None),
+    "show-job-o-completed": ("14", 14, "ok", JobState.COMPLETED, "COMPLETED", None, 0, True, 0, 0, ANY_NODE,
+                             ANY_NODE, UNLIMITED_OR_YEAR),
+    "show-job-completed": ("14", 14, "ok", JobState.COMPLETED, "COMPLETED", None, 0, True, 0, 0, ANY_NODE, ANY_NODE,
+                           UNLIMITED_OR_YEAR),
     "show-job-o-failed": ("15", 15, "bad", JobState.FAILED, "FAILED", "NonZeroExitCode", 0, True, 3, 0, ANY_NODE,
                           ANY_NODE, UNLIMITED_OR_YEAR),
     "show-job-o-cancelled-pending": ("8", 8, "wide", C, "CANCELLED", "Resources", 0, True, 0, 0, None, None, None),
     "show-job-o-cancelled": ("10", 10, "norequeue", C, "CANCELLED", None, 0, False, 0, 15, "node1", "node1", YEAR),
-    "show-job-o-completing": ("16", 16, "stubborn", CG, "COMPLETING", None, 0, True, 0, 0, "node1", "node1", YEAR),
+    # SIGTERM ignored: COMPLETING for KillWait (5 s), with signal 9 once SIGKILL has come and it still completes
+    "show-job-o-completing": ("16", 16, "stubborn", CG, "COMPLETING", None, 0, True, 0, OneOf(0, 9), "node1", "node1",
+                              UNLIMITED_OR_YEAR),
     # A requeue: COMPLETING with the restart already counted, then PENDING until BeginTime (cred_expire).
-    "show-job-o-requeue-completing": ("17", 17, "rq", CG, "COMPLETING", None, 1, True, 0, 0, "node2", "node2", None),
+    "show-job-o-requeue-completing": ("17", 17, "rq", *REQUEUED_STATE, 1, True, 0, 0, OneOf("node2", None),
+                                      OneOf("node2", None), None),
     "show-job-o-requeued": ("17", 17, "rq", P, "PENDING", "BeginTime", 1, True, 0, 0, None, None, None),
     "show-job-o-requeue-hold": (
         "18", 18, "rqhold", H, "PENDING", "job_requeued_in_held_state", 1, True, 0, 0, None, None, None),
@@ -324,7 +327,8 @@ ONE_RECORD = {
     "show-job-o-preempt-grace": ("30", 30, "victim", R, "RUNNING", None, 0, True, 0, 0, "node3", "node3", 600),
     "show-job-o-preemptor-pending": ("31", 31, "preemptor", P, "PENDING", "Resources", 0, True, 0, 0, None, None,
                                      None),
-    "show-job-o-preempt-requeued": ("30", 30, "victim", P, "PENDING", "BeginTime", 1, True, 0, 0, None, None, 600),
+    "show-job-o-preempt-requeued": ("30", 30, "victim", *REQUEUED_STATE, 1, True, 0, 0, OneOf(None, "node3"),
+                                    OneOf(None, "node3"), 600),
     "show-job-o-preempted": ("32", 32, "cvictim", JobState.PREEMPTED, "PREEMPTED", None, 0, True, 0, 15, "node3",
                              "node3", 600),
 }  # fmt: skip
@@ -385,7 +389,7 @@ def test_show_job_values_with_spaces(version: str) -> None:
     else:  # StdErr= empty without -e; the whole sbatch command line in SubmitLine=, Exclusive=, LicensesAlloc=
         assert info.stderr is None and rec["StdErr"] == ""
         assert rec["SubmitLine"] == (
-            f"/usr/bin/sbatch --parsable -N2 --ntasks-per-node=1 -J train lr=0.1 v2 -o {base}/out %j.log "
+            f"/usr/bin/sbatch --parsable -N2 --ntasks-per-node=1 -w node[2-3] -J train lr=0.1 v2 -o {base}/out %j.log "
             "--gres=gpu:2 my job.sh"
         )
         assert (rec["Exclusive"], rec["LicensesAlloc"]) == ("NO", "(null)")
@@ -632,17 +636,21 @@ def test_requeue_answers(version: str) -> None:
 def test_job_log_banners(version: str) -> None:
     prefix = r"slurmstepd-node\d: error: " if version < "26.05" else r"\[\d{4}-\d\d-\d\dT[\d:.]+\] error: "
     when = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"
+    # 26.05 names the signal where older versions name no cause; a CANCEL preemption's kill is sometimes
+    # reported that way too (its slurmstepd may see the TERM before the preemption's cancel reason)
+    signalled = " DUE to SIGNAL Terminated" if version >= "26.05" else ""
+    preempted = "( DUE TO PREEMPTION| DUE to SIGNAL Terminated)" if version >= "26.05" else " DUE TO PREEMPTION"
     expected = {
         "banner-timeout": rf"\*\*\* JOB 2 ON node1 CANCELLED AT {when} DUE TO TIME LIMIT \*\*\*",
-        "banner-preemption": rf"\*\*\* JOB 32 ON node3 CANCELLED AT {when} DUE TO PREEMPTION \*\*\*",
+        "banner-preemption": rf"\*\*\* JOB 32 ON node3 CANCELLED AT {when}{preempted} \*\*\*",
         "banner-preemption-grace": rf"\*\*\* JOB 30 ON node3 CANCELLED AT {when} DUE TO PREEMPTION \*\*\*",
         "banner-requeue": rf"\*\*\* JOB 17 ON node2 CANCELLED AT {when} DUE TO JOB REQUEUE \*\*\*",
-        # a plain scancel: no cause on 22.05/24.11, "DUE to SIGNAL Terminated" on 26.05
-        "banner-cancel": rf"\*\*\* JOB 7 ON node2 CANCELLED AT {when}( DUE to SIGNAL Terminated)? \*\*\*",
+        "banner-cancel": rf"\*\*\* JOB 7 ON node2 CANCELLED AT {when}{signalled} \*\*\*",
     }
     for name, pattern in expected.items():
-        first = data(f"{name}.out", version).splitlines()[0]
-        assert re.fullmatch(prefix + pattern, first), (name, first)
+        lines = data(f"{name}.out", version).splitlines()
+        job_lines = [line for line in lines if " JOB " in line]  # the STEP line may come first
+        assert re.fullmatch(prefix + pattern, job_lines[0]), (name, lines)
     assert ("DUE to SIGNAL" in data("banner-cancel.out", version)) == (version >= "26.05")
 
 
