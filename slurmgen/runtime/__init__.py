@@ -29,19 +29,27 @@ _EXPORTS = {
     "wrap_ddp": "parallel",
     "build_mesh": "parallel",
     "Preemption": "preemption",
+    "ModelOptimizerState": "checkpoint.state_tree",
+    "SaveRecord": "checkpoint.record",
+    "fits_window": "checkpoint.record",
+    "CheckpointError": "checkpoint.commit",
 }
 
 __all__ = [
     "BarrierTimeout",
+    "CheckpointError",
     "DistInfo",
     "HostlistError",
+    "ModelOptimizerState",
     "Preemption",
+    "SaveRecord",
     "SlurmgenWarning",
     "barrier",
     "block_preemption_signal",
     "build_mesh",
     "destroy",
     "expand_hostlist",
+    "fits_window",
     "get_distrib_size",
     "init_distributed",
     "is_rank_zero",
@@ -54,6 +62,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from slurmgen.runtime.checkpoint.commit import CheckpointError
+    from slurmgen.runtime.checkpoint.record import SaveRecord, fits_window
+    from slurmgen.runtime.checkpoint.state_tree import ModelOptimizerState
     from slurmgen.runtime.dist import DistInfo, SlurmgenWarning, barrier, destroy, init_distributed
     from slurmgen.runtime.env import (
         get_distrib_size,

@@ -2,6 +2,7 @@
 
     pre = Preemption()               # installs the handlers
     state = pre.load()               # the previous run's state on every rank, or None
+    found = pre.load(into=state)     # or: fill a (sharded) state in place; True if there was one
     ...
     if pre.should_stop():            # every rank, every step; True everywhere once any rank got a signal
         pre.save_and_exit(state)     # saves (not on USR2), requeues if asked, exits every rank
@@ -27,14 +28,18 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurmgen import contract
-from slurmgen.runtime import state as disk
+from slurmgen.runtime.checkpoint.store import CheckpointStore, keep_count
 from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.env import job_key, restart_count
 from slurmgen.runtime.requeue import last_cause, requeue
 from slurmgen.runtime.signals import parse_signal_name
+
+if TYPE_CHECKING:
+    from slurmgen.runtime.checkpoint.background import PendingSave
+    from slurmgen.runtime.checkpoint.record import SaveRecord
 
 REQUEUE, SAVE, EXIT, TERM = 1, 2, 4, 8
 ACTIONS = {"requeue": REQUEUE, "save": SAVE, "exit": EXIT, "term": TERM}
@@ -67,6 +72,8 @@ class Preemption:
         max_requeues: int | None = None,
         weights_only: bool = True,
         crc32: bool = False,
+        keep: int | None = None,
+        on_save: Callable[[SaveRecord], None] | None = None,
         environ: Mapping[str, str] | None = None,
         exit: Callable[[int], Any] = os._exit,
     ) -> None:
@@ -103,8 +110,15 @@ class Preemption:
         if self.requeue_enabled:
             # Pay for the requeue path now, not in the seconds between the signal and the kill.
             import slurmgen.slurm  # noqa: F401
+        # Plain states and sharded checkpoints (runtime/checkpoint/): a path the user named is resumed whoever
+        # wrote it; the job-keyed default refuses another job's state.
+        self._store = CheckpointStore(
+            self.path, key=self.key, spec_hash=self.spec_hash, run=self.restart_count, keep=keep_count(keep, env),
+            named=path is not None, weights_only=weights_only, crc32=crc32, environ=env, rank=lambda: self.rank,
+            side_group=self._side_group, timeout=lambda: self.timeout, exit=exit, on_save=on_save,
+        )  # fmt: skip
         if self.rank == 0:
-            for leftover in disk.sweep(self.path):
+            for leftover in self._store.sweep():
                 _log(f"removed {leftover}, left by a save that was interrupted")
 
     @property
@@ -213,42 +227,28 @@ class Preemption:
 
     # -- the resume state --------------------------------------------------------------------------------------
 
-    def load(self) -> Any:
-        """The previous run's state on every rank (tensors on CPU), or None. Rank 0 decides whether one exists."""
-        exists = os.path.exists(self.path) if self.rank == 0 else False
-        group = self._side_group()
-        if group is not None:
-            import torch
-            import torch.distributed as dist
+    def load(self, into: Any = None) -> Any:
+        """The previous run's state. Without `into`: a plain state on every rank (tensors on CPU), or None. With
+        `into` (needed for a sharded checkpoint): fill it in place and return whether a state was found. Rank 0
+        picks the newest complete state and says which; the other ranks follow its choice."""
+        return self._store.load(into)
 
-            flag = torch.tensor([1 if exists else 0], dtype=torch.int64)
-            dist.broadcast(flag, src=0, group=group)
-            exists = bool(flag.item())
-        if not exists:
-            return None
-        data = disk.read(self.path, weights_only=self.weights_only)
-        assert data is not None
-        meta = data["slurmgen"]
-        if meta.get("job") != self.key or (self.spec_hash and meta.get("spec") != self.spec_hash):
-            if self.rank == 0:
-                _log(
-                    f"not resuming from {self.path}: it belongs to job {meta.get('job')} with spec "
-                    f"{meta.get('spec') or '?'}, this is job {self.key} with spec {self.spec_hash or '?'}"
-                )
-            return None
-        if self.rank == 0:
-            _log(f"resuming from {self.path} (saved by run {meta.get('run', 0) + 1}, cause {meta.get('cause')})")
-        return data["state"]
+    def save(
+        self, state: Any, cause: str = "periodic", *, async_: bool = False, sharded: bool | None = None
+    ) -> SaveRecord | PendingSave | None:
+        """Write the state durably. Plain: rank 0, one file (other ranks get None at once). Sharded (a DTensor,
+        ShardedTensor or Stateful in it; `sharded=` forces either): every rank, one checkpoint directory. With
+        `async_=True` the state is copied to CPU and written in the background: a PendingSave is returned."""
+        return self._store.save(state, cause, async_=async_, sharded=sharded)
 
-    def save(self, state: Any, cause: str = "periodic") -> int | None:
-        """Write the state atomically (rank 0 only; other ranks return at once). Returns the size written."""
-        if self.rank != 0:
-            return None
-        started = time.monotonic()
-        envelope = disk.envelope(state, self.key, self.spec_hash, self.restart_count, cause)
-        size = disk.write_atomic(self.path, envelope, crc32=self.crc32)
-        _log(f"saved state to {self.path} ({size / 2**20:.1f} MiB in {time.monotonic() - started:.2f} s, {cause})")
-        return size
+    def wait_for_save(self) -> SaveRecord | None:
+        """Let a background save finish; the newest durable save's record (None if none yet on this rank)."""
+        return self._store.wait()
+
+    @property
+    def last_save(self) -> SaveRecord | None:
+        """The newest save known durable on this rank (duration, bytes on disk, path)."""
+        return self._store.last
 
     # -- stopping ---------------------------------------------------------------------------------------------
 
@@ -278,6 +278,7 @@ class Preemption:
             signal.signal(sig, signal.SIG_IGN)
         self.cause = self.stop_cause(flags)
         code = contract.EXIT_TERMINATED if flags & TERM and not flags & REQUEUE else 0
+        self._store.wait()  # a background save in flight finishes first (every rank takes part in it)
         if flags & SAVE and state is not None:
             self.save(state, self.cause)
         if flags & REQUEUE and self.rank == 0:
