@@ -88,12 +88,12 @@ def save_sharded(
     final = os.path.join(directory, layout.complete_name(name, seq))
     try:
         dcp_io.write(state, tmp, group, phase)
-    except Exception as exc:
+    except BaseException as exc:
         if not dcp_io.is_consistent_failure(exc):
             raise
         if rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
-        raise CheckpointError(f"sharded save to {final} failed: {_first_line(exc)}") from exc
+        raise CheckpointError(f"sharded save to {final} failed: {dcp_io.describe_failure(exc)}") from None
     outcome: SaveRecord | str
     if rank == 0:
         try:
@@ -132,10 +132,6 @@ def save_sharded(
 
 def _blocked(blocked_s: float | None) -> str:
     return "" if blocked_s is None else f" in the background, training blocked {blocked_s:.2f} s"
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def read_marker(path: str) -> dict[str, Any]:

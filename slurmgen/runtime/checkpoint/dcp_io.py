@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -62,10 +63,18 @@ def _writer_class() -> Any:
     return DurableWriter
 
 
+def _quiet_single_process() -> None:
+    # dcp.save/load warn on every call without a process group, even when told so with no_dist=True
+    # (torch/distributed/checkpoint/state_dict_saver.py `save`); a one-process job saves sharded states too.
+    warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+
+
 def write(state: dict[str, Any], directory: str, group: Any, phase: Phase) -> None:
     """Write this rank's part of `state` into `directory` (created by whichever rank gets there first)."""
     from torch.distributed.checkpoint.state_dict_saver import save
 
+    if group is None:
+        _quiet_single_process()
     save(state, storage_writer=_writer_class()(directory, phase), process_group=group, no_dist=group is None)
 
 
@@ -74,6 +83,8 @@ def read(into: dict[str, Any], directory: str, group: Any) -> None:
     reads the parts of the saved shards that overlap its own (DCP's load planner)."""
     from torch.distributed.checkpoint.state_dict_loader import load
 
+    if group is None:
+        _quiet_single_process()
     load(into, checkpoint_id=directory, process_group=group, no_dist=group is None)
 
 
@@ -85,22 +96,39 @@ def torch_version() -> str:
 
 def is_consistent_failure(exc: BaseException) -> bool:
     """A failure DCP gathered and raised on every rank alike (a full disk on one rank, say); anything else
-    raised by a save is a collective that broke: a peer died or stopped answering."""
+    raised by a save is a collective that broke: a peer died or stopped answering. (CheckpointException derives
+    from BaseException, not Exception: torch/distributed/checkpoint/api.py.)"""
     from torch.distributed.checkpoint.api import CheckpointException
 
     return isinstance(exc, CheckpointException)
 
 
+def describe_failure(exc: BaseException) -> str:
+    """One line for a CheckpointException: each failing rank and its error (torch's str() is tracebacks)."""
+    failures = getattr(exc, "failures", None)
+    if not isinstance(failures, dict) or not failures:
+        return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    parts = []
+    for rank, (error, _) in sorted(failures.items()):
+        first = (str(error).strip().splitlines() or [""])[0][:200]
+        parts.append(f"rank {rank}: {type(error).__name__}: {first}")
+    return "; ".join(parts)
+
+
 def kill_hook(environ: dict[str, str], variable: str, rank: Callable[[], int]) -> Phase:
-    """For fault tests: `<variable>=PHASE` or `PHASE@RANK` makes that rank SIGKILL itself at that phase of
-    its next sharded save (a real kill: no handler, no cleanup, whatever thread it happens on)."""
-    wanted = environ.get(variable, "").strip()
+    """For fault tests: `<variable>=PHASE[@RANK][#N]` makes that rank (default: any) SIGKILL itself the N-th
+    time (default: the first) it reaches that phase of a sharded save: a real kill, with no handler and no
+    cleanup, on whichever thread the save runs."""
+    wanted, _, nth = environ.get(variable, "").strip().partition("#")
+    where, _, who = wanted.partition("@")
+    seen = 0
 
     def phase(name: str) -> None:
-        if not wanted:
+        nonlocal seen
+        if name != where or (who and int(who) != rank()):
             return
-        where, _, who = wanted.partition("@")
-        if where == name and (not who or int(who) == rank()):
+        seen += 1
+        if seen == int(nth or 1):
             import signal
 
             os.kill(os.getpid(), signal.SIGKILL)

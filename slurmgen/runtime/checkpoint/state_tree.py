@@ -17,7 +17,7 @@ def _leaves(state: Any) -> Iterator[Any]:
         item = stack.pop()
         if isinstance(item, Mapping):
             stack.extend(item.values())
-        elif isinstance(item, list | tuple):
+        elif isinstance(item, (list, tuple)):
             stack.extend(item)
         else:
             yield item
@@ -34,14 +34,14 @@ def is_sharded(state: Any) -> bool:
 
     if any(isinstance(value, Stateful) for value in top_level(state).values()):
         return True
-    return any(isinstance(leaf, DTensor | ShardedTensor) for leaf in _leaves(state))
+    return any(isinstance(leaf, (DTensor, ShardedTensor)) for leaf in _leaves(state))
 
 
 def top_level(state: Any) -> dict[str, Any]:
     """DCP takes a dict; `get_state_dict`'s output is a (model, optimizer) tuple: key it by position."""
     if isinstance(state, Mapping):
         return dict(state)
-    if isinstance(state, list | tuple):
+    if isinstance(state, (list, tuple)):
         return {str(index): value for index, value in enumerate(state)}
     raise TypeError(f"a sharded state must be a dict, list or tuple, not {type(state).__name__}")
 
@@ -85,7 +85,7 @@ def fill_in_place(into: Any, loaded: Any) -> None:
     import torch
     from torch.distributed.checkpoint.stateful import Stateful
 
-    if not isinstance(into, dict | list):
+    if not isinstance(into, (dict, list)):
         raise TypeError(f"pre.load(into=...) needs a dict or a list to fill, not {type(into).__name__}")
     keys = list(loaded) if isinstance(loaded, Mapping) else list(range(len(loaded)))
     for key in keys:
@@ -96,7 +96,7 @@ def fill_in_place(into: Any, loaded: Any) -> None:
         elif isinstance(target, torch.Tensor) and isinstance(value, torch.Tensor) and target.shape == value.shape:
             with torch.no_grad():
                 target.copy_(value)
-        elif isinstance(target, dict | list) and isinstance(value, Mapping | list | tuple):
+        elif isinstance(target, (dict, list)) and isinstance(value, (Mapping, list, tuple)):
             fill_in_place(target, value)
         elif isinstance(into, dict) or key < len(into):
             into[key] = value

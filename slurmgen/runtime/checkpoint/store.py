@@ -34,6 +34,7 @@ from slurmgen.runtime.checkpoint.record import SaveRecord
 # phases are dcp_io.PHASES, and the two commit phases happen on rank 0 only.
 KILL_AT = "SLURMGEN_TEST_KILL_AT"
 FORMAT = 1
+NONE, PLAIN, SHARDED = 0, 1, 2  # what rank 0 found to resume from
 
 
 def _log(message: str) -> None:
@@ -77,6 +78,7 @@ class CheckpointStore:
         timeout: Callable[[], float],
         exit: Callable[[int], Any],
         on_save: Callable[[SaveRecord], None] | None = None,
+        phase: dcp_io.Phase | None = None,
     ) -> None:
         self.path = path
         self.directory, self.name = os.path.split(path)
@@ -85,13 +87,15 @@ class CheckpointStore:
         self.last: SaveRecord | None = None  # the newest save known durable on this rank
         self._rank, self._side_group, self._timeout, self._exit = rank, side_group, timeout, exit
         self._on_save = on_save
-        self._phase = dcp_io.kill_hook(dict(environ), KILL_AT, rank)
+        # Called at each phase of a sharded save (dcp_io.PHASES): the fault tests' kill switch by default.
+        self._phase = phase or dcp_io.kill_hook(dict(environ), KILL_AT, rank)
         self._group: Any = None
         self._background = BackgroundSaves()
 
     def sweep(self) -> list[str]:
         """Remove what interrupted saves and deletes left (rank 0, at start, before any save)."""
-        return disk.sweep(self.path) + layout.sweep_dirs(self.directory, self.name)
+        # Directories first: the plain sweep matches the same `.<name>.*.tmp` names and unlinks files only.
+        return layout.sweep_dirs(self.directory, self.name) + disk.sweep(self.path)
 
     # -- saving ------------------------------------------------------------------------------------------------
 
@@ -159,6 +163,8 @@ class CheckpointStore:
                     _log(f"{exc}; the previous checkpoint stays")
                 raise
             except Exception as exc:
+                if group is None:  # no peers to lose: a plain error
+                    raise
                 self._lost(exc, "a sharded save")
             return self._done(record)
 
@@ -195,31 +201,35 @@ class CheckpointStore:
     # -- loading -----------------------------------------------------------------------------------------------
 
     def _choose(self) -> tuple[str, str, dict[str, Any]] | None:
-        """Rank 0 picks the newest complete state; every rank gets its choice."""
-        choice = None
+        """Rank 0 picks the newest complete state (kind and sequence number, broadcast as a tensor: object
+        collectives would need NumPy even for a plain state); every rank then reads that one."""
+        kind, seq = NONE, 0
         if self._rank() == 0:
-            found: list[tuple[float, str, str, dict[str, Any]]] = []
-            for _, path in reversed(layout.complete_dirs(self.directory, self.name)):
+            found: list[tuple[float, int, int]] = []
+            for number, path in reversed(layout.complete_dirs(self.directory, self.name)):
                 try:
-                    marker = commit.read_marker(path)
+                    found.append((float(commit.read_marker(path).get("time", 0)), SHARDED, number))
+                    break
                 except (OSError, ValueError) as exc:
                     _log(f"skipping {path}: {exc}")
-                    continue
-                found.append((float(marker.get("time", 0)), "sharded", path, marker))
-                break
             with contextlib.suppress(FileNotFoundError):
-                found.append((os.stat(self.path).st_mtime, "plain", self.path, {}))
+                found.append((os.stat(self.path).st_mtime, PLAIN, 0))
             if found:
-                _, kind, path, marker = max(found, key=lambda item: item[0])
-                choice = (kind, path, marker)
+                _, kind, seq = max(found)
         group = self._side_group()
         if group is not None:
+            import torch
             import torch.distributed as dist
 
-            box = [choice]
-            dist.broadcast_object_list(box, src=0, group=group)
-            choice = box[0]
-        return choice
+            choice = torch.tensor([kind, seq], dtype=torch.int64)
+            dist.broadcast(choice, src=0, group=group)
+            kind, seq = (int(x) for x in choice.tolist())
+        if kind == PLAIN:
+            return "plain", self.path, {}
+        if kind == SHARDED:
+            path = os.path.join(self.directory, layout.complete_name(self.name, seq))
+            return "sharded", path, commit.read_marker(path)
+        return None
 
     def _owned(self, meta: Mapping[str, Any], path: str, kind: str) -> bool:
         job, spec = meta.get("job"), meta.get("spec") or "?"
@@ -256,12 +266,17 @@ class CheckpointStore:
         if into is None:
             raise CheckpointError(f"{path} is a sharded checkpoint: give the state to fill, pre.load(into=state)")
         target = state_tree.top_level(into)
+        group = self._checkpoint_group()
         try:
-            dcp_io.read(target, path, self._checkpoint_group())
-        except Exception as exc:
+            dcp_io.read(target, path, group)
+        except Exception as exc:  # a broken collective (CheckpointException is no Exception, see below)
+            if group is None:
+                raise
+            self._lost(exc, "loading a sharded checkpoint")
+        except BaseException as exc:
             if not dcp_io.is_consistent_failure(exc):
-                self._lost(exc, "loading a sharded checkpoint")
-            raise CheckpointError(f"loading {path} failed: {exc}") from exc
+                raise
+            raise CheckpointError(f"loading {path} failed: {dcp_io.describe_failure(exc)}") from None
         if isinstance(into, dict):  # tensors were filled in place; plain values at the top were replaced
             into.update(target)
         return True
