@@ -67,6 +67,11 @@ CLEAN_EXIT_SIGNAL = "USR2"
 SAVE_EXIT_SIGNAL = "TERM"
 
 
+def job_port(base: int, port_range: int, job_id: int) -> int:
+    """The rendezvous port of a job: PORT + job id % PORT_RANGE, so jobs that share a node rarely collide."""
+    return base + job_id % port_range
+
+
 def requeue_marker_name(job_key: str) -> str:
     """File name (inside STATE_DIR) of the requeue request for one job, e.g. ``1234_5.requeue``."""
     return job_key + REQUEUE_MARKER_SUFFIX

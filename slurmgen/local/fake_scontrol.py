@@ -1,10 +1,10 @@
 """The `scontrol` a local job finds first on PATH: `requeue` and `show hostnames`, nothing else.
 
-`scontrol requeue [Incomplete] <job>` leaves a request in the job's control directory; the runner sees it,
-ends the run as Slurm does (SIGCONT and SIGTERM to every process, SIGKILL after KillWait) and starts the
-script again with SLURM_RESTART_COUNT one higher. Answers follow Slurm's (slurm-facts 1.3): a second request
-is "Job is pending execution", or a silent no-op with Incomplete; a job submitted with --no-requeue gives
-"Requested operation is presently disabled"; another job id gives "Invalid job id specified".
+`scontrol requeue [Incomplete] <job>` leaves a request in the job's control directory; the runner sees it, ends the run
+as Slurm does (SIGCONT and SIGTERM to every process, SIGKILL after KillWait) and starts the script again with
+SLURM_RESTART_COUNT one higher. Answers follow Slurm's (src/slurmctld/job_mgr.c `_job_requeue_op`): a second request is
+"Job is pending execution", or a silent no-op with Incomplete; a job submitted with --no-requeue gives "Requested
+operation is presently disabled"; another job id gives "Invalid job id specified".
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class ScontrolError(Exception):
     pass
 
 
-def requeue(args: Sequence[str], env: Mapping[str, str]) -> str:
+def fake_requeue(args: Sequence[str], env: Mapping[str, str]) -> str:
     """Record a requeue request; returns what to print (nothing, like scontrol). Raises ScontrolError."""
     words = list(args)
     incomplete = bool(words) and words[0].lower() == "incomplete"
@@ -68,7 +68,7 @@ def show_hostnames(args: Sequence[str], env: Mapping[str, str]) -> str:
 def run(argv: Sequence[str], env: Mapping[str, str]) -> str:
     words = [w for w in argv if w not in ("-o", "--oneliner")]
     if words[:1] == ["requeue"]:
-        return requeue(words[1:], env)
+        return fake_requeue(words[1:], env)
     if [w.lower() for w in words[:2]] == ["show", "hostnames"] and len(words) <= 3:
         return show_hostnames(words[2:], env)
     raise ScontrolError(

@@ -6,7 +6,7 @@ hostlist (`127.0.0.[1-2]`) that expand_hostlist and the runtime's rendezvous (fi
 Names from /etc/hosts (a `localhost` alias per node) would need root; network namespaces would too.
 
 Variable names and forms follow sbatch(1) and srun(1) "OUTPUT ENVIRONMENT VARIABLES"; like Slurm up to 25.11,
-SLURM_RESTART_COUNT is left unset on the first run (slurm-facts 1.3).
+SLURM_RESTART_COUNT is left unset on the first run, as Slurm's src/common/env.c does up to 25.11.
 """
 
 from __future__ import annotations

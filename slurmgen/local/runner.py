@@ -1,7 +1,8 @@
 """Run a planned local job: the real script in its own process group, Slurm's signals at Slurm's moments, a
 requeue when the job asks for one, and nothing left running afterwards, whatever happens.
 
-What Slurm does and the runner copies (slurm-facts 1.1-1.5):
+What Slurm does and the runner copies (sbatch(1) --signal and --time, slurm.conf(5) KillWait, scontrol(1)
+requeue):
 - `--signal=B:<sig>@<lead>`: SIGCONT, then the signal, to the batch shell only, `lead` s before the limit,
   once per run; `--preempt-after S` sends the same at S s of the first run (preemption with
   preempt_send_user_signal);
@@ -25,10 +26,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from slurmgen.files import write_atomic
-from slurmgen.local import jobenv, plan, procs
+from slurmgen.atomic import write_text
+from slurmgen.local import jobenv, procs, setup
 from slurmgen.local.fake_scontrol import NO_REQUEUE, REQUEUE_REQUEST
-from slurmgen.spec import JobSpec
+from slurmgen.spec.model import JobSpec
 
 EXIT_TIMEOUT = 124  # as timeout(1): a job that hit its limit never exits 0, whatever its script returned
 INTERRUPT_WAIT = 5.0  # after Ctrl-C: TERM, then KILL after this long (a second Ctrl-C: at once)
@@ -39,10 +40,10 @@ FAKES = {"srun": "slurmgen.local.fake_srun", "scontrol": "slurmgen.local.fake_sc
 
 
 @dataclass(frozen=True)
-class Job:
+class LocalJob:
     spec: JobSpec
     script: str
-    paths: plan.Paths
+    paths: setup.Paths
     shape: jobenv.JobShape
     preempt_after: float | None = None
     kill_wait: float = jobenv.DEFAULT_KILL_WAIT
@@ -63,7 +64,7 @@ def fake_wrapper(python: str, module: str, package_parent: str) -> str:
 class Runner:
     def __init__(
         self,
-        job: Job,
+        job: LocalJob,
         environ: Mapping[str, str],
         out: Callable[[str], object],
         clock: Callable[[], float] = time.monotonic,
@@ -84,12 +85,12 @@ class Runner:
         p = self.job.paths
         p.bin.mkdir(mode=0o700, parents=True, exist_ok=True)
         p.batch_log.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(p.script, self.job.script, mode=0o700)
+        write_text(p.script, self.job.script, mode=0o700)
         import slurmgen
 
         parent = str(Path(slurmgen.__file__).resolve().parent.parent)
         for name, module in FAKES.items():
-            write_atomic(p.bin / name, fake_wrapper(self.python, module, parent), mode=0o700)
+            write_text(p.bin / name, fake_wrapper(self.python, module, parent), mode=0o700)
         if "\n#SBATCH --no-requeue" in self.job.script:
             (p.control / NO_REQUEUE).touch()
 
@@ -108,7 +109,7 @@ class Runner:
         procs.become_subreaper()
         try:
             self.prepare()
-            cap = plan.requeue_cap(self.job.spec)
+            cap = setup.requeue_cap(self.job.spec)
             restart = 0
             while True:
                 end = self.run_once(restart)
@@ -187,7 +188,7 @@ class Runner:
 
     def _supervise(self, proc: subprocess.Popen[bytes]) -> RunEnd:
         start = self.clock()
-        events = plan.timeline(self.job.spec, self.runs, self.job.preempt_after)
+        events = setup.timeline(self.job.spec, self.runs, self.job.preempt_after)
         request = self.job.paths.control / REQUEUE_REQUEST
         while True:
             rc = proc.poll()
@@ -218,7 +219,7 @@ class Runner:
                     return end
             self.sleep(POLL)
 
-    def _fire(self, event: plan.Event, proc: subprocess.Popen[bytes]) -> RunEnd | None:
+    def _fire(self, event: setup.Event, proc: subprocess.Popen[bytes]) -> RunEnd | None:
         sig = self.job.spec.preemption.signal
         if event.kind in ("preempt", "warn"):
             why = (
@@ -267,7 +268,7 @@ class Runner:
 
     def _record(self, batch_pid: int) -> None:
         info = {"runner_pid": os.getpid(), "batch_pid": batch_pid, "run": self.runs, "job_id": self.job.shape.job_id}
-        write_atomic(self.job.paths.control / RUNNER_FILE, json.dumps(info) + "\n")
+        write_text(self.job.paths.control / RUNNER_FILE, json.dumps(info) + "\n")
 
 
 def _read(path: Path) -> str:
@@ -288,7 +289,7 @@ def send_signal(control: Path, sig: str, clock: Callable[[], float] = time.monot
     except (OSError, ValueError, KeyError):
         raise UsageError(f"local job {control.name} is not running ({control} has no live runner)") from None
     request = control / SIGNAL_REQUEST
-    write_atomic(request, sig + "\n")
+    write_text(request, sig + "\n")
     deadline = clock() + timeout
     while request.exists():
         if clock() > deadline:

@@ -13,7 +13,8 @@ Signals (the handlers only record them; all work happens at a step boundary):
 - USR2: exit cleanly without saving; CONT: ignored (Slurm sends it before every signal).
 
 Agreement: `should_stop()` all-reduces the requested actions over a small gloo group, so every rank leaves at
-the same step and none is left inside a collective (slurm-facts 5.5; Megatron's DistributedSignalHandler does
+the same step and none is left inside a collective (a rank that leaves early makes the others wait out the
+process-group timeout inside a gloo/NCCL collective; Megatron's DistributedSignalHandler does
 the same). A dead peer makes the others exit with one clear line at once (its connections close); a stuck one,
 after the process-group timeout, the same patience every collective of the step has, so a rank that is only
 slow (rank 0 writing a large periodic save) is waited for, not taken for lost.
@@ -31,11 +32,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from slurmgen import contract
-from slurmgen.runtime.checkpoint.store import CheckpointStore, keep_count
+from slurmgen.runtime.checkpoint.resume_store import CheckpointStore, keep_count
 from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.env import job_key, restart_count
-from slurmgen.runtime.requeue import last_cause, requeue
-from slurmgen.runtime.signals import parse_signal_name
+from slurmgen.runtime.requeue import last_cause, requeue_this_job
+from slurmgen.runtime.signal_block import parse_signal_name
 
 if TYPE_CHECKING:
     from slurmgen.runtime.checkpoint.background import PendingSave
@@ -136,7 +137,7 @@ class Preemption:
             signal.signal(sig, self._handler(actions))
         signal.signal(signal.SIGCONT, signal.SIG_IGN)
         # The entry point blocked the preemption signal across exec so that an early one stays pending
-        # (runtime/signals.py); now that a handler exists, let it (and anything pending) in.
+        # (runtime/signal_block.py); now that a handler exists, let it (and anything pending) in.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, set(wanted))
 
     def _handler(self, actions: int) -> Callable[[int, Any], None]:
@@ -282,7 +283,7 @@ class Preemption:
         if flags & SAVE and state is not None:
             self.save(state, self.cause)
         if flags & REQUEUE and self.rank == 0:
-            outcome = requeue(self.cause, self._env, self.state_dir)
+            outcome = requeue_this_job(self.cause, self._env, self.state_dir)
             _log(outcome.message)
             if outcome.action == "budget":
                 code = contract.EXIT_REQUEUE_BUDGET

@@ -19,11 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from slurmgen import contract
+from slurmgen.atomic import write_text
 from slurmgen.runtime.env import job_key, restart_count
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RequeueOutcome:
     action: str  # "requeued", "batch-shell", "budget", "disabled", "not-slurm", "failed"
     message: str
 
@@ -63,30 +64,24 @@ def last_cause(state_dir: str, key: str) -> str | None:
 def ask_batch_shell(state_dir: str, key: str, cause: str) -> None:
     """Leave the marker the batch shell looks for after the step (written atomically)."""
     os.makedirs(state_dir, exist_ok=True)
-    target = os.path.join(state_dir, contract.requeue_marker_name(key))
-    tmp = f"{target}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(cause + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, target)
+    write_text(os.path.join(state_dir, contract.requeue_marker_name(key)), cause + "\n")
 
 
-def requeue(
+def requeue_this_job(
     cause: str,
     mapping: Mapping[str, str] | None = None,
     state_dir: str | None = None,
     which: Callable[[str], str | None] = shutil.which,
-) -> Outcome:
+) -> RequeueOutcome:
     """Requeue the job this process runs in (call it from one rank only)."""
     env = os.environ if mapping is None else mapping
     key = job_key(env)
     if key is None:
-        return Outcome("not-slurm", "not inside a Slurm job: nothing to requeue")
+        return RequeueOutcome("not-slurm", "not inside a Slurm job: nothing to requeue")
     run = restart_count(env)
     limit = budget(env)
     if limit is not None and run >= limit:
-        return Outcome(
+        return RequeueOutcome(
             "budget",
             f"not requeueing job {key} ({cause}): its requeue budget is used up ({run} of {limit}, "
             "preemption.max_requeues)",
@@ -97,20 +92,20 @@ def requeue(
         record(state_dir, key, run + 1, cause, "rank0-via-batch-shell")
         ask_batch_shell(state_dir, key, cause)
         where = "inside a container" if in_container else "scontrol is not on PATH"
-        return Outcome("batch-shell", f"asked the batch shell to requeue job {key} ({cause}; {where})")
+        return RequeueOutcome("batch-shell", f"asked the batch shell to requeue job {key} ({cause}; {where})")
     from slurmgen.errors import SchedulerError
-    from slurmgen.slurm import JobPending, RequeueDisabled, SlurmClient
+    from slurmgen.slurm.client import JobPending, RequeueDisabled, SlurmClient
 
     try:
         SlurmClient(timeout=60).requeue(key, incomplete=True)
     except RequeueDisabled:
-        return Outcome("disabled", f"job {key} was submitted with --no-requeue; not requeued")
+        return RequeueOutcome("disabled", f"job {key} was submitted with --no-requeue; not requeued")
     except JobPending:
-        return Outcome("requeued", f"job {key} is already pending (requeued by someone else)")
+        return RequeueOutcome("requeued", f"job {key} is already pending (requeued by someone else)")
     except SchedulerError as exc:
         # Let the batch shell try once the step has ended; it runs outside any container.
         record(state_dir, key, run + 1, cause, "rank0-via-batch-shell")
         ask_batch_shell(state_dir, key, cause)
-        return Outcome("batch-shell", f"scontrol requeue failed ({exc}); asked the batch shell to requeue")
+        return RequeueOutcome("batch-shell", f"scontrol requeue failed ({exc}); asked the batch shell to requeue")
     record(state_dir, key, run + 1, cause, "rank0")
-    return Outcome("requeued", f"requeue issued for job {key} ({cause}; requeue {run + 1} of {limit})")
+    return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause}; requeue {run + 1} of {limit})")

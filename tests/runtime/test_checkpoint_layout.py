@@ -12,7 +12,7 @@ from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.runtime.checkpoint import layout
 from slurmgen.runtime.checkpoint.record import fits_window, window_warning
-from slurmgen.runtime.checkpoint.store import keep_count
+from slurmgen.runtime.checkpoint.resume_store import keep_count
 
 from .runtime_helpers import ROOT
 

@@ -1,7 +1,7 @@
 """The checkpoint store in one process with real files and real torch.distributed.checkpoint I/O (no process
 group: DCP's single-process mode), and a phase hook that holds a background save at a chosen phase.
 
-Multi-rank behaviour (FSDP2, resharding, kills, preemption) is in tests/test_sharded_checkpoint.py.
+Multi-rank behaviour (FSDP2, resharding, kills, preemption) is in tests/runtime/test_sharded_checkpoint.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from slurmgen.runtime.checkpoint.background import PendingSave
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.dcp_io import BEFORE_COMMIT
 from slurmgen.runtime.checkpoint.record import SaveRecord
-from slurmgen.runtime.checkpoint.store import CheckpointStore
+from slurmgen.runtime.checkpoint.resume_store import CheckpointStore
 
 pytestmark = pytest.mark.torch
 

@@ -7,7 +7,7 @@ committed by directory rename, optionally written in the background.
     dcp_io.py      DCP writer with directory fsyncs and phase hooks; DCP read (resharding)
     commit.py      one sharded save: agree on a name, write, commit by rename, keep the newest N
     background.py  one save in flight on a thread, a handle that reports it once durable
-    store.py       what Preemption calls: save, load, sweep
+    resume_store.py  what Preemption calls: save, load, sweep
 
 Importing this package loads only the standard library; torch is imported inside the functions.
 """

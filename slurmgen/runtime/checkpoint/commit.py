@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from slurmgen import atomic
 from slurmgen.errors import SlurmgenError
 from slurmgen.runtime.checkpoint import dcp_io, layout
 from slurmgen.runtime.checkpoint.record import SaveRecord
@@ -48,11 +49,11 @@ def _broadcast(value: Any, group: Any) -> Any:
 
 def _commit(tmp: str, final: str, directory: str, marker: dict[str, Any], phase: dcp_io.Phase) -> int:
     """Rank 0, after every rank's shards and the metadata are durable: make the checkpoint visible."""
-    layout.write_durable(os.path.join(tmp, layout.MARKER), json.dumps(marker, sort_keys=True).encode() + b"\n")
-    layout.fsync_dir(tmp)
+    # Written atomically and durably (file and directory fsynced), though nobody can see `tmp` yet.
+    atomic.write_bytes(os.path.join(tmp, layout.MARKER), json.dumps(marker, sort_keys=True).encode() + b"\n", 0o644)
     phase(dcp_io.BEFORE_COMMIT)
     os.rename(tmp, final)
-    layout.fsync_dir(directory)
+    atomic.fsync_dir(directory)
     phase(dcp_io.AFTER_COMMIT)
     return layout.tree_size(final)
 

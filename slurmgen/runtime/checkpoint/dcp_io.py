@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from slurmgen.runtime.checkpoint.layout import fsync_dir
+from slurmgen.atomic import fsync_dir
 
 Phase = Callable[[str], None]
 # The phases of a sharded save, in order, as the crash tests name them.

@@ -12,7 +12,8 @@ a temporary name first, so a kill halfway through a delete never leaves a partia
 name. Whatever carries a temporary name is swept at the next start (the same `.<name>.*.tmp` pattern as the
 plain state's temporary files, so one sweep removes both).
 
-Standard library only, and pure where it can be: the listing helpers take the entries of the directory.
+Standard library only (and slurmgen.atomic's fsync), pure where it can be: the name helpers take the entries
+of the directory.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import re
 import secrets
 import shutil
 from collections.abc import Iterable
+
+from slurmgen.atomic import fsync_dir
 
 MARKER = "slurmgen.json"  # whose checkpoint this is; written last, before the rename
 SEQ_WIDTH = 6
@@ -84,27 +87,6 @@ def complete_dirs(directory: str, name: str) -> list[tuple[int, str]]:
         if os.path.isfile(os.path.join(path, MARKER)):
             found.append((seq, path))
     return found
-
-
-def fsync_dir(directory: str) -> None:
-    """Make the entries of `directory` (files created or renamed in it) durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_durable(path: str, data: bytes) -> None:
-    """Write a small file and fsync it (its directory is fsynced by the caller, once for every entry)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def tree_size(path: str) -> int:
