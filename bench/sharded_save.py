@@ -38,7 +38,7 @@ COOLDOWN = 3.0  # seconds after os.sync() before each measurement: this VM write
 FLOOR = """
 import os, sys, time
 size, path, go = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-data = memoryview(os.urandom(1 << 20) * (size >> 20))  # in memory before the clock starts
+data = memoryview((os.urandom(1 << 20) * ((size >> 20) + 1))[:size])  # in memory before the clock starts
 print("READY", flush=True)
 while not os.path.exists(go):
     time.sleep(0.0005)

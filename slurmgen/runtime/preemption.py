@@ -32,6 +32,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from slurmgen import contract
+from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.resume_store import CheckpointStore, keep_count
 from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.env import job_key, restart_count
@@ -281,7 +282,8 @@ class Preemption:
         code = contract.EXIT_TERMINATED if flags & TERM and not flags & REQUEUE else 0
         self._store.wait()  # a background save in flight finishes first (every rank takes part in it)
         if flags & SAVE and state is not None:
-            self.save(state, self.cause)
+            with contextlib.suppress(CheckpointError):  # failed alike on every rank, said so; the previous stays
+                self.save(state, self.cause)
         if flags & REQUEUE and self.rank == 0:
             outcome = requeue_this_job(self.cause, self._env, self.state_dir)
             _log(outcome.message)

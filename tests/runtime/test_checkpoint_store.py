@@ -174,3 +174,32 @@ def test_newest_of_plain_and_sharded_wins(tmp_path: Path, torch_module: Any) -> 
     store.save({"w": torch.full((2,), 5.0)}, "periodic", async_=False, sharded=False)
     into = {"w": torch.zeros(2)}
     assert store.load(into) and torch.equal(into["w"], torch.full((2,), 5.0))
+
+
+FAILING_FINAL_SAVE = """
+import os, sys, torch
+from slurmgen.runtime import Preemption
+pre = Preemption(path=os.path.join(sys.argv[1], "x.state"))
+pre.save({"model": torch.nn.Linear(2, 2), "step": 1})  # a Stateful: sharded, in DCP's one-process mode
+pre.request("save", "requeue", "exit")
+assert pre.should_stop()
+pre.save_and_exit({"model": torch.nn.Linear(2, 2), "step": 2, "bad": lambda: None})  # cannot be pickled
+"""
+
+
+def test_a_final_save_that_fails_everywhere_still_requeues_and_exits(tmp_path: Path, torch_module: Any) -> None:
+    """A full disk at the stop: the previous checkpoint stays, the requeue still happens, the exit is clean."""
+    import subprocess
+    import sys
+
+    from .runtime_helpers import base_env
+
+    done = subprocess.run(
+        [sys.executable, "-c", FAILING_FINAL_SAVE, str(tmp_path)],
+        env=base_env(), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "x.state.000002 failed: rank 0: " in done.stderr
+    assert "the previous checkpoint stays" in done.stderr
+    assert "not inside a Slurm job: nothing to requeue" in done.stderr  # the requeue step ran
+    assert [s for s, _ in layout.complete_dirs(str(tmp_path), "x.state")] == [1]
