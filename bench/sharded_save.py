@@ -8,9 +8,10 @@ against the floor and against today's path (gather the full state to rank 0, one
     called, after the save is durable. Sharded: every rank writes its shards, rank 0 commits the directory.
     Gathered: get_state_dict(full_state_dict=True, cpu_offload=True) to rank 0, which writes one file. Floor:
     --ranks processes write --gib/--ranks GiB each, with fsync, into one directory at once.
-(2) periodic saves while training (a stand-in step: small matmuls and an all_reduce): how long save() holds the
-    loop, synchronous against async_=True, and the loop time each save costs against the same loop without
-    saves (an async save still competes for this machine's CPUs).
+(2) periodic saves while training (a stand-in step: 20 ms of waiting as for a GPU, small matmuls, an
+    all_reduce; a save every 250 steps, more than a save takes): how long save() holds the loop, synchronous
+    against async_=True, and the loop time each save costs against the same loop without saves (an async save
+    still competes for this machine's CPUs).
 (3) peak RSS of rank 0 above its RSS at the stop, during the stop's save (from the runs of (1)).
 """
 
@@ -146,7 +147,7 @@ def preempt(directory: Path, ranks: int, gib: float, mode: str) -> dict[str, Any
 
 
 def periodic(directory: Path, ranks: int, gib: float, how: str) -> dict[str, Any]:
-    args = ["--gib", str(gib), "--action", "periodic", "--every", "150", "--saves", "3"]
+    args = ["--gib", str(gib), "--action", "periodic", "--every", "250", "--saves", "3"]  # a save every ~6 s
     args += {"sync": [], "async": ["--async-save"], "none": ["--dry"]}[how]
     procs = launch(directory, ranks, args)
     codes = [proc.wait(timeout=1800) for proc in procs]

@@ -203,3 +203,21 @@ def test_a_final_save_that_fails_everywhere_still_requeues_and_exits(tmp_path: P
     assert "the previous checkpoint stays" in done.stderr
     assert "not inside a Slurm job: nothing to requeue" in done.stderr  # the requeue step ran
     assert [s for s, _ in layout.complete_dirs(str(tmp_path), "x.state")] == [1]
+
+
+def test_background_saves_reuse_their_buffers_without_mixing_checkpoints(tmp_path: Path, torch_module: Any) -> None:
+    """The stager copies into the buffers of the previous save: each checkpoint still holds its own values."""
+    from slurmgen.runtime.checkpoint import dcp_io
+
+    torch = torch_module
+    store = make_store(tmp_path, keep=5)
+    weights = torch.zeros(1000)
+    for value in (1.0, 2.0, 3.0):
+        weights.fill_(value)
+        pending = store.save({"w": weights}, "periodic", async_=True, sharded=True)
+        weights.fill_(-1.0)  # training goes on before the write is done
+        assert isinstance(pending, PendingSave) and pending.wait(60) is not None
+    for seq, path in layout.complete_dirs(str(tmp_path), "77.state"):
+        into = {"w": torch.zeros(1000)}
+        dcp_io.read(into, path, None)
+        assert torch.equal(into["w"], torch.full((1000,), float(seq)))

@@ -72,6 +72,7 @@ def save_sharded(
     started: float,
     blocked_s: float | None,
     log: Callable[[str], None],
+    crc32: bool = False,
 ) -> SaveRecord:
     """Write `state` (already free of Stateful objects) as checkpoint `<directory>/<name>.<seq>` on every rank.
 
@@ -88,7 +89,7 @@ def save_sharded(
     tmp = os.path.join(directory, tmp_name)
     final = os.path.join(directory, layout.complete_name(name, seq))
     try:
-        dcp_io.write(state, tmp, group, phase)
+        dcp_io.write(state, tmp, group, phase, crc32)
     except BaseException as exc:
         if not dcp_io.is_consistent_failure(exc):
             raise

@@ -90,6 +90,7 @@ class CheckpointStore:
         # Called at each phase of a sharded save (dcp_io.PHASES): the fault tests' kill switch by default.
         self._phase = phase or dcp_io.kill_hook(dict(environ), KILL_AT, rank)
         self._group: Any = None
+        self._staging: Any = None  # torch's stager, made by the first background save
         self._background = BackgroundSaves()
 
     def sweep(self) -> list[str]:
@@ -100,9 +101,18 @@ class CheckpointStore:
     # -- saving ------------------------------------------------------------------------------------------------
 
     def save(self, state: Any, cause: str, *, async_: bool, sharded: bool | None) -> SaveRecord | PendingSave | None:
+        started = time.monotonic()
+        # One save at a time, in order: a background write finishing after a newer save would overwrite it
+        # (plain) or reuse staging buffers still being written (sharded).
+        self._background.wait_quietly()
         if state_tree.is_sharded(state) if sharded is None else sharded:
-            return self._save_sharded(state, cause, async_)
-        return self._save_plain(state, cause, async_)
+            return self._save_sharded(state, cause, async_, started)
+        return self._save_plain(state, cause, async_, started)
+
+    def _stager(self) -> Any:
+        if self._staging is None:
+            self._staging = state_tree.make_stager()
+        return self._staging
 
     def wait(self) -> SaveRecord | None:
         """Let the save in flight, if any, finish; the newest durable record."""
@@ -116,14 +126,12 @@ class CheckpointStore:
                 self._on_save(record)
         return record
 
-    def _save_plain(self, state: Any, cause: str, async_: bool) -> SaveRecord | PendingSave | None:
+    def _save_plain(self, state: Any, cause: str, async_: bool, started: float) -> SaveRecord | PendingSave | None:
         if self._rank() != 0:
             return None
-        started = time.monotonic()
         if not async_:
             return self._write_plain(state, cause, started, None)
-        self._background.wait_quietly()
-        copy = state_tree.snapshot(state)
+        copy = state_tree.snapshot(state, self._stager)
         blocked = time.monotonic() - started
         return self._background.start(lambda: self._write_plain(copy, cause, started, blocked), blocked)
 
@@ -138,14 +146,12 @@ class CheckpointStore:
         )
         return self._done(record)
 
-    def _save_sharded(self, state: Any, cause: str, async_: bool) -> SaveRecord | PendingSave | None:
-        started = time.monotonic()
-        self._background.wait_quietly()  # a second save waits for the first
+    def _save_sharded(self, state: Any, cause: str, async_: bool, started: float) -> SaveRecord | PendingSave | None:
         group = self._checkpoint_group()  # made here, on the calling thread, by every rank alike
         resolved = state_tree.resolve_stateful(state)
         blocked = None
         if async_:
-            resolved = state_tree.stage(resolved)
+            resolved = state_tree.stage(resolved, self._stager())
             blocked = time.monotonic() - started
         dist = _dist()
         rank, world = self._rank(), (dist.get_world_size() if dist is not None else 1)
@@ -156,7 +162,7 @@ class CheckpointStore:
                 record = commit.save_sharded(
                     resolved, directory=self.directory, name=self.name, group=group, rank=rank,
                     world_size=world, marker={**marker, "cause": cause}, keep=self.keep, phase=self._phase,
-                    started=started, blocked_s=blocked, log=_log,
+                    started=started, blocked_s=blocked, log=_log, crc32=self.crc32,
                 )  # fmt: skip
             except CheckpointError as exc:
                 if rank == 0:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 
@@ -55,27 +55,32 @@ def resolve_stateful(state: Any) -> dict[str, Any]:
     return {k: v.state_dict() if isinstance(v, Stateful) else v for k, v in top_level(state).items()}
 
 
-def stage(state: Any) -> Any:
-    """A private CPU copy of the state (DTensors stay DTensors, with their own local shards), so training can
-    change its tensors while the copy is written. torch's DefaultStager without pinned or shared memory: a
-    synchronous deep copy with tensor offload (torch/distributed/checkpoint/staging.py)."""
+def make_stager() -> Any:
+    """torch's DefaultStager without pinned or shared memory: a synchronous deep copy with tensor offload to CPU
+    (torch/distributed/checkpoint/staging.py). Kept for the whole run: its StateDictStager caches each staged
+    storage, keyed weakly by the source storage, and copies into it again on the next stage (_state_dict_stager.py
+    `_stage_untyped_storage`), so every background save after the first reuses its buffers (no allocation, no
+    page faults) at the cost of keeping one CPU copy of this rank's state between saves."""
     from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 
-    stager = DefaultStager(
+    return DefaultStager(
         StagingOptions(
             use_pinned_memory=False, use_shared_memory=False, use_async_staging=False, use_non_blocking_copy=False
         )
     )
-    try:
-        return stager.stage(state)
-    finally:
-        stager.close()
 
 
-def snapshot(state: Any) -> Any:
+def stage(state: Any, stager: Any) -> Any:
+    """A private CPU copy of the state (DTensors stay DTensors, with their own local shards), so training can
+    change its tensors while the copy is written. The copy's buffers are the stager's: stage again only once
+    the previous copy has been written."""
+    return stager.stage(state)
+
+
+def snapshot(state: Any, stager: Callable[[], Any]) -> Any:
     """A copy of a plain state for a background write: staged when torch is loaded, else a deep copy."""
     if "torch" in sys.modules:
-        return stage(state)
+        return stage(state, stager())
     return copy.deepcopy(state)
 
 
