@@ -172,6 +172,24 @@ def requeue_command(
     err(f"done; follow it with: slurmgen status {step.target}")
 
 
+@commands.command("resume")
+def resume_command(job: JobArg) -> None:
+    """Bring back a job that ended before its work was done (cancelled, preempted, timed out), from its last
+    saved state: requeued while Slurm knows it, else its script submitted again."""
+    from slurmgen.jobs.journal import Journal, find_home
+    from slurmgen.jobs.resume import resume
+    from slurmgen.slurm.client import SlurmClient
+
+    target = _target(job)
+    step, new = resume(SlurmClient(), target, Journal(find_home()))
+    err(step.message)
+    if new is None:
+        err(f"done; follow it with: slurmgen status {step.requeue_target}")
+        return
+    err(f"submitted job {new}; follow it with: slurmgen status {new}")
+    print(new, flush=True)
+
+
 @commands.command("status")
 def status_command(
     job: Annotated[str | None, typer.Argument(metavar="JOB", help="A job id or spec; default: recent jobs.")] = None,
@@ -198,6 +216,10 @@ def status_command(
     if unknown and not rows:
         raise unknown_job(unknown[0].job)
     print(st.table([*rows, *extra]))
+    from slurmgen.jobs.history import window_warnings
+
+    for line in window_warnings(targets):  # a save that would be killed at the next stop
+        err(line)
 
 
 @commands.command("logs")

@@ -29,7 +29,8 @@ class Plan:
     script: str
     token: str  # unique per submission; ends the job's --comment, so a lost sbatch reply can be recovered
     run_dir: Path
-    workdir: Path  # where the job starts: spec.chdir (relative to cwd), else the directory sbatch runs in
+    submit_dir: Path  # the directory sbatch runs in
+    workdir: Path  # where the job starts: spec.chdir (relative to submit_dir), else submit_dir
     log_dir: Path  # the batch log's directory; must exist before sbatch runs
     state_dir: Path | None  # preemption.state_dir when preemption is on
     sbatch_args: tuple[str, ...]  # options on sbatch's command line (they beat the script's #SBATCH lines)
@@ -72,6 +73,7 @@ def plan(
         script=script,
         token=token,
         run_dir=base / "runs" / spec.name / token,
+        submit_dir=cwd,
         workdir=workdir,
         log_dir=workdir / spec.output,
         state_dir=workdir / pre.state_dir if pre.enabled else None,

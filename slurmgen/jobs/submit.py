@@ -75,6 +75,7 @@ def write_run_dir(p: Plan, base: Path) -> None:
         "overrides": list(p.overrides),
         "digest": p.spec.digest,
         "workdir": str(p.workdir),
+        "submit_dir": str(p.submit_dir),
         "log_dir": str(p.log_dir),
         "spec": p.spec.to_dict(),
     }

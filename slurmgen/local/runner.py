@@ -28,7 +28,7 @@ from typing import Any
 
 from slurmgen.atomic import write_text
 from slurmgen.local import jobenv, procs, setup
-from slurmgen.local.fake_scontrol import NO_REQUEUE, REQUEUE_REQUEST
+from slurmgen.local.fake_scontrol import NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
 from slurmgen.spec.model import JobSpec
 
 EXIT_TIMEOUT = 124  # as timeout(1): a job that hit its limit never exits 0, whatever its script returned
@@ -47,6 +47,7 @@ class LocalJob:
     shape: jobenv.JobShape
     preempt_after: float | None = None
     kill_wait: float = jobenv.DEFAULT_KILL_WAIT
+    runaway_requeues: int = setup.RUNAWAY_REQUEUES
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,6 @@ class Runner:
         procs.become_subreaper()
         try:
             self.prepare()
-            cap = setup.requeue_cap(self.job.spec)
             restart = 0
             while True:
                 end = self.run_once(restart)
@@ -117,10 +117,11 @@ class Runner:
                     return end
                 if self.interrupts:
                     return RunEnd("CANCELLED", 130)
-                if restart >= cap:
+                if restart >= self.job.runaway_requeues:
                     self.say(
-                        f"requeue refused: the job's requeue budget is used up ({restart} of {cap}, "
-                        "preemption.max_requeues; on a cluster Slurm would hold the job, MaxBatchRequeue)"
+                        f"requeue refused: {restart} requeues already, the local runner's limit for a job that keeps "
+                        "asking (its own budgets, preemption.max_requeues and max_preemptions, did not stop it; a "
+                        "cluster would requeue it again)"
                     )
                     return RunEnd("FAILED", 1)
                 restart += 1
@@ -136,7 +137,7 @@ class Runner:
 
     def run_once(self, restart: int) -> RunEnd:
         p = self.job.paths
-        for stale in (REQUEUE_REQUEST, SIGNAL_REQUEST, "steps"):
+        for stale in (REQUEUE_REQUEST, SIGNAL_REQUEST, PREEMPTED, "steps"):
             (p.control / stale).unlink(missing_ok=True)
         self.runs += 1
         log = os.open(p.batch_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -228,6 +229,8 @@ class Runner:
                 else f"--signal=B:{sig}@{self.job.spec.preemption.lead_time}"
             )
             self.say(f"SIGCONT, SIG{sig} to the batch shell at {event.at:g} s of run {self.runs} ({why})")
+            if event.kind == "preempt":  # as slurmctld marks a job it preempts (scontrol show job: PreemptTime)
+                write_text(self.job.paths.control / PREEMPTED, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
             self._to_batch_shell(proc.pid, sig)
             return None
         self.say(

@@ -124,9 +124,10 @@ def timeline(spec: JobSpec, run: int, preempt_after: float | None) -> list[Event
     return sorted(events, key=lambda e: e.at)
 
 
-def requeue_cap(spec: JobSpec) -> int:
-    """Runs after the first that the runner allows: the spec's budget, or Slurm's MaxBatchRequeue (5)."""
-    return spec.preemption.max_requeues if spec.preemption.enabled else 5
+# Slurm requeues a job as often as it is asked to; the job's own budgets (slurmgen.runtime.requeue) decide whether
+# it asks. The runner stops a job that keeps asking anyway (a program calling `scontrol requeue` by itself), so a
+# local run never loops forever.
+RUNAWAY_REQUEUES = 20
 
 
 # --- ids and places -----------------------------------------------------------------------------------------

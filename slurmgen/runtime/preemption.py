@@ -31,12 +31,13 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from slurmgen import contract
+from slurmgen import contract, run_history
 from slurmgen.runtime.checkpoint.commit import CheckpointError
-from slurmgen.runtime.checkpoint.resume_store import CheckpointStore, keep_count
+from slurmgen.runtime.checkpoint.layout import keep_count
+from slurmgen.runtime.checkpoint.resume_store import CheckpointStore
 from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.env import job_key, restart_count
-from slurmgen.runtime.requeue import last_cause, requeue_this_job
+from slurmgen.runtime.requeue import record, requeue_this_job
 from slurmgen.runtime.signal_block import parse_signal_name
 
 if TYPE_CHECKING:
@@ -90,9 +91,15 @@ class Preemption:
         self.spec_hash = env.get(contract.SPEC_HASH, "")
         self.state_dir = env.get(contract.STATE_DIR) or (os.path.dirname(os.path.abspath(path)) if path else ".")
         self.path = os.path.abspath(path or os.path.join(self.state_dir, f"{self.key}.state"))
+        # `slurmgen resume` of a job Slurm has forgotten submits its script again; the new job starts from the
+        # old one's state (same spec), then saves under its own key.
+        resume_from = env.get(contract.RESUME_FROM, "").strip()
+        self.resume_from = resume_from if path is None and resume_from.replace("_", "").isdigit() else None
         self.restart_count = restart_count(env)
-        self.last_cause = last_cause(self.state_dir, self.key)  # why the previous run stopped, if requeued
+        self.last_cause = _last_cause(env, self.restart_count)  # why the previous run stopped, if there was one
         self.cause: str | None = None  # why this run stops, once decided
+        self.step_seconds: float | None = None  # the longest recent interval between two should_stop() calls
+        self._last_check: float | None = None
         if max_requeues is not None:
             env[contract.MAX_REQUEUES] = str(max_requeues)
         # The agreement waits as long as any collective of the training step may (the process-group timeout):
@@ -111,13 +118,17 @@ class Preemption:
         _install_excepthook(exit)
         if self.requeue_enabled:
             # Pay for the requeue path now, not in the seconds between the signal and the kill.
-            import slurmgen.slurm  # noqa: F401
+            import slurmgen.runtime.requeue
+            import slurmgen.runtime.slurm_view
+            import slurmgen.slurm.client  # noqa: F401
         # Plain states and sharded checkpoints (runtime/checkpoint/): a path the user named is resumed whoever
-        # wrote it; the job-keyed default refuses another job's state.
+        # wrote it; the job-keyed default refuses another job's state (but takes `resume_from`'s).
+        self._on_save = on_save
         self._store = CheckpointStore(
             self.path, key=self.key, spec_hash=self.spec_hash, run=self.restart_count, keep=keep_count(keep, env),
             named=path is not None, weights_only=weights_only, crc32=crc32, environ=env, rank=lambda: self.rank,
-            side_group=self._side_group, timeout=lambda: self.timeout, exit=exit, on_save=on_save,
+            side_group=self._side_group, timeout=lambda: self.timeout, exit=exit, on_save=self._saved,
+            resume_from=self.resume_from,
         )  # fmt: skip
         if self.rank == 0:
             for leftover in self._store.sweep():
@@ -213,6 +224,13 @@ class Preemption:
         """True on every rank once any rank got a stop signal. Call it on every rank at every step."""
         if self._decided:
             return True
+        now = time.monotonic()
+        if self._last_check is not None:
+            # What one more step costs before a save can start: it decides whether a stop fits its window.
+            # The longest of the recent steps, forgetting slowly (a long first step after a load does not stick).
+            interval = now - self._last_check
+            self.step_seconds = max(interval, 0.9 * (self.step_seconds or 0.0))
+        self._last_check = now
         self._decided = self._agree(self._flags)
         if self._decided:
             received = ", ".join(name for name in dict.fromkeys(self._received)) or "none on this rank"
@@ -252,14 +270,49 @@ class Preemption:
         """The newest save known durable on this rank (duration, bytes on disk, path)."""
         return self._store.last
 
+    def _saved(self, saved: SaveRecord) -> None:
+        """Every durable save: rank 0 records it in the run history (the save window is checked from it)."""
+        if self.rank == 0:
+            kind = "file" if saved.kind == "plain" else saved.kind
+            record(self._env, "rank0", run_history.SAVE, seconds=round(saved.duration_s, 3), bytes=saved.size_bytes,
+                   cause=saved.cause, kind=kind)  # fmt: skip
+        if self._on_save is not None:
+            self._on_save(saved)
+
     # -- stopping ---------------------------------------------------------------------------------------------
 
-    def stop_cause(self, flags: int) -> str:
+    def stop_cause(self, flags: int, preempted: bool | None = None) -> str:
+        """Why the run stops. Slurm's PreemptTime is the authority (``preempted``: None when Slurm could not be
+        asked). A requeue signal near the end of the time limit is the limit's own warning; any other is a
+        preemption when Slurm says so, or someone's request (`scancel --signal`, `slurmgen cancel --signal`)
+        when it does not; unasked, it is taken for a preemption."""
+        if preempted:
+            return run_history.PREEMPTION
         if flags & REQUEUE:
-            return "time-limit" if self._near_time_limit() else "preemption"
+            if self._near_time_limit():
+                return run_history.TIME_LIMIT
+            return run_history.REQUESTED if preempted is False else run_history.PREEMPTION
         if flags & TERM:
             return "terminated"
         return "clean-exit"
+
+    def _slurm_view(self) -> Any:
+        """Slurm's view of this job (slurm_view.SlurmView), or None outside Slurm or without scontrol."""
+        if contract.SPEC_HASH not in self._env or job_key(self._env) is None or self._env.get(contract.CONTAINER):
+            return None  # outside slurmgen's script, or inside a container image (no scontrol there)
+        from slurmgen.runtime import slurm_view
+
+        return slurm_view.look(self.key)
+
+    def _requeued_by_slurm_for_preemption(self, view: Any) -> bool:
+        """Slurm requeued this run already (PreemptMode=REQUEUE, no grace: the TERM came with the requeue, and
+        the record no longer shows PreemptTime): a preemption when the partition preempts that way."""
+        if not view.requeued_since(self.restart_count):
+            return False
+        log_dir = self._env.get(contract.LOG_DIR)
+        events = run_history.read(log_dir) if log_dir else []
+        mode = run_history.site_mode(events, self.restart_count + 1)
+        return run_history.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
 
     def _near_time_limit(self) -> bool:
         try:
@@ -278,13 +331,23 @@ class Preemption:
         # a second save or a second requeue.
         for sig in (self.signal, signal.SIGTERM, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_IGN)
-        self.cause = self.stop_cause(flags)
-        code = contract.EXIT_TERMINATED if flags & TERM and not flags & REQUEUE else 0
+        requeue = bool(flags & REQUEUE) and self.requeue_enabled
+        view = self._slurm_view() if self.rank == 0 else None
+        preempted = view is not None and (view.preempted() or self._requeued_by_slurm_for_preemption(view))
+        if preempted and view is not None and view.running() and self.requeue_enabled:
+            # A preemption with a grace time and no user signal: SIGTERM came to the tasks only, and Slurm would
+            # not requeue a job that ends before its grace does. Requeue once the state is durable.
+            requeue = True
+        self.cause = self.stop_cause(flags, None if view is None else preempted)
+        code = contract.EXIT_TERMINATED if flags & TERM and not requeue and not preempted else 0
+        if self.rank == 0:
+            record(self._env, "rank0", run_history.STOP, cause=self.cause, actions=self._describe(flags),
+                   signals=list(dict.fromkeys(self._received)), step_seconds=self.step_seconds)  # fmt: skip
         self._store.wait()  # a background save in flight finishes first (every rank takes part in it)
         if flags & SAVE and state is not None:
             with contextlib.suppress(CheckpointError):  # failed alike on every rank, said so; the previous stays
                 self.save(state, self.cause)
-        if flags & REQUEUE and self.rank == 0:
+        if requeue and self.rank == 0:
             outcome = requeue_this_job(self.cause, self._env, self.state_dir)
             _log(outcome.message)
             if outcome.action == "budget":
@@ -341,3 +404,12 @@ def _install_excepthook(exit: Callable[[int], Any]) -> None:
 
     hook._slurmgen = True  # type: ignore[attr-defined]
     sys.excepthook = hook
+
+
+def _last_cause(env: Mapping[str, str], restarts: int) -> str | None:
+    """Why the previous run of this job stopped (its run history), or None on a first run."""
+    log_dir = env.get(contract.LOG_DIR)
+    if not log_dir or restarts == 0:
+        return None
+    previous = [r for r in run_history.runs(run_history.read(log_dir)) if r.run == restarts]
+    return previous[0].cause if previous else None

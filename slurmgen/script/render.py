@@ -13,7 +13,7 @@ from typing import Any
 from slurmgen import contract
 from slurmgen.errors import SlurmgenError, UsageError
 from slurmgen.script.directives import directives, sq, task_log_stem
-from slurmgen.script.step import join, package_dir_words, rendezvous_words, step_line
+from slurmgen.script.step import batch_words, join, package_dir_words, rendezvous_words, step_line
 from slurmgen.spec.model import JobSpec
 
 TEMPLATE = "sbatch.sh.j2"
@@ -55,6 +55,10 @@ def context(spec: JobSpec) -> dict[str, Any]:
             (contract.LEAD_TIME, str(pre.lead_time)),
             (contract.MAX_REQUEUES, str(pre.max_requeues)),
         ]
+        if pre.max_preemptions is not None:
+            exports.append((contract.MAX_PREEMPTIONS, str(pre.max_preemptions)))
+        if pre.requeue_on_failure:
+            exports.append((contract.REQUEUE_ON_FAILURE, "1"))
     if spec.container is not None:
         exports.append((contract.CONTAINER, "1"))
     # Python buffers a pipe in 8 KiB blocks, so logs would lag far behind the job; `env` may override this.
@@ -78,10 +82,10 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "preemption": pre.enabled,
         "preempt_signal": pre.signal,
         "grace": STEP_GRACE,
-        "max_requeues": pre.max_requeues,
-        "requeue_on_failure": pre.requeue_on_failure,
         "marker_suffix": contract.REQUEUE_MARKER_SUFFIX,
-        "history_suffix": contract.HISTORY_SUFFIX,
+        "batch_begin": join(batch_words(spec, "begin")),
+        "batch_signal": join(batch_words(spec, "signal")),
+        "batch_end": join(batch_words(spec, "end")),
     }
 
 

@@ -41,6 +41,11 @@ def rendezvous_words(spec: JobSpec) -> list[str]:
     return [spec.python, "-m", "slurmgen.runtime.launch", "--rendezvous"]
 
 
+def batch_words(spec: JobSpec, *args: str) -> list[str]:
+    """The batch shell's own helper (slurmgen.runtime.batch), run outside any container like the rendezvous."""
+    return [spec.python, "-m", "slurmgen.runtime.batch", *args]
+
+
 def package_dir_words(spec: JobSpec) -> list[str]:
     return [spec.python, "-c", "import os, slurmgen; print(os.path.dirname(os.path.abspath(slurmgen.__file__)))"]
 

@@ -97,6 +97,7 @@ class JobInfo:
     submit_time: datetime | None
     start_time: datetime | None
     end_time: datetime | None
+    preempt_time: datetime | None  # set while Slurm preempts the job (during its grace time, or completing)
     partition: str | None
     work_dir: str | None
     stdout: str | None
@@ -143,6 +144,7 @@ def job_info(rec: Mapping[str, str]) -> JobInfo:
         submit_time=parse_datetime(rec.get("SubmitTime", "")),
         start_time=parse_datetime(rec.get("StartTime", "")),
         end_time=parse_datetime(rec.get("EndTime", "")),
+        preempt_time=parse_datetime(rec.get("PreemptTime", "")),
         partition=optional(rec.get("Partition")),
         work_dir=optional(rec.get("WorkDir")),
         stdout=optional(rec.get("StdOut")),

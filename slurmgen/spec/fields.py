@@ -96,7 +96,14 @@ PREEMPTION = Obj(
             "seconds before the time limit at which the signal is sent (default 300, or a quarter of the limit)",
         ),
         "max_requeues": Field(
-            Int(min=0, max=1000), "requeue budget across runs; past it the job ends with a message", default=5
+            Int(min=0, max=1000),
+            "budget of the requeues the job causes itself (time limit, failure, its own request); past it the job "
+            "ends with a message",
+            default=5,
+        ),
+        "max_preemptions": Field(
+            Int(min=0, max=1000000),
+            "budget of the requeues after the scheduler preempted the job (not the job's fault); default: no limit",
         ),
         "requeue_on_failure": Field(
             Bool(), "also requeue (within the budget) when the step fails without a signal", default=False

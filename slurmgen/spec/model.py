@@ -29,6 +29,7 @@ class PreemptionSpec:
     signal: str  # canonical name without SIG, e.g. "USR1"
     lead_time: int
     max_requeues: int
+    max_preemptions: int | None  # None: no limit
     requeue_on_failure: bool
     state_dir: str
 

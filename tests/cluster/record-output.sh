@@ -140,6 +140,14 @@ rec scancel-signal-invalid scancel --signal=USR1 99999
 rec hostnames scontrol show hostnames 'node[1-3],gpu-[01-02]'
 rec hostnames-invalid scontrol show hostnames 'node[1-2]-ib'
 
+# --- the site configuration: what `slurmgen doctor` reads (slurmgen.slurm.site) ---
+rec show-config scontrol show config
+rec show-partition-o scontrol -o show partition
+rec show-partition scontrol show partition
+rec show-partition-o-unknown scontrol -o show partition nope
+# A client with no controller to ask (no SLURM_CONF, no /etc/slurm/slurm.conf, no DNS SRV record).
+[[ -e /etc/slurm/slurm.conf ]] || rec show-config-no-controller env -u SLURM_CONF scontrol show config
+
 # --- the time limit ---
 wait_for "$timeout_job" TIMEOUT 120
 rec show-job-o-timeout scontrol show job -o "$timeout_job"

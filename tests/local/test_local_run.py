@@ -16,14 +16,16 @@ from pathlib import Path
 import pytest
 from runtime.runtime_helpers import without_steering
 
+from slurmgen import run_history
 from slurmgen.errors import SpecError, UsageError
 from slurmgen.local import jobenv, procs, setup
-from slurmgen.local.fake_scontrol import NO_REQUEUE, REQUEUE_REQUEST
+from slurmgen.local.fake_scontrol import NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
 from slurmgen.local.runner import fake_wrapper
 from slurmgen.local.srun_args import SrunError, parse_args, step_shape
 from slurmgen.runtime.hostlist import expand_hostlist
 from slurmgen.script.step import Shell, srun_words
 from slurmgen.slurm.client import InvalidJobId, JobPending, RequeueDisabled, SlurmClient
+from slurmgen.slurm.ids import JobState
 from slurmgen.spec.load import load_file
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -152,7 +154,6 @@ def test_timeline_preempts_the_first_run_only() -> None:
     first = setup.timeline(spec, 1, 20)
     assert [(e.at, e.kind) for e in first] == [(20, "preempt"), (480, "warn"), (600, "limit")]
     assert [e.kind for e in setup.timeline(spec, 2, 20)] == ["warn", "limit"]
-    assert setup.requeue_cap(spec) == 3
 
 
 def test_job_ids_count_up_and_skip_ids_in_use(tmp_path: Path) -> None:
@@ -339,9 +340,21 @@ def test_fake_scontrol_answers_requeue_as_slurm_does(tmp_path: Path, fake_bin: P
         client.requeue("7", incomplete=True)
     assert client.show_hostnames("127.0.0.[1-3]") == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
     result = subprocess.run(
-        ["scontrol", "show", "job", "7"], env=job_env(tmp_path, fake_bin), capture_output=True, text=True
+        ["scontrol", "show", "config"], env=job_env(tmp_path, fake_bin), capture_output=True, text=True
     )
     assert result.returncode == 1 and "not emulated locally" in result.stderr
+
+
+def test_fake_scontrol_shows_the_job_as_slurmctld_would(tmp_path: Path, fake_bin: Path) -> None:
+    client = SlurmClient(env=job_env(tmp_path, fake_bin))
+    info = client.show_job("7")
+    assert info is not None and (info.state, info.restarts, info.preempt_time) == (JobState.RUNNING, 0, None)
+    (tmp_path / PREEMPTED).write_text("2026-11-23T10:00:00\n")  # the runner rehearses a preemption
+    client.requeue("7", incomplete=True)
+    info = client.show_job("7")
+    assert info is not None and (info.state, info.restarts) == (JobState.COMPLETING, 1)
+    assert info.preempt_time is not None and info.preempt_time.hour == 10
+    assert client.show_job("8") is None  # "Invalid job id specified"
 
 
 # --- whole local runs ---------------------------------------------------------------------------------------------
@@ -437,12 +450,14 @@ def run_to_completion(cwd: Path, *args: str, spec: str = "jobs/cpu-debug.yaml", 
 def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     tmp_path: Path, uninterrupted: tuple[int, str, Path, float]
 ) -> None:
-    code, _, first, seconds = uninterrupted
+    code, _, first, _ = uninterrupted
     assert code == 0, logs_of(first)
     cwd = workdir(tmp_path)
-    # 15 s of steps; the signal comes when the uninterrupted run (start-up and all) had ended: a few steps in,
-    # on a fast or a busy machine alike. Earlier it would still work (the runtime keeps it pending).
-    after = str(max(5, round(seconds)))
+    # 15 s of steps (300 x 0.05 s), so run 1 always outlasts the signal at 5 s. On a fast machine it lands a few
+    # steps in; on a busy one it may come before the first step, and the runtime keeps it pending until Preemption
+    # exists: either way one stop at a step boundary, saved and resumed. (Deriving it from the uninterrupted run's
+    # duration made it land after run 1 had ended when that run happened to be slow.)
+    after = "5"
     slow = FAST.replace("]", ', --step-time, "0.05"]')
     err = run_to_completion(cwd, "--set", slow, "--preempt-after", after)
     assert f"SIGCONT, SIGUSR1 to the batch shell at {after} s of run 1 (preemption rehearsal)" in err
@@ -458,8 +473,9 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     run2 = [m for m in RANK_LINE.finditer(log) if m["run"] == "2"]
     assert sorted((m["rank"], m["step"]) for m in run2) == [("0", stopped[1]), ("1", stopped[1])]
     assert "last stop: preemption" in log
-    history = (cwd / "logs" / "state" / "1.requeues").read_text().splitlines()
-    assert len(history) == 1 and history[0].startswith("run=1 cause=preemption by=rank0")
+    runs = run_history.runs(run_history.read(str(cwd / "logs" / "cpu-debug-1")))
+    assert [(r.cause, r.requeued_by) for r in runs] == [("preemption", "rank0"), (None, None)]
+    assert runs[0].saves >= 1 and runs[0].save_seconds is not None and runs[0].step_seconds is not None
     reference = (first / "logs" / "cpu-debug-1" / "127.0.0.1.log").read_text()
     assert final_weights(log) == final_weights(reference)  # as if never interrupted
 
@@ -471,10 +487,10 @@ def test_torchrun_spec_preempted_locally_resumes_to_the_same_weights(
 ) -> None:
     """The same example as one torchrun per emulated node with 2 workers each: the signal reaches the workers
     through the real torchrun agent, the run checkpoints, requeues once and ends where the srun run ends."""
-    code, _, first, seconds = uninterrupted
+    code, _, first, _ = uninterrupted
     assert code == 0, logs_of(first)
     cwd = workdir(tmp_path)
-    after = str(max(8, round(seconds) + 3))  # torchrun's own rendezvous adds a few seconds of start-up
+    after = "8"  # within run 1's 15 s of steps plus torchrun's own rendezvous, however busy the machine
     slow = FAST.replace("]", ', --step-time, "0.05"]')
     torchrun = ("--set", "launcher=torchrun", "--set", "nproc_per_node=2", "--set", "tasks_per_node=1")
     err = run_to_completion(cwd, *torchrun, "--set", slow, "--preempt-after", after)
@@ -496,8 +512,8 @@ def test_torchrun_spec_preempted_locally_resumes_to_the_same_weights(
     resumed = re.search(r"rank 0/4: resumed weights " + WEIGHTS + r" at step (\d+)", both)
     assert stopped and resumed, both
     assert (resumed[2], resumed[1]) == (stopped[1], stopped[2])
-    history = (cwd / "logs" / "state" / "1.requeues").read_text().splitlines()
-    assert len(history) == 1 and history[0].startswith("run=1 cause=preemption"), history
+    runs = run_history.runs(run_history.read(str(cwd / "logs" / "cpu-debug-1")))
+    assert [(r.cause, r.requeued_by) for r in runs] == [("preemption", "rank0"), (None, None)], runs
     reference = (first / "logs" / "cpu-debug-1" / "127.0.0.1.log").read_text()
     assert final_weights(both) == final_weights(reference)
 
@@ -615,11 +631,15 @@ preemption: {max_requeues: 1}
 
 
 @pytest.mark.slow
-def test_requeues_asked_for_past_the_budget_are_refused(tmp_path: Path) -> None:
-    """A task that calls scontrol requeue itself, every run: the first request restarts the job, the second is
-    past preemption.max_requeues and ends it FAILED (a real cluster would hold it after MaxBatchRequeue)."""
+def test_a_job_that_keeps_asking_for_requeues_is_stopped_locally(tmp_path: Path) -> None:
+    """A task that calls scontrol requeue itself, every run, past its budget (the budgets are slurmgen's, and a
+    program calling scontrol bypasses them: a cluster would requeue it forever): the local runner stops it after
+    RUNAWAY_REQUEUES, FAILED, and says why."""
     (tmp_path / "requeuer.yaml").write_text(REQUEUER)
     err = run_to_completion(tmp_path, spec="requeuer.yaml", code=1)
-    assert "requeue refused: the job's requeue budget is used up (1 of 1, preemption.max_requeues;" in err
+    assert f"requeue refused: {setup.RUNAWAY_REQUEUES} requeues already, the local runner's limit" in err
     assert "FAILED, exit code 1" in err
-    assert re.findall(r"^run ?(\d*)$", logs_of(tmp_path), re.M) == ["", "1"]  # SLURM_RESTART_COUNT
+    counts = re.findall(r"^run ?(\d*)$", logs_of(tmp_path), re.M)  # SLURM_RESTART_COUNT, unset on the first run
+    assert counts == ["", *map(str, range(1, setup.RUNAWAY_REQUEUES + 1))]
+    runs = run_history.runs(run_history.read(str(tmp_path / "logs" / "requeuer-1")))
+    assert len(runs) == setup.RUNAWAY_REQUEUES + 1 and runs[0].requeued_by == "slurm"  # not slurmgen's doing

@@ -11,8 +11,8 @@ import pytest
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.runtime.checkpoint import layout
+from slurmgen.runtime.checkpoint.layout import keep_count
 from slurmgen.runtime.checkpoint.record import fits_window, window_warning
-from slurmgen.runtime.checkpoint.resume_store import keep_count
 
 from .runtime_helpers import ROOT
 

@@ -221,3 +221,27 @@ def test_background_saves_reuse_their_buffers_without_mixing_checkpoints(tmp_pat
         into = {"w": torch.zeros(1000)}
         dcp_io.read(into, path, None)
         assert torch.equal(into["w"], torch.full((1000,), float(seq)))
+
+
+def test_a_resumed_forgotten_job_starts_from_the_old_jobs_sharded_state(
+    tmp_path: Path, torch_module: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`slurmgen resume` submits the script again as a new job with SLURMGEN_RESUME_FROM=<old key>: with no
+    state of its own, it starts from the old job's newest checkpoint, then saves under its own key."""
+    torch = torch_module
+    old = CheckpointStore(
+        str(tmp_path / "77.state"), key="77", spec_hash="abc", run=0, keep=2, named=False, weights_only=True,
+        crc32=False, environ={}, rank=lambda: 0, side_group=lambda: None, timeout=lambda: 60.0, exit=lambda c: None,
+    )  # fmt: skip
+    old.save({"w": torch.full((3,), 7.0)}, "preemption", async_=False, sharded=True)
+    new = CheckpointStore(
+        str(tmp_path / "91.state"), key="91", spec_hash="abc", run=0, keep=2, named=False, weights_only=True,
+        crc32=False, environ={}, rank=lambda: 0, side_group=lambda: None, timeout=lambda: 60.0, exit=lambda c: None,
+        resume_from="77",
+    )  # fmt: skip
+    capsys.readouterr()
+    into = {"w": torch.zeros(3)}
+    assert new.load(into) is True and torch.equal(into["w"], torch.full((3,), 7.0))
+    assert "77.state.000001 (sharded over 1 ranks, job 77's state, saved by run 1" in capsys.readouterr().err
+    record = new.save(into, "periodic", async_=False, sharded=True)
+    assert isinstance(record, SaveRecord) and record.path == str(tmp_path / "91.state.000001")

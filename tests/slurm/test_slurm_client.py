@@ -150,6 +150,35 @@ def test_show_hostnames() -> None:
             client.show_hostnames(bad)
 
 
+# --- the site's configuration (slurmgen doctor) -----------------------------------------------------------
+
+
+def test_show_config_and_partitions() -> None:
+    run = Replay({
+        ("scontrol", "show", "config"): "show-config",
+        ("scontrol", "-o", "show", "partition"): "show-partition-o",
+        ("scontrol", "-o", "show", "partition", "nope"): "show-partition-o-unknown",
+    })  # fmt: skip
+    client = SlurmClient(run)
+    assert "SLURM_VERSION           = 22.05.8" in client.show_config()
+    assert client.show_partitions().startswith("PartitionName=debug ")
+    # Slurm prints this on stdout, with exit 1
+    with pytest.raises(SchedulerError, match=r"^scontrol show partition failed \(exit 1\): Partition nope not found$"):
+        client.show_partitions("nope")
+    for bad in ["", "-a", "a b", "a,b"]:
+        with pytest.raises(UsageError):
+            client.show_partitions(bad)
+
+
+def test_a_client_without_a_controller_is_no_slurm_here(tmp_path: Path) -> None:
+    run = FakeSlurm().on("scontrol", recording="show-config-no-controller")  # any scontrol says the same
+    for ask in (SlurmClient(run).show_config, SlurmClient(run).show_partitions, lambda: SlurmClient(run).show_job(5)):
+        with pytest.raises(SchedulerMissing, match="no Slurm controller reachable from here"):
+            ask()
+    with pytest.raises(SchedulerMissing, match=r"^scontrol: command not found"):
+        SlurmClient(env={"PATH": str(tmp_path)}).show_config()
+
+
 # --- requeue, release, cancel ----------------------------------------------------------------------------
 
 

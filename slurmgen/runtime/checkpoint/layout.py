@@ -23,9 +23,11 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from slurmgen import contract
 from slurmgen.atomic import fsync_dir
+from slurmgen.errors import RuntimeSetupError
 
 MARKER = "slurmgen.json"  # whose checkpoint this is; written last, before the rename
 SEQ_WIDTH = 6
@@ -60,6 +62,17 @@ def next_seq(name: str, entries: Iterable[str]) -> int:
         if match and match.group(1):
             used.append(int(match.group(1)))
     return max(used) + 1
+
+
+def keep_count(keep: int | None, environ: Mapping[str, str]) -> int:
+    """How many complete sharded checkpoints to keep: the argument, else SLURMGEN_KEEP, else 2."""
+    raw = str(keep) if keep is not None else environ.get(contract.KEEP, "").strip()
+    if not raw:
+        return contract.DEFAULT_KEEP
+    if not raw.isdigit() or int(raw) < 1:
+        source = "Preemption(keep=...)" if keep is not None else contract.KEEP
+        raise RuntimeSetupError(f"{source}={raw!r}: the number of checkpoints to keep must be an integer >= 1")
+    return int(raw)
 
 
 def to_prune(seqs: Iterable[int], keep: int) -> list[int]:

@@ -8,7 +8,8 @@
   PendingSave; the next save, and the final one of a stop, wait for it first.
 - Loading: rank 0 picks the newest complete state (plain file or checkpoint directory) and broadcasts its
   choice; every rank loads it. At the job-keyed default location a state of another job or spec is refused; at
-  a path the user named it is resumed, with one line saying whose it is.
+  a path the user named it is resumed, with one line saying whose it is. A job that `slurmgen resume` submitted
+  again for a forgotten one (`resume_from`, the old key) starts from the old job's state when it has none.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from datetime import timedelta
 from typing import Any
 
 from slurmgen import atomic, contract
-from slurmgen.errors import RuntimeSetupError
 from slurmgen.runtime import state as disk
 from slurmgen.runtime.checkpoint import commit, dcp_io, layout, state_tree
 from slurmgen.runtime.checkpoint.background import BackgroundSaves, PendingSave
@@ -49,17 +49,6 @@ def _dist() -> Any:
     return dist if dist.is_available() and dist.is_initialized() else None
 
 
-def keep_count(keep: int | None, environ: Mapping[str, str]) -> int:
-    """How many complete sharded checkpoints to keep: the argument, else SLURMGEN_KEEP, else 2."""
-    raw = str(keep) if keep is not None else environ.get(contract.KEEP, "").strip()
-    if not raw:
-        return contract.DEFAULT_KEEP
-    if not raw.isdigit() or int(raw) < 1:
-        source = "Preemption(keep=...)" if keep is not None else contract.KEEP
-        raise RuntimeSetupError(f"{source}={raw!r}: the number of checkpoints to keep must be an integer >= 1")
-    return int(raw)
-
-
 class CheckpointStore:
     def __init__(
         self,
@@ -79,11 +68,13 @@ class CheckpointStore:
         exit: Callable[[int], Any],
         on_save: Callable[[SaveRecord], None] | None = None,
         phase: dcp_io.Phase | None = None,
+        resume_from: str | None = None,
     ) -> None:
         self.path = path
         self.directory, self.name = os.path.split(path)
         self.key, self.spec_hash, self.run, self.keep, self.named = key, spec_hash, run, keep, named
         self.weights_only, self.crc32 = weights_only, crc32
+        self.resume_from = resume_from  # another job key whose state to start from when this job has none
         self.last: SaveRecord | None = None  # the newest save known durable on this rank
         self._rank, self._side_group, self._timeout, self._exit = rank, side_group, timeout, exit
         self._on_save = on_save
@@ -206,40 +197,49 @@ class CheckpointStore:
 
     # -- loading -----------------------------------------------------------------------------------------------
 
-    def _choose(self) -> tuple[str, str, dict[str, Any]] | None:
-        """Rank 0 picks the newest complete state (kind and sequence number, broadcast as a tensor: object
-        collectives would need NumPy even for a plain state); every rank then reads that one."""
-        kind, seq = NONE, 0
+    def _newest(self, name: str) -> tuple[int, int]:
+        """(kind, seq) of the newest complete state named `name` in the directory (rank 0's view)."""
+        found: list[tuple[float, int, int]] = []
+        for number, path in reversed(layout.complete_dirs(self.directory, name)):
+            try:
+                found.append((float(commit.read_marker(path).get("time", 0)), SHARDED, number))
+                break
+            except (OSError, ValueError) as exc:
+                _log(f"skipping {path}: {exc}")
+        with contextlib.suppress(FileNotFoundError):
+            found.append((os.stat(os.path.join(self.directory, name)).st_mtime, PLAIN, 0))
+        return max(found)[1:] if found else (NONE, 0)
+
+    def _choose(self) -> tuple[str, str, dict[str, Any], str] | None:
+        """Rank 0 picks the newest complete state: this job's, else (`slurmgen resume` of a forgotten job) the old
+        job's; its choice is broadcast as a tensor (object collectives would need NumPy even for a plain state),
+        and every rank then reads that one. Returns (kind, path, marker, owner)."""
+        kind, seq, old = NONE, 0, 0
         if self._rank() == 0:
-            found: list[tuple[float, int, int]] = []
-            for number, path in reversed(layout.complete_dirs(self.directory, self.name)):
-                try:
-                    found.append((float(commit.read_marker(path).get("time", 0)), SHARDED, number))
-                    break
-                except (OSError, ValueError) as exc:
-                    _log(f"skipping {path}: {exc}")
-            with contextlib.suppress(FileNotFoundError):
-                found.append((os.stat(self.path).st_mtime, PLAIN, 0))
-            if found:
-                _, kind, seq = max(found)
+            kind, seq = self._newest(self.name)
+            if kind == NONE and self.resume_from:
+                kind, seq = self._newest(f"{self.resume_from}.state")
+                old = 1
         group = self._side_group()
         if group is not None:
             import torch
             import torch.distributed as dist
 
-            choice = torch.tensor([kind, seq], dtype=torch.int64)
+            choice = torch.tensor([kind, seq, old], dtype=torch.int64)
             dist.broadcast(choice, src=0, group=group)
-            kind, seq = (int(x) for x in choice.tolist())
+            kind, seq, old = (int(x) for x in choice.tolist())
+        owner = self.resume_from if old and self.resume_from else self.key
+        name = f"{owner}.state" if old else self.name
         if kind == PLAIN:
-            return "plain", self.path, {}
+            return "plain", os.path.join(self.directory, name), {}, owner
         if kind == SHARDED:
-            path = os.path.join(self.directory, layout.complete_name(self.name, seq))
-            return "sharded", path, commit.read_marker(path)
+            path = os.path.join(self.directory, layout.complete_name(name, seq))
+            return "sharded", path, commit.read_marker(path), owner
         return None
 
-    def _owned(self, meta: Mapping[str, Any], path: str, kind: str) -> bool:
+    def _owned(self, meta: Mapping[str, Any], path: str, kind: str, owner: str) -> bool:
         job, spec = meta.get("job"), meta.get("spec") or "?"
-        foreign = job != self.key or bool(self.spec_hash and meta.get("spec") != self.spec_hash)
+        foreign = job != owner or bool(self.spec_hash and meta.get("spec") != self.spec_hash)
         ours = f"this is job {self.key} with spec {self.spec_hash or '?'}"
         if foreign and not self.named:
             if self._rank() == 0:
@@ -247,6 +247,7 @@ class CheckpointStore:
             return False
         if self._rank() == 0:
             what = f"sharded over {meta.get('world_size')} ranks, " if kind == "sharded" else ""
+            what += f"job {owner}'s state, " if owner != self.key else ""
             run = int(meta.get("run", 0)) + 1
             whose = f"; it is the state of job {job} with spec {spec}, {ours}" if foreign else ""
             _log(f"resuming from {path} ({what}saved by run {run}, cause {meta.get('cause')}){whose}")
@@ -258,16 +259,16 @@ class CheckpointStore:
         missing = None if into is None else False
         if choice is None:
             return missing
-        kind, path, meta = choice
+        kind, path, meta, owner = choice
         if kind == "plain":
             data = disk.read(path, weights_only=self.weights_only)
-            if data is None or not self._owned(data["slurmgen"], path, kind):
+            if data is None or not self._owned(data["slurmgen"], path, kind, owner):
                 return missing
             if into is None:
                 return data["state"]
             state_tree.fill_in_place(into, data["state"])
             return True
-        if not self._owned(meta, path, kind):
+        if not self._owned(meta, path, kind, owner):
             return missing
         if into is None:
             raise CheckpointError(f"{path} is a sharded checkpoint: give the state to fill, pre.load(into=state)")
