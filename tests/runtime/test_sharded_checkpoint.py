@@ -62,8 +62,10 @@ class Ranks:
         return [p.wait(timeout=max(deadline - time.monotonic(), 1)) for p in self.procs]
 
     def calls(self) -> list[str]:
+        """The scontrol commands that act (requeues); rank 0's `show job` question at the stop is left out."""
         path = self.dir / "scontrol.calls"
-        return path.read_text().splitlines() if path.exists() else []
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [line for line in lines if "show job" not in line]
 
 
 Launch = Callable[..., Ranks]
