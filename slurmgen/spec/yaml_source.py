@@ -157,8 +157,8 @@ def load_yaml(text: str, source: str) -> tuple[YamlDocument | None, list[Problem
     """Parse one YAML document: the values with their marks (None if unparsable) and the problems found."""
     for char, name in _YAML_BREAKS.items():
         if char in text:
-            line = text[: text.index(char)].count("\n") + 1
-            where = source if source.startswith("--") else f"{source}:{line}"
+            number = text[: text.index(char)].count("\n") + 1
+            where = source if source.startswith("--") else f"{source}:{number}"
             return None, [Problem(where, "", f"contains {name}, which YAML reads as a line break; remove it")]
     try:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
