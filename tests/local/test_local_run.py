@@ -475,7 +475,8 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     assert "last stop: preemption" in log
     runs = run_history.runs(run_history.read(str(cwd / "logs" / "cpu-debug-1")))
     assert [(r.cause, r.requeued_by) for r in runs] == [("preemption", "rank0"), (None, None)]
-    assert runs[0].saves >= 1 and runs[0].save_seconds is not None and runs[0].step_seconds is not None
+    # step_seconds stays unknown when the signal comes before the second step (a busy machine's slow start)
+    assert runs[0].saves >= 1 and runs[0].save_seconds is not None
     reference = (first / "logs" / "cpu-debug-1" / "127.0.0.1.log").read_text()
     assert final_weights(log) == final_weights(reference)  # as if never interrupted
 
