@@ -60,7 +60,8 @@ def slurmgen(directory: Path, gib: float) -> tuple[float, int]:
     bindir.mkdir(exist_ok=True)
     stamp = directory / "requeued.at"
     fake = bindir / "scontrol"
-    fake.write_text(f'#!/bin/bash\ndate +%s.%N > "{stamp}"\n')
+    # Only the requeue counts: rank 0 also asks `scontrol show job` at the stop, before it saves.
+    fake.write_text(f'#!/bin/bash\ncase "$1" in requeue) date +%s.%N > "{stamp}" ;; esac\n')
     fake.chmod(0o755)
     stamp.unlink(missing_ok=True)
     state = directory / "state"

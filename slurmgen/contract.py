@@ -29,6 +29,7 @@ LOG_DIR = "SLURMGEN_LOG_DIR"  # the per-job log directory (per-node logs live he
 RESUME_FROM = "SLURMGEN_RESUME_FROM"  # `slurmgen resume` of a forgotten job: the key whose state to start from
 SIGNALS = "SLURMGEN_SIGNALS"  # the batch shell tells its end step which signals it received: `SIG@epoch ...`
 START_TIME = "SLURMGEN_START_TIME"  # epoch seconds at which this run's batch shell started (Slurm 22.05 has none)
+KEEP = "SLURMGEN_KEEP"  # how many complete sharded checkpoints to keep (preemption.keep)
 # How the program takes part in preemption (spec field preemption.handler; exported with the preemption signal):
 PREEMPT_HANDLER = "SLURMGEN_PREEMPT_HANDLER"
 HANDLER_AUTO = "auto"  # runtime when the program constructs Preemption (it announces itself), else requeue
@@ -56,6 +57,7 @@ DEFAULT_PORT = 8738
 DEFAULT_PORT_RANGE = 127
 DEFAULT_PG_TIMEOUT = 600
 DEFAULT_BARRIER_TIMEOUT = 60
+DEFAULT_KEEP = 2
 # Linux's default ephemeral range (/proc/sys/net/ipv4/ip_local_port_range). The spec checks against this;
 # the runtime re-checks against the machine's actual range.
 DEFAULT_EPHEMERAL = (32768, 60999)

@@ -44,19 +44,27 @@ _EXPORTS = {
     "wrap_ddp": "parallel",
     "build_mesh": "parallel",
     "Preemption": "preemption",
+    "ModelOptimizerState": "slurmgen.runtime.checkpoint.state_tree",
+    "SaveRecord": "slurmgen.runtime.checkpoint.record",
+    "fits_window": "slurmgen.runtime.checkpoint.record",
+    "CheckpointError": "slurmgen.runtime.checkpoint.commit",
 }
 
 __all__ = [
     "BarrierTimeout",
+    "CheckpointError",
     "DistInfo",
     "HostlistError",
+    "ModelOptimizerState",
     "Preemption",
+    "SaveRecord",
     "SlurmgenWarning",
     "barrier",
     "block_preemption_signal",
     "build_mesh",
     "destroy",
     "expand_hostlist",
+    "fits_window",
     "get_distrib_size",
     "init_distributed",
     "is_rank_zero",
@@ -70,6 +78,9 @@ __all__ = [
 
 if TYPE_CHECKING:
     from slurmgen.errors import SlurmgenWarning
+    from slurmgen.runtime.checkpoint.commit import CheckpointError
+    from slurmgen.runtime.checkpoint.record import SaveRecord, fits_window
+    from slurmgen.runtime.checkpoint.state_tree import ModelOptimizerState
     from slurmgen.runtime.dist import DistInfo, barrier, destroy, init_distributed
     from slurmgen.runtime.env import (
         get_distrib_size,

@@ -179,20 +179,29 @@ def _job_code(rc: int, env: Mapping[str, str], say: Callable[[str], None]) -> tu
 
 
 def _remove_state(env: Mapping[str, str], key: str, say: Callable[[str], None]) -> None:
-    """The job completed: its resume state has nothing left to resume (README, "Resume state")."""
+    """The job completed: its resume state has nothing left to resume (README, "Resume state"): the plain state
+    file and every sharded checkpoint directory of it (runtime/checkpoint/layout.py), complete or not."""
+    from slurmgen.runtime.checkpoint import layout
+
     state_dir = env.get(contract.STATE_DIR)
     if not state_dir:
         return
-    path = os.path.join(state_dir, f"{key}.state")
+    name = f"{key}.state"
+    removed: list[str] = []
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return
+        if os.path.isfile(path := os.path.join(state_dir, name)):
+            os.unlink(path)
+            removed.append(path)
+        for seq in layout.complete_seqs(name, layout.list_dir(state_dir)):
+            layout.remove(state_dir, name, seq)
+            removed.append(os.path.join(state_dir, layout.complete_name(name, seq)))
+        removed += layout.sweep_dirs(state_dir, name)
     except OSError as exc:
-        say(f"could not remove the completed job's resume state {path}: {exc.strerror or exc}")
-        return
-    record(env, WRITER, run_history.STATE_REMOVED, path=path)
-    say(f"the job completed: removed its resume state {path}")
+        say(f"could not remove the completed job's resume state in {state_dir}: {exc.strerror or exc}")
+    if removed:
+        record(env, WRITER, run_history.STATE_REMOVED, paths=removed)
+        shown = removed[0] if len(removed) == 1 else f"{removed[0]} and {len(removed) - 1} more"
+        say(f"the job completed: removed its resume state {shown}")
 
 
 def _record_signals(env: Mapping[str, str]) -> list[str]:

@@ -2,6 +2,7 @@
 
     pre = Preemption()               # installs the handlers
     state = pre.load()               # the previous run's state on every rank, or None
+    found = pre.load(into=state)     # or: fill a (sharded) state in place; True if there was one
     ...
     if pre.should_stop():            # every rank, every step; True everywhere once any rank got a signal
         pre.save_and_exit(state)     # saves (not on USR2), requeues if asked, exits every rank
@@ -28,15 +29,20 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurmgen import contract, run_history
-from slurmgen.atomic import sweep
-from slurmgen.runtime import state as disk
+from slurmgen.runtime.checkpoint.commit import CheckpointError
+from slurmgen.runtime.checkpoint.layout import keep_count
+from slurmgen.runtime.checkpoint.resume_store import CheckpointStore
 from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.env import job_key, restart_count
 from slurmgen.runtime.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.signal_block import parse_signal_name
+
+if TYPE_CHECKING:
+    from slurmgen.runtime.checkpoint.background import PendingSave
+    from slurmgen.runtime.checkpoint.record import SaveRecord
 
 REQUEUE, SAVE, EXIT, TERM = 1, 2, 4, 8
 ACTIONS = {"requeue": REQUEUE, "save": SAVE, "exit": EXIT, "term": TERM}
@@ -66,6 +72,8 @@ class Preemption:
         max_requeues: int | None = None,
         weights_only: bool = True,
         crc32: bool = False,
+        keep: int | None = None,
+        on_save: Callable[[SaveRecord], None] | None = None,
         environ: Mapping[str, str] | None = None,
         exit: Callable[[int], Any] = os._exit,
     ) -> None:
@@ -110,8 +118,17 @@ class Preemption:
             import slurmgen.runtime.requeue
             import slurmgen.runtime.slurm_view
             import slurmgen.slurm.client  # noqa: F401
+        # Plain states and sharded checkpoints (runtime/checkpoint/): a path the user named is resumed whoever
+        # wrote it; the job-keyed default refuses another job's state (but takes `resume_from`'s).
+        self._on_save = on_save
+        self._store = CheckpointStore(
+            self.path, key=self.key, spec_hash=self.spec_hash, run=self.restart_count, keep=keep_count(keep, env),
+            named=path is not None, weights_only=weights_only, crc32=crc32, environ=env, rank=lambda: self.rank,
+            side_group=self._side_group, timeout=lambda: self.timeout, exit=exit, on_save=self._saved,
+            resume_from=self.resume_from,
+        )  # fmt: skip
         if self.rank == 0:
-            for leftover in sweep(self.path):
+            for leftover in self._store.sweep():
                 _log(f"removed {leftover}, left by a save that was interrupted")
             # Announced for preemption.handler auto: the batch shell forwards the signal to a program that will
             # act on it, and stops (then requeues) one that would not.
@@ -230,48 +247,37 @@ class Preemption:
 
     # -- the resume state --------------------------------------------------------------------------------------
 
-    def load(self) -> Any:
-        """The previous run's state on every rank (tensors on CPU), or None. Rank 0 decides whether one exists."""
-        source, owner = self.path, self.key
-        if self.resume_from and not os.path.exists(self.path):
-            source, owner = os.path.join(self.state_dir, f"{self.resume_from}.state"), self.resume_from
-        exists = os.path.exists(source) if self.rank == 0 else False
-        group = self._side_group()
-        if group is not None:
-            import torch
-            import torch.distributed as dist
+    def load(self, into: Any = None) -> Any:
+        """The previous run's state. Without `into`: a plain state on every rank (tensors on CPU), or None. With
+        `into` (needed for a sharded checkpoint): fill it in place and return whether a state was found. Rank 0
+        picks the newest complete state and says which; the other ranks follow its choice."""
+        return self._store.load(into)
 
-            flag = torch.tensor([1 if exists else 0], dtype=torch.int64)
-            dist.broadcast(flag, src=0, group=group)
-            exists = bool(flag.item())
-        if not exists:
-            return None
-        data = disk.read(source, weights_only=self.weights_only)
-        assert data is not None
-        meta = data["slurmgen"]
-        if meta.get("job") != owner or (self.spec_hash and meta.get("spec") != self.spec_hash):
-            if self.rank == 0:
-                _log(
-                    f"not resuming from {source}: it belongs to job {meta.get('job')} with spec "
-                    f"{meta.get('spec') or '?'}, this is job {self.key} with spec {self.spec_hash or '?'}"
-                )
-            return None
+    def save(
+        self, state: Any, cause: str = "periodic", *, async_: bool = False, sharded: bool | None = None
+    ) -> SaveRecord | PendingSave | None:
+        """Write the state durably. Plain: rank 0, one file (other ranks get None at once). Sharded (a DTensor,
+        ShardedTensor or Stateful in it; `sharded=` forces either): every rank, one checkpoint directory. With
+        `async_=True` the state is copied to CPU and written in the background: a PendingSave is returned."""
+        return self._store.save(state, cause, async_=async_, sharded=sharded)
+
+    def wait_for_save(self) -> SaveRecord | None:
+        """Let a background save finish; the newest durable save's record (None if none yet on this rank)."""
+        return self._store.wait()
+
+    @property
+    def last_save(self) -> SaveRecord | None:
+        """The newest save known durable on this rank (duration, bytes on disk, path)."""
+        return self._store.last
+
+    def _saved(self, saved: SaveRecord) -> None:
+        """Every durable save: rank 0 records it in the run history (the save window is checked from it)."""
         if self.rank == 0:
-            whose = f"job {owner}'s state, " if owner != self.key else ""
-            _log(f"resuming from {source} ({whose}saved by run {meta.get('run', 0) + 1}, cause {meta.get('cause')})")
-        return data["state"]
-
-    def save(self, state: Any, cause: str = "periodic") -> int | None:
-        """Write the state atomically (rank 0 only; other ranks return at once). Returns the size written."""
-        if self.rank != 0:
-            return None
-        started = time.monotonic()
-        envelope = disk.envelope(state, self.key, self.spec_hash, self.restart_count, cause)
-        size = disk.write_atomic(self.path, envelope, crc32=self.crc32)
-        seconds = time.monotonic() - started
-        _log(f"saved state to {self.path} ({size / 2**20:.1f} MiB in {seconds:.2f} s, {cause})")
-        record(self._env, "rank0", run_history.SAVE, seconds=round(seconds, 3), bytes=size, cause=cause, kind="file")
-        return size
+            kind = "file" if saved.kind == "plain" else saved.kind
+            record(self._env, "rank0", run_history.SAVE, seconds=round(saved.duration_s, 3), bytes=saved.size_bytes,
+                   cause=saved.cause, kind=kind)  # fmt: skip
+        if self._on_save is not None:
+            self._on_save(saved)
 
     # -- stopping ---------------------------------------------------------------------------------------------
 
@@ -324,8 +330,10 @@ class Preemption:
         if self.rank == 0:
             record(self._env, "rank0", run_history.STOP, cause=self.cause, actions=self._describe(flags),
                    signals=list(dict.fromkeys(self._received)), step_seconds=self.step_seconds)  # fmt: skip
+        self._store.wait()  # a background save in flight finishes first (every rank takes part in it)
         if flags & SAVE and state is not None:
-            self.save(state, self.cause)
+            with contextlib.suppress(CheckpointError):  # failed alike on every rank, said so; the previous stays
+                self.save(state, self.cause)
         if requeue and self.rank == 0:
             outcome = requeue_this_job(self.cause, self._env, self.state_dir)
             _log(outcome.message)

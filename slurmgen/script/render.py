@@ -57,6 +57,8 @@ def context(spec: JobSpec) -> dict[str, Any]:
             (contract.LEAD_TIME, str(pre.lead_time)),
             (contract.MAX_REQUEUES, str(pre.max_requeues)),
         ]
+        if pre.keep != contract.DEFAULT_KEEP:
+            exports.append((contract.KEEP, str(pre.keep)))
         if pre.max_preemptions is not None:
             exports.append((contract.MAX_PREEMPTIONS, str(pre.max_preemptions)))
         if pre.requeue_on_failure:

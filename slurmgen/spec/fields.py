@@ -163,6 +163,11 @@ PREEMPTION = Obj(
             Int(min=0, max=1000000),
             "budget of the requeues after the scheduler preempted the job (not the job's fault); default: no limit",
         ),
+        "keep": Field(
+            Int(min=1, max=1000),
+            "how many complete sharded checkpoints to keep (a plain state is one file, replaced by each save)",
+            default=contract.DEFAULT_KEEP,
+        ),
         "requeue_on_failure": Field(
             Bool(), "also requeue (within the budget) when the step fails without a signal", default=False
         ),

@@ -31,6 +31,7 @@ class PreemptionSpec:
     lead_time: int
     max_requeues: int
     max_preemptions: int | None  # None: no limit
+    keep: int  # complete sharded checkpoints kept
     requeue_on_failure: bool
     state_dir: str
 

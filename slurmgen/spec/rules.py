@@ -212,6 +212,7 @@ def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) 
         "lead_time": lead or 0,
         "max_requeues": _given(p, PREEMPTION, "max_requeues"),
         "max_preemptions": p.get("max_preemptions"),
+        "keep": _given(p, PREEMPTION, "keep"),
         "requeue_on_failure": _given(p, PREEMPTION, "requeue_on_failure"),
         "state_dir": state_dir,
     }

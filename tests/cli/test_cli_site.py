@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fake_slurm import FakeSlurm
 from history_events import T0, write_three_runs
-from recorded import DATA
+from recorded import DATA, SLURM_DATA
 from tiny_job import SPEC
 
 from slurmgen.cli.app import main
@@ -48,8 +48,8 @@ def submitted(fake: FakeSlurm, capsys: pytest.CaptureFixture[str], job: str = "1
 
 
 def preempting_cluster(fake: FakeSlurm) -> None:
-    fake.on(*CONFIG, out=(DATA / "handwritten-show-config-23.02-user-signal.out").read_text())
-    fake.on(*PARTITIONS, out=(DATA / "handwritten-show-partition-o-preempt.out").read_text())
+    fake.on(*CONFIG, out=(SLURM_DATA / "handwritten-show-config-23.02-user-signal.out").read_text())
+    fake.on(*PARTITIONS, out=(SLURM_DATA / "handwritten-show-partition-o-preempt.out").read_text())
 
 
 # --- doctor ---------------------------------------------------------------------------------------------------
@@ -61,7 +61,8 @@ def test_doctor_without_a_spec_shows_every_partition(fake: FakeSlurm, capsys: py
     assert (code, err) == (0, "")
     assert out.startswith("Slurm 22.05.8: what preemption and the time limit do to a job here\n")
     assert "  KillWait     5 s from SIGTERM to SIGKILL\n  JobRequeue   1\n" in out
-    assert "partition debug (default)\n  mode         OFF: its jobs are not preempted (PreemptType=preempt/none)" in out
+    assert "partition debug (default)\n  mode         OFF: its jobs are not preempted (PreemptMode=OFF)" in out
+    assert out.count("\npartition ") == 6  # the test cluster's debug, high and four low-* partitions
     assert fake.lines() == ["scontrol show config", "scontrol -o show partition"]  # no accounting database
 
 

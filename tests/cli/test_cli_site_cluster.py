@@ -22,6 +22,7 @@ def blocks(text: str) -> dict[str, str]:
     return {" ".join(b.split("\n")[0].split()[:2]): b for b in text.split("\n\n")}
 
 
+@pytest.mark.slurm_versions()  # doctor names each version and the user-signal spelling that applies to it
 def test_doctor_reads_the_real_cluster(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     conf = site.parse_config(slurm_cluster.run(["scontrol", "show", "config"], check=True).stdout)
     parts = site.parse_partitions(slurm_cluster.run(["scontrol", "-o", "show", "partition"], check=True).stdout)

@@ -73,14 +73,18 @@ def test_every_partition_without_a_spec_and_shared_risks_once() -> None:
     assert "spec " not in text and "last save" not in text
 
 
-def test_the_recorded_cluster_without_preemption() -> None:
+def test_the_recorded_cluster_and_its_default_partition() -> None:
     conf = site.parse_config(recorded_text("show-config.out"))
     text = doctor.render(
         doctor.build_report(conf, site.parse_partitions(recorded_text("show-partition-o.out")), None, None)
     )
     assert text.startswith("Slurm 22.05.8: what preemption and the time limit do to a job here\n")
-    assert "  mode         OFF: its jobs are not preempted (PreemptType=preempt/none)" in text
-    assert "  windows      none: nothing signals its jobs before they end\n  risks        none found" in text
+    debug = text.split("\n\n")[1]
+    assert debug.startswith(
+        "partition debug (default)\n  mode         OFF: its jobs are not preempted (PreemptMode=OFF)"
+    )
+    assert "  windows      none: nothing signals its jobs before they end\n  risks        none found" in debug
+    assert "partition low-cancel-grace\n  mode         CANCEL: Slurm cancels a preempted job" in text
 
 
 def test_qos_preemption_says_where_the_grace_is() -> None:

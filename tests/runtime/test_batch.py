@@ -360,6 +360,12 @@ def test_a_completed_jobs_state_is_removed_and_a_failed_jobs_kept(tmp_path: Path
     assert batch.end(0, env_for(tmp_path), said.append, OneJob().client()) == 0
     assert not state.exists() and said[-1] == f"the job completed: removed its resume state {state}"
     assert run_history.read(str(tmp_path / "logs"))[-1]["event"] == run_history.STATE_REMOVED
+    # Sharded checkpoints (directories, runtime/checkpoint/layout.py) and an interrupted one go too; others stay.
+    for name in ("77.state.000003", "77.state.000004", ".77.state.000005.ab12cd34.tmp", "78.state.000001"):
+        (tmp_path / "state" / name).mkdir()
+    assert batch.end(0, env_for(tmp_path), said.append, OneJob().client()) == 0
+    assert [p.name for p in (tmp_path / "state").iterdir()] == ["78.state.000001"]
+    assert said[-1].endswith("77.state.000003 and 2 more")
 
 
 def test_auto_requeues_a_program_that_ended_before_the_decision(tmp_path: Path) -> None:

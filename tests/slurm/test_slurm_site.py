@@ -14,16 +14,13 @@ from slurmgen.slurm import site
 from slurmgen.slurm.site import PartitionInfo, PreemptionPlan, SiteConfig
 
 SLURM_DATA = TESTS / "data" / "slurm"
-PRIMARY = "22.05"  # the version of the recordings at the top of tests/data/slurm/
+PRIMARY = "22.05"
 
 
 def recording_dirs() -> list[tuple[str, Path]]:
-    """(version, directory) of every recorded `scontrol show config`: the host's Slurm at the top of
-    tests/data/slurm/, and one directory per version (tests/data/slurm/<version>/) where they exist."""
-    found = {d.name: d for d in sorted(SLURM_DATA.glob("*/")) if (d / "show-config.out").is_file()}
-    if (SLURM_DATA / "show-config.out").is_file():
-        found.setdefault(PRIMARY, SLURM_DATA)
-    return sorted(found.items())
+    """(version, directory) of every recorded `scontrol show config`: one directory per Slurm version
+    (tests/data/slurm/<version>/, tests/cluster/record-output.sh)."""
+    return sorted((d.name, d) for d in SLURM_DATA.glob("*/") if (d / "show-config.out").is_file())
 
 
 def text(name: str, directory: Path = SLURM_DATA) -> str:
@@ -70,16 +67,24 @@ def test_recorded_config_and_partitions_of_each_version(version: str, directory:
 
 
 def test_the_recorded_2205_cluster() -> None:
-    conf = site.parse_config(text("show-config.out"))
+    """The harness's cluster (tests/cluster/up.sh): partition_prio, debug and high never preempted, four low
+    partitions with REQUEUE/CANCEL and GraceTime 0/10, KillWait 5."""
+    directory = SLURM_DATA / PRIMARY
+    conf = site.parse_config(text("show-config.out", directory))
     assert (conf.version, conf.kill_wait, conf.job_requeue) == ("22.05.8", 5, True)
-    assert (conf.preempt_type, conf.preempt_mode, conf.user_signal) == ("preempt/none", "OFF", False)
-    assert conf.raw["SlurmctldHost[0]"] == "vm(10.200.0.1)" and conf.raw["PowerPlugin"] == ""
-    (debug,) = site.parse_partitions(text("show-partition-o.out"))
-    assert (debug.name, debug.preempt_mode, debug.grace_time, debug.priority_tier, debug.default) == (
-        "debug", "OFF", 0, 1, True,
-    )  # fmt: skip
-    assert debug.raw["TRES"] == "cpu=6,mem=6000M,node=3,billing=6"  # a value with "=" in it
-    plan = site.plan_for(conf, debug, None)
+    assert (conf.preempt_type, conf.preempt_mode, conf.user_signal) == ("preempt/partition_prio", "REQUEUE", False)
+    assert conf.raw["SlurmctldHost[0]"].endswith(".1)") and conf.raw["PowerPlugin"] == ""  # host(address)
+    parts = {p.name: p for p in site.parse_partitions(text("show-partition-o.out", directory))}
+    assert {name: (p.preempt_mode, p.grace_time, p.priority_tier, p.default) for name, p in parts.items()} == {
+        "debug": ("OFF", 0, 1, True),
+        "high": ("OFF", 0, 2, False),
+        "low-requeue": ("REQUEUE", 0, 1, False),
+        "low-requeue-grace": ("REQUEUE", 10, 1, False),
+        "low-cancel": ("CANCEL", 0, 1, False),
+        "low-cancel-grace": ("CANCEL", 10, 1, False),
+    }
+    assert parts["debug"].raw["TRES"] == "cpu=6,mem=6000M,node=3,billing=6"  # a value with "=" in it
+    plan = site.plan_for(conf, parts["debug"], None)
     assert (plan.mode, dict(plan.windows)) == ("OFF", {})
 
 

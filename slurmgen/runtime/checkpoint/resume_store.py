@@ -1,0 +1,289 @@
+"""The resume state of one job, plain or sharded: what Preemption's save, load and sweep call.
+
+- A plain state (no DTensor, ShardedTensor or Stateful in it) is written by rank 0 alone to one file, atomically
+  (runtime/state.py, slurmgen/atomic.py), as before; other ranks return at once.
+- A sharded state is written by every rank into a checkpoint directory committed by one rename (commit.py);
+  the newest `keep` complete ones are kept.
+- Either can be written in the background (`async_=True`): the call copies the state to CPU memory and returns a
+  PendingSave; the next save, and the final one of a stop, wait for it first.
+- Loading: rank 0 picks the newest complete state (plain file or checkpoint directory) and broadcasts its
+  choice; every rank loads it. At the job-keyed default location a state of another job or spec is refused; at
+  a path the user named it is resumed, with one line saying whose it is. A job that `slurmgen resume` submitted
+  again for a forgotten one (`resume_from`, the old key) starts from the old job's state when it has none.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from slurmgen import atomic, contract
+from slurmgen.runtime import state as disk
+from slurmgen.runtime.checkpoint import commit, dcp_io, layout, state_tree
+from slurmgen.runtime.checkpoint.background import BackgroundSaves, PendingSave
+from slurmgen.runtime.checkpoint.commit import CheckpointError
+from slurmgen.runtime.checkpoint.record import SaveRecord
+
+# Test hook (fault tests only): `PHASE` or `PHASE@RANK` SIGKILLs that rank at that phase of a sharded save;
+# phases are dcp_io.PHASES, and the two commit phases happen on rank 0 only.
+KILL_AT = "SLURMGEN_TEST_KILL_AT"
+FORMAT = 1
+NONE, PLAIN, SHARDED = 0, 1, 2  # what rank 0 found to resume from
+
+
+def _log(message: str) -> None:
+    print(f"slurmgen: {message}", file=sys.stderr, flush=True)
+
+
+def _dist() -> Any:
+    if "torch" not in sys.modules:
+        return None
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+class CheckpointStore:
+    def __init__(
+        self,
+        path: str,
+        *,
+        key: str,
+        spec_hash: str,
+        run: int,
+        keep: int,
+        named: bool,
+        weights_only: bool,
+        crc32: bool,
+        environ: Mapping[str, str],
+        rank: Callable[[], int],
+        side_group: Callable[[], Any],
+        timeout: Callable[[], float],
+        exit: Callable[[int], Any],
+        on_save: Callable[[SaveRecord], None] | None = None,
+        phase: dcp_io.Phase | None = None,
+        resume_from: str | None = None,
+    ) -> None:
+        self.path = path
+        self.directory, self.name = os.path.split(path)
+        self.key, self.spec_hash, self.run, self.keep, self.named = key, spec_hash, run, keep, named
+        self.weights_only, self.crc32 = weights_only, crc32
+        self.resume_from = resume_from  # another job key whose state to start from when this job has none
+        self.last: SaveRecord | None = None  # the newest save known durable on this rank
+        self._rank, self._side_group, self._timeout, self._exit = rank, side_group, timeout, exit
+        self._on_save = on_save
+        # Called at each phase of a sharded save (dcp_io.PHASES): the fault tests' kill switch by default.
+        self._phase = phase or dcp_io.kill_hook(dict(environ), KILL_AT, rank)
+        self._group: Any = None
+        self._staging: Any = None  # torch's stager, made by the first background save
+        self._background = BackgroundSaves()
+
+    def sweep(self) -> list[str]:
+        """Remove what interrupted saves and deletes left (rank 0, at start, before any save)."""
+        # Directories first: the plain sweep matches the same `.<name>.*.tmp` names and unlinks files only.
+        return layout.sweep_dirs(self.directory, self.name) + atomic.sweep(self.path)
+
+    # -- saving ------------------------------------------------------------------------------------------------
+
+    def save(self, state: Any, cause: str, *, async_: bool, sharded: bool | None) -> SaveRecord | PendingSave | None:
+        started = time.monotonic()
+        # One save at a time, in order: a background write finishing after a newer save would overwrite it
+        # (plain) or reuse staging buffers still being written (sharded).
+        self._background.wait_quietly()
+        if state_tree.is_sharded(state) if sharded is None else sharded:
+            return self._save_sharded(state, cause, async_, started)
+        return self._save_plain(state, cause, async_, started)
+
+    def _stager(self) -> Any:
+        if self._staging is None:
+            self._staging = state_tree.make_stager()
+        return self._staging
+
+    def wait(self) -> SaveRecord | None:
+        """Let the save in flight, if any, finish; the newest durable record."""
+        self._background.wait_quietly()
+        return self.last
+
+    def _done(self, record: SaveRecord | None) -> SaveRecord | None:
+        if record is not None:
+            self.last = record
+            if self._on_save is not None:
+                self._on_save(record)
+        return record
+
+    def _save_plain(self, state: Any, cause: str, async_: bool, started: float) -> SaveRecord | PendingSave | None:
+        if self._rank() != 0:
+            return None
+        if not async_:
+            return self._write_plain(state, cause, started, None)
+        copy = state_tree.snapshot(state, self._stager)
+        blocked = time.monotonic() - started
+        return self._background.start(lambda: self._write_plain(copy, cause, started, blocked), blocked)
+
+    def _write_plain(self, state: Any, cause: str, started: float, blocked: float | None) -> SaveRecord | None:
+        envelope = disk.envelope(state, self.key, self.spec_hash, self.run, cause)
+        size = disk.write_atomic(self.path, envelope, crc32=self.crc32)
+        duration = time.monotonic() - started
+        background = "" if blocked is None else f" in the background, training blocked {blocked:.2f} s"
+        _log(f"saved state to {self.path} ({size / 2**20:.1f} MiB in {duration:.2f} s{background}, {cause})")
+        record = SaveRecord(
+            self.path, "plain", cause, size, duration, duration if blocked is None else blocked, 1, time.time()
+        )
+        return self._done(record)
+
+    def _save_sharded(self, state: Any, cause: str, async_: bool, started: float) -> SaveRecord | PendingSave | None:
+        group = self._checkpoint_group()  # made here, on the calling thread, by every rank alike
+        resolved = state_tree.resolve_stateful(state)
+        blocked = None
+        if async_:
+            resolved = state_tree.stage(resolved, self._stager())
+            blocked = time.monotonic() - started
+        dist = _dist()
+        rank, world = self._rank(), (dist.get_world_size() if dist is not None else 1)
+        marker = {"format": FORMAT, "kind": "sharded", "job": self.key, "spec": self.spec_hash, "run": self.run}
+
+        def job() -> SaveRecord | None:
+            try:
+                record = commit.save_sharded(
+                    resolved, directory=self.directory, name=self.name, group=group, rank=rank,
+                    world_size=world, marker={**marker, "cause": cause}, keep=self.keep, phase=self._phase,
+                    started=started, blocked_s=blocked, log=_log, crc32=self.crc32,
+                )  # fmt: skip
+            except CheckpointError as exc:
+                if rank == 0:
+                    _log(f"{exc}; the previous checkpoint stays")
+                raise
+            except Exception as exc:
+                if group is None:  # no peers to lose: a plain error
+                    raise
+                self._lost(exc, "a sharded save")
+            return self._done(record)
+
+        return job() if blocked is None else self._background.start(job, blocked)
+
+    def _checkpoint_group(self) -> Any:
+        dist = _dist()
+        if dist is None or dist.get_world_size() == 1:
+            return None
+        if self._group is None:
+            try:
+                self._group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self._timeout()))
+            except Exception as exc:
+                self._lost(exc, "making the checkpoint group")
+            atexit.register(self._close_group)  # see Preemption._side_group: gloo threads must not outlive it
+        return self._group
+
+    def _close_group(self) -> None:
+        group, self._group = self._group, None
+        dist = _dist()
+        if group is not None and dist is not None:
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group(group)
+
+    def _lost(self, exc: BaseException, during: str) -> None:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        _log(
+            f"rank {self._rank()}: lost the other ranks during {during} (a rank died, or did not answer within "
+            f"{self._timeout():g} s): {first}; exiting"
+        )
+        self._exit(contract.EXIT_PEER_LOST)
+        raise SystemExit(contract.EXIT_PEER_LOST)  # only reached when `exit` was replaced (tests)
+
+    # -- loading -----------------------------------------------------------------------------------------------
+
+    def _newest(self, name: str) -> tuple[int, int]:
+        """(kind, seq) of the newest complete state named `name` in the directory (rank 0's view)."""
+        found: list[tuple[float, int, int]] = []
+        for number, path in reversed(layout.complete_dirs(self.directory, name)):
+            try:
+                found.append((float(commit.read_marker(path).get("time", 0)), SHARDED, number))
+                break
+            except (OSError, ValueError) as exc:
+                _log(f"skipping {path}: {exc}")
+        with contextlib.suppress(FileNotFoundError):
+            found.append((os.stat(os.path.join(self.directory, name)).st_mtime, PLAIN, 0))
+        return max(found)[1:] if found else (NONE, 0)
+
+    def _choose(self) -> tuple[str, str, dict[str, Any], str] | None:
+        """Rank 0 picks the newest complete state: this job's, else (`slurmgen resume` of a forgotten job) the old
+        job's; its choice is broadcast as a tensor (object collectives would need NumPy even for a plain state),
+        and every rank then reads that one. Returns (kind, path, marker, owner)."""
+        kind, seq, old = NONE, 0, 0
+        if self._rank() == 0:
+            kind, seq = self._newest(self.name)
+            if kind == NONE and self.resume_from:
+                kind, seq = self._newest(f"{self.resume_from}.state")
+                old = 1
+        group = self._side_group()
+        if group is not None:
+            import torch
+            import torch.distributed as dist
+
+            choice = torch.tensor([kind, seq, old], dtype=torch.int64)
+            dist.broadcast(choice, src=0, group=group)
+            kind, seq, old = (int(x) for x in choice.tolist())
+        owner = self.resume_from if old and self.resume_from else self.key
+        name = f"{owner}.state" if old else self.name
+        if kind == PLAIN:
+            return "plain", os.path.join(self.directory, name), {}, owner
+        if kind == SHARDED:
+            path = os.path.join(self.directory, layout.complete_name(name, seq))
+            return "sharded", path, commit.read_marker(path), owner
+        return None
+
+    def _owned(self, meta: Mapping[str, Any], path: str, kind: str, owner: str) -> bool:
+        job, spec = meta.get("job"), meta.get("spec") or "?"
+        foreign = job != owner or bool(self.spec_hash and meta.get("spec") != self.spec_hash)
+        ours = f"this is job {self.key} with spec {self.spec_hash or '?'}"
+        if foreign and not self.named:
+            if self._rank() == 0:
+                _log(f"not resuming from {path}: it belongs to job {job} with spec {spec}, {ours}")
+            return False
+        if self._rank() == 0:
+            what = f"sharded over {meta.get('world_size')} ranks, " if kind == "sharded" else ""
+            what += f"job {owner}'s state, " if owner != self.key else ""
+            run = int(meta.get("run", 0)) + 1
+            whose = f"; it is the state of job {job} with spec {spec}, {ours}" if foreign else ""
+            _log(f"resuming from {path} ({what}saved by run {run}, cause {meta.get('cause')}){whose}")
+        return True
+
+    def load(self, into: Any = None) -> Any:
+        """Without `into`: the plain state, or None. With `into`: fill it in place; True if a state was found."""
+        choice = self._choose()
+        missing = None if into is None else False
+        if choice is None:
+            return missing
+        kind, path, meta, owner = choice
+        if kind == "plain":
+            data = disk.read(path, weights_only=self.weights_only)
+            if data is None or not self._owned(data["slurmgen"], path, kind, owner):
+                return missing
+            if into is None:
+                return data["state"]
+            state_tree.fill_in_place(into, data["state"])
+            return True
+        if not self._owned(meta, path, kind, owner):
+            return missing
+        if into is None:
+            raise CheckpointError(f"{path} is a sharded checkpoint: give the state to fill, pre.load(into=state)")
+        target = state_tree.top_level(into)
+        group = self._checkpoint_group()
+        try:
+            dcp_io.read(target, path, group)
+        except Exception as exc:  # a broken collective (CheckpointException is no Exception, see below)
+            if group is None:
+                raise
+            self._lost(exc, "loading a sharded checkpoint")
+        except BaseException as exc:
+            if not dcp_io.is_consistent_failure(exc):
+                raise
+            raise CheckpointError(f"loading {path} failed: {dcp_io.describe_failure(exc)}") from None
+        if isinstance(into, dict):  # tensors were filled in place; plain values at the top were replaced
+            into.update(target)
+        return True

@@ -1,0 +1,192 @@
+"""Real scheduler preemption on the test cluster, one test per site configuration (README, "Preemption on your
+cluster"): a 2-node x 2-rank training job in a low-priority partition is preempted by a `high` job that needs its
+nodes, under PreemptMode REQUEUE or CANCEL, with and without a grace time and the user signal.
+
+Each test asserts what a user needs: one save at a step boundary on every rank, the job back in the queue exactly
+once (by Slurm or by slurmgen, never both; the run history says who), the next run resuming at the saved step
+with the saved weights, the final weights of an uninterrupted run, and no process left on the nodes. Under a
+grace time the job must give its nodes back as soon as its state is durable, well before the grace ends.
+
+The partitions come from tests/cluster/up.sh (tests/cluster/README.md: low-requeue, low-requeue-grace,
+low-cancel, low-cancel-grace over the same three nodes; KillWait 5 s); `slurm_preemption` serialises these
+tests across sessions and switches the cluster-wide user signal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import SlurmCluster
+from slurm_versions import Preemption
+
+from slurmgen.slurm.ids import JobState
+
+from .cluster_jobs import check_resume, job_history, logs, spec_text, submit, wait_for_text
+
+pytestmark = [pytest.mark.slurm, pytest.mark.torch]
+
+STEPS, STEP_TIME = 700, 0.02  # about 15 s of steps: preempted 3 s into run 1, and a short run 2
+NODES = "node1,node2"
+
+
+@dataclass(frozen=True)
+class Preempted:
+    job: str
+    text: str  # the job's logs, all runs
+    preemptor: str
+    preemptor_waited: float  # seconds from the preemptor's submission until it ran
+
+
+def preempt(cluster: SlurmCluster, tmp_path: Path, name: str, partition: str, extra: str = "") -> Preempted:
+    """Run the training job in ``partition``; once every rank steps, submit a `high` job that needs both its nodes;
+    wait for the job's second run to complete."""
+    text = spec_text(tmp_path, name, steps=STEPS, step_time=STEP_TIME, extra=f"partition: {partition}\n{extra}")
+    job = submit(cluster, tmp_path, text, f"--nodelist={NODES}")
+    wait_for_text(tmp_path, name, job, r"start at step 0", count=4, timeout=180)
+    time.sleep(3)  # some steps, and a periodic save, before the preemption
+    submitted = time.monotonic()
+    high = cluster.run(["sbatch", "--parsable", "-p", "high", f"--nodelist={NODES}", "-N", "2",
+                        "--ntasks-per-node=2", "-o", "/dev/null", "--wrap", "sleep 2"])  # fmt: skip
+    assert high.returncode == 0, high.stderr
+    preemptor = high.stdout.strip().split(";")[0]
+    cluster.wait_for(preemptor, lambda i: i.state in (JobState.RUNNING, JobState.COMPLETED), timeout=120)
+    waited = time.monotonic() - submitted
+    info = cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=300)
+    text = logs(tmp_path, name, job)
+    assert info.state is JobState.COMPLETED and info.restarts == 1, f"{info.state_name} {info.restarts}\n{text[-3000:]}"
+    return Preempted(job, text, preemptor, waited)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_weights(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The final weights of the same job run without a preemption (debug partition)."""
+    tmp = tmp_path_factory.mktemp("uninterrupted")
+    job = submit(slurm_cluster, tmp, spec_text(tmp, "ref", steps=STEPS, step_time=0.0))
+    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=300)
+    assert info.state is JobState.COMPLETED
+    found = re.search(r"final weights (\S+)", logs(tmp, "ref", job))
+    assert found
+    return found[1]
+
+
+def processes_of(tmp_path: Path) -> list[int]:
+    """Processes on any node (they share this machine's process table) whose command line names the test's
+    directory: the job's batch shells, sruns, entry points and training ranks."""
+    mine = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(tmp_path) in cmdline and "pytest" not in cmdline:
+            mine.append(int(entry))
+    return mine
+
+
+def check(result: Preempted, tmp_path: Path, name: str, weights: str, requeued_by: str, mode: str | None) -> None:
+    text = result.text
+    stops = re.findall(r"rank (\d)/4: start at step 0 .* run 1", text)
+    assert len(stops) == 4, text[-3000:]
+    # One save at a step boundary, agreed by every rank, and a resume at exactly that step with those weights.
+    assert len(re.findall(r"stopping after step \d+", text)) == 1, text[-3000:]
+    assert len(re.findall(r"saved state to \S+ \(.*, preemption\)", text)) == 1, text[-3000:]
+    check_resume(text)
+    assert len(re.findall(r"start at step [1-9]\d* on \S+, run 2, last stop: preemption", text)) == 4
+    assert re.search(rf"final weights {re.escape(weights)}", text), "the resumed run ended elsewhere"
+    runs = job_history(tmp_path, name, result.job)
+    assert [(r.run, r.cause, r.requeued_by, r.mode) for r in runs] == [
+        (1, "preemption", requeued_by, mode),
+        (2, None, None, None),
+    ], runs
+    deadline = time.monotonic() + 10
+    while processes_of(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_of(tmp_path) == []
+
+
+@pytest.fixture
+def preemption(slurm_preemption: Preemption) -> Iterator[Preemption]:
+    slurm_preemption.user_signal(False)
+    yield slurm_preemption
+
+
+def test_requeue_without_grace_slurm_requeues_and_the_job_resumes(
+    slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path, uninterrupted_weights: str
+) -> None:
+    """PreemptMode=REQUEUE, GraceTime=0: SIGTERM to everything; Slurm has requeued the job already. The ranks
+    save on the TERM; nobody requeues a second time; the history credits Slurm."""
+    result = preempt(slurm_cluster, tmp_path, "pr-rq", preemption.requeue)
+    check(result, tmp_path, "pr-rq", uninterrupted_weights, requeued_by="slurm", mode="REQUEUE")
+
+
+def test_requeue_with_grace_and_no_user_signal_is_requeued_by_rank0_at_once(
+    slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path, uninterrupted_weights: str
+) -> None:
+    """GraceTime > 0 without the user signal: SIGTERM reaches the tasks only, and Slurm requeues only a job still
+    running when the grace ends. Rank 0 sees PreemptTime, saves and requeues, and the nodes are free at once."""
+    result = preempt(slurm_cluster, tmp_path, "pr-rqg", preemption.requeue_grace)
+    check(result, tmp_path, "pr-rqg", uninterrupted_weights, requeued_by="rank0", mode=None)
+    assert result.preemptor_waited < preemption.grace_time, result.preemptor_waited
+
+
+def test_requeue_with_grace_and_the_user_signal_is_requeued_by_rank0_at_once(
+    slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path, uninterrupted_weights: str
+) -> None:
+    """The user signal reaches the batch shell alone; it forwards it to every task; save, requeue by rank 0."""
+    preemption.user_signal(True)
+    result = preempt(slurm_cluster, tmp_path, "pr-rqs", preemption.requeue_grace)
+    check(result, tmp_path, "pr-rqs", uninterrupted_weights, requeued_by="rank0", mode=None)
+    assert "batch shell received SIGUSR1" in result.text
+    assert result.preemptor_waited < preemption.grace_time, result.preemptor_waited
+
+
+def test_cancel_without_grace_the_batch_shell_requeues_the_preempted_job(
+    slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path, uninterrupted_weights: str
+) -> None:
+    """PreemptMode=CANCEL: Slurm would end the job PREEMPTED for good. The batch shell requeues it at the TERM
+    (a plain requeue takes back a completing job), and the work goes on under the same job id."""
+    result = preempt(slurm_cluster, tmp_path, "pr-ca", preemption.cancel)
+    check(result, tmp_path, "pr-ca", uninterrupted_weights, requeued_by="batch-shell", mode="CANCEL")
+    assert "preempted with PreemptMode=CANCEL: requeue issued" in result.text
+
+
+def test_cancel_with_grace_and_the_user_signal_is_requeued_before_slurm_cancels_it(
+    slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path, uninterrupted_weights: str
+) -> None:
+    preemption.user_signal(True)
+    result = preempt(slurm_cluster, tmp_path, "pr-cas", preemption.cancel_grace)
+    check(result, tmp_path, "pr-cas", uninterrupted_weights, requeued_by="rank0", mode=None)
+    assert result.preemptor_waited < preemption.grace_time, result.preemptor_waited
+
+
+def test_a_save_longer_than_the_window_keeps_the_previous_state_and_the_job(
+    slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path
+) -> None:
+    """CANCEL without grace, and a stop save that takes longer than KillWait: SIGKILL lands mid-save. The state
+    saved before is intact, the job was requeued before the save began (not lost), and the next run resumes from
+    that earlier state, sweeping the half-written file."""
+    text = spec_text(tmp_path, "pr-slow", steps=STEPS, step_time=STEP_TIME, extra=f"partition: {preemption.cancel}\n")
+    slow = text.replace("'--save-every', '100'", "'--save-every', '100', '--stop-save-seconds', '30'")
+    assert slow != text
+    job = submit(slurm_cluster, tmp_path, slow, f"--nodelist={NODES}")
+    wait_for_text(tmp_path, "pr-slow", job, r"saved state to \S+ \(.*, periodic\)", count=1, timeout=180)
+    high = slurm_cluster.run(["sbatch", "--parsable", "-p", "high", f"--nodelist={NODES}", "-N", "2",
+                              "--ntasks-per-node=2", "-o", "/dev/null", "--wrap", "sleep 2"])  # fmt: skip
+    assert high.returncode == 0, high.stderr
+    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=300)
+    out = logs(tmp_path, "pr-slow", job)
+    assert info.state is JobState.COMPLETED and info.restarts == 1, out[-3000:]
+    assert "left by a save that was interrupted" in out
+    resumed = re.search(r"resumed weights \S+ at step (\d+)", out)
+    assert resumed and int(resumed[1]) % 100 == 0, out[-3000:]  # a periodic save's step, not the stop's
+    runs = job_history(tmp_path, "pr-slow", job)
+    assert (runs[0].cause, runs[0].requeued_by, runs[0].mode) == ("preemption", "batch-shell", "CANCEL")
