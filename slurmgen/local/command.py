@@ -82,7 +82,7 @@ def run_local(
     runner.say(
         f"{spec.name}, {_plural(spec.nodes, 'node')} x {ranks} on {jobenv.nodelist(spec.nodes)} "
         f"({spec.distributed.backend}); batch log {label(paths.batch_log, submit_dir)}, task logs "
-        f"{label(paths.task_logs, submit_dir)}/<node>.log"
+        f"{label(paths.task_logs, submit_dir)}/rank-<N>.log and <node>.log"
     )
     if options.preempt_after is not None:
         when = f"{options.preempt_after:g} s"
