@@ -274,10 +274,12 @@ def _die_by(sig: int) -> None:
     """End this process by ``sig``, as the program ended: srun then reports the same signal for the task."""
     import resource
 
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the program dumped core if it was going to
-    signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
-    os.kill(os.getpid(), sig)
+    with contextlib.suppress(OSError, ValueError):  # if it cannot, the task still exits 128 + sig
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the program dumped core if it was going to
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # their action cannot be changed (signal(7))
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+        os.kill(os.getpid(), sig)
 
 
 def node_name(env: Mapping[str, str]) -> str:

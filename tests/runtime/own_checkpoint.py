@@ -2,9 +2,10 @@
 (distributed/ddp-tutorial-series/multinode.py): env:// process group, a Trainer that saves its own snapshot every
 few steps (here atomically: a temporary file, then a rename) and resumes from it when it exists.
 
-    --handle SIG --handler-after S   like a framework: its own handler for SIG, installed S seconds in; on SIG all
-                                     ranks agree at a step boundary, rank 0 saves and requeues the job itself
-                                     (scontrol requeue), and everyone exits 0 (preemption.handler: program)
+    --handle SIG --handler-at STEP   like a framework: its own handler for SIG, installed late (every rank at the
+                                     same step); on SIG all ranks agree at a step boundary, rank 0 saves and
+                                     requeues the job itself (scontrol requeue), and everyone exits 0
+                                     (preemption.handler: program)
 
 Lines for the tests: `SAVED <step> <weights>` (rank 0), `RESUMED <step> <weights>` (every rank),
 `HANDLER <sig>` (rank 0, once installed), `STOP <step> <weights>` (rank 0), `DONE <steps> <weights>` (every rank).
@@ -84,14 +85,13 @@ def main() -> None:
     parser.add_argument("--save-every", type=int, default=20)
     parser.add_argument("--snapshot", required=True)
     parser.add_argument("--handle", default=None, help="a signal this program handles itself")
-    parser.add_argument("--handler-after", type=float, default=0.0)
+    parser.add_argument("--handler-at", type=int, default=0, help="the step at which the handler is installed")
     args = parser.parse_args()
     dist.init_process_group("gloo")
     trainer = Trainer(args.snapshot, args.save_every)
-    started = time.monotonic()
     handler_due = args.handle is not None
     while trainer.step < args.steps:
-        if handler_due and time.monotonic() - started >= args.handler_after:
+        if handler_due and trainer.step >= args.handler_at:
             sig = getattr(signal, f"SIG{args.handle}")
             signal.signal(sig, lambda signum, frame: setattr(trainer, "stop_requested", True))
             handler_due = False

@@ -91,7 +91,7 @@ def test_a_program_that_handles_the_signal_itself_gets_an_early_one_once_its_han
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     name = "own-program"
-    command = own_command(tmp_path, "--handle", "USR1", "--handler-after", "5")
+    command = own_command(tmp_path, "--handle", "USR1", "--handler-at", "100")
     job = submit_spec(slurm_cluster, tmp_path, name, command, "{handler: program}")
     wait_text(tmp_path, name, job, "rank-0.log", r"SAVED 20 ")
     scancel(slurm_cluster, "--batch", "--signal=USR1", job)

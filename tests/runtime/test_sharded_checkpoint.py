@@ -129,7 +129,9 @@ def test_preempted_fsdp_run_resumes_bit_identical(launch: Launch, tmp_path: Path
 
     first = launch(4, *steps, "--save-every", "1", "--async-save", "--step-time", "0.1")
     first.wait_for("STEP 6")
-    os.kill(first.procs[2].pid, signal.SIGUSR1)  # one rank hears it; all stop at the same step
+    # One rank hears it (as slurmstepd signals a task: every process of it, its supervisor and the program); all
+    # stop at the same step.
+    os.killpg(first.procs[2].pid, signal.SIGUSR1)
     assert first.wait() == [0, 0, 0, 0], [first.err(r)[-2000:] for r in range(4)]
     stop = first.line("STOP")
     assert {first.line("STOP", r)[1] for r in range(4)} == {stop[1]}

@@ -186,11 +186,12 @@ def test_the_programs_own_failure_is_recorded_and_its_code_kept(tmp_path: Path) 
     assert event["log"] == str(tmp_path / "rank-1.log") and rank_log(tmp_path) == "boom\n"
 
 
-def test_a_program_killed_by_a_signal_ends_its_supervisor_by_the_same(tmp_path: Path) -> None:
-    proc = start(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
-    assert finish(proc) == -signal.SIGSEGV  # srun reports the task as killed by that signal
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
+def test_a_program_killed_by_a_signal_ends_its_supervisor_by_the_same(tmp_path: Path, sig: signal.Signals) -> None:
+    proc = start(tmp_path, f"import os; os.kill(os.getpid(), {int(sig)})")
+    assert finish(proc) == -sig  # srun reports the task as killed by that signal
     (event,) = run_history.read(str(tmp_path))
-    assert (event["exit_code"], event["signal"]) == (128 + signal.SIGSEGV, "SEGV")
+    assert (event["exit_code"], event["signal"]) == (128 + sig, sig.name.removeprefix("SIG"))
 
 
 @pytest.mark.parametrize(
