@@ -204,6 +204,12 @@ class Preemption:
                 _log(f"stop agreed at a step boundary ({self._describe(self._decided)}; received here: {received})")
         return bool(self._decided)
 
+    @property
+    def stop_actions(self) -> frozenset[str]:
+        """What the agreed stop asks for, among "requeue", "save", "exit", "term"; empty until should_stop() says
+        True. A framework adapter reads it to skip its own checkpoint on a clean exit (no "save")."""
+        return frozenset(name for name, bit in ACTIONS.items() if self._decided & bit)
+
     def _describe(self, flags: int) -> str:
         if flags & REQUEUE:
             return "save, requeue and exit"
@@ -215,8 +221,10 @@ class Preemption:
 
     def load(self) -> Any:
         """The previous run's state on every rank (tensors on CPU), or None. Rank 0 decides whether one exists."""
-        exists = os.path.exists(self.path) if self.rank == 0 else False
         group = self._side_group()
+        # Without a process group yet (Lightning starts it inside fit(), after the checkpoint path is chosen)
+        # rank 0 cannot tell the others, so every rank looks for itself: nothing writes the state at start-up.
+        exists = os.path.exists(self.path) if self.rank == 0 or group is None else False
         if group is not None:
             import torch
             import torch.distributed as dist
