@@ -1,0 +1,133 @@
+"""What the integration tests share: the job spec of each example program, its local run, and reading its logs.
+
+The three programs in data/ print the same lines, so one set of checks serves them all:
+`rank R/W: start at step S, weights D` (every rank, at the start of each run), `rank 0: checkpoint at step S,
+weights D` (at the framework's save), `rank R: final weights D at step S` (every rank, at the end). D is a hash of
+the parameters' exact values.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from runtime.runtime_helpers import without_steering
+
+DATA = Path(__file__).parent / "data"
+PY = sys.executable
+STEPS = 100
+STEP_TIME = 0.2  # the preempted runs sleep this long per step: 20 s of training for the signal to land in
+FRAMEWORKS = ("lightning", "transformers", "accelerate")
+
+START = re.compile(r"rank (\d)/(\d): start at step (\d+), weights (\w+)")
+SAVED = re.compile(r"rank 0: checkpoint at step (\d+), weights (\w+)")
+FINAL = re.compile(r"rank (\d): final weights (\w+) at step (\d+)")
+
+
+def needs(module: str) -> None:
+    """Skip when the framework is not installed; with CI set, fail: CI installs them (the dev extra)."""
+    if importlib.util.find_spec(module) is None:
+        reason = f"needs {module}: pip install -e '.[dev]' installs it"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the integration tests: {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
+def spec_text(framework: str, out: Path, *, step_time: float = 0.0, env: str = "") -> str:
+    """2 nodes x 2 ranks of one example program, everything it writes under `out`."""
+    command = [PY, str(DATA / f"train_{framework}.py"), "--steps", str(STEPS), "--step-time", str(step_time)]
+    if framework == "transformers":
+        command += ["--output-dir", str(out / "hf-output")]
+    return (
+        f"name: {framework}\n"
+        f"command: {command!r}\n"
+        "time: '00:10:00'\n"
+        "nodes: 2\ntasks_per_node: 2\ncpus_per_task: 1\n"
+        f"python: {PY}\n"
+        f"chdir: {out}\n"
+        f"output: {out}/logs\n"
+        "distributed: {backend: gloo, timeout: 60, barrier_timeout: 30}\n"
+        "preemption: {max_requeues: 3}\n"
+        f"env: {{OMP_NUM_THREADS: '1'{env}}}\n"
+    )
+
+
+def job_logs(out: Path, framework: str, job: str) -> str:
+    """The batch log and every per-node log of the job (all runs: they are appended)."""
+    logs = out / "logs"
+    parts = [logs / f"{framework}-{job}.log", *sorted((logs / f"{framework}-{job}").glob("*.log"))]
+    return "\n".join(p.read_text(errors="replace") for p in parts if p.exists())
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    code: int
+    runner: str  # the runner's own lines (stderr of slurmgen run --local)
+    logs: str
+    seconds: float
+
+
+def start_local(
+    framework: str, out: Path, *args: str, step_time: float = 0.0, env: str = ""
+) -> subprocess.Popen[bytes]:
+    """Start `slurmgen run --local` of the example program in `out` (its job id is 1 there)."""
+    out.mkdir(parents=True, exist_ok=True)
+    spec = out / f"{framework}.yaml"
+    spec.write_text(spec_text(framework, out, step_time=step_time, env=env))
+    with open(out / "runner.err", "wb") as err:
+        return subprocess.Popen(
+            [PY, "-m", "slurmgen", "run", "--local", str(spec), *args], cwd=out, env=without_steering(), stderr=err
+        )
+
+
+def finish_local(proc: subprocess.Popen[bytes], framework: str, out: Path, started: float) -> LocalRun:
+    try:
+        code = proc.wait(timeout=540)
+    finally:
+        if proc.poll() is None:  # Ctrl-C: the runner ends every process of the job
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    seconds = time.monotonic() - started
+    return LocalRun(code, (out / "runner.err").read_text(), job_logs(out, framework, "1"), seconds)
+
+
+def run_local(framework: str, out: Path, *args: str, step_time: float = 0.0, env: str = "") -> LocalRun:
+    """`slurmgen run --local` of the example program in `out`, to its end."""
+    started = time.monotonic()
+    proc = start_local(framework, out, *args, step_time=step_time, env=env)
+    return finish_local(proc, framework, out, started)
+
+
+def final_digest(logs: str) -> str:
+    """The weights every rank ended with; they must agree."""
+    finals = FINAL.findall(logs)
+    assert sorted(rank for rank, _, _ in finals) == ["0", "1", "2", "3"], logs[-4000:]
+    assert {(digest, step) for _, digest, step in finals} == {(finals[0][1], str(STEPS))}, finals
+    return str(finals[0][1])
+
+
+def check_preempted_once(logs: str, reference: str) -> int:
+    """One stop, saved by the framework, resumed by all four ranks from exactly what was saved, ending with the
+    weights of the uninterrupted run. Returns the step of the stop."""
+    starts = START.findall(logs)
+    assert {world for _, world, _, _ in starts} == {"4"}, starts  # one process group of 4, not 4 trainings alone
+    first = [s for s in starts if s[2] == "0"]
+    resumed = [s for s in starts if s[2] != "0"]
+    assert len(first) == 4 and len(resumed) == 4, starts
+    saves = SAVED.findall(logs)
+    assert len(saves) == 1, logs[-4000:]
+    step, saved = saves[0]
+    assert 0 < int(step) < STEPS
+    assert {(s[2], s[3]) for s in resumed} == {(step, saved)}  # every rank resumed at the saved step and weights
+    assert logs.count("requeue issued for job") == 1
+    assert logs.count("resuming from the checkpoint") == 1
+    assert final_digest(logs) == reference  # as if never interrupted
+    return int(step)
