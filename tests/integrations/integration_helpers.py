@@ -27,9 +27,11 @@ STEPS = 100
 STEP_TIME = 0.2  # the preempted runs sleep this long per step: 20 s of training for the signal to land in
 FRAMEWORKS = ("lightning", "transformers", "accelerate")
 
-START = re.compile(r"rank (\d)/(\d): start at step (\d+), weights (\w+)")
-SAVED = re.compile(r"rank 0: checkpoint at step (\d+), weights (\w+)")
-FINAL = re.compile(r"rank (\d): final weights (\w+) at step (\d+)")
+# Ranks of a node share its log, and a message and its newline may be two writes: two messages can share a line,
+# so the patterns never rely on line ends (a digest is exactly 16 hex digits).
+START = re.compile(r"rank (\d)/(\d): start at step (\d+), weights ([0-9a-f]{16})")
+SAVED = re.compile(r"rank 0: checkpoint at step (\d+), weights ([0-9a-f]{16})")
+FINAL = re.compile(r"rank (\d): final weights ([0-9a-f]{16}) at step (\d+)")
 
 
 def needs(module: str) -> None:

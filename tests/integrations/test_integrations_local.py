@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from slurmgen.local import procs
+from slurmgen.runtime.state import read as read_state
 
 from .integration_helpers import (
     DATA,
@@ -58,7 +59,8 @@ def test_preempted_once_resumes_from_the_frameworks_checkpoint_to_the_same_weigh
         "transformers": tmp_path / "hf-output" / f"checkpoint-{step}",
         "accelerate": tmp_path / "logs" / "state" / "1.accelerate" / "run1",
     }[framework]
-    assert f"resuming from the checkpoint {checkpoint}\n" in run.logs
+    assert read_state(str(tmp_path / "logs" / "state" / "1.state"))["state"]["checkpoint"] == str(checkpoint)
+    assert checkpoint.exists() and f"resuming from the checkpoint {checkpoint}" in run.logs
     if framework == "lightning":  # Lightning's own SLURM handler never acted: no save, no requeue of its own
         assert "auto-requeue" not in run.logs and "requeing job" not in run.logs
         assert not list(tmp_path.rglob("hpc_ckpt_*.ckpt"))
