@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from slurmgen.render import render  # noqa: E402
-from slurmgen.spec import load_text  # noqa: E402
+from slurmgen.script.render import render  # noqa: E402
+from slurmgen.spec.load import load_text  # noqa: E402
 
 POLL = 0.01
 

@@ -4,8 +4,8 @@
     python bench/render.py [--runs 31]
 
 simple_slurm is installed for this benchmark only, into a throwaway directory (never into your environment).
-Rows: slurmgen warm (its render cache hit: a repeated render, the common case), slurmgen cold (cache off:
-SLURMGEN_NO_CACHE=1, every import and the whole validation and rendering), and both against the peer.
+slurmgen keeps no cache of rendered scripts: every run imports the CLI, validates the spec and renders the
+template from scratch, which is what "cold" means here. Goal: under 250 ms on the 2-core development machine.
 """
 
 from __future__ import annotations
@@ -69,21 +69,17 @@ def main() -> None:
         # every tool recompile its modules. Dropped for all rows alike, and each command runs once unmeasured.
         base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         peer_env = {**base, "PYTHONPATH": str(peer_dir)}
-        cache_env = {**base, "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
-        cold_env = {**base, "SLURMGEN_NO_CACHE": "1"}
-        for env, cmd in ((peer_env, [sys.executable, str(program)]), (cold_env, render)):
+        for env, cmd in ((peer_env, [sys.executable, str(program)]), (base, render)):
             subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=ROOT)
-        subprocess.run(render, env=cache_env, stdout=subprocess.DEVNULL, check=True, cwd=ROOT)  # fill the cache
         rows = [
             ("python -c pass", median_ms([sys.executable, "-c", "pass"], args.runs, base)),
             ("simple_slurm (peer)", median_ms([sys.executable, str(program)], args.runs, peer_env)),
-            ("slurmgen render (warm cache)", median_ms(render, args.runs, cache_env)),
-            ("slurmgen render (cold, no cache)", median_ms(render, args.runs, cold_env)),
+            ("slurmgen render (cold, whole process)", median_ms(render, args.runs, base)),
         ]
-    base, peer = rows[0][1], rows[1][1]
-    print(f"{'command':34} {'median ms':>10} {'x python':>9} {'x peer':>8}")
+    floor, peer = rows[0][1], rows[1][1]
+    print(f"{'command':38} {'median ms':>10} {'x python':>9} {'x peer':>8}")
     for name, ms in rows:
-        print(f"{name:34} {ms:10.1f} {ms / base:9.2f} {ms / peer:8.2f}")
+        print(f"{name:38} {ms:10.1f} {ms / floor:9.2f} {ms / peer:8.2f}")
     print(f"\n{args.runs} runs each, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; spec {SPEC.name}")
 
 

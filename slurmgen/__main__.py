@@ -6,12 +6,7 @@ import sys
 
 
 def main() -> int:
-    from slurmgen import cli_fast
-
-    code = cli_fast.run(sys.argv[1:])
-    if code is not None:
-        return code
-    from slurmgen.cli import main as cli_main
+    from slurmgen.cli.app import main as cli_main
 
     return cli_main(sys.argv[1:])
 

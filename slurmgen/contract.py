@@ -19,11 +19,15 @@ BARRIER_TIMEOUT = "SLURMGEN_BARRIER_TIMEOUT"  # seconds, for the start-up check-
 GPUS_PER_NODE = "SLURMGEN_GPUS_PER_NODE"
 PREEMPT_SIGNAL = "SLURMGEN_PREEMPT_SIGNAL"  # signal name without SIG ("USR1"); unset when preemption is off
 LEAD_TIME = "SLURMGEN_LEAD_TIME"  # seconds before the time limit at which the signal is sent
-MAX_REQUEUES = "SLURMGEN_MAX_REQUEUES"  # requeue budget across runs
+MAX_REQUEUES = "SLURMGEN_MAX_REQUEUES"  # budget of the requeues the job causes itself (time limit, failure)
+MAX_PREEMPTIONS = "SLURMGEN_MAX_PREEMPTIONS"  # budget of requeues after a preemption; unset: no limit
+REQUEUE_ON_FAILURE = "SLURMGEN_REQUEUE_ON_FAILURE"  # "1": the batch shell requeues a failed step (budget)
 STATE_DIR = "SLURMGEN_STATE_DIR"  # where the resume state lives (shared filesystem)
 TIME_LIMIT = "SLURMGEN_TIME_LIMIT"  # seconds; tells a time-limit signal from a preemption
 CONTAINER = "SLURMGEN_CONTAINER"  # "1" when tasks run inside a container image (no scontrol there)
 LOG_DIR = "SLURMGEN_LOG_DIR"  # the per-job log directory (per-node logs live here)
+RESUME_FROM = "SLURMGEN_RESUME_FROM"  # `slurmgen resume` of a forgotten job: the key whose state to start from
+SIGNALS = "SLURMGEN_SIGNALS"  # the batch shell tells its end step which signals it received: `SIG@epoch ...`
 START_TIME = "SLURMGEN_START_TIME"  # epoch seconds at which this run's batch shell started (Slurm 22.05 has none)
 
 # Set by the runtime entry point in each task (never by the user): the standard torch names.
@@ -50,9 +54,6 @@ DEFAULT_EPHEMERAL = (32768, 60999)
 # the batch shell, which runs outside the container, requeues the job when the step ends and the marker is
 # there.
 REQUEUE_MARKER_SUFFIX = ".requeue"
-# One line per requeue, appended by whoever issues it (rank 0 or the batch shell), in STATE_DIR:
-# `run=<n> cause=<preemption|time-limit|failure|...> by=<rank0|batch-shell> time=<epoch>`.
-HISTORY_SUFFIX = ".requeues"
 
 # Exit codes of a task that stops on purpose (sysexits.h meanings). Only rank 0 uses a non-zero one, and only
 # after its save: another rank exiting non-zero first would make srun (--kill-on-bad-exit) kill rank 0 mid-save.
@@ -63,6 +64,11 @@ EXIT_TERMINATED = 143  # 128 + SIGTERM: saved and exited because Slurm asked the
 # The signals the runtime understands; the names are Slurm's and bash's spelling (no SIG prefix).
 CLEAN_EXIT_SIGNAL = "USR2"
 SAVE_EXIT_SIGNAL = "TERM"
+
+
+def job_port(base: int, port_range: int, job_id: int) -> int:
+    """The rendezvous port of a job: PORT + job id % PORT_RANGE, so jobs that share a node rarely collide."""
+    return base + job_id % port_range
 
 
 def requeue_marker_name(job_key: str) -> str:

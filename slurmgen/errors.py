@@ -75,7 +75,12 @@ class SchedulerMissing(SlurmgenError):
     exit_code = EXIT_NO_SCHEDULER
 
 
-class RuntimeSetupError(SlurmgenError):
+class RuntimeSetupError(SlurmgenError, RuntimeError):
     """Inside a task: the environment does not allow a correct start (address, port, interface)."""
 
     exit_code = EXIT_FAILURE
+
+
+class SlurmgenWarning(UserWarning):
+    """Inside a task: a setup choice that will probably hurt (a variable that selects no interface, NCCL's
+    asynchronous error handling off)."""

@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 
-from slurmgen.slurm import JobId, JobInfo, JobState, SlurmClient, clean_submit_env
+from slurmgen.slurm.client import SlurmClient, clean_submit_env
+from slurmgen.slurm.ids import JobId, JobState
+from slurmgen.slurm.showjob import JobInfo
 
 CLUSTER_DIR = Path(__file__).parent / "cluster"
 UP, DOWN = CLUSTER_DIR / "up.sh", CLUSTER_DIR / "down.sh"
@@ -176,6 +178,14 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
 
 def _has_gpu() -> bool:
     return Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the real cluster or in network namespaces are slow by nature: the fast lane (-m "not slow")
+    leaves them out without each one saying so."""
+    for item in items:
+        if item.get_closest_marker("slurm") or item.get_closest_marker("netns"):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

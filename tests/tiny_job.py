@@ -1,8 +1,5 @@
-"""The small job the submit tests (fake Slurm commands and recorded answers) use, and where the recordings are."""
+"""The small job the submit tests (fake Slurm commands and recorded answers) use."""
 
-from pathlib import Path
-
-DATA = Path(__file__).parent / "data" / "slurm"  # recorded Slurm output, one file per form
 SPEC = """\
 name: tiny
 command: [python3, -c, "print(1)"]

@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from slurmgen.errors import UsageError
-from slurmgen.journal import Entry, Journal, home
-from slurmgen.local import jobenv, plan
-from slurmgen.local.runner import Job, Runner, send_signal
-from slurmgen.logs import label
+from slurmgen.jobs.journal import Entry, Journal, home
+from slurmgen.jobs.logs import label
+from slurmgen.local import jobenv, setup
+from slurmgen.local.runner import LocalJob, Runner, send_signal
 
 TAIL_LINES = 15
 
@@ -27,17 +27,12 @@ def _devices() -> list[str]:
 
 def command(
     spec: Path | None,
-    local: bool,
     job: str | None,
     sig: str | None,
-    options: plan.Options,
+    options: setup.Options,
     out: Callable[[str], object],
 ) -> int:
     """`slurmgen run`: the argument checks, then a local run or a signal to one. Returns the exit code."""
-    if not local:
-        raise UsageError(
-            "only --local is supported: `slurmgen run --local job.yaml`; submit to a cluster with `slurmgen submit`"
-        )
     if sig is not None or job is not None:
         if sig is None or job is None or spec is not None:
             raise UsageError("signal a running local job with: slurmgen run --local --job ID --signal SIG")
@@ -49,7 +44,7 @@ def command(
 
 def run_local(
     source: Path,
-    options: plan.Options,
+    options: setup.Options,
     out: Callable[[str], object],
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
@@ -59,16 +54,16 @@ def run_local(
     (tests run it faster)."""
     env = dict(os.environ if environ is None else environ)
     submit_dir = (cwd or Path.cwd()).resolve()
-    loaded = plan.load(source, options, jobenv.visible_gpus(env, _devices()))
+    loaded = setup.load(source, options, jobenv.visible_gpus(env, _devices()))
     for warning in loaded.warnings:
         out(f"warning: {warning}")
     spec = loaded.spec
     base = home(env, submit_dir)
     try:
-        job_id = plan.new_job_id(base, plan.id_taken(spec, base, submit_dir))
+        job_id = setup.new_job_id(base, setup.id_taken(spec, base, submit_dir))
     except OSError as exc:
         raise UsageError(f"cannot record a local job in {base / 'local'}: {exc.strerror or exc}") from None
-    paths = plan.paths(spec, job_id, base, submit_dir)
+    paths = setup.paths(spec, job_id, base, submit_dir)
     shape = jobenv.JobShape(
         job_id=job_id,
         name=spec.name,
@@ -79,7 +74,7 @@ def run_local(
         submit_host=socket.gethostname(),
         gpus=loaded.gpus,
     )
-    job = Job(spec, loaded.script, paths, shape, options.preempt_after)
+    job = LocalJob(spec, loaded.script, paths, shape, options.preempt_after)
     runner = Runner(job, env, out, clock=clock)
     for note in loaded.notes:
         runner.say(note)
@@ -114,7 +109,7 @@ def run_local(
     return end.code
 
 
-def _recorder(journal: Journal, source: Path, name: str, paths: plan.Paths, job_id: str) -> Callable[..., None]:
+def _recorder(journal: Journal, source: Path, name: str, paths: setup.Paths, job_id: str) -> Callable[..., None]:
     def record(state: str, **extra: object) -> None:
         journal.append(
             Entry(
@@ -149,10 +144,10 @@ def _tail(path: Path) -> list[str]:
 
 def signal_local(job_id: str, sig: str, out: Callable[[str], object], environ: Mapping[str, str] | None = None) -> int:
     """Deliver a signal to a running local job's batch shell (SIGCONT first), as `--signal=B:` would."""
-    from slurmgen.signals import signal_name
+    from slurmgen.signal_names import require_signal_name
 
-    name = signal_name(sig)
-    if name is None or name in ("KILL", "STOP"):
+    name = require_signal_name(sig, "--signal")
+    if name in ("KILL", "STOP"):
         raise UsageError(f"--signal {sig}: not a signal the batch shell can handle")
     if not (job_id.isdigit() and job_id.isascii()):
         raise UsageError(f"--job {job_id}: a local job id is a number (printed when the job started)")

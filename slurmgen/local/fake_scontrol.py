@@ -1,10 +1,14 @@
-"""The `scontrol` a local job finds first on PATH: `requeue` and `show hostnames`, nothing else.
+"""The `scontrol` a local job finds first on PATH: `requeue`, `show job` and `show hostnames`, nothing else.
 
-`scontrol requeue [Incomplete] <job>` leaves a request in the job's control directory; the runner sees it,
-ends the run as Slurm does (SIGCONT and SIGTERM to every process, SIGKILL after KillWait) and starts the
-script again with SLURM_RESTART_COUNT one higher. Answers follow Slurm's (slurm-facts 1.3): a second request
-is "Job is pending execution", or a silent no-op with Incomplete; a job submitted with --no-requeue gives
-"Requested operation is presently disabled"; another job id gives "Invalid job id specified".
+`scontrol requeue [Incomplete] <job>` leaves a request in the job's control directory; the runner sees it, ends the run
+as Slurm does (SIGCONT and SIGTERM to every process, SIGKILL after KillWait) and starts the script again with
+SLURM_RESTART_COUNT one higher. Answers follow Slurm's (src/slurmctld/job_mgr.c `_job_requeue_op`): a second request is
+"Job is pending execution", or a silent no-op with Incomplete; a job submitted with --no-requeue gives "Requested
+operation is presently disabled"; another job id gives "Invalid job id specified".
+
+`scontrol show job <job>` prints the job's record as slurmctld would in the fields the runtime reads: RUNNING, or
+COMPLETING with Restarts one higher once a requeue was asked for, and PreemptTime while the runner rehearses a
+preemption (`--preempt-after`: the file PREEMPTED in the control directory).
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from slurmgen.local import jobenv
 
 REQUEUE_REQUEST = "requeue"  # file names inside the control directory
 NO_REQUEUE = "no-requeue"
+PREEMPTED = "preempted"  # holds the preemption's time, as Slurm's PreemptTime
 
 
 class ScontrolError(Exception):
     pass
 
 
-def requeue(args: Sequence[str], env: Mapping[str, str]) -> str:
+def fake_requeue(args: Sequence[str], env: Mapping[str, str]) -> str:
     """Record a requeue request; returns what to print (nothing, like scontrol). Raises ScontrolError."""
     words = list(args)
     incomplete = bool(words) and words[0].lower() == "incomplete"
@@ -55,6 +60,34 @@ def requeue(args: Sequence[str], env: Mapping[str, str]) -> str:
     return ""
 
 
+def show_job(args: Sequence[str], env: Mapping[str, str]) -> str:
+    """This job's record, one line (`scontrol --oneliner show job`)."""
+    job = args[0] if args else ""
+    control = env.get(jobenv.LOCAL_DIR, "")
+    if not control or job != env.get("SLURM_JOB_ID"):
+        raise ScontrolError(f"slurm_load_jobs error: Invalid job id specified for job {job}")
+    restarts = int(env.get("SLURM_RESTART_COUNT") or 0)
+    requeued = os.path.exists(os.path.join(control, REQUEUE_REQUEST))
+    try:
+        with open(os.path.join(control, PREEMPTED), encoding="utf-8") as handle:
+            preempt_time = handle.read().strip() or "None"
+    except OSError:
+        preempt_time = "None"
+    fields = {
+        "JobId": job,
+        "JobName": env.get("SLURM_JOB_NAME", "local"),
+        "JobState": "COMPLETING" if requeued else "RUNNING",
+        "Reason": "None",
+        "Requeue": "0" if os.path.exists(os.path.join(control, NO_REQUEUE)) else "1",
+        "Restarts": str(restarts + 1 if requeued else restarts),
+        "ExitCode": "0:0",
+        "PreemptTime": preempt_time,
+        "Partition": env.get("SLURM_JOB_PARTITION", jobenv.PARTITION),
+        "NodeList": env.get("SLURM_JOB_NODELIST", ""),
+    }
+    return " ".join(f"{k}={v}" for k, v in fields.items()) + "\n"
+
+
 def show_hostnames(args: Sequence[str], env: Mapping[str, str]) -> str:
     from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
 
@@ -68,11 +101,13 @@ def show_hostnames(args: Sequence[str], env: Mapping[str, str]) -> str:
 def run(argv: Sequence[str], env: Mapping[str, str]) -> str:
     words = [w for w in argv if w not in ("-o", "--oneliner")]
     if words[:1] == ["requeue"]:
-        return requeue(words[1:], env)
+        return fake_requeue(words[1:], env)
     if [w.lower() for w in words[:2]] == ["show", "hostnames"] and len(words) <= 3:
         return show_hostnames(words[2:], env)
+    if [w.lower() for w in words[:2]] == ["show", "job"] and len(words) == 3:
+        return show_job(words[2:], env)
     raise ScontrolError(
-        f"`scontrol {' '.join(argv)}` is not emulated locally (only `requeue [Incomplete] <job>` and "
+        f"`scontrol {' '.join(argv)}` is not emulated locally (only `requeue [Incomplete] <job>`, `show job` and "
         "`show hostnames`); run it on a cluster"
     )
 

@@ -6,7 +6,7 @@ hostlist (`127.0.0.[1-2]`) that expand_hostlist and the runtime's rendezvous (fi
 Names from /etc/hosts (a `localhost` alias per node) would need root; network namespaces would too.
 
 Variable names and forms follow sbatch(1) and srun(1) "OUTPUT ENVIRONMENT VARIABLES"; like Slurm up to 25.11,
-SLURM_RESTART_COUNT is left unset on the first run (slurm-facts 1.3).
+SLURM_RESTART_COUNT is left unset on the first run, as Slurm's src/common/env.c does up to 25.11.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 CLUSTER_NAME = "local"
+PARTITION = "local"
 MAX_NODES = 254  # 127.0.0.1 .. 127.0.0.254: one octet keeps the hostlist a single bracket group
 # Private variables between the runner and the fakes (never read by the runtime).
 LOCAL_DIR = "SLURMGEN_LOCAL_DIR"  # the job's control directory: requeue requests, step counter
@@ -89,6 +90,7 @@ def batch_env(shape: JobShape, base: Mapping[str, str], control_dir: str, path_p
             "SLURM_SUBMIT_DIR": shape.submit_dir,
             "SLURM_SUBMIT_HOST": shape.submit_host,
             "SLURM_CLUSTER_NAME": CLUSTER_NAME,
+            "SLURM_JOB_PARTITION": PARTITION,
             "SLURMD_NODENAME": names[0],
             "SLURM_TOPOLOGY_ADDR": names[0],
             "SLURM_NODEID": "0",

@@ -1,6 +1,7 @@
 """The local job's processes: one process group (the batch shell leads it), found through /proc, ended with
 SIGCONT + SIGTERM and, after KillWait, SIGKILL, as Slurm ends a job's processes at its time limit or requeue
-(slurm-facts 1.2). Signals always go to the whole group, never to one PID that may be a wrapper (5.5).
+(slurm.conf(5) KillWait). Signals always go to the whole group, never to one PID that may be a wrapper
+(`timeout 120 python ...` killed by PID leaves the python running).
 
 The runner is a child subreaper (prctl(2) PR_SET_CHILD_SUBREAPER): a task whose parent (the fake srun) died
 is re-parented to the runner instead of init, so the runner reaps it (init in a container may never do that)

@@ -1,7 +1,8 @@
 """Run a planned local job: the real script in its own process group, Slurm's signals at Slurm's moments, a
 requeue when the job asks for one, and nothing left running afterwards, whatever happens.
 
-What Slurm does and the runner copies (slurm-facts 1.1-1.5):
+What Slurm does and the runner copies (sbatch(1) --signal and --time, slurm.conf(5) KillWait, scontrol(1)
+requeue):
 - `--signal=B:<sig>@<lead>`: SIGCONT, then the signal, to the batch shell only, `lead` s before the limit,
   once per run; `--preempt-after S` sends the same at S s of the first run (preemption with
   preempt_send_user_signal);
@@ -25,10 +26,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from slurmgen.files import write_atomic
-from slurmgen.local import jobenv, plan, procs
-from slurmgen.local.fake_scontrol import NO_REQUEUE, REQUEUE_REQUEST
-from slurmgen.spec import JobSpec
+from slurmgen.atomic import write_text
+from slurmgen.local import jobenv, procs, setup
+from slurmgen.local.fake_scontrol import NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
+from slurmgen.spec.model import JobSpec
 
 EXIT_TIMEOUT = 124  # as timeout(1): a job that hit its limit never exits 0, whatever its script returned
 INTERRUPT_WAIT = 5.0  # after Ctrl-C: TERM, then KILL after this long (a second Ctrl-C: at once)
@@ -39,13 +40,14 @@ FAKES = {"srun": "slurmgen.local.fake_srun", "scontrol": "slurmgen.local.fake_sc
 
 
 @dataclass(frozen=True)
-class Job:
+class LocalJob:
     spec: JobSpec
     script: str
-    paths: plan.Paths
+    paths: setup.Paths
     shape: jobenv.JobShape
     preempt_after: float | None = None
     kill_wait: float = jobenv.DEFAULT_KILL_WAIT
+    runaway_requeues: int = setup.RUNAWAY_REQUEUES
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def fake_wrapper(python: str, module: str, package_parent: str) -> str:
 class Runner:
     def __init__(
         self,
-        job: Job,
+        job: LocalJob,
         environ: Mapping[str, str],
         out: Callable[[str], object],
         clock: Callable[[], float] = time.monotonic,
@@ -84,12 +86,12 @@ class Runner:
         p = self.job.paths
         p.bin.mkdir(mode=0o700, parents=True, exist_ok=True)
         p.batch_log.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(p.script, self.job.script, mode=0o700)
+        write_text(p.script, self.job.script, mode=0o700)
         import slurmgen
 
         parent = str(Path(slurmgen.__file__).resolve().parent.parent)
         for name, module in FAKES.items():
-            write_atomic(p.bin / name, fake_wrapper(self.python, module, parent), mode=0o700)
+            write_text(p.bin / name, fake_wrapper(self.python, module, parent), mode=0o700)
         if "\n#SBATCH --no-requeue" in self.job.script:
             (p.control / NO_REQUEUE).touch()
 
@@ -108,7 +110,6 @@ class Runner:
         procs.become_subreaper()
         try:
             self.prepare()
-            cap = plan.requeue_cap(self.job.spec)
             restart = 0
             while True:
                 end = self.run_once(restart)
@@ -116,10 +117,11 @@ class Runner:
                     return end
                 if self.interrupts:
                     return RunEnd("CANCELLED", 130)
-                if restart >= cap:
+                if restart >= self.job.runaway_requeues:
                     self.say(
-                        f"requeue refused: the job's requeue budget is used up ({restart} of {cap}, "
-                        "preemption.max_requeues; on a cluster Slurm would hold the job, MaxBatchRequeue)"
+                        f"requeue refused: {restart} requeues already, the local runner's limit for a job that keeps "
+                        "asking (its own budgets, preemption.max_requeues and max_preemptions, did not stop it; a "
+                        "cluster would requeue it again)"
                     )
                     return RunEnd("FAILED", 1)
                 restart += 1
@@ -135,7 +137,7 @@ class Runner:
 
     def run_once(self, restart: int) -> RunEnd:
         p = self.job.paths
-        for stale in (REQUEUE_REQUEST, SIGNAL_REQUEST, "steps"):
+        for stale in (REQUEUE_REQUEST, SIGNAL_REQUEST, PREEMPTED, "steps"):
             (p.control / stale).unlink(missing_ok=True)
         self.runs += 1
         log = os.open(p.batch_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -187,7 +189,7 @@ class Runner:
 
     def _supervise(self, proc: subprocess.Popen[bytes]) -> RunEnd:
         start = self.clock()
-        events = plan.timeline(self.job.spec, self.runs, self.job.preempt_after)
+        events = setup.timeline(self.job.spec, self.runs, self.job.preempt_after)
         request = self.job.paths.control / REQUEUE_REQUEST
         while True:
             rc = proc.poll()
@@ -218,7 +220,7 @@ class Runner:
                     return end
             self.sleep(POLL)
 
-    def _fire(self, event: plan.Event, proc: subprocess.Popen[bytes]) -> RunEnd | None:
+    def _fire(self, event: setup.Event, proc: subprocess.Popen[bytes]) -> RunEnd | None:
         sig = self.job.spec.preemption.signal
         if event.kind in ("preempt", "warn"):
             why = (
@@ -227,6 +229,8 @@ class Runner:
                 else f"--signal=B:{sig}@{self.job.spec.preemption.lead_time}"
             )
             self.say(f"SIGCONT, SIG{sig} to the batch shell at {event.at:g} s of run {self.runs} ({why})")
+            if event.kind == "preempt":  # as slurmctld marks a job it preempts (scontrol show job: PreemptTime)
+                write_text(self.job.paths.control / PREEMPTED, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
             self._to_batch_shell(proc.pid, sig)
             return None
         self.say(
@@ -267,7 +271,7 @@ class Runner:
 
     def _record(self, batch_pid: int) -> None:
         info = {"runner_pid": os.getpid(), "batch_pid": batch_pid, "run": self.runs, "job_id": self.job.shape.job_id}
-        write_atomic(self.job.paths.control / RUNNER_FILE, json.dumps(info) + "\n")
+        write_text(self.job.paths.control / RUNNER_FILE, json.dumps(info) + "\n")
 
 
 def _read(path: Path) -> str:
@@ -288,7 +292,7 @@ def send_signal(control: Path, sig: str, clock: Callable[[], float] = time.monot
     except (OSError, ValueError, KeyError):
         raise UsageError(f"local job {control.name} is not running ({control} has no live runner)") from None
     request = control / SIGNAL_REQUEST
-    write_atomic(request, sig + "\n")
+    write_text(request, sig + "\n")
     deadline = clock() + timeout
     while request.exists():
         if clock() > deadline:

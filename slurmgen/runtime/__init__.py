@@ -5,9 +5,24 @@ Importing this package loads nothing but itself: each public name is imported fr
 nothing for it; a test checks this in a fresh interpreter.
 """
 
+import sys as _sys
+
 # No `import typing`, `importlib` or `__future__` here: typing alone costs more than the whole budget
 # (bench/runtime_import.py). mypy treats a module-level TYPE_CHECKING = False like typing's.
 TYPE_CHECKING = False
+
+# The oldest Python the runtime is tested with (the test suite runs it, torch included). A container with an
+# older one gets one line instead of a SyntaxError or TypeError deep inside a task.
+MIN_PYTHON = (3, 11)
+if _sys.version_info < MIN_PYTHON:
+    _message = (
+        f"slurmgen's runtime needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer in the task; this is "
+        f"{_sys.version.split()[0]} ({_sys.executable}): use a newer image or set the spec field python"
+    )
+    if _sys.argv[:1] == ["-m"]:  # `python -m slurmgen.runtime.launch` (runpy sets argv[0] while it imports)
+        print(f"slurmgen: {_message}", file=_sys.stderr)
+        raise SystemExit(1)
+    raise ImportError(_message)
 
 _EXPORTS = {
     "expand_hostlist": "hostlist",
@@ -17,13 +32,13 @@ _EXPORTS = {
     "job_key": "env",
     "is_slurm_batch_job": "env",
     "is_rank_zero": "env",
-    "block_preemption_signal": "signals",
-    "preemption_signal": "signals",
+    "block_preemption_signal": "signal_block",
+    "preemption_signal": "signal_block",
     "init_distributed": "dist",
     "barrier": "dist",
     "destroy": "dist",
     "DistInfo": "dist",
-    "SlurmgenWarning": "dist",
+    "SlurmgenWarning": "slurmgen.errors",
     "BarrierTimeout": "store_barrier",
     "seed_everything": "parallel",
     "wrap_ddp": "parallel",
@@ -54,7 +69,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from slurmgen.runtime.dist import DistInfo, SlurmgenWarning, barrier, destroy, init_distributed
+    from slurmgen.errors import SlurmgenWarning
+    from slurmgen.runtime.dist import DistInfo, barrier, destroy, init_distributed
     from slurmgen.runtime.env import (
         get_distrib_size,
         is_rank_zero,
@@ -65,7 +81,7 @@ if TYPE_CHECKING:
     from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
     from slurmgen.runtime.parallel import build_mesh, seed_everything, wrap_ddp
     from slurmgen.runtime.preemption import Preemption
-    from slurmgen.runtime.signals import block_preemption_signal, preemption_signal
+    from slurmgen.runtime.signal_block import block_preemption_signal, preemption_signal
     from slurmgen.runtime.store_barrier import BarrierTimeout
 
 
@@ -73,7 +89,8 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(__import__(f"{__name__}.{module}", fromlist=[name]), name)
+    path = module if "." in module else f"{__name__}.{module}"
+    value = getattr(__import__(path, fromlist=[name]), name)
     globals()[name] = value
     return value
 

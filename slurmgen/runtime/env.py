@@ -17,7 +17,7 @@ from slurmgen.errors import RuntimeSetupError
 
 # habitat-lab and Lightning treat a job with one of these names as an interactive allocation (salloc/srun
 # --pty), where requeueing makes no sense. A job rendered by slurmgen exports SLURMGEN_JOB_NAME and is always
-# a batch job, whatever the user named it (a job named "sh" must still requeue: slurm-facts 2.5).
+# a batch job, whatever the user named it (a batch job named "sh" must still requeue).
 _INTERACTIVE_NAMES = frozenset({"bash", "zsh", "fish", "tcsh", "sh", "interactive"})
 
 
@@ -83,7 +83,8 @@ def parse_tasks_per_node(value: str) -> list[int]:
 def slurm_local_world_size(mapping: Mapping[str, str]) -> int | None:
     """Tasks on this node, from the step's (else the job's) tasks-per-node and SLURM_NODEID.
 
-    Not ``ntasks // nnodes``: with uneven tasks per node (``2(x3),1``) that is wrong (slurm-facts 1.8).
+    Not ``ntasks // nnodes``: with uneven tasks per node (``2(x3),1``, sbatch(1) SLURM_TASKS_PER_NODE) that is
+    wrong.
     """
     value = mapping.get("SLURM_STEP_TASKS_PER_NODE") or mapping.get("SLURM_TASKS_PER_NODE")
     node = _int(mapping, "SLURM_NODEID")

@@ -1,6 +1,7 @@
 """Slurm hostlist expressions, expanded in pure Python (no ``scontrol`` inside containers).
 
-Grammar, from Slurm's ``src/common/hostlist.c`` (see shared/notes/slurm-facts.md 1.8):
+Grammar, from Slurm's ``src/common/hostlist.c`` (``hostlist_create``, ``_parse_single_range``,
+``_push_range_list``):
 
 - tokens are separated by ``,``, space, tab or newline; a comma inside brackets does not split;
 - a token is literal text and bracket groups, ``rack[1-2]-n[01-02]``. The *last* group varies fastest; the

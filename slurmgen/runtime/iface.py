@@ -4,7 +4,8 @@ The default-route interface (what ifcfg and habitat use) may be a management NIC
 (ray #42652, nccl #1837); the interface the kernel would use to reach the master is the one every rank can
 talk on. The route is looked up in /proc/net/route (longest prefix, then lowest metric), which needs no
 subprocess. ifcfg's default-route interface is only the fallback, and it returns None when there is no default
-route (slurm-facts 5.8), so it is never indexed blindly.
+route (ifcfg parses `route -n` and needs a `0.0.0.0 ... UG` line; WGDashboard #373), so it is never indexed
+blindly.
 
 The two libraries read different syntaxes (aws-do-eks #51, nccl-tests #9): NCCL_SOCKET_IFNAME takes a
 comma list of prefixes, ``^`` to exclude and ``=`` for exact names; GLOO_SOCKET_IFNAME takes concrete names.

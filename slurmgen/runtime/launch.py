@@ -7,7 +7,8 @@ Without ``--rendezvous`` it sets the variables an unmodified ``env://`` program 
 WORLD_SIZE, LOCAL_WORLD_SIZE from SLURM's when torchrun's are absent; MASTER_ADDR and MASTER_PORT; the socket
 interface for NCCL and Gloo; TORCH_NCCL_ASYNC_ERROR_HANDLING), never overriding what is already set, blocks
 the preemption signal, and ``exec``s the command: the program replaces this process, so Slurm's signals reach
-it directly (slurm-facts 5.1).
+it directly (bash(1), SIGNALS: a shell defers its traps while a foreground child runs; an exec'd program
+has no shell in between).
 
 ``--torchrun-agent``: this task is torchrun's per-node launcher. torchrun sets the rank variables for its
 workers itself, so none are set here. The preemption signal is blocked here too: Slurm delivers it to every
@@ -66,7 +67,7 @@ def run(
     err: Callable[[str], object] = lambda line: print(line, file=sys.stderr),
 ) -> int:
     """The entry point with its effects passed in. Returns the exit code (``execvp`` does not return)."""
-    from slurmgen.runtime.signals import block_preemption_signal
+    from slurmgen.runtime.signal_block import block_preemption_signal
 
     flags, command = parse_args(argv)
     if "--rendezvous" not in flags:

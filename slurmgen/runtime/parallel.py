@@ -57,7 +57,7 @@ def current_device() -> Any:
     from slurmgen.runtime import dist
     from slurmgen.runtime.env import read_ranks
 
-    info = dist._STATE.get("info")
+    info = dist.current_info()
     if info is not None:
         return torch.device(info.device)
     if torch.cuda.is_available():

@@ -12,7 +12,8 @@ Signals (the handlers only record them; all work happens at a step boundary):
 - USR2: exit cleanly without saving; CONT: ignored (Slurm sends it before every signal).
 
 Agreement: `should_stop()` all-reduces the requested actions over a small gloo group, so every rank leaves at
-the same step and none is left inside a collective (slurm-facts 5.5; Megatron's DistributedSignalHandler does
+the same step and none is left inside a collective (a rank that leaves early makes the others wait out the
+process-group timeout inside a gloo/NCCL collective; Megatron's DistributedSignalHandler does
 the same). A dead peer makes the others exit with one clear line at once (its connections close); a stuck one,
 after the process-group timeout, the same patience every collective of the step has, so a rank that is only
 slow (rank 0 writing a large periodic save) is waited for, not taken for lost.
@@ -29,12 +30,13 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from slurmgen import contract
+from slurmgen import contract, run_history
+from slurmgen.atomic import sweep
 from slurmgen.runtime import state as disk
 from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.env import job_key, restart_count
-from slurmgen.runtime.requeue import last_cause, requeue
-from slurmgen.runtime.signals import parse_signal_name
+from slurmgen.runtime.requeue import record, requeue_this_job
+from slurmgen.runtime.signal_block import parse_signal_name
 
 REQUEUE, SAVE, EXIT, TERM = 1, 2, 4, 8
 ACTIONS = {"requeue": REQUEUE, "save": SAVE, "exit": EXIT, "term": TERM}
@@ -81,9 +83,15 @@ class Preemption:
         self.spec_hash = env.get(contract.SPEC_HASH, "")
         self.state_dir = env.get(contract.STATE_DIR) or (os.path.dirname(os.path.abspath(path)) if path else ".")
         self.path = os.path.abspath(path or os.path.join(self.state_dir, f"{self.key}.state"))
+        # `slurmgen resume` of a job Slurm has forgotten submits its script again; the new job starts from the
+        # old one's state (same spec), then saves under its own key.
+        resume_from = env.get(contract.RESUME_FROM, "").strip()
+        self.resume_from = resume_from if path is None and resume_from.replace("_", "").isdigit() else None
         self.restart_count = restart_count(env)
-        self.last_cause = last_cause(self.state_dir, self.key)  # why the previous run stopped, if requeued
+        self.last_cause = _last_cause(env, self.restart_count)  # why the previous run stopped, if there was one
         self.cause: str | None = None  # why this run stops, once decided
+        self.step_seconds: float | None = None  # the longest recent interval between two should_stop() calls
+        self._last_check: float | None = None
         if max_requeues is not None:
             env[contract.MAX_REQUEUES] = str(max_requeues)
         # The agreement waits as long as any collective of the training step may (the process-group timeout):
@@ -102,9 +110,11 @@ class Preemption:
         _install_excepthook(exit)
         if self.requeue_enabled:
             # Pay for the requeue path now, not in the seconds between the signal and the kill.
-            import slurmgen.slurm  # noqa: F401
+            import slurmgen.runtime.requeue
+            import slurmgen.runtime.slurm_view
+            import slurmgen.slurm.client  # noqa: F401
         if self.rank == 0:
-            for leftover in disk.sweep(self.path):
+            for leftover in sweep(self.path):
                 _log(f"removed {leftover}, left by a save that was interrupted")
 
     @property
@@ -122,7 +132,7 @@ class Preemption:
             signal.signal(sig, self._handler(actions))
         signal.signal(signal.SIGCONT, signal.SIG_IGN)
         # The entry point blocked the preemption signal across exec so that an early one stays pending
-        # (runtime/signals.py); now that a handler exists, let it (and anything pending) in.
+        # (runtime/signal_block.py); now that a handler exists, let it (and anything pending) in.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, set(wanted))
 
     def _handler(self, actions: int) -> Callable[[int, Any], None]:
@@ -197,6 +207,13 @@ class Preemption:
         """True on every rank once any rank got a stop signal. Call it on every rank at every step."""
         if self._decided:
             return True
+        now = time.monotonic()
+        if self._last_check is not None:
+            # What one more step costs before a save can start: it decides whether a stop fits its window.
+            # The longest of the recent steps, forgetting slowly (a long first step after a load does not stick).
+            interval = now - self._last_check
+            self.step_seconds = max(interval, 0.9 * (self.step_seconds or 0.0))
+        self._last_check = now
         self._decided = self._agree(self._flags)
         if self._decided:
             received = ", ".join(name for name in dict.fromkeys(self._received)) or "none on this rank"
@@ -221,10 +238,13 @@ class Preemption:
 
     def load(self) -> Any:
         """The previous run's state on every rank (tensors on CPU), or None. Rank 0 decides whether one exists."""
+        source, owner = self.path, self.key
+        if self.resume_from and not os.path.exists(self.path):
+            source, owner = os.path.join(self.state_dir, f"{self.resume_from}.state"), self.resume_from
         group = self._side_group()
         # Without a process group yet (Lightning starts it inside fit(), after the checkpoint path is chosen)
         # rank 0 cannot tell the others, so every rank looks for itself: nothing writes the state at start-up.
-        exists = os.path.exists(self.path) if self.rank == 0 or group is None else False
+        exists = os.path.exists(source) if self.rank == 0 or group is None else False
         if group is not None:
             import torch
             import torch.distributed as dist
@@ -234,18 +254,19 @@ class Preemption:
             exists = bool(flag.item())
         if not exists:
             return None
-        data = disk.read(self.path, weights_only=self.weights_only)
+        data = disk.read(source, weights_only=self.weights_only)
         assert data is not None
         meta = data["slurmgen"]
-        if meta.get("job") != self.key or (self.spec_hash and meta.get("spec") != self.spec_hash):
+        if meta.get("job") != owner or (self.spec_hash and meta.get("spec") != self.spec_hash):
             if self.rank == 0:
                 _log(
-                    f"not resuming from {self.path}: it belongs to job {meta.get('job')} with spec "
+                    f"not resuming from {source}: it belongs to job {meta.get('job')} with spec "
                     f"{meta.get('spec') or '?'}, this is job {self.key} with spec {self.spec_hash or '?'}"
                 )
             return None
         if self.rank == 0:
-            _log(f"resuming from {self.path} (saved by run {meta.get('run', 0) + 1}, cause {meta.get('cause')})")
+            whose = f"job {owner}'s state, " if owner != self.key else ""
+            _log(f"resuming from {source} ({whose}saved by run {meta.get('run', 0) + 1}, cause {meta.get('cause')})")
         return data["state"]
 
     def save(self, state: Any, cause: str = "periodic") -> int | None:
@@ -255,17 +276,31 @@ class Preemption:
         started = time.monotonic()
         envelope = disk.envelope(state, self.key, self.spec_hash, self.restart_count, cause)
         size = disk.write_atomic(self.path, envelope, crc32=self.crc32)
-        _log(f"saved state to {self.path} ({size / 2**20:.1f} MiB in {time.monotonic() - started:.2f} s, {cause})")
+        seconds = time.monotonic() - started
+        _log(f"saved state to {self.path} ({size / 2**20:.1f} MiB in {seconds:.2f} s, {cause})")
+        record(self._env, "rank0", run_history.SAVE, seconds=round(seconds, 3), bytes=size, cause=cause, kind="file")
         return size
 
     # -- stopping ---------------------------------------------------------------------------------------------
 
-    def stop_cause(self, flags: int) -> str:
+    def stop_cause(self, flags: int, preempted: bool = False) -> str:
+        """Why the run stops. Slurm's PreemptTime (``preempted``) is the authority; without it a requeue signal
+        near the end of the time limit is the limit's own warning, and any other is taken for a preemption."""
+        if preempted:
+            return run_history.PREEMPTION
         if flags & REQUEUE:
-            return "time-limit" if self._near_time_limit() else "preemption"
+            return run_history.TIME_LIMIT if self._near_time_limit() else run_history.PREEMPTION
         if flags & TERM:
             return "terminated"
         return "clean-exit"
+
+    def _slurm_view(self) -> Any:
+        """Slurm's view of this job (slurm_view.SlurmView), or None outside Slurm or without scontrol."""
+        if contract.SPEC_HASH not in self._env or job_key(self._env) is None:
+            return None
+        from slurmgen.runtime import slurm_view
+
+        return slurm_view.look(self.key)
 
     def _near_time_limit(self) -> bool:
         try:
@@ -284,12 +319,22 @@ class Preemption:
         # a second save or a second requeue.
         for sig in (self.signal, signal.SIGTERM, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_IGN)
-        self.cause = self.stop_cause(flags)
-        code = contract.EXIT_TERMINATED if flags & TERM and not flags & REQUEUE else 0
+        requeue = bool(flags & REQUEUE) and self.requeue_enabled
+        view = self._slurm_view() if self.rank == 0 else None
+        preempted = view is not None and view.preempted()
+        if preempted and view is not None and view.running() and self.requeue_enabled:
+            # A preemption with a grace time and no user signal: SIGTERM came to the tasks only, and Slurm would
+            # not requeue a job that ends before its grace does. Requeue once the state is durable.
+            requeue = True
+        self.cause = self.stop_cause(flags, preempted)
+        code = contract.EXIT_TERMINATED if flags & TERM and not requeue and not preempted else 0
+        if self.rank == 0:
+            record(self._env, "rank0", run_history.STOP, cause=self.cause, actions=self._describe(flags),
+                   signals=list(dict.fromkeys(self._received)), step_seconds=self.step_seconds)  # fmt: skip
         if flags & SAVE and state is not None:
             self.save(state, self.cause)
-        if flags & REQUEUE and self.rank == 0:
-            outcome = requeue(self.cause, self._env, self.state_dir)
+        if requeue and self.rank == 0:
+            outcome = requeue_this_job(self.cause, self._env, self.state_dir)
             _log(outcome.message)
             if outcome.action == "budget":
                 code = contract.EXIT_REQUEUE_BUDGET
@@ -345,3 +390,12 @@ def _install_excepthook(exit: Callable[[int], Any]) -> None:
 
     hook._slurmgen = True  # type: ignore[attr-defined]
     sys.excepthook = hook
+
+
+def _last_cause(env: Mapping[str, str], restarts: int) -> str | None:
+    """Why the previous run of this job stopped (its run history), or None on a first run."""
+    log_dir = env.get(contract.LOG_DIR)
+    if not log_dir or restarts == 0:
+        return None
+    previous = [r for r in run_history.runs(run_history.read(log_dir)) if r.run == restarts]
+    return previous[0].cause if previous else None

@@ -2,7 +2,8 @@
 
 Address: an explicit MASTER_ADDR, else the first host of the *step's* node list (SLURM_STEP_NODELIST, then
 SLURM_JOB_NODELIST: concurrent steps in one allocation need their own master, Lightning #17550), resolved up
-front so a typo fails in milliseconds instead of a TCPStore timeout (slurm-facts 5.7: no fast DNS failure).
+front so a typo fails in milliseconds instead of a TCPStore timeout (torch's TCPStore client retries an
+unresolvable host until its whole timeout; there is no fast DNS failure).
 
 Port: an explicit MASTER_PORT, else ``SLURMGEN_PORT + SLURM_JOB_ID % SLURMGEN_PORT_RANGE``. Array tasks have
 unique SLURM_JOB_IDs, so the same rule spreads them. The configured range must stay out of the ephemeral
@@ -100,7 +101,7 @@ def master_port(mapping: Mapping[str, str], ephemeral: tuple[int, int]) -> Maste
     job = mapping.get("SLURM_JOB_ID", "").strip()
     if job and not (job.isdigit() and job.isascii()):
         raise RuntimeSetupError(f"SLURM_JOB_ID={job!r} is not a number")
-    port = base + int(job or 0) % size
+    port = contract.job_port(base, size, int(job or 0))
     return MasterPort(port, f"{contract.PORT} + SLURM_JOB_ID % {contract.PORT_RANGE}")
 
 

@@ -1,13 +1,18 @@
-"""Requeue this job once, the right way: by its own key, within its budget, from wherever scontrol exists.
+"""Requeue this job, the right way: by its own key, within its budgets, once, and recorded with its cause.
 
 - The key is `<array_job>_<task>` for an array task, so one task is requeued and not the whole array
   (Lightning #15022); a plain job id otherwise.
-- `scontrol requeue Incomplete` acts only while the job still runs, so a requeue racing with the end of the
-  job never restarts a finished one, and a second call while it is already pending is a harmless no-op.
+- A running job is requeued with `scontrol requeue Incomplete`, which acts only while the job runs, so a late
+  requeue never restarts a finished job. A job that Slurm is ending after a PreemptMode=CANCEL preemption is
+  requeued with a plain `scontrol requeue`, which takes back a completing or finished job (scontrol(1);
+  src/slurmctld/job_mgr.c `_job_requeue_op`: "we support requeue of done/exit/exiting jobs").
+- Budgets (the one place they are decided): preemption.max_requeues counts the requeues the job causes itself
+  (its time limit, a failure, its own request); preemption.max_preemptions counts requeues after the scheduler
+  preempted it (not the job's fault, so unlimited unless the spec says otherwise). Requeues made by someone
+  else (an admin's `scontrol requeue`, a node failure) count against neither. The counts come from the job's
+  run history (slurmgen.run_history), not from SLURM_RESTART_COUNT, which counts every kind alike.
 - Inside a container (pyxis/enroot) there is no scontrol (pyxis #129): the task leaves a marker in the state
   directory and the batch shell, which runs outside the container, requeues when the step ends.
-- The budget counts runs across requeues (SLURM_RESTART_COUNT, unset on the first run); past it, no requeue.
-- Every requeue is recorded, one line, with its cause, in `<state_dir>/<key>.requeues`.
 """
 
 from __future__ import annotations
@@ -17,100 +22,154 @@ import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from slurmgen import contract
+from slurmgen import contract, run_history
+from slurmgen.atomic import write_text
 from slurmgen.runtime.env import job_key, restart_count
+
+if TYPE_CHECKING:
+    from slurmgen.slurm.client import SlurmClient
 
 
 @dataclass(frozen=True)
-class Outcome:
-    action: str  # "requeued", "batch-shell", "budget", "disabled", "not-slurm", "failed"
+class RequeueOutcome:
+    action: str  # "requeued", "batch-shell", "budget", "disabled", "not-running", "not-slurm", "failed"
     message: str
 
 
-def budget(mapping: Mapping[str, str]) -> int | None:
-    text = mapping.get(contract.MAX_REQUEUES, "").strip()
+@dataclass(frozen=True)
+class Budgets:
+    max_requeues: int | None  # the job's own requeues; None: no limit
+    max_preemptions: int | None  # requeues after a preemption; None: no limit
+
+    @classmethod
+    def of(cls, mapping: Mapping[str, str]) -> Budgets:
+        return cls(_limit(mapping, contract.MAX_REQUEUES), _limit(mapping, contract.MAX_PREEMPTIONS))
+
+    def refusal(self, cause: str, counts: run_history.Counts) -> str | None:
+        """Why a requeue for ``cause`` is over budget, or None when it may go ahead."""
+        if cause == run_history.PREEMPTION:
+            used, limit, field = counts.preemptions, self.max_preemptions, "preemption.max_preemptions"
+        else:
+            used, limit, field = counts.own, self.max_requeues, "preemption.max_requeues"
+        if limit is None or used < limit:
+            return None
+        kind = "preemption" if cause == run_history.PREEMPTION else "requeue"
+        return f"its {kind} budget is used up ({used} of {limit}, {field})"
+
+    def describe(self, cause: str, counts: run_history.Counts) -> str:
+        """`requeue 2 of 5` for the message that announces a requeue."""
+        if cause == run_history.PREEMPTION:
+            limit, number = self.max_preemptions, counts.preemptions + 1
+            return f"preemption {number} of {'no limit' if limit is None else limit}"
+        limit, number = self.max_requeues, counts.own + 1
+        return f"requeue {number} of {'no limit' if limit is None else limit}"
+
+
+def _limit(mapping: Mapping[str, str], name: str) -> int | None:
+    text = mapping.get(name, "").strip()
     return int(text) if text.isdigit() else None
 
 
-def history_path(state_dir: str, key: str) -> str:
-    return os.path.join(state_dir, key + contract.HISTORY_SUFFIX)
+def past_counts(mapping: Mapping[str, str]) -> run_history.Counts:
+    """The requeues recorded in this job's run history (none outside slurmgen's script)."""
+    log_dir = mapping.get(contract.LOG_DIR)
+    if not log_dir:
+        return run_history.Counts(0, 0, 0)
+    return run_history.counts(run_history.runs(run_history.read(log_dir)))
 
 
-def record(state_dir: str, key: str, run: int, cause: str, by: str) -> None:
-    os.makedirs(state_dir, exist_ok=True)
-    line = f"run={run} cause={cause} by={by} time={int(time.time())}\n"
-    fd = os.open(history_path(state_dir, key), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
-
-
-def last_cause(state_dir: str, key: str) -> str | None:
-    """The cause of the last requeue recorded for this job, if any."""
-    try:
-        with open(history_path(state_dir, key), encoding="utf-8") as handle:
-            lines = [line for line in handle.read().splitlines() if line.strip()]
-    except OSError:
-        return None
-    for part in lines[-1].split() if lines else []:
-        if part.startswith("cause="):
-            return part.removeprefix("cause=")
-    return None
+def record(mapping: Mapping[str, str], writer: str, event: str, **fields: object) -> None:
+    """One run-history event for this run (nothing outside slurmgen's script, which exports the log dir)."""
+    log_dir = mapping.get(contract.LOG_DIR)
+    if log_dir:
+        run_history.append(log_dir, writer, event, restart_count(mapping) + 1, time.time(), **fields)
 
 
 def ask_batch_shell(state_dir: str, key: str, cause: str) -> None:
     """Leave the marker the batch shell looks for after the step (written atomically)."""
     os.makedirs(state_dir, exist_ok=True)
-    target = os.path.join(state_dir, contract.requeue_marker_name(key))
-    tmp = f"{target}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(cause + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, target)
+    write_text(os.path.join(state_dir, contract.requeue_marker_name(key)), cause + "\n")
 
 
-def requeue(
+def requeue_this_job(
     cause: str,
     mapping: Mapping[str, str] | None = None,
     state_dir: str | None = None,
+    *,
+    by: str = "rank0",
     which: Callable[[str], str | None] = shutil.which,
-) -> Outcome:
-    """Requeue the job this process runs in (call it from one rank only)."""
+    client: SlurmClient | None = None,
+) -> RequeueOutcome:
+    """Requeue the running job this process belongs to (from one process only: rank 0 or the batch shell)."""
+    from slurmgen.runtime import slurm_view
+
     env = os.environ if mapping is None else mapping
     key = job_key(env)
     if key is None:
-        return Outcome("not-slurm", "not inside a Slurm job: nothing to requeue")
-    run = restart_count(env)
-    limit = budget(env)
-    if limit is not None and run >= limit:
-        return Outcome(
-            "budget",
-            f"not requeueing job {key} ({cause}): its requeue budget is used up ({run} of {limit}, "
-            "preemption.max_requeues)",
-        )
+        return RequeueOutcome("not-slurm", "not inside a Slurm job: nothing to requeue")
+    budgets, counts = Budgets.of(env), past_counts(env)
+    refused = budgets.refusal(cause, counts)
+    if refused is not None:
+        record(env, by, run_history.REFUSED, cause=cause, why="budget")
+        return RequeueOutcome("budget", f"not requeueing job {key} ({cause}): {refused}")
     state_dir = state_dir or env.get(contract.STATE_DIR) or "."
     in_container = env.get(contract.CONTAINER) == "1"
-    if in_container or which("scontrol") is None:
-        record(state_dir, key, run + 1, cause, "rank0-via-batch-shell")
+    if in_container or (client is None and which("scontrol") is None):
         ask_batch_shell(state_dir, key, cause)
         where = "inside a container" if in_container else "scontrol is not on PATH"
-        return Outcome("batch-shell", f"asked the batch shell to requeue job {key} ({cause}; {where})")
+        return RequeueOutcome("batch-shell", f"asked the batch shell to requeue job {key} ({cause}; {where})")
+    run = restart_count(env)
+    before = slurm_view.look(key, client)
+    if before is not None and not before.running():
+        # Requeued already (by Slurm's PreemptMode=REQUEUE, say) or ending: `requeue Incomplete` would be a silent
+        # no-op, and claiming it would credit this run with a requeue it did not make.
+        return RequeueOutcome("not-running", f"job {key} is {before.state_name} already; no requeue from here")
+    outcome = _scontrol_requeue(key, cause, incomplete=True, client=client)
+    if outcome.action == "failed" and by != "batch-shell":
+        # Let the batch shell try once the step has ended; it runs outside any container.
+        ask_batch_shell(state_dir, key, cause)
+        return RequeueOutcome("batch-shell", f"{outcome.message}; asked the batch shell to requeue")
+    if outcome.action != "requeued":
+        if outcome.action == "disabled":
+            record(env, by, run_history.REFUSED, cause=cause, why="disabled")
+        return outcome
+    after = slurm_view.look(key, client)
+    if after is not None and not after.requeued_since(run):
+        return RequeueOutcome("not-running", f"job {key} was no longer running; the requeue had no effect")
+    record(env, by, run_history.REQUEUE, cause=cause)
+    return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause}; {budgets.describe(cause, counts)})")
+
+
+def _scontrol_requeue(key: str, cause: str, *, incomplete: bool, client: SlurmClient | None) -> RequeueOutcome:
     from slurmgen.errors import SchedulerError
-    from slurmgen.slurm import JobPending, RequeueDisabled, SlurmClient
+    from slurmgen.slurm.client import JobPending, RequeueDisabled, SlurmClient
 
     try:
-        SlurmClient(timeout=60).requeue(key, incomplete=True)
+        (client or SlurmClient(timeout=60)).requeue(key, incomplete=incomplete)
     except RequeueDisabled:
-        return Outcome("disabled", f"job {key} was submitted with --no-requeue; not requeued")
+        return RequeueOutcome("disabled", f"job {key} was submitted with --no-requeue; not requeued")
     except JobPending:
-        return Outcome("requeued", f"job {key} is already pending (requeued by someone else)")
+        return RequeueOutcome("not-running", f"job {key} is already pending (requeued by someone else)")
     except SchedulerError as exc:
-        # Let the batch shell try once the step has ended; it runs outside any container.
-        record(state_dir, key, run + 1, cause, "rank0-via-batch-shell")
-        ask_batch_shell(state_dir, key, cause)
-        return Outcome("batch-shell", f"scontrol requeue failed ({exc}); asked the batch shell to requeue")
-    record(state_dir, key, run + 1, cause, "rank0")
-    return Outcome("requeued", f"requeue issued for job {key} ({cause}; requeue {run + 1} of {limit})")
+        return RequeueOutcome("failed", f"scontrol requeue {key} failed ({exc})")
+    return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause})")
+
+
+def requeue_ended_job(
+    key: str, cause: str, mapping: Mapping[str, str], *, by: str, client: SlurmClient | None = None
+) -> RequeueOutcome:
+    """Requeue a job Slurm is ending (PreemptMode=CANCEL): a plain `scontrol requeue`, within the budgets."""
+    budgets, counts = Budgets.of(mapping), past_counts(mapping)
+    refused = budgets.refusal(cause, counts)
+    if refused is not None:
+        record(mapping, by, run_history.REFUSED, cause=cause, why="budget")
+        return RequeueOutcome("budget", f"not requeueing job {key} ({cause}): {refused}")
+    outcome = _scontrol_requeue(key, cause, incomplete=False, client=client)
+    if outcome.action == "requeued":
+        record(mapping, by, run_history.REQUEUE, cause=cause, mode="CANCEL")
+        return RequeueOutcome("requeued", f"{outcome.message.removesuffix(')')}; {budgets.describe(cause, counts)})")
+    if outcome.action == "disabled":
+        record(mapping, by, run_history.REFUSED, cause=cause, why="disabled")
+    return outcome

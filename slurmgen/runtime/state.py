@@ -1,51 +1,24 @@
 """The resume state on disk: written atomically, read back on CPU, keyed to the job that wrote it.
 
-A write goes to a temporary file in the same directory (same filesystem, so the rename is atomic), is flushed
-and fsynced, renamed over the old state, and the directory is fsynced so the rename itself survives a crash. A
-kill at any moment leaves either the old state or the new one, never a torn file (field-pains: Lightning #688,
-habitat's direct torch.save); what it can leave is an orphan temporary file, which `sweep()` removes at start.
+A write goes to a temporary file in the same directory (same filesystem, so the rename is atomic), is flushed and
+fsynced, renamed over the old state, and the directory is fsynced so the rename itself survives a crash. A kill at any
+moment leaves either the old state or the new one, never a torn file (Lightning #688 lost checkpoints to a torch.save
+straight onto the target); what it can leave is an orphan temporary file, which `sweep()` removes at start.
 
 Standard library at import; torch is imported only when a state is saved or loaded (pickle without torch).
 """
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import os
 import pickle
-import tempfile
 import time
 from typing import Any
 
+from slurmgen.atomic import replace_with
 from slurmgen.errors import RuntimeSetupError
 
 FORMAT = 1
-
-
-def temp_pattern(path: str) -> str:
-    directory, name = os.path.split(os.path.abspath(path))
-    return os.path.join(directory, f".{name}.*.tmp")
-
-
-def sweep(path: str) -> list[str]:
-    """Remove temporary files an interrupted write left next to `path`; returns what was removed."""
-    removed = []
-    for leftover in glob.glob(temp_pattern(path)):
-        try:
-            os.unlink(leftover)
-            removed.append(leftover)
-        except FileNotFoundError:
-            pass
-    return removed
-
-
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _torch() -> Any:
@@ -70,34 +43,18 @@ def _torch_save(torch: Any, payload: Any, path: str, crc32: bool) -> None:
 
 
 def write_atomic(path: str, payload: Any, crc32: bool = False) -> int:
-    """Write `payload` (anything torch.save or pickle takes) to `path` atomically; returns its size in bytes."""
-    path = os.path.abspath(path)
-    directory, name = os.path.split(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)  # mode 0600
-    try:
-        torch = _torch()
+    """Write ``payload`` (anything torch.save or pickle takes) to ``path`` atomically; returns its size in bytes."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    torch = _torch()
+
+    def write(tmp: str) -> None:
         if torch is not None:
-            os.close(fd)
-            fd = -1
             _torch_save(torch, payload, tmp, crc32)
-            fd = os.open(tmp, os.O_RDONLY)
         else:
-            with os.fdopen(os.dup(fd), "wb") as handle:
+            with open(tmp, "wb") as handle:
                 pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.fsync(fd)
-        size = os.fstat(fd).st_size
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, path)
-        _fsync_dir(directory)
-        return size
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+
+    return replace_with(path, write)
 
 
 def envelope(state: Any, job: str, spec: str, run: int, cause: str) -> dict[str, Any]:

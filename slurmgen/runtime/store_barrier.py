@@ -30,8 +30,10 @@ _CAUSES = (
 )
 
 
-class BarrierTimeout(RuntimeSetupError):
-    """Ranks did not all arrive in time. ``missing``: the ranks not seen (empty when the store was lost)."""
+class BarrierTimeout(RuntimeSetupError, TimeoutError):
+    """Ranks did not all arrive in time. ``missing``: the ranks not seen (empty when the store was lost).
+
+    A TimeoutError (and, through RuntimeSetupError, a RuntimeError), so code that catches either sees it."""
 
     def __init__(self, message: str, reason: str, missing: list[int]) -> None:
         super().__init__(message)

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from runtime.runtime_helpers import without_steering
 
+from slurmgen import run_history
+
 DATA = Path(__file__).parent / "data"
 PY = sys.executable
 STEPS = 100
@@ -133,3 +135,9 @@ def check_preempted_once(logs: str, reference: str) -> int:
     assert logs.count("resuming from the checkpoint") == 1
     assert final_digest(logs) == reference  # as if never interrupted
     return int(step)
+
+
+def check_history(log_dir: Path) -> None:
+    """The job's run history: run 1 stopped for a preemption and rank 0 requeued it; run 2 ran to its end."""
+    runs = run_history.runs(run_history.read(str(log_dir)))
+    assert [(r.run, r.cause, r.requeued_by) for r in runs] == [(1, "preemption", "rank0"), (2, None, None)], runs

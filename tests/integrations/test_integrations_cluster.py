@@ -10,14 +10,26 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from slurmgen import contract
-from slurmgen.render import render
-from slurmgen.spec import load_text
+from slurmgen.script.render import render
+from slurmgen.spec.load import load_text
 
-from .integration_helpers import FRAMEWORKS, START, STEP_TIME, check_preempted_once, job_logs, needs, spec_text
+from .integration_helpers import (
+    FRAMEWORKS,
+    START,
+    STEP_TIME,
+    check_history,
+    check_preempted_once,
+    job_logs,
+    needs,
+    spec_text,
+)
+
+if TYPE_CHECKING:  # annotations only
+    from conftest import SlurmCluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
@@ -33,8 +45,8 @@ def wait_for_starts(out: Path, framework: str, job: str, count: int, timeout: fl
 def test_preempted_on_the_cluster_resumes_from_the_frameworks_checkpoint_to_the_same_weights(
     framework: str,
     reference: Callable[[str], tuple[str, float]],
-    slurm_cluster,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    slurm_cluster: SlurmCluster,
+    tmp_path: Path,
 ) -> None:
     needs(framework)
     digest, _ = reference(framework)
@@ -52,8 +64,7 @@ def test_preempted_on_the_cluster_resumes_from_the_frameworks_checkpoint_to_the_
     assert (info.state.name, info.restarts, info.exit_code) == ("COMPLETED", 1, 0), logs[-4000:]
     assert logs.count("batch shell received SIGUSR1") == 1
     check_preempted_once(logs, digest)
-    history = (tmp_path / "logs" / "state" / f"{job}{contract.HISTORY_SUFFIX}").read_text().splitlines()
-    assert len(history) == 1 and history[0].startswith("run=1 cause=preemption by=rank0"), history
+    check_history(tmp_path / "logs" / f"{framework}-{job}")
     assert re.search(rf"job {job}, run 2,", logs)
     if framework == "lightning":  # Lightning's own SLURM handler never acted: no save, no requeue of its own
         assert "auto-requeue" not in logs and "requeing job" not in logs

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -13,14 +12,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 WORKER = HERE / "worker.py"
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch==2.13.0)")
 
 
 def free_port() -> int:
@@ -71,7 +69,7 @@ class Result:
     stderr: str
     elapsed: float
 
-    def json(self) -> dict[str, object]:
+    def json(self) -> dict[str, Any]:
         lines = [line for line in self.stdout.splitlines() if line.startswith("{")]
         assert lines, f"no JSON line; rc={self.returncode}\nstdout:{self.stdout}\nstderr:{self.stderr[-3000:]}"
         return dict(json.loads(lines[-1]))

@@ -19,7 +19,7 @@ import pytest
 
 from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
 
-from .runtime_helpers import HAS_TORCH, ROOT, WORKER
+from .runtime_helpers import ROOT, WORKER
 
 pytestmark = pytest.mark.slurm
 BASE = Path(os.environ.get("SLURMGEN_CLUSTER_BASE", "/tmp/slurmgen-cluster"))
@@ -35,8 +35,8 @@ def cluster_conf() -> str | None:
 
 
 def slurm_env(conf: str) -> dict[str, str]:
-    # Inherited job variables would steer sbatch and the tasks (slurm-facts 1.6); SLURM_CONF picks the
-    # cluster.
+    # Inherited job variables would steer sbatch and the tasks (sbatch(1), INPUT ENVIRONMENT VARIABLES); SLURM_CONF
+    # picks the cluster.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_"))}
     env = {k: v for k, v in env.items() if not k.startswith(("SLURMGEN_", "MASTER_", "NCCL_", "GLOO_"))}
     env["SLURM_CONF"] = conf
@@ -76,8 +76,8 @@ CORPUS = [
     "n[a-b]",
     "x[0-999999999].y[0-9]",
 ]
-# Where slurmgen is deliberately different from scontrol 22.05 (slurm-facts 1.8): a suffix after the last
-# bracket is valid since Slurm 23.11; the others are garbage that scontrol turns into nonsense host names.
+# Where slurmgen is deliberately different from scontrol 22.05 (suffixes need 23.11's hostlist.c): a suffix after the
+# last bracket is valid since Slurm 23.11; the others are garbage that scontrol turns into nonsense host names.
 DIVERGES = {
     "node[1-2]-ib": (None, ["node1-ib", "node2-ib"]),  # 22.05: Invalid hostlist; 23.11+: expanded
     "n[1-": (["n]"], None),  # scontrol prints "n]"; we refuse
@@ -110,7 +110,7 @@ def oracle_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         pytest.skip("scontrol is not installed (tests/cluster/up.sh installs slurm-client)")
     conf = cluster_conf()
     if conf is None:
-        # `scontrol show hostnames` needs no daemon, only a config file to read (slurm-facts 5.2).
+        # `scontrol show hostnames` needs no daemon, only a config file to read.
         path = tmp_path_factory.mktemp("slurm") / "slurm.conf"
         path.write_text("ClusterName=hostlist-oracle\nSlurmctldHost=localhost\n")
         conf = str(path)
@@ -130,10 +130,9 @@ def test_expand_hostlist_agrees_with_scontrol(expr: str, oracle_env: dict[str, s
 
 
 @pytest.mark.torch
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch==2.13.0)")
 def test_rendered_two_nodes_two_tasks_all_reduce(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from slurmgen.render import render
-    from slurmgen.spec import load_text
+    from slurmgen.script.render import render
+    from slurmgen.spec.load import load_text
 
     spec = load_text(
         "name: sgt-runtime\n"

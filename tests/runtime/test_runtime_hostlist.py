@@ -1,5 +1,5 @@
-"""expand_hostlist against Slurm's grammar (slurm-facts 1.8, the observed table); the scontrol oracle is in
-test_runtime_cluster.py."""
+"""expand_hostlist against Slurm's grammar (src/common/hostlist.c; outputs observed with scontrol 22.05); the scontrol
+oracle is in test_runtime_cluster.py."""
 
 from __future__ import annotations
 

@@ -9,11 +9,11 @@ import pytest
 
 from slurmgen import contract
 
-from .runtime_helpers import HAS_TORCH, ROOT, WORKER, RankProcs, base_env, free_low_port, free_port, srun_env
+from .runtime_helpers import ROOT, WORKER, RankProcs, base_env, free_low_port, free_port, srun_env
 
 pytestmark = [
     pytest.mark.torch,
-    pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch==2.13.0)"),
+    pytest.mark.slow,
 ]
 WORLD = 4
 # Short barrier timeout, long process-group timeout: a test that finishes near the barrier timeout proves the

@@ -14,7 +14,7 @@ import pytest
 
 from slurmgen import contract
 
-from .runtime_helpers import HAS_TORCH, WORKER, RankProcs, base_env
+from .runtime_helpers import WORKER, RankProcs, base_env
 
 
 def _can_unshare() -> bool:
@@ -98,7 +98,6 @@ def test_master_behind_the_non_default_interface() -> None:
 
 
 @pytest.mark.torch
-@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch==2.13.0)")
 def test_gloo_over_the_detected_non_default_interface(ranks: RankProcs) -> None:
     """Two ranks in the namespace, master on sgt1's address: gloo binds sgt1 and the all_reduce works."""
     ranks_cmd = f"SLURM_PROCID=$r SLURM_LOCALID=$r {sys.executable} {WORKER} init &"

@@ -10,8 +10,6 @@ from slurmgen.errors import RuntimeSetupError
 from slurmgen.runtime.dist import select_device_index
 from slurmgen.runtime.parallel import mesh_layout, seed_everything
 
-from .runtime_helpers import HAS_TORCH
-
 
 @pytest.mark.parametrize(
     ("sizes", "world", "layout"),
@@ -44,9 +42,15 @@ def test_mesh_layout_rejects(sizes: dict[str, int], world: int, message: str) ->
         mesh_layout(sizes, world)
 
 
-@pytest.mark.parametrize(("local", "count", "index"), [(0, 4, 0), (3, 4, 3), (1, 1, 0), (5, 4, 1)])
+@pytest.mark.parametrize(("local", "count", "index"), [(0, 4, 0), (3, 4, 3), (1, 1, 0), (7, 1, 0)])
 def test_device_by_local_rank(local: int, count: int, index: int) -> None:
-    assert select_device_index(local, count) == index
+    assert select_device_index(local, count) == index  # one visible GPU per task: always that one
+
+
+def test_a_local_rank_beyond_the_gpus_is_refused() -> None:
+    # Wrapping rank 5 onto GPU 1 would give two ranks one GPU, and NCCL fails later far from the cause.
+    with pytest.raises(RuntimeSetupError, match="local rank 5 has no GPU of its own: this task sees 4 GPUs"):
+        select_device_index(5, 4)
 
 
 def test_seed_everything_is_reproducible() -> None:
@@ -54,10 +58,13 @@ def test_seed_everything_is_reproducible() -> None:
     first = random.random()  # noqa: S311 - reproducibility, not secrecy
     seed_everything(123)
     assert random.random() == first  # noqa: S311
-    if HAS_TORCH:
-        import torch
 
-        seed_everything(5)
-        a = torch.rand(3)
-        seed_everything(5)
-        assert torch.equal(a, torch.rand(3))
+
+@pytest.mark.torch
+def test_seed_everything_seeds_torch() -> None:
+    import torch
+
+    seed_everything(5)
+    a = torch.rand(3)
+    seed_everything(5)
+    assert torch.equal(a, torch.rand(3))

@@ -9,20 +9,17 @@ import pytest
 
 from slurmgen.runtime.store_barrier import BarrierTimeout, StoreBarrier
 
-from .runtime_helpers import HAS_TORCH
-
 pytestmark = [
     pytest.mark.torch,
-    pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (pip install torch==2.13.0)"),
 ]
 
 
 def run_ranks(
     world: int, present: list[int], timeout: float, reasons: dict[int, str] | None = None, rounds: int = 1
 ) -> dict[int, object]:
-    import torch.distributed as dist
+    from torch._C._distributed_c10d import HashStore
 
-    store = dist.HashStore()
+    store = HashStore()
     outcome: dict[int, object] = {}
 
     def rank_main(rank: int) -> None:
@@ -43,11 +40,11 @@ def run_ranks(
 
 
 def test_all_present_pass_repeatedly_and_old_keys_are_deleted() -> None:
-    import torch.distributed as dist
+    from torch._C._distributed_c10d import HashStore
 
     outcome = run_ranks(3, [0, 1, 2], 5, rounds=4)
     assert outcome == {0: "passed", 1: "passed", 2: "passed"}
-    store = dist.HashStore()
+    store = HashStore()
     barrier = StoreBarrier(store, "k/", 0, 1, "me")
     for _ in range(3):
         barrier.wait(1, "x")

@@ -14,7 +14,7 @@ import time
 
 import torch
 from accelerate import Accelerator
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
 from slurmgen.integrations.accelerate import SlurmgenPreemption
 
@@ -36,9 +36,8 @@ def main() -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 1, bias=False)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    size = 4 * accelerator.num_processes * args.steps
-    samples = [torch.randn(8, generator=torch.Generator().manual_seed(i)) for i in range(size)]
-    data = DataLoader(samples, batch_size=4)
+    samples = torch.randn(4 * accelerator.num_processes * args.steps, 8, generator=torch.Generator().manual_seed(0))
+    data = DataLoader(TensorDataset(samples), batch_size=4)
     model, optimizer, data = accelerator.prepare(model, optimizer, data)
 
     state = preemption.load_state()  # slurmgen: None on the first run
@@ -46,10 +45,10 @@ def main() -> None:
     rank, world = accelerator.process_index, accelerator.num_processes
     print(f"rank {rank}/{world}: start at step {start}, weights {digest(model)}", flush=True)
     batches = accelerator.skip_first_batches(data, start) if start else data
-    for step, batch in enumerate(batches, start):
+    for step, (x,) in enumerate(batches, start):
         if step == args.steps:
             break
-        loss = model(batch).pow(2).mean()
+        loss = model(x).pow(2).mean()
         accelerator.backward(loss)
         optimizer.step()
         optimizer.zero_grad()

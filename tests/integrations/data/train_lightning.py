@@ -18,7 +18,7 @@ import time
 
 import lightning.pytorch as L
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
 from slurmgen.integrations.lightning import SlurmgenPreemption
 
@@ -39,7 +39,8 @@ class Tiny(L.LightningModule):
         gen = torch.Generator().manual_seed(self.global_step * 1000 + self.global_rank)
         x = torch.randn(16, 8, generator=gen)
         time.sleep(self.step_time)
-        return self.layer(x).pow(2).mean()
+        loss: torch.Tensor = self.layer(x).pow(2).mean()
+        return loss
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.01)
@@ -77,7 +78,7 @@ def main() -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
     )
-    data = DataLoader(range(4 * args.steps), batch_size=1)  # a placeholder: see the module's docstring
+    data = DataLoader(TensorDataset(torch.arange(4 * args.steps)))  # a placeholder: see the module's docstring
     trainer.fit(model, data, ckpt_path=preemption.ckpt_path())  # slurmgen: None on the first run
 
 

@@ -13,7 +13,7 @@ import hashlib
 import time
 
 import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from slurmgen.integrations.transformers import SlurmgenPreemption
 
@@ -50,15 +50,15 @@ class Report(TrainerCallback):
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
 
-    def on_train_begin(self, args, state, control, **kwargs) -> None:
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, _: TrainerControl, **kw: object) -> None:
         tag = f"rank {args.process_index}/{args.world_size}"
         print(f"{tag}: start at step {state.global_step}, weights {digest(self.model)}", flush=True)
 
-    def on_save(self, args, state, control, **kwargs) -> None:
+    def on_save(self, args: TrainingArguments, state: TrainerState, _: TrainerControl, **kw: object) -> None:
         if args.process_index == 0:
             print(f"rank 0: checkpoint at step {state.global_step}, weights {digest(self.model)}", flush=True)
 
-    def on_train_end(self, args, state, control, **kwargs) -> None:
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, _: TrainerControl, **kw: object) -> None:
         print(f"rank {args.process_index}: final weights {digest(self.model)} at step {state.global_step}", flush=True)
 
 

@@ -1,0 +1,72 @@
+"""The Typer application and the CLI's one error boundary.
+
+Human messages go to stderr, results (a script, a job id, a table) to stdout, so `JOB=$(slurmgen submit ...)`
+and `slurmgen render x.yaml > x.sbatch` work. Library code raises slurmgen.errors; `main` turns them into one
+line and an exit code.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from slurmgen.cli import job_commands, local_commands, spec_commands
+from slurmgen.cli.output import err, report
+from slurmgen.errors import SlurmgenError
+
+app = typer.Typer(
+    name="slurmgen",
+    help="YAML job specs to SLURM batch scripts: render, validate, submit, requeue, and run locally.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from slurmgen import __version__
+
+        print(f"slurmgen {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True)
+    ] = False,
+) -> None:
+    """YAML job specs to SLURM batch scripts: render, validate, submit, requeue, and run locally."""
+
+
+app.add_typer(spec_commands.commands)  # render, validate, schema
+app.add_typer(job_commands.commands)  # submit, requeue, status, logs, cancel
+app.add_typer(local_commands.commands)  # run
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; the single error boundary. Returns the exit code."""
+    try:
+        # Without standalone mode click does not raise typer.Exit out of a command: it returns its exit code.
+        code = app(args=argv, prog_name="slurmgen", standalone_mode=False)
+    except SlurmgenError as exc:
+        return report(exc)
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except typer.Abort:
+        err("aborted")
+        return 130
+    except KeyboardInterrupt:
+        err("interrupted")
+        return 130
+    except typer.TyperException as exc:  # usage errors (unknown option, missing argument)
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            err(f"error: {exc.format_message()}")
+        return exc.exit_code
+    return code if isinstance(code, int) else 0

@@ -1,0 +1,290 @@
+"""The job commands: submit, requeue, status, logs, cancel. Thin: parse, call a module, print, exit.
+
+Results (a job id, a table, log text) go to stdout and human messages to stderr, so `JOB=$(slurmgen submit x.yaml)`
+works. Errors are raised and printed once by slurmgen.cli.main. Imports are inside the commands: the CLI's start-up
+must not pay for what another command needs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from slurmgen.cli.options import JobArg, SetOpt, SpecArg, TemplatesOpt
+from slurmgen.cli.output import err
+from slurmgen.errors import UsageError
+
+if TYPE_CHECKING:
+    from slurmgen.jobs.plan import Plan
+    from slurmgen.jobs.submit import Submission
+    from slurmgen.jobs.targets import Target
+    from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.ids import JobId
+    from slurmgen.slurm.showjob import JobInfo
+
+commands = typer.Typer()
+
+
+def planned(spec: Path, overrides: list[str], templates: Path | None, base: Path) -> Plan:
+    """Validate, render (warnings on stderr) and plan a submission recorded under ``base``."""
+    from slurmgen.cli.spec_commands import load_and_render
+    from slurmgen.jobs.plan import new_token, plan
+
+    resolved, text = load_and_render(spec, overrides, templates)
+    return plan(spec, resolved, text, base, Path.cwd(), new_token(), tuple(overrides))
+
+
+def submit_spec(spec: Path, overrides: list[str], templates: Path | None) -> Submission:
+    """Submit a spec: warnings and a summary on stderr, the job id alone on stdout."""
+    from slurmgen.jobs import submit as submitting
+    from slurmgen.jobs.journal import Journal, home
+    from slurmgen.slurm.client import SlurmClient
+
+    base = home()
+    p = planned(spec, overrides, templates, base)
+    client, journal = SlurmClient(), Journal(base)
+    for note in submitting.settle_unresolved(journal, client):
+        err(note)
+    done = submitting.submit(p, client, journal)
+    if done.recovered:
+        err(f"note: sbatch timed out, but the job reached Slurm: found job {done.job_id} by its token {p.token}")
+    for problem in done.problems:
+        err(f"warning: {problem}")
+    for other in done.others:
+        err(f"warning: job {other} carries the same submission token; check it with `slurmgen status {other}`")
+    cluster = f" on cluster {done.cluster}" if done.cluster else ""
+    err(f"submitted job {done.job_id}{cluster}; run dir {p.run_dir}; logs in {p.log_dir}")
+    print(done.job_id, flush=True)
+    return done
+
+
+def _target(text: str) -> Target:
+    from slurmgen.jobs.journal import Journal, find_home
+    from slurmgen.jobs.targets import resolve
+
+    journal = Journal(find_home())
+    return resolve(text, journal.jobs(), journal.path)
+
+
+@commands.command("submit")
+def submit_command(
+    spec: SpecArg,
+    set_: SetOpt = None,
+    templates: TemplatesOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the script and the sbatch command only.")] = False,
+    test_only: Annotated[
+        bool, typer.Option("--test-only", help="Ask the scheduler whether and when the job could run; submit nothing.")
+    ] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="Follow the job to its end; exit with its exit code.")] = False,
+) -> None:
+    """Validate, render and submit a job; print its id alone on stdout."""
+    if dry_run and (test_only or wait):
+        raise UsageError("--dry-run submits nothing: it cannot be combined with --test-only or --wait")
+    if test_only and wait:
+        raise UsageError("--test-only submits nothing, so there is nothing to --wait for")
+    overrides = list(set_ or [])
+    if not (dry_run or test_only):
+        done = submit_spec(spec, overrides, templates)
+        if wait:
+            from slurmgen.slurm.client import SlurmClient
+
+            _wait(SlurmClient(), done.job_id)
+        return
+    from slurmgen.jobs.journal import home
+    from slurmgen.jobs.plan import dry_run_lines
+
+    p = planned(spec, overrides, templates, home())
+    if dry_run:
+        sys.stdout.write(p.script)
+        for line in dry_run_lines(p):
+            err(line)
+        return
+    from slurmgen.jobs.submit import would_run
+    from slurmgen.slurm.client import SlurmClient
+
+    result = would_run(p, SlurmClient())
+    start = result.start.isoformat(sep=" ") if result.start else "an unknown time"
+    print(
+        f"job {p.spec.name} can run: it would start at {start} on {result.nodes} "
+        f"(partition {result.partition}, {result.processors} processors)"
+    )
+
+
+def _wait(client: SlurmClient, job: JobId) -> None:
+    from slurmgen.jobs.wait import follow
+
+    progress = Progress()
+    try:
+        result = follow(client, job, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        err(f"stopped waiting; job {job} goes on (slurmgen status {job}, slurmgen cancel {job})")
+        raise typer.Exit(130) from None
+    progress.close()
+    err(f"slurmgen: {result.message}")
+    raise typer.Exit(result.exit_code)
+
+
+class Progress:
+    """The --wait display on stderr: a line per change, or one line rewritten in place on a terminal."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+        self.clock = time.monotonic
+        self.start = self.clock()
+
+    def __call__(self, infos: list[JobInfo]) -> None:
+        from slurmgen.jobs.wait import describe
+        from slurmgen.slurm.times import format_duration
+
+        line = describe(infos)
+        if self.tty:
+            sys.stderr.write(f"\r\x1b[K[{format_duration(int(self.clock() - self.start))}] {line}")
+            sys.stderr.flush()
+        elif line != self.last:
+            err(f"slurmgen: {line}")
+        self.last = line
+
+    def close(self) -> None:
+        if self.tty and self.last:
+            sys.stderr.write("\n")
+
+
+@commands.command("requeue")
+def requeue_command(
+    job: JobArg,
+    hold: Annotated[bool, typer.Option("--hold", help="Requeue and hold (scontrol requeuehold).")] = False,
+    finished: Annotated[bool, typer.Option("--finished", help="Also requeue a job that already ended.")] = False,
+) -> None:
+    """Requeue a running job: it restarts from the top of its script with the same id."""
+    from slurmgen.jobs.control import requeue_job
+    from slurmgen.slurm.client import SlurmClient
+
+    target = _target(job)
+    step = requeue_job(SlurmClient(), target.job, hold=hold, finished=finished)
+    err(step.message)
+    err(f"done; follow it with: slurmgen status {step.target}")
+
+
+@commands.command("resume")
+def resume_command(job: JobArg) -> None:
+    """Bring back a job that ended before its work was done (cancelled, preempted, timed out), from its last
+    saved state: requeued while Slurm knows it, else its script submitted again."""
+    from slurmgen.jobs.journal import Journal, find_home
+    from slurmgen.jobs.resume import resume
+    from slurmgen.slurm.client import SlurmClient
+
+    target = _target(job)
+    step, new = resume(SlurmClient(), target, Journal(find_home()))
+    err(step.message)
+    if new is None:
+        err(f"done; follow it with: slurmgen status {step.requeue_target}")
+        return
+    err(f"submitted job {new}; follow it with: slurmgen status {new}")
+    print(new, flush=True)
+
+
+@commands.command("status")
+def status_command(
+    job: Annotated[str | None, typer.Argument(metavar="JOB", help="A job id or spec; default: recent jobs.")] = None,
+) -> None:
+    """A table of job states: one job (or array), or the recent jobs of the journal."""
+    from slurmgen.jobs import status as st
+    from slurmgen.jobs.control import unknown_job
+    from slurmgen.jobs.journal import Journal, find_home
+    from slurmgen.slurm.client import SlurmClient
+
+    client = SlurmClient()
+    extra: list[st.Row] = []
+    if job is not None:
+        targets = [_target(job)]
+    else:
+        journal = Journal(find_home())
+        targets, extra, notes = st.recent(journal, client)
+        for note in notes:
+            err(note)
+        if not targets and not extra:
+            err(f"no jobs in the journal {journal.path}; submit one with `slurmgen submit SPEC`")
+            return
+    rows, unknown = st.rows_for(targets, client)
+    if unknown and not rows:
+        raise unknown_job(unknown[0].job)
+    print(st.table([*rows, *extra]))
+
+
+@commands.command("logs")
+def logs_command(
+    job: JobArg,
+    follow_: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")] = False,
+    node: Annotated[str | None, typer.Option("--node", metavar="NODE", help="Only this node's log.")] = None,
+) -> None:
+    """Print the batch log and the per-node logs of a job (all requeued runs; they are appended)."""
+    from slurmgen.jobs import logs as lg
+    from slurmgen.slurm.client import SlurmClient
+
+    client = SlurmClient()
+    target = _target(job)
+    if node is not None:
+        lg.check_node_name(node)
+    infos = client.show_jobs(target.job)
+    follower = lg.Follower(out=_write_bytes, cwd=Path.cwd())
+
+    def files() -> list[Path]:
+        return lg.select(lg.batch_logs(target, infos), node)
+
+    if not follow_:
+        found = files()
+        if not found:
+            raise UsageError(lg.missing_message(target, lg.batch_logs(target, infos), node, infos))
+        follower.poll(found)
+        return
+
+    def finished() -> bool:
+        current = client.show_jobs(target.job)
+        return not current or all(i.state.is_terminal for i in current)
+
+    if not files():
+        err(lg.missing_message(target, lg.batch_logs(target, infos), node, infos) + " Waiting for them...")
+    lg.follow(files, finished, follower)
+
+
+def _write_bytes(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+@commands.command("cancel")
+def cancel_command(
+    job: JobArg,
+    signal: Annotated[
+        str | None, typer.Option("--signal", metavar="SIG", help="Send SIG instead of cancelling (e.g. USR2).")
+    ] = None,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to", metavar="WHO", help="batch, steps or all (default: batch for slurmgen jobs' own signals)."
+        ),
+    ] = None,
+) -> None:
+    """Cancel a job, or send it a signal (USR2: a clean exit, without scancel's kill timer)."""
+    from slurmgen.jobs.control import cancel_job, trapped_signals
+    from slurmgen.signal_names import require_signal_name
+    from slurmgen.slurm.client import SlurmClient
+
+    if to is not None and to not in ("batch", "steps", "all"):
+        raise UsageError(f"--to {to}: choose batch, steps or all")
+    if to is not None and signal is None:
+        raise UsageError("--to needs --signal")
+    target = _target(job)
+    sig = None if signal is None else require_signal_name(signal, "--signal")
+    step = cancel_job(SlurmClient(), target.job, sig, to, trapped_signals(target.entry))
+    if step is None:
+        err(f"job {target.job} already ended; nothing to cancel")
+        return
+    err(step.message)

@@ -1,0 +1,48 @@
+"""`slurmgen run`: the rendered script on this machine, with Slurm emulated around it (slurmgen.local)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from slurmgen.cli.options import SetOpt, TemplatesOpt
+from slurmgen.cli.output import err
+
+commands = typer.Typer()
+
+
+@commands.command("run")
+def run_local(
+    spec: Annotated[
+        Path | None, typer.Argument(metavar="SPEC", help="The job spec (YAML).", show_default=False)
+    ] = None,
+    local: Annotated[
+        bool, typer.Option("--local", help="Run on this machine (the only mode; accepted for clarity).")
+    ] = True,
+    nodes: Annotated[int | None, typer.Option("--nodes", "-N", help="Emulated nodes (--set nodes=N).")] = None,
+    tasks_per_node: Annotated[
+        int | None, typer.Option("--tasks-per-node", help="Ranks per node (tasks_per_node; torchrun: nproc_per_node).")
+    ] = None,
+    set_: SetOpt = None,
+    preempt_after: Annotated[
+        float | None,
+        typer.Option(
+            "--preempt-after", metavar="SECONDS", help="Send the preemption signal at SECONDS of the first run."
+        ),
+    ] = None,
+    templates: TemplatesOpt = None,
+    job: Annotated[str | None, typer.Option("--job", metavar="ID", help="With --signal: a running local job.")] = None,
+    signal: Annotated[
+        str | None, typer.Option("--signal", metavar="SIG", help="Deliver SIG to a running local job (--job).")
+    ] = None,
+) -> None:
+    """Run a job spec end to end on this machine: the real script, emulated nodes, signals and requeues."""
+    from slurmgen.local.command import command
+    from slurmgen.local.setup import Options
+
+    opts = Options(
+        nodes, tasks_per_node, tuple(set_ or []), preempt_after, None if templates is None else str(templates)
+    )
+    raise typer.Exit(command(spec, job, signal, opts, err))

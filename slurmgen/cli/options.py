@@ -1,0 +1,20 @@
+"""Command-line options and arguments shared by several commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", metavar="PATH=VALUE", help="Override a field, e.g. --set nodes=4 (repeatable)."),
+]
+TemplatesOpt = Annotated[
+    Path | None, typer.Option("--templates", metavar="DIR", help="Look for templates in DIR first.")
+]
+SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="The job spec (YAML).", show_default=False)]
+JobArg = Annotated[
+    str, typer.Argument(metavar="JOB", help="A job id (123, 123_4, 123+1) or a spec/job name: its last job.")
+]

@@ -1,0 +1,96 @@
+"""`slurmgen render`, `validate` and `schema`: the commands that need no cluster."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from slurmgen.cli.options import SetOpt, SpecArg, TemplatesOpt
+from slurmgen.cli.output import err, warn_all
+from slurmgen.errors import Problem, SpecError, UsageError
+
+if TYPE_CHECKING:
+    from slurmgen.spec.model import JobSpec
+
+commands = typer.Typer()
+
+
+def load_and_render(spec: Path, overrides: list[str], templates: Path | None) -> tuple[JobSpec, str]:
+    """Validate and render a spec; its warnings (and the script doctor's) go to stderr."""
+    from slurmgen.script.doctor import doctor
+    from slurmgen.script.render import render as render_script
+    from slurmgen.spec.load import load_file
+
+    loaded = load_file(spec, overrides)
+    text = render_script(loaded.spec, templates)
+    warn_all((*loaded.warnings, *doctor(loaded.spec, text)))
+    return loaded.spec, text
+
+
+@commands.command()
+def render(
+    spec: SpecArg,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", metavar="FILE", help="Write the script here (atomically).")
+    ] = None,
+    set_: SetOpt = None,
+    templates: TemplatesOpt = None,
+) -> None:
+    """Print the sbatch script for a job spec (no cluster needed)."""
+    _, text = load_and_render(spec, set_ or [], templates)
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from slurmgen.atomic import write_text
+
+    if output.is_dir():
+        raise UsageError(f"-o {output}: is a directory; give a file name, e.g. -o {output / 'job.sbatch'}")
+    try:
+        write_text(output, text, mode=0o600)
+    except OSError as exc:
+        raise UsageError(
+            f"-o {output}: cannot write it ({exc.strerror or exc}); check that the directory exists"
+        ) from None
+    err(f"wrote {output}")
+
+
+@commands.command()
+def validate(
+    specs: Annotated[list[Path], typer.Argument(metavar="SPEC", help="Job specs to check.", show_default=False)],
+    set_: SetOpt = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
+) -> None:
+    """Check many specs at once and report every problem of every file, in the order given."""
+    from slurmgen.spec.load import load_file
+
+    problems: list[Problem] = []
+    for path in specs:
+        try:
+            loaded = load_file(path, set_ or [])
+        except SpecError as exc:
+            problems.extend(exc.problems)
+            for problem in exc.problems:
+                err(f"error: {problem}")
+            continue
+        if strict and loaded.warnings:
+            problems.extend(loaded.warnings)
+            for problem in loaded.warnings:
+                err(f"error: {problem} (--strict)")
+            continue
+        warn_all(loaded.warnings)
+        err(f"ok: {path}")
+    if problems:
+        raise typer.Exit(SpecError(problems).exit_code)
+
+
+@commands.command()
+def schema() -> None:
+    """Print the JSON Schema of the job spec (for editors: completion and checks in jobs/*.yaml)."""
+    from slurmgen.spec.fields import json_schema
+
+    print(json.dumps(json_schema(), indent=2))

@@ -1,0 +1,132 @@
+"""`slurmgen status`: one table row per job record, from `scontrol show job` where Slurm still knows the job
+and from the journal where it does not (there is no sacct on every cluster; finished jobs vanish from scontrol
+MinJobAge seconds after they end). Building rows and the table is pure; `rows_for` does the asking.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from slurmgen.jobs.journal import Entry, Journal, latest_per_job, unresolved
+from slurmgen.jobs.targets import Target
+from slurmgen.slurm.client import SlurmClient
+from slurmgen.slurm.ids import JobState, parse_job_id
+from slurmgen.slurm.showjob import JobInfo
+from slurmgen.slurm.times import format_duration
+
+RECENT = 10  # jobs shown by `slurmgen status` without an argument
+COLUMNS = ("JOB", "NAME", "STATE", "REASON", "RESTARTS", "NODES", "ELAPSED/LIMIT", "EXIT", "SUBMITTED")
+
+
+@dataclass(frozen=True)
+class Row:
+    job: str
+    name: str
+    state: str
+    reason: str = ""
+    restarts: str = ""
+    nodes: str = ""
+    elapsed: str = ""
+    exit: str = ""
+    submitted: str = ""
+
+    def cells(self) -> tuple[str, ...]:
+        return (self.job, self.name, self.state, self.reason, self.restarts, self.nodes, self.elapsed,
+                self.exit, self.submitted)  # fmt: skip
+
+
+def state_label(info: JobInfo) -> str:
+    """The folded state (UNKNOWN for a word slurmgen does not know), with Slurm's own word when it says more:
+    FAILED (NODE_FAIL), UNKNOWN (SOMETHING_NEW); HELD is a PENDING job with a hold reason."""
+    label = info.state.name
+    if info.state_name and info.state_name != label and info.state is not JobState.HELD:
+        label += f" ({info.state_name})"
+    return label
+
+
+def exit_label(info: JobInfo) -> str:
+    if not info.state.is_terminal:
+        return ""
+    if info.exit_signal:
+        return f"signal {info.exit_signal}"
+    return "" if info.exit_code is None else str(info.exit_code)
+
+
+def when(epoch: float, now: float) -> str:
+    fmt = "%H:%M:%S" if now - epoch < 86400 else "%Y-%m-%d %H:%M"
+    return time.strftime(fmt, time.localtime(epoch))
+
+
+def row_from_info(info: JobInfo, entry: Entry | None, now: float) -> Row:
+    return Row(
+        job=str(info.job_id),
+        name=info.name,
+        state=state_label(info),
+        reason=info.reason or "",
+        restarts=str(info.restarts),
+        nodes=info.nodes or "",
+        elapsed=f"{format_duration(info.elapsed or 0)}/{format_duration(info.time_limit)}",
+        exit=exit_label(info),
+        submitted=when(entry.time, now) if entry else "",
+    )
+
+
+def row_from_entry(entry: Entry, now: float) -> Row:
+    """A job Slurm no longer knows (or never knew: an unresolved submission): what the journal says."""
+    if entry.job_id is None:
+        state = "UNKNOWN" if entry.event == "unknown" else "SUBMITTING"
+        reason = "sbatch timed out; not found in the queue" if entry.event == "unknown" else "no job id yet"
+        return Row(job="?", name=entry.name, state=state, reason=reason, submitted=when(entry.time, now))
+    return Row(
+        job=entry.job_id,
+        name=entry.name,
+        state="gone",
+        reason="Slurm has forgotten it (it ended over MinJobAge ago)",
+        submitted=when(entry.time, now),
+    )
+
+
+def rows_for(
+    targets: Sequence[Target], client: SlurmClient, clock: Callable[[], float] = time.time
+) -> tuple[list[Row], list[Target]]:
+    """Rows for each target (an array job gives one per record), and the targets Slurm does not know."""
+    rows: list[Row] = []
+    unknown: list[Target] = []
+    now = clock()
+    for target in targets:
+        infos = client.show_jobs(target.job)
+        if target.job.array_task is not None:  # one task asked: not its siblings
+            infos = [i for i in infos if i.job_id == target.job.without_step()] or infos
+        if infos:
+            rows.extend(row_from_info(info, target.entry, now) for info in infos)
+        elif target.entry is not None:
+            rows.append(row_from_entry(target.entry, now))
+        else:
+            unknown.append(target)
+    return rows, unknown
+
+
+def recent(
+    journal: Journal, client: SlurmClient, clock: Callable[[], float] = time.time
+) -> tuple[list[Target], list[Row], list[str]]:
+    """The journal's last RECENT jobs, rows for submissions without a job id, and notes about submissions whose
+    sbatch timed out and that turned up in the queue since. Reads only: the next `submit` records those."""
+    from slurmgen.jobs.submit import find_unresolved
+
+    entries = journal.entries()
+    found, notes = find_unresolved(entries, client, clock)
+    seen = entries + found
+    targets = [Target(parse_job_id(e.job_id), e) for e in latest_per_job(seen)[-RECENT:] if e.job_id]
+    now = clock()
+    return targets, [row_from_entry(e, now) for e in unresolved(seen)], notes
+
+
+def table(rows: Sequence[Row]) -> str:
+    """Left-aligned columns; columns empty in every row are left out."""
+    cells = [r.cells() for r in rows]
+    keep = [i for i in range(len(COLUMNS)) if i < 3 or any(c[i] for c in cells)]
+    grid = [tuple(COLUMNS[i] for i in keep), *(tuple(c[i] for i in keep) for c in cells)]
+    widths = [max(len(line[k]) for line in grid) for k in range(len(keep))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in grid)

@@ -1,0 +1,219 @@
+"""The local run, planned: the spec as it runs here, the rendered script, a job id, where files go, and when
+Slurm's signals come. Loading and rendering are the same as `slurmgen render`; the effects are small and named.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurmgen import contract
+from slurmgen.errors import Problem, UsageError
+from slurmgen.local import jobenv
+from slurmgen.script.directives import batch_log, task_log_stem
+from slurmgen.spec.load import load_file
+from slurmgen.spec.model import JobSpec
+
+
+@dataclass(frozen=True)
+class Options:
+    nodes: int | None = None
+    tasks_per_node: int | None = None
+    overrides: tuple[str, ...] = ()
+    preempt_after: float | None = None
+    templates: str | None = None
+
+
+@dataclass(frozen=True)
+class LocalSetup:
+    spec: JobSpec
+    script: str
+    warnings: tuple[Problem, ...]
+    notes: tuple[str, ...]  # how the spec was adapted to this machine, one line each
+    gpus: tuple[tuple[str, ...], ...] | None
+
+
+def _tasks_field(spec: JobSpec) -> str:
+    return "nproc_per_node" if spec.launcher == "torchrun" else "tasks_per_node"
+
+
+def adapt(spec: JobSpec, gpus: Sequence[str]) -> tuple[list[str], list[str], tuple[tuple[str, ...], ...] | None]:
+    """Overrides that let the spec run here, the note saying so, and each node's GPUs (None: a CPU run).
+
+    GPUs are used when this machine has enough for every emulated node; otherwise the job runs on CPU with
+    gloo, keeping one task (or torchrun worker) per former GPU, so ranks and world size stay as on the cluster.
+    """
+    if spec.gpus_per_node == 0:
+        return [], [], None
+    slices = jobenv.gpu_slices(gpus, spec.nodes, spec.gpus_per_node)
+    if slices is not None:
+        return [], [], slices
+    per_node = spec.nproc_per_node
+    have = f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''} here" if gpus else "no GPU here"
+    note = (
+        f"{have}, {spec.nodes * spec.gpus_per_node} needed: running on CPU with gpus_per_node=0 and "
+        f"distributed.backend=gloo, keeping {per_node} {'workers' if spec.launcher == 'torchrun' else 'tasks'} "
+        "per node"
+    )
+    sets = ["gpus_per_node=0", "distributed.backend=gloo", f"{_tasks_field(spec)}={per_node}"]
+    return sets, [note], None
+
+
+def load(source: str | Path, options: Options, gpus: Sequence[str]) -> LocalSetup:
+    """Load with the user's overrides (`--nodes`/`--tasks-per-node` are `--set`s), adapt, render."""
+    from slurmgen.script.doctor import doctor
+    from slurmgen.script.render import render
+
+    sets = list(options.overrides)
+    if options.nodes is not None:
+        sets.append(f"nodes={options.nodes}")
+    first = load_file(source, sets)
+    extra, notes, slices = adapt(first.spec, gpus)
+    if options.tasks_per_node is not None:
+        extra.append(f"{_tasks_field(first.spec)}={options.tasks_per_node}")
+    loaded = load_file(source, sets + extra) if extra else first
+    spec = loaded.spec
+    if spec.array:
+        raise UsageError(
+            f"{source}: array: job arrays are not run locally; remove the field (or --set array=...) and run "
+            "one index as a plain job"
+        )
+    if spec.nodes > jobenv.MAX_NODES:
+        raise UsageError(f"--nodes {spec.nodes}: a local run emulates at most {jobenv.MAX_NODES} nodes")
+    if options.preempt_after is not None:
+        if options.preempt_after <= 0:
+            raise UsageError(f"--preempt-after {options.preempt_after:g}: want a number of seconds above 0")
+        if not spec.preemption.enabled:
+            raise UsageError(f"{source}: preemption is off in this spec, so there is no preemption to rehearse")
+    if spec.dependency:
+        notes.append(f"dependency {spec.dependency} is ignored locally: the job starts at once")
+    if spec.container is not None:
+        notes.append(f"the image {spec.container.image} is not used locally: tasks run on this machine, its files")
+    script = render(spec, options.templates)
+    return LocalSetup(spec, script, (*loaded.warnings, *doctor(spec, script)), tuple(notes), slices)
+
+
+# --- when Slurm's signals come ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float  # seconds after the run's start
+    kind: str  # "preempt": the user's rehearsal; "warn": --signal=B:<sig>@<lead>; "limit": the time limit
+
+
+def timeline(spec: JobSpec, run: int, preempt_after: float | None) -> list[Event]:
+    """The events of run `run` (1 is the first), in time order.
+
+    --preempt-after applies to the first run only: the rehearsal is one preemption, then the requeued run
+    resumes and finishes. The --signal warning and the time limit apply to every run (Slurm re-arms the
+    warning on requeue: src/slurmctld/job_mgr.c clears WARN_SENT when a job is requeued).
+    """
+    events: list[Event] = []
+    if preempt_after is not None and run == 1:
+        events.append(Event(preempt_after, "preempt"))
+    limit = spec.time_seconds
+    if limit is not None:
+        if spec.preemption.enabled:
+            events.append(Event(float(limit - spec.preemption.lead_time), "warn"))
+        events.append(Event(float(limit), "limit"))
+    return sorted(events, key=lambda e: e.at)
+
+
+# Slurm requeues a job as often as it is asked to; the job's own budgets (slurmgen.runtime.requeue) decide whether
+# it asks. The runner stops a job that keeps asking anyway (a program calling `scontrol requeue` by itself), so a
+# local run never loops forever.
+RUNAWAY_REQUEUES = 20
+
+
+# --- ids and places -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Paths:
+    workdir: Path  # where the batch shell starts (spec.chdir under the submit directory)
+    control: Path  # .slurmgen/local/<id>: the script, the fakes, requests
+    batch_log: Path  # <output>/<name>-<id>.log, where Slurm writes the batch shell's output
+    task_logs: Path  # <output>/<name>-<id>/: one <node>.log per node (the srun --output pattern)
+    state_dir: Path
+
+    @property
+    def script(self) -> Path:
+        return self.control / "job.sbatch"
+
+    @property
+    def bin(self) -> Path:
+        return self.control / "bin"
+
+
+def paths(spec: JobSpec, job_id: str, home: Path, submit_dir: Path) -> Paths:
+    workdir = submit_dir / spec.chdir if spec.chdir else submit_dir
+    return Paths(
+        workdir=workdir,
+        control=home / "local" / job_id,
+        batch_log=workdir / batch_log(spec).replace("%j", job_id),
+        task_logs=workdir / f"{task_log_stem(spec)}-{job_id}",
+        state_dir=workdir / spec.preemption.state_dir,
+    )
+
+
+def rendezvous_port(spec: JobSpec, job_id: str) -> int:
+    """The port the runtime will use for this job."""
+    return contract.job_port(spec.distributed.port, spec.distributed.port_range, int(job_id))
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as TCPStore binds; TIME_WAIT is fine
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def id_taken(
+    spec: JobSpec, home: Path, submit_dir: Path, free: Callable[[int], bool] = port_free
+) -> Callable[[str], bool]:
+    """Whether a local id would collide: files of an earlier job with that id (a stale resume state would be
+    loaded), or a rendezvous port in use (another local job, another user's test)."""
+
+    def taken(job_id: str) -> bool:
+        p = paths(spec, job_id, home, submit_dir)
+        stale = [
+            p.control,
+            p.batch_log,
+            p.task_logs,
+            p.state_dir / f"{job_id}.state",
+            p.state_dir / f"{job_id}.requeues",
+        ]
+        return any(path.exists() for path in stale) or not free(rendezvous_port(spec, job_id))
+
+    return taken
+
+
+def new_job_id(home: Path, taken: Callable[[str], bool]) -> str:
+    """The next local job id: a counter in .slurmgen/local/last-id, under a lock, skipping ids in use."""
+    directory = home / "local"
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(directory / "last-id", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        text = os.read(fd, 64).decode("ascii", "replace").strip()
+        number = int(text) if text.isdigit() else 0
+        for _ in range(10000):
+            number += 1
+            if not taken(str(number)):
+                break
+        else:
+            raise UsageError(f"no free local job id after {number} in {directory}; remove old files there")
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{number}\n".encode())
+    finally:
+        os.close(fd)
+    return str(number)

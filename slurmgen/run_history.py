@@ -1,0 +1,165 @@
+"""The record of a job's runs: who started each run, what stopped it, what it saved, who requeued it.
+
+Written while the job runs by the batch shell (`slurmgen.runtime.batch`) and by rank 0 (`Preemption`), read by
+the runtime (the requeue budgets, the save window) and by `slurmgen history` and `slurmgen status` after the job
+has left the queue. Standard library only: the in-task runtime writes it.
+
+Where: one directory per job, `<log dir>/history/` (the per-job log directory the script creates, so it exists
+whether preemption handling is on or off), one JSON-lines file per writer (`batch-shell.jsonl`, `rank0.jsonl`):
+two writers on two nodes never append to the same file, which a shared filesystem such as NFS does not order.
+Each event is one `write(2)` of one line on an O_APPEND descriptor.
+
+Every event has `v` (format), `event`, `run` (1 for the first run; Slurm's SLURM_RESTART_COUNT + 1), `time`
+(epoch seconds) and `by` (`batch-shell`, `rank0`, or `slurm` for what the batch shell found Slurm had done).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMAT = 1
+DIR_NAME = "history"
+
+# Events
+RUN_START = "run-start"  # batch shell: nodes, host, partition, site (what Slurm will do on preemption)
+SIGNAL = "signal"  # batch shell: a signal reached it (sig)
+PREEMPTED = "preempted"  # batch shell or rank 0: Slurm is preempting this run (mode, preempt_time, end_time)
+STOP = "stop"  # rank 0: the ranks agreed to stop (cause, actions, signals, step_seconds)
+SAVE = "save"  # rank 0: a state is durable (seconds, bytes, cause, kind)
+REQUEUE = "requeue"  # whoever requeued the job, or the batch shell on finding that Slurm did (cause, mode)
+REFUSED = "requeue-refused"  # a requeue that was wanted but not made (why: budget, disabled, ...)
+RUN_END = "run-end"  # batch shell: the step's exit code, the failing rank if any
+
+# Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own
+# (preemption.max_preemptions), apart from the requeues the job asks for itself (preemption.max_requeues).
+PREEMPTION = "preemption"
+TIME_LIMIT = "time-limit"
+FAILURE = "failure"
+REQUESTED = "requested"  # the program asked (Preemption.request("requeue"))
+EXTERNAL = "external"  # requeued by someone else (scontrol requeue by a user or admin, a node failure)
+OWN_CAUSES = frozenset({TIME_LIMIT, FAILURE, REQUESTED})
+
+
+def history_dir(log_dir: str) -> str:
+    return os.path.join(log_dir, DIR_NAME)
+
+
+def append(log_dir: str, writer: str, event: str, run: int, time: float, **fields: Any) -> None:
+    """Append one event to ``writer``'s file. Best effort is not enough here: errors propagate."""
+    directory = history_dir(log_dir)
+    os.makedirs(directory, exist_ok=True)
+    record = {"v": FORMAT, "event": event, "run": run, "time": round(time, 3), "by": writer, **fields}
+    line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    fd = os.open(os.path.join(directory, f"{writer}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read(log_dir: str) -> list[dict[str, Any]]:
+    """Every event of every writer, in time order; torn or foreign lines are skipped."""
+    directory = history_dir(log_dir)
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".jsonl"))
+    except OSError:
+        return []
+    events: list[dict[str, Any]] = []
+    for name in names:
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("run"), int) and "event" in record:
+                events.append(record)
+    events.sort(key=lambda e: (e["run"], float(e.get("time", 0))))
+    return events
+
+
+@dataclass
+class Run:
+    """One run of a job, summarised from its events."""
+
+    run: int
+    start: float | None = None
+    end: float | None = None
+    nodes: str | None = None
+    exit_code: int | None = None
+    cause: str | None = None  # why it stopped: preemption, time-limit, failure, terminated, ... (None: it ran out)
+    mode: str | None = None  # Slurm's PreemptMode when preempted
+    requeued_by: str | None = None  # rank0, batch-shell, slurm
+    refused: str | None = None  # why a wanted requeue was not made
+    save_seconds: float | None = None  # the last save of the run
+    save_bytes: int | None = None
+    saves: int = 0
+    step_seconds: float | None = None
+    signals: list[str] = field(default_factory=list)
+    failing: str | None = None  # "rank 3 on node2 (exit 1)"
+
+
+def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
+    """One summary per run, in run order."""
+    by_run: dict[int, Run] = {}
+    for e in events:
+        r = by_run.setdefault(int(e["run"]), Run(int(e["run"])))
+        kind, when = e.get("event"), e.get("time")
+        if kind == RUN_START:
+            r.start, r.nodes = when, e.get("nodes")
+        elif kind == RUN_END:
+            r.end, r.exit_code, r.failing = when, e.get("exit_code"), e.get("failing")
+        elif kind == SIGNAL:
+            r.signals.append(str(e.get("sig")))
+        elif kind == PREEMPTED:
+            # An observation only: the mode is known once someone requeues (or Slurm did, which is REQUEUE).
+            r.cause = PREEMPTION
+        elif kind == STOP:
+            if r.cause != PREEMPTION:
+                r.cause = e.get("cause")
+            r.step_seconds = e.get("step_seconds", r.step_seconds)
+        elif kind == SAVE:
+            r.save_seconds, r.save_bytes, r.saves = e.get("seconds"), e.get("bytes"), r.saves + 1
+        elif kind == REQUEUE:
+            if r.requeued_by is None:  # the first one recorded is the requeue that happened
+                r.requeued_by = e.get("by")
+                r.cause = e.get("cause") or r.cause
+                r.mode = e.get("mode") or r.mode
+        elif kind == REFUSED:
+            r.refused = e.get("why")
+    return [by_run[n] for n in sorted(by_run)]
+
+
+@dataclass(frozen=True)
+class Counts:
+    own: int  # requeues the job caused itself (time limit, failure, its own request): preemption.max_requeues
+    preemptions: int  # requeues after a preemption: preemption.max_preemptions
+    external: int  # requeues by someone else (not counted against either budget)
+
+
+def counts(history: Iterable[Run]) -> Counts:
+    own = preempt = other = 0
+    for r in history:
+        if r.requeued_by is None:
+            continue
+        if r.cause == PREEMPTION:
+            preempt += 1
+        elif r.cause in OWN_CAUSES:
+            own += 1
+        else:
+            other += 1
+    return Counts(own, preempt, other)
+
+
+def last_save(history: Iterable[Run]) -> Run | None:
+    """The latest run that saved, for the save-window check."""
+    saved = [r for r in history if r.save_seconds is not None]
+    return saved[-1] if saved else None

@@ -1,0 +1,202 @@
+"""The batch shell's decisions, in Python: what happened to this run, and whether and how the job comes back.
+
+    python3 -m slurmgen.runtime.batch begin          # at the start of every run
+    python3 -m slurmgen.runtime.batch signal SIG     # in the background, when SIG reaches the batch shell
+    python3 -m slurmgen.runtime.batch end RC         # after the step, with its exit code; exits with the job's
+
+The rendered script keeps only what bash must do (traps, forwarding, waiting); every rule lives here, once,
+with the runtime's own code (budgets, run history, Slurm's view of the job), and is tested as Python.
+
+Why the batch shell, and not only rank 0: it runs outside any container (where scontrol is missing), it outlives
+the tasks by a moment, and it is there when the program is not slurmgen's (an unmodified script). It covers the
+preemptions that no rank handles (slurm.conf(5) PreemptMode, GraceTime; measured on Slurm 22.05):
+- REQUEUE with a grace time and no user signal: SIGTERM reaches only the tasks; a job whose tasks save and exit
+  before the grace ends is finalised as FAILED and never requeued. `end` finds it still RUNNING with
+  PreemptTime set and requeues it (`scontrol requeue Incomplete`): it gives its nodes back as soon as its state
+  is durable.
+- CANCEL: Slurm never requeues. `signal TERM` finds the job ending with PreemptTime set and no new run counted,
+  and requeues it with a plain `scontrol requeue`, which takes back a completing job; it does so at once, before
+  the save ends, so a save cut short by SIGKILL still leaves the job queued, to resume from the state before.
+- REQUEUE without grace: Slurm requeued the job itself; `end` (or the next run's `begin`) records that it did.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from slurmgen import contract, run_history
+from slurmgen.runtime.env import job_key, restart_count
+from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job
+
+if TYPE_CHECKING:
+    from slurmgen.slurm.client import SlurmClient
+
+WRITER = "batch-shell"
+USAGE = "usage: python3 -m slurmgen.runtime.batch begin | signal SIG | end RC"
+
+
+def _say(line: str) -> None:
+    print(f"slurmgen: {line}", file=sys.stderr, flush=True)
+
+
+def begin(env: Mapping[str, str], say: Callable[[str], None] = _say) -> int:
+    """Record the run's start; record the requeues Slurm made that no earlier run could record."""
+    log_dir = env.get(contract.LOG_DIR)
+    if not log_dir:
+        return 0
+    run = restart_count(env) + 1
+    history = run_history.runs(run_history.read(log_dir))
+    for past in range(1, run):
+        summary = next((r for r in history if r.run == past), None)
+        if summary is not None and summary.requeued_by is not None:
+            continue
+        preempted = summary is not None and summary.cause == run_history.PREEMPTION
+        cause = run_history.PREEMPTION if preempted else run_history.EXTERNAL
+        mode = "REQUEUE" if preempted else None  # Slurm requeued a preempted job: PreemptMode=REQUEUE
+        run_history.append(log_dir, "slurm", run_history.REQUEUE, past, time.time(), cause=cause, mode=mode)
+        how = "after a preemption" if preempted else "by Slurm or an admin (scontrol requeue, a node failure)"
+        say(f"run {past} was requeued {how}")
+    record(
+        env,
+        WRITER,
+        run_history.RUN_START,
+        nodes=env.get("SLURM_JOB_NODELIST"),
+        host=socket.gethostname(),
+        partition=env.get("SLURM_JOB_PARTITION"),
+    )
+    return 0
+
+
+def on_signal(
+    sig: str, env: Mapping[str, str], say: Callable[[str], None] = _say, client: SlurmClient | None = None
+) -> int:
+    """A signal reached the batch shell: if Slurm is preempting the job and will not requeue it (CANCEL), requeue
+    it now; otherwise only note what Slurm says."""
+    from slurmgen.runtime import slurm_view
+
+    key = job_key(env)
+    if key is None:
+        return 0
+    view = slurm_view.look(key, client)
+    if view is None or not view.preempted():
+        return 0
+    restarts = restart_count(env)
+    mode = view.mode(restarts)
+    record(env, WRITER, run_history.PREEMPTED, sig=sig, mode=mode, state=view.state_name)
+    if mode == "CANCEL" and env.get(contract.PREEMPT_SIGNAL):
+        outcome = requeue_ended_job(key, run_history.PREEMPTION, env, by=WRITER, client=client)
+        say(f"preempted with PreemptMode=CANCEL: {outcome.message}")
+    return 0
+
+
+def end(rc: int, env: Mapping[str, str], say: Callable[[str], None] = _say, client: SlurmClient | None = None) -> int:
+    """After the step: requeue when a task asked for it, when a preemption left the job running or ending without
+    a requeue, or after a failure (requeue_on_failure); record the run's end. Returns the batch shell's exit code."""
+    from slurmgen.runtime import slurm_view
+
+    key = job_key(env)
+    if key is None:
+        return rc
+    restarts = restart_count(env)
+    preemption_on = bool(env.get(contract.PREEMPT_SIGNAL))
+    signals = _record_signals(env)
+    asked = _take_marker(env, key)
+    view = slurm_view.look(key, client)
+    requeued = False
+    if view is not None and view.requeued_since(restarts):
+        requeued = True
+        _attribute(env, view.preempted())
+    elif preemption_on and view is not None and view.preempted():
+        mode = view.mode(restarts)
+        record(env, WRITER, run_history.PREEMPTED, mode=mode, state=view.state_name)
+        if view.running():
+            outcome = requeue_this_job(run_history.PREEMPTION, env, by=WRITER, client=client)
+        else:
+            outcome = requeue_ended_job(key, run_history.PREEMPTION, env, by=WRITER, client=client)
+        say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}")
+        requeued = outcome.action == "requeued"
+    elif asked is not None:
+        outcome = requeue_this_job(asked, env, by=WRITER, client=client)
+        say(outcome.message)
+        requeued = outcome.action == "requeued"
+    elif rc != 0 and env.get(contract.REQUEUE_ON_FAILURE) == "1" and not signals:
+        outcome = requeue_this_job(run_history.FAILURE, env, by=WRITER, client=client)
+        say(outcome.message)
+        requeued = outcome.action == "requeued"
+    record(env, WRITER, run_history.RUN_END, exit_code=rc, requeued=requeued)
+    return 0 if requeued else rc
+
+
+def _record_signals(env: Mapping[str, str]) -> list[str]:
+    """The signals the batch shell received (SLURMGEN_SIGNALS: `SIG@epoch ...`), recorded; their names."""
+    names = []
+    for item in env.get(contract.SIGNALS, "").split():
+        name, _, when = item.partition("@")
+        try:
+            at = float(when)
+        except ValueError:
+            at = time.time()
+        log_dir = env.get(contract.LOG_DIR)
+        if log_dir:
+            run_history.append(log_dir, WRITER, run_history.SIGNAL, restart_count(env) + 1, at, sig=name)
+        names.append(name)
+    return names
+
+
+def _take_marker(env: Mapping[str, str], key: str) -> str | None:
+    """The cause a task left when it could not requeue by itself (inside a container), and remove it."""
+    state_dir = env.get(contract.STATE_DIR)
+    if not state_dir:
+        return None
+    path = os.path.join(state_dir, contract.requeue_marker_name(key))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            cause = handle.read().strip() or run_history.PREEMPTION
+        os.unlink(path)
+    except OSError:
+        return None
+    return cause
+
+
+def _attribute(env: Mapping[str, str], preempted: bool) -> None:
+    """Slurm requeued the job (or rank 0 did, and recorded it): record Slurm's unless the run has a requeue."""
+    log_dir = env.get(contract.LOG_DIR)
+    if not log_dir:
+        return
+    run = restart_count(env) + 1
+    mine = next((r for r in run_history.runs(run_history.read(log_dir)) if r.run == run), None)
+    if mine is not None and mine.requeued_by is not None:
+        return
+    cause = run_history.PREEMPTION if preempted else run_history.EXTERNAL
+    run_history.append(log_dir, "slurm", run_history.REQUEUE, run, time.time(), cause=cause,
+                       mode="REQUEUE" if preempted else None)  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    env = os.environ if environ is None else environ
+    # Slurm signals every process of the batch step when it ends or requeues the job: this helper must finish
+    # its record (and its requeue) rather than die of that SIGTERM halfway.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        if args == ["begin"]:
+            return begin(env)
+        if len(args) == 2 and args[0] == "signal":
+            return on_signal(args[1], env)
+        if len(args) == 2 and args[0] == "end" and args[1].isdigit():
+            return end(int(args[1]), env)
+    except Exception as error:  # the batch shell must go on: its job's exit code matters more than our record
+        _say(f"internal error in the batch shell's {args[0] if args else ''} step ({type(error).__name__}): {error}")
+        return int(args[1]) if len(args) == 2 and args[0] == "end" and args[1].isdigit() else 0
+    print(USAGE, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The `#SBATCH` directives of a job, computed from the spec. Pure; the template only prints them.
+
+Slurm's directive parser (src/sbatch/opt.c, _opt_batch_script/get_argument) splits on whitespace, groups quotes,
+treats a backslash as an escape and an unquoted `#` as a comment, and stops at the first command. So every value
+is single-quoted here, and the spec never lets a newline, control character or backslash into one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slurmgen.spec.model import JobSpec
+
+
+@dataclass(frozen=True)
+class Directive:
+    option: str  # long option name without dashes
+    value: str | None  # None: a flag
+
+    def line(self) -> str:
+        if self.value is None:
+            return f"#SBATCH --{self.option}"
+        return f"#SBATCH --{self.option}={sq(self.value)}"
+
+
+def sq(value: str) -> str:
+    """Single-quote for bash and for sbatch's directive parser alike: always quoted, `'` as `'"'"'`."""
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def job_key_pattern(spec: JobSpec) -> str:
+    """The job's key in Slurm's filename patterns: `%A_%a` for an array task, else `%j`."""
+    return "%A_%a" if spec.array else "%j"
+
+
+def batch_log(spec: JobSpec) -> str:
+    """The batch shell's log, directly in the output directory (which must exist before sbatch runs)."""
+    return f"{spec.output.rstrip('/') or '/'}/{spec.name}-{job_key_pattern(spec)}.log".replace("//", "/")
+
+
+def task_log_stem(spec: JobSpec) -> str:
+    """The per-node log directory without the job's key: the script appends `-<jobid>` (or array key)."""
+    return f"{spec.output.rstrip('/')}/{spec.name}"
+
+
+def directives(spec: JobSpec) -> list[Directive]:
+    d: list[Directive] = []
+
+    def add(option: str, value: object | None) -> None:
+        if value is not None:
+            d.append(Directive(option, str(value)))
+
+    add("job-name", spec.name)
+    add("nodes", spec.nodes)
+    add("ntasks-per-node", spec.tasks_per_node)
+    if spec.gpus_per_node:
+        add("gpus-per-node", spec.gpus_per_node)
+    add("cpus-per-task", spec.cpus_per_task)
+    add("mem", spec.mem)
+    add("time", spec.time)
+    add("partition", spec.partition)
+    add("account", spec.account)
+    add("qos", spec.qos)
+    add("constraint", spec.constraint)
+    add("array", spec.array)
+    add("dependency", spec.dependency)
+    add("chdir", spec.chdir)
+    add("output", batch_log(spec))
+    # A requeued run must not truncate the earlier run's log (JobFileAppend=0 is Slurm's default).
+    add("open-mode", "append")
+    pre = spec.preemption
+    if pre.enabled:
+        # Explicit, because a site may set JobRequeue=0 and the runtime relies on requeue.
+        d.append(Directive("requeue", None))
+        # B: sends the signal to the batch shell only; its trap forwards it to the step (srun passes it on to
+        # every task). The shell sees it even before the step exists, so it is never lost (Slurm would drop a
+        # step-only signal sent before srun starts).
+        add("signal", f"B:{pre.signal}@{pre.lead_time}")
+    for option, value in spec.sbatch:
+        d.append(Directive(option, value))
+    return d

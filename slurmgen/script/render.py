@@ -1,0 +1,138 @@
+"""Spec to script text: the Jinja environment, its filters, and the context computed from the spec.
+
+Jinja runs sandboxed, with StrictUndefined (a missing variable is an error, not an empty string), autoescape off
+(HTML escaping is wrong for bash) and a finalize hook that refuses None. Decisions are made in Python
+(slurmgen.script.directives, slurmgen.script.step); the template only lays them out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from slurmgen import contract
+from slurmgen.errors import SlurmgenError, UsageError
+from slurmgen.script.directives import directives, sq, task_log_stem
+from slurmgen.script.step import batch_words, join, package_dir_words, rendezvous_words, step_line
+from slurmgen.spec.model import JobSpec
+
+TEMPLATE = "sbatch.sh.j2"
+# Seconds the batch shell holds the preemption signal after starting the step: the runtime entry point blocks
+# it within a fraction of a second (Python's start-up), and until then the default action would kill a task.
+STEP_GRACE = 3
+
+
+class TemplateError(SlurmgenError):
+    """A template (ours or the user's) failed to load or render; the message names the template and line."""
+
+
+def builtin_templates() -> Path:
+    """The templates shipped in the wheel, or the repository's top-level templates/ in a source checkout."""
+    package = Path(__file__).resolve().parent.parent
+    packaged = package / "templates"
+    return packaged if packaged.is_dir() else package.parent / "templates"
+
+
+def context(spec: JobSpec) -> dict[str, Any]:
+    pre = spec.preemption
+    dist = spec.distributed
+    exports: list[tuple[str, str]] = [
+        (contract.JOB_NAME, spec.name),
+        (contract.SPEC_HASH, spec.digest),
+        (contract.LAUNCHER, spec.launcher),
+        (contract.BACKEND, dist.backend),
+        (contract.PORT, str(dist.port)),
+        (contract.PORT_RANGE, str(dist.port_range)),
+        (contract.PG_TIMEOUT, str(dist.timeout)),
+        (contract.BARRIER_TIMEOUT, str(dist.barrier_timeout)),
+        (contract.GPUS_PER_NODE, str(spec.gpus_per_node)),
+    ]
+    if spec.time_seconds is not None:
+        exports.append((contract.TIME_LIMIT, str(spec.time_seconds)))
+    if pre.enabled:
+        exports += [
+            (contract.PREEMPT_SIGNAL, pre.signal),
+            (contract.LEAD_TIME, str(pre.lead_time)),
+            (contract.MAX_REQUEUES, str(pre.max_requeues)),
+        ]
+        if pre.max_preemptions is not None:
+            exports.append((contract.MAX_PREEMPTIONS, str(pre.max_preemptions)))
+        if pre.requeue_on_failure:
+            exports.append((contract.REQUEUE_ON_FAILURE, "1"))
+    if spec.container is not None:
+        exports.append((contract.CONTAINER, "1"))
+    # Python buffers a pipe in 8 KiB blocks, so logs would lag far behind the job; `env` may override this.
+    exports.append(("PYTHONUNBUFFERED", "1"))
+    trapped = ([pre.signal] if pre.enabled else []) + [contract.CLEAN_EXIT_SIGNAL, contract.SAVE_EXIT_SIGNAL]
+    return {
+        "name": spec.name,
+        "digest": spec.digest,
+        "directives": [d.line() for d in directives(spec)],
+        "trapped_signals": trapped,
+        "exports": exports,
+        "log_dir": task_log_stem(spec),
+        "state_dir": pre.state_dir,
+        "env": list(spec.env),
+        "setup": list(spec.setup),
+        "python": spec.python,
+        "rendezvous": join(rendezvous_words(spec)),
+        "package_dir": join(package_dir_words(spec)),
+        "container": spec.container is not None,
+        "step": step_line(spec),
+        "preemption": pre.enabled,
+        "preempt_signal": pre.signal,
+        "grace": STEP_GRACE,
+        "marker_suffix": contract.REQUEUE_MARKER_SUFFIX,
+        "batch_begin": join(batch_words(spec, "begin")),
+        "batch_signal": join(batch_words(spec, "signal")),
+        "batch_end": join(batch_words(spec, "end")),
+    }
+
+
+def _finalize(value: Any) -> Any:
+    if value is None:
+        raise TemplateError("a template printed None; every value in a script must be defined")
+    return value
+
+
+def environment(user_dir: str | Path | None = None) -> Any:
+    import jinja2  # imported here: the runtime and the fast paths never pay for it
+    from jinja2.sandbox import SandboxedEnvironment
+
+    search = [str(builtin_templates())]
+    if user_dir is not None:
+        user = Path(user_dir)
+        if not user.is_dir():
+            raise UsageError(f"--templates {user_dir}: not a directory")
+        search.insert(0, str(user))
+    env = SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(search),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        finalize=_finalize,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["q"] = sq
+    return env
+
+
+def render(spec: JobSpec, templates: str | Path | None = None) -> str:
+    """The batch script for a spec. Raises TemplateError with the template's name and line on failure."""
+    import jinja2
+
+    env = environment(templates)
+    try:
+        text: str = env.get_template(TEMPLATE).render(context(spec))
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(f"{exc.filename or exc.name}:{exc.lineno}: template syntax: {exc.message}") from None
+    except jinja2.TemplateNotFound as exc:
+        raise TemplateError(f"template {exc.name} not found in {templates or builtin_templates()}") from None
+    except jinja2.UndefinedError as exc:
+        raise TemplateError(f"{TEMPLATE}: {exc.message}") from None
+    if not text.startswith("#!"):
+        raise TemplateError(f"{TEMPLATE}: the script must start with #! (sbatch refuses it otherwise)")
+    if "\r" in text or "\0" in text:
+        raise TemplateError(f"{TEMPLATE}: the script contains CR or NUL, which sbatch refuses")
+    return text

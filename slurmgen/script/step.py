@@ -1,0 +1,137 @@
+"""The step's command line: srun, optionally pyxis options, optionally torchrun, then the runtime entry point.
+
+Computed here as words so tests can read it without parsing shell; the template joins them. A `Shell` word is
+emitted as written (it holds `"${VAR}"` expansions that the batch shell must perform); every other word is data
+and is single-quoted.
+"""
+
+from __future__ import annotations
+
+from slurmgen.script.directives import sq
+from slurmgen.spec.model import JobSpec
+
+CONTAINER_RUNTIME_DIR = "/opt/slurmgen"  # where slurmgen's own package is mounted inside a container image
+# torchrun forwards only TERM, INT, HUP and QUIT by default (pytorch#154849); USR1/USR2 must be added.
+_TORCHRUN_DEFAULT_SIGNALS = ("TERM", "INT", "HUP", "QUIT")
+
+
+class Shell(str):
+    """A word the batch shell expands (already quoted as needed)."""
+
+
+def join(words: list[str]) -> str:
+    return " ".join(w if isinstance(w, Shell) else sq(w) for w in words)
+
+
+# Inside an image slurmgen is not installed: put the mounted package on sys.path, then run the entry point.
+CONTAINER_BOOTSTRAP = (
+    f'import sys; sys.path.insert(0, "{CONTAINER_RUNTIME_DIR}"); '
+    "from slurmgen.runtime.launch import main; sys.exit(main())"
+)
+
+
+def runtime_entry(spec: JobSpec, *flags: str) -> list[str]:
+    if spec.container is not None:
+        return [spec.python, "-c", CONTAINER_BOOTSTRAP, *flags]
+    return [spec.python, "-m", "slurmgen.runtime.launch", *flags]
+
+
+def rendezvous_words(spec: JobSpec) -> list[str]:
+    """Run in the batch shell (outside any container): prints `MASTER_ADDR MASTER_PORT`."""
+    return [spec.python, "-m", "slurmgen.runtime.launch", "--rendezvous"]
+
+
+def batch_words(spec: JobSpec, *args: str) -> list[str]:
+    """The batch shell's own helper (slurmgen.runtime.batch), run outside any container like the rendezvous."""
+    return [spec.python, "-m", "slurmgen.runtime.batch", *args]
+
+
+def package_dir_words(spec: JobSpec) -> list[str]:
+    return [spec.python, "-c", "import os, slurmgen; print(os.path.dirname(os.path.abspath(slurmgen.__file__)))"]
+
+
+def srun_words(spec: JobSpec) -> list[str]:
+    words: list[str] = [
+        "srun",
+        f"--nodes={spec.nodes}",
+        f"--ntasks-per-node={spec.tasks_per_node}",
+    ]
+    if spec.cpus_per_task:
+        # Since Slurm 22.05 srun no longer inherits --cpus-per-task from the allocation (webknossos-libs#1483).
+        words.append(f"--cpus-per-task={spec.cpus_per_task}")
+    # One rank failing ends the step, instead of leaving the others blocked in a collective until the timeout.
+    words.append("--kill-on-bad-exit=1")
+    # One log per node, appended across requeued runs, in the per-job directory the batch shell created.
+    words.append(Shell('--output="${SLURMGEN_LOG_DIR}/%N.log"'))
+    words.append("--open-mode=append")
+    if spec.container is not None:
+        words.extend(container_words(spec))
+    return words
+
+
+def container_words(spec: JobSpec) -> list[str]:
+    c = spec.container
+    assert c is not None
+    words: list[str] = [f"--container-image={c.image}"]
+    # The runtime must be importable inside the image: mount slurmgen's package (found by the batch shell) and
+    # the state directory (resume state, requeue marker) at the same path as outside.
+    state = "${SLURMGEN_STATE_DIR}"
+    ours = f'--container-mounts="${{_sg_pkg}}:{CONTAINER_RUNTIME_DIR}/slurmgen:ro,{state}:{state}"'
+    words.append(Shell(ours + (sq("," + ",".join(c.mounts)) if c.mounts else "")))
+    if c.workdir:
+        words.append(f"--container-workdir={c.workdir}")
+    if c.name:
+        words.append(f"--container-name={c.name}")
+    if c.mount_home is False:
+        words.append("--no-container-mount-home")
+    if c.writable is True:
+        words.append("--container-writable")
+    elif c.writable is False:
+        words.append("--container-readonly")
+    return words
+
+
+def torchrun_words(spec: JobSpec) -> list[str]:
+    signals = list(_TORCHRUN_DEFAULT_SIGNALS)
+    extra = ["USR2"]
+    if spec.preemption.enabled:
+        extra.insert(0, spec.preemption.signal)
+    signals += [s for s in extra if s not in signals]
+    words = [
+        spec.python,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={spec.nodes}",
+        f"--nproc-per-node={spec.nproc_per_node}",
+        "--rdzv-backend=c10d",
+        Shell('--rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}"'),
+        Shell('--rdzv-id="${_sg_key}"'),
+        "--signals-to-handle=" + ",".join("SIG" + s for s in signals),
+    ]
+    if spec.preemption.enabled:
+        # torchrun SIGKILLs its workers 30 s after forwarding a signal unless told otherwise (pytorch#119856);
+        # the workers need the whole lead time to agree, save and requeue.
+        words.append(f"--shutdown-timeout={spec.preemption.lead_time}")
+    words.append("--no-python")
+    return words
+
+
+def step_groups(spec: JobSpec) -> list[list[str]]:
+    """The whole step command, in groups for one line each: srun [+ container], [agent entry, torchrun],
+    the runtime entry point, the user's command."""
+    groups = [srun_words(spec)]
+    if spec.launcher == "torchrun":
+        groups.append(runtime_entry(spec, "--torchrun-agent", "--"))
+        groups.append(torchrun_words(spec))
+    groups.append(runtime_entry(spec, "--"))
+    groups.append(list(spec.command))
+    return groups
+
+
+def step_words(spec: JobSpec) -> list[str]:
+    return [word for group in step_groups(spec) for word in group]
+
+
+def step_line(spec: JobSpec) -> str:
+    """The step as shell text, one group per line, continued with backslashes."""
+    return " \\\n    ".join(join(group) for group in step_groups(spec))

@@ -1,0 +1,303 @@
+"""Slurm's client commands: sbatch, scontrol, squeue and scancel, as argv lists with a timeout, never a shell.
+
+The effect is one injected callable (``run``); parsing lives in slurmgen.slurm.parse, .showjob and .ids.
+Standard library and slurmgen.errors only: the in-task runtime imports this module (for `scontrol requeue`), so
+it must not pull in typer, jinja2 or yaml.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Literal, overload
+
+from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
+from slurmgen.signal_names import require_signal_name
+from slurmgen.slurm.ids import JobId, as_job_id
+from slurmgen.slurm.parse import (
+    COMMENT_FORMAT,
+    SQUEUE_FORMAT,
+    QueueEntry,
+    Submitted,
+    TestOnly,
+    parse_comments,
+    parse_sbatch_output,
+    parse_squeue,
+    parse_test_only,
+)
+from slurmgen.slurm.showjob import JobInfo, job_info, parse_show_job
+
+DEFAULT_TIMEOUT = 30.0  # seconds; a hung scontrol must not hang a task (submitit #1713)
+
+# run(argv, env, timeout) -> CompletedProcess with text stdout/stderr. Raises what subprocess.run raises.
+Runner = Callable[[Sequence[str], Mapping[str, str] | None, float], "subprocess.CompletedProcess[str]"]
+
+
+def run_command(argv: Sequence[str], env: Mapping[str, str] | None, timeout: float) -> subprocess.CompletedProcess[str]:
+    """The default Runner: subprocess.run on an argv list, output captured as text, no shell."""
+    return subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        env=None if env is None else dict(env),
+        timeout=timeout,
+        check=False,
+    )
+
+
+# --- errors Slurm reports, mapped to what the caller can act on ------------------------------------------
+
+
+class InvalidJobId(SchedulerError):
+    """Slurm does not know the job ("Invalid job id specified"): wrong id, or purged after MinJobAge."""
+
+
+class RequeueDisabled(SchedulerError):
+    """ "Requested operation is presently disabled": the job has --no-requeue (or the site JobRequeue=0)."""
+
+
+class SchedulerTimeout(SchedulerError):
+    """A Slurm command gave no answer in time. For sbatch the job may exist or not: never retry blindly (sbatch(1)
+    retries internally, and a timed-out reply may hide a job that exists: autosubmit #442); look for the submission's
+    comment instead (SlurmClient.comments)."""
+
+
+class JobPending(SchedulerError):
+    """ "Job is pending execution": the job is queued already (e.g. a second requeue right after one)."""
+
+
+_KNOWN_ERRORS: tuple[tuple[str, type[SchedulerError], str], ...] = (
+    (
+        "Invalid job id specified",
+        InvalidJobId,
+        "Slurm does not know job {job} (wrong id, or finished long ago)",
+    ),
+    (
+        "Requested operation is presently disabled",
+        RequeueDisabled,
+        "job {job} cannot be requeued: it was submitted with --no-requeue (or the cluster sets JobRequeue=0)",
+    ),
+    ("Job is pending execution", JobPending, "job {job} is pending already; there is nothing to requeue"),
+    (
+        "Only batch jobs are accepted",
+        SchedulerError,
+        "job {job} is not a batch job; only sbatch jobs requeue",
+    ),
+)
+
+
+def _failure(what: str, job: str, result: subprocess.CompletedProcess[str]) -> SchedulerError:
+    text = f"{result.stderr}\n{result.stdout}"
+    for needle, kind, message in _KNOWN_ERRORS:
+        if needle in text:
+            return kind(f"{what}: " + message.format(job=job))
+    lines = [re.sub(r"^\S+: error: ", "", ln.strip()) for ln in result.stderr.splitlines() if ln.strip()]
+    detail = "; ".join(lines) or result.stdout.strip() or "no message"
+    return SchedulerError(f"{what} failed (exit {result.returncode}): {detail}")
+
+
+# --- the submission environment ---------------------------------------------------------------------------
+
+_INHERITED = re.compile(r"(SBATCH|SLURM|PMIX|SALLOC|SRUN)_")
+
+
+def clean_submit_env(mapping: Mapping[str, str], keep: Iterable[str] = ()) -> dict[str, str]:
+    """The environment to run sbatch in: the given one without inherited Slurm job variables.
+
+    Input variables beat #SBATCH lines (sbatch(1) "INPUT ENVIRONMENT VARIABLES"), and SLURM_* left from an
+    enclosing allocation leak into the new job (a SLURM_CPU_BIND pinned every rank to a few cores in
+    goodfire-ai/spd #955; a stale SLURM_ARRAY_JOB_ID in submitit #1782).
+    SLURM_CONF stays: it says which cluster to talk to (submitit #1814). ``keep`` names more to keep.
+    """
+    kept = {"SLURM_CONF", *keep}
+    return {k: v for k, v in mapping.items() if k in kept or not _INHERITED.match(k)}
+
+
+# --- the client -------------------------------------------------------------------------------------------
+
+
+class SlurmClient:
+    """Slurm's client commands. ``run`` is the only effect; ``env=None`` means this process's environment."""
+
+    def __init__(
+        self,
+        run: Runner = run_command,
+        env: Mapping[str, str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self._run = run
+        self._env = env
+        self.timeout = timeout
+
+    def _call(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        try:
+            return self._run(argv, self._env if env is None else env, self.timeout)
+        except FileNotFoundError:
+            raise SchedulerMissing(
+                f"{argv[0]}: command not found (is the Slurm client installed and on PATH?)"
+            ) from None
+        except PermissionError as exc:
+            raise SchedulerMissing(f"{argv[0]}: cannot be run: {exc.strerror}") from exc
+        except subprocess.TimeoutExpired:
+            hint = " The job may or may not have been submitted: check squeue." if argv[0] == "sbatch" else ""
+            raise SchedulerTimeout(f"{' '.join(argv)}: no answer from Slurm within {self.timeout:g} s.{hint}") from None
+
+    def _checked(
+        self, argv: Sequence[str], what: str, job: str, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """_call, and a non-zero exit raised as the SchedulerError that Slurm's message maps to."""
+        result = self._call(argv, env)
+        if result.returncode != 0:
+            raise _failure(what, job, result)
+        return result
+
+    # -- submit --
+
+    @overload
+    def sbatch(
+        self,
+        script: Path | str,
+        extra_args: Sequence[str] = ...,
+        *,
+        parsable: bool = ...,
+        test_only: Literal[False] = ...,
+    ) -> Submitted: ...
+
+    @overload
+    def sbatch(
+        self,
+        script: Path | str,
+        extra_args: Sequence[str] = ...,
+        *,
+        parsable: bool = ...,
+        test_only: Literal[True],
+    ) -> TestOnly: ...
+
+    def sbatch(
+        self,
+        script: Path | str,
+        extra_args: Sequence[str] = (),
+        *,
+        parsable: bool = True,
+        test_only: bool = False,
+    ) -> Submitted | TestOnly:
+        """Submit ``script`` (or with test_only, ask when it would start without submitting).
+
+        Runs in clean_submit_env(env) so that inherited SBATCH_*/SLURM_* cannot override the script.
+        """
+        argv = self.sbatch_argv(script, extra_args, parsable=parsable, test_only=test_only)
+        env = clean_submit_env(os.environ if self._env is None else self._env)
+        result = self._checked(argv, "sbatch", os.fspath(script), env)
+        # --test-only reports on stderr and submits nothing.
+        return parse_test_only(result.stderr) if test_only else parse_sbatch_output(result.stdout)
+
+    @staticmethod
+    def sbatch_argv(
+        script: Path | str, extra_args: Sequence[str] = (), *, parsable: bool = True, test_only: bool = False
+    ) -> list[str]:
+        """The exact argv sbatch() runs (a dry run prints it)."""
+        argv = ["sbatch", *(["--parsable"] if parsable else []), *(["--test-only"] if test_only else [])]
+        return [*argv, *extra_args, os.fspath(script)]
+
+    # -- look --
+
+    def comments(self, name: str | None = None) -> list[tuple[JobId, str]]:
+        """(job id, comment) of this user's jobs in every state Slurm still shows, optionally of one job name.
+
+        How a submission whose sbatch timed out is found: it carries a unique token in its comment.
+        """
+        argv = ["squeue", "--me", "--noheader", "--states=all", f"--format={COMMENT_FORMAT}"]
+        if name is not None:
+            argv.append(f"--name={name}")
+        return parse_comments(self._checked(argv, "squeue", "").stdout)
+
+    def show_jobs(self, job: JobId | str | int | None = None) -> list[JobInfo]:
+        """Every record `scontrol show job` has for ``job`` (an array job gives one per task), or all jobs."""
+        argv = ["scontrol", "--oneliner", "show", "job"]
+        if job is not None:
+            argv.append(str(as_job_id(job).without_step()))
+        result = self._call(argv)
+        if result.returncode != 0:
+            error = _failure("scontrol show job", str(job), result)
+            if isinstance(error, InvalidJobId):
+                return []
+            raise error
+        return [job_info(rec) for rec in parse_show_job(result.stdout)]
+
+    def show_job(self, job: JobId | str | int) -> JobInfo | None:
+        """The record of one job, or None when Slurm does not know it ("Invalid job id specified")."""
+        wanted = as_job_id(job).without_step()
+        records = self.show_jobs(wanted)
+        for info in records:
+            if info.job_id == wanted or (wanted.array_task is None and info.raw_id == wanted.job):
+                return info
+        return records[0] if len(records) == 1 else None
+
+    def squeue(self, jobs: Iterable[JobId | str | int] = (), *, all_states: bool = False) -> list[QueueEntry]:
+        """squeue rows for ``jobs`` (all jobs when empty); finished jobs too with ``all_states``."""
+        argv = ["squeue", "--noheader", f"--format={SQUEUE_FORMAT}"]
+        ids = [str(as_job_id(j).without_step()) for j in jobs]
+        if ids:
+            argv.append("--jobs=" + ",".join(ids))
+        if all_states:
+            argv.append("--states=all")
+        result = self._call(argv)
+        if result.returncode != 0:
+            error = _failure("squeue", ",".join(ids), result)
+            if isinstance(error, InvalidJobId):
+                return []
+            raise error
+        return parse_squeue(result.stdout)
+
+    def show_hostnames(self, expression: str) -> list[str]:
+        """Expand a hostlist expression with `scontrol show hostnames`.
+
+        Always with an explicit argument: without one scontrol reads SLURM_NODELIST (src/scontrol/scontrol.c). An
+        invalid hostlist is reported on stderr with exit status 0, so any stderr output is an error here.
+        """
+        expression = expression.strip()
+        if not expression or expression.startswith("-") or any(c.isspace() for c in expression):
+            raise UsageError(f"not a hostlist expression: {expression!r}")
+        result = self._call(["scontrol", "show", "hostnames", expression])
+        if result.returncode != 0 or result.stderr.strip():
+            detail = result.stderr.strip() or f"exit {result.returncode}"
+            raise SchedulerError(f"scontrol show hostnames {expression}: {detail}")
+        return result.stdout.split()
+
+    # -- act --
+
+    def requeue(self, job: JobId | str | int, *, hold: bool = False, incomplete: bool = False) -> None:
+        """`scontrol requeue` (or `requeuehold`) one job; an array task alone, never its whole array.
+
+        ``incomplete`` acts only on a job that is running or suspended and is a no-op otherwise, so a second call while
+        the job is pending is harmless (scontrol(1), requeue: Incomplete). Errors: RequeueDisabled (--no-requeue),
+        JobPending (already pending), InvalidJobId.
+        """
+        target = as_job_id(job).requeue_target()
+        command = "requeuehold" if hold else "requeue"
+        argv = ["scontrol", command, *(["Incomplete"] if incomplete else []), target]
+        self._checked(argv, f"scontrol {command}", target)
+
+    def release(self, job: JobId | str | int) -> None:
+        """`scontrol release`: let a held job (requeuehold, sbatch -H) start."""
+        target = as_job_id(job).requeue_target()
+        self._checked(["scontrol", "release", target], "scontrol release", target)
+
+    def cancel(
+        self, job: JobId | str | int, *, signal: str | None = None, batch: bool = False, full: bool = False
+    ) -> None:
+        """`scancel`, or with ``signal`` deliver a signal. Who gets it (scancel(1)):
+        plain: the srun steps' tasks only; ``batch``: the batch shell only; ``full``: all of them.
+        """
+        if batch and full:
+            raise UsageError("scancel: --batch and --full exclude each other")
+        argv = ["scancel"]
+        if signal is not None:
+            argv.append(f"--signal={require_signal_name(signal)}")
+        argv += ["--batch"] if batch else []
+        argv += ["--full"] if full else []
+        argv.append(as_job_id(job).cancel_target())
+        self._checked(argv, "scancel", str(job))

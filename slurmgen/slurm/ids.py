@@ -1,0 +1,164 @@
+"""Slurm job ids and job states: parsing, validation, and the forms each Slurm command expects.
+
+Pure and standard-library only (the in-task runtime imports this). Id forms follow Slurm's job_array.shtml and
+heterogeneous_jobs.shtml:
+``123``, ``123_4`` (array task), ``123_[1-3%2]`` (pending array tasks as squeue shows them), ``123+1``
+(heterogeneous job component), each optionally with a step suffix ``.batch``, ``.extern``, ``.0``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from slurmgen.errors import UsageError
+
+# Slurm job ids are uint32 (federated ids use the high bits); 0 is never a job.
+_MAX_ID = 2**32 - 1
+_RANGE = r"\d+(?:-\d+)?(?::\d+)?"  # 3, 3-7, 3-7:2
+_ARRAY_SPEC = rf"{_RANGE}(?:,{_RANGE})*(?:%\d+)?"  # 2-7,12-17,22%56
+_STEP = r"batch|extern|interactive|\d+"
+_JOB_ID = re.compile(
+    rf"(?P<job>\d{{1,10}})"
+    rf"(?:_(?P<task>\d{{1,10}})|_\[(?P<tasks>{_ARRAY_SPEC})\]|\+(?P<het>\d{{1,10}}))?"
+    rf"(?:\.(?P<step>{_STEP}))?"
+)
+
+
+@dataclass(frozen=True)
+class JobId:
+    """One job as a user names it. ``str()`` gives Slurm's own spelling back."""
+
+    job: int  # the job id; for an array the array job id, for a het job the leader's id
+    array_task: int | None = None  # one array task: 123_4
+    array_tasks: str | None = None  # pending array tasks, as squeue shows them: "1-3%2" in 123_[1-3%2]
+    het_offset: int | None = None  # one het component: 123+1
+    step: str | None = None  # "batch", "extern", "interactive" or a step number; None for the job itself
+
+    def __post_init__(self) -> None:
+        if not 0 < self.job <= _MAX_ID:
+            raise UsageError(f"job id out of range: {self.job}")
+        forms = [self.array_task, self.array_tasks, self.het_offset]
+        if sum(f is not None for f in forms) > 1:
+            raise UsageError(f"a job id is one of array task, array range, het component: {self!r}")
+        if self.array_tasks is not None and not re.fullmatch(_ARRAY_SPEC, self.array_tasks):
+            raise UsageError(f"not an array task range: {self.array_tasks!r}")
+        if self.step is not None and not re.fullmatch(_STEP, self.step):
+            raise UsageError(f"not a job step: {self.step!r}")
+
+    def __str__(self) -> str:
+        text = str(self.job)
+        if self.array_task is not None:
+            text += f"_{self.array_task}"
+        elif self.array_tasks is not None:
+            text += f"_[{self.array_tasks}]"
+        elif self.het_offset is not None:
+            text += f"+{self.het_offset}"
+        return text if self.step is None else f"{text}.{self.step}"
+
+    def without_step(self) -> JobId:
+        return JobId(self.job, self.array_task, self.array_tasks, self.het_offset)
+
+    def requeue_target(self) -> str:
+        """The id to pass to ``scontrol requeue``/``requeuehold``/``release``.
+
+        An array task is named ``<array_job>_<task>``: the bare array job id would requeue every task of the array
+        (Lightning #15022; scontrol(1): an update of the ArrayJobID affects every task). A het job is requeued as a
+        whole through its leader's id. The step suffix is dropped: requeue acts on jobs. A range of pending tasks cannot
+        be requeued.
+        """
+        if self.array_tasks is not None:
+            raise UsageError(f"{self} is a range of pending array tasks; name one task, e.g. {self.job}_N")
+        if self.array_task is not None:
+            return f"{self.job}_{self.array_task}"
+        return str(self.job)
+
+    def cancel_target(self) -> str:
+        """The id to pass to ``scancel``: any form scancel accepts, steps and ranges included."""
+        return str(self)
+
+
+def parse_job_id(text: str | int) -> JobId:
+    """Parse a job id in any form Slurm prints; anything else is a UsageError.
+
+    The whole text must match (no shell metacharacters, spaces inside or extra lines), so a parsed id is
+    safe to pass to scontrol and scancel as one argument.
+    """
+    if isinstance(text, int):
+        return JobId(text)
+    match = _JOB_ID.fullmatch(text.strip())
+    if match is None:
+        raise UsageError(f"not a Slurm job id: {text!r} (expected e.g. 123, 123_4, 123_[1-3%2], 123+1 or 123.batch)")
+    task, het = match["task"], match["het"]
+    return JobId(
+        job=int(match["job"]),
+        array_task=None if task is None else int(task),
+        array_tasks=match["tasks"],
+        het_offset=None if het is None else int(het),
+        step=match["step"],
+    )
+
+
+def as_job_id(value: JobId | str | int) -> JobId:
+    return value if isinstance(value, JobId) else parse_job_id(value)
+
+
+# --- states -----------------------------------------------------------------------------------------------
+
+
+class JobState(enum.Enum):
+    """Slurm's ~25 job states folded into what callers decide on. ``UNKNOWN`` for anything new."""
+
+    PENDING = "pending"  # waiting to start, including a requeued job waiting out its BeginTime
+    HELD = "held"  # pending but needs `scontrol release` (requeuehold, special exit)
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETING = "completing"  # not final: a requeued job passes through it (submitit #1788)
+    PREEMPTED = "preempted"  # not final: with PreemptMode=REQUEUE the job comes back (reframe #3608)
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    UNKNOWN = "unknown"
+
+    @property
+    def is_terminal(self) -> bool:
+        """The job will not run again by itself (a later `scontrol requeue` can still restart it)."""
+        return self in _TERMINAL
+
+    @property
+    def is_active(self) -> bool:
+        """The job is queued, held, running or winding down; it still holds or wants resources."""
+        return self in _ACTIVE
+
+
+_TERMINAL = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT})
+_ACTIVE = frozenset({JobState.PENDING, JobState.HELD, JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING})
+
+# Long names (scontrol JobState=, squeue %T, sacct) and squeue's compact codes (%t), from squeue(1)
+# "JOB STATE CODES". REQUEUED/REQUEUE_FED are transient on the way back to PENDING.
+_STATES: dict[str, JobState] = {}
+for _state, _names in {
+    JobState.PENDING: "PENDING PD CONFIGURING CF REQUEUED RQ REQUEUE_FED RF RESIZING RS",
+    JobState.HELD: "REQUEUE_HOLD RH SPECIAL_EXIT SE RESV_DEL_HOLD RD",
+    JobState.RUNNING: "RUNNING R SIGNALING SI STAGE_OUT SO",
+    JobState.SUSPENDED: "SUSPENDED S STOPPED ST",
+    JobState.COMPLETING: "COMPLETING CG",
+    JobState.PREEMPTED: "PREEMPTED PR",
+    JobState.COMPLETED: "COMPLETED CD",
+    JobState.FAILED: "FAILED F NODE_FAIL NF BOOT_FAIL BF OUT_OF_MEMORY OOM DEADLINE DL",
+    JobState.CANCELLED: "CANCELLED CA REVOKED RV",
+    JobState.TIMEOUT: "TIMEOUT TO",
+}.items():
+    _STATES.update(dict.fromkeys(_names.split(), _state))
+
+
+def state_name(text: str) -> str:
+    """Slurm's state word alone: ``CANCELLED by 0`` and ``CANCELLED+`` (sacct) give ``CANCELLED``."""
+    words = text.split()
+    return words[0].rstrip("+").upper() if words else ""
+
+
+def parse_state(text: str) -> JobState:
+    return _STATES.get(state_name(text), JobState.UNKNOWN)

@@ -1,0 +1,191 @@
+"""Parsing what sbatch and squeue print, and Slurm's time values. Pure; slurm.py runs the commands.
+
+Standard library only (the in-task runtime imports this). Every format here is pinned by recorded output
+in tests/data/slurm/ (Slurm 22.05) plus hand-written files for forms a local cluster cannot produce.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from slurmgen.errors import SchedulerError
+from slurmgen.slurm.ids import JobId, JobState, parse_job_id, parse_state, state_name
+
+# --- sbatch -----------------------------------------------------------------------------------------------
+
+
+class Submitted(NamedTuple):
+    job_id: JobId
+    cluster: str | None  # set only in multi-cluster or federated setups
+
+
+# `--parsable` prints "123" or "123;cluster" (sbatch.c); without it "Submitted batch job 123", plus
+# " on cluster x" with --clusters (simple_slurm #4). Site wrappers may add lines around it (dask-jobqueue #209).
+_SUBMITTED = (
+    re.compile(r"Submitted batch job (?P<id>\d+)(?: on cluster (?P<cluster>\S+))?"),
+    re.compile(r"(?P<id>\d+)(?:;(?P<cluster>\S+))?"),
+)
+
+
+def parse_sbatch_output(stdout: str) -> Submitted:
+    """The job id (and cluster) from sbatch's stdout, in every form it takes.
+
+    Lines that are not an id line (banners, site messages) are skipped. Two id lines naming different jobs
+    are an error rather than a guess: requeueing or cancelling the wrong job is worse than stopping.
+    """
+    found: list[Submitted] = []
+    for line in stdout.splitlines():
+        for pattern in _SUBMITTED:
+            match = pattern.fullmatch(line.strip())
+            if match:
+                found.append(Submitted(JobId(int(match["id"])), match["cluster"]))
+                break
+    if not found:
+        shown = stdout.strip()[:200] or "nothing"
+        raise SchedulerError(f"sbatch printed no job id (it printed {shown!r})")
+    if len(set(found)) > 1:
+        ids = ", ".join(str(s.job_id) for s in dict.fromkeys(found))
+        raise SchedulerError(f"sbatch output names several jobs ({ids}); not guessing which one is ours")
+    return found[0]
+
+
+@dataclass(frozen=True)
+class TestOnly:
+    """What `sbatch --test-only` says (on stderr) about when and where the job would start."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    start: datetime | None
+    processors: int
+    nodes: str
+    partition: str
+    message: str
+
+
+_TEST_ONLY = re.compile(
+    r"sbatch: Job (?P<id>\d+) to start at (?P<start>\S+) using (?P<procs>\d+) processors"
+    r" on nodes (?P<nodes>\S+) in partition (?P<partition>\S+)"
+)
+
+
+def parse_test_only(stderr: str) -> TestOnly:
+    for line in stderr.splitlines():
+        match = _TEST_ONLY.fullmatch(line.strip())
+        if match:
+            return TestOnly(
+                parse_datetime(match["start"]),
+                int(match["procs"]),
+                match["nodes"],
+                match["partition"],
+                line.strip(),
+            )
+    raise SchedulerError(f"sbatch --test-only: unexpected output {stderr.strip()[:200]!r}")
+
+
+# --- values ----------------------------------------------------------------------------------------------
+
+_NONE_WORDS = frozenset({"", "(null)", "None", "N/A", "Unknown", "UNLIMITED", "INFINITE", "NOT_SET", "INVALID"})
+_DURATION = re.compile(r"(?:(?P<d>\d+)-)?(?:(?:(?P<h>\d+):)?(?P<m>\d+):)?(?P<s>\d+)")
+
+
+def parse_duration(text: str) -> int | None:
+    """Seconds from Slurm's ``[days-][hours:]minutes:seconds`` (RunTime=, TimeLimit=, squeue %M/%l).
+
+    None for UNLIMITED and the other "no value" words, and for anything unparseable.
+    """
+    match = _DURATION.fullmatch(text.strip())
+    if text.strip() in _NONE_WORDS or match is None or (match["m"] is None and match["d"] is None):
+        return None
+    d, h, m, s = (int(match[k] or 0) for k in "dhms")
+    return ((d * 24 + h) * 60 + m) * 60 + s
+
+
+def parse_datetime(text: str) -> datetime | None:
+    """Slurm's local-time ``2026-11-21T08:01:39``; None for Unknown/None/N/A."""
+    if text.strip() in _NONE_WORDS:
+        return None
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+
+
+def optional(text: str | None) -> str | None:
+    return None if text is None or text.strip() in _NONE_WORDS else text
+
+
+def leading_int(text: str | None) -> int | None:
+    match = re.match(r"\d+", text or "")
+    return int(match[0]) if match else None
+
+
+# --- squeue ----------------------------------------------------------------------------------------------
+
+# One field per format code, separated by ASCII unit separator, which no id, state, time or node list
+# contains. The job name (free text) comes last, so even a separator inside a name cannot shift a field.
+SQUEUE_SEPARATOR = "\x1f"
+SQUEUE_FIELDS = ("%i", "%A", "%T", "%r", "%M", "%l", "%D", "%N", "%P", "%j")
+SQUEUE_FORMAT = SQUEUE_SEPARATOR.join(SQUEUE_FIELDS)
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    job_id: JobId  # %i: 123, 123_4 or 123_[3-5%2]
+    raw_id: int  # %A: the job record's own id (each array task has one)
+    state: JobState
+    state_name: str
+    reason: str | None
+    elapsed: int | None  # seconds
+    time_limit: int | None  # seconds; None for UNLIMITED
+    num_nodes: int | None
+    nodes: str | None
+    partition: str
+    name: str
+
+
+def parse_squeue(text: str) -> list[QueueEntry]:
+    """Rows of ``squeue --noheader --format=SQUEUE_FORMAT``."""
+    entries = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split(SQUEUE_SEPARATOR, len(SQUEUE_FIELDS) - 1)
+        if len(parts) != len(SQUEUE_FIELDS):
+            raise SchedulerError(f"squeue: unexpected line {line!r} (was --format={SQUEUE_FORMAT!r} used?)")
+        jid, raw, state, reason, elapsed, limit, num_nodes, nodes, partition, name = parts
+        entries.append(
+            QueueEntry(
+                job_id=parse_job_id(jid),
+                raw_id=int(raw),
+                state=parse_state(state),
+                state_name=state_name(state),
+                reason=optional(reason),
+                elapsed=parse_duration(elapsed),
+                time_limit=parse_duration(limit),
+                num_nodes=leading_int(num_nodes),
+                nodes=optional(nodes),
+                partition=partition,
+                name=name,
+            )
+        )
+    return entries
+
+
+# `squeue --format=COMMENT_FORMAT`: the job id and its comment (free text, so it comes last).
+COMMENT_FORMAT = SQUEUE_SEPARATOR.join(("%i", "%k"))
+
+
+def parse_comments(text: str) -> list[tuple[JobId, str]]:
+    """Rows of ``squeue --noheader --format=COMMENT_FORMAT``; a job without a comment has ``""``."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        jid, sep, comment = line.partition(SQUEUE_SEPARATOR)
+        if not sep:
+            raise SchedulerError(f"squeue: unexpected line {line!r} (was --format={COMMENT_FORMAT!r} used?)")
+        rows.append((parse_job_id(jid), optional(comment) or ""))
+    return rows

@@ -1,0 +1,211 @@
+"""The job spec v1 field table: names, types, defaults and descriptions. The public contract.
+
+Validation (slurmgen.spec) and `slurmgen schema` are both driven by this table, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slurmgen import contract
+from slurmgen.signal_names import preemption_signal_problem, signal_name
+from slurmgen.slurm.times import parse_time
+from slurmgen.spec.types import AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
+from slurmgen.spec.yaml_source import FieldPath
+
+NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]*"
+ENV_KEY = r"[A-Za-z_][A-Za-z0-9_]*"
+# Values on #SBATCH lines are quoted anyway; these patterns reject what Slurm itself would not accept.
+MEM = r"\d+[KMGT]?"
+ARRAY = r"[0-9][0-9,:%-]*"
+DEPENDENCY = r"[a-z_]+(:[0-9_+*]+)*([,?][a-z_]+(:[0-9_+*]+)*)*|singleton"
+SBATCH_KEY = r"[a-z][a-z0-9-]*"
+MOUNT = r"/[^,:]*:/[^,:]*(:[a-z0-9+]+)?"
+
+
+class Time(Str):
+    """A Slurm time string. YAML turns `1:00:00` into 3600, which Slurm would read as 3600 minutes."""
+
+    def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
+        value = ctx.typed_text(value, path)
+        mark = ctx.raw(path)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            raw = mark.raw if mark is not None else str(value)
+            if ":" in raw:
+                return ctx.fail(
+                    path,
+                    f"YAML reads `{raw}` as the number {value} (base 60), which Slurm would take as {value} minutes; "
+                    f'quote it: time: "{raw}"',
+                )
+            return ctx.fail(path, f'write the time as quoted text, e.g. "{raw}" for {raw} minutes or "01:00:00"')
+        value = super().check(value, ctx, path)
+        if isinstance(value, str):
+            try:
+                parse_time(value)
+            except ValueError as exc:
+                return ctx.fail(path, str(exc))
+        return value
+
+
+class Signal(Type):
+    """A preemption signal, by name (`USR1`, `SIGUSR1`, `usr1`) or number; comes out as the bare name."""
+
+    def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            return self.wrong(value, ctx, path, "a signal name such as USR1")
+        problem = preemption_signal_problem(value)
+        if problem is not None:
+            return ctx.fail(path, problem)
+        return signal_name(value)
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": ["string", "integer"]}
+
+
+def _text(**kw: object) -> Str:
+    """Text that may land on an #SBATCH line."""
+    return Str(directive=True, **kw)  # type: ignore[arg-type]
+
+
+DISTRIBUTED = Obj(
+    {
+        "backend": Field(Enum(("nccl", "gloo")), "process-group backend; nccl with GPUs, gloo without"),
+        "port": Field(Int(min=1024, max=65535), "base rendezvous port", default=contract.DEFAULT_PORT),
+        "port_range": Field(
+            Int(min=1, max=20000), "the job uses port + job_id % port_range", default=contract.DEFAULT_PORT_RANGE
+        ),
+        "timeout": Field(Int(min=1, max=86400), "process-group timeout, seconds", default=contract.DEFAULT_PG_TIMEOUT),
+        "barrier_timeout": Field(
+            Int(min=1, max=86400),
+            "seconds the start-up check-in and barrier() wait for every rank before failing with a diagnostic",
+            default=contract.DEFAULT_BARRIER_TIMEOUT,
+        ),
+    }
+)
+
+PREEMPTION = Obj(
+    {
+        "enabled": Field(Bool(), "false switches preemption handling off (same as `preemption: false`)", default=True),
+        "signal": Field(
+            Signal(),
+            "the 'checkpoint and requeue' signal Slurm sends before the time limit",
+            default="USR1",
+        ),
+        "lead_time": Field(
+            Int(min=1, max=65535),
+            "seconds before the time limit at which the signal is sent (default 300, or a quarter of the limit)",
+        ),
+        "max_requeues": Field(
+            Int(min=0, max=1000),
+            "budget of the requeues the job causes itself (time limit, failure, its own request); past it the job "
+            "ends with a message",
+            default=5,
+        ),
+        "max_preemptions": Field(
+            Int(min=0, max=1000000),
+            "budget of the requeues after the scheduler preempted the job (not the job's fault); default: no limit",
+        ),
+        "requeue_on_failure": Field(
+            Bool(), "also requeue (within the budget) when the step fails without a signal", default=False
+        ),
+        "state_dir": Field(
+            _text(),
+            "directory for the resume state, on a filesystem every node sees (default <output>/state)",
+        ),
+    }
+)
+
+CONTAINER = Obj(
+    {
+        "image": Field(_text(max_len=1024), "container image (pyxis --container-image)", required=True),
+        "mounts": Field(
+            List(_text(pattern=MOUNT, hint="write /host/path:/container/path[:ro]")),
+            "bind mounts, /host:/container[:flags]",
+        ),
+        "workdir": Field(_text(pattern=r"/.*", hint="must be an absolute path"), "working directory"),
+        "name": Field(_text(pattern=NAME, hint="letters, digits, ._-"), "named container, reused across steps"),
+        "mount_home": Field(Bool(), "mount the user's home directory (pyxis default: yes)"),
+        "writable": Field(Bool(), "make the container filesystem writable"),
+    }
+)
+
+ARGV = List(Str(max_len=65536), min_items=1)
+
+SPEC = Obj(
+    {
+        "version": Field(Int(min=1, max=1), "spec format version", default=1),
+        "name": Field(
+            _text(pattern=NAME, max_len=200, hint="use letters, digits and ._- (start with a letter or digit)"),
+            "job name: letters, digits, ._-",
+            required=True,
+        ),
+        "command": Field(
+            AnyOf(((str, Str(max_len=65536)), (list, ARGV)), "a command line or a list of arguments"),
+            "what every task runs: a list is argv, a string is split with shell rules",
+            required=True,
+        ),
+        "time": Field(
+            Time(directive=True, max_len=32),
+            "time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS",
+            required=True,
+        ),
+        "nodes": Field(Int(min=1, max=100000), "number of nodes", default=1),
+        "gpus_per_node": Field(Int(min=0, max=64), "GPUs per node", default=0),
+        "tasks_per_node": Field(Int(min=1, max=1024), "Slurm tasks per node (srun: one per GPU; torchrun: 1)"),
+        "nproc_per_node": Field(
+            Int(min=1, max=1024), "torchrun only: worker processes per node (default: gpus_per_node, or 1)"
+        ),
+        "cpus_per_task": Field(Int(min=1, max=4096), "CPUs per task"),
+        "mem": Field(
+            _text(pattern=MEM, numbers_ok=True, hint="e.g. 64G, 4000M or 0 for all"),
+            "memory per node, e.g. 64G",
+        ),
+        "partition": Field(_text(max_len=256), "partition"),
+        "account": Field(_text(max_len=256), "account"),
+        "qos": Field(_text(max_len=256), "quality of service"),
+        "constraint": Field(_text(max_len=1024), "node features, e.g. a100&ib"),
+        "launcher": Field(Enum(("srun", "torchrun")), "srun: one task per GPU; torchrun: one per node", default="srun"),
+        "python": Field(_text(max_len=1024), "interpreter that runs slurmgen's runtime", default="python3"),
+        "distributed": Field(DISTRIBUTED, "process group settings"),
+        "preemption": Field(
+            AnyOf(((bool, Bool()), (dict, PREEMPTION)), "false or a mapping"),
+            "checkpoint/requeue/resume handling; false switches it off",
+        ),
+        "env": Field(
+            Map(Str(pattern=ENV_KEY, hint="a shell variable name"), Str(numbers_ok=True, max_len=65536)),
+            "environment variables for every task",
+        ),
+        "setup": Field(
+            AnyOf(((str, Str(max_len=65536)), (list, List(Str(max_len=65536)))), "shell lines"),
+            "shell lines run in the batch shell before launch (the one place for raw shell)",
+        ),
+        "container": Field(CONTAINER, "run every task inside this image (pyxis/enroot)"),
+        "output": Field(_text(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
+        "chdir": Field(_text(max_len=1024), "working directory of the job"),
+        "array": Field(
+            _text(pattern=ARRAY, numbers_ok=True, hint="e.g. 0-15 or 1,3,5 or 0-99%10"), "job array indexes"
+        ),
+        "dependency": Field(_text(pattern=DEPENDENCY, hint="e.g. afterok:123 or singleton"), "Slurm dependency"),
+        "sbatch": Field(
+            Map(
+                Str(pattern=SBATCH_KEY, hint="an sbatch long option name without dashes"),
+                AnyOf(
+                    ((bool, Bool()), ((str, int, float), _text(numbers_ok=True, max_len=1024))),
+                    "text, a number or true",
+                ),
+            ),
+            "extra #SBATCH directives (the escape hatch): option: value, or option: true for a flag",
+        ),
+    }
+)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the job spec, for editors and `slurmgen schema`."""
+    out = SPEC.schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://slurmgen.invalid/schema/job-spec-v1.json",
+        "title": "slurmgen job spec v1",
+        **out,
+    }

@@ -1,0 +1,137 @@
+"""Job spec loading: YAML -> checked fields -> resolved defaults -> cross-field checks -> JobSpec.
+
+Every problem of a file is reported at once, one line each, naming the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from slurmgen.errors import Problem, SpecError
+from slurmgen.spec.fields import SPEC
+from slurmgen.spec.model import ContainerSpec, DistributedSpec, JobSpec, LoadedSpec, PreemptionSpec
+from slurmgen.spec.rules import cross_check, resolve
+from slurmgen.spec.types import BAD, Ctx
+from slurmgen.spec.yaml_source import FieldPath, Mark, load_override, load_yaml
+
+
+def parse_overrides(items: list[str]) -> tuple[list[tuple[FieldPath, Any, dict[FieldPath, Mark]]], list[Problem]]:
+    """`--set distributed.port=9000` -> (path, value, marks). Values read as YAML, with the same trap checks."""
+    out: list[tuple[FieldPath, Any, dict[FieldPath, Mark]]] = []
+    problems: list[Problem] = []
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(Problem("--set", "", f"{item!r}: write --set path.to.key=value"))
+            continue
+        parts = tuple(key.strip().split("."))
+        if any(not p for p in parts):
+            problems.append(Problem("--set", key, "empty part in the field path; write e.g. preemption.lead_time"))
+            continue
+        value, marks, errs = load_override(text)
+        problems.extend(Problem("--set", key, e.message) for e in errs)
+        if not errs:
+            out.append((parts, value, marks))
+    return out, problems
+
+
+def _apply(data: dict[str, Any], path: FieldPath, value: Any) -> None:
+    node = data
+    for part in path[:-1]:
+        child = node.get(str(part))
+        if not isinstance(child, dict):
+            child = {} if child is None or child is True else child
+            if not isinstance(child, dict):  # e.g. `preemption: false` then --set preemption.signal=HUP
+                child = {"enabled": False} if child is False else {}
+            node[str(part)] = child
+        node = child
+    node[str(path[-1])] = value
+
+
+def load_text(text: str, source: str, overrides: list[str] | None = None) -> LoadedSpec:
+    """Validate one spec given as text. Raises SpecError with every problem found."""
+    loaded, problems = load_yaml(text, source)
+    if loaded is None:
+        raise SpecError(problems)
+    data = loaded.value
+    if not isinstance(data, dict):
+        raise SpecError([Problem(source, "", "must be a mapping of fields (name: ..., command: ..., time: ...)")])
+    marks = dict(loaded.marks)
+    lines = dict(loaded.lines)
+    parsed, set_problems = parse_overrides(overrides or [])
+    override_paths = set()
+    for path, value, value_marks in parsed:
+        _apply(data, path, value)
+        override_paths.add(path)
+        for rel, mark in value_marks.items():
+            marks[(*path, *rel)] = mark
+    ctx = Ctx(source=source, marks=marks, lines=lines, override_paths=frozenset(override_paths))
+    ctx.problems.extend(problems)
+    ctx.problems.extend(set_problems)
+    checked = SPEC.check(data, ctx, ())
+    warnings: list[Problem] = []
+    if checked is not BAD and not ctx.problems:
+        spec_fields = resolve(checked, ctx)
+        if not ctx.problems:
+            warnings = cross_check(spec_fields, ctx)
+    if ctx.problems:
+        raise SpecError(ctx.problems)
+    return LoadedSpec(spec=_build(spec_fields), warnings=tuple(warnings))
+
+
+def load_file(path: str | Path, overrides: list[str] | None = None) -> LoadedSpec:
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise SpecError([Problem(source, "", f"cannot read: {exc.strerror or exc}")]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError([Problem(source, "", f"is not UTF-8 text (byte {exc.start}); save it as UTF-8")]) from None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")  # a CRLF file is fine; a lone CR inside a value is caught per field
+    return load_text(text, source, overrides)
+
+
+def _build(f: dict[str, Any]) -> JobSpec:
+    pre = f["preemption"]
+    cont = f.get("container")
+    return JobSpec(
+        name=f["name"],
+        command=tuple(f["command"]),
+        time=f["time"],
+        time_seconds=f["time_seconds"],
+        nodes=f["nodes"],
+        gpus_per_node=f["gpus_per_node"],
+        tasks_per_node=f["tasks_per_node"],
+        nproc_per_node=f["nproc_per_node"],
+        cpus_per_task=f.get("cpus_per_task"),
+        mem=f.get("mem"),
+        partition=f.get("partition"),
+        account=f.get("account"),
+        qos=f.get("qos"),
+        constraint=f.get("constraint"),
+        launcher=f["launcher"],
+        python=f["python"],
+        distributed=DistributedSpec(**f["distributed"]),
+        preemption=PreemptionSpec(**pre),
+        env=tuple(f["env"].items()),
+        setup=tuple(f["setup"]),
+        container=None
+        if cont is None
+        else ContainerSpec(
+            image=cont["image"],
+            mounts=tuple(cont.get("mounts", ())),
+            workdir=cont.get("workdir"),
+            name=cont.get("name"),
+            mount_home=cont.get("mount_home"),
+            writable=cont.get("writable"),
+        ),
+        output=f["output"],
+        chdir=f.get("chdir"),
+        array=f.get("array"),
+        dependency=f.get("dependency"),
+        sbatch=tuple(f["sbatch"].items()),
+    )

@@ -1,0 +1,266 @@
+"""Defaults that depend on other fields, and the checks that span fields (errors and warnings).
+
+Every rule here exists because a real cluster or a peer tool broke on it; the comment says where.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from slurmgen import contract
+from slurmgen.errors import Problem
+from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
+from slurmgen.spec.fields import PREEMPTION, SPEC
+from slurmgen.spec.types import Ctx, Obj
+from slurmgen.spec.yaml_source import dotted
+
+# Slurm checks for jobs near their time limit every 30 s (PERIODIC_TIMEOUT in slurmctld.h), so a `--signal`
+# may come up to 30 s early; we also want the job to have started and installed its handlers by then.
+SIGNAL_SLACK = 60
+DEFAULT_LEAD = 300
+TYPICAL_CHECKPOINT = 60
+
+# Options slurmgen writes itself; setting them through `sbatch:` would silently break the script's logic.
+MANAGED = {
+    "job-name": "name",
+    "nodes": "nodes",
+    "ntasks-per-node": "tasks_per_node",
+    "ntasks": "nodes/tasks_per_node",
+    "gpus-per-node": "gpus_per_node",
+    "gres": "gpus_per_node",
+    "gpus": "gpus_per_node",
+    "cpus-per-task": "cpus_per_task",
+    "mem": "mem",
+    "time": "time",
+    "partition": "partition",
+    "account": "account",
+    "qos": "qos",
+    "constraint": "constraint",
+    "array": "array",
+    "dependency": "dependency",
+    "chdir": "chdir",
+    "output": "output",
+    "error": "output",
+    "open-mode": "(always append)",
+    "signal": "preemption.signal / preemption.lead_time",
+    "requeue": "preemption",
+    "no-requeue": "preemption: false",
+    "export": "env (values in --export are split on commas and leak into accounting)",
+}
+_SECRET = re.compile(r"(?i)(secret|token|passw|api_?key|access_?key|private_?key|credential)")
+_SHELL_OPS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1"}
+_SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
+
+
+def _path_problem(text: str) -> str | None:
+    if "\\" in text:
+        return "contains a backslash, which makes Slurm ignore every %-pattern in the path; remove it"
+    if "%" in text:
+        return "contains %, which Slurm expands in log paths; slurmgen adds the job id itself, so remove it"
+    if ".." in text.split("/"):
+        return "contains `..`; give a path inside the project or an absolute path"
+    return None
+
+
+def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
+    """Fill defaults that depend on other fields; record problems that span fields."""
+    out = dict(f)
+    seconds = parse_time(f["time"])
+    out["time_seconds"] = None if seconds is None else slurm_minutes(seconds) * 60
+    out["time"] = format_duration(out["time_seconds"])
+    cmd = f["command"]
+    if isinstance(cmd, str):
+        try:
+            cmd = shlex.split(cmd)
+        except ValueError as exc:
+            ctx.fail(("command",), f"cannot split the command with shell rules ({exc}); check the quotes")
+            cmd = ["?"]
+        if not cmd:
+            ctx.fail(("command",), "is empty; give the program to run, e.g. [python, train.py]")
+    if cmd and not cmd[0].strip():
+        ctx.fail(("command", 0), "the program name is empty")
+    out["command"] = cmd
+    gpus = _given(f, SPEC, "gpus_per_node")
+    out["gpus_per_node"] = gpus
+    out["nodes"] = _given(f, SPEC, "nodes")
+    out["launcher"] = launcher = _given(f, SPEC, "launcher")
+    out["python"] = _given(f, SPEC, "python")
+    _resolve_tasks(out, f, ctx, gpus, launcher)
+    out["distributed"] = _resolve_distributed(f.get("distributed", {}), gpus, ctx)
+    out["preemption"] = _resolve_preemption(f.get("preemption", {}), f, out["time_seconds"], ctx)
+    env = f.get("env", {})
+    for key in env:
+        if key.startswith("SLURMGEN_"):
+            ctx.fail(("env", key), "SLURMGEN_* variables are set by slurmgen itself; use another name")
+    out["env"] = env
+    setup = f.get("setup", [])
+    out["setup"] = [setup] if isinstance(setup, str) else setup
+    for i, line in enumerate(out["setup"]):
+        if "\r" in line:
+            ctx.fail(("setup", i), "contains a carriage return (CR); save the file with Unix line ends")
+    out["output"] = _given(f, SPEC, "output")
+    for key in ("output", "chdir"):
+        if key in f and (msg := _path_problem(f[key])):
+            ctx.fail((key,), msg)
+    sbatch = f.get("sbatch", {})
+    for key in sbatch:
+        if key in MANAGED:
+            ctx.fail(("sbatch", key), f"slurmgen writes --{key} itself; use the spec field {MANAGED[key]} instead")
+    out["sbatch"] = {k: (None if v is True else v) for k, v in sbatch.items() if v is not False}
+    return out
+
+
+def _resolve_tasks(out: dict[str, Any], f: dict[str, Any], ctx: Ctx, gpus: int, launcher: str) -> None:
+    per_gpu = gpus if gpus > 0 else 1
+    if launcher == "srun":
+        tasks = f.get("tasks_per_node", per_gpu)
+        if gpus > 0 and tasks != gpus:
+            ctx.fail(("tasks_per_node",), f"the srun launcher runs one task per GPU: use {gpus} (or leave it out)")
+        if "nproc_per_node" in f:
+            ctx.fail(("nproc_per_node",), "only for launcher: torchrun; with srun set tasks_per_node")
+        out["tasks_per_node"] = out["nproc_per_node"] = tasks
+        return
+    tasks = f.get("tasks_per_node", 1)
+    if tasks != 1:
+        ctx.fail(
+            ("tasks_per_node",),
+            "torchrun runs one task per node that starts the workers: use 1 (set nproc_per_node for workers)",
+        )
+    nproc = f.get("nproc_per_node", per_gpu)
+    if gpus > 0 and nproc != gpus:
+        ctx.fail(("nproc_per_node",), f"torchrun starts one worker per GPU: use {gpus} (or leave it out)")
+    out["tasks_per_node"] = 1
+    out["nproc_per_node"] = nproc
+
+
+def _resolve_distributed(d: dict[str, Any], gpus: int, ctx: Ctx) -> dict[str, Any]:
+    backend = d.get("backend", "nccl" if gpus > 0 else "gloo")
+    if backend == "nccl" and gpus == 0:
+        ctx.fail(("distributed", "backend"), "nccl needs GPUs: set gpus_per_node, or use gloo for a CPU job")
+    port = d.get("port", contract.DEFAULT_PORT)
+    span = d.get("port_range", contract.DEFAULT_PORT_RANGE)
+    last = port + span - 1
+    low, high = contract.DEFAULT_EPHEMERAL
+    if last > 65535:
+        ctx.fail(("distributed", "port_range"), f"ports {port}-{last} go past 65535; lower port or port_range")
+    elif port <= high and last >= low:
+        ctx.fail(
+            ("distributed", "port_range"),
+            f"ports {port}-{last} reach into the ephemeral range {low}-{high}, where the kernel picks ports for "
+            f"outgoing connections, so the rendezvous port may already be taken; keep the range below {low} "
+            f"or above {high}",
+        )
+    return {
+        "backend": backend,
+        "port": port,
+        "port_range": span,
+        "timeout": d.get("timeout", contract.DEFAULT_PG_TIMEOUT),
+        "barrier_timeout": d.get("barrier_timeout", contract.DEFAULT_BARRIER_TIMEOUT),
+    }
+
+
+def _given(values: dict[str, Any], table: Obj, key: str) -> Any:
+    """The value written in the spec, else the field table's default (one place for every default)."""
+    return values.get(key, table.fields[key].default)
+
+
+def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) -> dict[str, Any]:
+    if isinstance(p, bool):
+        p = {"enabled": p}
+    enabled = _given(p, PREEMPTION, "enabled")
+    signal = _given(p, PREEMPTION, "signal")
+    state_dir = p.get("state_dir", _given(f, SPEC, "output").rstrip("/") + "/state")
+    if "state_dir" in p and (msg := _path_problem(state_dir)):
+        ctx.fail(("preemption", "state_dir"), msg)
+    lead = p.get("lead_time")
+    if enabled:
+        if limit is None:
+            ctx.fail(("time",), "an unlimited job never gets the preemption signal; give a limit or preemption: false")
+        else:
+            if lead is None:
+                lead = min(DEFAULT_LEAD, max(1, limit // 4))
+            if lead >= limit - SIGNAL_SLACK:
+                where = ("preemption", "lead_time") if "lead_time" in p else ("time",)
+                room = limit - SIGNAL_SLACK - 1
+                fix = f"use a lead_time of at most {room} s or a longer time" if room > 0 else "give a longer time"
+                left = f"leaves {limit - lead} s of" if lead < limit else "is not below"
+                ctx.fail(
+                    where,
+                    f"a lead time of {lead} s {left} the {format_duration(limit)} limit; Slurm "
+                    f"checks every 30 s, so it could signal at start and requeue in a loop; {fix}, "
+                    "or preemption: false",
+                )
+    return {
+        "enabled": bool(enabled),
+        "signal": signal,
+        "lead_time": lead or 0,
+        "max_requeues": _given(p, PREEMPTION, "max_requeues"),
+        "max_preemptions": p.get("max_preemptions"),
+        "requeue_on_failure": _given(p, PREEMPTION, "requeue_on_failure"),
+        "state_dir": state_dir,
+    }
+
+
+def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
+    """Warnings: legal specs that are likely mistakes. Each names the field and what to do."""
+    warnings: list[Problem] = []
+
+    def warn(path: tuple[str | int, ...], message: str) -> None:
+        warnings.append(Problem(ctx.where(path), dotted(path), message))
+
+    pre, dist = f["preemption"], f["distributed"]
+    raw_time = ctx.raw(("time",))
+    if raw_time is not None and f["time_seconds"] and parse_time(raw_time.raw) != f["time_seconds"]:
+        warn(("time",), f"Slurm rounds seconds up to whole minutes: {raw_time.raw} becomes {f['time']}")
+    if dist["backend"] == "gloo" and f["gpus_per_node"] > 0:
+        warn(("distributed", "backend"), "gloo with GPUs only reduces CPU tensors; GPU training wants nccl")
+    if pre["enabled"]:
+        if pre["signal"] == "USR1" and dist["backend"] == "nccl":
+            warn(
+                ("preemption", "signal"),
+                "NCCL 2.12 caught USR1 for its own debug dump and hid it from your code (NVIDIA/nccl#704, "
+                "fixed in 2.13); with an older NCCL use signal: HUP",
+            )
+        if pre["lead_time"] < TYPICAL_CHECKPOINT:
+            warn(
+                ("preemption", "lead_time"),
+                f"{pre['lead_time']} s is shorter than a typical checkpoint; make sure saving fits, or raise it",
+            )
+        if dist["timeout"] >= pre["lead_time"] and ctx.raw(("distributed", "timeout")) is not None:
+            warn(
+                ("distributed", "timeout"),
+                f"{dist['timeout']} s is not below preemption.lead_time ({pre['lead_time']} s): a rank stuck in a "
+                "collective cannot save before the limit; lower the timeout or raise the lead time",
+            )
+    for key, value in f["env"].items():
+        if key.startswith("SLURM_"):
+            warn(("env", key), "SLURM_* variables are Slurm's own; setting one can change how srun places tasks")
+        elif _SECRET.search(key) and value:
+            warn(
+                ("env", key),
+                "looks like a secret written into the script (Slurm stores scripts, and accounting may keep them); "
+                "export it in your shell before submitting instead: sbatch passes your environment on",
+            )
+    cmd = f["command"]
+    ops = sorted(set(cmd) & _SHELL_OPS)
+    if ops:
+        warn(
+            ("command",),
+            f"{' '.join(ops)} is passed to your program as an argument, not run by a shell; "
+            "put shell pipelines in a script",
+        )
+    if cmd and cmd[0].endswith(".py"):
+        warn(
+            ("command",),
+            f"{cmd[0]} is run as a program, so it needs a #! line and the executable bit; "
+            f"write [python, {cmd[0]}, ...] to run it with Python",
+        )
+    if cmd and cmd[0].rsplit("/", 1)[-1] in _SHELLS and pre["enabled"]:
+        warn(
+            ("command",),
+            "a shell wrapper does not pass signals on to its child; end the shell's command "
+            "with `exec your-program ...` so the preemption signal reaches it",
+        )
+    return warnings

@@ -1,0 +1,186 @@
+"""YAML loading that keeps what YAML 1.1 would silently change.
+
+`yaml.safe_load` turns `time: 1:00:00` into 3600, `nodes: 010` into 8, `debug: no` into False, and lets the last
+of two duplicate keys win. We compose the node graph ourselves instead, build plain Python values, and keep a
+side table with each scalar's source text, tag and line, keyed by its field path. The spec validator uses that
+table to explain a trap in the user's own words ("you wrote 1:00:00; quote it").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from slurmgen.errors import Problem
+
+FieldPath = tuple[str | int, ...]
+
+# Tags the safe loader resolves on its own; anything else (e.g. !!python/object) is refused.
+_SCALAR_TAGS = {
+    "tag:yaml.org,2002:str",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:timestamp",
+}
+MAX_NODES = 20_000  # aliases can expand a tiny file into millions of values; a job spec is small
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+
+
+class _Refused:
+    """Stands for a value the loader refused (a forbidden tag); the problem is already reported."""
+
+    def __repr__(self) -> str:
+        return "<refused>"
+
+
+REFUSED = _Refused()
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Where a scalar came from: its text as written, its resolved YAML tag, its 1-based line."""
+
+    raw: str
+    tag: str
+    line: int
+    quoted: bool
+
+
+@dataclass
+class YamlDocument:
+    value: Any
+    marks: dict[FieldPath, Mark]
+    lines: dict[FieldPath, int]  # line of every node (mappings and sequences too)
+
+
+def dotted(path: FieldPath) -> str:
+    """`("distributed", "port")` -> `distributed.port`; list indexes as `command[2]`."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+class _Builder:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.marks: dict[FieldPath, Mark] = {}
+        self.lines: dict[FieldPath, int] = {}
+        self.problems: list[Problem] = []
+        self.count = 0
+        self._constructor = yaml.SafeLoader("")
+
+    def problem(self, path: FieldPath, line: int, message: str) -> None:
+        where = self.source if self.source.startswith("--") else f"{self.source}:{line}"
+        self.problems.append(Problem(where, dotted(path), message))
+
+    def build(self, node: yaml.Node, path: FieldPath) -> Any:
+        line = node.start_mark.line + 1
+        self.count += 1
+        if self.count > MAX_NODES:
+            if self.count == MAX_NODES + 1:
+                self.problem((), line, f"more than {MAX_NODES} values (an alias bomb?); a job spec is small")
+            return None
+        self.lines[path] = line
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, path, line)
+        if isinstance(node, yaml.SequenceNode):
+            if node.tag != _SEQ_TAG:
+                self.problem(path, line, f"the YAML tag {node.tag} is not allowed; remove it")
+                return REFUSED
+            return [self.build(child, (*path, i)) for i, child in enumerate(node.value)]
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path, line)
+        self.problem(path, line, "unsupported YAML node")  # pragma: no cover - yaml has only three kinds
+        return None
+
+    def _scalar(self, node: yaml.ScalarNode, path: FieldPath, line: int) -> Any:
+        if node.tag not in _SCALAR_TAGS:
+            self.problem(path, line, f"the YAML tag {node.tag} is not allowed; write a plain value")
+            return REFUSED
+        quoted = node.style in ("'", '"', "|", ">")
+        self.marks[path] = Mark(raw=node.value, tag=node.tag.rsplit(":", 1)[1], line=line, quoted=quoted)
+        if node.tag == "tag:yaml.org,2002:timestamp":
+            return node.value  # a date is only text to us; keep what was written
+        return self._constructor.construct_object(node, deep=True)
+
+    def _mapping(self, node: yaml.MappingNode, path: FieldPath, line: int) -> Any:
+        if node.tag != _MAP_TAG:
+            self.problem(path, line, f"the YAML tag {node.tag} is not allowed; remove it")
+            return REFUSED
+        try:
+            self._constructor.flatten_mapping(node)  # resolve `<<: *anchor` merge keys
+        except yaml.YAMLError as exc:
+            self.problem(path, line, f"bad merge key: {exc}")
+            return None
+        out: dict[str, Any] = {}
+        first_line: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key_line = key_node.start_mark.line + 1
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag not in _SCALAR_TAGS:
+                self.problem(path, key_line, "keys must be plain words")
+                continue
+            key = key_node.value
+            if key_node.tag != "tag:yaml.org,2002:str":
+                # `on: 1` makes the key the boolean True and `1: x` an integer; keys are names, so keep the text.
+                key = str(key_node.value)
+            if key in first_line:
+                self.problem(
+                    (*path, key),
+                    key_line,
+                    f"duplicate key (first at line {first_line[key]}); YAML would keep only the last; remove one",
+                )
+                continue
+            first_line[key] = key_line
+            out[key] = self.build(value_node, (*path, key))
+        return out
+
+
+def load_yaml(text: str, source: str) -> tuple[YamlDocument | None, list[Problem]]:
+    """Parse one YAML document: the values with their marks (None if unparsable) and the problems found."""
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        what = exc.problem or str(exc)
+        return None, [Problem(f"{source}{line}", "", f"not valid YAML: {what}")]
+    except yaml.YAMLError as exc:
+        return None, [Problem(source, "", f"not valid YAML: {exc}")]
+    if not nodes or nodes[0] is None:
+        return None, [Problem(source, "", "the file is empty; a job spec needs at least name, command and time")]
+    if len(nodes) > 1:
+        return None, [Problem(source, "", "holds several YAML documents (---); put one job spec per file")]
+    builder = _Builder(source)
+    value = builder.build(nodes[0], ())
+    if builder.count > MAX_NODES:
+        return None, [p for p in builder.problems if "alias bomb" in p.message]
+    # Problems found while building (duplicate keys, tags) come back with the values, so the caller can go on
+    # and report every other problem of the file in the same run.
+    return YamlDocument(value=value, marks=builder.marks, lines=builder.lines), builder.problems
+
+
+def load_override(text: str) -> tuple[Any, dict[FieldPath, Mark], list[Problem]]:
+    """Parse one `--set key=VALUE` value the way the same text would read in a spec file.
+
+    Marks come back keyed by paths relative to the overridden field.
+    """
+    if not text.strip():
+        return "", {(): Mark(raw="", tag="str", line=1, quoted=False)}, []
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        return None, {}, [Problem("--set", "", f"the value {text!r} is not valid YAML: {exc}")]
+    if node is None:
+        return "", {(): Mark(raw="", tag="str", line=1, quoted=False)}, []
+    builder = _Builder("--set")
+    value = builder.build(node, ())
+    return value, builder.marks, builder.problems

@@ -1,0 +1,203 @@
+"""The batch shell's decisions (slurmgen.runtime.batch) against a slurmctld stand-in that keeps one job's state:
+which preemption gets which requeue, by whom, within which budget, and what the run history records.
+
+The real cluster runs the same code in tests/runtime/test_preemption_cluster.py; here every configuration is
+checked in milliseconds, including the ones that need a preemption partition."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from fake_slurm import FakeSlurm, done
+
+from slurmgen import contract, run_history
+from slurmgen.runtime import batch
+from slurmgen.slurm.client import SlurmClient
+
+PREEMPT_TIME = "2026-11-23T10:00:00"
+
+
+@dataclass
+class OneJob:
+    """slurmctld as one job 77 sees it: its state, restarts and PreemptTime; requeues change them as Slurm's
+    _job_requeue_op does (Incomplete acts only on a running job; a plain requeue takes a completing one too)."""
+
+    state: str = "RUNNING"
+    restarts: int = 0
+    preempt_time: str | None = None
+    requeue_disabled: bool = False
+    requeues: list[list[str]] = field(default_factory=list)
+
+    def answer(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        if argv[1:4] == ["--oneliner", "show", "job"]:
+            record = (
+                f"JobId=77 JobName=t JobState={self.state} Reason=None Requeue=1 Restarts={self.restarts} "
+                f"ExitCode=0:0 PreemptTime={self.preempt_time or 'None'} Partition=low"
+            )
+            return done(record + "\n")
+        if argv[1] == "requeue":
+            self.requeues.append(argv)
+            if self.requeue_disabled:
+                return done(stderr="scontrol: error: Requested operation is presently disabled for job 77\n", rc=1)
+            incomplete = argv[2] == "Incomplete"
+            if self.state == "PENDING":
+                return done(stderr="scontrol: error: Job is pending execution for job 77\n", rc=1)
+            if incomplete and self.state != "RUNNING":
+                return done()  # a silent no-op: the job is not running
+            self.state, self.restarts = "COMPLETING", self.restarts + 1
+            return done()
+        raise AssertionError(f"unexpected: {argv}")
+
+    def client(self) -> SlurmClient:
+        return FakeSlurm().on("scontrol", answer=self.answer).client()
+
+
+def env_for(tmp_path: Path, *, restarts: int = 0, **extra: str) -> dict[str, str]:
+    env = {
+        "SLURM_JOB_ID": "77",
+        contract.LOG_DIR: str(tmp_path / "logs"),
+        contract.STATE_DIR: str(tmp_path / "state"),
+        contract.PREEMPT_SIGNAL: "USR1",
+        contract.MAX_REQUEUES: "2",
+        "SLURM_JOB_NODELIST": "node[1-2]",
+        **extra,
+    }
+    if restarts:
+        env["SLURM_RESTART_COUNT"] = str(restarts)
+    return env
+
+
+def history(tmp_path: Path) -> list[run_history.Run]:
+    return run_history.runs(run_history.read(str(tmp_path / "logs")))
+
+
+def test_grace_time_preemption_that_reached_only_the_tasks_is_requeued_after_the_step(tmp_path: Path) -> None:
+    """REQUEUE, GraceTime > 0, no user signal: the tasks got SIGTERM, saved and exited; the job still RUNS with
+    PreemptTime set. Left alone it would end FAILED, never requeued; the batch shell requeues it at once."""
+    job = OneJob(preempt_time=PREEMPT_TIME)
+    said: list[str] = []
+    code = batch.end(143, env_for(tmp_path), said.append, job.client())
+    assert code == 0 and job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]
+    assert said == ["preempted: requeue issued for job 77 (preemption; preemption 1 of no limit)"]
+    (run,) = history(tmp_path)
+    assert (run.cause, run.requeued_by, run.exit_code) == ("preemption", "batch-shell", 143)
+
+
+def test_cancel_preemption_is_requeued_by_the_signal_step_at_once(tmp_path: Path) -> None:
+    """CANCEL: Slurm never requeues; at the SIGTERM the job is COMPLETING with PreemptTime set. A plain requeue
+    takes it back before the save has ended, so even a save cut short by SIGKILL leaves the job queued."""
+    job = OneJob(state="COMPLETING", preempt_time=PREEMPT_TIME)
+    said: list[str] = []
+    assert batch.on_signal("TERM", env_for(tmp_path), said.append, job.client()) == 0
+    assert job.requeues == [["scontrol", "requeue", "77"]]
+    assert said == [
+        "preempted with PreemptMode=CANCEL: requeue issued for job 77 (preemption; preemption 1 of no limit)"
+    ]
+    # After the step, the job is requeued already (by the batch shell): nothing more, nothing credited to Slurm.
+    assert batch.end(0, env_for(tmp_path), said.append, job.client()) == 0
+    assert len(job.requeues) == 1
+    (run,) = history(tmp_path)
+    assert (run.cause, run.mode, run.requeued_by) == ("preemption", "CANCEL", "batch-shell")
+
+
+def test_slurms_own_requeue_is_recorded_as_slurms_never_made_twice(tmp_path: Path) -> None:
+    """REQUEUE without grace: Slurm requeued the job itself (Restarts one higher, PreemptTime still set while it
+    completes). The batch shell makes no second requeue and records who did it."""
+    job = OneJob(state="COMPLETING", restarts=1, preempt_time=PREEMPT_TIME)
+    assert batch.on_signal("TERM", env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert batch.end(0, env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert job.requeues == []
+    (run,) = history(tmp_path)
+    assert (run.cause, run.mode, run.requeued_by) == ("preemption", "REQUEUE", "slurm")
+
+
+def test_a_requeue_rank_0_made_is_not_credited_to_slurm(tmp_path: Path) -> None:
+    """The user signal at preemption: rank 0 saved and requeued; Slurm's TERM for that requeue reaches the batch
+    shell too. One requeue, credited to rank 0."""
+    run_history.append(str(tmp_path / "logs"), "rank0", run_history.REQUEUE, 1, 1.0, cause="preemption")
+    job = OneJob(state="COMPLETING", restarts=1, preempt_time=PREEMPT_TIME)
+    assert batch.end(0, env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert job.requeues == []
+    assert [(r.requeued_by, r.cause) for r in history(tmp_path)] == [("rank0", "preemption")]
+
+
+def test_a_user_cancel_is_never_requeued(tmp_path: Path) -> None:
+    job = OneJob(state="COMPLETING")  # scancel: TERM, no PreemptTime
+    assert batch.on_signal("TERM", env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert batch.end(143, env_for(tmp_path, SLURMGEN_SIGNALS="TERM@1"), lambda line: None, job.client()) == 143
+    assert job.requeues == []
+    (run,) = history(tmp_path)
+    assert (run.requeued_by, run.signals, run.exit_code) == (None, ["TERM"], 143)
+
+
+def test_the_next_run_records_what_slurm_did_when_no_one_could(tmp_path: Path) -> None:
+    """Run 1 was preempted and requeued by Slurm, and its batch shell was killed before it could record it; run
+    2's begin records it (a preemption: run 1 saw PreemptTime), and an unexplained one as external."""
+    logs = str(tmp_path / "logs")
+    run_history.append(logs, "batch-shell", run_history.PREEMPTED, 1, 1.0, mode="REQUEUE")
+    said: list[str] = []
+    batch.begin(env_for(tmp_path, restarts=2), said.append)
+    runs = history(tmp_path)
+    assert [(r.run, r.requeued_by, r.cause) for r in runs] == [
+        (1, "slurm", "preemption"),
+        (2, "slurm", "external"),
+        (3, None, None),
+    ]
+    assert runs[-1].nodes == "node[1-2]" and runs[-1].start is not None
+    assert said == [
+        "run 1 was requeued after a preemption",
+        "run 2 was requeued by Slurm or an admin (scontrol requeue, a node failure)",
+    ]
+    counts = run_history.counts(runs)
+    assert (counts.own, counts.preemptions, counts.external) == (0, 1, 1)  # neither costs the job's own budget
+
+
+@pytest.mark.parametrize(("signals", "requeued"), [("", True), ("USR2@5.0", False)])
+def test_requeue_on_failure_within_the_budget(tmp_path: Path, signals: str, requeued: bool) -> None:
+    job = OneJob()
+    env = env_for(tmp_path)
+    env |= {contract.REQUEUE_ON_FAILURE: "1", contract.SIGNALS: signals}
+    code = batch.end(3, env, lambda line: None, job.client())
+    assert (code, len(job.requeues)) == ((0, 1) if requeued else (3, 0))
+
+
+def test_the_jobs_own_budget_stops_a_loop_of_failures(tmp_path: Path) -> None:
+    logs = str(tmp_path / "logs")
+    for run in (1, 2):
+        run_history.append(logs, "batch-shell", run_history.REQUEUE, run, 1.0, cause="failure")
+    job = OneJob(restarts=2)
+    said: list[str] = []
+    env = env_for(tmp_path, restarts=2) | {contract.REQUEUE_ON_FAILURE: "1"}
+    assert batch.end(3, env, said.append, job.client()) == 3
+    assert job.requeues == []
+    assert said == ["not requeueing job 77 (failure): its requeue budget is used up (2 of 2, preemption.max_requeues)"]
+
+
+def test_a_task_inside_a_container_asks_through_the_marker(tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    marker = tmp_path / "state" / contract.requeue_marker_name("77")
+    marker.write_text("time-limit\n")
+    job = OneJob()
+    assert batch.end(0, env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]] and not marker.exists()
+    (run,) = history(tmp_path)
+    assert (run.cause, run.requeued_by) == ("time-limit", "batch-shell")
+
+
+def test_a_job_without_requeue_says_so(tmp_path: Path) -> None:
+    job = OneJob(preempt_time=PREEMPT_TIME, requeue_disabled=True)
+    said: list[str] = []
+    assert batch.end(143, env_for(tmp_path), said.append, job.client()) == 143
+    assert said == ["preempted: job 77 was submitted with --no-requeue; not requeued"]
+    assert history(tmp_path)[0].refused == "disabled"
+
+
+def test_the_helper_never_breaks_the_batch_shell(tmp_path: Path) -> None:
+    """An error in the helper is one line, and `end` still exits with the step's code."""
+    env = {"SLURM_JOB_ID": "77", contract.LOG_DIR: str(tmp_path / "not-a-dir")}
+    (tmp_path / "not-a-dir").write_text("a file where the log directory should be")
+    assert batch.main(["end", "5"], env) == 5
+    assert batch.main(["nonsense"], env) == 2

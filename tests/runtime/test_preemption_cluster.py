@@ -1,0 +1,260 @@
+"""Preemption on the real 3-node Slurm: rendered scripts, real sbatch/scancel/scontrol, real requeues.
+
+Each test renders a spec for jobs/train_tiny.py (2 nodes x 2 ranks, gloo, DDP), submits the script with
+sbatch, signals it the way Slurm or an admin would, and asserts on what happened: job states, restart counts,
+one save and one requeue per preemption, and a resume at the saved step with the saved weights.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slurmgen import contract, run_history
+from slurmgen.script.render import render
+from slurmgen.spec.load import load_text
+
+pytestmark = [pytest.mark.slurm, pytest.mark.torch]
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+TRAIN = ROOT / "jobs" / "train_tiny.py"
+WORKER = ROOT / "tests" / "runtime" / "preempt_worker.py"
+PY = sys.executable
+
+
+def spec_text(
+    out: Path,
+    name: str,
+    *,
+    steps: int,
+    step_time: float,
+    extra: str = "",
+    time_limit: str = "00:10:00",
+    command: list[str] | None = None,
+) -> str:
+    cmd = command or [PY, str(TRAIN)]
+    args = [*cmd, "--steps", str(steps), "--step-time", str(step_time), "--save-every", "100"]
+    return (
+        f"name: {name}\n"
+        f"command: {args!r}\n"
+        f"time: '{time_limit}'\n"
+        "nodes: 2\ntasks_per_node: 2\ncpus_per_task: 1\n"
+        f"python: {PY}\n"
+        f"output: {out}/logs\n"
+        "distributed: {backend: gloo, timeout: 60, barrier_timeout: 30}\n"
+        f"{extra}"
+    )
+
+
+def submit(cluster, tmp: Path, text: str, *sbatch_args: str) -> str:  # type: ignore[no-untyped-def]
+    spec = load_text(text, "test.yaml").spec
+    script = tmp / "job.sbatch"
+    script.write_text(render(spec))
+    (tmp / "logs").mkdir(exist_ok=True)
+    return str(cluster.submit(script, *sbatch_args))
+
+
+def logs(tmp: Path, name: str, key: str) -> str:
+    """Everything the job wrote: the batch log and every per-node log (appended across runs)."""
+    parts = [tmp / "logs" / f"{name}-{key}.log", *sorted((tmp / "logs" / f"{name}-{key}").glob("*.log"))]
+    return "\n".join(p.read_text(errors="replace") for p in parts if p.exists())
+
+
+def wait_for_text(tmp: Path, name: str, key: str, pattern: str, count: int = 1, timeout: float = 120) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        text = logs(tmp, name, key)
+        if len(re.findall(pattern, text)) >= count:
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{pattern!r} x{count} never appeared:\n{text[-4000:]}")
+        time.sleep(0.2)
+
+
+def job_history(tmp_path: Path, name: str, job: str) -> list[run_history.Run]:
+    return run_history.runs(run_history.read(str(tmp_path / "logs" / f"{name}-{job}")))
+
+
+def scancel(cluster, *args: str) -> None:  # type: ignore[no-untyped-def]
+    result = cluster.run(["scancel", *args])
+    assert result.returncode == 0, result.stderr
+
+
+def check_resume(text: str) -> None:
+    """The weights printed at the stop equal the weights loaded at the resume, at the same step."""
+    stops = re.findall(r"stopping after step (\d+), weights (\S+)", text)
+    resumes = re.findall(r"resumed weights (\S+) at step (\d+)", text)
+    assert stops and resumes, text[-3000:]
+    assert (stops[0][0], stops[0][1]) == (resumes[0][1], resumes[0][0])
+
+
+def test_scancel_signal_checkpoints_requeues_once_and_resumes(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    name = "pre-basic"
+    job = submit(slurm_cluster, tmp_path, spec_text(tmp_path, name, steps=1500, step_time=0.01))
+    wait_for_text(tmp_path, name, job, r"start at step 0", count=4)
+    # The time-based --signal=B: path: the batch shell gets the signal and forwards it to the step.
+    scancel(slurm_cluster, "--batch", "--signal=USR1", job)
+    info = slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.name == "RUNNING", timeout=120)
+    assert info.restarts == 1
+    slurm_cluster.wait_for(job, "COMPLETED", timeout=180)
+    text = logs(tmp_path, name, job)
+    assert text.count("batch shell received SIGUSR1") == 1
+    assert len(re.findall(r"saved state to \S+ \([\d.]+ MiB in [\d.]+ s, preemption\)", text)) == 1
+    assert text.count(f"requeue issued for job {job}") == 1
+    assert re.search(r"start at step [1-9]\d* on \S+, run 2, last stop: preemption", text)
+    check_resume(text)
+    assert "final weights" in text
+    assert f"job {job}, run 2," in text  # the batch log of run 1 is still there, run 2 appended after it
+    assert text.index(f"job {job}, run 1,") < text.index(f"job {job}, run 2,")
+    runs = job_history(tmp_path, name, job)
+    assert [(r.run, r.cause, r.requeued_by) for r in runs] == [(1, "preemption", "rank0"), (2, None, None)]
+
+
+def test_signal_followed_at_once_by_term_saves_and_requeues_once(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    name = "pre-term"
+    # The ranks hold before their stop check until both signals have reached all of them: sent one after the
+    # other with nothing holding the ranks, a USR1 could be acted on (save, requeue) before the TERM was sent, and
+    # scancel then retries a job in transition after 5-11 s, so the TERM landed in run 2 (seen once in CI).
+    hold = tmp_path / "hold"
+    hold.touch()
+    command = [PY, str(WORKER), "--dist", "--hold-file", str(hold)]
+    job = submit(slurm_cluster, tmp_path, spec_text(tmp_path, name, steps=300, step_time=0.01, command=command))
+    wait_for_text(tmp_path, name, job, r"HELD rank=\d", count=4)
+    scancel(slurm_cluster, "--signal=USR1", job)  # to the tasks directly
+    scancel(slurm_cluster, "--signal=TERM", job)
+    wait_for_text(tmp_path, name, job, r"GOT rank=\d USR1 TERM", count=4, timeout=30)
+    hold.unlink()
+    slurm_cluster.wait_for(job, lambda i: i.restarts >= 1, timeout=120)
+    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=180)
+    text = logs(tmp_path, name, job)
+    assert info.state.name == "COMPLETED", text[-3000:]
+    assert "stop agreed at a step boundary (save, requeue and exit; received here: USR1, TERM)" in text
+    # One save for the stop (the periodic ones say "periodic"), made as a preemption: requeue, not terminate.
+    assert re.findall(r"saved state to \S+ \(.*, (preemption|terminated)\)", text) == ["preemption"], text[-3000:]
+    assert text.count("requeue issued") == 1
+    assert info.restarts == 1
+    stops = set(re.findall(r"STOP (\d+) (\S+) cause=preemption", text))
+    assert len(stops) == 1, stops  # every rank stopped at the same step
+    assert re.findall(r"RESUMED (\d+) (\S+)", text) == [next(iter(stops))] * 4
+    assert text.count("DONE 300") == 4
+
+
+def test_time_limit_signal_arrives_in_its_window_and_the_job_completes(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    name = "pre-time"
+    lead = 55
+    # The signal comes 95-125 s into each 3-minute run. The work is sized by sleep, which bounds the step rate
+    # from above whatever the machine: 650 steps of 0.2 s take at least 130 s, so run 1 is still going when the
+    # signal comes; on a slow machine (25 ms per step of overhead measured) they take ~146 s, so run 2 finishes.
+    # (6000 steps of 0.01 s once needed 5 runs on a busy machine: 35 ms per step instead of 12.)
+    text = spec_text(
+        tmp_path,
+        name,
+        steps=650,
+        step_time=0.2,
+        time_limit="3",
+        extra=f"preemption: {{lead_time: {lead}, max_requeues: 3}}\n",
+    )
+    job = submit(slurm_cluster, tmp_path, text)
+    out = wait_for_text(tmp_path, name, job, r"batch shell received SIGUSR1 at \d+", timeout=240)
+    start = int(re.search(r"run 1, started at (\d+)", out).group(1))  # type: ignore[union-attr]
+    got = int(re.search(r"batch shell received SIGUSR1 at (\d+)", out).group(1))  # type: ignore[union-attr]
+    # Slurm checks every 30 s: the signal comes between lead and lead + 30 s before the end (plus start-up).
+    before_end = start + 180 - got
+    assert lead - 2 <= before_end <= lead + 30 + 3, before_end
+    slurm_cluster.wait_for(job, "COMPLETED", timeout=300)
+    final = logs(tmp_path, name, job)
+    runs = job_history(tmp_path, name, job)
+    assert [(r.cause, r.requeued_by) for r in runs] == [("time-limit", "rank0"), (None, None)], runs
+    check_resume(final)
+    assert "final weights" in final
+
+
+def test_without_scontrol_in_the_task_the_batch_shell_requeues(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    name = "pre-noscontrol"
+    # The task's PATH holds only the venv: no scontrol there, as inside a container image.
+    command = ["/usr/bin/env", f"PATH={Path(PY).parent}", PY, str(TRAIN)]
+    job = submit(slurm_cluster, tmp_path, spec_text(tmp_path, name, steps=1500, step_time=0.01, command=command))
+    wait_for_text(tmp_path, name, job, r"start at step 0", count=4)
+    scancel(slurm_cluster, "--signal=USR1", job)
+    slurm_cluster.wait_for(job, lambda i: i.restarts >= 1, timeout=120)
+    slurm_cluster.wait_for(job, "COMPLETED", timeout=180)
+    text = logs(tmp_path, name, job)
+    assert "asked the batch shell to requeue" in text and "scontrol is not on PATH" in text
+    assert re.search(rf"slurmgen: requeueing job {job} \(cause: preemption; requeue 1 of 5\)", text)
+    check_resume(text)
+
+
+def test_past_the_budget_the_job_ends_and_says_why(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    name = "pre-budget"
+    text = spec_text(tmp_path, name, steps=3000, step_time=0.01, extra="preemption: {max_requeues: 1}\n")
+    job = submit(slurm_cluster, tmp_path, text)
+    wait_for_text(tmp_path, name, job, r"start at step 0", count=4)
+    scancel(slurm_cluster, "--signal=USR1", job)
+    slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.name == "RUNNING", timeout=120)
+    wait_for_text(tmp_path, name, job, r"run 2, last stop: preemption", count=4)
+    scancel(slurm_cluster, "--signal=USR1", job)
+    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=120)
+    assert info.restarts == 1 and info.state.name == "FAILED"
+    out = logs(tmp_path, name, job)
+    assert "its requeue budget is used up (1 of 1, preemption.max_requeues)" in out
+    assert info.exit_code == contract.EXIT_REQUEUE_BUDGET
+
+
+def test_requeueing_one_array_task_leaves_the_others_alone(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    name = "pre-array"
+    text = spec_text(tmp_path, name, steps=1200, step_time=0.01, extra="array: 0-1\n").replace(
+        "nodes: 2\ntasks_per_node: 2", "nodes: 1\ntasks_per_node: 2"
+    )
+    array = submit(slurm_cluster, tmp_path, text)
+    wait_for_text(tmp_path, name, f"{array}_0", r"start at step 0", count=2)
+    wait_for_text(tmp_path, name, f"{array}_1", r"start at step 0", count=2)
+    scancel(slurm_cluster, "--signal=USR1", f"{array}_0")
+    for task in ("0", "1"):
+        slurm_cluster.wait_for(f"{array}_{task}", "COMPLETED", timeout=240)
+    assert slurm_cluster.client.show_job(f"{array}_0").restarts == 1
+    assert slurm_cluster.client.show_job(f"{array}_1").restarts == 0
+    assert f"requeue issued for job {array}_0" in logs(tmp_path, name, f"{array}_0")
+    check_resume(logs(tmp_path, name, f"{array}_0"))
+    subprocess.run(["true"], check=True)
+
+
+def test_torchrun_mode_workers_get_the_signal_and_the_same_semantics_hold(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    name = "pre-torchrun"
+    text = spec_text(tmp_path, name, steps=1500, step_time=0.01).replace(
+        "nodes: 2\ntasks_per_node: 2", "launcher: torchrun\nnodes: 2\nnproc_per_node: 2"
+    )
+    job = submit(slurm_cluster, tmp_path, text)
+    wait_for_text(tmp_path, name, job, r"start at step 0", count=4)
+    scancel(slurm_cluster, "--batch", "--signal=USR1", job)
+    slurm_cluster.wait_for(job, lambda i: i.restarts >= 1, timeout=120)
+    slurm_cluster.wait_for(job, "COMPLETED", timeout=240)
+    out = logs(tmp_path, name, job)
+    assert len(re.findall(r"saved state to \S+ \(.*preemption\)", out)) == 1
+    assert out.count(f"requeue issued for job {job}") == 1
+    assert len(re.findall(r"start at step [1-9]\d* on \S+, run 2", out)) == 4  # all four workers resumed
+    check_resume(out)
+
+
+def test_a_failed_step_is_requeued_within_the_budget_and_the_cause_recorded(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    name = "pre-failure"
+    text = (
+        f"name: {name}\ncommand: [{PY}, -c, 'import sys; sys.exit(3)']\ntime: '00:05:00'\nnodes: 1\n"
+        f"tasks_per_node: 1\npython: {PY}\noutput: {tmp_path}/logs\ndistributed: {{backend: gloo}}\n"
+        "preemption: {requeue_on_failure: true, max_requeues: 1}\n"
+    )
+    job = submit(slurm_cluster, tmp_path, text)
+    info = slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.is_terminal, timeout=120)
+    assert (info.state.name, info.restarts, info.exit_code) == ("FAILED", 1, 3)
+    out = logs(tmp_path, name, job)
+    assert f"requeue issued for job {job} (failure; requeue 1 of 1)" in out
+    assert f"not requeueing job {job} (failure): its requeue budget is used up (1 of 1, preemption.max_requeues)" in out
+    runs = job_history(tmp_path, name, job)
+    assert [(r.cause, r.requeued_by, r.refused) for r in runs] == [
+        ("failure", "batch-shell", None),
+        (None, None, "budget"),
+    ]

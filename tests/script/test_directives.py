@@ -1,0 +1,108 @@
+"""The #SBATCH directives and the step's command line are computed in Python; these tests pin them down."""
+
+from __future__ import annotations
+
+from slurmgen.script.directives import directives, sq
+from slurmgen.script.step import step_words
+from slurmgen.spec.load import load_text
+from slurmgen.spec.model import JobSpec
+
+BASE = "name: t\ncommand: [python, train.py]\ntime: '02:00:00'\n"
+
+
+def spec(extra: str = "") -> JobSpec:
+    return load_text(BASE + extra, "t.yaml").spec
+
+
+def opts(s: JobSpec) -> dict[str, str | None]:
+    return {d.option: d.value for d in directives(s)}
+
+
+def test_preemption_directives() -> None:
+    d = opts(spec("preemption:\n  signal: HUP\n  lead_time: 600\n"))
+    assert d["requeue"] is None and "requeue" in d
+    assert d["signal"] == "B:HUP@600"
+    assert d["open-mode"] == "append"
+    assert d["output"] == "logs/t-%j.log"
+
+
+def test_no_requeue_or_signal_without_preemption() -> None:
+    d = opts(spec("preemption: false\n"))
+    assert "requeue" not in d and "signal" not in d
+    assert d["open-mode"] == "append"  # a node-failure requeue must not truncate the log either
+
+
+def test_resources() -> None:
+    d = opts(
+        spec(
+            "nodes: 2\ngpus_per_node: 4\ncpus_per_task: 8\nmem: 64G\npartition: gpu\naccount: a\nqos: q\n"
+            "constraint: 'a100&ib'\n"
+        )
+    )
+    assert d == d | {
+        "nodes": "2",
+        "ntasks-per-node": "4",
+        "gpus-per-node": "4",
+        "cpus-per-task": "8",
+        "mem": "64G",
+        "partition": "gpu",
+        "account": "a",
+        "qos": "q",
+        "constraint": "a100&ib",
+        "time": "02:00:00",
+        "job-name": "t",
+    }
+
+
+def test_array_logs_use_the_task_key() -> None:
+    d = opts(spec("array: 0-3%2\n"))
+    assert d["array"] == "0-3%2" and d["output"] == "logs/t-%A_%a.log"
+
+
+def test_extra_directives_come_last_in_spec_order() -> None:
+    ds = directives(spec("sbatch:\n  exclusive: true\n  mail-type: END\n  comment: 'a # b'\n"))
+    assert [(d.option, d.value) for d in ds[-3:]] == [("exclusive", None), ("mail-type", "END"), ("comment", "a # b")]
+    assert ds[-1].line() == "#SBATCH --comment='a # b'"
+
+
+def test_quoting_is_always_single_quotes() -> None:
+    assert sq("plain") == "'plain'"
+    assert sq("it's") == "'it'\"'\"'s'"
+
+
+def test_srun_step_one_task_per_gpu() -> None:
+    words = step_words(spec("nodes: 2\ngpus_per_node: 4\ncpus_per_task: 6\n"))
+    assert words[:5] == ["srun", "--nodes=2", "--ntasks-per-node=4", "--cpus-per-task=6", "--kill-on-bad-exit=1"]
+    assert words[-6:] == ["python3", "-m", "slurmgen.runtime.launch", "--", "python", "train.py"]
+
+
+def test_torchrun_step() -> None:
+    words = step_words(spec("launcher: torchrun\nnodes: 2\ngpus_per_node: 8\npreemption:\n  signal: HUP\n"))
+    assert "--ntasks-per-node=1" in words
+    agent = words.index("--torchrun-agent")
+    assert words[agent - 3 : agent] == ["python3", "-m", "slurmgen.runtime.launch"]
+    assert "--nnodes=2" in words and "--nproc-per-node=8" in words
+    assert '--rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}"' in words
+    assert "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2" in words
+    assert "--shutdown-timeout=300" in words
+    assert words[-2:] == ["python", "train.py"]
+
+
+def test_torchrun_forwards_usr1_when_it_is_the_signal() -> None:
+    words = step_words(spec("launcher: torchrun\ngpus_per_node: 1\n"))
+    assert "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2" in words
+
+
+def test_container_step() -> None:
+    words = step_words(
+        spec(
+            "container:\n  image: 'nvcr.io#nvidia/pytorch:24.05-py3'\n  mounts: [/d:/d:ro]\n"
+            "  workdir: /w\n  mount_home: false\n  writable: true\n"
+        )
+    )
+    assert "--container-image=nvcr.io#nvidia/pytorch:24.05-py3" in words
+    mounts = next(w for w in words if w.startswith("--container-mounts="))
+    assert "/opt/slurmgen/slurmgen:ro" in mounts and "${SLURMGEN_STATE_DIR}" in mounts and "/d:/d:ro" in mounts
+    assert {"--container-workdir=/w", "--no-container-mount-home", "--container-writable"} <= set(words)
+    entry = words.index("-c")
+    assert 'sys.path.insert(0, "/opt/slurmgen")' in words[entry + 1]

@@ -1,0 +1,240 @@
+"""SlurmClient against recorded Slurm answers (tests/data/slurm) and real processes: what it sends, what it
+returns, and which error each Slurm message becomes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from fake_slurm import FakeSlurm
+
+from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
+from slurmgen.slurm.client import (
+    InvalidJobId,
+    JobPending,
+    RequeueDisabled,
+    SchedulerTimeout,
+    SlurmClient,
+    clean_submit_env,
+)
+from slurmgen.slurm.ids import JobId, JobState
+from slurmgen.slurm.parse import SQUEUE_FORMAT, Submitted
+
+
+def Replay(answers: Mapping[tuple[str, ...], str]) -> FakeSlurm:
+    """Each expected argv answered with its recording; any other argv fails the test."""
+    fake = FakeSlurm()
+    for argv, name in answers.items():
+        fake.on(*argv, recording=name, exact=True)
+    return fake
+
+
+SHOW = ("scontrol", "--oneliner", "show", "job")
+
+
+# --- sbatch ----------------------------------------------------------------------------------------------
+
+
+def test_sbatch_submits_in_a_clean_environment() -> None:
+    env = {"PATH": "/usr/bin", "SLURM_CONF": "/c/slurm.conf", "SLURM_CPU_BIND": "cores", "SLURM_JOB_ID": "9",
+           "SBATCH_TIMELIMIT": "5", "PMIX_RANK": "0", "SLURMGEN_X": "1"}  # fmt: skip
+    run = Replay({("sbatch", "--parsable", "--requeue", "/w/job.sh"): "sbatch-parsable"})
+    result = SlurmClient(run, env=env).sbatch(Path("/w/job.sh"), ["--requeue"])
+    assert result == Submitted(JobId(3), None)
+    assert [call.env for call in run.calls] == [{"PATH": "/usr/bin", "SLURM_CONF": "/c/slurm.conf", "SLURMGEN_X": "1"}]
+
+
+def test_sbatch_plain_and_test_only() -> None:
+    run = Replay({("sbatch", "j.sh"): "sbatch-plain", ("sbatch", "--test-only", "j.sh"): "sbatch-test-only"})
+    client = SlurmClient(run, env={})
+    assert client.sbatch("j.sh", parsable=False).job_id == JobId(4)
+    assert client.sbatch("j.sh", parsable=False, test_only=True).nodes == "node1"
+
+
+def test_sbatch_refused() -> None:
+    run = Replay({("sbatch", "--parsable", "j.sh"): "sbatch-error-gres"})
+    with pytest.raises(SchedulerError) as err:
+        SlurmClient(run, env={}).sbatch("j.sh")
+    assert str(err.value) == (
+        "sbatch failed (exit 1): Batch job submission failed: Requested node configuration is not available"
+    )
+
+
+def test_missing_binary_is_scheduler_missing(tmp_path: Path) -> None:
+    client = SlurmClient(env={"PATH": str(tmp_path)})  # the real subprocess.run, on a PATH without Slurm
+    with pytest.raises(SchedulerMissing, match=r"^sbatch: command not found"):
+        client.sbatch(tmp_path / "job.sh")
+    with pytest.raises(SchedulerMissing, match=r"^scontrol: command not found"):
+        client.show_job(5)
+
+
+def test_a_hung_command_times_out(tmp_path: Path) -> None:
+    fake = tmp_path / "sbatch"
+    fake.write_text("#!/bin/sh\nexec /bin/sleep 5\n")
+    fake.chmod(0o755)
+    client = SlurmClient(env={"PATH": str(tmp_path)}, timeout=0.2)
+    with pytest.raises(SchedulerTimeout, match=r"no answer from Slurm within 0\.2 s\. The job may or may not"):
+        client.sbatch("job.sh")
+
+
+def test_sbatch_argv_is_what_sbatch_runs() -> None:
+    argv = SlurmClient.sbatch_argv("/w/j.sh", ["--comment=x y"], test_only=True)
+    assert argv == ["sbatch", "--parsable", "--test-only", "--comment=x y", "/w/j.sh"]
+    run = Replay({tuple(argv): "sbatch-test-only-too-large"})
+    with pytest.raises(SchedulerError, match="Requested node configuration is not available"):
+        SlurmClient(run, env={}).sbatch("/w/j.sh", ["--comment=x y"], test_only=True)
+
+
+def test_comments() -> None:
+    argv = ("squeue", "--me", "--noheader", "--states=all", "--format=%i\x1f%k")
+    run = Replay({(*argv, "--name=train"): "squeue-comments", argv: "squeue-comments"})
+    rows = SlurmClient(run).comments("train")
+    assert rows[0] == (JobId(21), "my run slurmgen:20261121-081500-a1b2c3")
+    assert SlurmClient(run).comments() == rows
+
+
+# --- looking at jobs -------------------------------------------------------------------------------------
+
+
+def test_show_job() -> None:
+    run = Replay({(*SHOW, "7"): "show-job-o-running", (*SHOW, "99999"): "show-job-invalid"})
+    client = SlurmClient(run)
+    info = client.show_job("7")
+    assert info is not None
+    assert (info.state, info.nodes, info.fields["Command"]) == (
+        JobState.RUNNING, "node[2-3]", "/tmp/slurmgen-record/dir with space/my job.sh"
+    )  # fmt: skip
+    assert client.show_job(99999) is None  # "Invalid job id specified" (e.g. purged after MinJobAge)
+    assert client.show_jobs(99999) == []
+
+
+def test_show_job_of_an_array() -> None:
+    run = Replay({(*SHOW, "11"): "show-job-o-array", (*SHOW, "11_2"): "show-job-o-array-task"})
+    client = SlurmClient(run)
+    whole = client.show_job(11)
+    assert whole is not None and str(whole.job_id) == "11_[3-5%2]"  # the record that carries id 11
+    assert [str(i.job_id) for i in client.show_jobs(11)] == ["11_[3-5%2]", "11_2", "11_1"]
+    task = client.show_job(JobId(11, array_task=2, step="batch"))  # the step is dropped for scontrol
+    assert task is not None and (task.raw_id, task.batch_host) == (13, "node3")
+
+
+def test_squeue() -> None:
+    argv = ("squeue", "--noheader", f"--format={SQUEUE_FORMAT}")
+    run = Replay({
+        (*argv, "--jobs=11", "--states=all"): "squeue-array-job",
+        (*argv, "--jobs=99999"): "show-job-invalid",  # squeue says what scontrol says for an unknown id
+    })  # fmt: skip
+    client = SlurmClient(run)
+    rows = client.squeue(["11"], all_states=True)
+    assert [(str(r.job_id), r.state) for r in rows] == [
+        ("11_[3-5%2]", JobState.PENDING), ("11_2", JobState.RUNNING), ("11_1", JobState.RUNNING)
+    ]  # fmt: skip
+    assert client.squeue([99999]) == []
+
+
+def test_show_hostnames() -> None:
+    run = Replay({
+        ("scontrol", "show", "hostnames", "node[1-3],gpu-[01-02]"): "hostnames",
+        ("scontrol", "show", "hostnames", "node[1-2]-ib"): "hostnames-invalid",
+    })  # fmt: skip
+    client = SlurmClient(run)
+    assert client.show_hostnames("node[1-3],gpu-[01-02]") == ["node1", "node2", "node3", "gpu-01", "gpu-02"]
+    # scontrol exits 0 here; only stderr tells (src/scontrol/info_job.c scontrol_print_hosts returns void)
+    with pytest.raises(SchedulerError, match="Invalid hostlist: node\\[1-2\\]-ib"):
+        client.show_hostnames("node[1-2]-ib")
+    for bad in ["", "  ", "-h", "a b"]:  # empty would make scontrol read SLURM_NODELIST instead
+        with pytest.raises(UsageError):
+            client.show_hostnames(bad)
+
+
+# --- requeue, release, cancel ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("job", "recording", "error", "message"),
+    [
+        (
+            10,
+            "requeue-disabled",
+            RequeueDisabled,
+            "job 10 cannot be requeued: it was submitted with --no-requeue",
+        ),
+        (9, "requeue-pending", JobPending, "job 9 is pending already"),
+        (17, "requeue-again", JobPending, "job 17 is pending already"),
+        (99999, "requeue-invalid", InvalidJobId, "Slurm does not know job 99999"),
+    ],
+)
+def test_requeue_errors(job: int, recording: str, error: type[SchedulerError], message: str) -> None:
+    run = Replay({("scontrol", "requeue", str(job)): recording})
+    with pytest.raises(error, match=message) as err:
+        SlurmClient(run).requeue(job)
+    assert isinstance(err.value, SchedulerError) and err.value.exit_code == 3
+
+
+def test_requeue_forms() -> None:
+    run = Replay({
+        ("scontrol", "requeue", "17"): "requeue-running",
+        ("scontrol", "requeue", "Incomplete", "9"): "requeue-incomplete-pending",
+        ("scontrol", "requeuehold", "18"): "requeuehold-running",
+        ("scontrol", "release", "18"): "release-held",
+        ("scontrol", "release", "99999"): "release-invalid",
+    })  # fmt: skip
+    client = SlurmClient(run)
+    client.requeue(17)
+    client.requeue("9", incomplete=True)  # a no-op success on a pending job
+    client.requeue(18, hold=True)
+    client.release(18)
+    with pytest.raises(InvalidJobId):
+        client.release(99999)
+
+
+def test_requeue_names_one_array_task_never_the_whole_array() -> None:
+    run = Replay({("scontrol", "requeue", "11_2"): "requeue-running"})
+    SlurmClient(run).requeue("11_2.batch")
+    with pytest.raises(UsageError, match="range of pending array tasks"):
+        SlurmClient(run).requeue("11_[3-5%2]")
+    with pytest.raises(UsageError, match="not a Slurm job id"):
+        SlurmClient(run).requeue("11; scancel -u root")
+
+
+def test_cancel() -> None:
+    run = Replay({
+        ("scancel", "99999"): "scancel-invalid",  # 22.05 says nothing and exits 0 for an unknown id
+        ("scancel", "--signal=USR1", "99999"): "scancel-signal-invalid",
+        ("scancel", "8"): "scancel-pending",
+    })  # fmt: skip
+    client = SlurmClient(run)
+    client.cancel(8)
+    client.cancel(99999)
+    with pytest.raises(InvalidJobId):
+        client.cancel(99999, signal="USR1")
+    with pytest.raises(UsageError, match="exclude each other"):
+        client.cancel(8, signal="USR1", batch=True, full=True)
+    with pytest.raises(UsageError, match="not a signal"):
+        client.cancel(8, signal="USR1 --full")
+
+
+# --- environment, layering -------------------------------------------------------------------------------
+
+
+def test_clean_submit_env() -> None:
+    env = {"SLURM_CONF": "/c", "SLURM_JOB_ID": "1", "SLURM_CPU_BIND": "x", "SBATCH_SIGNAL": "USR1@60",
+           "SBATCH_EXPORT": "NONE", "PMIX_RANK": "3", "SALLOC_PARTITION": "p", "SRUN_CPUS_PER_TASK": "2",
+           "HOME": "/root", "MY_SLURM_THING": "kept", "SLURMGEN_STATE_DIR": "/s"}  # fmt: skip
+    assert clean_submit_env(env) == {"SLURM_CONF": "/c", "HOME": "/root", "MY_SLURM_THING": "kept",
+                                     "SLURMGEN_STATE_DIR": "/s"}  # fmt: skip
+    assert clean_submit_env(env, keep=["SBATCH_EXPORT"])["SBATCH_EXPORT"] == "NONE"
+    assert env["SLURM_JOB_ID"] == "1"  # the input is not changed
+
+
+def test_slurm_module_imports_no_cli_dependency() -> None:
+    code = (
+        "import sys, slurmgen.slurm; "
+        "heavy = {'typer', 'jinja2', 'yaml', 'torch', 'click'}; "
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""
