@@ -26,7 +26,7 @@ from slurmgen import run_history
 DATA = Path(__file__).parent / "data"
 PY = sys.executable
 STEPS = 100
-STEP_TIME = 0.2  # the preempted runs sleep this long per step: 20 s of training for the signal to land in
+STEP_TIME = 0.3  # the preempted runs sleep this long per step: 30 s of training for the signal to land in
 FRAMEWORKS = ("lightning", "transformers", "accelerate")
 
 # Ranks of a node share its log, and a message and its newline may be two writes: two messages can share a line,
@@ -121,18 +121,19 @@ def final_digest(logs: str) -> str:
 def check_preempted_once(logs: str, reference: str) -> int:
     """One stop, saved by the framework, resumed by all four ranks from exactly what was saved, ending with the
     weights of the uninterrupted run. Returns the step of the stop."""
+    tail = logs[-6000:]
     starts = START.findall(logs)
-    assert {world for _, world, _, _ in starts} == {"4"}, starts  # one process group of 4, not 4 trainings alone
+    assert {world for _, world, _, _ in starts} == {"4"}, tail  # one process group of 4, not 4 trainings alone
     first = [s for s in starts if s[2] == "0"]
     resumed = [s for s in starts if s[2] != "0"]
-    assert len(first) == 4 and len(resumed) == 4, starts
+    assert len(first) == 4 and len(resumed) == 4, tail
     saves = SAVED.findall(logs)
-    assert len(saves) == 1, logs[-4000:]
+    assert len(saves) == 1, tail
     step, saved = saves[0]
     assert 0 < int(step) < STEPS
-    assert {(s[2], s[3]) for s in resumed} == {(step, saved)}  # every rank resumed at the saved step and weights
-    assert logs.count("requeue issued for job") == 1
-    assert logs.count("resuming from the checkpoint") == 1
+    assert {(s[2], s[3]) for s in resumed} == {(step, saved)}, tail  # every rank resumed what was saved
+    assert logs.count("requeue issued for job") == 1, tail
+    assert logs.count("resuming from the checkpoint") == 1, tail
     assert final_digest(logs) == reference  # as if never interrupted
     return int(step)
 

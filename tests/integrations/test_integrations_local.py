@@ -44,9 +44,10 @@ def test_preempted_once_resumes_from_the_frameworks_checkpoint_to_the_same_weigh
     framework: str, reference: Callable[[str], tuple[str, float]], tmp_path: Path
 ) -> None:
     digest, seconds = reference(framework)
-    # At the moment the uninterrupted run had ended, this one (20 s longer: it sleeps per step) is training.
-    # Earlier, during start-up, it would still work: the signal stays pending until the adapter exists.
-    after = str(max(5, round(seconds)))
+    # The uninterrupted run's duration is about this one's start-up (its training takes a second or two): 5 s
+    # later this one is training (30 s of it), even when its start-up is faster. On a busy machine it may still be
+    # starting up: the run then stops at its first step, as the signal stays pending until the adapter exists.
+    after = str(round(seconds) + 5)
     run = run_local(framework, tmp_path, "--preempt-after", after, step_time=STEP_TIME)
     assert run.code == 0, run.runner + run.logs[-4000:]
     assert f"SIGCONT, SIGUSR1 to the batch shell at {after} s of run 1" in run.runner
