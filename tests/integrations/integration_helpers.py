@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from runtime.runtime_helpers import without_steering
+from runtime.runtime_helpers import free_low_port, without_steering
 
 from slurmgen import run_history
 
@@ -46,7 +46,8 @@ def needs(module: str) -> None:
 
 
 def spec_text(framework: str, out: Path, *, step_time: float = 0.0, env: str = "") -> str:
-    """2 nodes x 2 ranks of one example program, everything it writes under `out`."""
+    """2 nodes x 2 ranks of one example program, everything it writes under `out`. The rendezvous port is one
+    that is free now, not the default: other local jobs on this machine would use the default's (job id 1)."""
     command = [PY, str(DATA / f"train_{framework}.py"), "--steps", str(STEPS), "--step-time", str(step_time)]
     if framework == "transformers":
         command += ["--output-dir", str(out / "hf-output")]
@@ -58,7 +59,7 @@ def spec_text(framework: str, out: Path, *, step_time: float = 0.0, env: str = "
         f"python: {PY}\n"
         f"chdir: {out}\n"
         f"output: {out}/logs\n"
-        "distributed: {backend: gloo, timeout: 60, barrier_timeout: 30}\n"
+        f"distributed: {{backend: gloo, port: {free_low_port()}, port_range: 1, timeout: 60, barrier_timeout: 30}}\n"
         "preemption: {max_requeues: 3}\n"
         f"env: {{OMP_NUM_THREADS: '1'{env}}}\n"
     )
@@ -74,6 +75,7 @@ def job_logs(out: Path, framework: str, job: str) -> str:
 @dataclass(frozen=True)
 class LocalRun:
     code: int
+    job: str  # the local job id (the first one whose rendezvous port is free)
     runner: str  # the runner's own lines (stderr of slurmgen run --local)
     logs: str
     seconds: float
@@ -82,7 +84,7 @@ class LocalRun:
 def start_local(
     framework: str, out: Path, *args: str, step_time: float = 0.0, env: str = ""
 ) -> subprocess.Popen[bytes]:
-    """Start `slurmgen run --local` of the example program in `out` (its job id is 1 there)."""
+    """Start `slurmgen run --local` of the example program in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     spec = out / f"{framework}.yaml"
     spec.write_text(spec_text(framework, out, step_time=step_time, env=env))
@@ -100,7 +102,10 @@ def finish_local(proc: subprocess.Popen[bytes], framework: str, out: Path, start
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
     seconds = time.monotonic() - started
-    return LocalRun(code, (out / "runner.err").read_text(), job_logs(out, framework, "1"), seconds)
+    runner = (out / "runner.err").read_text()
+    found = re.search(r"local job (\d+):", runner)
+    job = found[1] if found else "?"
+    return LocalRun(code, job, runner, job_logs(out, framework, job), seconds)
 
 
 def run_local(framework: str, out: Path, *args: str, step_time: float = 0.0, env: str = "") -> LocalRun:

@@ -51,16 +51,16 @@ def test_preempted_once_resumes_from_the_frameworks_checkpoint_to_the_same_weigh
     run = run_local(framework, tmp_path, "--preempt-after", after, step_time=STEP_TIME)
     assert run.code == 0, run.runner + run.logs[-4000:]
     assert f"SIGCONT, SIGUSR1 to the batch shell at {after} s of run 1" in run.runner
-    assert run.runner.count("requeue requested (job=1 incomplete=1") == 1  # scontrol requeue Incomplete, once
+    assert run.runner.count(f"requeue requested (job={run.job} incomplete=1") == 1  # scontrol requeue Incomplete, once
     assert "COMPLETED, exit code 0, 2 runs in" in run.runner
     step = check_preempted_once(run.logs, digest)
-    check_history(tmp_path / "logs" / f"{framework}-1")
+    check_history(tmp_path / "logs" / f"{framework}-{run.job}")
     checkpoint = {
-        "lightning": tmp_path / "logs" / "state" / "1.lightning" / f"run1-step={step}.ckpt",
+        "lightning": tmp_path / "logs" / "state" / f"{run.job}.lightning" / f"run1-step={step}.ckpt",
         "transformers": tmp_path / "hf-output" / f"checkpoint-{step}",
-        "accelerate": tmp_path / "logs" / "state" / "1.accelerate" / "run1",
+        "accelerate": tmp_path / "logs" / "state" / f"{run.job}.accelerate" / "run1",
     }[framework]
-    record = read_state(str(tmp_path / "logs" / "state" / "1.state"))  # slurmgen's resume state names it
+    record = read_state(str(tmp_path / "logs" / "state" / f"{run.job}.state"))  # slurmgen's resume state names it
     assert record is not None and record["state"]["checkpoint"] == str(checkpoint)
     assert checkpoint.exists() and f"resuming from the checkpoint {checkpoint}" in run.logs
     if framework == "lightning":  # Lightning's own SLURM handler never acted: no save, no requeue of its own
