@@ -45,9 +45,10 @@ def test_preempted_once_resumes_from_the_frameworks_checkpoint_to_the_same_weigh
 ) -> None:
     digest, seconds = reference(framework)
     # The uninterrupted run's duration is about this one's start-up (its training takes a second or two): 5 s
-    # later this one is training (30 s of it), even when its start-up is faster. On a busy machine it may still be
-    # starting up: the run then stops at its first step, as the signal stays pending until the adapter exists.
-    after = str(round(seconds) + 5)
+    # later this one is usually training. Never later than 30 s: run 1 sleeps 30 s in its steps alone, so the
+    # signal always comes before it ends. On a busy machine run 1 may still be starting up: it then stops at its
+    # first step, the signal staying pending until the adapter exists.
+    after = str(min(round(seconds) + 5, 30))
     run = run_local(framework, tmp_path, "--preempt-after", after, step_time=STEP_TIME)
     assert run.code == 0, run.runner + run.logs[-4000:]
     assert f"SIGCONT, SIGUSR1 to the batch shell at {after} s of run 1" in run.runner
