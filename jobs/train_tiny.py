@@ -17,6 +17,17 @@ import torch
 from slurmgen.runtime import Preemption, destroy, init_distributed, wrap_ddp
 
 
+class SlowToSave:
+    """Pickling it takes ``seconds``: rehearses a stop save that does not fit its window (--stop-save-seconds)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __reduce__(self) -> tuple[type, tuple[float]]:
+        time.sleep(self.seconds)
+        return (SlowToSave, (self.seconds,))
+
+
 def checksum(model: torch.nn.Module) -> str:
     total = sum(float(p.detach().double().sum()) for p in model.parameters())
     return f"{total:.10f}"
@@ -27,6 +38,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--step-time", type=float, default=0.0, help="seconds to sleep per step")
     parser.add_argument("--save-every", type=int, default=100)
+    parser.add_argument("--stop-save-seconds", type=float, default=0.0, help="make the stop's save this slow")
     args = parser.parse_args()
 
     info = init_distributed()
@@ -71,7 +83,10 @@ def main() -> None:
         if pre.should_stop():
             if info.rank == 0:
                 print(f"{tag}: stopping after step {step + 1}, weights {checksum(model)}", flush=True)
-            pre.save_and_exit(snapshot(step + 1))
+            final = snapshot(step + 1)
+            if args.stop_save_seconds:
+                final["slow"] = SlowToSave(args.stop_save_seconds)
+            pre.save_and_exit(final)
     total = torch.tensor([float(info.rank + 1)])
     torch.distributed.all_reduce(total)
     print(f"{tag}: done after {args.steps} steps, all_reduce={total.item():g}, weights {checksum(model)}", flush=True)

@@ -159,6 +159,23 @@ def counts(history: Iterable[Run]) -> Counts:
     return Counts(own, preempt, other)
 
 
+def site_mode(events: Iterable[Mapping[str, Any]], run: int) -> str | None:
+    """The PreemptMode recorded at the start of ``run`` (the batch shell asks Slurm once per run), if any."""
+    for e in events:
+        if e.get("event") == RUN_START and e.get("run") == run and isinstance(e.get("site"), Mapping):
+            mode = e["site"].get("mode")
+            return str(mode) if mode else None
+    return None
+
+
+def slurm_requeue_cause(preempt_time_seen: bool, mode: str | None) -> str:
+    """Why Slurm requeued a job that did not ask. While Slurm requeues a preempted job its record no longer shows
+    PreemptTime (src/scontrol/info_job.c prints it only while preemptable_time is set), so a requeue of a job in a
+    PreemptMode=REQUEUE partition is taken for a preemption; anywhere else it is someone else's doing (an admin's
+    scontrol requeue, a node failure)."""
+    return PREEMPTION if preempt_time_seen or mode == "REQUEUE" else EXTERNAL
+
+
 def last_save(history: Iterable[Run]) -> Run | None:
     """The latest run that saved, for the save-window check."""
     saved = [r for r in history if r.save_seconds is not None]

@@ -1,8 +1,14 @@
-"""The real local Slurm cluster for `slurm`-marked tests, and skips for what a machine lacks.
+"""The real local Slurm clusters for `slurm`-marked tests, and skips for what a machine lacks.
 
-`slurm_cluster` (session scope) uses a healthy cluster that is already up (tests/cluster/up.sh --check) or
-starts one with tests/cluster/up.sh. At the end of the session it stops only a cluster it started itself,
-and only when no other test session is using it; SLURMGEN_KEEP_CLUSTER=1 keeps it running.
+`slurm_cluster` (session scope, one per Slurm version) uses a healthy cluster of that version that is already
+up (tests/cluster/up.sh --slurm V --check) or starts one. At the end it stops only a cluster it started
+itself, and only when no other test session is using it; SLURMGEN_KEEP_CLUSTER=1 keeps it running.
+
+Versions (tests/slurm_versions.py): `--slurm-versions=22.05,24.11,26.05` (or `all`), else
+$SLURMGEN_SLURM_VERSIONS, else all three under CI and 22.05 otherwise. A test that uses `slurm_cluster` runs on
+the first selected version, or on each selected version it names with `@pytest.mark.slurm_versions(...)`
+(no argument: all of them); its id says which (`test_x[slurm-24.11]`). `slurm_preemption` gives a test the
+preemption partitions and the user-signal switch, one preemption test per cluster at a time.
 
 Where the cluster cannot run (not root, no apt-get and no packages, no ip/nsenter/unshare), `slurm` tests
 are skipped with the reason. With CI set, that and a failed start are errors: CI must run them all.
@@ -10,7 +16,6 @@ are skipped with the reason. With CI set, that and a failed start are errors: CI
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import importlib.util
 import os
@@ -23,15 +28,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slurm_versions import (
+    DOWN,
+    UP,
+    ClusterInfo,
+    Preemption,
+    Users,
+    VersionError,
+    healthy,
+    preemption_lock,
+    selected_versions,
+    versions_for_test,
+)
 
 from slurmgen.slurm.client import SlurmClient, clean_submit_env
 from slurmgen.slurm.ids import JobId, JobState
 from slurmgen.slurm.showjob import JobInfo
 
-CLUSTER_DIR = Path(__file__).parent / "cluster"
-UP, DOWN = CLUSTER_DIR / "up.sh", CLUSTER_DIR / "down.sh"
-BASE = Path(os.environ.get("SLURMGEN_CLUSTER_BASE", "/tmp/slurmgen-cluster"))
-NODES = ["node1", "node2", "node3"]
+__all__ = ["DOWN", "UP", "SlurmCluster"]  # imported by tests
 POLL = 0.05  # seconds between `scontrol show job` calls in wait_for
 
 Until = str | JobState | Iterable[str | JobState] | Callable[[JobInfo], bool]
@@ -43,10 +57,13 @@ class SlurmCluster:
 
     base: Path
     conf: Path
-    env: dict[str, str]  # os.environ without inherited SLURM_*/SBATCH_*/PMIX_*, with this SLURM_CONF
+    env: dict[str, str]  # os.environ without inherited SLURM_*/SBATCH_*/PMIX_*, with this SLURM_CONF and PATH
     nodes: list[str]
     started_here: bool  # this session started it (and will stop it, unless another session uses it)
     client: SlurmClient = field(repr=False)
+    version: str = "22.05"  # the Slurm version, "22.05" / "24.11" / "26.05"
+    node_addrs: dict[str, str] = field(default_factory=dict)  # node name -> its address
+    info: ClusterInfo | None = field(default=None, repr=False)
 
     def run(self, args: Sequence[str], **kw: Any) -> subprocess.CompletedProcess[str]:
         """Run a Slurm client command (sbatch, squeue, srun...) against this cluster; text, captured."""
@@ -94,29 +111,25 @@ def _matcher(until: Until) -> Callable[[JobInfo], bool]:
 # --- can the cluster run here? -----------------------------------------------------------------------------
 
 
-def _healthy() -> bool:
-    try:
-        return subprocess.run(["bash", str(UP), "--check"], capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 def _which(name: str) -> str | None:
     return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
 
 
 @functools.cache
-def cluster_unavailable() -> str | None:
-    """Why the test cluster can neither be used nor started here; None when it can."""
-    if _healthy():
+def cluster_unavailable(version: str = "22.05") -> str | None:
+    """Why the test cluster of this Slurm version can neither be used nor started here; None when it can."""
+    if healthy(version):
         return None
     if os.geteuid() != 0:
-        return "starting the Slurm test cluster needs root: run tests/cluster/up.sh as root first"
+        return f"starting the Slurm test cluster needs root: run tests/cluster/up.sh --slurm {version} as root first"
     missing = [t for t in ("ip", "nsenter", "unshare", "mount", "mknod", "ss", "flock") if _which(t) is None]
     if missing:
         return f"the Slurm test cluster needs {', '.join(missing)} (util-linux, iproute2)"
-    if not all(_which(b) for b in ("slurmctld", "slurmd", "munged", "sbatch")) and _which("apt-get") is None:
-        return "Slurm/munge packages are missing and there is no apt-get to install them"
+    if version == "22.05":
+        if not all(_which(b) for b in ("slurmctld", "slurmd", "munged", "sbatch")) and _which("apt-get") is None:
+            return "Slurm/munge packages are missing and there is no apt-get to install them"
+    elif _which("debootstrap") is None and _which("apt-get") is None:
+        return f"Slurm {version} runs from a Debian chroot: needs debootstrap (or apt-get to install it)"
     return None
 
 
@@ -126,51 +139,132 @@ def _skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
-class _Users:
-    """Every session using the cluster holds a shared lock; the one that started it stops it only when it
-    can take the lock exclusively, i.e. when no other session (another worktree, say) still uses it."""
-
-    def __init__(self, base: Path) -> None:
-        self._fd = os.open(f"{base}.users", os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(self._fd, fcntl.LOCK_SH)
-
-    def last_one_out(self) -> bool:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
 def _tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+# --- which versions --------------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--slurm-versions",
+        default=None,
+        help="Slurm versions for the `slurm` tests, comma-separated (22.05,24.11,26.05) or 'all'; "
+        "default $SLURMGEN_SLURM_VERSIONS, else all under CI, else 22.05. The first is the primary version.",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _selected(config.getoption("--slurm-versions"))  # a bad version list is a usage error, before collection
+    config.addinivalue_line(
+        "markers",
+        "slurm_versions(*versions): run a slurm_cluster test on these Slurm versions (none named: every selected "
+        "version) instead of the primary one only",
+    )
+
+
+@functools.cache
+def _selected(option: str | None) -> tuple[str, ...]:
+    try:
+        return selected_versions(option, os.environ)
+    except VersionError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that uses slurm_cluster gets one run per Slurm version it is for (see the module docstring)."""
+    if "slurm_version" not in metafunc.fixturenames:
+        return
+    selected = _selected(metafunc.config.getoption("--slurm-versions"))
+    marker = metafunc.definition.get_closest_marker("slurm_versions")
+    try:
+        versions = versions_for_test(None if marker is None else marker.args, selected)
+    except VersionError as e:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: {e}") from None
+    # Session scope: tests are grouped by version, and each version's cluster is stopped (when this session
+    # started it) before the next one starts.
+    ids = [f"slurm-{v}" for v in versions]
+    metafunc.parametrize(
+        "slurm_version",
+        versions
+        or [
+            pytest.param(
+                "none", marks=pytest.mark.skip(reason=f"not for the selected Slurm versions {', '.join(selected)}")
+            )
+        ],
+        scope="session",
+        ids=ids or None,
+    )
+
+
 @pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[SlurmCluster]:
-    reason = cluster_unavailable()
+def slurm_version(request: pytest.FixtureRequest) -> str:
+    """The Slurm version of this test's cluster (set by pytest_generate_tests)."""
+    return str(getattr(request, "param", _selected(request.config.getoption("--slurm-versions"))[0]))
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(slurm_version: str) -> Iterator[SlurmCluster]:
+    reason = cluster_unavailable(slurm_version)
     if reason:
         _skip_or_fail(reason)
-    users = _Users(BASE)  # before starting: a session tearing down waits for us, or we wait for it
+    info = ClusterInfo.query(slurm_version)
+    users = Users(info.base)  # before starting: a session tearing down waits for us, or we wait for it
     started = False
+    select = ["--slurm", slurm_version]
     try:
-        if not _healthy():
-            result = subprocess.run(["bash", str(UP)], capture_output=True, text=True, timeout=900, check=False)
+        if not healthy(slurm_version):
+            # A chroot version builds its chroot on first use (1-2 minutes), hence the long timeout.
+            result = subprocess.run(
+                ["bash", str(UP), *select], capture_output=True, text=True, timeout=1200, check=False
+            )
             if result.returncode != 0:
-                _skip_or_fail(f"tests/cluster/up.sh failed (exit {result.returncode}):\n{_tail(result.stderr)}")
+                _skip_or_fail(
+                    f"tests/cluster/up.sh --slurm {slurm_version} failed (exit {result.returncode}):\n"
+                    f"{_tail(result.stderr)}"
+                )
             started = "already up" not in result.stderr
-        conf = BASE / "etc" / "slurm.conf"
-        env = clean_submit_env(os.environ) | {"SLURM_CONF": str(conf)}
-        yield SlurmCluster(BASE, conf, env, list(NODES), started, SlurmClient(env=env))
+        env = info.client_env(clean_submit_env(os.environ))
+        yield SlurmCluster(
+            info.base,
+            info.conf,
+            env,
+            list(info.nodes),
+            started,
+            SlurmClient(env=env),
+            slurm_version,
+            dict(info.node_addrs),
+            info,
+        )
     finally:
         keep = os.environ.get("SLURMGEN_KEEP_CLUSTER") == "1"
         if users.last_one_out() and started and not keep:
-            subprocess.run(["bash", str(DOWN)], capture_output=True, timeout=120, check=False)
+            subprocess.run(["bash", str(DOWN), *select], capture_output=True, timeout=120, check=False)
         users.close()
+
+
+@pytest.fixture
+def slurm_preemption(slurm_cluster: SlurmCluster) -> Iterator[Preemption]:
+    """The cluster's preemption partitions and its user-signal switch (off at the start and at the end).
+
+    Holds the cluster's preemption lock for the test, so preemption tests of several sessions take turns.
+    """
+    info = slurm_cluster.info
+    assert info is not None
+    with preemption_lock(info.base):
+        shown = slurm_cluster.run(["scontrol", "show", "partition", "-o", "high"])
+        if shown.returncode != 0:
+            _skip_or_fail(
+                f"the Slurm {slurm_cluster.version} cluster in {info.base} has no preemption partitions: an older "
+                "tests/cluster/up.sh started it; restart it (down.sh, then up.sh) when no session uses it"
+            )
+        preemption = Preemption(info)
+        preemption.user_signal(False)
+        try:
+            yield preemption
+        finally:
+            preemption.user_signal(False)
 
 
 # --- markers -----------------------------------------------------------------------------------------------
@@ -191,7 +285,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip (or, with CI set, fail) tests whose marker names something this machine does not have."""
     markers = {m.name for m in item.iter_markers()}
-    if "slurm" in markers and (reason := cluster_unavailable()):
+    callspec = getattr(item, "callspec", None)
+    version = callspec.params.get("slurm_version", "22.05") if callspec else "22.05"
+    if "slurm" in markers and version != "none" and (reason := cluster_unavailable(version)):
         _skip_or_fail(reason)
     if "torch" in markers and importlib.util.find_spec("torch") is None:
         _skip_or_fail_torch()

@@ -5,8 +5,9 @@ and keeps every call. It serves as the runner of a `SlurmClient` (`fake.client()
 commands itself (the CLI in-process), as stand-in executables on PATH (`fake.install(bin_dir)`), which replay the
 same rules and log their calls for the test to read. A command no rule answers fails the test.
 
-Answers are recorded Slurm output (`recording="show-job-o-running"`, tests/data/slurm/), literal text, a
-sequence of either (one per call, the last one repeated), a function of the argv, or a timeout.
+Answers are recorded Slurm output (`recording="show-job-o-running"`, tests/data/slurm/<version>/, the fake's
+`version`), literal text, a sequence of either (one per call, the last one repeated), a function of the argv,
+or a timeout.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from recorded import recorded
+from recorded import PRIMARY, recorded
 
 from slurmgen.slurm.client import DEFAULT_TIMEOUT, SlurmClient
 
@@ -64,6 +65,7 @@ class _Rule:
 @dataclass
 class FakeSlurm:
     rules: list[_Rule] = field(default_factory=list)
+    version: str = PRIMARY  # whose recordings `recording=` answers with
     _calls: list[Call] = field(default_factory=list)
     _bin: Path | None = None
 
@@ -87,7 +89,7 @@ class FakeSlurm:
             static = None
         elif recording is not None:
             names = [recording] if isinstance(recording, str) else list(recording)
-            static = [recorded(name) for name in names]
+            static = [recorded(name, self.version) for name in names]
             answers = [_fixed(result) for result in static]
         else:
             static = [done(out, err, rc)]

@@ -216,6 +216,10 @@ def status_command(
     if unknown and not rows:
         raise unknown_job(unknown[0].job)
     print(st.table([*rows, *extra]))
+    from slurmgen.jobs.history import window_warnings
+
+    for line in window_warnings(targets):  # a save that would be killed at the next stop
+        err(line)
 
 
 @commands.command("logs")

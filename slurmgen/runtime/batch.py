@@ -33,6 +33,15 @@ from typing import TYPE_CHECKING
 from slurmgen import contract, run_history
 from slurmgen.runtime.env import job_key, restart_count
 from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job
+from slurmgen.slurm.site import (
+    PreemptionPlan,
+    default_partition,
+    parse_config,
+    parse_partitions,
+    plan_for,
+    plan_record,
+    window_problems,
+)
 
 if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
@@ -45,8 +54,9 @@ def _say(line: str) -> None:
     print(f"slurmgen: {line}", file=sys.stderr, flush=True)
 
 
-def begin(env: Mapping[str, str], say: Callable[[str], None] = _say) -> int:
-    """Record the run's start; record the requeues Slurm made that no earlier run could record."""
+def begin(env: Mapping[str, str], say: Callable[[str], None] = _say, client: SlurmClient | None = None) -> int:
+    """Record the run's start (with what this site's Slurm will do on preemption); record the requeues Slurm made
+    that no earlier run could record; say once when the last save would not fit the window of the next stop."""
     log_dir = env.get(contract.LOG_DIR)
     if not log_dir:
         return 0
@@ -62,6 +72,7 @@ def begin(env: Mapping[str, str], say: Callable[[str], None] = _say) -> int:
         run_history.append(log_dir, "slurm", run_history.REQUEUE, past, time.time(), cause=cause, mode=mode)
         how = "after a preemption" if preempted else "by Slurm or an admin (scontrol requeue, a node failure)"
         say(f"run {past} was requeued {how}")
+    plan = _site_plan(env, client)
     record(
         env,
         WRITER,
@@ -69,8 +80,32 @@ def begin(env: Mapping[str, str], say: Callable[[str], None] = _say) -> int:
         nodes=env.get("SLURM_JOB_NODELIST"),
         host=socket.gethostname(),
         partition=env.get("SLURM_JOB_PARTITION"),
+        site=None if plan is None else plan_record(plan),
     )
+    saved = run_history.last_save(history)
+    if plan is not None and saved is not None and saved.save_seconds is not None and env.get(contract.PREEMPT_SIGNAL):
+        for problem in window_problems(plan, saved.save_seconds, saved.step_seconds):
+            say(f"warning: the last save may not fit its window: {problem} (slurmgen doctor says what to do)")
     return 0
+
+
+def _site_plan(env: Mapping[str, str], client: SlurmClient | None) -> PreemptionPlan | None:
+    """What preemption and the time limit do to this job here (two scontrol questions), or None if unknown."""
+    from slurmgen.errors import SlurmgenError
+    from slurmgen.slurm.client import SlurmClient
+
+    if env.get(contract.CONTAINER) == "1":
+        return None
+    asker = client or SlurmClient(timeout=10.0)
+    name = env.get("SLURM_JOB_PARTITION")
+    try:
+        site = parse_config(asker.show_config())
+        partitions = parse_partitions(asker.show_partitions(name.split(",")[0] if name else None))
+    except (SlurmgenError, ValueError):
+        return None
+    partition = next((p for p in partitions if name and p.name == name.split(",")[0]), None)
+    lead = env.get(contract.LEAD_TIME, "")
+    return plan_for(site, partition or default_partition(partitions), int(lead) if lead.isdigit() else None)
 
 
 def on_signal(
@@ -173,9 +208,10 @@ def _attribute(env: Mapping[str, str], preempted: bool) -> None:
     mine = next((r for r in run_history.runs(run_history.read(log_dir)) if r.run == run), None)
     if mine is not None and mine.requeued_by is not None:
         return
-    cause = run_history.PREEMPTION if preempted else run_history.EXTERNAL
-    run_history.append(log_dir, "slurm", run_history.REQUEUE, run, time.time(), cause=cause,
-                       mode="REQUEUE" if preempted else None)  # fmt: skip
+    events = run_history.read(log_dir)
+    cause = run_history.slurm_requeue_cause(preempted, run_history.site_mode(events, run))
+    mode = "REQUEUE" if cause == run_history.PREEMPTION else None
+    run_history.append(log_dir, "slurm", run_history.REQUEUE, run, time.time(), cause=cause, mode=mode)
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:

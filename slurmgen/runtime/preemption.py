@@ -283,24 +283,38 @@ class Preemption:
 
     # -- stopping ---------------------------------------------------------------------------------------------
 
-    def stop_cause(self, flags: int, preempted: bool = False) -> str:
-        """Why the run stops. Slurm's PreemptTime (``preempted``) is the authority; without it a requeue signal
-        near the end of the time limit is the limit's own warning, and any other is taken for a preemption."""
+    def stop_cause(self, flags: int, preempted: bool | None = None) -> str:
+        """Why the run stops. Slurm's PreemptTime is the authority (``preempted``: None when Slurm could not be
+        asked). A requeue signal near the end of the time limit is the limit's own warning; any other is a
+        preemption when Slurm says so, or someone's request (`scancel --signal`, `slurmgen cancel --signal`)
+        when it does not; unasked, it is taken for a preemption."""
         if preempted:
             return run_history.PREEMPTION
         if flags & REQUEUE:
-            return run_history.TIME_LIMIT if self._near_time_limit() else run_history.PREEMPTION
+            if self._near_time_limit():
+                return run_history.TIME_LIMIT
+            return run_history.REQUESTED if preempted is False else run_history.PREEMPTION
         if flags & TERM:
             return "terminated"
         return "clean-exit"
 
     def _slurm_view(self) -> Any:
         """Slurm's view of this job (slurm_view.SlurmView), or None outside Slurm or without scontrol."""
-        if contract.SPEC_HASH not in self._env or job_key(self._env) is None:
-            return None
+        if contract.SPEC_HASH not in self._env or job_key(self._env) is None or self._env.get(contract.CONTAINER):
+            return None  # outside slurmgen's script, or inside a container image (no scontrol there)
         from slurmgen.runtime import slurm_view
 
         return slurm_view.look(self.key)
+
+    def _requeued_by_slurm_for_preemption(self, view: Any) -> bool:
+        """Slurm requeued this run already (PreemptMode=REQUEUE, no grace: the TERM came with the requeue, and
+        the record no longer shows PreemptTime): a preemption when the partition preempts that way."""
+        if not view.requeued_since(self.restart_count):
+            return False
+        log_dir = self._env.get(contract.LOG_DIR)
+        events = run_history.read(log_dir) if log_dir else []
+        mode = run_history.site_mode(events, self.restart_count + 1)
+        return run_history.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
 
     def _near_time_limit(self) -> bool:
         try:
@@ -321,12 +335,12 @@ class Preemption:
             signal.signal(sig, signal.SIG_IGN)
         requeue = bool(flags & REQUEUE) and self.requeue_enabled
         view = self._slurm_view() if self.rank == 0 else None
-        preempted = view is not None and view.preempted()
+        preempted = view is not None and (view.preempted() or self._requeued_by_slurm_for_preemption(view))
         if preempted and view is not None and view.running() and self.requeue_enabled:
             # A preemption with a grace time and no user signal: SIGTERM came to the tasks only, and Slurm would
             # not requeue a job that ends before its grace does. Requeue once the state is durable.
             requeue = True
-        self.cause = self.stop_cause(flags, preempted)
+        self.cause = self.stop_cause(flags, None if view is None else preempted)
         code = contract.EXIT_TERMINATED if flags & TERM and not requeue and not preempted else 0
         if self.rank == 0:
             record(self._env, "rank0", run_history.STOP, cause=self.cause, actions=self._describe(flags),

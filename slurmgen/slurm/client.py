@@ -89,8 +89,21 @@ _KNOWN_ERRORS: tuple[tuple[str, type[SchedulerError], str], ...] = (
 )
 
 
-def _failure(what: str, job: str, result: subprocess.CompletedProcess[str]) -> SchedulerError:
+# What a client prints when it has no controller to talk to (no slurm.conf and no DNS SRV record for configless
+# Slurm, or a controller that does not answer): "no Slurm here" (exit 4), not "Slurm refused" (exit 3).
+_UNREACHABLE = (
+    "Could not establish a configuration source",
+    "Unable to process configuration file",
+    "Unable to contact slurm controller",
+)
+
+
+def _failure(what: str, job: str, result: subprocess.CompletedProcess[str]) -> SchedulerError | SchedulerMissing:
     text = f"{result.stderr}\n{result.stdout}"
+    for needle in _UNREACHABLE:
+        if needle in text:
+            return SchedulerMissing(f"{what}: no Slurm controller reachable from here ({needle.lower()}); run it "
+                                    "where sbatch works, or set SLURM_CONF")  # fmt: skip
     for needle, kind, message in _KNOWN_ERRORS:
         if needle in text:
             return kind(f"{what}: " + message.format(job=job))
@@ -266,6 +279,21 @@ class SlurmClient:
             detail = result.stderr.strip() or f"exit {result.returncode}"
             raise SchedulerError(f"scontrol show hostnames {expression}: {detail}")
         return result.stdout.split()
+
+    def show_config(self) -> str:
+        """`scontrol show config`: the controller's configuration, as text (slurmgen.slurm.site parses it)."""
+        return self._checked(["scontrol", "show", "config"], "scontrol show config", "").stdout
+
+    def show_partitions(self, name: str | None = None) -> str:
+        """`scontrol -o show partition [name]`: one line per partition (slurmgen.slurm.site parses it).
+
+        An unknown name is a SchedulerError ("Partition x not found", exit 1)."""
+        argv = ["scontrol", "-o", "show", "partition"]
+        if name is not None:
+            if not name or name.startswith("-") or any(c.isspace() or c == "," for c in name):
+                raise UsageError(f"not a partition name: {name!r}")
+            argv.append(name)
+        return self._checked(argv, "scontrol show partition", "").stdout
 
     # -- act --
 

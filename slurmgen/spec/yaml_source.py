@@ -144,8 +144,22 @@ class _Builder:
         return out
 
 
+# YAML 1.1 reads these as line breaks (yaml.reader, "NEL, LS, PS"): inside a quoted value they are folded into a
+# space, so the spec would silently carry another value than the file shows. Refused wherever they are.
+_YAML_BREAKS = {
+    "\x85": "U+0085 (NEXT LINE)",
+    "\u2028": "U+2028 (LINE SEPARATOR)",
+    "\u2029": "U+2029 (PARAGRAPH SEPARATOR)",
+}
+
+
 def load_yaml(text: str, source: str) -> tuple[YamlDocument | None, list[Problem]]:
     """Parse one YAML document: the values with their marks (None if unparsable) and the problems found."""
+    for char, name in _YAML_BREAKS.items():
+        if char in text:
+            line = text[: text.index(char)].count("\n") + 1
+            where = source if source.startswith("--") else f"{source}:{line}"
+            return None, [Problem(where, "", f"contains {name}, which YAML reads as a line break; remove it")]
     try:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fake_slurm import FakeSlurm
-from recorded import DATA
+from recorded import recorded_text
 from tiny_job import SPEC
 
 from slurmgen.cli.app import main
@@ -40,7 +40,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def test_submit_prints_the_job_id_alone(fake: FakeSlurm, capsys: pytest.CaptureFixture[str],
                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    fake.on("sbatch", out=(DATA / "handwritten-sbatch-banner.out").read_text())
+    fake.on("sbatch", out=recorded_text("handwritten-sbatch-banner.out"))
     monkeypatch.setenv("SBATCH_TIMELIMIT", "1")  # would silently override the script's --time
     monkeypatch.setenv("SLURM_JOB_ID", "5")  # left over from an enclosing allocation
     monkeypatch.setenv("SLURM_CONF", "/etc/slurm/other.conf")
@@ -89,10 +89,10 @@ def test_unwritable_output_fails_before_sbatch(fake: FakeSlurm, capsys: pytest.C
 
 
 def test_test_only_reports_without_submitting(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:
-    fake.on("sbatch", err=(DATA / "sbatch-test-only.err").read_text())
+    fake.on("sbatch", err=recorded_text("sbatch-test-only.err"))
     code, out, _ = run(capsys, "submit", "tiny.yaml", "--test-only")
     assert code == 0 and out.startswith("job tiny can run: it would start at ") and "on node1" in out
-    fake.on("sbatch", err=(DATA / "sbatch-test-only-too-large.err").read_text(), rc=1)
+    fake.on("sbatch", err=recorded_text("sbatch-test-only-too-large.err"), rc=1)
     code, out, err = run(capsys, "submit", "tiny.yaml", "--test-only", "--set", "nodes=4")
     assert (code, out) == (3, "")
     assert "cannot run on this cluster" in err and "Requested node configuration is not available" in err
@@ -101,7 +101,7 @@ def test_test_only_reports_without_submitting(fake: FakeSlurm, capsys: pytest.Ca
 
 def test_wait_exits_with_the_jobs_exit_code(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:
     fake.on("sbatch", out="15\n")
-    fake.on("scontrol", out=(DATA / "show-job-o-failed.out").read_text())  # FAILED, ExitCode=3:0
+    fake.on("scontrol", out=recorded_text("show-job-o-failed.out"))  # FAILED, ExitCode=3:0
     code, out, err = run(capsys, "submit", "tiny.yaml", "--wait")
     assert (code, out) == (3, "15\n")
     assert "slurmgen: job 15 FAILED with exit code 3" in err
@@ -110,7 +110,7 @@ def test_wait_exits_with_the_jobs_exit_code(fake: FakeSlurm, capsys: pytest.Capt
 def test_status_of_the_journal_and_of_one_job(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:
     fake.on("sbatch", out="15\n")
     assert run(capsys, "submit", "tiny.yaml")[0] == 0
-    fake.on("scontrol", out=(DATA / "show-job-o-failed.out").read_text())
+    fake.on("scontrol", out=recorded_text("show-job-o-failed.out"))
     for argv in (("status",), ("status", "15"), ("status", "tiny.yaml"), ("status", "tiny")):
         code, out, _ = run(capsys, *argv)
         header, row = out.splitlines()
@@ -124,7 +124,7 @@ def test_status_of_the_journal_and_of_one_job(fake: FakeSlurm, capsys: pytest.Ca
 
 
 def test_requeue_refuses_a_whole_array(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:
-    fake.on("scontrol", out=(DATA / "show-job-o-array.out").read_text())
+    fake.on("scontrol", out=recorded_text("show-job-o-array.out"))
     code, _, err = run(capsys, "requeue", "11")
     assert code == 2 and "would requeue every task" in err and "e.g. 11_2" in err
     assert fake.lines() == ["scontrol --oneliner show job 11"]
@@ -133,7 +133,7 @@ def test_requeue_refuses_a_whole_array(fake: FakeSlurm, capsys: pytest.CaptureFi
 def test_logs_prints_every_file_with_its_name(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:
     fake.on("sbatch", out="15\n")
     assert run(capsys, "submit", "tiny.yaml")[0] == 0
-    fake.on("scontrol", out=(DATA / "show-job-o-failed.out").read_text())
+    fake.on("scontrol", out=recorded_text("show-job-o-failed.out"))
     Path("logs/tiny-15").mkdir()
     Path("logs/tiny-15.log").write_text("slurmgen: job 15, run 1\nslurmgen: job 15, run 2\n")
     Path("logs/tiny-15/node2.log").write_text("rank 2\n")
@@ -153,7 +153,7 @@ def test_logs_prints_every_file_with_its_name(fake: FakeSlurm, capsys: pytest.Ca
 def test_cancel_with_a_signal_goes_through_the_batch_shell_of_a_slurmgen_job(
     fake: FakeSlurm, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    record = (DATA / "show-job-o-running.out").read_text()
+    record = recorded_text("show-job-o-running.out")
     fake.on("scontrol", out=record.rstrip("\n") + " Comment=slurmgen:T\n")
     code, _, err = run(capsys, "cancel", "7", "--signal", "SIGUSR2")
     assert code == 0 and "sending SIGUSR2 to 7 (batch:" in err

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Stop slurmgen's test cluster (tests/cluster/up.sh) and remove all it made: jobs, daemons, namespaces, the
-# bridge and $SLURMGEN_CLUSTER_BASE. Safe to run twice, and after a failed or partial bring-up.
+# bridge and its base directory. Safe to run twice, and after a failed or partial bring-up.
+#
+#   tests/cluster/down.sh [--slurm 22.05|24.11|26.05] [--instance K]
+#
 # Only processes of this cluster are touched: pid files checked against /proc/PID/comm, processes inside our
-# namespaces, or daemons whose command line names our files. Never a kill by name.
+# namespaces, or daemons whose command line names our files. Never a kill by name. The cached chroot of a
+# 24.11/26.05 cluster stays (chroot.sh); its mounts lived in the cluster's own mount namespace and are gone
+# with its last process.
 set -uo pipefail # no -e: one failed step must not stop the rest of the cleanup
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=common.sh
+# shellcheck source=SCRIPTDIR/common.sh
 . "$HERE/common.sh"
+parse_cluster_args "$@"
+set -- "${ARGS[@]+"${ARGS[@]}"}"
 
 [[ $EUID -eq 0 ]] || die "must run as root"
 if [[ ${1:-} != --locked ]]; then # up.sh calls us while it holds the lock
@@ -15,7 +22,7 @@ if [[ ${1:-} != --locked ]]; then # up.sh calls us while it holds the lock
 fi
 alias=$(cat "/sys/class/net/$BRIDGE/ifalias" 2>/dev/null || true)
 [[ -z $alias || $alias == "$BASE" ]] ||
-    die "the test network belongs to the cluster with base $alias, not $BASE; set SLURMGEN_CLUSTER_BASE=$alias"
+    die "the test network $BRIDGE belongs to the cluster with base $alias, not $BASE"
 
 t0=$EPOCHREALTIME
 
@@ -36,13 +43,14 @@ our_pids() {
 # 1. Cancel jobs while the controller is still up, so their traps run. Wait at most 2 s: what still runs
 #    then (a job ignoring SIGTERM waits out KillWait=5) is killed in step 3 anyway.
 ctld_pids=$(our_pids slurmctld "$RUN/slurmctld.pid")
-if [[ -n $ctld_pids && -f $CONF ]] && command -v squeue >/dev/null; then
-    jobs=$(timeout 5 env SLURM_CONF="$CONF" squeue -h -o %A 2>/dev/null)
+munged_pids=$(our_pids munged "$BASE/munge/munged.pid")
+if [[ -n $ctld_pids && -n $munged_pids && -f $CONF ]] && slurm sh -c 'command -v squeue' >/dev/null; then
+    jobs=$(slurm timeout 5 squeue -h -o %A 2>/dev/null)
     if [[ -n $jobs ]]; then
         # shellcheck disable=SC2086 # one job id per word
-        timeout 5 env SLURM_CONF="$CONF" scancel $jobs 2>/dev/null
+        slurm timeout 5 scancel $jobs 2>/dev/null
         for ((i = 0; i < 20; i++)); do
-            [[ -z $(timeout 5 env SLURM_CONF="$CONF" squeue -h -o %A 2>/dev/null) ]] && break
+            [[ -z $(slurm timeout 5 squeue -h -o %A 2>/dev/null) ]] && break
             sleep 0.1
         done
     fi
@@ -53,7 +61,7 @@ for n in "${NODES[@]}"; do
     for pid in $(our_pids slurmd "$RUN/slurmd-$n.pid"); do stop_pid "$pid" slurmd 10; done
 done
 
-# 3. Jobs survive slurmd (gotcha 15): kill whatever still runs inside our namespaces (slurmstepd, tasks).
+# 3. Jobs survive slurmd (README gotcha 15): kill whatever still runs inside our namespaces (slurmstepd, tasks).
 for ((round = 0; round < 5; round++)); do
     left=()
     for ns in $(ip netns list 2>/dev/null | awk -v p="^$NS_PREFIX" '$1 ~ p { print $1 }'); do
@@ -66,10 +74,30 @@ for ((round = 0; round < 5; round++)); do
     for pid in "${live[@]}"; do wait_gone "$pid" 20; done
 done
 
-# 4. The controller and munged. SIGTERM makes slurmctld save state for ~3 s when nodes are gone (gotcha 16);
+# 3b. A chroot cluster only: client commands started from the host (an srun, say) that still run chrooted in
+#     the cluster's mount namespace would keep that namespace alive. Three guards, so that nothing else is
+#     ever touched: the cluster has a chroot, munged's mount namespace is not ours, and the process runs in
+#     that namespace *with its root in the chroot*. (A host cluster's munged runs in the host's namespace.)
+root=$(cluster_root || true)
+self_ns=$(readlink /proc/self/ns/mnt 2>/dev/null || true)
+if [[ -n $root && -d $root && -n $self_ns ]]; then
+    for mpid in $munged_pids; do
+        mntns=$(readlink "/proc/$mpid/ns/mnt" 2>/dev/null) || continue
+        [[ -n $mntns && $mntns != "$self_ns" ]] || continue
+        for p in /proc/[0-9]*; do
+            p=${p#/proc/}
+            [[ $p == "$mpid" || $p == "$$" ]] && continue
+            [[ $(readlink "/proc/$p/ns/mnt" 2>/dev/null) == "$mntns" ]] || continue
+            [[ $(readlink "/proc/$p/root" 2>/dev/null) == "$root" ]] || continue
+            alive "$p" slurmctld || alive "$p" munged || { kill -KILL "$p" 2>/dev/null && wait_gone "$p" 20; }
+        done
+    done
+fi
+
+# 4. The controller and munged. SIGTERM makes slurmctld save state for ~3 s when nodes are gone (README gotcha 16);
 #    the state is deleted below, so give it a second and then SIGKILL.
 for pid in $ctld_pids; do stop_pid "$pid" slurmctld 10; done
-for pid in $(our_pids munged "$BASE/munge/munged.pid"); do stop_pid "$pid" munged 20; done
+for pid in $munged_pids; do stop_pid "$pid" munged 20; done
 
 # 5. Network: deleting the host end of a veth deletes the pair at once; waiting for the namespace to take
 #    its veth down with it takes 1-3 s.

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
 from conftest import UP, SlurmCluster
+from slurm_versions import Preemption
 
 from slurmgen.slurm.ids import JobState
 
@@ -50,7 +52,7 @@ srun bash -c 'echo "task $SLURM_PROCID $(hostname) $SLURM_LOCALID $SLURM_NODEID 
     ]
     assert f"hostnames {hosts[0]} {hosts[1]} " in lines
     # the batch shell runs on the first node, which resolves its own name from the node's /etc/hosts
-    assert f"resolve 10.200.0.1{hosts[0][-1]} {hosts[0]}" in lines
+    assert f"resolve {slurm_cluster.node_addrs[hosts[0]]} {hosts[0]}" in lines
     assert info.batch_host == hosts[0]
 
 
@@ -60,7 +62,7 @@ def test_requeue_brings_the_job_back(slurm_cluster: SlurmCluster, tmp_path: Path
         tmp_path / "rq.sh",
         'echo "run restart=${SLURM_RESTART_COUNT-unset}"\n[ -n "$SLURM_RESTART_COUNT" ] || exec sleep 120',
         f"--output={out}",
-        "--open-mode=append",  # a requeued run truncates its output otherwise (gotcha 10)
+        "--open-mode=append",  # a requeued run truncates its output otherwise (README gotcha 10)
         "--requeue",
     )
     job = slurm_cluster.submit(script)
@@ -87,11 +89,45 @@ def test_up_is_idempotent_on_a_healthy_cluster(slurm_cluster: SlurmCluster) -> N
     pid_file = slurm_cluster.base / "run" / "slurmctld.pid"
     before = pid_file.read_text().strip()
     started = time.monotonic()
-    result = slurm_cluster.run(["bash", str(UP)])
+    select = ["--slurm", slurm_cluster.version]  # never the default: that may be another session's cluster
+    result = slurm_cluster.run(["bash", str(UP), *select])
     took = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert "already up" in result.stderr
     assert f"source {slurm_cluster.base}/env.sh" in result.stdout
     assert pid_file.read_text().strip() == before  # no daemon was restarted
     assert took < 5
-    assert slurm_cluster.run(["bash", str(UP), "--check"]).returncode == 0
+    assert slurm_cluster.run(["bash", str(UP), *select, "--check"]).returncode == 0
+
+
+@pytest.mark.slurm_versions()
+def test_preemption_partitions_preempt_for_real(
+    slurm_cluster: SlurmCluster, slurm_preemption: Preemption, tmp_path: Path
+) -> None:
+    """A high job takes a low-requeue job's node: Slurm requeues the victim; a debug job is never preempted."""
+    p = slurm_preemption
+    sleeper = write_script(tmp_path / "sleep.sh", "exec sleep 300")
+    sbatch = ("-w", "node3", "-n2", "--requeue", f"--output={tmp_path}/%j.out")
+    victim = slurm_cluster.submit(sleeper, "-p", p.requeue, *sbatch)
+    shielded = slurm_cluster.submit(sleeper, "-p", "debug", "-w", "node2", "-n2", f"--output={tmp_path}/%j.out")
+    mine = [victim, shielded]
+    try:
+        slurm_cluster.wait_for(victim, "RUNNING", timeout=60)
+        slurm_cluster.wait_for(shielded, "RUNNING", timeout=60)
+        preemptor = slurm_cluster.submit(write_script(tmp_path / "quick.sh", "true"), "-p", p.high, *sbatch)
+        blocked = slurm_cluster.submit(sleeper, "-p", p.high, "-w", "node2", "-n2", f"--output={tmp_path}/%j.out")
+        mine += [preemptor, blocked]
+        requeued = slurm_cluster.wait_for(victim, lambda i: i.restarts == 1, timeout=60)  # Slurm's own requeue
+        assert requeued.state in {JobState.COMPLETING, JobState.PENDING, JobState.RUNNING}
+        assert slurm_cluster.wait_for(preemptor, "COMPLETED", timeout=60).exit_code == 0
+        assert slurm_cluster.wait_for(victim, "RUNNING", timeout=60).restarts == 1  # back once the node is free
+        # the debug job keeps its node: the high job that wants it waits
+        assert slurm_cluster.client.show_job(shielded).state is JobState.RUNNING  # type: ignore[union-attr]
+        assert slurm_cluster.client.show_job(blocked).state is JobState.PENDING  # type: ignore[union-attr]
+        p.user_signal(True)
+        config = slurm_cluster.run(["scontrol", "show", "config"]).stdout
+        key, _, value = p.info.user_signal_parameter.partition("=")
+        assert re.search(rf"^{key} += {value}$", config, re.MULTILINE), config
+    finally:
+        for job in mine:
+            slurm_cluster.client.cancel(job)

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Bring up slurmgen's 3-node test cluster: Debian's Slurm 22.05 + munge, one network namespace per node.
+# Bring up slurmgen's 3-node test cluster for one Slurm version: munge, slurmctld and one slurmd per node, each
+# node in its own network namespace with its own hostname and address, 2 CPUs and 2 fake GPUs.
 #
-#   tests/cluster/up.sh            start it (or say it is already up); prints how to use it
-#   tests/cluster/up.sh --check    exit 0 if a healthy cluster is up, 1 if not; changes nothing
-#   tests/cluster/down.sh          stop it and remove everything it made
+#   tests/cluster/up.sh [--slurm 22.05|24.11|26.05] [--instance K]   start it (or say it is already up)
+#   tests/cluster/up.sh [--slurm V] --check    exit 0 if a healthy cluster is up, 1 if not; changes nothing
+#   tests/cluster/up.sh [--slurm V] --info     print its names, paths and partitions as KEY=VALUE lines
+#   tests/cluster/down.sh [--slurm V]          stop it and remove everything it made
 #
-# Everything lives under $SLURMGEN_CLUSTER_BASE (default /tmp/slurmgen-cluster); nothing in /etc is edited.
-# The host gets a bridge (slurmgen0, 10.200.0.1) and three namespaces (slurmgen-node1..3, 10.200.0.11-13).
-# Why each setting is what it is: shared/notes/local-slurm-cluster.md ("gotcha N" below refers to it).
+# 22.05 (the default) runs Debian bookworm's packages from the host; 24.11 and 26.05 run from a Debian chroot
+# that chroot.sh builds once and caches. Names, subnets and ports differ per version (common.sh), so clusters
+# of several versions run at the same time. Nothing in /etc is edited. README.md explains every setting.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=common.sh
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=SCRIPTDIR/common.sh
 . "$HERE/common.sh"
 
-# Inherited job variables would leak into srun/sbatch calls made here (slurm-facts 1.6).
+# Inherited job variables would leak into srun/sbatch calls made here (sbatch(1) INPUT ENVIRONMENT VARIABLES).
 while read -r var; do unset "$var"; done < <(compgen -e | grep -E '^(SLURM_|SBATCH_|SALLOC_|SRUN_|PMIX_)' || true)
 
 # --- health ---------------------------------------------------------------------------------------------
@@ -22,7 +25,7 @@ while read -r var; do unset "$var"; done < <(compgen -e | grep -E '^(SLURM_|SBAT
 # or `~` means the node is not usable.
 nodes_in_states() {
     local pattern=$1 out n
-    out=$(timeout 5 env SLURM_CONF="$CONF" sinfo -h -N -o '%N %t' 2>/dev/null) || return 1
+    out=$(slurm timeout 5 sinfo -h -N -o '%N %t' 2>/dev/null) || return 1
     for n in "${NODES[@]}"; do
         grep -qE "^$n ($pattern)\$" <<<"$out" || return 1
     done
@@ -41,13 +44,47 @@ healthy() {
     [[ -f $BASE/env.sh && -f $CONF ]] && daemons_alive && nodes_in_states 'idle|mix|alloc|comp'
 }
 
+# The running cluster was made by another version of this script when its slurm.conf differs from the one
+# this script writes (say, before the preemption partitions existed). It is still used, never restarted from
+# here: another test session may be running jobs on it.
+outdated() {
+    [[ -f $CONF ]] && ! cmp -s "$CONF" <(slurm_conf)
+}
+
 print_usage() {
     cat <<EOF
-Slurm test cluster is up: ${NODES[*]} (base $BASE).
-  source $BASE/env.sh        # export SLURM_CONF=$CONF
+Slurm $SLURM_VERSION test cluster is up: ${NODES[*]} (base $BASE).
+  source $BASE/env.sh        # SLURM_CONF=$CONF${BIN_ON_PATH:+, and $BIN first on PATH}
   sinfo
   srun -N2 --ntasks-per-node=2 hostname
-  $HERE/down.sh     # stop it
+  $HERE/down.sh $SELECT     # stop it
+EOF
+}
+
+# KEY=VALUE lines for tests (tests/conftest.py reads them) and people: what this cluster is called and has.
+print_info() {
+    local n addrs=()
+    for n in "${NODES[@]}"; do addrs+=("$(node_ip "$n")"); done
+    cat <<EOF
+SLURM_VERSION=$SLURM_VERSION
+SOURCE=$SOURCE
+SUITE=$SUITE
+INSTANCE=$INSTANCE
+BASE=$BASE
+SLURM_CONF=$CONF
+PATH_PREPEND=${BIN_ON_PATH}
+NODES=${NODES[*]}
+NODE_ADDRS=${addrs[*]}
+CTL_ADDR=$CTL_ADDR
+CTL_PORT=$CTL_PORT
+BRIDGE=$BRIDGE
+NAMESPACES=${NODES[*]/#/$NS_PREFIX}
+DEFAULT_PARTITION=debug
+PREEMPTOR_PARTITION=high
+PREEMPTEE_PARTITIONS=low-requeue low-requeue-grace low-cancel low-cancel-grace
+GRACE_TIME=$GRACE_TIME
+KILL_WAIT=$KILL_WAIT
+USER_SIGNAL_PARAMETER=$(user_signal_line)
 EOF
 }
 
@@ -56,7 +93,7 @@ EOF
 require_tools() {
     [[ $EUID -eq 0 ]] || die "must run as root (network namespaces, mounts, daemons as SlurmUser=root)"
     local t
-    for t in ip nsenter unshare mount mknod ss flock timeout; do
+    for t in ip nsenter unshare mount mknod ss flock timeout findmnt; do
         command -v "$t" >/dev/null || die "required command not found: $t"
     done
 }
@@ -96,13 +133,13 @@ install_packages() {
     return 0
 }
 
-# Refuse to touch a cluster started with another base: the network names are fixed, so there is one per host.
-# The bridge carries its base as alias; a slurmctld is ours when its command line names our config.
+# Refuse to touch a cluster started with another base: the bridge carries its base as alias; a slurmctld is
+# ours when its command line names our config.
 check_owner() {
     local alias holder pid
     alias=$(cat "/sys/class/net/$BRIDGE/ifalias" 2>/dev/null || true)
     [[ -z $alias || $alias == "$BASE" ]] ||
-        die "the test network belongs to a cluster with base $alias; stop it with SLURMGEN_CLUSTER_BASE=$alias $HERE/down.sh"
+        die "the test network $BRIDGE belongs to a cluster with base $alias; stop it with SLURMGEN_CLUSTER_BASE=... $HERE/down.sh"
     holder=$(ss -Hltnp "sport = :$CTL_PORT" 2>/dev/null || true)
     [[ -n $holder ]] || return 0
     pid=$(grep -o 'pid=[0-9]*' <<<"$holder" | head -n1 | cut -d= -f2)
@@ -110,7 +147,7 @@ check_owner() {
     die "port $CTL_PORT is taken by something that is not this cluster: $holder"
 }
 
-# Port 6817 and the 10.200.0.0/24 subnet must be free: what holds them now is not ours (ours was cleaned).
+# The port and the subnet must be free: what holds them now is not ours (ours was cleaned).
 check_free() {
     local holder
     holder=$(ss -Hltnp "sport = :$CTL_PORT" 2>/dev/null || true)
@@ -124,28 +161,101 @@ leftovers() {
     [[ -e $BASE ]] || ip link show "$BRIDGE" >/dev/null 2>&1 || ip netns list | grep -q "^$NS_PREFIX"
 }
 
-# --- bring-up steps -------------------------------------------------------------------------------------
+# --- the chroot (24.11, 26.05) ----------------------------------------------------------------------------
 
-write_files() {
-    mkdir -p "$BASE"/{etc,log,run,dev,spool/ctld} "$BASE/munge"
-    touch "$BASE/.slurmgen-cluster" # down.sh removes $BASE only when this marker is there
-    # munged refuses a socket directory without execute permission for all.
-    chmod 0755 "$BASE" "$BASE/munge"
+# Host directories that must have the same path on the nodes as on the host: job scripts and output files
+# (/tmp, the work tree), the project's venv and the Python it points to, $HOME. Inside the chroot they are
+# bind-mounted at their own paths (cluster-ns.sh); a directory below one already listed comes with it.
+# SLURMGEN_CLUSTER_BINDS adds more (colon-separated).
+bind_paths() {
+    local candidates=(/tmp /work /root /home /usr/local "$REPO") py real prefix p q out=()
+    # The interpreter tests run jobs with: the project's venv (sys.executable) or python3 from PATH. A venv
+    # links to a base install (pyenv, /usr/local, /opt/...) whose libpython and stdlib jobs need too.
+    for py in "$REPO/.venv/bin/python" "$(command -v python3 || true)"; do
+        [[ -n $py && -e $py ]] || continue
+        real=$(readlink -f "$py")
+        prefix=$(dirname "$(dirname "$real")")
+        [[ $prefix == /usr ]] || candidates+=("$prefix") # /usr is the chroot's own: never covered from the host
+    done
+    local IFS=:
+    # shellcheck disable=SC2206 # split on colons on purpose
+    candidates+=(${SLURMGEN_CLUSTER_BINDS:-})
+    unset IFS
+    for p in "${candidates[@]}"; do
+        [[ -n $p && -d $p && $p == /* ]] || continue
+        p=$(readlink -f "$p")
+        [[ $p != / && $p != /usr && $p != /etc ]] || continue
+        for q in "${out[@]}"; do [[ $p == "$q" || $p == "$q"/* ]] && continue 2; done
+        local kept=()
+        for q in "${out[@]}"; do [[ $q == "$p"/* ]] || kept+=("$q"); done
+        out=("${kept[@]}" "$p")
+    done
+    (IFS=:; printf '%s\n' "${out[*]}")
+}
 
-    # Fake GPUs: gres File= must name character devices (gotcha 6); these are /dev/null's numbers.
-    mknod "$BASE/dev/nvidia0" c 1 3
-    mknod "$BASE/dev/nvidia1" c 1 3
+prepare_chroot() {
+    ROOT=$("$HERE/chroot.sh" --slurm "$SLURM_VERSION") || die "no chroot for Slurm $SLURM_VERSION"
+    BINDS=$(bind_paths)
+    local p
+    IFS=: read -r -a paths <<<"$BINDS"
+    # Mount points for binds the chroot was not built with (a work tree outside /work, say).
+    for p in "${paths[@]}"; do mkdir -p "$ROOT$p"; done
+}
 
+# One wrapper per client command of the chroot's Slurm (sbatch, srun, scontrol, ...): run on the host, it
+# enters the cluster's mount namespace (pinned by munged) and runs the chroot's binary in the caller's working
+# directory; run inside the chroot (a job on a node, where $BIN is on the inherited PATH), it is that binary.
+write_wrappers() {
+    mkdir -p "$BIN"
+    cat >"$BIN/.enter" <<EOF
+#!/bin/sh
+# Generated by tests/cluster/up.sh: run Slurm $SLURM_VERSION's client command \$1 from $ROOT against the
+# cluster in $BASE, inside that cluster's mount namespace (the one munged runs in).
+name=\$1
+shift
+pid=\$(cat "$BASE/munge/munged.pid" 2>/dev/null)
+if [ -z "\$pid" ] || [ "\$(cat "/proc/\$pid/comm" 2>/dev/null)" != munged ]; then
+    echo "\$name: the Slurm $SLURM_VERSION test cluster in $BASE is not running (start it: tests/cluster/up.sh --slurm $SLURM_VERSION)" >&2
+    exit 1
+fi
+# shellcheck disable=SC2016 # expanded by the inner sh
+exec nsenter --mount="/proc/\$pid/ns/mnt" -- chroot "$ROOT" /bin/sh -c '
+    if ! cd "\$1" 2>/dev/null; then
+        case \$2 in
+        sbatch | srun | salloc)
+            echo "\$2: the working directory \$1 is not visible inside the Slurm chroot (bound: $BINDS); add it to SLURMGEN_CLUSTER_BINDS" >&2
+            exit 1 ;;
+        esac
+        cd /
+    fi
+    shift
+    exec /usr/bin/"\$@"' sh "\$PWD" "\$name" "\$@"
+EOF
+    chmod 755 "$BIN/.enter"
+    local cmd
+    for cmd in $(chroot "$ROOT" dpkg-query -L slurm-client | sed -n 's|^/usr/bin/||p'); do
+        printf '#!/bin/sh\n# Generated by tests/cluster/up.sh: Slurm %s'"'"'s %s.\n%s\n%s\n' "$SLURM_VERSION" "$cmd" \
+            "if [ -e /etc/slurmgen-chroot ]; then exec /usr/bin/$cmd \"\$@\"; fi # on a node, inside the chroot" \
+            "exec \"$BIN/.enter\" $cmd \"\$@\"" >"$BIN/$cmd"
+        chmod 755 "$BIN/$cmd"
+    done
+}
+
+# --- configuration --------------------------------------------------------------------------------------
+
+slurm_conf() {
     local first=${NODES[0]#node} last=${NODES[-1]#node}
-    cat >"$CONF" <<EOF
-# Generated by tests/cluster/up.sh; see shared/notes/local-slurm-cluster.md
+    local nodes="node[$first-$last]" part
+    part="Nodes=$nodes MaxTime=INFINITE State=UP OverSubscribe=NO"
+    cat <<EOF
+# Generated by tests/cluster/up.sh for Slurm $SLURM_VERSION; tests/cluster/README.md explains each setting.
 ClusterName=slurmgen
 SlurmctldHost=localhost($CTL_ADDR)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-# cred_expire=5 (the minimum) makes a requeued job eligible after 6 s instead of 121 s (gotcha 12).
+# cred_expire=5 (the minimum) makes a requeued job eligible after 6 s instead of 121 s (README gotcha 12).
 AuthInfo=socket=$BASE/munge/munge.socket,cred_expire=5
 MailProg=/bin/true
 SlurmctldPort=$CTL_PORT
@@ -172,19 +282,50 @@ SchedulerParameters=batch_sched_delay=0,sched_interval=1,bf_interval=1
 MpiDefault=none
 SwitchType=switch/none
 ReturnToService=2
-KillWait=5
-# No sacct here: finished jobs stay visible to scontrol for 10 minutes (gotcha 13).
+KillWait=$KILL_WAIT
+# No sacct here: finished jobs stay visible to scontrol for 10 minutes (README gotcha 13).
 MinJobAge=600
 GresTypes=gpu
-# 3 nodes x 2 CPUs on a 2-core machine: config_overrides keeps them from draining (gotcha 8).
+# 3 nodes x 2 CPUs on a 2-core machine: config_overrides keeps them from draining (README gotcha 8).
 SlurmdParameters=config_overrides
-NodeName=node[$first-$last] NodeAddr=$NODE_NET.[$((10 + first))-$((10 + last))] CPUs=2 RealMemory=2000 Gres=gpu:2 State=UNKNOWN
-PartitionName=debug Nodes=node[$first-$last] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+NodeName=$nodes NodeAddr=$NODE_NET.[$((10 + first))-$((10 + last))] CPUs=2 RealMemory=2000 Gres=gpu:2 State=UNKNOWN
+# Preemption between partitions over the same nodes (slurm.conf(5) PreemptType, PreemptMode, PriorityTier,
+# GraceTime; README "Preemption"). A job of a partition with a higher PriorityTier preempts jobs of partitions
+# with a lower tier whose PreemptMode is not OFF. debug (the default) and high are never preempted; debug
+# shares tier 1 with the low-* partitions, so its jobs neither preempt them nor are preempted by them.
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+# The user signal at preemption: on or off, switched at run time by preempt-signal.sh (scontrol reconfigure).
+Include $BASE/etc/preempt-user-signal.conf
+PartitionName=debug $part Default=YES PriorityTier=1 PreemptMode=OFF
+PartitionName=high $part PriorityTier=2 PreemptMode=OFF
+PartitionName=low-requeue $part PriorityTier=1 PreemptMode=REQUEUE GraceTime=0
+PartitionName=low-requeue-grace $part PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE_TIME
+PartitionName=low-cancel $part PriorityTier=1 PreemptMode=CANCEL GraceTime=0
+PartitionName=low-cancel-grace $part PriorityTier=1 PreemptMode=CANCEL GraceTime=$GRACE_TIME
 EOF
-    echo "NodeName=node[$first-$last] Name=gpu File=$BASE/dev/nvidia[0-1]" >"$BASE/etc/gres.conf"
+}
+
+# --- bring-up steps -------------------------------------------------------------------------------------
+
+write_files() {
+    mkdir -p "$BASE"/{etc,log,run,dev,spool/ctld} "$BASE/munge"
+    touch "$BASE/.slurmgen-cluster" # down.sh removes $BASE only when this marker is there
+    # munged refuses a socket directory without execute permission for all.
+    chmod 0755 "$BASE" "$BASE/munge"
+    [[ $SOURCE == host ]] || printf '%s\n' "$ROOT" >"$ROOT_FILE"
+
+    # Fake GPUs: gres File= must name character devices (README gotcha 6); these are /dev/null's numbers.
+    mknod "$BASE/dev/nvidia0" c 1 3
+    mknod "$BASE/dev/nvidia1" c 1 3
+
+    slurm_conf >"$CONF"
+    # Off; preempt-signal.sh switches it. Never empty: slurmctld warns about an empty included file.
+    echo "# the user signal at preemption is off (preempt-signal.sh)" >"$BASE/etc/preempt-user-signal.conf"
+    echo "NodeName=node[${NODES[0]#node}-${NODES[-1]#node}] Name=gpu File=$BASE/dev/nvidia[0-1]" >"$BASE/etc/gres.conf"
 
     # What each node sees as /etc/hosts, nsswitch.conf and resolv.conf (bind-mounted in its mount namespace).
-    # hosts: files only, so no lookup waits for a nameserver that cannot answer (gotcha 4).
+    # hosts: files only, so no lookup waits for a nameserver that cannot answer (README gotcha 4).
     {
         echo "127.0.0.1 localhost"
         echo "$CTL_ADDR slurmctl"
@@ -199,17 +340,35 @@ EOF
 }
 
 start_munge() {
-    mungekey --create --keyfile="$BASE/munge/munge.key"
-    munged --key-file="$BASE/munge/munge.key" --socket="$BASE/munge/munge.socket" \
-        --pid-file="$BASE/munge/munged.pid" --seed-file="$BASE/munge/munged.seed" \
-        --log-file="$BASE/log/munged.log" </dev/null >"$BASE/log/munged.stdout" 2>&1 9>&-
+    local socket=$BASE/munge/munge.socket
+    local args=(--key-file="$BASE/munge/munge.key" --socket="$socket" --pid-file="$BASE/munge/munged.pid"
+        --seed-file="$BASE/munge/munged.seed" --log-file="$BASE/log/munged.log")
+    if [[ $SOURCE == host ]]; then
+        mungekey --create --keyfile="$BASE/munge/munge.key"
+        munged "${args[@]}" </dev/null >"$BASE/log/munged.stdout" 2>&1 9>&-
+    else
+        # The cluster's mount namespace is born here and pinned by munged (it forks into the background).
+        # shellcheck disable=SC2016 # expanded by the inner sh
+        unshare --mount --propagation private -- "$HERE/cluster-ns.sh" "$ROOT" "$BINDS" -- \
+            chroot "$ROOT" /bin/sh -c 'mungekey --create --keyfile="$1" && shift && exec munged "$@"' \
+            sh "$BASE/munge/munge.key" "${args[@]}" </dev/null >"$BASE/log/munged.stdout" 2>&1 9>&-
+    fi
     local i
     for ((i = 0; i < 50; i++)); do
-        munge -n -S "$BASE/munge/munge.socket" 2>/dev/null | unmunge -S "$BASE/munge/munge.socket" >/dev/null 2>&1 &&
-            return 0
+        in_cluster munge -n -S "$socket" 2>/dev/null | in_cluster unmunge -S "$socket" >/dev/null 2>&1 && return 0
         sleep 0.1
     done
     die "munged did not come up (see $BASE/log/munged.log)"
+}
+
+# Run a command of this cluster's Slurm/munge installation: the host's, or the chroot's in the cluster's
+# mount namespace.
+in_cluster() {
+    if [[ $SOURCE == host ]]; then
+        "$@"
+    else
+        nsenter --mount="/proc/$(pid_from "$BASE/munge/munged.pid")/ns/mnt" -- chroot "$ROOT" "$@"
+    fi
 }
 
 setup_network() {
@@ -226,22 +385,32 @@ setup_network() {
         ip -n "$ns" link set lo up
         ip -n "$ns" addr add "$(node_ip "$n")/24" dev eth0
         ip -n "$ns" link set eth0 up
-        # A default route via an address nobody owns: ifcfg.default_interface() needs one (gotcha 5).
+        # A default route via an address nobody owns: ifcfg.default_interface() needs one (README gotcha 5).
         ip -n "$ns" route add default via "$GATEWAY" dev eth0
     done
 }
 
+start_slurmctld() {
+    if [[ $SOURCE == host ]]; then
+        slurmctld -f "$CONF" </dev/null >"$BASE/log/slurmctld.stdout" 2>&1 9>&-
+    else
+        in_cluster slurmctld -f "$CONF" </dev/null >"$BASE/log/slurmctld.stdout" 2>&1 9>&-
+    fi
+}
+
 start_slurmd() {
     local n=$1
-    # Not `ip netns exec`: it remounts /sys, hides /sys/fs/cgroup and slurmd 22.05 dies (gotcha 3).
+    local enter=(nsenter --net="/run/netns/$NS_PREFIX$n")
+    [[ $SOURCE == host ]] || enter+=(--mount="/proc/$(pid_from "$BASE/munge/munged.pid")/ns/mnt")
+    # Not `ip netns exec`: it remounts /sys, hides /sys/fs/cgroup and slurmd dies (README gotcha 3).
     # UTS + mount namespaces give the node its own hostname and /etc files; the host's stay untouched.
     # shellcheck disable=SC2016 # expanded by the inner sh
-    nsenter --net="/run/netns/$NS_PREFIX$n" unshare --uts --mount --propagation private \
-        sh -c 'hostname "$1" && mount --bind "$2/etc/hosts" /etc/hosts &&
-               mount --bind "$2/etc/nsswitch.conf" /etc/nsswitch.conf &&
-               { [ ! -e /etc/resolv.conf ] || mount --bind "$2/etc/resolv.conf" /etc/resolv.conf; } &&
-               exec slurmd -f "$3" -N "$1"' sh "$n" "$BASE" "$CONF" \
-        </dev/null >"$BASE/log/slurmd-$n.stdout" 2>&1 9>&-
+    "${enter[@]}" -- unshare --uts --mount --propagation private \
+        sh -c 'hostname "$1" && mount --bind "$2/etc/hosts" "$4/etc/hosts" &&
+               mount --bind "$2/etc/nsswitch.conf" "$4/etc/nsswitch.conf" &&
+               { [ ! -e "$4/etc/resolv.conf" ] || mount --bind "$2/etc/resolv.conf" "$4/etc/resolv.conf"; } &&
+               if [ -n "$4" ]; then exec chroot "$4" slurmd -f "$3" -N "$1"; else exec slurmd -f "$3" -N "$1"; fi' \
+        sh "$n" "$BASE" "$CONF" "${ROOT:-}" </dev/null >"$BASE/log/slurmd-$n.stdout" 2>&1 9>&-
 }
 
 wait_idle() {
@@ -255,15 +424,23 @@ wait_idle() {
         done
         sleep 0.1
     done
-    die "nodes not idle after 30 s: $(SLURM_CONF=$CONF sinfo -h -N -o '%N %t %E' 2>&1 | tr '\n' ';')"
+    die "nodes not idle after 30 s: $(slurm sinfo -h -N -o '%N %t %E' 2>&1 | tr '\n' ';')"
 }
 
 smoke_test() {
     local got want
-    got=$(timeout 30 env SLURM_CONF="$CONF" srun -N3 --ntasks-per-node=1 hostname 2>&1 | sort | tr '\n' ' ') ||
+    got=$(slurm timeout 30 srun -N3 --ntasks-per-node=1 hostname 2>&1 | sort | tr '\n' ' ') ||
         die "smoke test srun failed: $got"
     want="${NODES[*]} "
     [[ $got == "$want" ]] || die "smoke test: srun -N3 hostname printed '$got', expected '$want'"
+}
+
+write_env() {
+    {
+        echo "# Generated by tests/cluster/up.sh: source it to use the Slurm $SLURM_VERSION test cluster."
+        echo "export SLURM_CONF=$CONF"
+        [[ -z $BIN_ON_PATH ]] || echo "export PATH=$BIN_ON_PATH:\$PATH"
+    } >"$BASE/env.sh"
 }
 
 # On failure keep the logs beside the base (down.sh removes the base) and clean up everything.
@@ -279,15 +456,23 @@ on_exit() {
         log "logs kept in $BASE.failed-logs"
     fi
     log "bring-up failed; cleaning up"
-    "$HERE/down.sh" --locked >/dev/null 2>&1 || log "warning: cleanup after the failed bring-up failed too"
+    "$HERE/down.sh" --slurm "$SLURM_VERSION" --instance "$INSTANCE" --locked >/dev/null 2>&1 ||
+        log "warning: cleanup after the failed bring-up failed too"
 }
 
 # --- main -----------------------------------------------------------------------------------------------
 
 main() {
+    parse_cluster_args "$@"
+    set -- "${ARGS[@]+"${ARGS[@]}"}"
+    BIN_ON_PATH=""
+    [[ $SOURCE == host ]] || BIN_ON_PATH=$BIN
+    SELECT="--slurm $SLURM_VERSION"
+    ((INSTANCE == 0)) || SELECT+=" --instance $INSTANCE"
     case ${1:-} in
     --check) healthy; return ;;
-    -h | --help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; return 0 ;;
+    --info) print_info; return 0 ;;
+    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; return 0 ;;
     "") ;;
     *) die "unknown argument: $1 (try --help)" ;;
     esac
@@ -296,39 +481,56 @@ main() {
     # One bring-up or teardown at a time: two test sessions may start together. Daemons are started with
     # fd 9 closed: a daemon that inherits it holds the lock for as long as it runs.
     exec 9>"$BASE.lock"
-    flock -w 600 9 || die "another up.sh/down.sh holds $BASE.lock"
+    flock -w 900 9 || die "another up.sh/down.sh holds $BASE.lock"
 
     if healthy; then
-        log "a healthy cluster is already up; nothing to do"
+        log "a healthy Slurm $SLURM_VERSION cluster is already up; nothing to do"
+        if outdated; then
+            log "warning: its slurm.conf is not the one this up.sh writes (an older harness started it); run" \
+                "$HERE/down.sh $SELECT, then up.sh, once no test session uses it"
+        fi
         print_usage
         return 0
     fi
     check_owner
+    # Every daemon runs, yet the cluster does not answer as healthy (a node drained, a client that cannot talk
+    # to it): it may be in use by another session, so it is never torn down from here.
+    if daemons_alive; then
+        die "the Slurm $SLURM_VERSION cluster in $BASE runs but is not healthy ($(slurm timeout 5 sinfo -h -N \
+            -o '%N %t %E' 2>&1 | tr '\n' ';')); if no one uses it: $HERE/down.sh $SELECT, then up.sh again"
+    fi
     if leftovers; then
         log "cleaning up a partial or unhealthy cluster first"
-        "$HERE/down.sh" --locked >&2
+        "$HERE/down.sh" --slurm "$SLURM_VERSION" --instance "$INSTANCE" --locked >&2
     fi
     if [[ -e $BASE ]]; then
         die "$BASE exists and is not a cluster made by this script; move it away or set SLURMGEN_CLUSTER_BASE"
     fi
-    install_packages
+    if [[ $SOURCE == host ]]; then
+        install_packages
+        ROOT=""
+    else
+        prepare_chroot
+    fi
     check_free
+    local t1=$EPOCHREALTIME
 
     STARTED=1
     write_files
     start_munge
+    [[ $SOURCE == host ]] || write_wrappers
     setup_network
-    slurmctld -f "$CONF" </dev/null >"$BASE/log/slurmctld.stdout" 2>&1 9>&-
+    start_slurmctld
     local n
     for n in "${NODES[@]}"; do
         start_slurmd "$n" || die "slurmd on $n did not start (see $BASE/log/slurmd-$n.stdout)"
     done
     wait_idle
     smoke_test
-    printf '# Generated by tests/cluster/up.sh: source it to use the test cluster.\nexport SLURM_CONF=%s\n' \
-        "$CONF" >"$BASE/env.sh"
+    write_env
     rm -rf "$BASE.failed-logs"
-    log "up in $(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $t0 }") s"
+    log "Slurm $SLURM_VERSION up in $(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $t0 }") s" \
+        "($(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $t1 }") s after packages/chroot)"
     print_usage
 }
 

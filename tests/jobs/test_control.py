@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from fake_slurm import FakeSlurm
-from recorded import DATA
+from recorded import recorded_text
 
 from slurmgen.errors import SchedulerError, UsageError
 from slurmgen.jobs.control import plan_cancel, plan_requeue, requeue_job, signal_route
@@ -17,7 +17,7 @@ from slurmgen.slurm.showjob import JobInfo, job_info, parse_show_job
 
 
 def infos(name: str, **changes: str) -> list[JobInfo]:
-    return [job_info({**rec, **changes}) for rec in parse_show_job((DATA / f"{name}.out").read_text())]
+    return [job_info({**rec, **changes}) for rec in parse_show_job(recorded_text(f"{name}.out"))]
 
 
 # --- requeue --------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ script and slurmgen's runtime entry point, and the tests assert on what Slurm an
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +24,8 @@ if TYPE_CHECKING:  # annotations only
 pytestmark = pytest.mark.slurm
 
 PROGRAM = Path(__file__).parent / "submit_job.py"
+# The commands every Slurm a user may have must serve (issue 14): these tests run on each selected version.
+EVERY_VERSION = pytest.mark.slurm_versions()
 LONG = 300.0  # seconds: the cluster is shared, so a job may pend a while; never a fixed sleep as an assertion
 
 
@@ -72,6 +75,7 @@ def ended(info: JobInfo) -> bool:
     return info.state.is_terminal
 
 
+@EVERY_VERSION
 def test_two_nodes_two_tasks_with_wait(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     spec(tmp_path, ["ranks"])
     result = slurmgen(slurm_cluster, tmp_path, "submit", "job.yaml", "--wait")
@@ -105,6 +109,7 @@ def test_two_nodes_two_tasks_with_wait(slurm_cluster: SlurmCluster, tmp_path: Pa
     assert status.returncode == 0 and status.stdout.splitlines()[1].split()[:3] == [job, "sgtest", "COMPLETED"]
 
 
+@EVERY_VERSION
 def test_wait_exits_with_the_jobs_exit_status(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     spec(tmp_path, ["exit", "3"], nodes=1, tasks=1)
     result = slurmgen(slurm_cluster, tmp_path, "submit", "job.yaml", "--wait")
@@ -112,6 +117,7 @@ def test_wait_exits_with_the_jobs_exit_status(slurm_cluster: SlurmCluster, tmp_p
     assert "FAILED with exit code 3" in result.stderr
 
 
+@EVERY_VERSION
 def test_requeue_brings_a_running_job_back_and_keeps_the_earlier_log(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
@@ -134,6 +140,7 @@ def test_requeue_brings_a_running_job_back_and_keeps_the_earlier_log(
     assert again.returncode == 2 and "already ended (COMPLETED" in again.stderr
 
 
+@EVERY_VERSION
 def test_requeue_hold_leaves_the_job_held(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     spec(tmp_path, ["requeue-me"], nodes=1, tasks=1)
     job = submit(slurm_cluster, tmp_path)
@@ -154,6 +161,33 @@ def test_requeue_hold_leaves_the_job_held(slurm_cluster: SlurmCluster, tmp_path:
         slurm_cluster.client.cancel(job)
 
 
+@EVERY_VERSION
+def test_requeue_one_array_task_leaves_the_other_running(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    spec(tmp_path, ["requeue-me"], nodes=1, tasks=1, extra='array: "0-1"\n')
+    job = submit(slurm_cluster, tmp_path)
+    first, second = f"{job}_0", f"{job}_1"
+    try:
+
+        def printed(task: str) -> Callable[[], bool]:
+            return lambda: "task " in "".join(node_logs(tmp_path, task).values())
+
+        for task in (first, second):
+            wait_until(f"run 1 of {task} printed", printed(task))
+        result = slurmgen(slurm_cluster, tmp_path, "requeue", second)
+        assert result.returncode == 0, result.stderr
+        info = slurm_cluster.wait_for(second, ended, timeout=LONG)
+        assert (info.state, info.exit_code, info.restarts) == (JobState.COMPLETED, 0, 1)
+        assert slurm_cluster.wait_for(first, "RUNNING").restarts == 0  # its sibling was not touched
+        status = slurmgen(slurm_cluster, tmp_path, "status", second)
+        assert status.returncode == 0 and status.stdout.splitlines()[1].split()[:1] == [second], status.stdout
+        assert "COMPLETED" in status.stdout.splitlines()[1]
+        shown = slurmgen(slurm_cluster, tmp_path, "logs", second)
+        assert shown.returncode == 0 and shown.stdout.count("SLURM_RESTART_COUNT=1") == 1, shown.stdout
+    finally:
+        slurm_cluster.client.cancel(job)
+
+
+@EVERY_VERSION
 @pytest.mark.parametrize("route", ["default", "steps"])
 def test_cancel_signal_reaches_the_tasks(slurm_cluster: SlurmCluster, tmp_path: Path, route: str) -> None:
     spec(tmp_path, ["wait-signal", "USR2"], nodes=2, tasks=1)
@@ -172,6 +206,7 @@ def test_cancel_signal_reaches_the_tasks(slurm_cluster: SlurmCluster, tmp_path: 
         slurm_cluster.client.cancel(job)
 
 
+@EVERY_VERSION
 def test_logs_follow_prints_as_the_job_writes_and_stops_at_its_end(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     spec(tmp_path, ["slow", "10"], nodes=2, tasks=1)
     job = submit(slurm_cluster, tmp_path)
@@ -206,6 +241,7 @@ def test_logs_follow_stops_cleanly_on_ctrl_c(slurm_cluster: SlurmCluster, tmp_pa
         slurm_cluster.client.cancel(job)
 
 
+@EVERY_VERSION
 def test_test_only_asks_the_scheduler(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     spec(tmp_path, ["ranks"])
     fits = slurmgen(slurm_cluster, tmp_path, "submit", "job.yaml", "--test-only")
@@ -228,7 +264,7 @@ def test_unwritable_log_path_fails_before_sbatch(slurm_cluster: SlurmCluster, tm
 
 LOST_REPLY = """#!/bin/bash
 # sbatch whose reply is lost: the real one submits (or, with NOSUBMIT set, does not), then it hangs.
-[ -n "${NOSUBMIT:-}" ] || /usr/bin/sbatch "$@" > /dev/null || exit 1
+[ -n "${NOSUBMIT:-}" ] || "$REAL_SBATCH" "$@" > /dev/null || exit 1
 exec sleep 60
 """
 
@@ -248,7 +284,9 @@ def test_an_sbatch_timeout_is_settled_by_the_token_never_by_a_second_sbatch(
     wrapper.parent.mkdir()
     wrapper.write_text(LOST_REPLY)
     wrapper.chmod(0o755)
-    env = {**slurm_cluster.env, "PATH": f"{wrapper.parent}:{slurm_cluster.env['PATH']}"}
+    real = shutil.which("sbatch", path=slurm_cluster.env["PATH"])  # the cluster version's own sbatch
+    assert real is not None
+    env = {**slurm_cluster.env, "PATH": f"{wrapper.parent}:{slurm_cluster.env['PATH']}", "REAL_SBATCH": real}
     if not submits:
         env["NOSUBMIT"] = "1"
     loaded = load_file(spec(tmp_path, ["ranks"], nodes=1, tasks=1, extra="sbatch: {hold: true}\n"))

@@ -450,12 +450,14 @@ def run_to_completion(cwd: Path, *args: str, spec: str = "jobs/cpu-debug.yaml", 
 def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     tmp_path: Path, uninterrupted: tuple[int, str, Path, float]
 ) -> None:
-    code, _, first, seconds = uninterrupted
+    code, _, first, _ = uninterrupted
     assert code == 0, logs_of(first)
     cwd = workdir(tmp_path)
-    # 15 s of steps; the signal comes when the uninterrupted run (start-up and all) had ended: a few steps in,
-    # on a fast or a busy machine alike. Earlier it would still work (the runtime keeps it pending).
-    after = str(max(5, round(seconds)))
+    # 15 s of steps (300 x 0.05 s), so run 1 always outlasts the signal at 5 s. On a fast machine it lands a few
+    # steps in; on a busy one it may come before the first step, and the runtime keeps it pending until Preemption
+    # exists: either way one stop at a step boundary, saved and resumed. (Deriving it from the uninterrupted run's
+    # duration made it land after run 1 had ended when that run happened to be slow.)
+    after = "5"
     slow = FAST.replace("]", ', --step-time, "0.05"]')
     err = run_to_completion(cwd, "--set", slow, "--preempt-after", after)
     assert f"SIGCONT, SIGUSR1 to the batch shell at {after} s of run 1 (preemption rehearsal)" in err
@@ -485,10 +487,10 @@ def test_torchrun_spec_preempted_locally_resumes_to_the_same_weights(
 ) -> None:
     """The same example as one torchrun per emulated node with 2 workers each: the signal reaches the workers
     through the real torchrun agent, the run checkpoints, requeues once and ends where the srun run ends."""
-    code, _, first, seconds = uninterrupted
+    code, _, first, _ = uninterrupted
     assert code == 0, logs_of(first)
     cwd = workdir(tmp_path)
-    after = str(max(8, round(seconds) + 3))  # torchrun's own rendezvous adds a few seconds of start-up
+    after = "8"  # within run 1's 15 s of steps plus torchrun's own rendezvous, however busy the machine
     slow = FAST.replace("]", ', --step-time, "0.05"]')
     torchrun = ("--set", "launcher=torchrun", "--set", "nproc_per_node=2", "--set", "tasks_per_node=1")
     err = run_to_completion(cwd, *torchrun, "--set", slow, "--preempt-after", after)

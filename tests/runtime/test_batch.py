@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from fake_slurm import FakeSlurm, done
+from recorded import recorded_text
 
 from slurmgen import contract, run_history
 from slurmgen.runtime import batch
@@ -38,6 +39,10 @@ class OneJob:
                 f"ExitCode=0:0 PreemptTime={self.preempt_time or 'None'} Partition=low"
             )
             return done(record + "\n")
+        if argv[1:] == ["show", "config"]:
+            return done(recorded_text("show-config.out"))
+        if argv[1:4] == ["-o", "show", "partition"]:
+            return done(recorded_text("show-partition-o.out"))
         if argv[1] == "requeue":
             self.requeues.append(argv)
             if self.requeue_disabled:
@@ -139,7 +144,7 @@ def test_the_next_run_records_what_slurm_did_when_no_one_could(tmp_path: Path) -
     logs = str(tmp_path / "logs")
     run_history.append(logs, "batch-shell", run_history.PREEMPTED, 1, 1.0, mode="REQUEUE")
     said: list[str] = []
-    batch.begin(env_for(tmp_path, restarts=2), said.append)
+    batch.begin(env_for(tmp_path, restarts=2), said.append, OneJob().client())
     runs = history(tmp_path)
     assert [(r.run, r.requeued_by, r.cause) for r in runs] == [
         (1, "slurm", "preemption"),
@@ -201,3 +206,17 @@ def test_the_helper_never_breaks_the_batch_shell(tmp_path: Path) -> None:
     (tmp_path / "not-a-dir").write_text("a file where the log directory should be")
     assert batch.main(["end", "5"], env) == 5
     assert batch.main(["nonsense"], env) == 2
+
+
+def test_the_start_records_the_site_and_warns_when_the_last_save_does_not_fit(tmp_path: Path) -> None:
+    """The run-start event carries what this site's Slurm does (for history and status); a last save that would
+    not fit the coming stop's window is said once, at the start of the next run."""
+    logs = str(tmp_path / "logs")
+    run_history.append(logs, "rank0", run_history.STOP, 1, 1.0, cause="time-limit", step_seconds=2.0)
+    run_history.append(logs, "rank0", run_history.SAVE, 1, 2.0, seconds=40.0, bytes=1, cause="time-limit")
+    said: list[str] = []
+    env = env_for(tmp_path, restarts=1) | {contract.LEAD_TIME: "30", "SLURM_JOB_PARTITION": "debug"}
+    batch.begin(env, said.append, OneJob().client())
+    start = next(e for e in run_history.read(logs) if e["event"] == run_history.RUN_START)
+    assert start["site"]["partition"] == "debug" and start["site"]["windows"]["time-limit"] == 30
+    assert said[-1].startswith("warning: the last save may not fit its window: time-limit: the last save (40.0 s)")

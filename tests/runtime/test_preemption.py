@@ -128,6 +128,8 @@ def launch(tmp_path: Path) -> Iterator[object]:
                 proc.wait()
 
 
+PREEMPTED = {"preempted": "2026-11-23T10:00:00"}  # scontrol show job: PreemptTime set
+
 # scontrol as slurmctld answers one job: logs every call; `show job` gives RUNNING (PreemptTime when the test wrote
 # the file `preempted`), and COMPLETING with one more restart once a requeue was asked for.
 FAKE_SCONTROL = """
@@ -156,7 +158,7 @@ def saves(job: Job) -> int:
 
 
 def test_preemption_signal_saves_requeues_and_exits_once(launch) -> None:  # type: ignore[no-untyped-def]
-    job = launch()
+    job = launch(slurm=PREEMPTED)  # the user signal at preemption: scontrol shows PreemptTime
     job.wait_for("READY")
     job.signal(signal.SIGUSR1)
     assert job.wait() == [0]
@@ -170,6 +172,19 @@ def test_preemption_signal_saves_requeues_and_exits_once(launch) -> None:  # typ
     assert again.wait() == [0]
     resumed = next(line for line in again.out().splitlines() if line.startswith("RESUMED"))
     assert resumed.split()[1:3] == stop.split()[1:3]
+
+
+def test_a_signal_sent_by_hand_is_a_request_not_a_preemption(launch) -> None:  # type: ignore[no-untyped-def]
+    """`scancel --signal=USR1` (or `slurmgen cancel --signal USR1`): Slurm shows no PreemptTime and the time limit
+    is far: someone asked, and the requeue counts against the job's own budget."""
+    job = launch()
+    job.wait_for("READY")
+    job.signal(signal.SIGUSR1)
+    assert job.wait() == [0]
+    assert job.calls() == ["requeue Incomplete 77"]
+    assert "requeue issued for job 77 (requested; requeue 1 of 3)" in job.err()
+    (run,) = job.history()
+    assert (run.cause, run.requeued_by) == ("requested", "rank0")
 
 
 def test_signal_then_term_saves_and_requeues_exactly_once(launch) -> None:  # type: ignore[no-untyped-def]
@@ -206,9 +221,6 @@ def test_sigcont_is_ignored(launch) -> None:  # type: ignore[no-untyped-def]
     job.signal(signal.SIGCONT)
     assert job.wait() == [0]
     assert "DONE 150" in job.out() and saves(job) == 0
-
-
-PREEMPTED = {"preempted": "2026-11-23T10:00:00"}  # scontrol show job: PreemptTime set
 
 
 def past_requeues(job_logs: Path, causes: list[str]) -> None:
@@ -378,7 +390,7 @@ def test_a_dead_rank_makes_the_others_exit_with_the_message(launch) -> None:  # 
     started = time.monotonic()
     codes = [job.procs[r].wait(timeout=30) for r in (0, 2)]
     # At once: the dead rank's connections close (the process-group timeout here is the default 600 s).
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 20  # not the process-group timeout (600 s): about 1 s on a quiet machine
     assert codes == [contract.EXIT_PEER_LOST, contract.EXIT_PEER_LOST]
     for rank in (0, 2):
         assert "a peer rank died or stopped answering" in job.err(rank) or "lost the other ranks" in job.err(rank)
@@ -392,7 +404,7 @@ def test_a_stuck_rank_makes_the_others_exit_after_the_process_group_timeout(laun
     job.signal(signal.SIGSTOP, rank=1)  # alive, connections open, never answers
     started = time.monotonic()
     assert job.procs[0].wait(timeout=60) == contract.EXIT_PEER_LOST
-    assert 6 - 1 < time.monotonic() - started < 6 + 10
+    assert 6 - 1 < time.monotonic() - started < 6 + 20  # the process-group timeout, plus a busy machine's slack
     assert "did not answer within 6 s" in job.err(0) or "a peer rank died or stopped answering" in job.err(0)
 
 

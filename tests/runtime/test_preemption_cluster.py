@@ -9,88 +9,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from slurmgen import contract, run_history
-from slurmgen.script.render import render
-from slurmgen.spec.load import load_text
+from slurmgen import contract
+
+from .cluster_jobs import PY, TRAIN, WORKER, check_resume, job_history, logs, scancel, spec_text, submit, wait_for_text
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-TRAIN = ROOT / "jobs" / "train_tiny.py"
-WORKER = ROOT / "tests" / "runtime" / "preempt_worker.py"
-PY = sys.executable
-
-
-def spec_text(
-    out: Path,
-    name: str,
-    *,
-    steps: int,
-    step_time: float,
-    extra: str = "",
-    time_limit: str = "00:10:00",
-    command: list[str] | None = None,
-) -> str:
-    cmd = command or [PY, str(TRAIN)]
-    args = [*cmd, "--steps", str(steps), "--step-time", str(step_time), "--save-every", "100"]
-    return (
-        f"name: {name}\n"
-        f"command: {args!r}\n"
-        f"time: '{time_limit}'\n"
-        "nodes: 2\ntasks_per_node: 2\ncpus_per_task: 1\n"
-        f"python: {PY}\n"
-        f"output: {out}/logs\n"
-        "distributed: {backend: gloo, timeout: 60, barrier_timeout: 30}\n"
-        f"{extra}"
-    )
-
-
-def submit(cluster, tmp: Path, text: str, *sbatch_args: str) -> str:  # type: ignore[no-untyped-def]
-    spec = load_text(text, "test.yaml").spec
-    script = tmp / "job.sbatch"
-    script.write_text(render(spec))
-    (tmp / "logs").mkdir(exist_ok=True)
-    return str(cluster.submit(script, *sbatch_args))
-
-
-def logs(tmp: Path, name: str, key: str) -> str:
-    """Everything the job wrote: the batch log and every per-node log (appended across runs)."""
-    parts = [tmp / "logs" / f"{name}-{key}.log", *sorted((tmp / "logs" / f"{name}-{key}").glob("*.log"))]
-    return "\n".join(p.read_text(errors="replace") for p in parts if p.exists())
-
-
-def wait_for_text(tmp: Path, name: str, key: str, pattern: str, count: int = 1, timeout: float = 120) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        text = logs(tmp, name, key)
-        if len(re.findall(pattern, text)) >= count:
-            return text
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{pattern!r} x{count} never appeared:\n{text[-4000:]}")
-        time.sleep(0.2)
-
-
-def job_history(tmp_path: Path, name: str, job: str) -> list[run_history.Run]:
-    return run_history.runs(run_history.read(str(tmp_path / "logs" / f"{name}-{job}")))
-
-
-def scancel(cluster, *args: str) -> None:  # type: ignore[no-untyped-def]
-    result = cluster.run(["scancel", *args])
-    assert result.returncode == 0, result.stderr
-
-
-def check_resume(text: str) -> None:
-    """The weights printed at the stop equal the weights loaded at the resume, at the same step."""
-    stops = re.findall(r"stopping after step (\d+), weights (\S+)", text)
-    resumes = re.findall(r"resumed weights (\S+) at step (\d+)", text)
-    assert stops and resumes, text[-3000:]
-    assert (stops[0][0], stops[0][1]) == (resumes[0][1], resumes[0][0])
 
 
 def test_scancel_signal_checkpoints_requeues_once_and_resumes(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -104,15 +31,15 @@ def test_scancel_signal_checkpoints_requeues_once_and_resumes(slurm_cluster, tmp
     slurm_cluster.wait_for(job, "COMPLETED", timeout=180)
     text = logs(tmp_path, name, job)
     assert text.count("batch shell received SIGUSR1") == 1
-    assert len(re.findall(r"saved state to \S+ \([\d.]+ MiB in [\d.]+ s, preemption\)", text)) == 1
+    assert len(re.findall(r"saved state to \S+ \([\d.]+ MiB in [\d.]+ s, requested\)", text)) == 1
     assert text.count(f"requeue issued for job {job}") == 1
-    assert re.search(r"start at step [1-9]\d* on \S+, run 2, last stop: preemption", text)
+    assert re.search(r"start at step [1-9]\d* on \S+, run 2, last stop: requested", text)
     check_resume(text)
     assert "final weights" in text
     assert f"job {job}, run 2," in text  # the batch log of run 1 is still there, run 2 appended after it
     assert text.index(f"job {job}, run 1,") < text.index(f"job {job}, run 2,")
     runs = job_history(tmp_path, name, job)
-    assert [(r.run, r.cause, r.requeued_by) for r in runs] == [(1, "preemption", "rank0"), (2, None, None)]
+    assert [(r.run, r.cause, r.requeued_by) for r in runs] == [(1, "requested", "rank0"), (2, None, None)]
 
 
 def test_signal_followed_at_once_by_term_saves_and_requeues_once(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -135,10 +62,10 @@ def test_signal_followed_at_once_by_term_saves_and_requeues_once(slurm_cluster, 
     assert info.state.name == "COMPLETED", text[-3000:]
     assert "stop agreed at a step boundary (save, requeue and exit; received here: USR1, TERM)" in text
     # One save for the stop (the periodic ones say "periodic"), made as a preemption: requeue, not terminate.
-    assert re.findall(r"saved state to \S+ \(.*, (preemption|terminated)\)", text) == ["preemption"], text[-3000:]
+    assert re.findall(r"saved state to \S+ \(.*, (requested|terminated)\)", text) == ["requested"], text[-3000:]
     assert text.count("requeue issued") == 1
     assert info.restarts == 1
-    stops = set(re.findall(r"STOP (\d+) (\S+) cause=preemption", text))
+    stops = set(re.findall(r"STOP (\d+) (\S+) cause=requested", text))
     assert len(stops) == 1, stops  # every rank stopped at the same step
     assert re.findall(r"RESUMED (\d+) (\S+)", text) == [next(iter(stops))] * 4
     assert text.count("DONE 300") == 4
@@ -185,7 +112,7 @@ def test_without_scontrol_in_the_task_the_batch_shell_requeues(slurm_cluster, tm
     slurm_cluster.wait_for(job, "COMPLETED", timeout=180)
     text = logs(tmp_path, name, job)
     assert "asked the batch shell to requeue" in text and "scontrol is not on PATH" in text
-    assert re.search(rf"slurmgen: requeueing job {job} \(cause: preemption; requeue 1 of 5\)", text)
+    assert f"slurmgen: requeue issued for job {job} (requested; requeue 1 of 5)" in text
     check_resume(text)
 
 
@@ -196,7 +123,7 @@ def test_past_the_budget_the_job_ends_and_says_why(slurm_cluster, tmp_path: Path
     wait_for_text(tmp_path, name, job, r"start at step 0", count=4)
     scancel(slurm_cluster, "--signal=USR1", job)
     slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.name == "RUNNING", timeout=120)
-    wait_for_text(tmp_path, name, job, r"run 2, last stop: preemption", count=4)
+    wait_for_text(tmp_path, name, job, r"run 2, last stop: requested", count=4)
     scancel(slurm_cluster, "--signal=USR1", job)
     info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=120)
     assert info.restarts == 1 and info.state.name == "FAILED"

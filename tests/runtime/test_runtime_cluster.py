@@ -1,8 +1,10 @@
 """The runtime against real Slurm: `scontrol show hostnames` as the hostlist oracle, and a 2-node x 2-task
 job whose ranks meet through the runtime.
 
-The hostlist oracle needs no daemon, only scontrol and a config file (the running cluster's, or a throwaway
-one); the job runs on the shared ``slurm_cluster`` fixture (tests/conftest.py).
+The hostlist oracle runs on every selected Slurm version. For 22.05 it needs no daemon, only the host's scontrol
+and a config file (the running cluster's, or a throwaway one); for 24.11 and 26.05 it uses that version's test
+cluster, whose scontrol runs in its chroot. The job runs on the shared ``slurm_cluster`` fixture
+(tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -76,14 +78,28 @@ CORPUS = [
     "n[a-b]",
     "x[0-999999999].y[0-9]",
 ]
-# Where slurmgen is deliberately different from scontrol 22.05 (suffixes need 23.11's hostlist.c): a suffix after the
-# last bracket is valid since Slurm 23.11; the others are garbage that scontrol turns into nonsense host names.
-DIVERGES = {
-    "node[1-2]-ib": (None, ["node1-ib", "node2-ib"]),  # 22.05: Invalid hostlist; 23.11+: expanded
-    "n[1-": (["n]"], None),  # scontrol prints "n]"; we refuse
-    "n1-2]": (["n1-2]"], None),  # a literal "]" in a host name; we refuse
-    "n[1 - 2]": (["n01", "n02"], None),  # spaces inside brackets; we refuse
+# Where slurmgen is deliberately different from scontrol, per version: (scontrol's answer, ours). A suffix after
+# the last bracket is valid since Slurm 23.11 (its hostlist.c), so 22.05 rejects what slurmgen accepts; the
+# others are garbage that some scontrol turns into nonsense host names, where slurmgen refuses.
+DIVERGES: dict[str, dict[str, tuple[list[str] | None, list[str] | None]]] = {
+    "22.05": {
+        "node[1-2]-ib": (None, ["node1-ib", "node2-ib"]),  # 22.05: Invalid hostlist; 23.11+: expanded
+        "n[1-": (["n]"], None),  # scontrol prints "n]"; we refuse
+        "n1-2]": (["n1-2]"], None),  # a literal "]" in a host name; we refuse
+        "n[1 - 2]": (["n01", "n02"], None),  # spaces inside brackets; we refuse
+    },
+    "24.11": {
+        "n1-2]": (["n1-2]"], None),
+        "n[1 - 2]": (["n01", "n02"], None),
+        "n[[1]]": (["n[1]"], None),  # 22.05 rejects it; 23.11+ keeps a literal "[" and "]"; we refuse
+    },
+    "26.05": {
+        "n1-2]": (["n1-2]"], None),
+        "n[1 - 2]": (["n01", "n02"], None),
+        "n[[1]]": (["n[1]"], None),  # 22.05 rejects it; 23.11+ keeps a literal "[" and "]"; we refuse
+    },
 }
+ALL_DIVERGING = sorted({expr for table in DIVERGES.values() for expr in table})
 
 
 def scontrol_hostnames(expr: str, env: dict[str, str]) -> list[str] | None:
@@ -105,7 +121,12 @@ def ours(expr: str) -> list[str] | None:
 
 
 @pytest.fixture(scope="module")
-def oracle_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def oracle_env(
+    slurm_version: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    if slurm_version != "22.05":  # the chroot's scontrol: only through that version's running cluster
+        cluster = request.getfixturevalue("slurm_cluster")
+        return dict(cluster.env)
     if shutil.which("scontrol") is None:
         pytest.skip("scontrol is not installed (tests/cluster/up.sh installs slurm-client)")
     conf = cluster_conf()
@@ -117,11 +138,13 @@ def oracle_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return slurm_env(conf)
 
 
-@pytest.mark.parametrize("expr", CORPUS + sorted(DIVERGES))
-def test_expand_hostlist_agrees_with_scontrol(expr: str, oracle_env: dict[str, str]) -> None:
+@pytest.mark.slurm_versions()
+@pytest.mark.parametrize("expr", CORPUS + [expr for expr in ALL_DIVERGING if expr not in CORPUS])
+def test_expand_hostlist_agrees_with_scontrol(expr: str, oracle_env: dict[str, str], slurm_version: str) -> None:
     theirs = scontrol_hostnames(expr, oracle_env)
-    if expr in DIVERGES:
-        assert (theirs, ours(expr)) == DIVERGES[expr]
+    diverging = DIVERGES[slurm_version]
+    if expr in diverging:
+        assert (theirs, ours(expr)) == diverging[expr]
     else:
         assert ours(expr) == theirs
 

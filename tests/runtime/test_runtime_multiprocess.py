@@ -117,7 +117,7 @@ def test_missing_rank_zero_fails_the_others_fast(ranks: RankProcs) -> None:
         assert out["error"] == "RuntimeSetupError"
         assert f"could not reach the store at localhost:{ports[contract.PORT]}" in str(out["message"])
         assert "rank 0 has not started or died" in str(out["message"])
-        assert 6 <= float(str(out["elapsed"])) < 6 + 5  # the retries alone took 6 s or more
+        assert 6 <= float(str(out["elapsed"])) < 6 + 12  # the retries alone took 6 s or more; slack for a busy machine
         assert "TCPStore.cpp" not in result.stderr
 
 
@@ -129,7 +129,7 @@ def test_late_rank_at_barrier_is_named(ranks: RankProcs) -> None:
     results = [r.json() for r in ranks.wait_all(120)]
     waiting = [r for r in results if r["rank"] != WORLD - 1]
     assert all(r["barrier"] == "timeout" and r["missing"] == [3] for r in waiting)
-    assert all(3.5 < float(str(r["elapsed"])) < 4 + 6 for r in waiting)
+    assert all(3.5 < float(str(r["elapsed"])) < 4 + 12 for r in waiting)
     assert all("barrier 'checkpoint' timed out after 4s" in str(r["message"]) for r in waiting)
 
 

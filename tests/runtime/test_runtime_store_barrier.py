@@ -54,7 +54,7 @@ def test_all_present_pass_repeatedly_and_old_keys_are_deleted() -> None:
 def test_missing_rank_gets_a_verdict_from_rank_zero() -> None:
     started = time.monotonic()
     outcome = run_ranks(4, [0, 1, 2], 1.0)
-    assert time.monotonic() - started < 1.0 + 3
+    assert time.monotonic() - started < 1.0 + 8  # the 1 s timeout, not a hang; slack for a busy machine
     for rank in (0, 1, 2):
         error = outcome[rank]
         assert isinstance(error, BarrierTimeout)

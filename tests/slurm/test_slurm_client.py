@@ -1,5 +1,5 @@
-"""SlurmClient against recorded Slurm answers (tests/data/slurm) and real processes: what it sends, what it
-returns, and which error each Slurm message becomes."""
+"""SlurmClient against recorded Slurm answers (tests/data/slurm/<version>/, every test of them once per version)
+and real processes: what it sends, what it returns, and which error each Slurm message becomes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fake_slurm import FakeSlurm
+from recorded import PRIMARY, every_version
 
 from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
 from slurmgen.slurm.client import (
@@ -24,9 +25,9 @@ from slurmgen.slurm.ids import JobId, JobState
 from slurmgen.slurm.parse import SQUEUE_FORMAT, Submitted
 
 
-def Replay(answers: Mapping[tuple[str, ...], str]) -> FakeSlurm:
-    """Each expected argv answered with its recording; any other argv fails the test."""
-    fake = FakeSlurm()
+def Replay(answers: Mapping[tuple[str, ...], str], version: str = PRIMARY) -> FakeSlurm:
+    """Each expected argv answered with its recording of that Slurm version; any other argv fails the test."""
+    fake = FakeSlurm(version=version)
     for argv, name in answers.items():
         fake.on(*argv, recording=name, exact=True)
     return fake
@@ -38,24 +39,27 @@ SHOW = ("scontrol", "--oneliner", "show", "job")
 # --- sbatch ----------------------------------------------------------------------------------------------
 
 
-def test_sbatch_submits_in_a_clean_environment() -> None:
+@every_version
+def test_sbatch_submits_in_a_clean_environment(version: str) -> None:
     env = {"PATH": "/usr/bin", "SLURM_CONF": "/c/slurm.conf", "SLURM_CPU_BIND": "cores", "SLURM_JOB_ID": "9",
            "SBATCH_TIMELIMIT": "5", "PMIX_RANK": "0", "SLURMGEN_X": "1"}  # fmt: skip
-    run = Replay({("sbatch", "--parsable", "--requeue", "/w/job.sh"): "sbatch-parsable"})
+    run = Replay({("sbatch", "--parsable", "--requeue", "/w/job.sh"): "sbatch-parsable"}, version)
     result = SlurmClient(run, env=env).sbatch(Path("/w/job.sh"), ["--requeue"])
     assert result == Submitted(JobId(3), None)
     assert [call.env for call in run.calls] == [{"PATH": "/usr/bin", "SLURM_CONF": "/c/slurm.conf", "SLURMGEN_X": "1"}]
 
 
-def test_sbatch_plain_and_test_only() -> None:
-    run = Replay({("sbatch", "j.sh"): "sbatch-plain", ("sbatch", "--test-only", "j.sh"): "sbatch-test-only"})
+@every_version
+def test_sbatch_plain_and_test_only(version: str) -> None:
+    run = Replay({("sbatch", "j.sh"): "sbatch-plain", ("sbatch", "--test-only", "j.sh"): "sbatch-test-only"}, version)
     client = SlurmClient(run, env={})
     assert client.sbatch("j.sh", parsable=False).job_id == JobId(4)
     assert client.sbatch("j.sh", parsable=False, test_only=True).nodes == "node1"
 
 
-def test_sbatch_refused() -> None:
-    run = Replay({("sbatch", "--parsable", "j.sh"): "sbatch-error-gres"})
+@every_version
+def test_sbatch_refused(version: str) -> None:
+    run = Replay({("sbatch", "--parsable", "j.sh"): "sbatch-error-gres"}, version)
     with pytest.raises(SchedulerError) as err:
         SlurmClient(run, env={}).sbatch("j.sh")
     assert str(err.value) == (
@@ -80,27 +84,30 @@ def test_a_hung_command_times_out(tmp_path: Path) -> None:
         client.sbatch("job.sh")
 
 
-def test_sbatch_argv_is_what_sbatch_runs() -> None:
+@every_version
+def test_sbatch_argv_is_what_sbatch_runs(version: str) -> None:
     argv = SlurmClient.sbatch_argv("/w/j.sh", ["--comment=x y"], test_only=True)
     assert argv == ["sbatch", "--parsable", "--test-only", "--comment=x y", "/w/j.sh"]
-    run = Replay({tuple(argv): "sbatch-test-only-too-large"})
+    run = Replay({tuple(argv): "sbatch-test-only-too-large"}, version)
     with pytest.raises(SchedulerError, match="Requested node configuration is not available"):
         SlurmClient(run, env={}).sbatch("/w/j.sh", ["--comment=x y"], test_only=True)
 
 
-def test_comments() -> None:
+@every_version
+def test_comments(version: str) -> None:
     argv = ("squeue", "--me", "--noheader", "--states=all", "--format=%i\x1f%k")
-    run = Replay({(*argv, "--name=train"): "squeue-comments", argv: "squeue-comments"})
+    run = Replay({(*argv, "--name=train"): "squeue-comments", argv: "squeue-comments"}, version)
     rows = SlurmClient(run).comments("train")
-    assert rows[0] == (JobId(21), "my run slurmgen:20261121-081500-a1b2c3")
+    assert (JobId(21), "my run slurmgen:20261121-081500-a1b2c3") in rows and len(rows) == 4
     assert SlurmClient(run).comments() == rows
 
 
 # --- looking at jobs -------------------------------------------------------------------------------------
 
 
-def test_show_job() -> None:
-    run = Replay({(*SHOW, "7"): "show-job-o-running", (*SHOW, "99999"): "show-job-invalid"})
+@every_version
+def test_show_job(version: str) -> None:
+    run = Replay({(*SHOW, "7"): "show-job-o-running", (*SHOW, "99999"): "show-job-invalid"}, version)
     client = SlurmClient(run)
     info = client.show_job("7")
     assert info is not None
@@ -111,8 +118,9 @@ def test_show_job() -> None:
     assert client.show_jobs(99999) == []
 
 
-def test_show_job_of_an_array() -> None:
-    run = Replay({(*SHOW, "11"): "show-job-o-array", (*SHOW, "11_2"): "show-job-o-array-task"})
+@every_version
+def test_show_job_of_an_array(version: str) -> None:
+    run = Replay({(*SHOW, "11"): "show-job-o-array", (*SHOW, "11_2"): "show-job-o-array-task"}, version)
     client = SlurmClient(run)
     whole = client.show_job(11)
     assert whole is not None and str(whole.job_id) == "11_[3-5%2]"  # the record that carries id 11
@@ -121,12 +129,13 @@ def test_show_job_of_an_array() -> None:
     assert task is not None and (task.raw_id, task.batch_host) == (13, "node3")
 
 
-def test_squeue() -> None:
+@every_version
+def test_squeue(version: str) -> None:
     argv = ("squeue", "--noheader", f"--format={SQUEUE_FORMAT}")
     run = Replay({
         (*argv, "--jobs=11", "--states=all"): "squeue-array-job",
         (*argv, "--jobs=99999"): "show-job-invalid",  # squeue says what scontrol says for an unknown id
-    })  # fmt: skip
+    }, version)  # fmt: skip
     client = SlurmClient(run)
     rows = client.squeue(["11"], all_states=True)
     assert [(str(r.job_id), r.state) for r in rows] == [
@@ -135,19 +144,52 @@ def test_squeue() -> None:
     assert client.squeue([99999]) == []
 
 
-def test_show_hostnames() -> None:
+@every_version
+def test_show_hostnames(version: str) -> None:
     run = Replay({
         ("scontrol", "show", "hostnames", "node[1-3],gpu-[01-02]"): "hostnames",
         ("scontrol", "show", "hostnames", "node[1-2]-ib"): "hostnames-invalid",
-    })  # fmt: skip
+    }, version)  # fmt: skip
     client = SlurmClient(run)
     assert client.show_hostnames("node[1-3],gpu-[01-02]") == ["node1", "node2", "node3", "gpu-01", "gpu-02"]
-    # scontrol exits 0 here; only stderr tells (src/scontrol/info_job.c scontrol_print_hosts returns void)
-    with pytest.raises(SchedulerError, match="Invalid hostlist: node\\[1-2\\]-ib"):
-        client.show_hostnames("node[1-2]-ib")
+    if version < "23.11":
+        # scontrol exits 0 here; only stderr tells (src/scontrol/info_job.c scontrol_print_hosts returns void)
+        with pytest.raises(SchedulerError, match="Invalid hostlist: node\\[1-2\\]-ib"):
+            client.show_hostnames("node[1-2]-ib")
+    else:  # a suffix after the brackets is valid from 23.11 on
+        assert client.show_hostnames("node[1-2]-ib") == ["node1-ib", "node2-ib"]
     for bad in ["", "  ", "-h", "a b"]:  # empty would make scontrol read SLURM_NODELIST instead
         with pytest.raises(UsageError):
             client.show_hostnames(bad)
+
+
+# --- the site's configuration (slurmgen doctor) -----------------------------------------------------------
+
+
+def test_show_config_and_partitions() -> None:
+    run = Replay({
+        ("scontrol", "show", "config"): "show-config",
+        ("scontrol", "-o", "show", "partition"): "show-partition-o",
+        ("scontrol", "-o", "show", "partition", "nope"): "show-partition-o-unknown",
+    })  # fmt: skip
+    client = SlurmClient(run)
+    assert "SLURM_VERSION           = 22.05.8" in client.show_config()
+    assert client.show_partitions().startswith("PartitionName=debug ")
+    # Slurm prints this on stdout, with exit 1
+    with pytest.raises(SchedulerError, match=r"^scontrol show partition failed \(exit 1\): Partition nope not found$"):
+        client.show_partitions("nope")
+    for bad in ["", "-a", "a b", "a,b"]:
+        with pytest.raises(UsageError):
+            client.show_partitions(bad)
+
+
+def test_a_client_without_a_controller_is_no_slurm_here(tmp_path: Path) -> None:
+    run = FakeSlurm().on("scontrol", recording="show-config-no-controller")  # any scontrol says the same
+    for ask in (SlurmClient(run).show_config, SlurmClient(run).show_partitions, lambda: SlurmClient(run).show_job(5)):
+        with pytest.raises(SchedulerMissing, match="no Slurm controller reachable from here"):
+            ask()
+    with pytest.raises(SchedulerMissing, match=r"^scontrol: command not found"):
+        SlurmClient(env={"PATH": str(tmp_path)}).show_config()
 
 
 # --- requeue, release, cancel ----------------------------------------------------------------------------
@@ -167,21 +209,23 @@ def test_show_hostnames() -> None:
         (99999, "requeue-invalid", InvalidJobId, "Slurm does not know job 99999"),
     ],
 )
-def test_requeue_errors(job: int, recording: str, error: type[SchedulerError], message: str) -> None:
-    run = Replay({("scontrol", "requeue", str(job)): recording})
+@every_version
+def test_requeue_errors(job: int, recording: str, error: type[SchedulerError], message: str, version: str) -> None:
+    run = Replay({("scontrol", "requeue", str(job)): recording}, version)
     with pytest.raises(error, match=message) as err:
         SlurmClient(run).requeue(job)
     assert isinstance(err.value, SchedulerError) and err.value.exit_code == 3
 
 
-def test_requeue_forms() -> None:
+@every_version
+def test_requeue_forms(version: str) -> None:
     run = Replay({
         ("scontrol", "requeue", "17"): "requeue-running",
         ("scontrol", "requeue", "Incomplete", "9"): "requeue-incomplete-pending",
         ("scontrol", "requeuehold", "18"): "requeuehold-running",
         ("scontrol", "release", "18"): "release-held",
         ("scontrol", "release", "99999"): "release-invalid",
-    })  # fmt: skip
+    }, version)  # fmt: skip
     client = SlurmClient(run)
     client.requeue(17)
     client.requeue("9", incomplete=True)  # a no-op success on a pending job
@@ -191,8 +235,9 @@ def test_requeue_forms() -> None:
         client.release(99999)
 
 
-def test_requeue_names_one_array_task_never_the_whole_array() -> None:
-    run = Replay({("scontrol", "requeue", "11_2"): "requeue-running"})
+@every_version
+def test_requeue_names_one_array_task_never_the_whole_array(version: str) -> None:
+    run = Replay({("scontrol", "requeue", "11_2"): "requeue-running"}, version)
     SlurmClient(run).requeue("11_2.batch")
     with pytest.raises(UsageError, match="range of pending array tasks"):
         SlurmClient(run).requeue("11_[3-5%2]")
@@ -200,12 +245,13 @@ def test_requeue_names_one_array_task_never_the_whole_array() -> None:
         SlurmClient(run).requeue("11; scancel -u root")
 
 
-def test_cancel() -> None:
+@every_version
+def test_cancel(version: str) -> None:
     run = Replay({
         ("scancel", "99999"): "scancel-invalid",  # 22.05 says nothing and exits 0 for an unknown id
         ("scancel", "--signal=USR1", "99999"): "scancel-signal-invalid",
         ("scancel", "8"): "scancel-pending",
-    })  # fmt: skip
+    }, version)  # fmt: skip
     client = SlurmClient(run)
     client.cancel(8)
     client.cancel(99999)

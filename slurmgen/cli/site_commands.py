@@ -1,0 +1,66 @@
+"""`slurmgen doctor` and `slurmgen history`: what this cluster does to a job on preemption, and what each run of a
+job did. Thin: parse, call slurmgen.jobs.doctor / .history, print. Reports go to stdout, messages to stderr;
+errors are raised and printed once by slurmgen.cli.main.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from slurmgen.cli.job_commands import _target as job_target
+from slurmgen.cli.options import JobArg, SetOpt
+from slurmgen.errors import UsageError
+
+commands = typer.Typer()
+
+
+@commands.command("doctor")
+def doctor_command(
+    spec: Annotated[
+        Path | None,
+        typer.Argument(metavar="[SPEC]", help="A job spec: its partition, lead time and last save. Default: every "
+                       "partition.", show_default=False),
+    ] = None,
+    set_: SetOpt = None,
+) -> None:  # fmt: skip
+    """What preemption and the time limit will do to a job here: mode, grace, user signal, windows, risks."""
+    from slurmgen.jobs import doctor
+    from slurmgen.jobs.journal import Journal, find_home
+    from slurmgen.slurm.client import SlurmClient
+    from slurmgen.spec.load import load_file
+
+    facts, last = None, None
+    if spec is not None:
+        facts = doctor.SpecFacts.of(str(spec), load_file(spec, set_ or []).spec)
+        last = doctor.spec_last_save(Journal(find_home()), spec)
+    elif set_:
+        raise UsageError("--set needs a SPEC to apply to")
+    print(doctor.render(doctor.examine(SlurmClient(), facts, last)), end="")
+
+
+@commands.command("history")
+def history_command(job: JobArg) -> None:
+    """One row per run of a job: start, end, nodes, exit code, cause, who requeued, the save. Works after the job
+    has left the queue."""
+    from slurmgen import run_history
+    from slurmgen.jobs import history
+    from slurmgen.slurm.client import SlurmClient
+
+    target = job_target(job)
+    known = target.entry is not None and bool(target.entry.log_dir)
+    infos = [] if known else SlurmClient().show_jobs(target.job)  # only to find the logs of a job not submitted here
+    log_dirs = history.job_log_dirs(target, infos)
+    shown = []
+    for log_dir in log_dirs:
+        events = run_history.read(str(log_dir))
+        if events:
+            shown.append((log_dir, history.table(history.rows(events))))
+    if not shown:
+        raise UsageError(history.no_history(target, log_dirs, bool(infos)))
+    for log_dir, text in shown:
+        if len(log_dirs) > 1:
+            print(f"==> {log_dir.name} <==")
+        print(text)

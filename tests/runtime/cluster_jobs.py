@@ -1,0 +1,84 @@
+"""Jobs on the real test cluster for the preemption tests: a spec for jobs/train_tiny.py (2 nodes x 2 ranks, gloo,
+DDP), submitting its rendered script, reading its logs and run history, and checking a resume."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+from slurmgen import run_history
+from slurmgen.script.render import render
+from slurmgen.spec.load import load_text
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+TRAIN = ROOT / "jobs" / "train_tiny.py"
+WORKER = ROOT / "tests" / "runtime" / "preempt_worker.py"
+PY = sys.executable
+
+
+def spec_text(
+    out: Path,
+    name: str,
+    *,
+    steps: int,
+    step_time: float,
+    extra: str = "",
+    time_limit: str = "00:10:00",
+    command: list[str] | None = None,
+) -> str:
+    cmd = command or [PY, str(TRAIN)]
+    args = [*cmd, "--steps", str(steps), "--step-time", str(step_time), "--save-every", "100"]
+    return (
+        f"name: {name}\n"
+        f"command: {args!r}\n"
+        f"time: '{time_limit}'\n"
+        "nodes: 2\ntasks_per_node: 2\ncpus_per_task: 1\n"
+        f"python: {PY}\n"
+        f"output: {out}/logs\n"
+        "distributed: {backend: gloo, timeout: 60, barrier_timeout: 30}\n"
+        f"{extra}"
+    )
+
+
+def submit(cluster, tmp: Path, text: str, *sbatch_args: str) -> str:  # type: ignore[no-untyped-def]
+    spec = load_text(text, "test.yaml").spec
+    script = tmp / "job.sbatch"
+    script.write_text(render(spec))
+    (tmp / "logs").mkdir(exist_ok=True)
+    return str(cluster.submit(script, *sbatch_args))
+
+
+def logs(tmp: Path, name: str, key: str) -> str:
+    """Everything the job wrote: the batch log and every per-node log (appended across runs)."""
+    parts = [tmp / "logs" / f"{name}-{key}.log", *sorted((tmp / "logs" / f"{name}-{key}").glob("*.log"))]
+    return "\n".join(p.read_text(errors="replace") for p in parts if p.exists())
+
+
+def wait_for_text(tmp: Path, name: str, key: str, pattern: str, count: int = 1, timeout: float = 120) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        text = logs(tmp, name, key)
+        if len(re.findall(pattern, text)) >= count:
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{pattern!r} x{count} never appeared:\n{text[-4000:]}")
+        time.sleep(0.2)
+
+
+def job_history(tmp_path: Path, name: str, job: str) -> list[run_history.Run]:
+    return run_history.runs(run_history.read(str(tmp_path / "logs" / f"{name}-{job}")))
+
+
+def scancel(cluster, *args: str) -> None:  # type: ignore[no-untyped-def]
+    result = cluster.run(["scancel", *args])
+    assert result.returncode == 0, result.stderr
+
+
+def check_resume(text: str) -> None:
+    """The weights printed at the stop equal the weights loaded at the resume, at the same step."""
+    stops = re.findall(r"stopping after step (\d+), weights (\S+)", text)
+    resumes = re.findall(r"resumed weights (\S+) at step (\d+)", text)
+    assert stops and resumes, text[-3000:]
+    assert (stops[0][0], stops[0][1]) == (resumes[0][1], resumes[0][0])

@@ -1,0 +1,193 @@
+"""Which Slurm versions the `slurm` tests run on, each version's test cluster, and its preemption partitions.
+
+Pure helpers for tests/conftest.py (which holds the fixtures): no slurmgen import, so the harness does not
+depend on how the package is laid out.
+
+Versions: ``--slurm-versions=22.05,24.11,26.05`` (or ``all``), else ``$SLURMGEN_SLURM_VERSIONS``, else all of
+them when ``$CI`` is set and 22.05 alone otherwise. The first one listed is the *primary* version: a test that
+uses the ``slurm_cluster`` fixture runs on the primary version only, unless it is marked
+``@pytest.mark.slurm_versions()`` (every selected version) or ``@pytest.mark.slurm_versions("24.11", ...)``
+(those of them that are selected).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+CLUSTER_DIR = Path(__file__).parent / "cluster"
+UP, DOWN = CLUSTER_DIR / "up.sh", CLUSTER_DIR / "down.sh"
+PREEMPT_SIGNAL = CLUSTER_DIR / "preempt-signal.sh"
+
+SUPPORTED = ("22.05", "24.11", "26.05")
+LOCAL_DEFAULT = ("22.05",)  # without CI: the host's own Slurm, which needs no chroot build
+
+
+class VersionError(ValueError):
+    """A version list names a version the harness cannot start."""
+
+
+def selected_versions(option: str | None, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The versions to test, in order, from the command-line option or the environment."""
+    text = option or environ.get("SLURMGEN_SLURM_VERSIONS", "")
+    if not text:
+        return SUPPORTED if environ.get("CI") else LOCAL_DEFAULT
+    if text.strip() == "all":
+        return SUPPORTED
+    versions = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+    unknown = [v for v in versions if v not in SUPPORTED]
+    if unknown or not versions:
+        raise VersionError(f"unsupported Slurm version(s) {', '.join(unknown) or text!r}: choose from {SUPPORTED}")
+    return versions
+
+
+def versions_for_test(marker_args: Sequence[str] | None, selected: Sequence[str]) -> list[str]:
+    """The versions one test runs on: ``marker_args`` is None without a slurm_versions marker, () with a bare one."""
+    if marker_args is None:
+        return [selected[0]]
+    if not marker_args:
+        return list(selected)
+    unknown = [v for v in marker_args if v not in SUPPORTED]
+    if unknown:
+        raise VersionError(f"slurm_versions marker names unsupported version(s) {unknown}")
+    return [v for v in selected if v in marker_args]
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """What `tests/cluster/up.sh --slurm VERSION --info` says about that version's test cluster."""
+
+    version: str
+    base: Path
+    conf: Path
+    path_prepend: str  # the chroot versions' client wrappers: put first on PATH; "" for the host's Slurm
+    nodes: tuple[str, ...]
+    node_addrs: Mapping[str, str]
+    grace_time: int  # GraceTime of the *-grace partitions, seconds
+    kill_wait: int
+    user_signal_parameter: str  # the slurm.conf line that turns the user signal at preemption on
+
+    @classmethod
+    def query(cls, version: str) -> ClusterInfo:
+        out = subprocess.run(
+            ["bash", str(UP), "--slurm", version, "--info"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout
+        info = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        nodes = tuple(info["NODES"].split())
+        return cls(
+            version=version,
+            base=Path(info["BASE"]),
+            conf=Path(info["SLURM_CONF"]),
+            path_prepend=info["PATH_PREPEND"],
+            nodes=nodes,
+            node_addrs=dict(zip(nodes, info["NODE_ADDRS"].split(), strict=True)),
+            grace_time=int(info["GRACE_TIME"]),
+            kill_wait=int(info["KILL_WAIT"]),
+            user_signal_parameter=info["USER_SIGNAL_PARAMETER"],
+        )
+
+    def client_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """``environ`` with this cluster's SLURM_CONF and its client commands first on PATH (the chroot's
+        wrappers, or the host's /usr/bin), and no other test cluster's wrappers on it: a client of another
+        version is refused by slurmctld (tests/cluster/common.sh client_path)."""
+        env = dict(environ) | {"SLURM_CONF": str(self.conf)}
+        inherited = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if not _wrapper_dir(p)]
+        own = [self.path_prepend] if self.path_prepend else ["/usr/bin", "/usr/sbin"]
+        env["PATH"] = os.pathsep.join(own + inherited)
+        return env
+
+
+def _wrapper_dir(entry: str) -> bool:
+    """A test cluster's $BASE/bin (its base carries up.sh's marker file)."""
+    return bool(entry) and Path(entry).name == "bin" and (Path(entry).parent / ".slurmgen-cluster").exists()
+
+
+def healthy(version: str) -> bool:
+    try:
+        check = subprocess.run(["bash", str(UP), "--slurm", version, "--check"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return check.returncode == 0
+
+
+class Users:
+    """Every session using a cluster holds a shared lock; the one that started it stops it only when it can take
+    the lock exclusively, i.e. when no other session (another worktree, say) still uses it."""
+
+    def __init__(self, base: Path) -> None:
+        self._fd = os.open(f"{base}.users", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def last_one_out(self) -> bool:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """The preemption partitions of a test cluster (tests/cluster/README.md, "Preemption").
+
+    All are over the same three nodes. A job in ``high`` (PriorityTier 2) preempts the jobs of the four low-*
+    partitions (tier 1) that hold the resources it needs; ``debug``, the default partition, is never preempted
+    and preempts nothing. Submit the preemptor with the victim's nodes (``-w``) so that it preempts only the
+    job under test.
+    """
+
+    info: ClusterInfo
+    high: str = "high"
+    requeue: str = "low-requeue"  # PreemptMode=REQUEUE GraceTime=0
+    requeue_grace: str = "low-requeue-grace"  # PreemptMode=REQUEUE GraceTime=grace_time
+    cancel: str = "low-cancel"  # PreemptMode=CANCEL GraceTime=0
+    cancel_grace: str = "low-cancel-grace"  # PreemptMode=CANCEL GraceTime=grace_time
+
+    @property
+    def grace_time(self) -> int:
+        return self.info.grace_time
+
+    def partition(self, mode: str, grace: bool) -> str:
+        """The low partition for PreemptMode ``mode`` ("REQUEUE" or "CANCEL"), with or without a grace time."""
+        name = {"REQUEUE": self.requeue, "CANCEL": self.cancel}[mode.upper()]
+        return f"{name}-grace" if grace else name
+
+    def user_signal(self, on: bool) -> None:
+        """Switch the cluster-wide user signal at preemption (scontrol reconfigure; a few seconds)."""
+        subprocess.run(
+            ["bash", str(PREEMPT_SIGNAL), "--slurm", self.info.version, "on" if on else "off"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+
+
+@contextmanager
+def preemption_lock(base: Path, timeout: float = 900.0) -> Iterator[None]:
+    """Hold the cluster's preemption lock: one preemption test at a time per cluster, across test sessions (a
+    job in ``high`` preempts any low-* job on its nodes, and the user-signal switch is cluster-wide)."""
+    fd = os.open(f"{base}.preempt.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"another session held {base}.preempt.lock for {timeout:g} s") from None
+                time.sleep(0.5)
+        yield
+    finally:
+        os.close(fd)
