@@ -143,7 +143,7 @@ def check_preempted_once(logs: str, reference: str) -> int:
     return int(step)
 
 
-def check_history(log_dir: Path) -> None:
-    """The job's run history: run 1 stopped for a preemption and rank 0 requeued it; run 2 ran to its end."""
+def check_history(log_dir: Path, cause: str) -> None:
+    """The job's run history: rank 0 requeued run 1 for `cause`; run 2 ran to its end."""
     runs = run_history.runs(run_history.read(str(log_dir)))
-    assert [(r.run, r.cause, r.requeued_by) for r in runs] == [(1, "preemption", "rank0"), (2, None, None)], runs
+    assert [(r.run, r.cause, r.requeued_by) for r in runs] == [(1, cause, "rank0"), (2, None, None)], runs

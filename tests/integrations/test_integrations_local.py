@@ -55,7 +55,7 @@ def test_preempted_once_resumes_from_the_frameworks_checkpoint_to_the_same_weigh
     assert run.runner.count(f"requeue requested (job={run.job} incomplete=1") == 1  # scontrol requeue Incomplete, once
     assert "COMPLETED, exit code 0, 2 runs in" in run.runner
     step = check_preempted_once(run.logs, digest)
-    check_history(tmp_path / "logs" / f"{framework}-{run.job}")
+    check_history(tmp_path / "logs" / f"{framework}-{run.job}", "preemption")  # the rehearsal sets PreemptTime
     checkpoint = {
         "lightning": tmp_path / "logs" / "state" / f"{run.job}.lightning" / f"run1-step={step}.ckpt",
         "transformers": tmp_path / "hf-output" / f"checkpoint-{step}",
