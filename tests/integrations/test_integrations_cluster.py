@@ -55,7 +55,8 @@ def test_preempted_on_the_cluster_resumes_from_the_frameworks_checkpoint_to_the_
     script.write_text(render(spec))
     (tmp_path / "logs").mkdir()
     job = str(slurm_cluster.submit(script))
-    wait_for_starts(tmp_path, framework, job, 4)  # every rank is training
+    wait_for_starts(tmp_path, framework, job, 4)  # every rank is at its first step
+    time.sleep(3)  # about 10 steps in (of 30 s of steps): a stop in the middle of training
     result = slurm_cluster.run(["scancel", "--batch", "--signal=USR1", job])
     assert result.returncode == 0, result.stderr
     slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.name == "RUNNING", timeout=180)
