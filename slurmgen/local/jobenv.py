@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from slurmgen.slurm.client import clean_submit_env
+
 CLUSTER_NAME = "local"
 PARTITION = "local"
 MAX_NODES = 254  # 127.0.0.1 .. 127.0.0.254: one octet keeps the hostlist a single bracket group
@@ -25,7 +27,6 @@ KILL_WAIT = "SLURMGEN_LOCAL_KILL_WAIT"  # seconds between TERM and KILL (Slurm's
 DEFAULT_KILL_WAIT = 10.0  # Slurm's default KillWait is 30 s; a laptop needs less, and the runtime saves first
 
 # Inherited from an enclosing allocation, these would steer the emulated job (clean_submit_env's list).
-_INHERITED = re.compile(r"(SBATCH|SLURM|PMIX|SALLOC|SRUN)_")
 
 
 def node_names(count: int) -> list[str]:
@@ -71,7 +72,8 @@ class JobShape:
 def batch_env(shape: JobShape, base: Mapping[str, str], control_dir: str, path_prefix: Sequence[str]) -> dict[str, str]:
     """The batch shell's environment: `base` (as sbatch --export=ALL) without inherited Slurm variables, plus
     what slurmd sets for the batch step, plus the fakes' private variables and their directory first on PATH."""
-    env = {k: v for k, v in base.items() if not _INHERITED.match(k)}
+    env = clean_submit_env(base)  # what sbatch would pass on; the local job talks to no real cluster:
+    env.pop("SLURM_CONF", None)
     names = node_names(shape.nodes)
     ntasks = str(shape.nodes * shape.tasks_per_node)
     env.update(

@@ -238,6 +238,12 @@ class Preemption:
                 _log(f"stop agreed at a step boundary ({self._describe(self._decided)}; received here: {received})")
         return bool(self._decided)
 
+    @property
+    def stop_actions(self) -> frozenset[str]:
+        """What the agreed stop asks for, among "requeue", "save", "exit", "term"; empty until should_stop() says
+        True. A framework adapter reads it to skip its own checkpoint on a clean exit (no "save")."""
+        return frozenset(name for name, bit in ACTIONS.items() if self._decided & bit)
+
     def _describe(self, flags: int) -> str:
         if flags & REQUEUE:
             return "save, requeue and exit"

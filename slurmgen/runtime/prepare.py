@@ -28,6 +28,7 @@ from slurmgen.runtime.rendezvous import (
 )
 
 ASYNC_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+ACCELERATE_USE_CPU = "ACCELERATE_USE_CPU"
 
 
 def resolve_host(host: str) -> str:
@@ -138,6 +139,12 @@ def prepare(mapping: Mapping[str, str], host: Host | None = None, *, agent: bool
         # leaving it hung until the time limit (pytorch #97191).
         ASYNC_ERROR_HANDLING: "1",
     }
+    if mapping.get(contract.GPUS_PER_NODE, "").strip() == "0":
+        # A job without GPUs. accelerate (and so transformers' Trainer) makes a process group out of RANK,
+        # WORLD_SIZE and LOCAL_RANK only on a GPU or when told to use the CPU: without either, every rank trains
+        # alone, silently (accelerate/state.py, PartialState._prepare_backend). Its own launcher sets this
+        # variable for CPU runs (accelerate/utils/launch.py); Accelerator and TrainingArguments both read it.
+        wanted[ACCELERATE_USE_CPU] = "true"
     if ranks.source == "slurm" and not agent:
         wanted.update(standard_rank_variables(ranks))
     warnings = list(ifnames.warnings)

@@ -20,6 +20,7 @@ from .cluster_jobs import PY, TRAIN, WORKER, check_resume, job_history, logs, sc
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
 
+@pytest.mark.slurm_versions()  # the runtime's preemption round trip on every Slurm version
 def test_scancel_signal_checkpoints_requeues_once_and_resumes(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     name = "pre-basic"
     job = submit(slurm_cluster, tmp_path, spec_text(tmp_path, name, steps=1500, step_time=0.01))

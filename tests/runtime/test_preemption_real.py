@@ -128,6 +128,7 @@ def test_requeue_without_grace_slurm_requeues_and_the_job_resumes(
     check(result, tmp_path, "pr-rq", uninterrupted_weights, requeued_by="slurm", mode="REQUEUE")
 
 
+@pytest.mark.slurm_versions()  # the path Slurm would otherwise lose (FAILED, never requeued), on every version
 def test_requeue_with_grace_and_no_user_signal_is_requeued_by_rank0_at_once(
     slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path, uninterrupted_weights: str
 ) -> None:
@@ -149,6 +150,7 @@ def test_requeue_with_grace_and_the_user_signal_is_requeued_by_rank0_at_once(
     assert result.preemptor_waited < preemption.grace_time, result.preemptor_waited
 
 
+@pytest.mark.slurm_versions()  # CANCEL, which Slurm never requeues, on every version
 def test_cancel_without_grace_the_batch_shell_requeues_the_preempted_job(
     slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path, uninterrupted_weights: str
 ) -> None:

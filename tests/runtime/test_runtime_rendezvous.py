@@ -313,6 +313,14 @@ def test_prepare_warns_when_async_error_handling_is_off() -> None:
     assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in prepared.updates
 
 
+def test_prepare_tells_accelerate_to_use_the_cpu_only_in_a_job_without_gpus() -> None:
+    cpu_job = {**SRUN_2x2, contract.GPUS_PER_NODE: "0"}
+    assert prepare(cpu_job, fake_host()).updates["ACCELERATE_USE_CPU"] == "true"
+    assert "ACCELERATE_USE_CPU" not in prepare({**SRUN_2x2, contract.GPUS_PER_NODE: "8"}, fake_host()).updates
+    assert "ACCELERATE_USE_CPU" not in prepare(SRUN_2x2, fake_host()).updates  # not a rendered job
+    assert "ACCELERATE_USE_CPU" not in prepare({**cpu_job, "ACCELERATE_USE_CPU": "false"}, fake_host()).updates
+
+
 def test_prepare_empty_variables_count_as_unset() -> None:
     prepared = prepare({**SRUN_2x2, "GLOO_SOCKET_IFNAME": "", "NCCL_SOCKET_IFNAME": ""}, fake_host())
     assert prepared.updates["GLOO_SOCKET_IFNAME"] == "sgt1"

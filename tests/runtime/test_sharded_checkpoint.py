@@ -260,3 +260,27 @@ def test_the_worker_under_torchrun(tmp_path: Path) -> None:
     assert digests[1][0][:2] == ["RESUMED", "6"]
     assert digests[1][0][2] == digests[0][-1][2]
     assert (tmp_path / "state" / "55.state.000003").is_dir()  # 6 / 3 + the run to 10 saved at 9
+
+
+@pytest.mark.gpu
+def test_fsdp2_with_nccl_on_cuda_resumes_bit_identical(launch: Launch, tmp_path: Path) -> None:
+    """The same preempt-and-resume with the production backend: NCCL on CUDA, one rank per GPU (up to 4; a
+    one-GPU machine runs one rank, which still exercises DCP's CUDA path and NCCL's process group)."""
+    import torch
+
+    world = min(torch.cuda.device_count(), 4)
+    nccl = {contract.BACKEND: "nccl"}
+    steps = ("--steps", "24")
+    reference = launch(world, *steps, env=nccl)
+    assert reference.wait() == [0] * world, reference.err()[-3000:]
+    expected = reference.line("DONE")[2]
+    first = launch(world, *steps, "--save-every", "2", "--step-time", "0.1", env=nccl)
+    first.wait_for("STEP 6")
+    os.kill(first.procs[world - 1].pid, signal.SIGUSR1)
+    assert first.wait() == [0] * world, [first.err(r)[-2000:] for r in range(world)]
+    stop = first.line("STOP")
+    second = launch(world, *steps, env={**nccl, "SLURM_RESTART_COUNT": "1"})
+    assert second.wait() == [0] * world, second.err()[-3000:]
+    assert second.line("RESUMED")[1:] == stop[1:]
+    assert f"(sharded over {world} rank" in second.err()
+    assert second.line("DONE")[2] == expected

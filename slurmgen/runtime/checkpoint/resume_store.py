@@ -215,12 +215,14 @@ class CheckpointStore:
         job's; its choice is broadcast as a tensor (object collectives would need NumPy even for a plain state),
         and every rank then reads that one. Returns (kind, path, marker, owner)."""
         kind, seq, old = NONE, 0, 0
-        if self._rank() == 0:
+        group = self._side_group()
+        # Without a process group yet (Lightning starts it inside fit(), after the checkpoint path is chosen) rank 0
+        # cannot tell the others, so every rank looks for itself: nothing writes the state at start-up.
+        if self._rank() == 0 or group is None:
             kind, seq = self._newest(self.name)
             if kind == NONE and self.resume_from:
                 kind, seq = self._newest(f"{self.resume_from}.state")
                 old = 1
-        group = self._side_group()
         if group is not None:
             import torch
             import torch.distributed as dist

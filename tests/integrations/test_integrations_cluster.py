@@ -1,0 +1,73 @@
+"""The framework adapters on the real 3-node Slurm: the rendered job of each example program (2 nodes x 2
+ranks, gloo) submitted with sbatch, preempted once with `scancel --batch --signal=USR1` (what `--signal=B:` and
+the scheduler's preemption send), requeued once by the runtime, resumed from the framework's own checkpoint, and
+ending with the weights of the uninterrupted run (the local reference: same four ranks, same arithmetic).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from slurmgen.script.render import render
+from slurmgen.spec.load import load_text
+
+from .integration_helpers import (
+    FRAMEWORKS,
+    START,
+    STEP_TIME,
+    check_history,
+    check_preempted_once,
+    job_logs,
+    needs,
+    spec_text,
+)
+
+if TYPE_CHECKING:  # annotations only
+    from conftest import SlurmCluster
+
+pytestmark = [pytest.mark.slurm, pytest.mark.torch]
+
+
+def wait_for_starts(out: Path, framework: str, job: str, count: int, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while len([s for s in START.findall(job_logs(out, framework, job)) if s[2] == "0"]) < count:
+        assert time.monotonic() < deadline, job_logs(out, framework, job)[-4000:]
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_preempted_on_the_cluster_resumes_from_the_frameworks_checkpoint_to_the_same_weights(
+    framework: str,
+    reference: Callable[[str], tuple[str, float]],
+    slurm_cluster: SlurmCluster,
+    tmp_path: Path,
+) -> None:
+    needs(framework)
+    digest, _ = reference(framework)
+    spec = load_text(spec_text(framework, tmp_path, step_time=STEP_TIME), "test.yaml").spec
+    script = tmp_path / "job.sbatch"
+    script.write_text(render(spec))
+    (tmp_path / "logs").mkdir()
+    job = str(slurm_cluster.submit(script))
+    wait_for_starts(tmp_path, framework, job, 4)  # every rank is at its first step
+    time.sleep(3)  # about 10 steps in (of 30 s of steps): a stop in the middle of training
+    result = slurm_cluster.run(["scancel", "--batch", "--signal=USR1", job])
+    assert result.returncode == 0, result.stderr
+    slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.name == "RUNNING", timeout=180)
+    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=300)
+    logs = job_logs(tmp_path, framework, job)
+    assert (info.state.name, info.restarts, info.exit_code) == ("COMPLETED", 1, 0), logs[-4000:]
+    assert logs.count("batch shell received SIGUSR1") == 1
+    check_preempted_once(logs, digest)
+    # No scheduler preemption set PreemptTime: a user signal alone is the job's own request (runtime/requeue.py).
+    check_history(tmp_path / "logs" / f"{framework}-{job}", "requested")
+    assert re.search(rf"job {job}, run 2,", logs)
+    if framework == "lightning":  # Lightning's own SLURM handler never acted: no save, no requeue of its own
+        assert "auto-requeue" not in logs and "requeing job" not in logs
+        assert not list(tmp_path.rglob("hpc_ckpt_*.ckpt"))
