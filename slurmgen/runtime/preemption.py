@@ -37,6 +37,7 @@ from slurmgen.runtime.checkpoint.layout import keep_count
 from slurmgen.runtime.checkpoint.resume_store import CheckpointStore
 from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.env import job_key, restart_count
+from slurmgen.runtime.peer_loss import install_peer_loss_hook
 from slurmgen.runtime.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.signal_block import parse_signal_name
 
@@ -112,7 +113,7 @@ class Preemption:
         self._decided = 0
         self._group: Any = None
         self._install()
-        _install_excepthook(exit)
+        install_peer_loss_hook(exit)
         if self.requeue_enabled:
             # Pay for the requeue path now, not in the seconds between the signal and the kill.
             import slurmgen.runtime.requeue
@@ -306,6 +307,29 @@ class Preemption:
 
         return slurm_view.look(self.key)
 
+    def _slurm_verdict(self) -> tuple[bool, bool, bool]:
+        """(Slurm could be asked, the job was preempted, the job still runs), as rank 0 sees it: only rank 0
+        asks slurmctld (one RPC per job, not one per rank), and every rank takes its answer, so all ranks
+        record and save under the same cause."""
+        bits = 0
+        if self.rank == 0:
+            view = self._slurm_view()
+            if view is not None:
+                preempted = view.preempted() or self._requeued_by_slurm_for_preemption(view)
+                bits = 1 | (2 if preempted else 0) | (4 if view.running() else 0)
+        group = self._side_group()
+        if group is not None:
+            import torch
+            import torch.distributed as dist
+
+            verdict = torch.tensor([bits], dtype=torch.int64)
+            try:
+                dist.broadcast(verdict, src=0, group=group)
+            except Exception as exc:  # rank 0 died or stopped answering while it asked Slurm
+                self._peer_lost(exc)
+            bits = int(verdict.item())
+        return bool(bits & 1), bool(bits & 2), bool(bits & 4)
+
     def _requeued_by_slurm_for_preemption(self, view: Any) -> bool:
         """Slurm requeued this run already (PreemptMode=REQUEUE, no grace: the TERM came with the requeue, and
         the record no longer shows PreemptTime): a preemption when the partition preempts that way."""
@@ -325,13 +349,12 @@ class Preemption:
         for sig in (self.signal, signal.SIGTERM, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_IGN)
         requeue = bool(flags & REQUEUE) and self.requeue_enabled
-        view = self._slurm_view() if self.rank == 0 else None
-        preempted = view is not None and (view.preempted() or self._requeued_by_slurm_for_preemption(view))
-        if preempted and view is not None and view.running() and self.requeue_enabled:
+        known, preempted, running = self._slurm_verdict()
+        if preempted and running and self.requeue_enabled:
             # A preemption with a grace time and no user signal: SIGTERM came to the tasks only, and Slurm would
             # not requeue a job that ends before its grace does. Requeue once the state is durable.
             requeue = True
-        self.cause = self.stop_cause(flags, None if view is None else preempted)
+        self.cause = self.stop_cause(flags, preempted if known else None)
         code = contract.EXIT_TERMINATED if flags & TERM and not requeue and not preempted else 0
         if self.rank == 0:
             record(self._env, "rank0", run_history.STOP, cause=self.cause, actions=self._describe(flags),
@@ -364,39 +387,6 @@ class Preemption:
         except Exception as exc:  # rank 0 died during its save: nothing left to wait for
             if self.rank != 0:
                 _log(f"rank {self.rank}: rank 0 did not finish its save within {self.timeout:g} s: {exc}")
-
-
-def _from_collective(tb: Any) -> bool:
-    """Did the exception come out of torch.distributed's collective layer? (Checked by frame, not by message:
-    gloo and NCCL word their errors differently in every release.)"""
-    while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
-        if filename.endswith("torch/distributed/distributed_c10d.py"):
-            return True
-        tb = tb.tb_next
-    return False
-
-
-def _install_excepthook(exit: Callable[[int], Any]) -> None:
-    """An uncaught error from a collective means a peer died or stopped answering: say so in one line at the
-    end of the traceback and exit at once (interpreter shutdown can hang in NCCL teardown, pytorch #75097)."""
-    previous = sys.excepthook
-    if getattr(previous, "_slurmgen", False):
-        return
-
-    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
-        previous(kind, value, tb)
-        if _from_collective(tb):
-            rank = os.environ.get("RANK", "?")
-            first = (str(value).strip().splitlines() or [kind.__name__])[0]
-            _log(
-                f"rank {rank}: a collective failed ({kind.__name__}: {first[:200]}): a peer rank died or stopped "
-                "answering; exiting"
-            )
-            exit(contract.EXIT_PEER_LOST)
-
-    hook._slurmgen = True  # type: ignore[attr-defined]
-    sys.excepthook = hook
 
 
 def _last_cause(env: Mapping[str, str], restarts: int) -> str | None:

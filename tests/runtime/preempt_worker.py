@@ -1,7 +1,8 @@
 """A training-loop stand-in for the preemption tests: real process, real signals, real torch (gloo).
 
 Prints `READY` once Preemption is installed and the loop runs, `STEP n` every step, `STOP n` when it stops,
-`RESUMED n` when it resumed from a state, and `DONE n` at the end. The state holds a tensor of --state-mb MiB.
+`EXIT rank=r code=c cause=why` as it exits after a stop, `RESUMED n` when it resumed from a state, and `DONE n` at
+the end. The state holds a tensor of --state-mb MiB.
 With --hold-file, every step waits while that file exists, printing `HELD` once and `GOT <signals>` whenever the
 signals this rank received change: a test can deliver several signals and see them arrive before the loop acts.
 """
@@ -48,7 +49,12 @@ def main() -> None:
         from slurmgen.runtime import init_distributed
 
         rank = init_distributed().rank
-    pre = Preemption()
+
+    def exit_saying_why(code: int) -> None:  # the cause is settled inside save_and_exit, just before its exit
+        print(f"EXIT rank={rank} code={code} cause={pre.cause}", flush=True)
+        os._exit(code)
+
+    pre = Preemption(exit=exit_saying_why)
     state = pre.load()
     start = 0
     if state is not None:
@@ -72,7 +78,7 @@ def main() -> None:
         if args.hold_file:
             hold(args.hold_file, rank, pre)
         if pre.should_stop():
-            print(f"STOP {step + 1} {float(weights.sum()):.6f} cause={pre.stop_cause(pre._decided)}", flush=True)
+            print(f"STOP {step + 1} {float(weights.sum()):.6f}", flush=True)
             pre.save_and_exit({"step": step + 1, "weights": weights})
         print(f"STEP {step}", flush=True)
     print(f"DONE {args.steps}", flush=True)

@@ -217,7 +217,7 @@ def test_term_saves_and_exits_without_requeue(launch) -> None:  # type: ignore[n
     job.signal(signal.SIGTERM)
     assert job.wait() == [contract.EXIT_TERMINATED]
     assert saves(job) == 1 and job.calls() == []
-    assert "cause=terminated" in job.out()
+    assert "EXIT rank=0 code=143 cause=terminated" in job.out()
 
 
 def test_usr2_exits_cleanly_without_saving(launch) -> None:  # type: ignore[no-untyped-def]

@@ -66,7 +66,8 @@ def test_signal_followed_at_once_by_term_saves_and_requeues_once(slurm_cluster, 
     assert re.findall(r"saved state to \S+ \(.*, (requested|terminated)\)", text) == ["requested"], text[-3000:]
     assert text.count("requeue issued") == 1
     assert info.restarts == 1
-    stops = set(re.findall(r"STOP (\d+) (\S+) cause=requested", text))
+    stops = set(re.findall(r"STOP (\d+) (\S+)", text))
+    assert len(re.findall(r"EXIT rank=\d code=0 cause=requested", text)) == 4, text[-3000:]  # rank 0's verdict
     assert len(stops) == 1, stops  # every rank stopped at the same step
     assert re.findall(r"RESUMED (\d+) (\S+)", text) == [next(iter(stops))] * 4
     assert text.count("DONE 300") == 4
