@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from fake_slurm import FakeSlurm
 from recorded import recorded_text
-from tiny_job import SPEC
 
 from slurmgen import run_history
-from slurmgen.cli.app import main
+
+from .cli_setup import install_fake, run
 
 
 @pytest.fixture
@@ -21,22 +21,7 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
     fake = FakeSlurm()
     for command in ("sbatch", "scontrol", "squeue", "scancel"):
         fake.on(command)  # silent success until a test says otherwise
-    fake.install(tmp_path / "bin")
-    monkeypatch.setenv("PATH", str(fake.bin_dir))  # only the stand-ins: never the real Slurm of this machine
-    monkeypatch.delenv("SLURMGEN_HOME", raising=False)
-    monkeypatch.delenv("SLURMGEN_NO_CACHE", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    (work / "tiny.yaml").write_text(SPEC.format(output="logs"))
-    return fake
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return install_fake(fake, tmp_path, monkeypatch)
 
 
 def test_submit_prints_the_job_id_alone(fake: FakeSlurm, capsys: pytest.CaptureFixture[str],

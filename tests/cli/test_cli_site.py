@@ -11,10 +11,10 @@ import pytest
 from fake_slurm import FakeSlurm
 from history_events import T0, write_three_runs
 from recorded import DATA, SLURM_DATA
-from tiny_job import SPEC
 
-from slurmgen.cli.app import main
 from slurmgen.jobs.status import when
+
+from .cli_setup import install_fake, run
 
 CONFIG = ("scontrol", "show", "config")
 PARTITIONS = ("scontrol", "-o", "show", "partition")
@@ -23,21 +23,7 @@ PARTITIONS = ("scontrol", "-o", "show", "partition")
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSlurm:
     fake = FakeSlurm()
-    fake.install(tmp_path / "bin")
-    monkeypatch.setenv("PATH", str(fake.bin_dir))  # only the stand-ins: never the real Slurm of this machine
-    monkeypatch.delenv("SLURMGEN_HOME", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    (work / "tiny.yaml").write_text(SPEC.format(output="logs"))
-    return fake
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return install_fake(fake, tmp_path, monkeypatch)
 
 
 def submitted(fake: FakeSlurm, capsys: pytest.CaptureFixture[str], job: str = "15") -> Path:

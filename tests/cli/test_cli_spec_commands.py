@@ -9,18 +9,13 @@ from pathlib import Path
 import pytest
 from recorded import REPO
 
-from slurmgen.cli.app import main
 from slurmgen.script.render import render
 from slurmgen.spec.load import load_file
 
+from .cli_setup import run
+
 BAD = REPO / "tests" / "spec" / "bad_specs"
 GOOD = REPO / "jobs" / "cpu-debug.yaml"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_render_prints_the_script(capsys: pytest.CaptureFixture[str]) -> None:
