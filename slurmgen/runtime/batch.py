@@ -147,6 +147,10 @@ def end(rc: int, env: Mapping[str, str], say: Callable[[str], None] = _say, clie
             outcome = requeue_ended_job(key, run_history.PREEMPTION, env, by=WRITER, client=client)
         say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}")
     elif stopped_for is not None or asked is not None:
+        if asked == run_history.PREEMPTION and view is not None:
+            # A task that could not ask Slurm (no scontrol in its image) takes a requeue signal for a preemption;
+            # Slurm, asked here, shows no PreemptTime: the signal was a request, or the time limit's warning.
+            asked = signal_cause(env, False, time.time())
         outcome = requeue_this_job(stopped_for or asked or run_history.PREEMPTION, env, by=WRITER, client=client)
         say(outcome.message)
     elif rc != 0 and env.get(contract.REQUEUE_ON_FAILURE) == "1" and not signals:

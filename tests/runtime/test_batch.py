@@ -203,6 +203,20 @@ def test_a_task_inside_a_container_asks_through_the_marker(tmp_path: Path) -> No
     assert (run.cause, run.requeued_by) == ("time-limit", "batch-shell")
 
 
+def test_a_task_that_could_not_ask_slurm_is_corrected_by_slurms_answer(tmp_path: Path) -> None:
+    """Without scontrol a task takes any requeue signal for a preemption; Slurm shows no PreemptTime, so the batch
+    shell requeues it as the request it was (counted against max_requeues, not max_preemptions)."""
+    (tmp_path / "state").mkdir()
+    marker = tmp_path / "state" / contract.requeue_marker_name("77")
+    marker.write_text("preemption\n")
+    job, said = OneJob(), list[str]()
+    assert batch.end(0, env_for(tmp_path, SLURMGEN_MAX_REQUEUES="3"), said.append, job.client()) == 0
+    assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]
+    assert said == ["requeue issued for job 77 (requested; requeue 1 of 3)"]
+    (run,) = history(tmp_path)
+    assert (run.cause, run.requeued_by) == ("requested", "batch-shell")
+
+
 def test_a_job_without_requeue_says_so(tmp_path: Path) -> None:
     job = OneJob(preempt_time=PREEMPT_TIME, requeue_disabled=True)
     said: list[str] = []
