@@ -163,13 +163,32 @@ def counts(history: Iterable[Run]) -> Counts:
     return Counts(own, preempt, other)
 
 
-def site_mode(events: Iterable[Mapping[str, Any]], run: int) -> str | None:
-    """The PreemptMode recorded at the start of ``run`` (the batch shell asks Slurm once per run), if any."""
+def site_of(events: Iterable[Mapping[str, Any]], run: int) -> Mapping[str, Any]:
+    """What the site does on preemption, recorded at the start of ``run`` (the batch shell asks Slurm once per
+    run; slurm/site.py plan_record): mode, grace, version, ...; empty when nothing was recorded."""
     for e in events:
         if e.get("event") == RUN_START and e.get("run") == run and isinstance(e.get("site"), Mapping):
-            mode = e["site"].get("mode")
-            return str(mode) if mode else None
-    return None
+            return dict(e["site"])
+    return {}
+
+
+def site_mode(events: Iterable[Mapping[str, Any]], run: int) -> str | None:
+    """The PreemptMode recorded at the start of ``run``, if any."""
+    mode = site_of(events, run).get("mode")
+    return str(mode) if mode else None
+
+
+def slurm_requeues_in_grace(site: Mapping[str, Any]) -> bool:
+    """Does Slurm itself requeue a job of this site that ends during its preemption grace time? Since 24.05
+    (SchedMD commit a689104d15, bug 16263: src/slurmctld/proc_req.c) a batch job that completes after the grace
+    time's signal, in a PreemptMode=REQUEUE partition, is treated as preempted and requeued. Before, such a job
+    just completed, and slurmgen had to requeue it. A requeue of our own during the grace would now be one too
+    many: `scontrol requeue` leaves Slurm's grace mark on the job (only a completion clears it), so the next
+    run, ending, is requeued once more (seen on 24.11: a completed job ran a third time from scratch)."""
+    from slurmgen.slurm.site_config import version_tuple
+
+    known = version_tuple(site.get("version"))
+    return site.get("mode") == "REQUEUE" and known is not None and known >= (24, 5)
 
 
 def slurm_requeue_cause(preempt_time_seen: bool, mode: str | None) -> str:

@@ -135,17 +135,22 @@ def end(rc: int, env: Mapping[str, str], say: Callable[[str], None] = _say, clie
     view = slurm_view.look(key, client)
     if stopped_for is None and preemption_on and unanswered(env, signals, rc, say):
         stopped_for = signal_cause(env, None if view is None else view.preempted(), time.time())
-    outcome = None
+    outcome, slurm_requeues = None, False
     if view is not None and view.requeued_since(restarts):
         _attribute(env, view.preempted())
     elif preemption_on and not program_decides and view is not None and view.preempted():
         mode = view.mode(restarts)
         record(env, WRITER, run_history.PREEMPTED, mode=mode, state=view.state_name)
-        if view.running():
-            outcome = requeue_this_job(run_history.PREEMPTION, env, by=WRITER, client=client)
+        site = run_history.site_of(run_history.read(env.get(contract.LOG_DIR) or ""), restarts + 1)
+        if view.running() and run_history.slurm_requeues_in_grace(site):
+            slurm_requeues = True  # as the batch script ends (run_history.slurm_requeues_in_grace)
+            say("preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends")
         else:
-            outcome = requeue_ended_job(key, run_history.PREEMPTION, env, by=WRITER, client=client)
-        say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}")
+            if view.running():
+                outcome = requeue_this_job(run_history.PREEMPTION, env, by=WRITER, client=client)
+            else:
+                outcome = requeue_ended_job(key, run_history.PREEMPTION, env, by=WRITER, client=client)
+            say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}")
     elif stopped_for is not None or asked is not None:
         if asked == run_history.PREEMPTION and view is not None:
             # A task that could not ask Slurm (no scontrol in its image) takes a requeue signal for a preemption;
@@ -156,8 +161,10 @@ def end(rc: int, env: Mapping[str, str], say: Callable[[str], None] = _say, clie
     elif rc != 0 and env.get(contract.REQUEUE_ON_FAILURE) == "1" and not signals:
         outcome = requeue_this_job(run_history.FAILURE, env, by=WRITER, client=client)
         say(outcome.message)
-    requeued = (view is not None and view.requeued_since(restarts)) or (
-        outcome is not None and outcome.action == "requeued"
+    requeued = (
+        (view is not None and view.requeued_since(restarts))
+        or slurm_requeues
+        or (outcome is not None and outcome.action == "requeued")
     )
     if stopped_for is not None and outcome is not None and outcome.action == "budget":
         code = contract.EXIT_REQUEUE_BUDGET  # stopped to be requeued, but the budget is spent (as Preemption exits)

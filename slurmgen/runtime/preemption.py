@@ -307,16 +307,18 @@ class Preemption:
 
         return slurm_view.look(self.key)
 
-    def _slurm_verdict(self) -> tuple[bool, bool, bool]:
-        """(Slurm could be asked, the job was preempted, the job still runs), as rank 0 sees it: only rank 0
-        asks slurmctld (one RPC per job, not one per rank), and every rank takes its answer, so all ranks
-        record and save under the same cause."""
+    def _slurm_verdict(self) -> tuple[bool, bool, bool, bool]:
+        """(Slurm could be asked, the job was preempted, the job still runs, Slurm requeues it as it ends), as
+        rank 0 sees it: only rank 0 asks slurmctld (one RPC per job, not one per rank), and every rank takes its
+        answer, so all ranks record and save under the same cause."""
         bits = 0
         if self.rank == 0:
             view = self._slurm_view()
             if view is not None:
                 preempted = view.preempted() or self._requeued_by_slurm_for_preemption(view)
                 bits = 1 | (2 if preempted else 0) | (4 if view.running() else 0)
+                if preempted and view.running() and run_history.slurm_requeues_in_grace(self._site()):
+                    bits |= 8
         group = self._side_group()
         if group is not None:
             import torch
@@ -328,17 +330,19 @@ class Preemption:
             except Exception as exc:  # rank 0 died or stopped answering while it asked Slurm
                 self._peer_lost(exc)
             bits = int(verdict.item())
-        return bool(bits & 1), bool(bits & 2), bool(bits & 4)
+        return bool(bits & 1), bool(bits & 2), bool(bits & 4), bool(bits & 8)
+
+    def _site(self) -> Mapping[str, Any]:
+        """What this site does on preemption, as the batch shell recorded it at this run's start."""
+        log_dir = self._env.get(contract.LOG_DIR)
+        return run_history.site_of(run_history.read(log_dir), self.restart_count + 1) if log_dir else {}
 
     def _requeued_by_slurm_for_preemption(self, view: Any) -> bool:
         """Slurm requeued this run already (PreemptMode=REQUEUE, no grace: the TERM came with the requeue, and
         the record no longer shows PreemptTime): a preemption when the partition preempts that way."""
         if not view.requeued_since(self.restart_count):
             return False
-        log_dir = self._env.get(contract.LOG_DIR)
-        events = run_history.read(log_dir) if log_dir else []
-        mode = run_history.site_mode(events, self.restart_count + 1)
-        return run_history.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
+        return run_history.slurm_requeue_cause(False, self._site().get("mode")) == run_history.PREEMPTION
 
     def save_and_exit(self, state: Any = None) -> None:
         """Save (unless the stop is a clean exit), requeue if the signal asked for it, and end the process."""
@@ -349,11 +353,14 @@ class Preemption:
         for sig in (self.signal, signal.SIGTERM, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_IGN)
         requeue = bool(flags & REQUEUE) and self.requeue_enabled
-        known, preempted, running = self._slurm_verdict()
+        known, preempted, running, slurm_requeues = self._slurm_verdict()
         if preempted and running and self.requeue_enabled:
-            # A preemption with a grace time and no user signal: SIGTERM came to the tasks only, and Slurm would
-            # not requeue a job that ends before its grace does. Requeue once the state is durable.
-            requeue = True
+            # Preempted with a grace time: Slurm before 24.05 does not requeue a job that ends before its grace
+            # does (and with no user signal, SIGTERM came to the tasks only): requeue once the state is durable.
+            # Since 24.05 a REQUEUE partition requeues a job that ends in its grace itself: leave it to Slurm.
+            requeue = not slurm_requeues
+            if slurm_requeues and self.rank == 0:
+                _log("preempted in a PreemptMode=REQUEUE partition: Slurm requeues this job as it ends")
         self.cause = self.stop_cause(flags, preempted if known else None)
         code = contract.EXIT_TERMINATED if flags & TERM and not requeue and not preempted else 0
         if self.rank == 0:

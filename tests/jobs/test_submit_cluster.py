@@ -222,6 +222,13 @@ def test_logs_follow_prints_as_the_job_writes_and_stops_at_its_end(slurm_cluster
     assert [ln for ln in one.stdout.splitlines() if "line" in ln] == [f"rank 1 line {i}" for i in range(10)]
 
 
+def ctrl_c_as_at_a_terminal() -> None:
+    """SIGINT back to its default in the child, so Python raises KeyboardInterrupt on it as at a terminal, even
+    when this suite itself runs in the background (bash starts `&` jobs with SIGINT ignored, and Python keeps an
+    ignored SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_logs_follow_stops_cleanly_on_ctrl_c(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     spec(tmp_path, ["requeue-me"], nodes=1, tasks=1)
     job = submit(slurm_cluster, tmp_path)
@@ -231,6 +238,7 @@ def test_logs_follow_stops_cleanly_on_ctrl_c(slurm_cluster: SlurmCluster, tmp_pa
             follow = subprocess.Popen(
                 [sys.executable, "-m", "slurmgen", "logs", "-f", job],
                 cwd=tmp_path, env=slurm_cluster.env, stdout=out, stderr=subprocess.PIPE, text=True,
+                preexec_fn=ctrl_c_as_at_a_terminal,
             )  # fmt: skip
             wait_until("the follower printed run 1", lambda: "task RANK=0" in printed.read_text())
             follow.send_signal(signal.SIGINT)

@@ -102,6 +102,25 @@ def test_grace_time_preemption_that_reached_only_the_tasks_is_requeued_after_the
     assert (run.cause, run.requeued_by, run.exit_code) == ("preemption", "batch-shell", 143)
 
 
+@pytest.mark.parametrize(("version", "requeues"), [("22.05.8", True), ("24.11.5", False), ("26.05.5", False)])
+def test_since_24_05_slurm_requeues_a_job_that_ends_in_its_grace(tmp_path: Path, version: str, requeues: bool) -> None:
+    """Slurm 24.05 and later requeue a job of a REQUEUE partition that ends during its grace time (src/slurmctld/
+    proc_req.c); a requeue of ours would leave Slurm's grace mark on the job and its next run would be requeued
+    again as it completes (seen on 24.11). So the batch shell leaves it to Slurm there, and requeues before."""
+    site = {"mode": "REQUEUE", "grace": 10, "version": version}
+    run_history.append(str(tmp_path / "logs"), "batch-shell", run_history.RUN_START, 1, 1.0, site=site)
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "77.state").write_bytes(b"x")
+    job = OneJob(preempt_time=PREEMPT_TIME)
+    said: list[str] = []
+    assert batch.end(0, env_for(tmp_path), said.append, job.client()) == 0
+    assert job.requeues == ([["scontrol", "requeue", "Incomplete", "77"]] if requeues else [])
+    if not requeues:
+        assert said == ["preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends"]
+    assert [e["requeued"] for e in run_history.read(str(tmp_path / "logs")) if e["event"] == "run-end"] == [True]
+    assert (tmp_path / "state" / "77.state").exists()  # the next run resumes from it
+
+
 def test_cancel_preemption_is_requeued_by_the_signal_step_at_once(tmp_path: Path) -> None:
     """CANCEL: Slurm never requeues; at the SIGTERM the job is COMPLETING with PreemptTime set. A plain requeue
     takes it back before the save has ended, so even a save cut short by SIGKILL leaves the job queued."""

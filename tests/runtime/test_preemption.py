@@ -291,6 +291,21 @@ def test_a_term_during_a_grace_time_preemption_saves_and_requeues(launch) -> Non
     assert (run.cause, run.requeued_by) == ("preemption", "rank0")
 
 
+def test_since_24_05_a_grace_time_preemption_is_left_to_slurm_to_requeue(launch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The same preemption where the batch shell recorded Slurm 24.11 and PreemptMode=REQUEUE at the run's start:
+    Slurm requeues a job that ends in its grace itself (src/slurmctld/proc_req.c, since 24.05), and a requeue of
+    ours would make it requeue the next run again as it completes. Rank 0 saves, says so and exits."""
+    site = {"mode": "REQUEUE", "grace": 10, "version": "24.11.5"}
+    run_history.append(str(tmp_path / "logs"), "batch-shell", run_history.RUN_START, 1, 1.0, site=site)
+    job = launch(slurm=PREEMPTED)
+    job.wait_for("READY")
+    job.signal(signal.SIGTERM)
+    assert job.wait() == [0]
+    assert saves(job) == 1 and job.calls() == []
+    assert "Slurm requeues this job as it ends" in job.err()
+    assert "EXIT rank=0 code=0 cause=preemption" in job.out()
+
+
 def test_a_term_of_a_job_slurm_is_ending_saves_and_leaves_the_requeue_to_the_batch_shell(launch) -> None:  # type: ignore[no-untyped-def]
     """PreemptMode=CANCEL (or REQUEUE without grace): the job is COMPLETING when the TERM comes; a requeue
     Incomplete would be a silent no-op, and the batch shell requeues a cancelled job (runtime/batch.py)."""

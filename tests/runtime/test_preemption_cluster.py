@@ -188,3 +188,26 @@ def test_a_failed_step_is_requeued_within_the_budget_and_the_cause_recorded(slur
         ("failure", "batch-shell", None),
         (None, None, "budget"),
     ]
+
+
+def test_a_cancelled_job_is_brought_back_by_slurmgen_resume(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A job that ended before its work was done (here `scancel JOB`; also a PreemptMode=CANCEL preemption Slurm
+    carried out, or a time limit): the ranks save on the TERM, the job ends CANCELLED and keeps its state, and
+    `slurmgen resume JOB` brings the same job id back, resuming at the saved step."""
+    name = "pre-resume"
+    job = submit(slurm_cluster, tmp_path, spec_text(tmp_path, name, steps=1500, step_time=0.01))
+    wait_for_text(tmp_path, name, job, r"start at step 0", count=4)
+    scancel(slurm_cluster, job)
+    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=120)
+    text = logs(tmp_path, name, job)
+    assert info.state_name == "CANCELLED" and info.restarts == 0, text[-3000:]
+    assert len(re.findall(r"saved state to \S+ \(.*, terminated\)", text)) == 1, text[-3000:]
+    assert (tmp_path / "logs" / "state" / f"{job}.state").exists()  # kept: the job did not complete
+    result = slurm_cluster.run([PY, "-m", "slurmgen", "resume", job], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "it resumes from its last saved state" in result.stderr, result.stderr
+    info = slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.is_terminal, timeout=240)
+    text = logs(tmp_path, name, job)
+    assert info.state_name == "COMPLETED", text[-3000:]
+    check_resume(text)
+    assert [run.cause for run in job_history(tmp_path, name, job)][:1] == ["terminated"]
