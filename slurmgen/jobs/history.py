@@ -23,7 +23,7 @@ from slurmgen.slurm.showjob import JobInfo
 from slurmgen.slurm.site import PreemptionPlan, misfits, plan_from_record, window_basis
 
 COLUMNS = ("RUN", "START", "END", "NODES", "EXIT", "CAUSE", "REQUEUED BY", "SAVE", "SIZE", "NOTE")
-REQUEUERS = {"slurm": "Slurm", "rank0": "rank 0", "batch-shell": "batch shell"}
+REQUEUERS = {"slurm": "Slurm", "rank0": "rank 0", "batch-shell": "batch shell", "resume": "slurmgen resume"}
 
 
 def job_log_dirs(target: Target, infos: Sequence[JobInfo]) -> list[Path]:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurmgen import contract
+from slurmgen import contract, run_history
 from slurmgen.errors import UsageError
 from slurmgen.jobs.control import plan_requeue
 from slurmgen.jobs.journal import TOKEN_PREFIX, Entry, Journal
@@ -79,10 +79,12 @@ def plan_resume(target: Target, infos: list[JobInfo]) -> ResumeStep:
 
 def resume(client: SlurmClient, target: Target, journal: Journal) -> tuple[ResumeStep, JobId | None]:
     """Carry out the plan: the step taken, and the new job's id when the script was submitted again."""
-    step = plan_resume(target, client.show_jobs(target.job))
+    infos = client.show_jobs(target.job)
+    step = plan_resume(target, infos)
     if step.how == "requeue":
         assert step.requeue_target is not None
         client.requeue(step.requeue_target)
+        _record_requeue(target, infos)
         return step, None
     assert step.script is not None and step.workdir is not None and step.resume_from is not None
     entry = target.entry
@@ -111,3 +113,15 @@ def resume(client: SlurmClient, target: Target, journal: Journal) -> tuple[Resum
         )
     )
     return step, submitted.job_id
+
+
+def _record_requeue(target: Target, infos: list[JobInfo]) -> None:
+    """Credit the requeue to this command in the job's run history (no cause: the run keeps the one it ended
+    with, and a resume counts against neither budget), before the next run starts and would take it for an
+    admin's. A job whose log directory is not known here keeps Slurm's attribution."""
+    from slurmgen.jobs.history import job_log_dirs
+
+    dirs = job_log_dirs(target, infos)
+    if len(dirs) == 1 and (dirs[0] / "history").is_dir():
+        run = infos[0].restarts + 1 if infos else 1
+        run_history.append(str(dirs[0]), "resume", run_history.REQUEUE, run, time.time())

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fake_slurm import FakeSlurm
 
-from slurmgen import contract
+from slurmgen import contract, run_history
 from slurmgen.errors import UsageError
 from slurmgen.jobs.journal import Entry, Journal
 from slurmgen.jobs.resume import resume
@@ -34,10 +34,14 @@ def journal_with_job(tmp_path: Path, job_id: str) -> tuple[Journal, Entry]:
 def test_a_finished_job_slurm_knows_is_requeued_with_its_id(tmp_path: Path) -> None:
     fake = FakeSlurm().on(*SHOW, "14", recording="show-job-o-completed").on("scontrol", "requeue", "14")
     journal, entry = journal_with_job(tmp_path, "14")
+    job_logs = str(tmp_path / "work" / "logs" / "tiny-14")  # where its batch shell keeps the run history
+    run_history.append(job_logs, "batch-shell", run_history.RUN_START, 1, 1.0)
     step, new = resume(fake.client(), Target(JobId(14), entry), journal)
     assert (step.how, new) == ("requeue", None)
     assert fake.commands("scontrol")[-1] == ["scontrol", "requeue", "14"]  # not Incomplete: it has ended
     assert "resumes from its last saved state" in step.message
+    # Credited to the command, before the next run would take it for an admin's; no cause: no budget is used.
+    assert [(r.requeued_by, r.cause) for r in run_history.runs(run_history.read(job_logs))] == [("resume", None)]
 
 
 def test_a_forgotten_job_is_submitted_again_from_its_state(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 @pytest.mark.slurm_versions()  # the runtime's preemption round trip on every Slurm version
 def test_scancel_signal_checkpoints_requeues_once_and_resumes(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     name = "pre-basic"
-    job = submit(slurm_cluster, tmp_path, spec_text(tmp_path, name, steps=1500, step_time=0.01))
+    job = submit(slurm_cluster, tmp_path, spec_text(tmp_path, name, steps=800, step_time=0.01))
     wait_for_text(tmp_path, name, job, r"start at step 0", count=4)
     # The time-based --signal=B: path: the batch shell gets the signal and forwards it to the step.
     scancel(slurm_cluster, "--batch", "--signal=USR1", job)
@@ -210,4 +210,5 @@ def test_a_cancelled_job_is_brought_back_by_slurmgen_resume(slurm_cluster, tmp_p
     text = logs(tmp_path, name, job)
     assert info.state_name == "COMPLETED", text[-3000:]
     check_resume(text)
-    assert [run.cause for run in job_history(tmp_path, name, job)][:1] == ["terminated"]
+    runs = job_history(tmp_path, name, job)
+    assert [(r.run, r.cause, r.requeued_by) for r in runs] == [(1, "terminated", "resume"), (2, None, None)], runs

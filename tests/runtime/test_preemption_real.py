@@ -160,7 +160,6 @@ def test_requeue_with_grace_and_the_user_signal_is_requeued_once_as_soon_as_save
     assert result.preemptor_waited < preemption.grace_time, result.preemptor_waited
 
 
-@pytest.mark.slurm_versions()  # CANCEL, which Slurm never requeues, on every version
 def test_cancel_without_grace_the_batch_shell_requeues_the_preempted_job(
     slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path, uninterrupted_weights: str
 ) -> None:
