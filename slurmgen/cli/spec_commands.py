@@ -69,7 +69,7 @@ def render(
 
 @commands.command()
 def validate(
-    specs: Annotated[list[Path], typer.Argument(metavar="SPEC", help="Job specs to check.", show_default=False)],
+    specs: Annotated[list[Path], typer.Argument(metavar="SPEC...", help="Job specs to check.", show_default=False)],
     set_: SetOpt = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
 ) -> None:

@@ -90,7 +90,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     [
         # Typer's usage line: {REQUIRED}, [OPTIONAL], ... for repeatable
         ("render", "Usage: slurmgen render [OPTIONS] {SPEC}\n"),
-        ("validate", "Usage: slurmgen validate [OPTIONS] {SPEC}...\n"),
+        ("validate", "Usage: slurmgen validate [OPTIONS] {SPEC...}\n"),
         ("status", "Usage: slurmgen status [OPTIONS] [JOB]\n"),
         ("logs", "Usage: slurmgen logs [OPTIONS] {JOB}\n"),
         ("run", "Usage: slurmgen run [OPTIONS] [SPEC]\n"),
