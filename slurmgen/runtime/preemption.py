@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurmgen import contract, run_history
 from slurmgen.runtime.checkpoint.commit import CheckpointError
@@ -344,7 +344,7 @@ class Preemption:
             return False
         return run_history.slurm_requeue_cause(False, self._site().get("mode")) == run_history.PREEMPTION
 
-    def save_and_exit(self, state: Any = None) -> None:
+    def save_and_exit(self, state: Any = None) -> NoReturn:
         """Save (unless the stop is a clean exit), requeue if the signal asked for it, and end the process."""
         flags = self._decided or self._agree(self._flags) or EXIT
         self._decided = flags
