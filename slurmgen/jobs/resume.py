@@ -123,5 +123,5 @@ def _record_requeue(target: Target, infos: list[JobInfo]) -> None:
 
     dirs = job_log_dirs(target, infos)
     if len(dirs) == 1 and (dirs[0] / "history").is_dir():
-        run = infos[0].restarts + 1 if infos else 1
+        run = infos[0].restarts + 1  # plan_resume requeues only a job Slurm still knows: infos is not empty
         run_history.append(str(dirs[0]), "resume", run_history.REQUEUE, run, time.time())

@@ -26,6 +26,7 @@ from conftest import SlurmCluster
 from slurm_versions import Preemption
 
 from slurmgen.slurm.ids import JobState
+from slurmgen.slurm.site_config import version_tuple
 
 from .cluster_jobs import check_resume, job_history, logs, spec_text, submit, wait_for_text
 
@@ -131,7 +132,7 @@ def test_requeue_without_grace_slurm_requeues_and_the_job_resumes(
 def grace_requeuer(cluster: SlurmCluster) -> tuple[str, str | None]:
     """Who requeues a job that ends during its grace time in a REQUEUE partition, and the mode its history shows:
     Slurm itself since 24.05 (run_history.slurm_requeues_in_grace), rank 0 before."""
-    return ("slurm", "REQUEUE") if cluster.version >= "24.05" else ("rank0", None)
+    return ("slurm", "REQUEUE") if (version_tuple(cluster.version) or (0, 0)) >= (24, 5) else ("rank0", None)
 
 
 @pytest.mark.slurm_versions()  # the path Slurm would otherwise lose (FAILED, never requeued), on every version
