@@ -1,14 +1,28 @@
 """A rank whose collective failed exits at once with one line naming the cause (a peer died or stopped
-answering), instead of a bare traceback and a hang in interpreter shutdown."""
+answering), instead of a bare traceback and a hang in interpreter shutdown.
+
+Two threads can find the loss at once: the training loop's collective and a background save's. The line is
+written to file descriptor 2 itself, not through ``sys.stderr``: torch's excepthook points ``sys.stderr`` at a
+``StringIO`` while it formats a traceback (``_distributed_excepthook`` in torch/distributed/distributed_c10d.py),
+so a line printed by another thread meanwhile lands in that buffer and is gone at ``os._exit``. And one lock
+orders them: a thread about to leave waits until a traceback being printed is out.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from slurmgen import contract
+
+# Re-entrant: the excepthook holds it while printing and then leaves through `leave`, on the same thread.
+_LEAVING = threading.RLock()
+# The frames of torch's collectives: c10d's, and the functional ones that DTensor and FSDP2 wait on.
+_COLLECTIVE_FILES = ("torch/distributed/distributed_c10d.py", "torch/distributed/_functional_collectives.py")
 
 
 def _from_collective(tb: Any) -> bool:
@@ -16,10 +30,29 @@ def _from_collective(tb: Any) -> bool:
     gloo and NCCL word their errors differently in every release.)"""
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
-        if filename.endswith("torch/distributed/distributed_c10d.py"):
+        if filename.endswith(_COLLECTIVE_FILES):
             return True
         tb = tb.tb_next
     return False
+
+
+def write_stderr(line: str) -> None:
+    """`line` and a newline on file descriptor 2, whatever ``sys.stderr`` points at just now."""
+    data = f"{line}\n".encode("utf-8", "backslashreplace")
+    with contextlib.suppress(OSError):
+        while data:
+            data = data[os.write(2, data) :]
+
+
+def leave(line: str, exit: Callable[[int], Any], code: int = contract.EXIT_PEER_LOST) -> None:
+    """Say `line` and end the process with `code`, once: a second thread that gets here waits for the end.
+    Returns only when `exit` does (tests replace it)."""
+    with _LEAVING:
+        for stream in (sys.__stdout__, sys.__stderr__):  # what the program printed before comes first
+            with contextlib.suppress(Exception):
+                stream.flush()  # type: ignore[union-attr]
+        write_stderr(line)
+        exit(code)
 
 
 def install_peer_loss_hook(exit: Callable[[int], Any]) -> None:
@@ -30,17 +63,16 @@ def install_peer_loss_hook(exit: Callable[[int], Any]) -> None:
         return
 
     def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
-        previous(kind, value, tb)
-        if _from_collective(tb):
-            rank = os.environ.get("RANK", "?")
-            first = (str(value).strip().splitlines() or [kind.__name__])[0]
-            print(
-                f"slurmgen: rank {rank}: a collective failed ({kind.__name__}: {first[:200]}): a peer rank died or "
-                "stopped answering; exiting",
-                file=sys.stderr,
-                flush=True,
-            )
-            exit(contract.EXIT_PEER_LOST)
+        with _LEAVING:  # no other thread leaves while the traceback is being printed
+            previous(kind, value, tb)
+            if _from_collective(tb):
+                rank = os.environ.get("RANK", "?")
+                first = (str(value).strip().splitlines() or [kind.__name__])[0]
+                leave(
+                    f"slurmgen: rank {rank}: a collective failed ({kind.__name__}: {first[:200]}): a peer rank died "
+                    "or stopped answering; exiting",
+                    exit,
+                )
 
     hook._slurmgen = True  # type: ignore[attr-defined]
     sys.excepthook = hook

@@ -37,7 +37,7 @@ from slurmgen.runtime.checkpoint.layout import keep_count
 from slurmgen.runtime.checkpoint.resume_store import CheckpointStore
 from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.env import job_key, restart_count
-from slurmgen.runtime.peer_loss import install_peer_loss_hook
+from slurmgen.runtime.peer_loss import install_peer_loss_hook, leave
 from slurmgen.runtime.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.signal_block import parse_signal_name
 
@@ -214,11 +214,11 @@ class Preemption:
 
     def _peer_lost(self, exc: BaseException) -> None:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        _log(
-            f"rank {self.rank}: lost the other ranks while agreeing to stop (a rank died, or did not answer within "
-            f"{self.timeout:g} s): {first}; exiting"
+        leave(
+            f"slurmgen: rank {self.rank}: lost the other ranks while agreeing to stop (a rank died, or did not "
+            f"answer within {self.timeout:g} s): {first}; exiting",
+            self._exit,
         )
-        self._exit(contract.EXIT_PEER_LOST)
         raise SystemExit(contract.EXIT_PEER_LOST)  # only reached when `exit` was replaced (tests)
 
     def should_stop(self) -> bool:

@@ -203,9 +203,11 @@ def test_a_kill_at_each_phase_of_a_save_keeps_a_complete_checkpoint(
     run = launch(2, *args, *(["--async-save"] if background else []), env={KILL_AT: f"{phase}#2"})
     codes = run.wait()
     assert codes[victim] == -signal.SIGKILL
-    # The survivor leaves at once with one line, not after the process-group timeout (600 s).
+    # The survivor leaves at once with one line, not after the process-group timeout (600 s): from the thread that
+    # found the loss first, the save's or the training loop's (whose next collective fails too).
     assert codes[1 - victim] == contract.EXIT_PEER_LOST, run.err(1 - victim)[-2000:]
-    assert "lost the other ranks" in run.err(1 - victim)
+    last = (run.err(1 - victim).splitlines() or [""])[-1]
+    assert "lost the other ranks" in last or "a peer rank died or stopped answering" in last, last
     committed = phase.startswith("after-commit")
     assert complete(state) == ([1, 2] if committed else [1])
     assert bool(leftovers(state)) is not committed

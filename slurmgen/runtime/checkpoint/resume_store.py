@@ -29,6 +29,7 @@ from slurmgen.runtime.checkpoint import commit, dcp_io, layout, state_tree
 from slurmgen.runtime.checkpoint.background import BackgroundSaves, PendingSave
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.record import SaveRecord
+from slurmgen.runtime.peer_loss import leave
 
 # Test hook (fault tests only): `PHASE` or `PHASE@RANK` SIGKILLs that rank at that phase of a sharded save;
 # phases are dcp_io.PHASES, and the two commit phases happen on rank 0 only.
@@ -188,11 +189,11 @@ class CheckpointStore:
 
     def _lost(self, exc: BaseException, during: str) -> None:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        _log(
-            f"rank {self._rank()}: lost the other ranks during {during} (a rank died, or did not answer within "
-            f"{self._timeout():g} s): {first}; exiting"
+        leave(
+            f"slurmgen: rank {self._rank()}: lost the other ranks during {during} (a rank died, or did not answer "
+            f"within {self._timeout():g} s): {first}; exiting",
+            self._exit,
         )
-        self._exit(contract.EXIT_PEER_LOST)
         raise SystemExit(contract.EXIT_PEER_LOST)  # only reached when `exit` was replaced (tests)
 
     # -- loading -----------------------------------------------------------------------------------------------
