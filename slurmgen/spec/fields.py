@@ -17,7 +17,10 @@ from slurmgen.spec.yaml_source import REFUSED, FieldPath
 NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]*"
 ENV_KEY = r"[A-Za-z_][A-Za-z0-9_]*"
 # Values on #SBATCH lines are quoted anyway; these patterns reject what Slurm itself would not accept.
-MEM = r"\d+[KMGT]?"
+# What Slurm's str_to_mbytes (src/common/proc_args.c) takes for --mem: a whole number of MB, or one with a K, M,
+# G or T suffix in either case, optionally followed by B. slurmgen writes the suffix in capitals without the B
+# (`32gb` -> `32G`), the form every Slurm version reads.
+MEM = r"(\d+)(?:([KMGTkmgt])[Bb]?)?"
 ARRAY = r"[0-9][0-9,:%-]*"
 DEPENDENCY = r"[a-z_]+(:[0-9_+*]+)*([,?][a-z_]+(:[0-9_+*]+)*)*|singleton"
 SBATCH_KEY = r"[a-z][a-z0-9-]*"
@@ -46,6 +49,18 @@ class Time(Str):
             except ValueError as exc:
                 return ctx.fail(path, str(exc))
         return value
+
+
+class Mem(Str):
+    """Memory per node as sbatch reads it; normalised to digits plus an upper-case unit."""
+
+    def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
+        value = super().check(value, ctx, path)
+        if not isinstance(value, str):
+            return value
+        match = re.fullmatch(MEM, value)
+        assert match is not None  # the pattern already matched in Str.check
+        return match[1] + (match[2] or "").upper()
 
 
 class Signal(Type):
@@ -220,7 +235,12 @@ SPEC = Obj(
         ),
         "cpus_per_task": Field(Int(min=1, max=4096), "CPUs per task"),
         "mem": Field(
-            _text(pattern=MEM, numbers_ok=True, hint="e.g. 64G, 4000M or 0 for all"),
+            Mem(
+                directive=True,
+                pattern=MEM,
+                numbers_ok=True,
+                hint="a whole number with a unit K, M, G or T (e.g. 64G, 4000M), or 0 for all of the node's memory",
+            ),
             "memory per node, e.g. 64G",
         ),
         "partition": Field(_text(max_len=256), "partition"),

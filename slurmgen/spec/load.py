@@ -13,7 +13,7 @@ from slurmgen.spec.fields import SPEC
 from slurmgen.spec.model import ContainerSpec, DistributedSpec, JobSpec, LoadedSpec, PreemptionSpec
 from slurmgen.spec.rules import cross_check, resolve
 from slurmgen.spec.types import BAD, Ctx
-from slurmgen.spec.yaml_source import FieldPath, Mark, load_override, load_yaml
+from slurmgen.spec.yaml_source import FieldPath, Mark, dotted, load_override, load_yaml
 
 
 def parse_overrides(items: list[str]) -> tuple[list[tuple[FieldPath, Any, dict[FieldPath, Mark]]], list[Problem]]:
@@ -36,17 +36,27 @@ def parse_overrides(items: list[str]) -> tuple[list[tuple[FieldPath, Any, dict[F
     return out, problems
 
 
-def _apply(data: dict[str, Any], path: FieldPath, value: Any) -> None:
+_KIND = {bool: "true/false", int: "a number", float: "a number", str: "text", list: "a list"}
+
+
+def _apply(data: dict[str, Any], path: FieldPath, value: Any) -> str | None:
+    """Put an override's value at ``path``; the reason when the path goes inside a value that is not a mapping."""
     node = data
-    for part in path[:-1]:
+    for depth, part in enumerate(path[:-1], 1):
         child = node.get(str(part))
-        if not isinstance(child, dict):
-            child = {} if child is None or child is True else child
-            if not isinstance(child, dict):  # e.g. `preemption: false` then --set preemption.signal=HUP
-                child = {"enabled": False} if child is False else {}
-            node[str(part)] = child
+        if child is None or child is True:
+            child = {}
+        elif child is False:  # `preemption: false` then --set preemption.signal=HUP
+            child = {"enabled": False}
+        elif not isinstance(child, dict):
+            kind = _KIND.get(type(child), type(child).__name__)
+            inside = dotted(path[:depth])
+            shown = "" if isinstance(child, list) else f" ({child!r})"
+            return f"the override tries to go inside {inside}, which is {kind}{shown}; write --set {inside}=VALUE"
+        node[str(part)] = child
         node = child
     node[str(path[-1])] = value
+    return None
 
 
 def load_text(text: str, source: str, overrides: list[str] | None = None) -> LoadedSpec:
@@ -62,7 +72,10 @@ def load_text(text: str, source: str, overrides: list[str] | None = None) -> Loa
     parsed, set_problems = parse_overrides(overrides or [])
     override_paths = set()
     for path, value, value_marks in parsed:
-        _apply(data, path, value)
+        refused = _apply(data, path, value)
+        if refused is not None:
+            set_problems.append(Problem("--set", dotted(path), refused))
+            continue
         override_paths.add(path)
         for rel, mark in value_marks.items():
             marks[(*path, *rel)] = mark

@@ -22,6 +22,7 @@ from slurmgen.spec.yaml_source import dotted
 SIGNAL_SLACK = 60
 DEFAULT_LEAD = 300
 TYPICAL_CHECKPOINT = 60
+BARE_MEM_WARN = 1024  # a unit-less mem below this many MB is most likely meant as GB
 
 # Options slurmgen writes itself; setting them through `sbatch:` would silently break the script's logic.
 MANAGED = {
@@ -249,6 +250,10 @@ def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
                 f"{dist['timeout']} s is not below preemption.lead_time ({pre['lead_time']} s): a rank stuck in a "
                 "collective cannot save before the limit; lower the timeout or raise the lead time",
             )
+    mem = f.get("mem")
+    if mem is not None and mem.isdigit() and 0 < int(mem) < BARE_MEM_WARN:
+        # sbatch(1) --mem: "Default units are megabytes"; `mem: 32` meant as gigabytes would starve the job.
+        warn(("mem",), f"{mem} without a unit is {mem} MB for Slurm; write {mem}G for gigabytes or {mem}M to keep it")
     for key, value in f["env"].items():
         if key.startswith("SLURM_"):
             warn(("env", key), "SLURM_* variables are Slurm's own; setting one can change how srun places tasks")

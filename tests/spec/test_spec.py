@@ -92,6 +92,45 @@ def test_overrides_are_validated_like_the_file() -> None:
     assert any(line.startswith("--set: bogus: unknown key") for line in lines)
 
 
+def test_an_override_that_goes_inside_a_number_names_the_override() -> None:
+    with pytest.raises(SpecError) as exc:
+        spec("nodes: 2\n", overrides=["nodes.x=1"])
+    assert [str(p) for p in exc.value.problems] == [
+        "--set: nodes.x: the override tries to go inside nodes, which is a number (2); write --set nodes=VALUE"
+    ]
+    with pytest.raises(SpecError) as exc:
+        spec(overrides=["command.0=python3"])
+    assert [str(p) for p in exc.value.problems] == [
+        "--set: command.0: the override tries to go inside command, which is a list; write --set command=VALUE"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "rendered"),
+    [
+        ("64G", "64G"),
+        ("32g", "32G"),
+        ("32GB", "32G"),
+        ("32gb", "32G"),
+        ("4000mb", "4000M"),
+        ("1t", "1T"),
+        ("512k", "512K"),
+        ("0", "0"),
+        ("2048", "2048"),
+    ],
+)
+def test_mem_takes_what_slurm_takes_and_writes_it_plainly(text: str, rendered: str) -> None:
+    assert spec(f"mem: {text}\n").mem == rendered
+    assert spec(overrides=[f"mem={text}"]).mem == rendered
+
+
+def test_mem_as_a_small_bare_number_warns_that_slurm_reads_megabytes() -> None:
+    assert warnings("mem: 32\n") == [
+        "t.yaml:4: mem: 32 without a unit is 32 MB for Slurm; write 32G for gigabytes or 32M to keep it"
+    ]
+    assert warnings("mem: 2048\n") == warnings("mem: 32M\n") == warnings("mem: 0\n") == []
+
+
 def test_command_string_is_split_with_shell_rules() -> None:
     s = spec(overrides=["command='python train.py --name \"a b\"'"])
     assert s.command == ("python", "train.py", "--name", "a b")
