@@ -69,6 +69,19 @@ def replace_with(path: str | os.PathLike[str], write: Callable[[str], None], mod
     return size
 
 
+def shell_mode(path: str | os.PathLike[str]) -> int:
+    """The mode a shell's `> path` leaves: an existing file keeps its own (the redirection truncates it), a new
+    one gets 0666 less the umask (open(2), O_CREAT). For files meant to be shared, such as a rendered script;
+    state files stay 0600."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        pass
+    umask = os.umask(0o077)  # reading the umask means setting it; put it straight back (the CLI has one thread)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> int:
     def write(tmp: str) -> None:
         with open(tmp, "wb") as handle:

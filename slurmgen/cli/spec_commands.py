@@ -54,12 +54,12 @@ def render(
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    from slurmgen.atomic import write_text
+    from slurmgen.atomic import shell_mode, write_text
 
     if output.is_dir():
         raise UsageError(f"-o {output}: is a directory; give a file name, e.g. -o {output / 'job.sbatch'}")
     try:
-        write_text(output, text, mode=0o600)
+        write_text(output, text, mode=shell_mode(output))  # as `slurmgen render x.yaml > FILE` would
     except OSError as exc:
         raise UsageError(
             f"-o {output}: cannot write it ({exc.strerror or exc}); check that the directory exists"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmgen import contract
-from slurmgen.errors import SlurmgenError, UsageError
+from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.step import batch_words, join, package_dir_words, rendezvous_words, step_line
 from slurmgen.signal_names import parse_sbatch_signal
@@ -24,7 +24,11 @@ STEP_GRACE = 3
 
 
 class TemplateError(SlurmgenError):
-    """A template (ours or the user's) failed to load or render; the message names the template and line."""
+    """A template (ours or the user's) failed to load or render; the message names the template and line.
+
+    Bad input (exit 2): the shipped template is tested, so in practice this is a `--templates` file."""
+
+    exit_code = EXIT_INVALID
 
 
 def builtin_templates() -> Path:
@@ -136,6 +140,19 @@ def environment(user_dir: str | Path | None = None) -> Any:
     return env
 
 
+def _failing_line(exc: BaseException) -> str:
+    """`file:line` of the template line that raised: Jinja rewrites the traceback so that its frames are the
+    template's own lines (jinja2/debug.py, rewrite_traceback_stack)."""
+    where = TEMPLATE
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.endswith(".j2"):
+            where = f"{filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
+
+
 def render(spec: JobSpec, templates: str | Path | None = None) -> str:
     """The batch script for a spec. Raises TemplateError with the template's name and line on failure."""
     import jinja2
@@ -146,9 +163,14 @@ def render(spec: JobSpec, templates: str | Path | None = None) -> str:
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"{exc.filename or exc.name}:{exc.lineno}: template syntax: {exc.message}") from None
     except jinja2.TemplateNotFound as exc:
-        raise TemplateError(f"template {exc.name} not found in {templates or builtin_templates()}") from None
-    except jinja2.UndefinedError as exc:
-        raise TemplateError(f"{TEMPLATE}: {exc.message}") from None
+        where = _failing_line(exc)
+        raise TemplateError(f"{where}: template {exc.name} not found in {templates or builtin_templates()}") from None
+    except jinja2.TemplateError as exc:  # undefined variables, sandbox refusals
+        raise TemplateError(f"{_failing_line(exc)}: {exc.message or type(exc).__name__}") from None
+    except TemplateError:
+        raise
+    except Exception as exc:  # a user's template is code: `{{ 1 + "a" }}` raises TypeError while rendering
+        raise TemplateError(f"{_failing_line(exc)}: {type(exc).__name__}: {exc}") from None
     if not text.startswith("#!"):
         raise TemplateError(f"{TEMPLATE}: the script must start with #! (sbatch refuses it otherwise)")
     if "\r" in text or "\0" in text:

@@ -97,9 +97,13 @@ def test_script_mode_and_atomic_write(tmp_path: Path, monkeypatch: pytest.Monkey
 
     monkeypatch.chdir(ROOT)
     out = tmp_path / "x.sbatch"
-    assert main(["render", "jobs/cpu-debug.yaml", "-o", str(out)]) == 0
+    previous = os.umask(0o022)
+    try:
+        assert main(["render", "jobs/cpu-debug.yaml", "-o", str(out)]) == 0
+    finally:
+        os.umask(previous)
     assert out.read_text() == rendered(ROOT / "jobs" / "cpu-debug.yaml")
-    assert out.stat().st_mode & 0o777 == 0o600
+    assert out.stat().st_mode & 0o777 == 0o644  # the umask's mode, as `> x.sbatch` gives: teammates can read it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.sbatch"]
 
 
