@@ -7,19 +7,47 @@ line and an exit code.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from slurmgen.cli import job_commands, local_commands, site_commands, spec_commands
 from slurmgen.cli.output import err, report
 from slurmgen.errors import SlurmgenError
 
+if TYPE_CHECKING:
+    from typer._click import (
+        Command,
+        Context,
+    )  # typer carries its own click (typer/_click); the top-level click is not it
+
+
+class PlainUsageCommand(TyperCommand):
+    """Usage lines with plain metavars, as man pages write them: `slurmgen render [OPTIONS] SPEC`. Typer puts a
+    required argument in braces (`{SPEC}`, typer/core.py TyperArgument.make_metavar), which reads as a choice."""
+
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
+        pieces = super().collect_usage_pieces(ctx)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
+
+
+class SlurmgenGroup(TyperGroup):
+    """The root group: every command it hands out prints its usage with plain metavars."""
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if type(command) is TyperCommand:
+            command.__class__ = PlainUsageCommand  # the same object, one method more; typer has no per-app default
+        return command
+
+
 app = typer.Typer(
     name="slurmgen",
+    cls=SlurmgenGroup,
     help="YAML job specs to SLURM batch scripts: render, validate, submit, requeue, and run locally.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -36,7 +64,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _options(
     version: Annotated[
-        bool, typer.Option("--version", help="Print the version and exit.", callback=_version, is_eager=True)
+        bool, typer.Option("--version", "-V", help="Print the version and exit.", callback=_version, is_eager=True)
     ] = False,
 ) -> None:
     """YAML job specs to SLURM batch scripts: render, validate, submit, requeue, and run locally."""

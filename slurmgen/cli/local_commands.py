@@ -19,7 +19,7 @@ def run_local(
         Path | None, typer.Argument(metavar="SPEC", help="The job spec (YAML).", show_default=False)
     ] = None,
     local: Annotated[
-        bool, typer.Option("--local", help="Run on this machine (the only mode; accepted for clarity).")
+        bool, typer.Option("--local", hidden=True, help="Run on this machine (the only mode; still accepted).")
     ] = True,
     nodes: Annotated[int | None, typer.Option("--nodes", "-N", help="Emulated nodes (--set nodes=N).")] = None,
     tasks_per_node: Annotated[

@@ -35,10 +35,10 @@ def command(
     """`slurmgen run`: the argument checks, then a local run or a signal to one. Returns the exit code."""
     if sig is not None or job is not None:
         if sig is None or job is None or spec is not None:
-            raise UsageError("signal a running local job with: slurmgen run --local --job ID --signal SIG")
+            raise UsageError("signal a running local job with: slurmgen run --job ID --signal SIG")
         return signal_local(job, sig, out)
     if spec is None:
-        raise UsageError("give the job spec: slurmgen run --local job.yaml")
+        raise UsageError("give the job spec: slurmgen run job.yaml")
     return run_local(spec, options, out)
 
 

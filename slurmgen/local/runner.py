@@ -257,7 +257,7 @@ class Runner:
         sig = _read(path)
         path.unlink(missing_ok=True)
         if sig and hasattr(signal, "SIG" + sig):
-            self.say(f"SIGCONT, SIG{sig} to the batch shell (slurmgen run --local --signal)")
+            self.say(f"SIGCONT, SIG{sig} to the batch shell (slurmgen run --signal)")
             self._to_batch_shell(pid, sig)
 
     def _end(self, proc: subprocess.Popen[bytes], wait: float, hurry: Callable[[], bool] = lambda: False) -> None:

@@ -79,7 +79,7 @@ def parse_args(argv: Sequence[str]) -> SrunArgs:
         elif is_container and not eq:
             ignored.append(name)  # pyxis flags: --container-writable, --no-container-mount-home, ...
         else:
-            raise SrunError(f"option {arg!r} is not emulated by `slurmgen run --local` (only what slurmgen renders)")
+            raise SrunError(f"option {arg!r} is not emulated by `slurmgen run` (only what slurmgen renders)")
     if not args:
         raise SrunError("no command to run")
     mode = values.get("open_mode", "truncate")
@@ -107,7 +107,7 @@ def step_shape(args: SrunArgs, env: Mapping[str, str], step_id: int) -> jobenv.S
     job_id = env.get("SLURM_JOB_ID", "")
     job_list = env.get("SLURM_JOB_NODELIST", "")
     if not job_id or not job_list:
-        raise SrunError("not inside a job (SLURM_JOB_ID / SLURM_JOB_NODELIST unset); use `slurmgen run --local`")
+        raise SrunError("not inside a job (SLURM_JOB_ID / SLURM_JOB_NODELIST unset); use `slurmgen run`")
     hosts = expand_hostlist(job_list)
     nodes = args.nodes or len(hosts)
     if nodes > len(hosts):

@@ -30,7 +30,7 @@ class MasterHost:
     source: str  # the variable it came from
     nodes: int  # hosts in the step's node list (1 outside Slurm)
     # Every node of the list is a loopback address literal (127.0.0.1, 127.0.0.2, ...): all "nodes" are this
-    # machine, as in `slurmgen run --local`, so a loopback master is reachable by every rank.
+    # machine, as in `slurmgen run`, so a loopback master is reachable by every rank.
     one_machine: bool = False
 
 
