@@ -313,8 +313,9 @@ def torch_module() -> Any:
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """slurmgen's render and template caches live under XDG_CACHE_HOME: give the test session its own, so tests
-    neither read a developer's cache nor leave entries in it (subprocesses inherit it)."""
+    """slurmgen keeps no cache, but what the tests start does: torch and the frameworks (torch.hub, Hugging Face's
+    hub, Lightning) cache under XDG_CACHE_HOME. The session gets its own, so tests neither read a developer's
+    cache nor leave entries in it (subprocesses inherit it)."""
     previous = os.environ.get("XDG_CACHE_HOME")
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
     yield
