@@ -1,0 +1,105 @@
+"""`slurmgen.submit(spec, overrides)`: validate, render, plan and submit a spec, as `slurmgen submit` does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from slurmgen.errors import Problem, SpecError
+
+if TYPE_CHECKING:
+    from slurmgen.api.job import Job
+    from slurmgen.jobs.plan import Plan
+    from slurmgen.jobs.submit import Submission
+    from slurmgen.spec.model import JobSpec
+
+Warn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SpecSource:
+    """A spec to submit: the file it lives in (the run directory keeps a copy) and its `--set` overrides."""
+
+    path: Path
+    overrides: tuple[str, ...]
+
+
+def override_args(overrides: Mapping[str, object] | None) -> tuple[str, ...]:
+    """A dict of dotted paths, as `--set` takes them: {"nodes": 4, "env.MODE": "fast"} -> ("nodes=4", ...).
+
+    Values are written as JSON, which YAML reads back as the same value, so the string "4" stays a string."""
+    if not overrides:
+        return ()
+    return tuple(f"{key}={json.dumps(value)}" for key, value in overrides.items())
+
+
+def spec_source(spec: str | Path | JobSpec, overrides: Mapping[str, object] | None) -> SpecSource:
+    """The file of ``spec``: a path as given; a JobSpec loaded from a file must be passed as that file."""
+    if isinstance(spec, (str, Path)):
+        return SpecSource(Path(spec), override_args(overrides))
+    raise SpecError(
+        [Problem(f"<{type(spec).__name__}>", "", "pass the spec's file path: submit copies the file into the run "
+                 "directory so that `slurmgen resume` can submit it again")]
+    )  # fmt: skip
+
+
+def planned(source: SpecSource, templates: Path | None, base: Path, warn: Warn) -> Plan:
+    """Validate and render (the script doctor's warnings go to ``warn``), then plan a submission under ``base``."""
+    from slurmgen.jobs.plan import new_token, plan
+    from slurmgen.script.doctor import doctor
+    from slurmgen.script.render import render
+    from slurmgen.spec.load import load_file
+    from slurmgen.spec.where import missing_script
+
+    loaded = load_file(source.path, list(source.overrides))
+    text = render(loaded.spec, templates)
+    missing = missing_script(loaded.spec, str(source.path), Path.cwd())
+    for problem in (*loaded.warnings, *([] if missing is None else [missing]), *doctor(loaded.spec, text)):
+        warn(f"warning: {problem}")
+    return plan(source.path, loaded.spec, text, base, Path.cwd(), new_token(), source.overrides)
+
+
+def submit_source(source: SpecSource, templates: Path | None, warn: Warn) -> tuple[Plan, Submission]:
+    """Carry out the plan: settle earlier submissions whose sbatch timed out, then sbatch once. Costs one squeue
+    (only when the journal holds an unresolved submission) and one sbatch; a timed-out sbatch adds up to three
+    squeue lookups by the submission's token, never a second sbatch."""
+    from slurmgen.jobs import submit as submitting
+    from slurmgen.jobs.journal import Journal, home
+    from slurmgen.slurm.client import SlurmClient
+
+    base = home()
+    p = planned(source, templates, base, warn)
+    client, journal = SlurmClient(), Journal(base)
+    for note in submitting.settle_unresolved(journal, client):
+        warn(note)
+    done = submitting.submit(p, client, journal)
+    if done.recovered:
+        warn(f"note: sbatch timed out, but the job reached Slurm: found job {done.job_id} by its token {p.token}")
+    for problem in done.problems:
+        warn(f"warning: {problem}")
+    for other in done.others:
+        warn(f"warning: job {other} carries the same submission token; check it with `slurmgen status {other}`")
+    return p, done
+
+
+def _ignore(line: str) -> None:
+    del line
+
+
+def submit(
+    spec: str | Path | JobSpec, overrides: Mapping[str, object] | None = None, *, warn: Warn | None = None
+) -> Job:
+    """Validate, render and submit a spec file; the submitted job's handle.
+
+    ``overrides`` maps dotted field paths to values, like `--set` (`{"nodes": 4}`). Warnings (the spec's and
+    the script doctor's) go to ``warn`` (default: dropped; pass `print` to see them). A bad spec raises
+    SpecError, whose `str()` is the line the CLI prints; Slurm refusing raises SchedulerError, no Slurm client
+    SchedulerMissing. Costs one sbatch (plus one squeue when an earlier sbatch timed out)."""
+    from slurmgen.api.job import Job
+    from slurmgen.slurm.ids import as_job_id
+
+    _, done = submit_source(spec_source(spec, overrides), None, warn or _ignore)
+    return Job(as_job_id(done.job_id))
