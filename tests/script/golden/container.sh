@@ -86,13 +86,14 @@ if ! mkdir -p "${SLURMGEN_LOG_DIR}" "${SLURMGEN_STATE_DIR}"; then
     exit 1
 fi
 # The job's identity, the same in every run of it (a requeue, a restart, `slurmgen resume`), for experiment
-# trackers: chosen by its first run, kept in its log directory. A value inherited from the environment of the job
-# that submitted this one is that job's, never this one's.
+# trackers: chosen by its first run and kept in its log directory. A first run never takes over a file there: it
+# is an older job's that had the same id (a local run, a reset cluster). A value inherited from the environment
+# of the job that submitted this one is that job's, never this one's.
 _sg_parent_id="${SLURMGEN_RUN_ID:-}"
 _sg_id_file="${SLURMGEN_LOG_DIR}/run-id"
 _sg_old_id_file="$(_sg_abs 'logs/container-finetune')-${SLURMGEN_RESUME_FROM:-}/run-id"
 SLURMGEN_RUN_ID=""
-if [ -s "${_sg_id_file}" ]; then
+if [ "${SLURM_RESTART_COUNT:-0}" != 0 ] && [ -s "${_sg_id_file}" ]; then
     read -r SLURMGEN_RUN_ID <"${_sg_id_file}"
 elif [ -n "${SLURMGEN_RESUME_FROM:-}" ] && [ -s "${_sg_old_id_file}" ]; then
     read -r SLURMGEN_RUN_ID <"${_sg_old_id_file}"
@@ -101,7 +102,7 @@ if [ -z "${SLURMGEN_RUN_ID}" ]; then
     _sg_rand="$(od -An -N4 -tx4 /dev/urandom)"
     SLURMGEN_RUN_ID="${_sg_key}-${_sg_rand// /}"
 fi
-if [ ! -s "${_sg_id_file}" ]; then
+if [ "${SLURM_RESTART_COUNT:-0}" = 0 ] || [ ! -s "${_sg_id_file}" ]; then
     { printf '%s\n' "${SLURMGEN_RUN_ID}" >"${_sg_id_file}.$$" && mv -f "${_sg_id_file}.$$" "${_sg_id_file}"; } ||
         echo "slurmgen: cannot keep the run identity in ${_sg_id_file}; a requeued run will get a new one" >&2
 fi
