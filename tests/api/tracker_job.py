@@ -39,7 +39,8 @@ def main(steps: int, step_time: float) -> int:
         for step in range(start, steps):
             run.log({"loss": 1.0 / (step + 1)}, step=step)
             mlflow.log_metric("loss", 1.0 / (step + 1), step=step)
-            marker.write_text(str(step + 1))
+            Path("step.tmp").write_text(str(step + 1))
+            os.replace("step.tmp", marker)  # a stop in the middle of the write leaves the previous step
             time.sleep(step_time)
     finally:
         mlflow.end_run()
