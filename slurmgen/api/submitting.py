@@ -6,9 +6,9 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from slurmgen.errors import Problem, SpecError
+from slurmgen.errors import Problem, SpecError, UsageError
 
 if TYPE_CHECKING:
     from slurmgen.api.job import Job
@@ -36,14 +36,63 @@ def override_args(overrides: Mapping[str, object] | None) -> tuple[str, ...]:
     return tuple(f"{key}={json.dumps(value)}" for key, value in overrides.items())
 
 
-def spec_source(spec: str | Path | JobSpec, overrides: Mapping[str, object] | None) -> SpecSource:
-    """The file of ``spec``: a path as given; a JobSpec loaded from a file must be passed as that file."""
+def spec_mapping(spec: JobSpec) -> dict[str, Any]:
+    """A loaded spec as the fields a spec file would hold: loading it again gives the same spec (and digest)."""
+    data = spec.to_dict()
+    del data["time_seconds"]  # derived from time
+    if spec.launcher == "srun":
+        del data["nproc_per_node"]  # derived: tasks_per_node
+    data["env"] = dict(spec.env)
+    data["sbatch"] = {key: True if value is None else value for key, value in spec.sbatch}
+    if not spec.preemption.enabled:
+        data["preemption"] = False  # its other fields are resolved for "off" and refused as given values
+    cleaned: dict[str, Any] = _without_none(data)
+    return cleaned
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def spec_source(spec: str | Path | JobSpec | Mapping[str, Any], overrides: Mapping[str, object] | None) -> SpecSource:
+    """The file to submit: a path as given. A loaded spec (a JobSpec, or the fields of a spec as a mapping) is
+    checked, then written to `<journal dir>/specs/<name>.yaml` (JSON, which YAML reads), so that the run directory
+    keeps a copy and `slurmgen resume` can submit it again; a bad one raises SpecError naming `<spec>` and writes
+    nothing."""
+    from slurmgen.spec.model import JobSpec
+
+    args = override_args(overrides)
     if isinstance(spec, (str, Path)):
-        return SpecSource(Path(spec), override_args(overrides))
-    raise SpecError(
-        [Problem(f"<{type(spec).__name__}>", "", "pass the spec's file path: submit copies the file into the run "
-                 "directory so that `slurmgen resume` can submit it again")]
-    )  # fmt: skip
+        return SpecSource(Path(spec), args)
+    if isinstance(spec, JobSpec):
+        data = spec_mapping(spec)
+    elif isinstance(spec, Mapping):
+        data = dict(spec)
+    else:
+        raise UsageError(f"submit: a spec is a file path, a JobSpec or a mapping of fields, not {type(spec).__name__}")
+    from slurmgen.atomic import write_text
+    from slurmgen.jobs.journal import home
+    from slurmgen.spec.load import load_text
+
+    try:
+        text = json.dumps(data, indent=2) + "\n"
+    except (TypeError, ValueError) as exc:
+        raise SpecError([Problem("<spec>", "", f"cannot be written as a spec file: {exc}")]) from None
+    try:
+        name = load_text(text, "<spec>", list(args)).spec.name
+    except SpecError as exc:  # the line numbers are those of the text written here, not the caller's: dropped
+        inline = [Problem("<spec>", p.path, p.message) if p.source.startswith("<spec>") else p for p in exc.problems]
+        raise SpecError(inline) from None
+    path = home() / "specs" / f"{name}.yaml"
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_text(path, text)
+    except OSError as exc:
+        reason = exc.strerror or exc
+        raise UsageError(f"cannot write {path} ({reason}); set SLURMGEN_HOME to a writable directory") from None
+    return SpecSource(path, args)
 
 
 def planned(source: SpecSource, templates: Path | None, base: Path, warn: Warn) -> Plan:
@@ -90,9 +139,13 @@ def _ignore(line: str) -> None:
 
 
 def submit(
-    spec: str | Path | JobSpec, overrides: Mapping[str, object] | None = None, *, warn: Warn | None = None
+    spec: str | Path | JobSpec | Mapping[str, Any],
+    overrides: Mapping[str, object] | None = None,
+    *,
+    warn: Warn | None = None,
 ) -> Job:
-    """Validate, render and submit a spec file; the submitted job's handle.
+    """Validate, render and submit a spec (a file path, a loaded JobSpec, or a mapping of its fields, as
+    `yaml.safe_load` gives them); the submitted job's handle.
 
     ``overrides`` maps dotted field paths to values, like `--set` (`{"nodes": 4}`). Warnings (the spec's and
     the script doctor's) go to ``warn`` (default: dropped; pass `print` to see them). A bad spec raises

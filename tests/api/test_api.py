@@ -134,6 +134,47 @@ def test_wait_raises_timeout_error_and_the_job_goes_on() -> None:
     assert job.state() == "RUNNING" and job.exit_code is None and job.id == "7" and repr(job) == "Job('7')"
 
 
+def test_wait_backs_off_while_nothing_changes_and_comes_back_on_a_change() -> None:
+    states = iter(["PENDING"] * 6 + ["RUNNING"] * 6)
+
+    def answer(argv: Sequence[str], env: Mapping[str, str] | None, timeout: float) -> subprocess.CompletedProcess[str]:
+        out = f"JobId=7 JobName=j JobState={next(states)} Reason=None Restarts=0 ExitCode=0:0\n"
+        return subprocess.CompletedProcess(list(argv), 0, out, "")
+
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 11:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        slurmgen.Job(7, client=SlurmClient(run=answer)).wait(sleep=sleep)
+    assert pauses[:6] == [0.25, 0.375, 0.5625, 0.84375, 1.265625, 1.8984375] and pauses[6] == 0.25
+    assert pauses[7:] == [0.375, 0.5625, 0.84375, 1.265625]
+    assert all(p <= 2.0 for p in pauses)
+
+
+def test_a_loaded_spec_is_submitted_like_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slurmgen.api.submitting import spec_mapping, spec_source
+    from slurmgen.spec.load import load_file
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLURMGEN_HOME", raising=False)
+    variants = ["preemption: false\n", "array: 0-3\nlauncher: torchrun\nnodes: 2\n",
+                "env: {A: '1'}\nsbatch: {exclusive: true, comment: hi}\ncontainer: {image: x.sqsh}\n"]  # fmt: skip
+    base = "name: x\ncommand: [python, t.py]\ntime: '00:10:00'\n"
+    specs = [load_file(p).spec for p in sorted((ROOT / "jobs").glob("*.yaml"))]
+    specs += [load_text(base + extra, "x.yaml").spec for extra in variants]
+    for spec in specs:
+        source = spec_source(spec, None)
+        assert source.path.parent == tmp_path / ".slurmgen" / "specs"
+        assert load_file(source.path).spec == spec and load_text(json.dumps(spec_mapping(spec)), "-").spec == spec
+    with pytest.raises(slurmgen.SpecError, match=r"^<spec>: nodes: "):
+        slurmgen.submit({"name": "y", "command": ["python"], "time": "00:10:00", "nodes": 0})
+    assert not (tmp_path / ".slurmgen" / "specs" / "y.yaml").exists()
+
+
 def test_a_bad_job_id_is_a_usage_error() -> None:
     with pytest.raises(slurmgen.UsageError):
         slurmgen.Job("12; rm -rf /")

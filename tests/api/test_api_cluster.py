@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import yaml
 
 import slurmgen
 
@@ -24,10 +25,10 @@ PROGRAM = Path(__file__).parents[1] / "jobs" / "submit_job.py"
 LONG = 240.0  # seconds: the cluster is shared, so a job may pend a while
 
 
-def spec(path: Path, *mode: str) -> Path:
+def spec(path: Path, *mode: str, name: str = "sgapi") -> Path:
     command = json.dumps([sys.executable, str(PROGRAM), *mode])
     path.write_text(
-        f'name: sgapi\ncommand: {command}\ntime: "00:10:00"\nnodes: 1\ntasks_per_node: 1\n'
+        f'name: {name}\ncommand: {command}\ntime: "00:10:00"\nnodes: 1\ntasks_per_node: 1\n'
         f"python: {sys.executable}\npreemption: false\noutput: logs\n"
     )
     return path
@@ -44,11 +45,12 @@ def on_cluster(slurm_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.
 
 
 def test_submit_wait_logs_cancel_and_attach_from_another_process(on_cluster: SlurmCluster, tmp_path: Path) -> None:
-    failing = slurmgen.submit(spec(tmp_path / "fail.yaml", "exit", "3"))
+    # An already-loaded spec (the fields, as yaml.safe_load gives them) is submitted like a file.
+    failing = slurmgen.submit(yaml.safe_load(spec(tmp_path / "fail.yaml", "exit", "3", name="sgfail").read_text()))
     slow = slurmgen.submit(spec(tmp_path / "slow.yaml", "slow", "400"))
     attach = (
         "import sys, slurmgen; job = slurmgen.Job(sys.argv[1]); final = job.wait(timeout=200); "
-        "print(final, job.exit_code, slurmgen.Job.from_spec('fail.yaml').id)"
+        "print(final, job.exit_code, slurmgen.Job.from_spec('sgfail').id)"
     )
     other = subprocess.Popen([sys.executable, "-c", attach, failing.id], cwd=tmp_path, env=on_cluster.env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -57,7 +59,7 @@ def test_submit_wait_logs_cancel_and_attach_from_another_process(on_cluster: Slu
     assert out.split() == ["FAILED", "3", failing.id], err
     everything, rank0 = failing.logs(), failing.logs(rank=0)
     assert f"slurmgen: job {failing.id}, run 1" in everything and "task RANK=0" in everything
-    assert "task RANK=0" in rank0 and "slurmgen: job" not in rank0
+    assert "task RANK=0" in rank0 and "slurmgen: job" not in rank0 and failing.state() == "FAILED"
     [run] = failing.history()
     assert (run["run"], run["exit_code"]) == (1, 3)
 
