@@ -9,7 +9,7 @@ SLURMGEN_HOME) adds the log directory and the script; a job not submitted from h
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,23 +20,6 @@ if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.slurm.ids import JobId
     from slurmgen.slurm.showjob import JobInfo
-
-UNKNOWN = "UNKNOWN"  # the state of a job Slurm does not know (never did, or it ended over MinJobAge ago)
-
-
-def fold_states(infos: Sequence[JobInfo]) -> str:
-    """One state word for an array's records: the first live task's (RUNNING before PENDING), else the first
-    task's that did not complete, else COMPLETED. A plain job's own word."""
-    if not infos:
-        return UNKNOWN
-    if len(infos) == 1:
-        return infos[0].state_name
-    live = [i for i in infos if not i.state.is_terminal]
-    if live:
-        running = [i for i in live if i.state_name == "RUNNING"]
-        return (running or live)[0].state_name
-    failed = [i for i in infos if i.state_name != "COMPLETED"]
-    return (failed or infos)[0].state_name
 
 
 def target_of(text: str) -> Target:
@@ -118,8 +101,11 @@ class Job:
 
     def state(self) -> str:
         """Slurm's state word: PENDING, RUNNING, COMPLETING, COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED...;
-        UNKNOWN when Slurm does not know the job (any more). An array: see fold_states. One scontrol query."""
-        return fold_states(records(self.client, self.target))
+        UNKNOWN when Slurm does not know the job (any more); an array's tasks fold into one word (query.fold).
+        One scontrol query."""
+        from slurmgen.api.query import fold
+
+        return fold([info.state_name for info in records(self.client, self.target)])
 
     def wait(self, timeout: float | None = None, *, sleep: Callable[[float], None] = time.sleep) -> str:
         """Wait until the job has ended for good (a requeued job passes through PENDING again: that is not an end)

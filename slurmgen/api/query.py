@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from slurmgen.slurm.ids import JobId
     from slurmgen.slurm.parse import QueueEntry
 
-UNKNOWN = "UNKNOWN"
+UNKNOWN = "UNKNOWN"  # the state of a job Slurm does not know (never did, or it ended over MinJobAge ago)
 
 
 def _matches(wanted: JobId, row: QueueEntry) -> bool:
@@ -27,8 +27,8 @@ def _matches(wanted: JobId, row: QueueEntry) -> bool:
 
 
 def fold(names: list[str]) -> str:
-    """One word for an array's rows: RUNNING while any task runs, else the first other live word, else the first
-    word other than COMPLETED, else COMPLETED."""
+    """One state word for a job's records: a plain job's own; for an array's tasks RUNNING while any task runs,
+    else the first other live word (PENDING...), else the first word other than COMPLETED, else COMPLETED."""
     if not names:
         return UNKNOWN
     from slurmgen.slurm.ids import parse_state
