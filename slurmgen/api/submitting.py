@@ -95,9 +95,9 @@ def spec_source(spec: str | Path | JobSpec | Mapping[str, Any], overrides: Mappi
     return SpecSource(path, args)
 
 
-def planned(source: SpecSource, templates: Path | None, base: Path, warn: Warn) -> Plan:
-    """Validate and render (the script doctor's warnings go to ``warn``), then plan a submission under ``base``."""
-    from slurmgen.jobs.plan import new_token, plan
+def load_and_render(source: SpecSource, templates: Path | None, warn: Warn) -> tuple[JobSpec, str]:
+    """Validate and render a spec; its warnings (and the script doctor's) go to ``warn``. `slurmgen render` and
+    every submission take this one path."""
     from slurmgen.script.doctor import doctor
     from slurmgen.script.render import render
     from slurmgen.spec.load import load_file
@@ -108,7 +108,15 @@ def planned(source: SpecSource, templates: Path | None, base: Path, warn: Warn) 
     missing = missing_script(loaded.spec, str(source.path), Path.cwd())
     for problem in (*loaded.warnings, *([] if missing is None else [missing]), *doctor(loaded.spec, text)):
         warn(f"warning: {problem}")
-    return plan(source.path, loaded.spec, text, base, Path.cwd(), new_token(), source.overrides)
+    return loaded.spec, text
+
+
+def planned(source: SpecSource, templates: Path | None, base: Path, warn: Warn) -> Plan:
+    """Validate and render (warnings to ``warn``), then plan a submission recorded under ``base``."""
+    from slurmgen.jobs.plan import new_token, plan
+
+    spec, text = load_and_render(source, templates, warn)
+    return plan(source.path, spec, text, base, Path.cwd(), new_token(), source.overrides)
 
 
 def submit_source(source: SpecSource, templates: Path | None, warn: Warn) -> tuple[Plan, Submission]:
