@@ -29,6 +29,7 @@ LOG_DIR = "SLURMGEN_LOG_DIR"  # the per-job log directory (per-node logs live he
 RESUME_FROM = "SLURMGEN_RESUME_FROM"  # `slurmgen resume` of a forgotten job: the key whose state to start from
 SIGNALS = "SLURMGEN_SIGNALS"  # the batch shell tells its end step which signals it received: `SIG@epoch ...`
 START_TIME = "SLURMGEN_START_TIME"  # epoch seconds at which this run's batch shell started (Slurm 22.05 has none)
+RUN_ID = "SLURMGEN_RUN_ID"  # the job's identity, the same in every run of it (set by the batch shell, not here)
 KEEP = "SLURMGEN_KEEP"  # how many complete sharded checkpoints to keep (preemption.keep)
 # How the program takes part in preemption (spec field preemption.handler; exported with the preemption signal):
 PREEMPT_HANDLER = "SLURMGEN_PREEMPT_HANDLER"

@@ -18,6 +18,7 @@ from slurmgen.cli.output import err
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
+    from slurmgen.api.job import Job
     from slurmgen.jobs.plan import Plan
     from slurmgen.jobs.submit import Submission
     from slurmgen.jobs.targets import Target
@@ -29,31 +30,18 @@ commands = typer.Typer()
 
 def planned(spec: Path, overrides: list[str], templates: Path | None, base: Path) -> Plan:
     """Validate, render (warnings on stderr) and plan a submission recorded under ``base``."""
-    from slurmgen.cli.spec_commands import load_and_render
-    from slurmgen.jobs.plan import new_token, plan
+    from slurmgen.api.submitting import SpecSource
+    from slurmgen.api.submitting import planned as api_planned
 
-    resolved, text = load_and_render(spec, overrides, templates)
-    return plan(spec, resolved, text, base, Path.cwd(), new_token(), tuple(overrides))
+    return api_planned(SpecSource(spec, tuple(overrides)), templates, base, err)
 
 
 def submit_spec(spec: Path, overrides: list[str], templates: Path | None) -> Submission:
-    """Submit a spec: warnings and a summary on stderr, the job id alone on stdout."""
-    from slurmgen.jobs import submit as submitting
-    from slurmgen.jobs.journal import Journal, home
-    from slurmgen.slurm.client import SlurmClient
+    """Submit a spec through the API (slurmgen.submit's path): warnings and a summary on stderr, the job id
+    alone on stdout."""
+    from slurmgen.api.submitting import SpecSource, submit_source
 
-    base = home()
-    p = planned(spec, overrides, templates, base)
-    client, journal = SlurmClient(), Journal(base)
-    for note in submitting.settle_unresolved(journal, client):
-        err(note)
-    done = submitting.submit(p, client, journal)
-    if done.recovered:
-        err(f"note: sbatch timed out, but the job reached Slurm: found job {done.job_id} by its token {p.token}")
-    for problem in done.problems:
-        err(f"warning: {problem}")
-    for other in done.others:
-        err(f"warning: job {other} carries the same submission token; check it with `slurmgen status {other}`")
+    p, done = submit_source(SpecSource(spec, tuple(overrides)), templates, err)
     cluster = f" on cluster {done.cluster}" if done.cluster else ""
     err(f"submitted job {done.job_id}{cluster}; run dir {p.run_dir}; logs in {p.log_dir}")
     print(done.job_id, flush=True)
@@ -61,11 +49,16 @@ def submit_spec(spec: Path, overrides: list[str], templates: Path | None) -> Sub
 
 
 def _target(text: str) -> Target:
-    from slurmgen.jobs.journal import Journal, find_home
-    from slurmgen.jobs.targets import resolve
+    from slurmgen.api.job import target_of
 
-    journal = Journal(find_home())
-    return resolve(text, journal.jobs(), journal.path)
+    return target_of(text)
+
+
+def _job(text: str) -> Job:
+    """The API's handle on the job a JOB argument names (an id, or a spec's last submission)."""
+    from slurmgen.api.job import Job
+
+    return Job.for_target(_target(text))
 
 
 @commands.command("submit")
@@ -182,11 +175,7 @@ def requeue_command(
     finished: Annotated[bool, typer.Option("--finished", help="Also requeue a job that already ended.")] = False,
 ) -> None:
     """Requeue a running job: it restarts from the top of its script with the same id."""
-    from slurmgen.jobs.control import requeue_job
-    from slurmgen.slurm.client import SlurmClient
-
-    target = _target(job)
-    step = requeue_job(SlurmClient(), target.job, hold=hold, finished=finished)
+    step = _job(job).requeue_step(hold=hold, finished=finished)
     err(step.message)
     err(f"done; follow it with: slurmgen status {step.target}")
 
@@ -195,18 +184,13 @@ def requeue_command(
 def resume_command(job: JobArg) -> None:
     """Bring back a job that ended before its work was done (cancelled, preempted, timed out), from its last
     saved state: requeued while Slurm knows it, else its script submitted again."""
-    from slurmgen.jobs.journal import Journal, find_home
-    from slurmgen.jobs.resume import resume
-    from slurmgen.slurm.client import SlurmClient
-
-    target = _target(job)
-    step, new = resume(SlurmClient(), target, Journal(find_home()))
+    step, new = _job(job).resume_step()
     err(step.message)
     if new is None:
         err(f"done; follow it with: slurmgen status {step.requeue_target}")
         return
-    err(f"submitted job {new}; follow it with: slurmgen status {new}")
-    print(new, flush=True)
+    err(f"submitted job {new.id}; follow it with: slurmgen status {new.id}")
+    print(new.id, flush=True)
 
 
 @commands.command("status")
@@ -253,6 +237,9 @@ def logs_command(
     ] = None,
 ) -> None:
     """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended)."""
+    if not follow_:
+        _write_bytes(_job(job).log_bytes(rank, node))
+        return
     from slurmgen.jobs import logs as lg
     from slurmgen.slurm.client import SlurmClient
 
@@ -267,13 +254,6 @@ def logs_command(
 
     def files() -> list[Path]:
         return lg.select(lg.batch_logs(target, infos), node, rank)
-
-    if not follow_:
-        found = files()
-        if not found:
-            raise UsageError(lg.missing_message(target, lg.batch_logs(target, infos), node, infos, rank))
-        follower.poll(found)
-        return
 
     def finished() -> bool:
         current = client.show_jobs(target.job)
@@ -303,18 +283,13 @@ def cancel_command(
     ] = None,
 ) -> None:
     """Cancel a job, or send it a signal (USR2: a clean exit, without scancel's kill timer)."""
-    from slurmgen.jobs.control import cancel_job, trapped_signals
-    from slurmgen.signal_names import require_signal_name
-    from slurmgen.slurm.client import SlurmClient
-
     if to is not None and to not in ("batch", "steps", "all"):
         raise UsageError(f"--to {to}: choose batch, steps or all")
     if to is not None and signal is None:
         raise UsageError("--to needs --signal")
-    target = _target(job)
-    sig = None if signal is None else require_signal_name(signal, "--signal")
-    step = cancel_job(SlurmClient(), target.job, sig, to, trapped_signals(target.entry))
+    handle = _job(job)
+    step = handle.cancel_step(signal, to)
     if step is None:
-        err(f"job {target.job} already ended; nothing to cancel")
+        err(f"job {handle.id} already ended; nothing to cancel")
         return
     err(step.message)

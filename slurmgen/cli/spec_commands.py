@@ -20,15 +20,11 @@ commands = typer.Typer()
 
 
 def load_and_render(spec: Path, overrides: list[str], templates: Path | None) -> tuple[JobSpec, str]:
-    """Validate and render a spec; its warnings (and the script doctor's) go to stderr."""
-    from slurmgen.script.doctor import doctor
-    from slurmgen.script.render import render as render_script
-    from slurmgen.spec.load import load_file
+    """Validate and render a spec; its warnings (and the script doctor's) go to stderr. The API's path."""
+    from slurmgen.api.submitting import SpecSource
+    from slurmgen.api.submitting import load_and_render as api_load_and_render
 
-    loaded = load_file(spec, overrides)
-    text = render_script(loaded.spec, templates)
-    warn_all((*loaded.warnings, *_where_problems(loaded.spec, spec), *doctor(loaded.spec, text)))
-    return loaded.spec, text
+    return api_load_and_render(SpecSource(spec, tuple(overrides)), templates, err)
 
 
 def _where_problems(spec: JobSpec, path: Path) -> list[Problem]:

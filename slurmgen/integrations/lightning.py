@@ -32,6 +32,7 @@ try:  # the unified package first (it installs the standalone one too), then the
 except ImportError:  # pragma: no cover - depends on which package the user installed
     import pytorch_lightning as pl
 
+from slurmgen import contract
 from slurmgen.integrations import resume
 from slurmgen.runtime.preemption import Preemption
 
@@ -88,3 +89,29 @@ class SlurmgenPreemption(pl.Callback):  # type: ignore[misc]  # mypy sees Lightn
         path = os.path.join(self.dirpath, f"run{run}-step={trainer.global_step}.ckpt")
         trainer.save_checkpoint(path)  # every rank: the strategy decides who writes, then a barrier
         resume.record_and_exit(self.preemption, path, global_step=trainer.global_step)
+
+
+# -- experiment trackers: one run for every run of the job -------------------------------------------------------
+
+
+def wandb_logger(**kwargs: Any) -> Any:
+    """Lightning's WandbLogger on this job's one W&B run: `id` is the job's run identity (SLURMGEN_RUN_ID, the
+    same after every requeue and `slurmgen resume`) and `resume="allow"`, unless given. Outside a slurmgen job,
+    WandbLogger(**kwargs) as it is (Lightning #13524: a requeued job otherwise starts a new run)."""
+    identity = os.environ.get(contract.RUN_ID, "").strip()
+    if identity:
+        kwargs.setdefault("id", identity)
+        kwargs.setdefault("resume", "allow")
+    return pl.loggers.WandbLogger(**kwargs)
+
+
+def mlflow_logger(experiment_name: str = "lightning_logs", tracking_uri: str | None = None, **kwargs: Any) -> Any:
+    """Lightning's MLFlowLogger on this job's one MLflow run: the job's first run creates it (rank 0) and keeps its
+    id beside the job's state (slurmgen.integrations.mlflow); every later run logs to the same run (Lightning
+    #6205). ``tracking_uri`` defaults as MLFlowLogger's does: MLFLOW_TRACKING_URI, else file:./mlruns."""
+    from slurmgen.integrations.mlflow import job_run_id
+
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "file:" + os.path.abspath("mlruns")
+    if "run_id" not in kwargs:
+        kwargs["run_id"] = job_run_id(experiment_name, uri)
+    return pl.loggers.MLFlowLogger(experiment_name=experiment_name, tracking_uri=uri, **kwargs)

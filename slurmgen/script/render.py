@@ -97,6 +97,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "preempt_signal": pre.signal,
         "grace": STEP_GRACE,
         "marker_suffix": contract.REQUEUE_MARKER_SUFFIX,
+        "wandb": spec.trackers.wandb,
         "batch_begin": join(batch_words(spec, "begin")),
         "batch_signal": join(batch_words(spec, "signal")),
         "batch_end": join(batch_words(spec, "end")),

@@ -193,6 +193,17 @@ PREEMPTION = Obj(
     }
 )
 
+TRACKERS = Obj(
+    {
+        "wandb": Field(
+            Bool(),
+            "export WANDB_RUN_ID=$SLURMGEN_RUN_ID and WANDB_RESUME=allow (unless set already), so that every run "
+            "of the job continues one W&B run; false leaves W&B alone",
+            default=True,
+        ),
+    }
+)
+
 CONTAINER = Obj(
     {
         "image": Field(_text(max_len=1024), "container image (pyxis --container-image)", required=True),
@@ -263,6 +274,7 @@ SPEC = Obj(
             "shell lines run in the batch shell before launch (the one place for raw shell)",
         ),
         "container": Field(CONTAINER, "run every task inside this image (pyxis/enroot)"),
+        "trackers": Field(TRACKERS, "experiment trackers: how the job's run identity (SLURMGEN_RUN_ID) reaches them"),
         "output": Field(_text(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
         "chdir": Field(_text(max_len=1024), "working directory of the job"),
         "array": Field(

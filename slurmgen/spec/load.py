@@ -10,7 +10,7 @@ from typing import Any
 
 from slurmgen.errors import Problem, SpecError
 from slurmgen.spec.fields import SPEC
-from slurmgen.spec.model import ContainerSpec, DistributedSpec, JobSpec, LoadedSpec, PreemptionSpec
+from slurmgen.spec.model import ContainerSpec, DistributedSpec, JobSpec, LoadedSpec, PreemptionSpec, TrackersSpec
 from slurmgen.spec.rules import cross_check, resolve
 from slurmgen.spec.types import BAD, Ctx
 from slurmgen.spec.yaml_source import FieldPath, Mark, dotted, load_override, load_yaml
@@ -147,4 +147,5 @@ def _build(f: dict[str, Any]) -> JobSpec:
         array=f.get("array"),
         dependency=f.get("dependency"),
         sbatch=tuple(f["sbatch"].items()),
+        trackers=TrackersSpec(**f["trackers"]),
     )

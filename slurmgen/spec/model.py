@@ -47,6 +47,11 @@ class ContainerSpec:
 
 
 @dataclass(frozen=True)
+class TrackersSpec:
+    wandb: bool  # export WANDB_RUN_ID / WANDB_RESUME from the run identity
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     command: tuple[str, ...]
@@ -74,6 +79,7 @@ class JobSpec:
     array: str | None
     dependency: str | None
     sbatch: tuple[tuple[str, str | None], ...]  # None value: a flag
+    trackers: TrackersSpec = TrackersSpec(wandb=True)
 
     @property
     def world_size(self) -> int:

@@ -102,6 +102,7 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     for i, line in enumerate(out["setup"]):
         if "\r" in line:
             ctx.fail(("setup", i), "contains a carriage return (CR); save the file with Unix line ends")
+    out["trackers"] = {"wandb": f.get("trackers", {}).get("wandb", True)}
     out["output"] = _given(f, SPEC, "output")
     for key in ("output", "chdir"):
         if key in f and (msg := _path_problem(f[key])):

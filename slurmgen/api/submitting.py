@@ -1,0 +1,166 @@
+"""`slurmgen.submit(spec, overrides)`: validate, render, plan and submit a spec, as `slurmgen submit` does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from slurmgen.errors import Problem, SpecError, UsageError
+
+if TYPE_CHECKING:
+    from slurmgen.api.job import Job
+    from slurmgen.jobs.plan import Plan
+    from slurmgen.jobs.submit import Submission
+    from slurmgen.spec.model import JobSpec
+
+Warn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SpecSource:
+    """A spec to submit: the file it lives in (the run directory keeps a copy) and its `--set` overrides."""
+
+    path: Path
+    overrides: tuple[str, ...]
+
+
+def override_args(overrides: Mapping[str, object] | None) -> tuple[str, ...]:
+    """A dict of dotted paths, as `--set` takes them: {"nodes": 4, "env.MODE": "fast"} -> ("nodes=4", ...).
+
+    Values are written as JSON, which YAML reads back as the same value, so the string "4" stays a string."""
+    if not overrides:
+        return ()
+    return tuple(f"{key}={json.dumps(value)}" for key, value in overrides.items())
+
+
+def spec_mapping(spec: JobSpec) -> dict[str, Any]:
+    """A loaded spec as the fields a spec file would hold: loading it again gives the same spec (and digest)."""
+    data = spec.to_dict()
+    del data["time_seconds"]  # derived from time
+    if spec.launcher == "srun":
+        del data["nproc_per_node"]  # derived: tasks_per_node
+    data["env"] = dict(spec.env)
+    data["sbatch"] = {key: True if value is None else value for key, value in spec.sbatch}
+    if not spec.preemption.enabled:
+        data["preemption"] = False  # its other fields are resolved for "off" and refused as given values
+    cleaned: dict[str, Any] = _without_none(data)
+    return cleaned
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def spec_source(spec: str | Path | JobSpec | Mapping[str, Any], overrides: Mapping[str, object] | None) -> SpecSource:
+    """The file to submit: a path as given. A loaded spec (a JobSpec, or the fields of a spec as a mapping) is
+    checked, then written to `<journal dir>/specs/<name>.yaml` (JSON, which YAML reads), so that the run directory
+    keeps a copy and `slurmgen resume` can submit it again; a bad one raises SpecError naming `<spec>` and writes
+    nothing."""
+    from slurmgen.spec.model import JobSpec
+
+    args = override_args(overrides)
+    if isinstance(spec, (str, Path)):
+        return SpecSource(Path(spec), args)
+    if isinstance(spec, JobSpec):
+        data = spec_mapping(spec)
+    elif isinstance(spec, Mapping):
+        data = dict(spec)
+    else:
+        raise UsageError(f"submit: a spec is a file path, a JobSpec or a mapping of fields, not {type(spec).__name__}")
+    from slurmgen.atomic import write_text
+    from slurmgen.jobs.journal import home
+    from slurmgen.spec.load import load_text
+
+    try:
+        text = json.dumps(data, indent=2) + "\n"
+    except (TypeError, ValueError) as exc:
+        raise SpecError([Problem("<spec>", "", f"cannot be written as a spec file: {exc}")]) from None
+    try:
+        name = load_text(text, "<spec>", list(args)).spec.name
+    except SpecError as exc:  # the line numbers are those of the text written here, not the caller's: dropped
+        inline = [Problem("<spec>", p.path, p.message) if p.source.startswith("<spec>") else p for p in exc.problems]
+        raise SpecError(inline) from None
+    path = home() / "specs" / f"{name}.yaml"
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_text(path, text)
+    except OSError as exc:
+        reason = exc.strerror or exc
+        raise UsageError(f"cannot write {path} ({reason}); set SLURMGEN_HOME to a writable directory") from None
+    return SpecSource(path, args)
+
+
+def load_and_render(source: SpecSource, templates: Path | None, warn: Warn) -> tuple[JobSpec, str]:
+    """Validate and render a spec; its warnings (and the script doctor's) go to ``warn``. `slurmgen render` and
+    every submission take this one path."""
+    from slurmgen.script.doctor import doctor
+    from slurmgen.script.render import render
+    from slurmgen.spec.load import load_file
+    from slurmgen.spec.where import missing_script
+
+    loaded = load_file(source.path, list(source.overrides))
+    text = render(loaded.spec, templates)
+    missing = missing_script(loaded.spec, str(source.path), Path.cwd())
+    for problem in (*loaded.warnings, *([] if missing is None else [missing]), *doctor(loaded.spec, text)):
+        warn(f"warning: {problem}")
+    return loaded.spec, text
+
+
+def planned(source: SpecSource, templates: Path | None, base: Path, warn: Warn) -> Plan:
+    """Validate and render (warnings to ``warn``), then plan a submission recorded under ``base``."""
+    from slurmgen.jobs.plan import new_token, plan
+
+    spec, text = load_and_render(source, templates, warn)
+    return plan(source.path, spec, text, base, Path.cwd(), new_token(), source.overrides)
+
+
+def submit_source(source: SpecSource, templates: Path | None, warn: Warn) -> tuple[Plan, Submission]:
+    """Carry out the plan: settle earlier submissions whose sbatch timed out, then sbatch once. Costs one squeue
+    (only when the journal holds an unresolved submission) and one sbatch; a timed-out sbatch adds up to three
+    squeue lookups by the submission's token, never a second sbatch."""
+    from slurmgen.jobs import submit as submitting
+    from slurmgen.jobs.journal import Journal, home
+    from slurmgen.slurm.client import SlurmClient
+
+    base = home()
+    p = planned(source, templates, base, warn)
+    client, journal = SlurmClient(), Journal(base)
+    for note in submitting.settle_unresolved(journal, client):
+        warn(note)
+    done = submitting.submit(p, client, journal)
+    if done.recovered:
+        warn(f"note: sbatch timed out, but the job reached Slurm: found job {done.job_id} by its token {p.token}")
+    for problem in done.problems:
+        warn(f"warning: {problem}")
+    for other in done.others:
+        warn(f"warning: job {other} carries the same submission token; check it with `slurmgen status {other}`")
+    return p, done
+
+
+def _ignore(line: str) -> None:
+    del line
+
+
+def submit(
+    spec: str | Path | JobSpec | Mapping[str, Any],
+    overrides: Mapping[str, object] | None = None,
+    *,
+    warn: Warn | None = None,
+) -> Job:
+    """Validate, render and submit a spec (a file path, a loaded JobSpec, or a mapping of its fields, as
+    `yaml.safe_load` gives them); the submitted job's handle.
+
+    ``overrides`` maps dotted field paths to values, like `--set` (`{"nodes": 4}`). Warnings (the spec's and
+    the script doctor's) go to ``warn`` (default: dropped; pass `print` to see them). A bad spec raises
+    SpecError, whose `str()` is the line the CLI prints; Slurm refusing raises SchedulerError, no Slurm client
+    SchedulerMissing. Costs one sbatch (plus one squeue when an earlier sbatch timed out)."""
+    from slurmgen.api.job import Job
+    from slurmgen.slurm.ids import as_job_id
+
+    _, done = submit_source(spec_source(spec, overrides), None, warn or _ignore)
+    return Job(as_job_id(done.job_id))
