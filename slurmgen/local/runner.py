@@ -28,7 +28,7 @@ from typing import Any
 
 from slurmgen.atomic import write_text
 from slurmgen.local import jobenv, procs, setup
-from slurmgen.local.fake_scontrol import NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
+from slurmgen.local.fake_scontrol import ENDING, NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
 from slurmgen.spec.model import JobSpec
 
 EXIT_TIMEOUT = 124  # as timeout(1): a job that hit its limit never exits 0, whatever its script returned
@@ -141,7 +141,7 @@ class Runner:
 
     def run_once(self, restart: int) -> RunEnd:
         p = self.job.paths
-        for stale in (REQUEUE_REQUEST, SIGNAL_REQUEST, PREEMPTED, "steps"):
+        for stale in (REQUEUE_REQUEST, SIGNAL_REQUEST, PREEMPTED, ENDING, "steps"):
             (p.control / stale).unlink(missing_ok=True)
         for registered in p.control.glob("step-*.pid"):  # a run killed before its srun could clean up
             registered.unlink(missing_ok=True)
@@ -216,6 +216,7 @@ class Runner:
                     f"interrupted: ending the job (SIGTERM, SIGKILL after {INTERRUPT_WAIT:g} s or a second Ctrl-C)"
                 )
                 self._slurmstepd_line("CANCELLED", "")
+                self._ending("CANCELLED")
                 self._end(proc, INTERRUPT_WAIT, hurry=lambda: self.interrupts > 1)
                 return RunEnd("CANCELLED", 130)
             self._signal_request(proc.pid)
@@ -243,6 +244,7 @@ class Runner:
             f"time limit {self.job.spec.time} reached: SIGTERM to every process, SIGKILL after {self.job.kill_wait:g} s"
         )
         self._slurmstepd_line("CANCELLED", "DUE TO TIME LIMIT")
+        self._ending("TIMEOUT")
         self._end(proc, self.job.kill_wait, hurry=lambda: self.interrupts > 0)
         return RunEnd("TIMEOUT", EXIT_TIMEOUT)
 
@@ -266,6 +268,11 @@ class Runner:
             self.say(f"SIGKILL to the processes still running after {wait:g} s")
         if left:
             self.say(f"processes {', '.join(map(str, left))} survived SIGKILL (stuck in the kernel?)")
+
+    def _ending(self, state: str) -> None:
+        """From now on `scontrol show job` says the job is ending, as slurmctld does once it ends a job: the batch
+        shell's helper then leaves the ending to Slurm instead of waiting for a step to stop (fake_scontrol)."""
+        write_text(self.job.paths.control / ENDING, state + "\n")
 
     def _slurmstepd_line(self, state: str, why: str) -> None:
         """The line slurmstepd writes into the batch log, so the log reads as on a cluster."""
