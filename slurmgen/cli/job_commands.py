@@ -63,9 +63,11 @@ def submit_spec(spec: Path, overrides: list[str], templates: Path | None) -> Sub
 def _target(text: str) -> Target:
     from slurmgen.jobs.journal import Journal, find_home
     from slurmgen.jobs.targets import resolve
+    from slurmgen.local.local_jobs import records
 
-    journal = Journal(find_home())
-    return resolve(text, journal.jobs(), journal.path)
+    base = find_home()
+    journal = Journal(base)
+    return resolve(text, journal.jobs(), journal.path, local=[r.entry for r in records(base)])
 
 
 @commands.command("submit")
@@ -186,6 +188,11 @@ def requeue_command(
     from slurmgen.slurm.client import SlurmClient
 
     target = _target(job)
+    if target.local:
+        raise UsageError(
+            f"{target.label} ran on this machine: its runner requeues it when it asks; to run it again from its "
+            f"saved state: slurmgen resume {target.label}"
+        )
     step = requeue_job(SlurmClient(), target.job, hold=hold, finished=finished)
     err(step.message)
     err(f"done; follow it with: slurmgen status {step.target}")
@@ -200,6 +207,10 @@ def resume_command(job: JobArg) -> None:
     from slurmgen.slurm.client import SlurmClient
 
     target = _target(job)
+    if target.local:
+        from slurmgen.cli.local_commands import resume_local_job
+
+        resume_local_job(target)
     step, new = resume(SlurmClient(), target, Journal(find_home()))
     err(step.message)
     if new is None:
@@ -214,6 +225,7 @@ def status_command(
     job: Annotated[str | None, typer.Argument(metavar="JOB", help="A job id or spec; default: recent jobs.")] = None,
 ) -> None:
     """A table of job states: one job (or array), or the recent jobs of the journal."""
+    from slurmgen.cli.local_commands import local_rows
     from slurmgen.jobs import status as st
     from slurmgen.jobs.control import unknown_job
     from slurmgen.jobs.journal import Journal, find_home
@@ -223,14 +235,24 @@ def status_command(
     extra: list[st.Row] = []
     if job is not None:
         targets = [_target(job)]
+        if targets[0].local:
+            print(st.table(local_rows(find_home(), targets[0].label)))
+            return
     else:
-        journal = Journal(find_home())
+        base = find_home()
+        journal = Journal(base)
         targets, extra, notes = st.recent(journal, client)
         for note in notes:
             err(note)
-        if not targets and not extra:
-            err(f"no jobs in the journal {journal.path}; submit one with `slurmgen submit SPEC`")
+        ran = local_rows(base)
+        if not targets and not extra and not ran:
+            err(f"no jobs in the journal {journal.path}; submit one with `slurmgen submit SPEC` or run one with "
+                "`slurmgen run SPEC`")  # fmt: skip
             return
+        if not targets:  # only local jobs and unresolved submissions: nothing to ask Slurm
+            print(st.table([*extra, *ran]))
+            return
+        extra += ran
     from slurmgen.jobs.history import last_failing
 
     rows, unknown = st.rows_for(targets, client, failing=last_failing)
@@ -262,7 +284,7 @@ def logs_command(
         lg.check_node_name(node)
     if node is not None and rank is not None:
         raise UsageError("--node and --rank exclude each other: a rank's log holds only that rank's output")
-    infos = client.show_jobs(target.job)
+    infos = [] if target.local else client.show_jobs(target.job)  # a local job: its journal knows its logs
     follower = lg.Follower(out=_write_bytes, cwd=Path.cwd())
 
     def files() -> list[Path]:
@@ -276,12 +298,17 @@ def logs_command(
         return
 
     def finished() -> bool:
+        if target.local:
+            from slurmgen.local.local_jobs import live_runner
+
+            assert target.entry is not None
+            return live_runner(Path(target.entry.run_dir)) is None
         current = client.show_jobs(target.job)
         return not current or all(i.state.is_terminal for i in current)
 
     if not files():
         err(lg.missing_message(target, lg.batch_logs(target, infos), node, infos, rank) + " Waiting for them...")
-    lg.follow(files, finished, follower)
+    lg.follow(files, finished, follower, state_poll=lg.POLL if target.local else lg.STATE_POLL)
 
 
 def _write_bytes(data: bytes) -> None:
@@ -313,6 +340,11 @@ def cancel_command(
         raise UsageError("--to needs --signal")
     target = _target(job)
     sig = None if signal is None else require_signal_name(signal, "--signal")
+    if target.local:
+        from slurmgen.cli.local_commands import cancel_local_job
+
+        cancel_local_job(target, sig, to)
+        return
     step = cancel_job(SlurmClient(), target.job, sig, to, trapped_signals(target.entry))
     if step is None:
         err(f"job {target.job} already ended; nothing to cancel")
