@@ -115,7 +115,7 @@ def test_two_directories_sharing_a_state_dir_get_different_local_ids(tmp_path: P
     spec = load_file(
         write(tmp_path / "a.yaml", QUICK.replace("preemption: false", f"preemption: {{state_dir: {shared}}}"))
     )
-    ids = {}
+    ids: dict[str, list[str]] = {}
     for where in ("a", "b", "a", "b"):
         home = tmp_path / where / ".slurmgen"
         ids.setdefault(where, []).append(
@@ -179,7 +179,7 @@ def test_status_logs_history_cancel_on_a_running_local_job(tmp_path: Path) -> No
     work.mkdir()
     write(work / "quick.yaml", QUICK)
     run = start_run(work, env, "quick.yaml")
-    follow: subprocess.Popen[str] | None = None
+    follow: subprocess.Popen[bytes] | None = None
     try:
         wait_for(work / "up", run)
         status = slurmgen(work, env, "status").stdout
@@ -194,10 +194,10 @@ def test_status_logs_history_cancel_on_a_running_local_job(tmp_path: Path) -> No
         assert run.wait(timeout=60) == 143
         assert follow.wait(timeout=30) == 0  # -f ends when the job has ended
     finally:
-        for proc in (run, follow):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        for running in (run, follow):
+            if running is not None and running.poll() is None:
+                running.kill()
+                running.wait()
     assert run.stderr is not None
     err = run.stderr.read()
     assert "cancelled (slurmgen cancel): SIGTERM to every process" in err and "CANCELLED, exit code 143" in err
@@ -219,7 +219,8 @@ def test_two_directories_running_at_once_with_one_state_dir(tmp_path: Path) -> N
     runs = []
     try:
         for where in ("a", "b"):
-            write((tmp_path / where).mkdir() or tmp_path / where / "quick.yaml", spec)
+            (tmp_path / where).mkdir()
+            write(tmp_path / where / "quick.yaml", spec)
             runs.append(start_run(tmp_path / where, env, "quick.yaml"))
             wait_for(tmp_path / where / "up", runs[-1])
         assert [p.name for p in sorted((tmp_path / "a" / "logs").glob("quick-*.log"))] == ["quick-1.log"]
