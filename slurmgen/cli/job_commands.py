@@ -67,7 +67,11 @@ def _target(text: str) -> Target:
 
     base = find_home()
     journal = Journal(base)
-    return resolve(text, journal.jobs(), journal.path, local=[r.entry for r in records(base)])
+    ran = records(base)
+    target = resolve(text, journal.jobs(), journal.path, local=[r.entry for r in ran])
+    if target.entry is None and any(r.job_id == text.strip() for r in ran):
+        err(f"note: {text.strip()} is Slurm's job {text.strip()}; the job run here is local-{text.strip()}")
+    return target
 
 
 @commands.command("submit")

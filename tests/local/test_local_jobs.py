@@ -208,6 +208,9 @@ def test_status_logs_history_cancel_on_a_running_local_job(tmp_path: Path) -> No
     assert "already ended; nothing to cancel" in slurmgen(work, env, "cancel", "local-1").stderr
     slurmgen(work, env, "requeue", "local-1", code=2)
     assert not (tmp_path / "no-slurm" / "called").exists()  # nothing asked Slurm
+    plain = subprocess.run([sys.executable, "-m", "slurmgen", "history", "1"], cwd=work, env=env, capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    assert "note: 1 is Slurm's job 1; the job run here is local-1" in plain.stderr  # then Slurm is asked
 
 
 @pytest.mark.slow
