@@ -13,7 +13,7 @@ import pytest
 from runtime.runtime_helpers import without_steering
 
 from slurmgen.errors import UsageError
-from slurmgen.jobs.journal import Entry
+from slurmgen.jobs.journal import Entry, find_home
 from slurmgen.jobs.targets import resolve
 from slurmgen.local import setup
 from slurmgen.local.fake_scontrol import ENDING, show_job
@@ -236,3 +236,10 @@ def test_two_directories_running_at_once_with_one_state_dir(tmp_path: Path) -> N
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_a_directory_with_only_local_jobs_is_found_from_below(tmp_path: Path) -> None:
+    (tmp_path / ".slurmgen" / "local").mkdir(parents=True)
+    (tmp_path / ".slurmgen" / "local" / "journal.jsonl").write_text("")
+    (tmp_path / "sub").mkdir()
+    assert find_home({}, tmp_path / "sub") == tmp_path / ".slurmgen"  # `slurmgen status` from a subdirectory
