@@ -27,7 +27,7 @@ command:
   - python3
   - -c
   - "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); \\
-pathlib.Path('up').touch(); time.sleep(600)"
+print('up', flush=True); pathlib.Path('up').touch(); time.sleep(600)"
 time: "00:10:00"
 preemption: false
 """
@@ -165,6 +165,12 @@ def start_run(cwd: Path, env: dict[str, str], spec: str) -> subprocess.Popen[str
     )
 
 
+def job_number(work: Path) -> str:
+    """The id of the one local job run in `work`, from its batch log's name (`logs/quick-<n>.log`)."""
+    (log,) = (work / "logs").glob("quick-*.log")
+    return log.stem.removeprefix("quick-")
+
+
 def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
@@ -182,15 +188,18 @@ def test_status_logs_history_cancel_on_a_running_local_job(tmp_path: Path) -> No
     follow: subprocess.Popen[bytes] | None = None
     try:
         wait_for(work / "up", run)
+        n = job_number(work)  # 1, unless another process on this machine holds job 1's rendezvous port
+        job = f"local-{n}"
         status = slurmgen(work, env, "status").stdout
-        assert re.search(r"^local-1 +quick +RUNNING +0 +127\.0\.0\.1 ", status, re.M), status
+        assert re.search(rf"^{job} +quick +RUNNING +0 +127\.0\.0\.1 ", status, re.M), status
         assert slurmgen(work, env, "status", "quick").stdout == status  # a spec name: its last job
-        assert "slurmgen: job 1, run 1" in slurmgen(work, env, "logs", "local-1").stdout
+        assert f"slurmgen: job {n}, run 1" in slurmgen(work, env, "logs", "quick").stdout  # a spec name: its last job
+        assert slurmgen(work, env, "logs", job, "--rank", "0").stdout.endswith("rank-0.log <==\nup\n")
         follow = subprocess.Popen(
-            [sys.executable, "-m", "slurmgen", "logs", "-f", "local-1"], cwd=work, env=env, stdout=subprocess.PIPE
+            [sys.executable, "-m", "slurmgen", "logs", "-f", job], cwd=work, env=env, stdout=subprocess.PIPE
         )
-        cancelled = slurmgen(work, env, "cancel", "local-1")
-        assert "cancelling local-1: its runner" in cancelled.stderr
+        cancelled = slurmgen(work, env, "cancel", job)
+        assert f"cancelling {job}: its runner" in cancelled.stderr
         assert run.wait(timeout=60) == 143
         assert follow.wait(timeout=30) == 0  # -f ends when the job has ended
     finally:
@@ -202,15 +211,15 @@ def test_status_logs_history_cancel_on_a_running_local_job(tmp_path: Path) -> No
     err = run.stderr.read()
     assert "cancelled (slurmgen cancel): SIGTERM to every process" in err and "CANCELLED, exit code 143" in err
     assert "SIGKILL to the processes still running" not in err  # the task exited at its TERM
-    status = slurmgen(work, env, "status", "local-1").stdout
-    assert re.search(r"^local-1 +quick +CANCELLED +0 +127\.0\.0\.1 +143 ", status, re.M), status
-    assert re.search(r"^1 .* 127\.0\.0\.1 ", slurmgen(work, env, "history", "local-1").stdout, re.M)
-    assert "already ended; nothing to cancel" in slurmgen(work, env, "cancel", "local-1").stderr
-    slurmgen(work, env, "requeue", "local-1", code=2)
+    status = slurmgen(work, env, "status", job).stdout
+    assert re.search(rf"^{job} +quick +CANCELLED +0 +127\.0\.0\.1 +143 ", status, re.M), status
+    assert re.search(r"^1 .* 127\.0\.0\.1 ", slurmgen(work, env, "history", job).stdout, re.M)
+    assert "already ended; nothing to cancel" in slurmgen(work, env, "cancel", job).stderr
+    slurmgen(work, env, "requeue", job, code=2)
     assert not (tmp_path / "no-slurm" / "called").exists()  # nothing asked Slurm
-    plain = subprocess.run([sys.executable, "-m", "slurmgen", "history", "1"], cwd=work, env=env, capture_output=True,
-                           text=True, timeout=60)  # fmt: skip
-    assert "note: 1 is Slurm's job 1; the job run here is local-1" in plain.stderr  # then Slurm is asked
+    history = [sys.executable, "-m", "slurmgen", "history", n]
+    plain = subprocess.run(history, cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert f"note: {n} is Slurm's job {n}; the job run here is {job}" in plain.stderr  # then Slurm is asked
 
 
 @pytest.mark.slow
@@ -226,8 +235,7 @@ def test_two_directories_running_at_once_with_one_state_dir(tmp_path: Path) -> N
             write(tmp_path / where / "quick.yaml", spec)
             runs.append(start_run(tmp_path / where, env, "quick.yaml"))
             wait_for(tmp_path / where / "up", runs[-1])
-        assert [p.name for p in sorted((tmp_path / "a" / "logs").glob("quick-*.log"))] == ["quick-1.log"]
-        assert [p.name for p in sorted((tmp_path / "b" / "logs").glob("quick-*.log"))] == ["quick-2.log"]
+        assert job_number(tmp_path / "a") != job_number(tmp_path / "b")  # one state key per job
         for where in ("a", "b"):
             slurmgen(tmp_path / where, env, "cancel", "quick")
         assert [p.wait(timeout=60) for p in runs] == [143, 143]
