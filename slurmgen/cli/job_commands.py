@@ -49,16 +49,24 @@ def submit_spec(spec: Path, overrides: list[str], templates: Path | None) -> Sub
 
 
 def _target(text: str) -> Target:
-    from slurmgen.api.job import target_of
+    from slurmgen.jobs.journal import Journal, find_home
+    from slurmgen.jobs.targets import resolve
+    from slurmgen.local.local_jobs import records
 
-    return target_of(text)
+    base = find_home()
+    journal = Journal(base)
+    ran = records(base)
+    target = resolve(text, journal.jobs(), journal.path, local=[r.entry for r in ran])
+    if target.entry is None and any(r.job_id == text.strip() for r in ran):
+        err(f"note: {text.strip()} is Slurm's job {text.strip()}; the job run here is local-{text.strip()}")
+    return target
 
 
-def _job(text: str) -> Job:
-    """The API's handle on the job a JOB argument names (an id, or a spec's last submission)."""
+def _job(target: Target) -> Job:
+    """The API's handle on a (Slurm) job that a JOB argument named."""
     from slurmgen.api.job import Job
 
-    return Job.for_target(_target(text))
+    return Job.for_target(target)
 
 
 @commands.command("submit")
@@ -175,7 +183,13 @@ def requeue_command(
     finished: Annotated[bool, typer.Option("--finished", help="Also requeue a job that already ended.")] = False,
 ) -> None:
     """Requeue a running job: it restarts from the top of its script with the same id."""
-    step = _job(job).requeue_step(hold=hold, finished=finished)
+    target = _target(job)
+    if target.local:
+        raise UsageError(
+            f"{target.label} ran on this machine: its runner requeues it when it asks; to run it again from its "
+            f"saved state: slurmgen resume {target.label}"
+        )
+    step = _job(target).requeue_step(hold=hold, finished=finished)
     err(step.message)
     err(f"done; follow it with: slurmgen status {step.target}")
 
@@ -184,7 +198,12 @@ def requeue_command(
 def resume_command(job: JobArg) -> None:
     """Bring back a job that ended before its work was done (cancelled, preempted, timed out), from its last
     saved state: requeued while Slurm knows it, else its script submitted again."""
-    step, new = _job(job).resume_step()
+    target = _target(job)
+    if target.local:
+        from slurmgen.cli.local_commands import resume_local_job
+
+        resume_local_job(target)
+    step, new = _job(target).resume_step()
     err(step.message)
     if new is None:
         err(f"done; follow it with: slurmgen status {step.requeue_target}")
@@ -198,6 +217,7 @@ def status_command(
     job: Annotated[str | None, typer.Argument(metavar="JOB", help="A job id or spec; default: recent jobs.")] = None,
 ) -> None:
     """A table of job states: one job (or array), or the recent jobs of the journal."""
+    from slurmgen.cli.local_commands import local_rows
     from slurmgen.jobs import status as st
     from slurmgen.jobs.control import unknown_job
     from slurmgen.jobs.journal import Journal, find_home
@@ -207,14 +227,24 @@ def status_command(
     extra: list[st.Row] = []
     if job is not None:
         targets = [_target(job)]
+        if targets[0].local:
+            print(st.table(local_rows(find_home(), targets[0].label)))
+            return
     else:
-        journal = Journal(find_home())
+        base = find_home()
+        journal = Journal(base)
         targets, extra, notes = st.recent(journal, client)
         for note in notes:
             err(note)
-        if not targets and not extra:
-            err(f"no jobs in the journal {journal.path}; submit one with `slurmgen submit SPEC`")
+        ran = local_rows(base)
+        if not targets and not extra and not ran:
+            err(f"no jobs in the journal {journal.path}; submit one with `slurmgen submit SPEC` or run one with "
+                "`slurmgen run SPEC`")  # fmt: skip
             return
+        if not targets:  # only local jobs and unresolved submissions: nothing to ask Slurm
+            print(st.table([*extra, *ran]))
+            return
+        extra += ran
     from slurmgen.jobs.history import last_failing
 
     rows, unknown = st.rows_for(targets, client, failing=last_failing)
@@ -237,31 +267,43 @@ def logs_command(
     ] = None,
 ) -> None:
     """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended)."""
-    if not follow_:
-        _write_bytes(_job(job).log_bytes(rank, node))
+    target = _target(job)
+    if not follow_ and not target.local:
+        _write_bytes(_job(target).log_bytes(rank, node))
         return
     from slurmgen.jobs import logs as lg
     from slurmgen.slurm.client import SlurmClient
 
     client = SlurmClient()
-    target = _target(job)
     if node is not None:
         lg.check_node_name(node)
     if node is not None and rank is not None:
         raise UsageError("--node and --rank exclude each other: a rank's log holds only that rank's output")
-    infos = client.show_jobs(target.job)
+    infos = [] if target.local else client.show_jobs(target.job)  # a local job: its journal knows its logs
     follower = lg.Follower(out=_write_bytes, cwd=Path.cwd())
 
     def files() -> list[Path]:
         return lg.select(lg.batch_logs(target, infos), node, rank)
 
+    if not follow_:  # a local job: its journal knows its logs
+        found = files()
+        if not found:
+            raise UsageError(lg.missing_message(target, lg.batch_logs(target, infos), node, infos, rank))
+        follower.poll(found)
+        return
+
     def finished() -> bool:
+        if target.local:
+            from slurmgen.local.local_jobs import live_runner
+
+            assert target.entry is not None
+            return live_runner(Path(target.entry.run_dir)) is None
         current = client.show_jobs(target.job)
         return not current or all(i.state.is_terminal for i in current)
 
     if not files():
         err(lg.missing_message(target, lg.batch_logs(target, infos), node, infos, rank) + " Waiting for them...")
-    lg.follow(files, finished, follower)
+    lg.follow(files, finished, follower, state_poll=lg.POLL if target.local else lg.STATE_POLL)
 
 
 def _write_bytes(data: bytes) -> None:
@@ -287,7 +329,15 @@ def cancel_command(
         raise UsageError(f"--to {to}: choose batch, steps or all")
     if to is not None and signal is None:
         raise UsageError("--to needs --signal")
-    handle = _job(job)
+    target = _target(job)
+    if target.local:
+        from slurmgen.cli.local_commands import cancel_local_job
+        from slurmgen.signal_names import require_signal_name
+
+        sig = None if signal is None else require_signal_name(signal, "--signal")
+        cancel_local_job(target, sig, to)
+        return
+    handle = _job(target)
     step = handle.cancel_step(signal, to)
     if step is None:
         err(f"job {handle.id} already ended; nothing to cancel")

@@ -16,5 +16,8 @@ TemplatesOpt = Annotated[
 ]
 SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="The job spec (YAML).", show_default=False)]
 JobArg = Annotated[
-    str, typer.Argument(metavar="JOB", help="A job id (123, 123_4, 123+1) or a spec/job name: its last job.")
+    str,
+    typer.Argument(
+        metavar="JOB", help="A job id (123, 123_4, 123+1), a local job (local-2), or a spec/job name: its last job."
+    ),
 ]

@@ -67,7 +67,8 @@ def find_home(env: Mapping[str, str] | None = None, cwd: str | Path | None = Non
     if env.get(HOME_ENV):
         return own
     for directory in (own.parent, *own.parent.parents):
-        if (directory / DIR_NAME / FILE_NAME).is_file():
+        # A directory where jobs were only run locally has only the local journal (slurmgen.local.local_jobs).
+        if any((directory / DIR_NAME / where / FILE_NAME).is_file() for where in ("", "local")):
             return directory / DIR_NAME
     return own
 

@@ -148,20 +148,22 @@ def follow(
     *,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    state_poll: float = STATE_POLL,
 ) -> None:
     """Print new bytes until the job has finished and the files stopped growing (SETTLE quiet polls).
 
-    The files are read every POLL seconds; slurmctld is asked whether the job ended only while they are quiet
-    and at most every STATE_POLL seconds, so a follower costs the controller almost nothing (scontrol talks to
-    slurmctld on every call; many users following logs would otherwise load it like a busy scheduler)."""
+    The files are read every POLL seconds; whether the job ended is asked only while they are quiet and at most
+    every `state_poll` seconds (STATE_POLL for slurmctld; a local job's runner is cheap to look at), so a follower
+    costs the controller almost nothing (scontrol talks to slurmctld on every call; many users following logs would
+    otherwise load it like a busy scheduler)."""
     quiet = 0
     ended = False
-    asked = -STATE_POLL
+    asked = -state_poll
     while True:
         grew = follower.poll(files())
         if grew:
             quiet = 0
-        elif not ended and clock() - asked >= STATE_POLL:
+        elif not ended and clock() - asked >= state_poll:
             asked = clock()
             ended = finished()
         if not grew and ended:

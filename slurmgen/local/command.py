@@ -9,11 +9,14 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from slurmgen import run_history
 from slurmgen.errors import UsageError
 from slurmgen.jobs.journal import Entry, Journal, home
 from slurmgen.jobs.logs import label
-from slurmgen.local import jobenv, setup
-from slurmgen.local.runner import LocalJob, Runner, send_signal
+from slurmgen.local import jobenv, local_jobs, setup
+from slurmgen.local.runner import LocalJob, Runner
+from slurmgen.slurm.ids import local_label, parse_local_id
+from slurmgen.spec.model import JobSpec
 
 TAIL_LINES = 15
 
@@ -60,11 +63,19 @@ def run_local(
     spec = loaded.spec
     base = home(env, submit_dir)
     try:
-        job_id = setup.new_job_id(base, setup.id_taken(spec, base, submit_dir))
+        job_id = setup.new_job_id(
+            base, setup.id_taken(spec, base, submit_dir), setup.state_claim(spec, base, submit_dir)
+        )
     except OSError as exc:
-        raise UsageError(f"cannot record a local job in {base / 'local'}: {exc.strerror or exc}") from None
+        where = exc.filename or base / "local"
+        raise UsageError(f"cannot record a local job in {where}: {exc.strerror or exc}") from None
     paths = setup.paths(spec, job_id, base, submit_dir)
-    shape = jobenv.JobShape(
+    job = LocalJob(spec, loaded.script, paths, _shape(spec, job_id, submit_dir, loaded.gpus), options.preempt_after)
+    return _start(job, source, options, base, loaded.notes, env, out, clock)
+
+
+def _shape(spec: JobSpec, job_id: str, submit_dir: Path, gpus: tuple[tuple[str, ...], ...] | None) -> jobenv.JobShape:
+    return jobenv.JobShape(
         job_id=job_id,
         name=spec.name,
         nodes=spec.nodes,
@@ -72,11 +83,27 @@ def run_local(
         cpus_per_task=spec.cpus_per_task,
         submit_dir=str(submit_dir),
         submit_host=socket.gethostname(),
-        gpus=loaded.gpus,
+        gpus=gpus,
     )
-    job = LocalJob(spec, loaded.script, paths, shape, options.preempt_after)
+
+
+def _start(
+    job: LocalJob,
+    source: Path,
+    options: setup.Options,
+    base: Path,
+    notes: tuple[str, ...],
+    env: Mapping[str, str],
+    out: Callable[[str], object],
+    clock: Callable[[], float],
+    restart: int = 0,
+) -> int:
+    """Run the job (a new one, or a resumed one from run `restart + 1` on), recording it in the local journal."""
+    spec, paths, job_id = job.spec, job.paths, job.shape.job_id
+    submit_dir = Path(job.shape.submit_dir)
     runner = Runner(job, env, out, clock=clock)
-    for note in loaded.notes:
+    runner.runs = restart
+    for note in notes:
         runner.say(note)
     ranks = _plural(spec.nproc_per_node, "worker" if spec.launcher == "torchrun" else "task")
     runner.say(
@@ -84,17 +111,20 @@ def run_local(
         f"({spec.distributed.backend}); batch log {label(paths.batch_log, submit_dir)}, task logs "
         f"{label(paths.task_logs, submit_dir)}/rank-<N>.log and <node>.log"
     )
+    named = local_label(job_id)
+    runner.say(f"its id is {named}: slurmgen status/logs/history/cancel/resume {named}")
     if options.preempt_after is not None:
         when = f"{options.preempt_after:g} s"
         runner.say(f"preemption rehearsal: SIG{spec.preemption.signal} to the batch shell at {when} of run 1")
     # A journal of their own: the submission journal's ids are Slurm's, and status/cancel/requeue act on them
     # on the cluster, where local job 3 is someone else's job 3.
-    journal = Journal(base / "local")
-    record = _recorder(journal, source, spec.name, paths, job_id)
-    record("RUNNING", runner_pid=os.getpid(), nodes=spec.nodes, tasks_per_node=spec.nproc_per_node)
+    record = _recorder(local_jobs.journal(base), source, spec.name, paths, job_id)
+    given = {"nodes": options.nodes, "tasks_per_node": options.tasks_per_node, "overrides": list(options.overrides),
+             "templates": options.templates, "submit_dir": str(submit_dir)}  # fmt: skip
+    record("RUNNING", runner_pid=os.getpid(), nodes=spec.nodes, tasks_per_node=spec.nproc_per_node, options=given)
     started = time.monotonic()
     try:
-        end = runner.run()
+        end = runner.run(restart)
     except OSError as exc:  # the output or state directory cannot be written: nothing was started
         where = f" {exc.filename}" if exc.filename else ""
         raise UsageError(f"cannot prepare the local job{where}: {exc.strerror or exc}") from None
@@ -149,9 +179,62 @@ def signal_local(job_id: str, sig: str, out: Callable[[str], object], environ: M
     name = require_signal_name(sig, "--signal")
     if name in ("KILL", "STOP"):
         raise UsageError(f"--signal {sig}: not a signal the batch shell can handle")
-    if not (job_id.isdigit() and job_id.isascii()):
-        raise UsageError(f"--job {job_id}: a local job id is a number (printed when the job started)")
-    control = home(dict(os.environ if environ is None else environ)) / "local" / job_id
-    runner = send_signal(control, name)
-    out(f"slurmgen: local job {job_id}: SIG{name} delivered to the batch shell by its runner (pid {runner})")
+    number = parse_local_id(job_id) if not job_id.isdigit() else job_id
+    if not (number and number.isdigit() and number.isascii()):
+        raise UsageError(f"--job {job_id}: a local job id is local-N or N (printed when the job started)")
+    control = home(dict(os.environ if environ is None else environ)) / local_jobs.LOCAL_DIR / number
+    runner = local_jobs.send_signal(control, name)
+    out(f"slurmgen: local job {number}: SIG{name} delivered to the batch shell by its runner (pid {runner})")
     return 0
+
+
+def resume_local(
+    record: local_jobs.LocalRecord,
+    out: Callable[[str], object],
+    environ: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """`slurmgen resume local-<n>`: run a local job that ended before its work was done again, here, from its saved
+    state: the script it ran, under its own id (its state, logs and run history continue), with SLURM_RESTART_COUNT
+    one past its last run. Returns the job's exit code."""
+    name = record.label
+    if record.runner is not None:
+        raise UsageError(f"{name} is RUNNING (runner pid {record.runner}): it has not ended, so nothing to resume")
+    if record.state == "COMPLETED":
+        raise UsageError(f"{name} COMPLETED: its work is done and its state was removed; run the spec again")
+    leftover = local_jobs.leftover_group(record.control)
+    if leftover:
+        raise UsageError(
+            f"{name}: processes of its last run still run (process group {leftover}; its runner was killed); end "
+            f"them first (kill -TERM -{leftover})"
+        )
+    given = record.entry.extra.get("options")
+    if not isinstance(given, dict) or not given.get("submit_dir"):
+        raise UsageError(f"{name} was recorded without how it was run (an older slurmgen); run the spec again")
+    options = setup.Options(
+        nodes=given.get("nodes"),
+        tasks_per_node=given.get("tasks_per_node"),
+        overrides=tuple(given.get("overrides") or ()),
+        templates=given.get("templates"),
+    )
+    env = dict(os.environ if environ is None else environ)
+    submit_dir = Path(given["submit_dir"])
+    source = Path(record.entry.spec)
+    loaded = setup.load(source, options, jobenv.visible_gpus(env, _devices()))
+    try:
+        script = Path(record.entry.script).read_text(encoding="utf-8")
+    except OSError as exc:
+        gone = f"{record.entry.script}: {exc.strerror or exc}"
+        raise UsageError(f"the script {name} ran is gone ({gone}); run the spec again") from None
+    notes = [f"resuming {name} ({record.state}) from its saved state: run {record.runs + 1}, the script it ran"]
+    if script != loaded.script:
+        notes.append(f"{source} renders another script now; {name} runs the one it ran ({record.entry.script})")
+    base = record.control.parent.parent
+    paths = setup.paths(loaded.spec, record.job_id, base, submit_dir)
+    shape = _shape(loaded.spec, record.job_id, submit_dir, loaded.gpus)
+    job = LocalJob(loaded.spec, script, paths, shape)
+    if (paths.task_logs / "history").is_dir():
+        # Credited to this command, as `slurmgen resume` credits a cluster requeue (slurmgen.jobs.resume), before
+        # the next run starts and would take the restart for someone else's.
+        run_history.append(str(paths.task_logs), "resume", run_history.REQUEUE, record.runs, time.time())
+    return _start(job, source, options, base, (*loaded.notes, *notes), env, out, clock, restart=record.runs)

@@ -3,7 +3,7 @@
 A signal for a step goes to the step's fake srun (its pid is in the control directory, fake_srun.register_step),
 which passes it to every task of the step, as slurmstepd does on a cluster (scancel(1): without --batch or
 --full the signal reaches the steps' tasks, not the batch shell); srun returns when the tasks exit. Cancelling a
-job outright is the runner's business (Ctrl-C), not emulated here.
+job outright is the runner's business (Ctrl-C, or `slurmgen cancel local-<n>`), not emulated here.
 """
 
 from __future__ import annotations
@@ -38,7 +38,10 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> None:
             targets.append(word)
     name = signal_name(sig) if sig else None
     if name is None or len(targets) != 1:
-        raise ScancelError("only `scancel --signal=SIG <job>[.<step>]` is emulated locally; end a job with Ctrl-C")
+        raise ScancelError(
+            "only `scancel --signal=SIG <job>[.<step>]` is emulated locally; end a job with Ctrl-C or "
+            "slurmgen cancel local-<n>"
+        )
     job, _, step = targets[0].partition(".")
     control = env.get(jobenv.LOCAL_DIR, "")
     if not control or job != env.get("SLURM_JOB_ID") or (step and not step.isdigit()):

@@ -7,7 +7,10 @@ SLURM_RESTART_COUNT one higher. Answers follow Slurm's (src/slurmctld/job_mgr.c 
 operation is presently disabled"; another job id gives "Invalid job id specified".
 
 `scontrol show job <job>` prints the job's record as slurmctld would in the fields the runtime reads: RUNNING, or
-COMPLETING with Restarts one higher once a requeue was asked for, and PreemptTime while the runner rehearses a
+COMPLETING with Restarts one higher once a requeue was asked for, COMPLETING with Reason=TimeLimit once the runner
+ends the job at its time limit (the file ENDING: slurmctld's `_job_timed_out` in src/slurmctld/job_mgr.c sets
+JOB_TIMEOUT | JOB_COMPLETING and FAIL_TIMEOUT, and scontrol names a job with the COMPLETING flag COMPLETING until
+its processes are gone), COMPLETING once it cancels the job, and PreemptTime while the runner rehearses a
 preemption (`--preempt-after`: the file PREEMPTED in the control directory). `scontrol show step <job>` lists the
 batch step and the steps whose fake srun is running, with srun's pid (`SrunHost:Pid=`), as Slurm 22.05 does.
 """
@@ -24,6 +27,8 @@ from slurmgen.local import jobenv
 REQUEUE_REQUEST = "requeue"  # file names inside the control directory
 NO_REQUEUE = "no-requeue"
 PREEMPTED = "preempted"  # holds the preemption's time, as Slurm's PreemptTime
+ENDING = "ending"  # the runner is ending the job: its end state (TIMEOUT, CANCELLED), as slurmctld's record says
+REASONS = {"TIMEOUT": "TimeLimit"}  # the Reason= slurmctld gives a job it ends that way (FAIL_TIMEOUT)
 
 
 class ScontrolError(Exception):
@@ -74,11 +79,16 @@ def show_job(args: Sequence[str], env: Mapping[str, str]) -> str:
             preempt_time = handle.read().strip() or "None"
     except OSError:
         preempt_time = "None"
+    try:
+        with open(os.path.join(control, ENDING), encoding="utf-8") as handle:
+            ending = handle.read().strip()
+    except OSError:
+        ending = ""
     fields = {
         "JobId": job,
         "JobName": env.get("SLURM_JOB_NAME", "local"),
-        "JobState": "COMPLETING" if requeued else "RUNNING",
-        "Reason": "None",
+        "JobState": "COMPLETING" if requeued or ending else "RUNNING",
+        "Reason": REASONS.get(ending, "None"),
         "Requeue": "0" if os.path.exists(os.path.join(control, NO_REQUEUE)) else "1",
         "Restarts": str(restarts + 1 if requeued else restarts),
         "ExitCode": "0:0",

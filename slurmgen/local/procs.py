@@ -25,6 +25,16 @@ def parse_stat(text: str) -> tuple[int, str, int, int]:
     return int(pid_text), fields[0], int(fields[1]), int(fields[2])
 
 
+def start_time(pid: int) -> str | None:
+    """When `pid` started (`/proc/<pid>/stat` field 22, in clock ticks since boot), or None if it is gone: with the
+    pid it names one process, never a later one that reused the pid (proc(5))."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            return handle.read().rpartition(") ")[2].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 def processes() -> list[tuple[int, str, int, int]]:
     """(pid, state, ppid, pgrp) of every process now."""
     found: list[tuple[int, str, int, int]] = []

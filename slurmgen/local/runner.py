@@ -28,14 +28,14 @@ from typing import Any
 
 from slurmgen.atomic import write_text
 from slurmgen.local import jobenv, procs, setup
-from slurmgen.local.fake_scontrol import NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
+from slurmgen.local.fake_scontrol import ENDING, NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
+from slurmgen.local.local_jobs import CANCEL_REQUEST, RUNNER_FILE, SIGNAL_REQUEST
 from slurmgen.spec.model import JobSpec
 
 EXIT_TIMEOUT = 124  # as timeout(1): a job that hit its limit never exits 0, whatever its script returned
 INTERRUPT_WAIT = 5.0  # after Ctrl-C: TERM, then KILL after this long (a second Ctrl-C: at once)
 POLL = 0.05
-SIGNAL_REQUEST = "signal"
-RUNNER_FILE = "runner.json"
+EXIT_CANCELLED = 143  # a job ended by `slurmgen cancel`: SIGTERM's code, as a shell reports it
 FAKES = {
     "srun": "slurmgen.local.fake_srun",
     "scontrol": "slurmgen.local.fake_scontrol",
@@ -79,6 +79,7 @@ class Runner:
         self.job, self.environ, self.clock, self.sleep, self.python = job, environ, clock, sleep, python
         self._out = out
         self.interrupts = 0
+        self.cancelled = False
         self.runs = 0
 
     def say(self, line: str) -> None:
@@ -96,6 +97,7 @@ class Runner:
         parent = str(Path(slurmgen.__file__).resolve().parent.parent)
         for name, module in FAKES.items():
             write_text(p.bin / name, fake_wrapper(self.python, module, parent), mode=0o700)
+        (p.control / CANCEL_REQUEST).unlink(missing_ok=True)  # left by an earlier runner of this job
         if "\n#SBATCH --no-requeue" in self.job.script:
             (p.control / NO_REQUEUE).touch()
 
@@ -108,19 +110,22 @@ class Runner:
 
     # -- the whole job ---------------------------------------------------------------------------------------
 
-    def run(self) -> RunEnd:
-        """Run until the job ends (requeues included); Ctrl-C and SIGTERM end it. Never leaves a process."""
+    def run(self, restart: int = 0) -> RunEnd:
+        """Run until the job ends (requeues included); Ctrl-C and SIGTERM end it. Never leaves a process.
+        `restart`: the first run's SLURM_RESTART_COUNT (`slurmgen resume` of a local job continues its count)."""
         previous = {s: signal.signal(s, self._interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
         procs.become_subreaper()
         try:
             self.prepare()
-            restart = 0
             while True:
                 end = self.run_once(restart)
                 if end.state != "REQUEUE":
                     return end
                 if self.interrupts:
                     return RunEnd("CANCELLED", 130)
+                if self.cancelled or (self.job.paths.control / CANCEL_REQUEST).exists():
+                    self.say("cancelled between two runs (slurmgen cancel): no further run")
+                    return RunEnd("CANCELLED", EXIT_CANCELLED)
                 if restart >= self.job.runaway_requeues:
                     self.say(
                         f"requeue refused: {restart} requeues already, the local runner's limit for a job that keeps "
@@ -141,7 +146,7 @@ class Runner:
 
     def run_once(self, restart: int) -> RunEnd:
         p = self.job.paths
-        for stale in (REQUEUE_REQUEST, SIGNAL_REQUEST, PREEMPTED, "steps"):
+        for stale in (REQUEUE_REQUEST, SIGNAL_REQUEST, PREEMPTED, ENDING, "steps"):
             (p.control / stale).unlink(missing_ok=True)
         for registered in p.control.glob("step-*.pid"):  # a run killed before its srun could clean up
             registered.unlink(missing_ok=True)
@@ -211,11 +216,21 @@ class Runner:
                 if request.exists():
                     continue
                 return RunEnd("COMPLETED" if rc == 0 else "FAILED", procs.exit_code(rc))
+            if (self.job.paths.control / CANCEL_REQUEST).exists():
+                self.cancelled = True
+                (self.job.paths.control / CANCEL_REQUEST).unlink(missing_ok=True)  # taken: `cancel` returns
+                wait = self.job.kill_wait
+                self.say(f"cancelled (slurmgen cancel): SIGTERM to every process, SIGKILL after {wait:g} s")
+                self._slurmstepd_line("CANCELLED", "")
+                self._ending("CANCELLED")
+                self._end(proc, wait, hurry=lambda: self.interrupts > 0)
+                return RunEnd("CANCELLED", EXIT_CANCELLED)
             if self.interrupts:
                 self.say(
                     f"interrupted: ending the job (SIGTERM, SIGKILL after {INTERRUPT_WAIT:g} s or a second Ctrl-C)"
                 )
                 self._slurmstepd_line("CANCELLED", "")
+                self._ending("CANCELLED")
                 self._end(proc, INTERRUPT_WAIT, hurry=lambda: self.interrupts > 1)
                 return RunEnd("CANCELLED", 130)
             self._signal_request(proc.pid)
@@ -243,6 +258,7 @@ class Runner:
             f"time limit {self.job.spec.time} reached: SIGTERM to every process, SIGKILL after {self.job.kill_wait:g} s"
         )
         self._slurmstepd_line("CANCELLED", "DUE TO TIME LIMIT")
+        self._ending("TIMEOUT")
         self._end(proc, self.job.kill_wait, hurry=lambda: self.interrupts > 0)
         return RunEnd("TIMEOUT", EXIT_TIMEOUT)
 
@@ -267,6 +283,11 @@ class Runner:
         if left:
             self.say(f"processes {', '.join(map(str, left))} survived SIGKILL (stuck in the kernel?)")
 
+    def _ending(self, state: str) -> None:
+        """From now on `scontrol show job` says the job is ending, as slurmctld does once it ends a job: the batch
+        shell's helper then leaves the ending to Slurm instead of waiting for a step to stop (fake_scontrol)."""
+        write_text(self.job.paths.control / ENDING, state + "\n")
+
     def _slurmstepd_line(self, state: str, why: str) -> None:
         """The line slurmstepd writes into the batch log, so the log reads as on a cluster."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -276,7 +297,13 @@ class Runner:
             handle.write(" ".join(w for w in words if w) + "\n")
 
     def _record(self, batch_pid: int) -> None:
-        info = {"runner_pid": os.getpid(), "batch_pid": batch_pid, "run": self.runs, "job_id": self.job.shape.job_id}
+        info = {
+            "runner_pid": os.getpid(),
+            "runner_start": procs.start_time(os.getpid()),
+            "batch_pid": batch_pid,
+            "run": self.runs,
+            "job_id": self.job.shape.job_id,
+        }
         write_text(self.job.paths.control / RUNNER_FILE, json.dumps(info) + "\n")
 
 
@@ -285,24 +312,3 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8").strip()
     except OSError:
         return ""
-
-
-def send_signal(control: Path, sig: str, clock: Callable[[], float] = time.monotonic, timeout: float = 3.0) -> int:
-    """Ask the runner of a local job to deliver `sig` to its batch shell; the runner's pid, once it has."""
-    from slurmgen.errors import UsageError
-
-    try:
-        info = json.loads((control / RUNNER_FILE).read_text(encoding="utf-8"))
-        runner = int(info["runner_pid"])
-        os.kill(runner, 0)
-    except (OSError, ValueError, KeyError):
-        raise UsageError(f"local job {control.name} is not running ({control} has no live runner)") from None
-    request = control / SIGNAL_REQUEST
-    write_text(request, sig + "\n")
-    deadline = clock() + timeout
-    while request.exists():
-        if clock() > deadline:
-            request.unlink(missing_ok=True)
-            raise UsageError(f"the runner (pid {runner}) did not pick up the signal within {timeout:g} s")
-        time.sleep(POLL)
-    return runner

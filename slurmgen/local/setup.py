@@ -196,8 +196,41 @@ def id_taken(
     return taken
 
 
-def new_job_id(home: Path, taken: Callable[[str], bool]) -> str:
-    """The next local job id: a counter in .slurmgen/local/last-id, under a lock, skipping ids in use."""
+# Local ids count per directory, but a state directory can be shared by several (an absolute preemption.state_dir,
+# two worktrees of one project): their job 1s would share `1.state`. Each directory claims its ids in a ledger in
+# the state directory, and an id another directory claimed there is skipped.
+STATE_LEDGER = ".slurmgen-local-ids"
+
+
+def state_claim(spec: JobSpec, home: Path, submit_dir: Path) -> Callable[[str], bool]:
+    """Claim a local id in the job's state directory for this directory's jobs; False when another has it."""
+    owner = str(home / "local")
+
+    def claim(job_id: str) -> bool:
+        if not spec.preemption.enabled:
+            return True  # no state directory, no state to share
+        state_dir = paths(spec, job_id, home, submit_dir).state_dir
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(state_dir / STATE_LEDGER, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as handle:
+                handle.seek(0)
+                owners = dict(line.rstrip("\n").partition(" ")[::2] for line in handle if " " in line)
+            if owners.get(job_id, owner) != owner:
+                return False
+            if job_id not in owners:
+                os.write(fd, f"{job_id} {owner}\n".encode())
+        finally:
+            os.close(fd)
+        return True
+
+    return claim
+
+
+def new_job_id(home: Path, taken: Callable[[str], bool], claim: Callable[[str], bool] = lambda job_id: True) -> str:
+    """The next local job id: a counter in .slurmgen/local/last-id, under a lock, skipping ids in use here and ids
+    that another directory claimed in a shared state directory (`claim`)."""
     directory = home / "local"
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(directory / "last-id", os.O_RDWR | os.O_CREAT, 0o600)
@@ -207,7 +240,7 @@ def new_job_id(home: Path, taken: Callable[[str], bool]) -> str:
         number = int(text) if text.isdigit() else 0
         for _ in range(10000):
             number += 1
-            if not taken(str(number)):
+            if not taken(str(number)) and claim(str(number)):
                 break
         else:
             raise UsageError(f"no free local job id after {number} in {directory}; remove old files there")

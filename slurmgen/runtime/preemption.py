@@ -86,6 +86,11 @@ class Preemption:
         self.requeue_enabled = bool(configured) or contract.SPEC_HASH not in env
         self.signal = parse_signal_name(signal_name or configured or "USR1")
         self.key = job_key(env) or "local"
+        # Outside a job (no SLURM_JOB_ID) the default state would be ./local.state, shared by every direct run of
+        # the script: the next run would resume from it unasked, whatever its arguments. There, state is kept
+        # only at a path the program names (README, "Resume state").
+        self.keeps_state = path is not None or job_key(env) is not None
+        self._said_no_state = False
         self.spec_hash = env.get(contract.SPEC_HASH, "")
         self.state_dir = env.get(contract.STATE_DIR) or (os.path.dirname(os.path.abspath(path)) if path else ".")
         self.path = os.path.abspath(path or os.path.join(self.state_dir, f"{self.key}.state"))
@@ -258,6 +263,8 @@ class Preemption:
         """The previous run's state. Without `into`: a plain state on every rank (tensors on CPU), or None. With
         `into` (needed for a sharded checkpoint): fill it in place and return whether a state was found. Rank 0
         picks the newest complete state and says which; the other ranks follow its choice."""
+        if not self.keeps_state:
+            return None if into is None else False
         return self._store.load(into)
 
     def save(
@@ -266,6 +273,11 @@ class Preemption:
         """Write the state durably. Plain: rank 0, one file (other ranks get None at once). Sharded (a DTensor,
         ShardedTensor or Stateful in it; `sharded=` forces either): every rank, one checkpoint directory. With
         `async_=True` the state is copied to CPU and written in the background: a PendingSave is returned."""
+        if not self.keeps_state:
+            if not self._said_no_state and self.rank == 0:
+                _log("not in a Slurm job and no path given to Preemption(path=...): no state is saved or resumed")
+            self._said_no_state = True
+            return None
         return self._store.save(state, cause, async_=async_, sharded=sharded)
 
     def wait_for_save(self) -> SaveRecord | None:

@@ -100,6 +100,27 @@ def parse_job_id(text: str | int) -> JobId:
     )
 
 
+# A job run on this machine by `slurmgen run` is named `local-<n>`: its number is not Slurm's, and a bare `2` always
+# means the cluster's job 2.
+LOCAL_PREFIX = "local-"
+
+
+def parse_local_id(text: str) -> str | None:
+    """``local-2`` -> ``"2"``; None for any other form (a Slurm id, a spec); a UsageError for a bad local id."""
+    text = text.strip()
+    if not text.lower().startswith(LOCAL_PREFIX):
+        return None
+    number = text[len(LOCAL_PREFIX) :]
+    if not (number.isdigit() and number.isascii() and 0 < int(number) <= _MAX_ID):
+        raise UsageError(f"not a local job id: {text!r} (expected local-N, as `slurmgen run` printed it)")
+    return str(int(number))
+
+
+def local_label(job_id: str) -> str:
+    """How a local job is named to the user: ``local-2``."""
+    return f"{LOCAL_PREFIX}{job_id}"
+
+
 def as_job_id(value: JobId | str | int) -> JobId:
     return value if isinstance(value, JobId) else parse_job_id(value)
 

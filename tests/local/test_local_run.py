@@ -492,6 +492,50 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
 
 @pytest.mark.slow
 @pytest.mark.torch
+def test_a_cancelled_local_job_resumes_from_its_state_to_the_same_weights(
+    tmp_path: Path, uninterrupted: tuple[int, str, Path, float]
+) -> None:
+    """`slurmgen cancel local-N` mid-way (SIGTERM: the ranks save and exit), then `slurmgen resume cpu-debug` (its
+    last job): the job runs again under its own id from the state it left, and ends as if never interrupted."""
+    code, _, first, _ = uninterrupted
+    assert code == 0, logs_of(first)
+    cwd = workdir(tmp_path)
+    slow = FAST.replace("]", ', --step-time, "0.05"]')  # 15 s of steps: the cancel lands mid-way
+    proc = slurmgen_run(cwd, "jobs/cpu-debug.yaml", "--set", slow, stderr=cwd / "runner.err")
+    try:
+        deadline = time.monotonic() + 300
+        # After the first periodic save (step 100 of 300): mid-way, whatever the machine's load.
+        while not any("saved state" in p.read_text() for p in (cwd / "logs").glob("cpu-debug-*/rank-0.log")):
+            assert proc.poll() is None and time.monotonic() < deadline, logs_of(cwd)
+            time.sleep(0.1)
+        n = job_dir(cwd).name.removeprefix("cpu-debug-")  # 1, unless job 1's rendezvous port was taken
+        cancel = subprocess.run([sys.executable, "-m", "slurmgen", "cancel", f"local-{n}"], cwd=cwd, env=clean_env(),
+                                capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert cancel.returncode == 0, cancel.stderr
+        assert proc.wait(timeout=120) == 143, logs_of(cwd)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    assert (cwd / "logs" / "state" / f"{n}.state").is_file()  # kept: the job did not complete
+    resumed_run = subprocess.run([sys.executable, "-m", "slurmgen", "resume", "cpu-debug"], cwd=cwd, env=clean_env(),
+                                 capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert resumed_run.returncode == 0, logs_of(cwd) + resumed_run.stderr
+    assert f"resuming local-{n} (CANCELLED) from its saved state: run 2" in resumed_run.stderr
+    assert "COMPLETED, exit code 0, 2 runs in" in resumed_run.stderr
+    log = ranks_text(cwd)
+    stopped = re.search(r"rank 0/4: stopping after step (\d+), weights " + WEIGHTS, log)
+    resumed = re.search(r"rank 0/4: resumed weights " + WEIGHTS + r" at step (\d+)", log)
+    assert stopped and resumed, log
+    assert (resumed[2], resumed[1]) == (stopped[1], stopped[2]) and 0 < int(stopped[1]) < 300
+    runs = run_history.runs(run_history.read(str(job_dir(cwd))))
+    assert [(r.cause, r.requeued_by) for r in runs] == [("terminated", "resume"), (None, None)], runs
+    assert final_weights(log) == final_weights(ranks_text(first))  # as if never interrupted
+    assert not (cwd / "logs" / "state" / f"{n}.state").exists()  # completed: nothing left to resume
+
+
+@pytest.mark.slow
+@pytest.mark.torch
 def test_torchrun_spec_preempted_locally_resumes_to_the_same_weights(
     tmp_path: Path, uninterrupted: tuple[int, str, Path, float]
 ) -> None:
