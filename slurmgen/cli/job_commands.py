@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from slurmgen.cli.options import JobArg, SetOpt, SpecArg, TemplatesOpt
+from slurmgen.cli.options import JobArg, PointOpt, SetOpt, SpecArg, TemplatesOpt
 from slurmgen.cli.output import err
 from slurmgen.errors import UsageError
 
@@ -36,14 +36,21 @@ def planned(spec: Path, overrides: list[str], templates: Path | None, base: Path
     return plan(spec, resolved, text, base, Path.cwd(), new_token(), tuple(overrides))
 
 
-def submit_spec(spec: Path, overrides: list[str], templates: Path | None) -> Submission:
-    """Submit a spec: warnings and a summary on stderr, the job id alone on stdout."""
+def submit_spec(spec: Path, overrides: list[str], templates: Path | None, single: bool = False) -> Submission | None:
+    """Submit a spec: warnings and a summary on stderr, the job id alone on stdout (a sweep: its id, and None)."""
     from slurmgen.jobs import submit as submitting
     from slurmgen.jobs.journal import Journal, home
     from slurmgen.slurm.client import SlurmClient
 
     base = home()
     p = planned(spec, overrides, templates, base)
+    if p.spec.sweep is not None:
+        from slurmgen.cli import sweep_commands
+
+        if single:
+            raise UsageError("--wait follows one job; follow a sweep with `slurmgen status SWEEP`")
+        sweep_commands.submit(p, base)
+        return None
     client, journal = SlurmClient(), Journal(base)
     for note in submitting.settle_unresolved(journal, client):
         err(note)
@@ -94,6 +101,11 @@ def submit_command(
     from slurmgen.jobs.plan import dry_run_lines
 
     p = planned(spec, overrides, templates, home())
+    if dry_run and p.spec.sweep is not None:
+        from slurmgen.cli import sweep_commands
+
+        sweep_commands.dry_run(p)
+        return
     if dry_run:
         sys.stdout.write(p.script)
         for line in dry_run_lines(p):
@@ -119,7 +131,9 @@ def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -
 
     job = ""
     try:
-        job = str(submit_spec(spec, overrides, templates).job_id)
+        done = submit_spec(spec, overrides, templates, single=True)
+        assert done is not None  # single=True refuses a sweep
+        job = str(done.job_id)
         _wait(SlurmClient(), job)
     except SlurmgenError as exc:
         report(exc)
@@ -214,11 +228,14 @@ def status_command(
     job: Annotated[str | None, typer.Argument(metavar="JOB", help="A job id or spec; default: recent jobs.")] = None,
 ) -> None:
     """A table of job states: one job (or array), or the recent jobs of the journal."""
+    from slurmgen.cli import sweep_commands
     from slurmgen.jobs import status as st
     from slurmgen.jobs.control import unknown_job
     from slurmgen.jobs.journal import Journal, find_home
     from slurmgen.slurm.client import SlurmClient
 
+    if job is not None and sweep_commands.status(job):
+        return
     client = SlurmClient()
     extra: list[st.Row] = []
     if job is not None:
@@ -251,13 +268,15 @@ def logs_command(
     rank: Annotated[
         int | None, typer.Option("--rank", metavar="N", min=0, help="Only what rank N's program printed.")
     ] = None,
+    point: PointOpt = None,
 ) -> None:
     """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended)."""
+    from slurmgen.cli.sweep_commands import point_job
     from slurmgen.jobs import logs as lg
     from slurmgen.slurm.client import SlurmClient
 
     client = SlurmClient()
-    target = _target(job)
+    target = _target(point_job(job, point, "logs"))
     if node is not None:
         lg.check_node_name(node)
     if node is not None and rank is not None:
@@ -301,8 +320,11 @@ def cancel_command(
             "--to", metavar="WHO", help="batch, steps or all (default: batch for slurmgen jobs' own signals)."
         ),
     ] = None,
+    point: PointOpt = None,
 ) -> None:
-    """Cancel a job, or send it a signal (USR2: a clean exit, without scancel's kill timer)."""
+    """Cancel a job, or send it a signal (USR2: a clean exit, without scancel's kill timer). A sweep: every array
+    of it, or one point with --point."""
+    from slurmgen.cli import sweep_commands
     from slurmgen.jobs.control import cancel_job, trapped_signals
     from slurmgen.signal_names import require_signal_name
     from slurmgen.slurm.client import SlurmClient
@@ -311,6 +333,9 @@ def cancel_command(
         raise UsageError(f"--to {to}: choose batch, steps or all")
     if to is not None and signal is None:
         raise UsageError("--to needs --signal")
+    job = sweep_commands.point_job(job, point, "cancel")
+    if point is None and signal is None and sweep_commands.cancel_sweep(job):
+        return
     target = _target(job)
     sig = None if signal is None else require_signal_name(signal, "--signal")
     step = cancel_job(SlurmClient(), target.job, sig, to, trapped_signals(target.entry))

@@ -18,3 +18,6 @@ SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="The job spec (YAM
 JobArg = Annotated[
     str, typer.Argument(metavar="JOB", help="A job id (123, 123_4, 123+1) or a spec/job name: its last job.")
 ]
+PointOpt = Annotated[
+    int | None, typer.Option("--point", metavar="I", min=0, help="A sweep's point I (its latest run).")
+]

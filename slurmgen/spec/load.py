@@ -12,6 +12,7 @@ from slurmgen.errors import Problem, SpecError
 from slurmgen.spec.fields import SPEC
 from slurmgen.spec.model import ContainerSpec, DistributedSpec, JobSpec, LoadedSpec, PreemptionSpec
 from slurmgen.spec.rules import cross_check, resolve
+from slurmgen.spec.sweep import SweepSpec, check_uses
 from slurmgen.spec.types import BAD, Ctx
 from slurmgen.spec.yaml_source import FieldPath, Mark, load_override, load_yaml
 
@@ -74,6 +75,8 @@ def load_text(text: str, source: str, overrides: list[str] | None = None) -> Loa
     if checked is not BAD and not ctx.problems:
         spec_fields = resolve(checked, ctx)
         if not ctx.problems:
+            check_uses(spec_fields, ctx)
+        if not ctx.problems:
             warnings = cross_check(spec_fields, ctx)
     if ctx.problems:
         raise SpecError(ctx.problems)
@@ -134,4 +137,7 @@ def _build(f: dict[str, Any]) -> JobSpec:
         array=f.get("array"),
         dependency=f.get("dependency"),
         sbatch=tuple(f["sbatch"].items()),
+        sweep=None
+        if f.get("sweep") is None
+        else SweepSpec(f["sweep"]["params"], f["sweep"]["points"], f["sweep"]["max_parallel"]),
     )
