@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from slurmgen.jobs.plan import Plan
     from slurmgen.jobs.sweep_record import SweepRecord
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.spec.model import JobSpec
 
 commands = typer.Typer()
 
@@ -35,6 +36,26 @@ def _max_array_size(client: SlurmClient, dry_run: bool) -> int:
     except (SchedulerError, SchedulerMissing) as exc:
         err(f"note: cannot read MaxArraySize ({exc}); the dry run assumes Slurm's default {DEFAULT_MAX_ARRAY_SIZE}")
         return DEFAULT_MAX_ARRAY_SIZE
+
+
+def render_lines(spec: JobSpec) -> list[str]:
+    """What `render` says of a sweep on stderr: the arrays it would make (with Slurm's default MaxArraySize;
+    submit reads the cluster's) and each point's values."""
+    from slurmgen.jobs.sweep_plan import DEFAULT_MAX_ARRAY_SIZE, split
+
+    sweep = spec.sweep
+    assert sweep is not None
+    arrays = split(range(len(sweep.points)), DEFAULT_MAX_ARRAY_SIZE)
+    limit = f"%{sweep.max_parallel}" if sweep.max_parallel else ""
+    shown = ", ".join(f"--array={a.tasks}{limit} (points {a.indexes[0]}-{a.indexes[-1]})" for a in arrays)
+    lines = [
+        f"sweep: {len(sweep.points)} point(s); with Slurm's default MaxArraySize {DEFAULT_MAX_ARRAY_SIZE}: "
+        f"{len(arrays)} array(s): {shown} (submit reads the cluster's MaxArraySize)"
+    ]
+    lines += [f"point {i}: {sweep.shown(i)}" for i in range(min(len(sweep.points), 20))]
+    if len(sweep.points) > 20:
+        lines.append(f"... and {len(sweep.points) - 20} more point(s) (every point's values are in the script)")
+    return lines
 
 
 def dry_run(p: Plan) -> None:
