@@ -28,6 +28,7 @@ def main() -> int:
         "x": x,
         "key": key,
         "restart": restart,
+        "array": {k: env.get(k) for k in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT")},
     }
     if "--steps" in sys.argv:
         from slurmgen.runtime import Preemption
