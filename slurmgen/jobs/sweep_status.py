@@ -1,5 +1,6 @@
 """`slurmgen status SWEEP`: one row per point (its latest attempt) and a summary, from ONE Slurm query however
-many points and arrays there are. A pending array is one record (`123_[5-999%4]`) that stands for many points.
+many points and arrays there are (`squeue --jobs=<every array> --states=all`, slurmgen.slurm.array_queue). A
+pending range is one row (`123_[5-999%4]`) that stands for many points.
 """
 
 from __future__ import annotations
@@ -8,12 +9,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from slurmgen.jobs.status import exit_label, state_label
 from slurmgen.jobs.sweep_plan import expand
 from slurmgen.jobs.sweep_record import SweepRecord
+from slurmgen.slurm.array_queue import TaskRow
 from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.ids import JobState, parse_job_id
-from slurmgen.slurm.showjob import JobInfo
 from slurmgen.slurm.times import format_duration
 
 COLUMNS = ("POINT", "VALUES", "JOB", "STATE", "RESTARTS", "ELAPSED", "EXIT")
@@ -36,21 +36,33 @@ class PointRow:
         return (str(self.index), self.values, self.job, self.state, self.restarts, self.elapsed, self.exit)
 
 
-def query(client: SlurmClient, record: SweepRecord) -> list[JobInfo]:
-    """The one Slurm call: `scontrol show job <id>` for a sweep of one array, else every job (one call again)."""
-    ids = {parse_job_id(str(e.job_id)).job for e in record.arrays}
-    infos = client.show_jobs(next(iter(ids)) if len(ids) == 1 else None)
-    return [i for i in infos if i.job_id.job in ids]
+def query(client: SlurmClient, record: SweepRecord) -> list[TaskRow]:
+    """The one Slurm call, for every array of every attempt."""
+    return client.array_tasks({parse_job_id(str(e.job_id)).job for e in record.arrays})
 
 
-def point_rows(record: SweepRecord, infos: Sequence[JobInfo]) -> list[PointRow]:
-    by_task: dict[tuple[int, int], JobInfo] = {}
-    for info in infos:
-        if info.job_id.array_task is not None:
-            by_task[(info.job_id.job, info.job_id.array_task)] = info
-        elif info.job_id.array_tasks is not None:  # a pending range stands for each of its tasks
-            for task in expand(info.job_id.array_tasks):
-                by_task.setdefault((info.job_id.job, task), info)
+def state_label(row: TaskRow) -> str:
+    """The folded state, with Slurm's own word when it says more: FAILED (NODE_FAIL)."""
+    label = row.state.name
+    return f"{label} ({row.state_name})" if row.state_name and row.state_name != label else label
+
+
+def exit_label(row: TaskRow) -> str:
+    if not row.state.is_terminal:
+        return ""
+    if row.exit_signal:
+        return f"signal {row.exit_signal}"
+    return "" if row.exit_code is None else str(row.exit_code)
+
+
+def point_rows(record: SweepRecord, tasks: Sequence[TaskRow]) -> list[PointRow]:
+    by_task: dict[tuple[int, int], TaskRow] = {}
+    for row in tasks:
+        if row.job.array_task is not None:
+            by_task[(row.job.job, row.job.array_task)] = row
+        elif row.job.array_tasks is not None:  # a pending range stands for each of its tasks
+            for task in expand(row.job.array_tasks):
+                by_task.setdefault((row.job.job, task), row)
     rows = []
     latest = record.latest()
     for index in range(len(record.sweep.points)):
@@ -64,7 +76,7 @@ def point_rows(record: SweepRecord, infos: Sequence[JobInfo]) -> list[PointRow]:
             rows.append(PointRow(index, values, str(job), GONE))
             continue
         info = found
-        ran = info.job_id.array_task is not None
+        ran = info.job.array_task is not None
         rows.append(
             PointRow(
                 index,

@@ -19,7 +19,7 @@ from slurmgen.jobs.sweep_resubmit import plan_again
 from slurmgen.jobs.sweep_submit import max_array_size, submit_sweep
 from slurmgen.script.render import render
 from slurmgen.spec.load import load_file
-from sweep.sweep_data import SWEEP_SPEC, pending_record, show_job_records
+from sweep.sweep_data import SWEEP_SPEC, pending_row, squeue_rows
 
 
 def make_plan(tmp_path: Path, lrs: int, seeds: int, extra: str = "") -> planning.Plan:
@@ -107,16 +107,16 @@ def test_status_is_one_query_and_shows_every_points_latest_attempt(tmp_path: Pat
     submit_sweep(again, client, journal, which=on_path, fresh=False)  # arrays 22 (point 1), 23 (point 6)
     record = load_record("sw-TOKEN", journal.jobs())
     text = (
-        show_job_records(20, [(0, "COMPLETED", 0), (1, "FAILED", 3), (2, "RUNNING", 0)], 30)
-        + pending_record(20, "3")
-        + pending_record(21, "0-3%4")
-        + show_job_records(22, [(1, "COMPLETED", 0)], 40)
-        + show_job_records(99, [(0, "RUNNING", 0)], 50)  # someone else's job
+        squeue_rows(20, [(0, "COMPLETED", 0), (1, "FAILED", 3), (2, "RUNNING", 0)])
+        + pending_row(20, "3")
+        + pending_row(21, "0-3%4")
+        + squeue_rows(22, [(1, "COMPLETED", 0)])
     )
-    fake.on("scontrol", "--oneliner", "show", "job", out=text)
+    fake.on("squeue", out=text)
     before = len(fake.calls)
     rows = sweep_status.point_rows(record, sweep_status.query(client, record))
     assert len(fake.calls) - before == 1
+    assert fake.calls[-1].argv[:4] == ["squeue", "--noheader", "--states=all", "--jobs=20,21,22,23"]
     assert [(r.index, r.job, r.state, r.exit) for r in rows] == [
         (0, "20_0", "COMPLETED", "0"),
         (1, "22_1", "COMPLETED", "0"),  # its latest attempt, not the failed first one
@@ -143,8 +143,7 @@ def test_failed_points_are_the_ones_resubmit_reruns(tmp_path: Path) -> None:
     journal = Journal(tmp_path / ".slurmgen")
     submit_sweep(sweep_plan(p, 1001), client, journal, which=on_path)
     record = load_record("sw-TOKEN", journal.jobs())
-    fake.on("scontrol", "--oneliner", "show", "job", out=show_job_records(
-        5, [(0, "COMPLETED", 0), (1, "FAILED", 2), (2, "TIMEOUT", 0)], 6))  # fmt: skip
+    fake.on("squeue", out=squeue_rows(5, [(0, "COMPLETED", 0), (1, "FAILED", 2), (2, "TIMEOUT", 0)]))
     rows = sweep_status.point_rows(record, sweep_status.query(client, record))
     assert [r.index for r in rows if r.failed] == [1, 2]
 
