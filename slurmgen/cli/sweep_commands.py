@@ -144,9 +144,11 @@ def cancel_sweep(text: str) -> bool:
     record = record_for(text)
     if record is None:
         return False
+    from slurmgen.slurm.ids import parse_job_id
+
     client = SlurmClient()
-    live = {i.job_id.job for i in client.show_jobs() if not i.state.is_terminal}
-    arrays = sorted({int(str(e.job_id)) for e in record.arrays})
+    arrays = sorted({parse_job_id(str(e.job_id)).job for e in record.arrays})
+    live = {row.job.job for row in client.array_tasks(arrays) if not row.state.is_terminal}
     for job in arrays:
         if job in live:
             client.cancel(job)  # the array job id: scancel(1) cancels every task of the array
