@@ -27,6 +27,9 @@ from slurmgen.errors import Problem, SpecError
 from slurmgen.jobs.plan import Plan, comment_for
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5)
+# sbatch refuses a script larger than max_script_size (slurm.conf(5) SchedulerParameters; default 4 MB), and the
+# script holds one line per point (~90 bytes with two parameters): ~45,000 points at the default.
+MAX_SCRIPT_BYTES = 4 * 1024 * 1024
 PREVIOUS = "<job id of array {k}>"  # how a dry run shows a dependency on an array not yet submitted
 
 
@@ -145,6 +148,13 @@ def sweep_plan(
                 )
             ]
         )
+    size = len(p.script.encode())
+    if size > MAX_SCRIPT_BYTES:
+        why = (
+            f"{len(sweep.points)} points make a {size / 2**20:.1f} MiB script, over Slurm's default max_script_size "
+            "of 4 MiB (slurm.conf SchedulerParameters), so sbatch would refuse it; split the sweep into several specs"
+        )
+        raise SpecError([Problem(str(p.source), "sweep", why)])
     wanted = range(len(sweep.points)) if indexes is None else indexes
     return SweepPlan(
         plan=p,

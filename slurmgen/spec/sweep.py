@@ -21,7 +21,7 @@ from slurmgen.spec.yaml_source import FieldPath
 
 Value = str | int | float | bool
 PARAM = r"[A-Za-z_][A-Za-z0-9_]*"
-MAX_POINTS = 1_000_000
+MAX_POINTS = 100_000  # the script's size limits a sweep first (slurmgen.jobs.sweep_plan.MAX_SCRIPT_BYTES)
 DISTRIBUTIONS = ("choice", "uniform", "loguniform", "randint")
 KEYS = ("grid", "points", "random", "max_parallel")
 

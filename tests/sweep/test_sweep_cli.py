@@ -68,3 +68,17 @@ def test_resubmit_reruns_the_named_or_failed_points(
     code, _, err = run(capsys, "resubmit", sweep_id, "--failed")
     assert code == 0 and "resubmitted points 1,2 of sweep" in err
     assert "--array=1-2%2" in fake.commands("sbatch")[-1]
+
+
+def test_dry_run_shows_the_arrays_and_values_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    small = CONFIG.replace("1001", "3")
+    install_fake(FakeSlurm().on("scontrol", "show", "config", out=small), tmp_path, monkeypatch)
+    Path("sw.yaml").write_text(SWEEP_SPEC.format(output="logs", lrs=[1, 2], seeds=[3, 4], extra=""))
+    code, out, err = run(capsys, "submit", "--dry-run", "sw.yaml")
+    assert code == 0 and out.startswith("#!/bin/bash")
+    assert "4 point(s) in 2 array(s) (MaxArraySize 3)" in err
+    assert "array 2: points 3-3 (offset 3)" in err and "--array=0 " in err
+    assert "point 3: lr=2 seed=4" in err
+    assert not Path(".slurmgen").exists() and not Path("logs").exists()

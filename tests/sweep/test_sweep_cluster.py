@@ -159,3 +159,8 @@ def test_a_signalled_point_is_requeued_alone_and_resumes_from_its_own_state(  # 
     log = cli(env, tmp_path, "logs", sweep, "--point", "1")
     assert re.search(rf"STOP x=2 at step {resumed_step}\b", log), log[-2000:]
     assert f"RESUMED x=2 at step {resumed_step}" in log
+    history = cli(env, tmp_path, "history", sweep, "--point", "1")
+    runs_shown = [line.split()[0] for line in history.splitlines() if line[:1].isdigit()]
+    assert runs_shown == ["1", "2"] and "requested" in history, history  # the point's own runs
+    assert [line.split()[0] for line in cli(env, tmp_path, "history", sweep, "--point", "0").splitlines()
+            if line[:1].isdigit()] == ["1"]  # fmt: skip

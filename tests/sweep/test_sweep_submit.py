@@ -153,3 +153,13 @@ def test_max_array_size_falls_back_to_slurms_default_only_when_the_config_has_no
     assert max_array_size(fake.client()) == 1001
     with pytest.raises(ValueError, match="at least 1"):
         split([0], 0)
+
+
+def test_a_script_over_slurms_size_limit_is_refused_before_sbatch(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from slurmgen.errors import SpecError
+
+    p = make_plan(tmp_path, 2, 2)
+    with pytest.raises(SpecError, match="over Slurm's default max_script_size"):
+        sweep_plan(replace(p, script="#" * (4 * 1024 * 1024 + 1)), 1001)
