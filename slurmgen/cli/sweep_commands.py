@@ -108,7 +108,7 @@ def status(text: str) -> bool:
     from slurmgen.jobs import sweep_status as st
     from slurmgen.slurm.client import SlurmClient
 
-    record = record_for(text)
+    record = None if _one_task(text) else record_for(text)  # 123_4: that task alone, as for any array
     if record is None:
         return False
     rows = st.point_rows(record, st.query(SlurmClient(), record))
@@ -117,15 +117,18 @@ def status(text: str) -> bool:
     return True
 
 
-def point_job(text: str, point: int | None, command: str) -> str:
-    """The job argument to act on: a sweep point's latest array task (`123_4`), or ``text`` for a plain job."""
+def _one_task(text: str) -> bool:
     from slurmgen.slurm.ids import parse_job_id
 
     try:
-        one_task = parse_job_id(text).array_task is not None
+        return parse_job_id(text).array_task is not None
     except UsageError:
-        one_task = False
-    record = None if one_task and point is None else record_for(text)  # 123_4 is one point already
+        return False
+
+
+def point_job(text: str, point: int | None, command: str) -> str:
+    """The job argument to act on: a sweep point's latest array task (`123_4`), or ``text`` for a plain job."""
+    record = None if _one_task(text) and point is None else record_for(text)  # 123_4 is one point already
     if record is None:
         if point is not None:
             raise UsageError(f"--point: {text!r} is not a sweep (see `slurmgen status {text}`)")

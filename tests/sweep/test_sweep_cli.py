@@ -36,7 +36,7 @@ def test_status_cancel_and_logs_name_the_sweep(
 ) -> None:
     fake, sweep_id = sweep
     fake.on("squeue", out=squeue_rows(7, [(0, "COMPLETED", 0), (1, "FAILED", 3), (2, "RUNNING", 0), (3, "RUNNING", 0)]))
-    for name in (sweep_id, "sw.yaml", "7"):
+    for name in (sweep_id, "sw.yaml", "sw", "7"):
         code, out, _ = run(capsys, "status", name)
         assert code == 0
         lines = out.splitlines()
