@@ -334,7 +334,7 @@ def cancel_command(
     if to is not None and signal is None:
         raise UsageError("--to needs --signal")
     job = sweep_commands.point_job(job, point, "cancel")
-    if point is None and signal is None and sweep_commands.cancel_sweep(job):
+    if point is None and sweep_commands.cancel_sweep(job, signal):
         return
     target = _target(job)
     sig = None if signal is None else require_signal_name(signal, "--signal")

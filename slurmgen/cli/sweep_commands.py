@@ -140,13 +140,15 @@ def point_job(text: str, point: int | None, command: str) -> str:
     return str(record.point_of(point))
 
 
-def cancel_sweep(text: str) -> bool:
+def cancel_sweep(text: str, signal: str | None = None) -> bool:
     """Cancel every array of a sweep (every attempt still in Slurm); False when ``text`` names no sweep."""
     from slurmgen.slurm.client import SlurmClient
 
-    record = record_for(text)
+    record = None if _one_task(text) else record_for(text)
     if record is None:
         return False
+    if signal is not None:
+        raise UsageError(f"--signal goes to one point of sweep {record.sweep_id}: add --point I")
     from slurmgen.slurm.ids import parse_job_id
 
     client = SlurmClient()

@@ -42,6 +42,8 @@ def test_status_cancel_and_logs_name_the_sweep(
         lines = out.splitlines()
         assert lines[2].split() == ["1", "lr=1", "seed=4", "7_1", "FAILED", "0", "00:00:03", "3"]
         assert lines[-1] == f"sweep {sweep_id}: 4 points: 2 RUNNING, 1 COMPLETED, 1 FAILED"
+    code, _, err = run(capsys, "cancel", sweep_id, "--signal", "USR2")
+    assert code == 2 and "add --point I" in err
     fake.on("scancel", out="")
     code, _, err = run(capsys, "cancel", sweep_id)
     assert code == 0 and f"cancelled array 7 of sweep {sweep_id}" in err, err
