@@ -39,17 +39,19 @@ def main() -> None:
     parser.add_argument("--step-time", type=float, default=0.0, help="seconds to sleep per step")
     parser.add_argument("--save-every", type=int, default=100)
     parser.add_argument("--stop-save-seconds", type=float, default=0.0, help="make the stop's save this slow")
+    parser.add_argument("--lr", type=float, default=0.01, help="learning rate (jobs/sweep-lr.yaml sweeps it)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights")
     args = parser.parse_args()
 
     info = init_distributed()
     pre = Preemption()
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     # One parameter tensor: DDP's gradient bucket then holds the same layout before and after its first-step
     # rebuild, so a resumed run sums gradients in exactly the order an uninterrupted one does (bit-identical
     # weights). With several tensors the first step after a resume may round differently in the last bits; see
     # "Bit-identical resumes with DDP" in slurmgen/runtime/README.md.
     model = torch.nn.Linear(8, 1, bias=False)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     state = pre.load()
     start = 0
     if state is not None:

@@ -30,6 +30,12 @@ RESUME_FROM = "SLURMGEN_RESUME_FROM"  # `slurmgen resume` of a forgotten job: th
 SIGNALS = "SLURMGEN_SIGNALS"  # the batch shell tells its end step which signals it received: `SIG@epoch ...`
 START_TIME = "SLURMGEN_START_TIME"  # epoch seconds at which this run's batch shell started (Slurm 22.05 has none)
 RUN_ID = "SLURMGEN_RUN_ID"  # the job's identity, the same in every run of it (set by the batch shell, not here)
+# A sweep's point (slurmgen.spec.sweep): its values as JSON, its index in the whole sweep, the sweep's id; and the
+# index of the array's task 0 (a sweep split at MaxArraySize into several arrays; sbatch --export passes it).
+SWEEP_PARAMS = "SLURMGEN_SWEEP_PARAMS"
+SWEEP_INDEX = "SLURMGEN_SWEEP_INDEX"
+SWEEP_ID = "SLURMGEN_SWEEP_ID"
+SWEEP_OFFSET = "SLURMGEN_SWEEP_OFFSET"
 KEEP = "SLURMGEN_KEEP"  # how many complete sharded checkpoints to keep (preemption.keep)
 # How the program takes part in preemption (spec field preemption.handler; exported with the preemption signal):
 PREEMPT_HANDLER = "SLURMGEN_PREEMPT_HANDLER"

@@ -123,12 +123,24 @@ def submit_source(source: SpecSource, templates: Path | None, warn: Warn) -> tup
     """Carry out the plan: settle earlier submissions whose sbatch timed out, then sbatch once. Costs one squeue
     (only when the journal holds an unresolved submission) and one sbatch; a timed-out sbatch adds up to three
     squeue lookups by the submission's token, never a second sbatch."""
-    from slurmgen.jobs import submit as submitting
-    from slurmgen.jobs.journal import Journal, home
-    from slurmgen.slurm.client import SlurmClient
+    from slurmgen.jobs.journal import home
 
     base = home()
     p = planned(source, templates, base, warn)
+    if p.spec.sweep is not None:
+        raise UsageError(
+            f"{source.path}: sweep: a sweep is many jobs; submit it with `slurmgen submit {source.path}` and manage "
+            "it with `slurmgen status SWEEP`"
+        )
+    return p, submit_plan(p, base, warn)
+
+
+def submit_plan(p: Plan, base: Path, warn: Warn) -> Submission:
+    """sbatch one planned job (not a sweep), after settling earlier submissions whose sbatch timed out."""
+    from slurmgen.jobs import submit as submitting
+    from slurmgen.jobs.journal import Journal
+    from slurmgen.slurm.client import SlurmClient
+
     client, journal = SlurmClient(), Journal(base)
     for note in submitting.settle_unresolved(journal, client):
         warn(note)
@@ -139,7 +151,7 @@ def submit_source(source: SpecSource, templates: Path | None, warn: Warn) -> tup
         warn(f"warning: {problem}")
     for other in done.others:
         warn(f"warning: job {other} carries the same submission token; check it with `slurmgen status {other}`")
-    return p, done
+    return done
 
 
 def _ignore(line: str) -> None:

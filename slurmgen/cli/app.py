@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from slurmgen.cli import job_commands, local_commands, site_commands, spec_commands
+from slurmgen.cli import job_commands, local_commands, site_commands, spec_commands, sweep_commands
 from slurmgen.cli.output import err, report
 from slurmgen.errors import SlurmgenError
 
@@ -74,6 +74,7 @@ app.add_typer(spec_commands.commands)  # render, validate, schema
 app.add_typer(job_commands.commands)  # submit, requeue, status, logs, cancel
 app.add_typer(local_commands.commands)  # run
 app.add_typer(site_commands.commands)  # doctor, history
+app.add_typer(sweep_commands.commands)  # resubmit
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from slurmgen.cli.options import JobArg, SetOpt, SpecArg, TemplatesOpt
+from slurmgen.cli.options import JobArg, PointOpt, SetOpt, SpecArg, TemplatesOpt
 from slurmgen.cli.output import err
 from slurmgen.errors import UsageError
 
@@ -36,12 +36,22 @@ def planned(spec: Path, overrides: list[str], templates: Path | None, base: Path
     return api_planned(SpecSource(spec, tuple(overrides)), templates, base, err)
 
 
-def submit_spec(spec: Path, overrides: list[str], templates: Path | None) -> Submission:
-    """Submit a spec through the API (slurmgen.submit's path): warnings and a summary on stderr, the job id
-    alone on stdout."""
-    from slurmgen.api.submitting import SpecSource, submit_source
+def submit_spec(spec: Path, overrides: list[str], templates: Path | None, single: bool = False) -> Submission | None:
+    """Submit a spec through the API's path (slurmgen.submit's): warnings and a summary on stderr, the job id
+    alone on stdout (a sweep: its id, and None)."""
+    from slurmgen.api.submitting import submit_plan
+    from slurmgen.jobs.journal import home
 
-    p, done = submit_source(SpecSource(spec, tuple(overrides)), templates, err)
+    base = home()
+    p = planned(spec, overrides, templates, base)
+    if p.spec.sweep is not None:
+        from slurmgen.cli import sweep_commands
+
+        if single:
+            raise UsageError("--wait follows one job; follow a sweep with `slurmgen status SWEEP`")
+        sweep_commands.submit(p, base)
+        return None
+    done = submit_plan(p, base, err)
     cluster = f" on cluster {done.cluster}" if done.cluster else ""
     err(f"submitted job {done.job_id}{cluster}; run dir {p.run_dir}; logs in {p.log_dir}")
     print(done.job_id, flush=True)
@@ -95,6 +105,11 @@ def submit_command(
     from slurmgen.jobs.plan import dry_run_lines
 
     p = planned(spec, overrides, templates, home())
+    if dry_run and p.spec.sweep is not None:
+        from slurmgen.cli import sweep_commands
+
+        sweep_commands.dry_run(p)
+        return
     if dry_run:
         sys.stdout.write(p.script)
         for line in dry_run_lines(p):
@@ -120,7 +135,9 @@ def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -
 
     job = ""
     try:
-        job = str(submit_spec(spec, overrides, templates).job_id)
+        done = submit_spec(spec, overrides, templates, single=True)
+        assert done is not None  # single=True refuses a sweep
+        job = str(done.job_id)
         _wait(SlurmClient(), job)
     except SlurmgenError as exc:
         report(exc)
@@ -217,12 +234,15 @@ def status_command(
     job: Annotated[str | None, typer.Argument(metavar="JOB", help="A job id or spec; default: recent jobs.")] = None,
 ) -> None:
     """A table of job states: one job (or array), or the recent jobs of the journal."""
+    from slurmgen.cli import sweep_commands
     from slurmgen.cli.local_commands import local_rows
     from slurmgen.jobs import status as st
     from slurmgen.jobs.control import unknown_job
     from slurmgen.jobs.journal import Journal, find_home
     from slurmgen.slurm.client import SlurmClient
 
+    if job is not None and sweep_commands.status(job):
+        return
     client = SlurmClient()
     extra: list[st.Row] = []
     if job is not None:
@@ -265,9 +285,12 @@ def logs_command(
     rank: Annotated[
         int | None, typer.Option("--rank", metavar="N", min=0, help="Only what rank N's program printed.")
     ] = None,
+    point: PointOpt = None,
 ) -> None:
     """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended)."""
-    target = _target(job)
+    from slurmgen.cli.sweep_commands import point_job
+
+    target = _target(point_job(job, point, "logs"))
     if not follow_ and not target.local:
         _write_bytes(_job(target).log_bytes(rank, node))
         return
@@ -323,12 +346,19 @@ def cancel_command(
             "--to", metavar="WHO", help="batch, steps or all (default: batch for slurmgen jobs' own signals)."
         ),
     ] = None,
+    point: PointOpt = None,
 ) -> None:
-    """Cancel a job, or send it a signal (USR2: a clean exit, without scancel's kill timer)."""
+    """Cancel a job, or send it a signal (USR2: a clean exit, without scancel's kill timer). A sweep: every array
+    of it, or one point with --point."""
+    from slurmgen.cli import sweep_commands
+
     if to is not None and to not in ("batch", "steps", "all"):
         raise UsageError(f"--to {to}: choose batch, steps or all")
     if to is not None and signal is None:
         raise UsageError("--to needs --signal")
+    job = sweep_commands.point_job(job, point, "cancel")
+    if point is None and sweep_commands.cancel_sweep(job, signal):
+        return
     target = _target(job)
     if target.local:
         from slurmgen.cli.local_commands import cancel_local_job

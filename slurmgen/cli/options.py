@@ -21,3 +21,6 @@ JobArg = Annotated[
         metavar="JOB", help="A job id (123, 123_4, 123+1), a local job (local-2), or a spec/job name: its last job."
     ),
 ]
+PointOpt = Annotated[
+    int | None, typer.Option("--point", metavar="I", min=0, help="A sweep's point I (its latest run).")
+]

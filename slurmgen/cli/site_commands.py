@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from slurmgen.cli.job_commands import _target as job_target
-from slurmgen.cli.options import JobArg, SetOpt
+from slurmgen.cli.options import JobArg, PointOpt, SetOpt
 from slurmgen.errors import UsageError
 
 commands = typer.Typer()
@@ -42,14 +42,15 @@ def doctor_command(
 
 
 @commands.command("history")
-def history_command(job: JobArg) -> None:
+def history_command(job: JobArg, point: PointOpt = None) -> None:
     """One row per run of a job: start, end, nodes, exit code, cause, who requeued, the save. Works after the job
     has left the queue."""
     from slurmgen import run_history
+    from slurmgen.cli.sweep_commands import point_job
     from slurmgen.jobs import history
     from slurmgen.slurm.client import SlurmClient
 
-    target = job_target(job)
+    target = job_target(point_job(job, point, "history"))
     known = target.entry is not None and bool(target.entry.log_dir)
     infos = [] if known else SlurmClient().show_jobs(target.job)  # only to find the logs of a job not submitted here
     log_dirs = history.job_log_dirs(target, infos)

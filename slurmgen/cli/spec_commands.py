@@ -45,7 +45,12 @@ def render(
     templates: TemplatesOpt = None,
 ) -> None:
     """Print the sbatch script for a job spec (no cluster needed)."""
-    _, text = load_and_render(spec, set_ or [], templates)
+    resolved, text = load_and_render(spec, set_ or [], templates)
+    if resolved.sweep is not None:
+        from slurmgen.cli.sweep_commands import render_lines
+
+        for line in render_lines(resolved):
+            err(line)
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()

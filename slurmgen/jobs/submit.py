@@ -108,7 +108,7 @@ def entry(p: Plan, event: str, job_id: JobId | None = None, cluster: str | None 
         job_id=None if job_id is None else str(job_id),
         cluster=cluster,
         log_dir=str(p.log_dir.absolute()),
-        array=p.spec.array is not None,
+        array=p.spec.array is not None or p.spec.sweep is not None,
         extra=dict(extra),
     )
 

@@ -61,6 +61,12 @@ def run_local(
     for warning in loaded.warnings:
         out(f"warning: {warning}")
     spec = loaded.spec
+    if spec.array or spec.sweep:  # every task as a job of its own (slurmgen.local.array)
+        from slurmgen.local.array import run_array
+
+        if options.preempt_after is not None:
+            raise UsageError("--preempt-after rehearses one job; run one task of the array as a plain job for it")
+        return run_array(source, spec, options, out, env, submit_dir)
     base = home(env, submit_dir)
     try:
         job_id = setup.new_job_id(

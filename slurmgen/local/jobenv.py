@@ -202,7 +202,7 @@ def expand_output(
     pattern: str, *, job_id: str, step_id: int, node: str, node_index: int, task_id: int, user: str, job_name: str
 ) -> str:
     """srun's --output filename patterns (srun(1) "filename pattern"): %j %J %s %N %n %t %u %x %%, with an
-    optional zero-padding width (`%3t`). %A/%a (arrays) never occur: arrays are not run locally."""
+    optional zero-padding width (`%3t`). %A/%a: an array task's step log pattern never uses them (see the script)."""
 
     def one(match: re.Match[str]) -> str:
         width, code = match.group(1), match.group(2)

@@ -77,11 +77,6 @@ def load(source: str | Path, options: Options, gpus: Sequence[str]) -> LocalSetu
         extra.append(f"{_tasks_field(first.spec)}={options.tasks_per_node}")
     loaded = load_file(source, sets + extra) if extra else first
     spec = loaded.spec
-    if spec.array:
-        raise UsageError(
-            f"{source}: array: job arrays are not run locally; remove the field (or --set array=...) and run "
-            "one index as a plain job"
-        )
     if spec.nodes > jobenv.MAX_NODES:
         raise UsageError(f"--nodes {spec.nodes}: a local run emulates at most {jobenv.MAX_NODES} nodes")
     if options.preempt_after is not None:

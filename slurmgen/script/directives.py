@@ -30,7 +30,7 @@ def sq(value: str) -> str:
 
 def job_key_pattern(spec: JobSpec) -> str:
     """The job's key in Slurm's filename patterns: `%A_%a` for an array task, else `%j`."""
-    return "%A_%a" if spec.array else "%j"
+    return "%A_%a" if spec.array or spec.sweep else "%j"
 
 
 def batch_log(spec: JobSpec) -> str:

@@ -14,6 +14,7 @@ from slurmgen import contract
 from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.step import batch_words, join, package_dir_words, rendezvous_words, step_line
+from slurmgen.script.sweep import cases, env_words
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.spec.model import JobSpec
 
@@ -86,7 +87,11 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "exports": exports,
         "log_dir": task_log_stem(spec),
         "state_dir": pre.state_dir,
-        "env": list(spec.env),
+        "env": list(spec.env),  # kept for user templates; ours uses env_words (a sweep's placeholders expand)
+        "env_words": env_words(spec),
+        "sweep": spec.sweep is not None,
+        "sweep_cases": cases(spec),
+        "sweep_id": spec.name,
         "setup": list(spec.setup),
         "python": spec.python,
         "rendezvous": join(rendezvous_words(spec)),

@@ -124,7 +124,9 @@ def step_groups(spec: JobSpec) -> list[list[str]]:
         groups.append(runtime_entry(spec, "--torchrun-agent", "--"))
         groups.append(torchrun_words(spec))
     groups.append(runtime_entry(spec, "--"))
-    groups.append(list(spec.command))
+    from slurmgen.script.sweep import command_words  # a sweep's placeholders become shell expansions
+
+    groups.append(command_words(spec))
     return groups
 
 

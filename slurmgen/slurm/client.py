@@ -12,7 +12,7 @@ import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
 from slurmgen.signal_names import require_signal_name
@@ -31,6 +31,9 @@ from slurmgen.slurm.parse import (
     parse_test_only,
 )
 from slurmgen.slurm.showjob import JobInfo, job_info, parse_show_job
+
+if TYPE_CHECKING:
+    from slurmgen.slurm.array_queue import TaskRow
 
 DEFAULT_TIMEOUT = 30.0  # seconds; a hung scontrol must not hang a task (submitit #1713)
 
@@ -266,6 +269,19 @@ class SlurmClient:
                 return []
             raise error
         return parse_squeue(result.stdout)
+
+    def array_tasks(self, jobs: Iterable[JobId | str | int]) -> list[TaskRow]:
+        """Every task of these job arrays, finished ones included, in one squeue call (slurm.array_queue)."""
+        from slurmgen.slurm import array_queue
+
+        ids = sorted({str(as_job_id(j).without_step()) for j in jobs})
+        result = self._call(array_queue.argv(ids))
+        if result.returncode != 0:
+            error = _failure("squeue", ",".join(ids), result)
+            if isinstance(error, InvalidJobId):
+                return []
+            raise error
+        return array_queue.parse(result.stdout)
 
     def steps(self, job: JobId | str | int) -> list[StepRecord]:
         """The steps of one job (`scontrol --oneliner show step <job>`); [] when Slurm does not know the job."""

@@ -11,6 +11,7 @@ from typing import Any
 from slurmgen import contract
 from slurmgen.signal_names import preemption_signal_problem, signal_name
 from slurmgen.slurm.times import parse_time
+from slurmgen.spec.sweep import SweepType
 from slurmgen.spec.types import AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
 from slurmgen.spec.yaml_source import REFUSED, FieldPath
 
@@ -279,6 +280,11 @@ SPEC = Obj(
         "chdir": Field(_text(max_len=1024), "working directory of the job"),
         "array": Field(
             _text(pattern=ARRAY, numbers_ok=True, hint="e.g. 0-15 or 1,3,5 or 0-99%10"), "job array indexes"
+        ),
+        "sweep": Field(
+            SweepType(),
+            "run one point per parameter set, as job arrays: grid, points, random, max_parallel; values reach the "
+            "program through {name} placeholders in command and env",
         ),
         "dependency": Field(_text(pattern=DEPENDENCY, hint="e.g. afterok:123 or singleton"), "Slurm dependency"),
         "sbatch": Field(

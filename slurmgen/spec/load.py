@@ -12,6 +12,7 @@ from slurmgen.errors import Problem, SpecError
 from slurmgen.spec.fields import SPEC
 from slurmgen.spec.model import ContainerSpec, DistributedSpec, JobSpec, LoadedSpec, PreemptionSpec, TrackersSpec
 from slurmgen.spec.rules import cross_check, resolve
+from slurmgen.spec.sweep import SweepSpec, check_uses
 from slurmgen.spec.types import BAD, Ctx
 from slurmgen.spec.yaml_source import FieldPath, Mark, dotted, load_override, load_yaml
 
@@ -87,6 +88,8 @@ def load_text(text: str, source: str, overrides: list[str] | None = None) -> Loa
     if checked is not BAD and not ctx.problems:
         spec_fields = resolve(checked, ctx)
         if not ctx.problems:
+            check_uses(spec_fields, ctx)
+        if not ctx.problems:
             warnings = cross_check(spec_fields, ctx)
     if ctx.problems:
         raise SpecError(ctx.problems)
@@ -148,4 +151,7 @@ def _build(f: dict[str, Any]) -> JobSpec:
         dependency=f.get("dependency"),
         sbatch=tuple(f["sbatch"].items()),
         trackers=TrackersSpec(**f["trackers"]),
+        sweep=None
+        if f.get("sweep") is None
+        else SweepSpec(f["sweep"]["params"], f["sweep"]["points"], f["sweep"]["max_parallel"]),
     )

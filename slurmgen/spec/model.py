@@ -9,9 +9,12 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurmgen.errors import Problem
+
+if TYPE_CHECKING:
+    from slurmgen.spec.sweep import SweepSpec
 
 
 @dataclass(frozen=True)
@@ -80,13 +83,17 @@ class JobSpec:
     dependency: str | None
     sbatch: tuple[tuple[str, str | None], ...]  # None value: a flag
     trackers: TrackersSpec = TrackersSpec(wandb=True)
+    sweep: SweepSpec | None = None  # the points of a sweep (slurmgen.spec.sweep); None for a single job
 
     @property
     def world_size(self) -> int:
         return self.nodes * self.nproc_per_node
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.sweep is None:
+            del out["sweep"]  # a job without a sweep keeps the digest it had before sweeps existed
+        return out
 
     @cached_property  # frozen: computed once (render and the submit plan both ask for it)
     def digest(self) -> str:

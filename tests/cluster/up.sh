@@ -304,6 +304,12 @@ PartitionName=low-requeue-grace $part PriorityTier=1 PreemptMode=REQUEUE GraceTi
 PartitionName=low-cancel $part PriorityTier=1 PreemptMode=CANCEL GraceTime=0
 PartitionName=low-cancel-grace $part PriorityTier=1 PreemptMode=CANCEL GraceTime=$GRACE_TIME
 EOF
+    # Extra lines for a separate instance (--instance K) that a test needs configured differently, e.g.
+    # MaxArraySize=4 for the sweep tests; never for the shared instance 0, which other tests rely on.
+    if [[ -n ${SLURMGEN_CLUSTER_EXTRA_CONF:-} ]]; then
+        ((INSTANCE)) || die "SLURMGEN_CLUSTER_EXTRA_CONF is for a separate instance (--instance K, K > 0)"
+        printf '%s\n' "$SLURMGEN_CLUSTER_EXTRA_CONF"
+    fi
 }
 
 # --- bring-up steps -------------------------------------------------------------------------------------

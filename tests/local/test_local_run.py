@@ -139,8 +139,6 @@ def test_overrides_and_cpu_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_what_a_local_run_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    with pytest.raises(UsageError, match="job arrays are not run locally"):
-        setup.load("jobs/cpu-debug.yaml", setup.Options(overrides=("array=0-3",)), [])
     with pytest.raises(UsageError, match="preemption is off"):
         setup.load("jobs/cpu-debug.yaml", setup.Options(overrides=("preemption=false",), preempt_after=5), [])
     with pytest.raises(UsageError, match="above 0"):

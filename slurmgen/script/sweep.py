@@ -1,0 +1,53 @@
+"""A sweep in the script: which point this array task is, its values, and the words that use them.
+
+The script works out the point's index as SLURMGEN_SWEEP_OFFSET + SLURM_ARRAY_TASK_ID (a sweep larger than the
+cluster's MaxArraySize is split into arrays whose task ids start again at 0; sbatch passes each array's offset),
+then a `case` sets one shell variable per parameter. Command words and env values that hold `{name}` become
+bash words that expand those variables, so every value stays data: it is single-quoted where it is assigned.
+"""
+
+from __future__ import annotations
+
+from slurmgen.script.directives import sq
+from slurmgen.script.step import Shell
+from slurmgen.spec.model import JobSpec
+from slurmgen.spec.sweep import as_text, split_template
+
+
+def variable(name: str) -> str:
+    return f"_sg_p_{name}"
+
+
+def word(text: str, spec: JobSpec) -> str:
+    """One command word or env value: plain data (quoted later) without a sweep; else a Shell word."""
+    if spec.sweep is None:
+        return text
+    parts = split_template(text)  # the loader already refused malformed braces
+    if len(parts) == 1 and isinstance(parts[0], str):
+        return parts[0]
+    return Shell("".join(sq(p) if isinstance(p, str) else f'"${{{variable(p.name)}}}"' for p in parts) or "''")
+
+
+def command_words(spec: JobSpec) -> list[str]:
+    return [word(w, spec) for w in spec.command]
+
+
+def env_words(spec: JobSpec) -> list[tuple[str, str]]:
+    """(name, shell word) of each env entry: a placeholder expands, everything else is single-quoted."""
+    out = []
+    for name, value in spec.env:
+        w = word(value, spec)
+        out.append((name, w if isinstance(w, Shell) else sq(w)))
+    return out
+
+
+def cases(spec: JobSpec) -> list[str]:
+    """`case` arms, one per point: `3) _sg_p_lr='0.1' SLURMGEN_SWEEP_PARAMS='{"lr":0.1}' ;;`."""
+    sweep = spec.sweep
+    if sweep is None:
+        return []
+    arms = []
+    for index, values in enumerate(sweep.points):
+        assigned = " ".join(f"{variable(n)}={sq(as_text(v))}" for n, v in zip(sweep.params, values, strict=True))
+        arms.append(f"{index}) {assigned} SLURMGEN_SWEEP_PARAMS={sq(sweep.params_json(index))} ;;")
+    return arms
