@@ -46,6 +46,11 @@ def spec_mapping(spec: JobSpec) -> dict[str, Any]:
     data["sbatch"] = {key: True if value is None else value for key, value in spec.sbatch}
     if not spec.preemption.enabled:
         data["preemption"] = False  # its other fields are resolved for "off" and refused as given values
+    if spec.sweep is not None:  # the expanded points, as an explicit list: the same points in the same order
+        sweep = spec.sweep
+        data["sweep"] = {"points": [sweep.values(i) for i in range(len(sweep.points))]}
+        if sweep.max_parallel is not None:
+            data["sweep"]["max_parallel"] = sweep.max_parallel
     cleaned: dict[str, Any] = _without_none(data)
     return cleaned
 
