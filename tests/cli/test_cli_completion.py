@@ -48,7 +48,7 @@ def test_bash_completion_installs_and_completes_commands_and_options(tmp_path: P
     assert "bash completion installed" in done.stdout
     assert ".bash_completions/slurmgen.sh" in (tmp_path / ".bashrc").read_text()
 
-    assert complete(tmp_path, ["slurmgen", "re"], 1) == ["render", "requeue", "resume"]
+    assert complete(tmp_path, ["slurmgen", "re"], 1) == ["render", "requeue", "resume", "resubmit"]
     everything = complete(tmp_path, ["slurmgen", ""], 1)
     assert {"render", "validate", "submit", "status", "logs", "run", "history", "cancel"} <= set(everything)
     assert complete(tmp_path, ["slurmgen", "render", "jobs/cpu-debug.yaml", "--t"], 3) == ["--templates"]
