@@ -33,10 +33,12 @@ STOP = "stop"  # rank 0: the ranks agreed to stop (cause, actions, signals, step
 SAVE = "save"  # rank 0: a state is durable (seconds, bytes, cause, kind)
 REQUEUE = "requeue"  # whoever requeued the job, or the batch shell on finding that Slurm did (cause, mode)
 REFUSED = "requeue-refused"  # a requeue that was wanted but not made (why: budget, disabled, ...)
-RUN_END = "run-end"  # batch shell: the job's exit code, the step's (srun's), the task that failed first if any
+RUN_END = "run-end"  # batch shell: the job's exit code, the step's (srun's), the task that failed first if any,
+#                      and how it ended (slurmgen/interruption.py: completed, stopped, requeued, failed, unsure)
 TASK_EXIT = "task-exit"  # a task's supervisor: its program failed on its own (rank, node, exit_code, signal, log)
 HANDLER = "preemption-handler"  # rank 0: the program constructed Preemption (handler: runtime); `auto` reads it
 STATE_REMOVED = "state-removed"  # batch shell: the job completed; its resume state is gone (path)
+FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
 
 # Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own
 # (preemption.max_preemptions), apart from the requeues the job asks for itself (preemption.max_requeues).
