@@ -111,6 +111,7 @@ class Run:
     step_seconds: float | None = None
     signals: list[str] = field(default_factory=list)
     failing: str | None = None  # "rank 3 on node2 (exit 1)"
+    ended: str | None = None  # how the run ended (slurmgen/interruption.py: completed, stopped, requeued, ...)
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -122,7 +123,7 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
         if kind == RUN_START:
             r.start, r.nodes = when, e.get("nodes")
         elif kind == RUN_END:
-            r.end, r.exit_code, r.failing = when, e.get("exit_code"), e.get("failing")
+            r.end, r.exit_code, r.failing, r.ended = when, e.get("exit_code"), e.get("failing"), e.get("ended")
         elif kind == SIGNAL:
             r.signals.append(str(e.get("sig")))
         elif kind == PREEMPTED:

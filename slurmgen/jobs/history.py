@@ -165,10 +165,19 @@ def size_text(size: int | None) -> str:
     return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
+# How a run that kept its state ended (run-end's `ended`, slurmgen/interruption.py), as a note.
+ENDINGS = {
+    "stopped": "stopped before its work was done: state kept (slurmgen resume)",
+    "unsure": "state kept: Slurm could not be asked whether it was requeued",
+}
+
+
 def _note(run: run_history.Run, miss: WindowMiss | None) -> str:
     notes = []
     if miss is not None:
         notes.append(f"! save+step {miss.need:.1f} s > {miss.window:g} s {miss.cause} window ({miss.basis})")
+    if run.ended in ENDINGS:
+        notes.append(ENDINGS[run.ended])
     if run.refused:
         notes.append(f"requeue refused: {run.refused}")
     if run.failing:

@@ -6,6 +6,7 @@ The decision itself is tested as a table in tests/test_interruption.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from slurmgen import contract, run_history
 from slurmgen.runtime import batch
 from slurmgen.runtime.requeue import requeue_this_job
 from slurmgen.runtime.slurm_retry import Retry
-from slurmgen.slurm.client import SlurmClient
+from slurmgen.slurm.client import SlurmClient, run_command
 
 from .runtime_helpers import base_env
 
@@ -197,11 +199,11 @@ def test_a_timed_out_requeue_that_took_effect_is_not_made_twice(tmp_path: Path) 
     # The first try takes effect and then "times out" (the wrapper requeues, then the client gives up).
     calls: list[list[str]] = []
 
-    def flaky(argv: list[str], env: object, timeout: float) -> subprocess.CompletedProcess[str]:
-        calls.append(argv)
-        result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, check=False)  # type: ignore[arg-type]  # noqa: S603
+    def flaky(argv: Sequence[str], env: Mapping[str, str] | None, timeout: float) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        result = run_command(argv, env, timeout)
         if len(calls) == 1:
-            raise subprocess.TimeoutExpired(argv, timeout)
+            raise subprocess.TimeoutExpired(list(argv), timeout)
         return result
 
     asker = SlurmClient(flaky, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, timeout=5.0)
@@ -252,10 +254,8 @@ def teardown_trial(where: Path, delay: float) -> int:
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "WORK DONE\n"
         time.sleep(delay)
-        try:
+        with contextlib.suppress(ProcessLookupError):  # it was done already
             os.killpg(proc.pid, signal.SIGUSR1)
-        except ProcessLookupError:
-            pass  # it was done already
         code = proc.wait(timeout=60)
         proc.stdout.close()
         return code
@@ -271,7 +271,7 @@ def test_a_signal_during_teardown_never_fails_a_finished_job(tmp_path: Path) -> 
     (rank 0's record says the program finished). Before: killed by SIGUSR1 (exit 138), the job FAILED."""
     from concurrent.futures import ThreadPoolExecutor
 
-    rng = random.Random(18)
+    rng = random.Random(18)  # noqa: S311 (timings, not secrets)
     delays = [rng.uniform(0.0, 0.45) for _ in range(TRIALS)]
     with ThreadPoolExecutor(max_workers=5) as pool:
         codes = list(pool.map(lambda i: teardown_trial(tmp_path / f"t{i}", delays[i]), range(TRIALS)))
@@ -287,3 +287,39 @@ def test_a_signal_during_teardown_never_fails_a_finished_job(tmp_path: Path) -> 
         if (code, ended["ended"], job_of(bin_dir)["restarts"], state.exists()) == (0, "completed", 0, False):
             completed += 1
     assert completed == TRIALS
+
+
+# --- a clean stop is not completion (item 2) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preemption", ["on", "off"])
+def test_a_clean_stop_keeps_the_state_and_says_how_to_resume(tmp_path: Path, preemption: str) -> None:
+    """`slurmgen cancel --signal USR2` at step 210 of 600 (preemption on), or the user's own `sbatch: {signal:}`
+    with `preemption: false`: rank 0 records its stop (clean-exit), every rank exits 0. The job used to count as
+    completed and lose its state; now it keeps it and its run-end says "stopped"."""
+    logs = str(tmp_path / "logs")
+    run_history.append(logs, "rank0", run_history.HANDLER, 1, 1.0, handler="runtime")
+    run_history.append(logs, "rank0", run_history.STOP, 1, 2.0, cause="clean-exit", actions="exit without saving")
+    state = state_file(tmp_path)
+    env = env_for(tmp_path) | {contract.SIGNALS: "USR2@2.0"}
+    if preemption == "off":
+        del env[contract.PREEMPT_SIGNAL]
+    bin_dir = wrapper(tmp_path, fail=0, how="error", only=())
+    said: list[str] = []
+    assert batch.end(0, env, said.append, client(bin_dir), NO_WAIT) == 0
+    assert state.exists() and job_of(bin_dir)["restarts"] == 0
+    assert said == [
+        "job 77 stopped before its work was done (clean-exit): its resume state is kept; slurmgen resume 77 brings "
+        "it back from there"
+    ]
+    assert run_end(tmp_path)["ended"] == "stopped"
+
+
+def test_history_tells_a_stopped_run_from_a_completed_one(tmp_path: Path) -> None:
+    from slurmgen.jobs.history import rows
+
+    logs = str(tmp_path / "logs")
+    run_history.append(logs, "batch-shell", run_history.RUN_END, 1, 5.0, exit_code=0, ended="stopped")
+    run_history.append(logs, "batch-shell", run_history.RUN_END, 2, 9.0, exit_code=0, ended="completed")
+    notes = [row[-1] for row in rows(run_history.read(logs), now=10.0)]
+    assert notes == ["stopped before its work was done: state kept (slurmgen resume)", ""]
