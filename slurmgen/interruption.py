@@ -8,7 +8,9 @@ Today's decision is the end of a run (`decide_end`, then `settle` once the reque
 inputs: how the step ended (srun's code and the first failing task's own), the handler, what the site's Slurm does
 (does it requeue a job that ends in its grace time), Slurm's view of the job (or None: the call failed or timed
 out), the run history of this run (read once: `RunRecord`), the signals the batch shell received and a task's
-marker. Crash, hang and bad-node events add their own rows here later, beside these.
+marker. A crash inside a running allocation is decided first (`decide_restart`): the step is started again in
+the same allocation, within recovery.max_restarts, unless the failure repeats (the same error at the same saved
+state: a bug, not the machine) or a stop is under way. Hang and bad-node events add their own rows beside these.
 
 The rule for the resume state (README, "Reliability: faults and what they cost"): it is removed only on positive
 evidence that the work is done: the program ended on its own (exit 0), no stop is recorded in the run history
@@ -74,6 +76,7 @@ class EndFacts:
     run: RunRecord
     unanswered: bool  # auto: the preemption signal came and the program ended before taking part
     signal_cause: str  # why a requeue signal came, by Slurm's PreemptTime and the clock (requeue.signal_cause)
+    repeated: bool = False  # decide_restart found the failure repeats: a bug, so no requeue either
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,7 @@ def decide_end(facts: EndFacts) -> EndPlan:
             asked = facts.signal_cause
         cause = stopped_for or asked or run_history.PREEMPTION
         return EndPlan(requeue=REQUEUE_RUNNING, cause=cause, stopped=stopped_for is not None)
-    if facts.step_code != 0 and facts.requeue_on_failure and not facts.signals:
+    if facts.step_code != 0 and facts.requeue_on_failure and not facts.signals and not facts.repeated:
         return EndPlan(requeue=REQUEUE_RUNNING, cause=run_history.FAILURE)
     return EndPlan()
 
@@ -164,3 +167,57 @@ def settle(facts: EndFacts, plan: EndPlan, outcome: str | None, key: str) -> End
         return Ending(UNSURE, 0, False, False, f"Slurm could not be asked whether job {key} was requeued: its resume "
                       "state is kept (remove it by hand once the job is known to be done)")  # fmt: skip
     return Ending(COMPLETED, 0, False, True)
+
+
+# --- A crash inside a running allocation ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed start of the step: the task that failed first and the state it could resume from."""
+
+    who: str  # "rank 1 on node2 (exit 3)": task_failure.TaskFailure.describe(), or "the step (exit N)"
+    error: str  # the failing rank's last line of its own (a traceback's last line), "" when none
+    saved: str  # what a restart would resume from (the newest save it can see), "" when nothing was saved
+
+
+@dataclass(frozen=True)
+class RestartFacts:
+    step_code: int  # srun's exit code
+    signals: tuple[str, ...]  # what reached the batch shell during this start of the step
+    stopping: bool  # a stop or a requeue is recorded for this run, or a task left a requeue marker
+    restarts: int  # restarts already made in this run
+    max_restarts: int  # recovery.max_restarts
+    failure: Failure
+    previous: Failure | None  # the failure that caused the last restart of this run, if any
+
+
+@dataclass(frozen=True)
+class RestartPlan:
+    restart: bool
+    cause: str | None = None  # RESTART_CRASH, or REPEATED when it is not restarted because it repeats
+    line: str | None = None
+
+
+RESTART_CRASH = "crash"
+REPEATED = "repeated"
+
+
+def decide_restart(facts: RestartFacts) -> RestartPlan:
+    """Whether the batch shell starts the step again inside this allocation after it ended."""
+    if facts.step_code == 0 or facts.signals or facts.stopping:
+        return RestartPlan(False)  # done, or a stop is under way: decide_end owns it
+    failure, before = facts.failure, facts.previous
+    if before is not None and failure.error and (failure.error, failure.saved) == (before.error, before.saved):
+        line = (f"{failure.who} failed again with the same error at the same saved state ({failure.error!r}): a "
+                "failure that repeats is not restarted; the job ends with the program's exit code")  # fmt: skip
+        return RestartPlan(False, REPEATED, line)
+    if facts.restarts >= facts.max_restarts:
+        if facts.max_restarts == 0:
+            return RestartPlan(False)
+        line = f"{failure.who} failed; the restarts inside the allocation are spent ({facts.restarts} of " \
+               f"{facts.max_restarts}, recovery.max_restarts)"  # fmt: skip
+        return RestartPlan(False, None, line)
+    line = (f"{failure.who} failed: restarting the step inside the allocation (restart {facts.restarts + 1} of "
+            f"{facts.max_restarts}), from the last complete checkpoint")  # fmt: skip
+    return RestartPlan(True, RESTART_CRASH, line)

@@ -10,7 +10,7 @@ from typing import Any
 
 from slurmgen.errors import Problem, SpecError
 from slurmgen.spec.fields import SPEC
-from slurmgen.spec.model import ContainerSpec, DistributedSpec, JobSpec, LoadedSpec, PreemptionSpec
+from slurmgen.spec.model import ContainerSpec, DistributedSpec, JobSpec, LoadedSpec, PreemptionSpec, RecoverySpec
 from slurmgen.spec.rules import cross_check, resolve
 from slurmgen.spec.types import BAD, Ctx
 from slurmgen.spec.yaml_source import FieldPath, Mark, load_override, load_yaml
@@ -117,6 +117,7 @@ def _build(f: dict[str, Any]) -> JobSpec:
         python=f["python"],
         distributed=DistributedSpec(**f["distributed"]),
         preemption=PreemptionSpec(**pre),
+        recovery=RecoverySpec(**f["recovery"]),
         env=tuple(f["env"].items()),
         setup=tuple(f["setup"]),
         container=None
