@@ -38,6 +38,8 @@ RUN_END = "run-end"  # batch shell: the job's exit code, the step's (srun's), th
 TASK_EXIT = "task-exit"  # a task's supervisor: its program failed on its own (rank, node, exit_code, signal, log)
 HANDLER = "preemption-handler"  # rank 0: the program constructed Preemption (handler: runtime); `auto` reads it
 STATE_REMOVED = "state-removed"  # batch shell: the job completed; its resume state is gone (path)
+RESTART = "restart"  # batch shell: the step is started again inside the allocation (cause, rank, node, error, ...)
+REPEATED = "repeated-failure"  # batch shell: the step failed again the same way; not restarted nor requeued
 FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
 
 # Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own

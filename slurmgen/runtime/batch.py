@@ -3,6 +3,8 @@
     python3 -m slurmgen.runtime.batch begin          # at the start of every run
     python3 -m slurmgen.runtime.batch signal SIG [PID]  # in the background: TERM or the preemption signal reached
                                                      # the batch shell; PID is srun's (runtime/batch_signal.py)
+    python3 -m slurmgen.runtime.batch restart RC N   # after a failed step: exit 0 to start it again in the
+                                                     # allocation (runtime/batch_restart.py)
     python3 -m slurmgen.runtime.batch end RC         # after the step, with its exit code; exits with the job's
 
 The rendered script keeps only what bash must do (traps, forwarding, waiting); every rule lives here, once,
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
 
 WRITER = "batch-shell"
-USAGE = "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | end RC"
+USAGE = "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | restart RC ATTEMPT | end RC"
 
 
 def _say(line: str) -> None:
@@ -143,7 +145,8 @@ def end(
     asked = _take_marker(env, key)
     view = slurm_view.look(key, client, retry)
     log_dir = env.get(contract.LOG_DIR)
-    this_run = run_record(run_history.read(log_dir) if log_dir else [], restarts + 1)
+    events = run_history.read(log_dir) if log_dir else []
+    this_run = run_record(events, restarts + 1)
     facts = interruption.EndFacts(
         step_code=rc,
         job_code=code,
@@ -156,6 +159,7 @@ def end(
         run=this_run,
         unanswered=preemption_on and this_run.batch_stop is None and unanswered(env, signals, rc, say),
         signal_cause=signal_cause(env, None if view is None else view.preempted(), time.time()),
+        repeated=any(e.get("event") == run_history.REPEATED for e in events if e.get("run") == restarts + 1),
     )
     plan = interruption.decide_end(facts)
     if plan.attribute and view is not None:
@@ -214,12 +218,18 @@ def run_record(events: Sequence[Mapping[str, Any]], run: int) -> interruption.Ru
 
 def _job_code(rc: int, env: Mapping[str, str], say: Callable[[str], None]) -> tuple[int, str | None]:
     """The job's exit code: the first failing task's own (its supervisor recorded it), else the step's."""
+    from slurmgen.run_history import RESTART
     from slurmgen.runtime import task_failure
 
     log_dir = env.get(contract.LOG_DIR)
     if rc == 0 or not log_dir:
         return rc, None
-    failure = task_failure.first_failure(run_history.read(log_dir), restart_count(env) + 1)
+    run = restart_count(env) + 1
+    events = run_history.read(log_dir)
+    # After restarts inside the allocation (runtime/batch_restart.py), the last start of the step is the one ending.
+    since = max((float(e.get("time") or 0) for e in events if e.get("run") == run and e.get("event") == RESTART),
+                default=0.0)  # fmt: skip
+    failure = task_failure.first_failure([e for e in events if float(e.get("time") or 0) >= since], run)
     if failure is None:
         return rc, None
     for line in task_failure.report(failure, rc, task_failure.tail(failure.log)):
@@ -312,10 +322,16 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             from slurmgen.runtime.batch_signal import on_signal
 
             return on_signal(args[1], int(args[2]) if len(args) == 3 else None, env, _say)
+        if len(args) == 3 and args[0] == "restart" and args[1].isdigit() and args[2].isdigit():
+            from slurmgen.runtime.batch_restart import restart
+
+            return restart(int(args[1]), int(args[2]), env, _say)
         if len(args) == 2 and args[0] == "end" and args[1].isdigit():
             return end(int(args[1]), env)
     except Exception as error:  # the batch shell must go on: its job's exit code matters more than our record
         _say(f"internal error in the batch shell's {args[0] if args else ''} step ({type(error).__name__}): {error}")
+        if args[:1] == ["restart"]:
+            return 1  # no restart: the run goes on to its end, which keeps the state
         return int(args[1]) if len(args) == 2 and args[0] == "end" and args[1].isdigit() else 0
     print(USAGE, file=sys.stderr)
     return 2

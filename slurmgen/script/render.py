@@ -101,6 +101,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "marker_suffix": contract.REQUEUE_MARKER_SUFFIX,
         "batch_begin": join(batch_words(spec, "begin")),
         "batch_signal": join(batch_words(spec, "signal")),
+        "batch_restart": join(batch_words(spec, "restart")),
         "batch_end": join(batch_words(spec, "end")),
     }
 

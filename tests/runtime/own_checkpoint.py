@@ -7,6 +7,9 @@ few steps (here atomically: a temporary file, then a rename) and resumes from it
                                      requeues the job itself (scontrol requeue), and everyone exits 0
                                      (preemption.handler: program)
 
+    --die-rank R --die-at STEP --die-once PATH   rank R kills itself with SIGKILL after STEP, once (PATH marks it)
+    --bug-at STEP                                every rank raises ValueError at STEP, every time (a deterministic bug)
+
 Lines for the tests: `SAVED <step> <weights>` (rank 0), `RESUMED <step> <weights>` (every rank),
 `HANDLER <sig>` (rank 0, once installed), `STOP <step> <weights>` (rank 0), `DONE <steps> <weights>` (every rank).
 """
@@ -86,6 +89,10 @@ def main() -> None:
     parser.add_argument("--snapshot", required=True)
     parser.add_argument("--handle", default=None, help="a signal this program handles itself")
     parser.add_argument("--handler-at", type=int, default=0, help="the step at which the handler is installed")
+    parser.add_argument("--die-rank", type=int, default=-1)
+    parser.add_argument("--die-at", type=int, default=-1)
+    parser.add_argument("--die-once", default=None)
+    parser.add_argument("--bug-at", type=int, default=-1)
     args = parser.parse_args()
     dist.init_process_group("gloo")
     trainer = Trainer(args.snapshot, args.save_every)
@@ -97,8 +104,15 @@ def main() -> None:
             handler_due = False
             if trainer.rank == 0:
                 print(f"HANDLER {args.handle}", flush=True)
+        if trainer.step == args.bug_at:
+            raise ValueError(f"bad batch at step {trainer.step}")
         trainer.train_step()
         time.sleep(args.step_time)
+        dies = trainer.rank == args.die_rank and trainer.step == args.die_at
+        if dies and args.die_once and not os.path.exists(args.die_once):
+            open(args.die_once, "w").close()
+            print(f"DYING {trainer.step}", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
         if trainer.step % args.save_every == 0:
             trainer.save()
         if args.handle is not None and trainer.stop_agreed():

@@ -92,8 +92,17 @@ echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), started at ${SLURMGEN
 # A requeue request left by an earlier run that never reached its end must not requeue this one.
 rm -f "${SLURMGEN_STATE_DIR}/${_sg_key}.requeue"
 
-# --- Rendezvous: the first node of the allocation, port = base + job id % range ---------------------------
-if ! _sg_rdzv="$('python3' '-m' 'slurmgen.runtime.launch' '--rendezvous')"; then
+
+# --- Start the step; after a crash, start it again inside the allocation (spec field recovery) ---------------
+# Each start gets the next rendezvous port (SLURMGEN_STEP_ATTEMPT). Whether a failed step starts again is decided
+# in slurmgen/runtime/batch_restart.py (exit 0: again); a stop, a requeue or a repeated failure goes to the end.
+_sg_user_port="${MASTER_PORT:-}"
+_sg_attempt=0
+while :; do
+export SLURMGEN_STEP_ATTEMPT="${_sg_attempt}"
+
+# --- Rendezvous: the first node of the allocation, port = base + (job id + attempt) % range ------------------
+if ! _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" 'python3' '-m' 'slurmgen.runtime.launch' '--rendezvous')"; then
     echo "slurmgen: cannot work out the rendezvous address (see above); is slurmgen installed for 'python3' (spec field python)?" >&2
     exit 1
 fi
@@ -102,6 +111,14 @@ export MASTER_ADDR MASTER_PORT
 echo "slurmgen: rendezvous at ${MASTER_ADDR}:${MASTER_PORT}" >&2
 
 # --- Launch the step in the background and wait for it (so traps run at once) -----------------------------
+if [ "${_sg_attempt}" -gt 0 ]; then
+    case " ${_sg_signals} " in
+        *" TERM "* | *" USR2 "*)
+            echo "slurmgen: a stop signal came while the failed step was being restarted: not started again" >&2
+            break
+            ;;
+    esac
+fi
 case " ${_sg_signals} " in
     *" TERM "*)
         echo "slurmgen: terminated before the step started" >&2
@@ -134,6 +151,12 @@ done
 wait "${_sg_step}"
 _sg_rc=$?
 echo "slurmgen: step ended with exit code ${_sg_rc}" >&2
+if [ "${_sg_rc}" -eq 0 ] || ! SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.runtime.batch' 'restart' "${_sg_rc}" "${_sg_attempt}"; then
+    break
+fi
+_sg_step=""
+_sg_attempt=$((_sg_attempt + 1))
+done
 # Whether the job comes back (a task's request, a preemption no rank handled, a failure), the run's record, and
 # the exit code of the job: slurmgen/runtime/batch.py.
 SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.runtime.batch' 'end' "${_sg_rc}"

@@ -1,0 +1,95 @@
+"""Restart inside the allocation on whole local runs (`slurmgen run`): the rendered script's restart loop, the
+fake srun and scontrol, real processes and a real SIGKILL. The same on the real cluster:
+tests/runtime/test_recovery_cluster.py."""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from local.test_local_handlers import LocalJob, own_command, spec
+from slurmgen import run_history
+
+pytestmark = [pytest.mark.slow, pytest.mark.torch]
+
+PY = sys.executable
+STEPS = 100
+
+
+def own_port(where: Path) -> str:
+    """A rendezvous port of this test's own: other local jobs on the machine take the default one."""
+    return f"distributed: {{port: {20000 + zlib.crc32(str(where).encode()) % 9000}}}\n"
+
+
+@pytest.fixture
+def jobs() -> Iterator[list[LocalJob]]:
+    started: list[LocalJob] = []
+    yield started
+    for job in started:
+        if job.proc.poll() is None:
+            job.proc.send_signal(signal.SIGINT)
+            job.proc.wait(timeout=60)
+
+
+def restarts(job: LocalJob) -> list[dict[str, object]]:
+    events = run_history.read(str(job.cwd / "logs" / f"job-{job.job_id()}"))
+    return [e for e in events if e.get("event") == run_history.RESTART]
+
+
+def test_a_killed_rank_is_restarted_inside_the_allocation_from_the_last_checkpoint(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """Rank 1 dies of SIGKILL after step 50 (save every 20): the batch shell starts the step again in the same
+    allocation (no requeue: one run), every rank resumes from step 40, and the final weights are those of an
+    uninterrupted run of the same program."""
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    plain = LocalJob(
+        reference, spec(own_command(reference, steps=STEPS), extra="recovery: false\n" + own_port(reference))
+    )
+    jobs.append(plain)
+    assert plain.finish() == 0, plain.everything()
+    expected = re.findall(rf"DONE {STEPS} (\S+) rank=0", plain.file("rank-0.log"))
+
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    kill = ["--die-rank", "1", "--die-at", "50", "--die-once", str(crashed / "died")]
+    job = LocalJob(crashed, spec(own_command(crashed, *kill, steps=STEPS), extra=own_port(crashed)))
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "COMPLETED, exit code 0, 1 run" in job.runner, job.runner
+    batch = job.file("batch")
+    assert "rank 1 on 127.0.0.1 (killed by SIGKILL) failed: restarting the step inside the allocation (restart 1 " \
+           "of 3), from the last complete checkpoint" in batch, batch  # fmt: skip
+    assert "requeue issued" not in batch
+    ports = re.findall(r"rendezvous at \S+:(\d+)", batch)
+    assert len(ports) == 2 and ports[0] != ports[1], batch  # a fresh rendezvous port for the restart
+    for rank in range(4):
+        assert re.findall(r"RESUMED (\d+) ", job.file(f"rank-{rank}.log")) == ["40"], job.everything()
+    assert re.findall(rf"DONE {STEPS} (\S+) rank=0", job.file("rank-0.log")) == expected
+    [event] = restarts(job)
+    assert (event["cause"], event["rank"], event["attempt"]) == ("crash", 1, 1)
+
+
+def test_a_deterministic_bug_ends_the_job_after_two_starts_with_the_programs_exit_code(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """Every rank raises at step 30: the first failure is restarted (it could have been the machine), the second
+    is the same error at the same saved state, so the job ends with the program's own exit code (1), one line
+    that says why, and no requeue even with requeue_on_failure."""
+    command = own_command(tmp_path, "--bug-at", "30", steps=STEPS)
+    job = LocalJob(tmp_path, spec(command, preemption="{requeue_on_failure: true}", extra=own_port(tmp_path)))
+    jobs.append(job)
+    assert job.finish() == 1, job.everything()
+    batch = job.file("batch")
+    assert batch.count("rendezvous at") == 2, batch
+    assert "failed again with the same error at the same saved state ('ValueError: bad batch at step 30'): a " \
+           "failure that repeats is not restarted; the job ends with the program's exit code" in batch  # fmt: skip
+    assert "requeue issued" not in batch
+    assert len(restarts(job)) == 1
