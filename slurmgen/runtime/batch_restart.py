@@ -7,8 +7,8 @@ slurmgen.interruption.decide_restart (a crash is restarted within recovery.max_r
 requeue is under way; never a failure that repeats). This module gathers its facts once and carries it out:
 - the failure: the task that failed first in this start of the step (its supervisor's task-exit event, after the
   last restart), its own last line (the rank log's last line not written by slurmgen, e.g. a traceback's
-  `ValueError: ...`), and the newest save a restart would resume from (rank 0's save events and the resume state's
-  files in the state directory);
+  `ValueError: ...`; how it ended when it printed nothing: `exit 3`, `killed by SIGKILL`), and the newest save
+  a restart would resume from (rank 0's save events and the resume state's files in the state directory);
 - what is left of the step: srun has returned, which on Slurm means its tasks have ended (slurmstepd kills the
   step's processes when one task fails with --kill-on-bad-exit); the step is asked of Slurm until it has left,
   and killed (`scancel --signal=KILL <job>.<step>`) if it lingers. A step that Slurm still shows as running after
@@ -103,6 +103,8 @@ def failure_of(events: Sequence[Mapping[str, Any]], run: int, since: float, rc: 
         own = [line for line in own if not line.startswith("slurmgen:")]
         # torch prefixes a rank's traceback lines with `[rankN]: `: the same error on another rank is the same.
         error = TORCH_RANK_PREFIX.sub("", own[-1])[:300] if own else ""
+        # A program that printed nothing of its own: how it ended is its error line (`sys.exit(3)` twice is a bug).
+        error = error or (f"killed by SIG{first.signal}" if first.signal else f"exit {first.exit_code}")
     return Failure(who, error, saved_point(events, env))
 
 
