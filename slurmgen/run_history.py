@@ -114,6 +114,10 @@ class Run:
     signals: list[str] = field(default_factory=list)
     failing: str | None = None  # "rank 3 on node2 (exit 1)"
     ended: str | None = None  # how the run ended (slurmgen/interruption.py: completed, stopped, requeued, ...)
+    # The step's restarts inside the allocation (runtime/batch_restart.py): "crash: rank 1 on n2 (killed by SIGKILL),
+    # 12.5 s lost", one per restart; and a failure that repeated and ended the run.
+    restarts: list[str] = field(default_factory=list)
+    repeated: str | None = None
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -144,6 +148,11 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
                 r.mode = e.get("mode") or r.mode
         elif kind == REFUSED:
             r.refused = e.get("why")
+        elif kind == RESTART:
+            lost = e.get("lost_seconds")
+            r.restarts.append(f"{e.get('cause')}: {e.get('who')}" + (f", {lost:g} s lost" if lost is not None else ""))
+        elif kind == REPEATED:
+            r.repeated = str(e.get("error") or "")
     return [by_run[n] for n in sorted(by_run)]
 
 

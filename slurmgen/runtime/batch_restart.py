@@ -84,9 +84,14 @@ def restart(
     if not _step_gone(env, say, client):
         say("the failed step is still running in Slurm: it is not started again beside itself")
         return 1
-    f = facts.failure
-    run_history.append(log_dir, WRITER, run_history.RESTART, run, time.time(), cause=plan.cause, attempt=attempt + 1,
-                       who=f.who, error=f.error, saved=f.saved, step_code=rc, **_where(events, run, since))  # fmt: skip
+    f, now = facts.failure, time.time()
+    # Time lost: the work since the newest save (or since this start of the step, when nothing was saved in it)
+    # plus the time from the failure to here; the next start's own start-up comes on top.
+    begun = max(since, _saved_at(events, env), _run_start(events, run))
+    lost = round(now - begun, 1) if begun else None
+    run_history.append(log_dir, WRITER, run_history.RESTART, run, now, cause=plan.cause, attempt=attempt + 1,
+                       who=f.who, error=f.error, saved=f.saved, step_code=rc, lost_seconds=lost,
+                       **_where(events, run, since))  # fmt: skip
     return 0
 
 
@@ -125,6 +130,28 @@ def saved_point(events: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> 
     if not saves and not newest:
         return ""
     return f"saves={len(saves)} state={newest}"
+
+
+def _saved_at(events: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> float:
+    """When the newest save was made (rank 0's save events, the resume state's files), 0.0 if none."""
+    from slurmgen.runtime.env import job_key
+
+    times = [float(e.get("time") or 0.0) for e in events if e.get("event") == run_history.SAVE]
+    state_dir, key = env.get(contract.STATE_DIR), job_key(env)
+    if state_dir and key:
+        try:
+            with os.scandir(state_dir) as entries:
+                times += [e.stat().st_mtime for e in entries if e.name.startswith(f"{key}.")]
+        except OSError:
+            pass
+    return max(times, default=0.0)
+
+
+def _run_start(events: Sequence[Mapping[str, Any]], run: int) -> float:
+    starts = [
+        float(e.get("time") or 0.0) for e in events if e.get("run") == run and e.get("event") == run_history.RUN_START
+    ]
+    return max(starts, default=0.0)
 
 
 def _where(events: Sequence[Mapping[str, Any]], run: int, since: float) -> dict[str, Any]:
