@@ -32,6 +32,14 @@ def run_local(
             "--preempt-after", metavar="SECONDS", help="Send the preemption signal at SECONDS of the first run."
         ),
     ] = None,
+    kill_rank: Annotated[
+        int | None,
+        typer.Option("--kill-rank", metavar="R", help="Rehearse a crash: SIGKILL rank R's program (with --after)."),
+    ] = None,
+    after: Annotated[
+        float | None,
+        typer.Option("--after", metavar="SECONDS", help="With --kill-rank: at SECONDS of the first run."),
+    ] = None,
     templates: TemplatesOpt = None,
     job: Annotated[str | None, typer.Option("--job", metavar="ID", help="With --signal: a running local job.")] = None,
     signal: Annotated[
@@ -39,10 +47,14 @@ def run_local(
     ] = None,
 ) -> None:
     """Run a job spec end to end on this machine: the real script, emulated nodes, signals and requeues."""
+    from slurmgen.errors import UsageError
     from slurmgen.local.command import command
     from slurmgen.local.setup import Options
 
+    if (kill_rank is None) != (after is None):
+        raise UsageError("--kill-rank R and --after SECONDS go together, e.g. --kill-rank 1 --after 30")
+    rehearse = None if kill_rank is None or after is None else (kill_rank, after)
     opts = Options(
-        nodes, tasks_per_node, tuple(set_ or []), preempt_after, None if templates is None else str(templates)
+        nodes, tasks_per_node, tuple(set_ or []), preempt_after, None if templates is None else str(templates), rehearse
     )
     raise typer.Exit(command(spec, job, signal, opts, err))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 import sys
 import zlib
 from collections.abc import Iterator
@@ -93,3 +94,28 @@ def test_a_deterministic_bug_ends_the_job_after_two_starts_with_the_programs_exi
            "failure that repeats is not restarted; the job ends with the program's exit code" in batch  # fmt: skip
     assert "requeue issued" not in batch
     assert len(restarts(job)) == 1
+
+
+def test_the_kill_rehearsal_kills_the_ranks_program_and_the_step_restarts(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    """`slurmgen run --kill-rank 2 --after 10`: rank 2's own program (not slurmgen's supervisor) dies of SIGKILL at
+    10 s of the first run, while it trains (200 steps take 10 s after its start); the step restarts inside the
+    allocation and the job completes in one run."""
+    command = own_command(tmp_path, steps=200)
+    job = LocalJob(tmp_path, spec(command, extra=own_port(tmp_path)), "--kill-rank", "2", "--after", "10")
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "kill rehearsal: SIGKILL to rank 2's program (pid " in job.runner, job.runner
+    assert "COMPLETED, exit code 0, 1 run" in job.runner
+    [event] = restarts(job)
+    assert (event["rank"], event["who"]) == (2, "rank 2 on 127.0.0.2 (killed by SIGKILL)")
+    assert re.search(r"DONE 200 \S+ rank=2", job.file("rank-2.log"))
+
+
+def test_the_kill_rehearsal_refuses_a_rank_the_job_does_not_have(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(spec([PY, "-c", "pass"]))
+    done = subprocess.run([PY, "-m", "slurmgen", "run", "job.yaml", "--kill-rank", "4", "--after", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and "--kill-rank 4: the job has ranks 0 to 3" in done.stderr, done.stderr
+    alone = subprocess.run([PY, "-m", "slurmgen", "run", "job.yaml", "--kill-rank", "1"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert alone.returncode == 2 and "--kill-rank R and --after SECONDS go together" in alone.stderr
