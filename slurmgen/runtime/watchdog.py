@@ -3,10 +3,9 @@
 Progress is the newest of: any rank's log growing (everything a program prints goes to its rank log, so a program
 that never imports slurmgen makes progress by printing: handler `requeue` or `program`), and any rank's progress
 mark, which slurmgen's per-step `Preemption.should_stop()` touches (`progress/rank-<N>` in the job's log dir, at
-most once a second). The watchdog is armed by the first progress of any rank in this start of the step (before
-that, start-up is bounded by distributed.barrier_timeout and the process-group timeout: importing torch on a busy
-node can take longer than any hang timeout short enough to be useful). When no rank has progressed for
-recovery.hang_timeout seconds after that, each supervisor:
+most once a second). Until the first progress of any rank in this start of the step the limit is START_FACTOR
+hang timeouts (importing torch and loading a model on a busy node can take longer than a hang timeout short enough
+to be useful); after it, when no rank has progressed for recovery.hang_timeout seconds, each supervisor:
 - writes its program's Python stacks, every thread, into `<log dir>/hang/rank-<N>.stacks`, headed by the rank,
   the node and when the rank last progressed. py-spy reads them from outside (`py-spy dump --pid`), which works
   for a program that never imports slurmgen and for one stuck in C code or a collective, where an in-process
@@ -40,6 +39,7 @@ HANG_DIR = "hang"
 PROGRESS_DIR = "progress"
 DUMP_TIMEOUT = 30.0  # seconds for one py-spy dump
 NCCL_TRACE_ENTRIES = "2000"
+START_FACTOR = 4  # before any rank's first progress the limit is this many hang timeouts: start-up is slow
 
 
 def poll_interval(timeout: float) -> float:
@@ -127,8 +127,9 @@ def start(env: Mapping[str, str], rank: int | None, pid: int, say: Callable[[str
         while not stop.wait(poll_interval(timeout)):
             now = time.time()
             newest = last_progress(log_dir, started)
-            if newest <= started or now - newest < timeout:
-                continue  # not armed until some rank progressed in this start of the step, or progressing
+            limit = timeout if newest > started else START_FACTOR * timeout  # start-up: no rank progressed yet
+            if now - newest < limit:
+                continue
             path = on_hang(env, rank, pid, started, now)
             # Every rank's stacks before any program dies: a killed rank ends the step (--kill-on-bad-exit), which
             # would stop the others' supervisors before their own dump. They all see the same files, so they all

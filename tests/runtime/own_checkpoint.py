@@ -47,7 +47,7 @@ class Trainer:
             self.model.module.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.step = int(state["step"])
-            print(f"RESUMED {self.step} {weights(self.model)} rank={self.rank}", flush=True)
+            print(f"RESUMED {self.step} {weights(self.model)} rank={self.rank} at={time.time():.3f}", flush=True)
 
     def save(self) -> None:
         if self.rank != 0:
@@ -116,7 +116,7 @@ def main() -> None:
         hangs = trainer.rank == args.hang_rank and trainer.step == args.hang_at
         if hangs and args.hang_once and not os.path.exists(args.hang_once):
             open(args.hang_once, "w").close()
-            print(f"HANGING {trainer.step}", flush=True)
+            print(f"HANGING {trainer.step} at={time.time():.3f}", flush=True)
             stuck_in_data_loader()
         dies = trainer.rank == args.die_rank and trainer.step == args.die_at
         if dies and args.die_once and not os.path.exists(args.die_once):
