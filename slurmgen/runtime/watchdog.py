@@ -55,7 +55,10 @@ def last_progress(log_dir: str, since: float) -> float:
                 for entry in entries:
                     if entry.name.startswith(prefix):
                         with contextlib.suppress(OSError):
-                            newest = max(newest, entry.stat().st_mtime)
+                            info = entry.stat()
+                            # A rank log is created empty when its task starts: that is no progress yet.
+                            if info.st_size or folder != log_dir:
+                                newest = max(newest, info.st_mtime)
         except OSError:
             continue
     return newest
