@@ -29,6 +29,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -87,7 +88,9 @@ def progress_path(log_dir: str, rank: int) -> str:
 
 def dump_stacks(pid: int) -> str:
     """Every thread's Python stack of ``pid`` by py-spy, or why there are none."""
-    tool = shutil.which("py-spy")
+    # Installed with slurmgen[torch] next to this interpreter; a job's PATH need not include a virtualenv's bin/.
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    tool = beside if os.access(beside, os.X_OK) else shutil.which("py-spy")
     if tool is None:
         return "py-spy is not installed for this Python (pip install 'slurmgen[torch]' brings it): no stacks\n"
     try:
