@@ -40,13 +40,15 @@ def read(tmp: Path, name: str, job: str, file: str) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def test_a_killed_rank_is_restarted_inside_the_allocation_and_ends_with_the_uninterrupted_weights(
+def test_a_killed_or_hung_rank_is_restarted_inside_the_allocation_and_ends_with_the_uninterrupted_weights(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
     """Rank 1 SIGKILLs itself after step 50 (saves every 20): the step is started again in the same allocation
     (Slurm shows Restarts=0, COMPLETED), every rank resumes from step 40, and the final weights equal those of an
-    uninterrupted run of the same program (submitted beside it)."""
+    uninterrupted run of the same program (submitted beside it). Then the same for a rank that hangs."""
     plain = submit(slurm_cluster, tmp_path, "plain", [], "false")
+    hung = submit(slurm_cluster, tmp_path, "hang", ["--hang-rank", "1", "--hang-at", "50", "--hang-once",
+                                                    str(tmp_path / "hung")], "{hang_timeout: 30}")  # fmt: skip
     crashed = submit(slurm_cluster, tmp_path, "crash", ["--die-rank", "1", "--die-at", "50", "--die-once",
                                                         str(tmp_path / "died")], "{max_restarts: 2}")  # fmt: skip
     info = slurm_cluster.wait_for(crashed, lambda i: i.state.is_terminal, timeout=240)
@@ -68,6 +70,21 @@ def test_a_killed_rank_is_restarted_inside_the_allocation_and_ends_with_the_unin
     events = run_history.read(str(tmp_path / "logs" / f"crash-{crashed}"))
     [restart] = [e for e in events if e.get("event") == run_history.RESTART]
     assert (restart["cause"], restart["rank"], restart["run"]) == ("crash", 1, 1)
+    # A rank that hangs in stuck_in_data_loader at step 50 (submitted beside them, hang_timeout 30 s): every rank's
+    # stacks are written, rank 1's name the function, the step restarts within hang_timeout + 10 s of the hang,
+    # and the job completes in its first run with the same final weights.
+    info = slurm_cluster.wait_for(hung, lambda i: i.state.is_terminal, timeout=300)
+    batch = read(tmp_path, "hang", hung, "batch")
+    assert (info.state.name, info.restarts, info.exit_code) == ("COMPLETED", 0, 0), batch[-3000:]
+    stacks = (tmp_path / "logs" / f"hang-{hung}" / "hang" / "rank-1.stacks").read_text()
+    assert "stuck_in_data_loader" in stacks, stacks
+    assert "restarting the step inside the allocation (restart 1 of 3)" in batch, batch[-3000:]
+    events = run_history.read(str(tmp_path / "logs" / f"hang-{hung}"))
+    [restart] = [e for e in events if e.get("event") == run_history.RESTART]
+    hanging = re.search(r"HANGING 50 at=(\d+\.\d+)", read(tmp_path, "hang", hung, "rank-1.log"))
+    assert restart["cause"] == "hang" and hanging and float(restart["time"]) - float(hanging[1]) < 30 + 10
+    got = re.findall(rf"DONE {STEPS} (\S+) rank=0", read(tmp_path, "hang", hung, "rank-0.log"))
+    assert got == expected
 
 
 def test_a_deterministic_bug_ends_the_job_after_two_starts_with_its_exit_code(
