@@ -37,6 +37,14 @@ SWEEP_INDEX = "SLURMGEN_SWEEP_INDEX"
 SWEEP_ID = "SLURMGEN_SWEEP_ID"
 SWEEP_OFFSET = "SLURMGEN_SWEEP_OFFSET"
 KEEP = "SLURMGEN_KEEP"  # how many complete sharded checkpoints to keep (preemption.keep)
+# Recovery inside the allocation (spec section recovery:; README, "When things fail"):
+MAX_RESTARTS = "SLURMGEN_MAX_RESTARTS"  # restarts of the step per run after a crash; 0 or unset: none
+HANG_TIMEOUT = "SLURMGEN_HANG_TIMEOUT"  # seconds without progress on any rank; 0 or unset: no watchdog
+SPARE_NODES = "SLURMGEN_SPARE_NODES"  # nodes allocated beyond the spec's `nodes`; unset: none
+HEALTH_CHECK = "SLURMGEN_HEALTH_CHECK"  # the user's node check, one shell-quoted command line; unset: none
+# Set by the batch shell for each start of the step within one run (never by the user): 0 for the first start,
+# then 1, 2, ... for each restart inside the allocation. The rendezvous port moves with it (job_port).
+STEP_ATTEMPT = "SLURMGEN_STEP_ATTEMPT"
 # How the program takes part in preemption (spec field preemption.handler; exported with the preemption signal):
 PREEMPT_HANDLER = "SLURMGEN_PREEMPT_HANDLER"
 HANDLER_AUTO = "auto"  # runtime when the program constructs Preemption (it announces itself), else requeue
@@ -86,9 +94,11 @@ CLEAN_EXIT_SIGNAL = "USR2"
 SAVE_EXIT_SIGNAL = "TERM"
 
 
-def job_port(base: int, port_range: int, job_id: int) -> int:
-    """The rendezvous port of a job: PORT + job id % PORT_RANGE, so jobs that share a node rarely collide."""
-    return base + job_id % port_range
+def job_port(base: int, port_range: int, job_id: int, attempt: int = 0) -> int:
+    """The rendezvous port of a job: PORT + job id % PORT_RANGE, so jobs that share a node rarely collide. A
+    restart inside the allocation (``attempt`` 1, 2, ...) takes the next port of the range: the old step's store may
+    still hold its port in TIME_WAIT, and a straggler of it must never join the new rendezvous."""
+    return base + (job_id + attempt) % port_range
 
 
 def rank_log_name(rank: int) -> str:

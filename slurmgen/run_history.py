@@ -33,10 +33,15 @@ STOP = "stop"  # rank 0: the ranks agreed to stop (cause, actions, signals, step
 SAVE = "save"  # rank 0: a state is durable (seconds, bytes, cause, kind)
 REQUEUE = "requeue"  # whoever requeued the job, or the batch shell on finding that Slurm did (cause, mode)
 REFUSED = "requeue-refused"  # a requeue that was wanted but not made (why: budget, disabled, ...)
-RUN_END = "run-end"  # batch shell: the job's exit code, the step's (srun's), the task that failed first if any
+RUN_END = "run-end"  # batch shell: the job's exit code, the step's (srun's), the task that failed first if any,
+#                      and how it ended (slurmgen/interruption.py: completed, stopped, requeued, failed, unsure)
 TASK_EXIT = "task-exit"  # a task's supervisor: its program failed on its own (rank, node, exit_code, signal, log)
 HANDLER = "preemption-handler"  # rank 0: the program constructed Preemption (handler: runtime); `auto` reads it
 STATE_REMOVED = "state-removed"  # batch shell: the job completed; its resume state is gone (path)
+RESTART = "restart"  # batch shell: the step is started again inside the allocation (cause, rank, node, error, ...)
+HANG = "hang"  # a task's supervisor: no rank progressed for recovery.hang_timeout (rank, node, progressed, stacks)
+REPEATED = "repeated-failure"  # batch shell: the step failed again the same way; not restarted nor requeued
+FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
 
 # Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own
 # (preemption.max_preemptions), apart from the requeues the job asks for itself (preemption.max_requeues).
@@ -109,6 +114,11 @@ class Run:
     step_seconds: float | None = None
     signals: list[str] = field(default_factory=list)
     failing: str | None = None  # "rank 3 on node2 (exit 1)"
+    ended: str | None = None  # how the run ended (slurmgen/interruption.py: completed, stopped, requeued, ...)
+    # The step's restarts inside the allocation (runtime/batch_restart.py): "crash: rank 1 on n2 (killed by SIGKILL),
+    # 12.5 s lost", one per restart; and a failure that repeated and ended the run.
+    restarts: list[str] = field(default_factory=list)
+    repeated: str | None = None
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -120,7 +130,7 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
         if kind == RUN_START:
             r.start, r.nodes = when, e.get("nodes")
         elif kind == RUN_END:
-            r.end, r.exit_code, r.failing = when, e.get("exit_code"), e.get("failing")
+            r.end, r.exit_code, r.failing, r.ended = when, e.get("exit_code"), e.get("failing"), e.get("ended")
         elif kind == SIGNAL:
             r.signals.append(str(e.get("sig")))
         elif kind == PREEMPTED:
@@ -139,6 +149,11 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
                 r.mode = e.get("mode") or r.mode
         elif kind == REFUSED:
             r.refused = e.get("why")
+        elif kind == RESTART:
+            lost = e.get("lost_seconds")
+            r.restarts.append(f"{e.get('cause')}: {e.get('who')}" + (f", {lost:g} s lost" if lost is not None else ""))
+        elif kind == REPEATED:
+            r.repeated = str(e.get("error") or "")
     return [by_run[n] for n in sorted(by_run)]
 
 

@@ -275,6 +275,10 @@ def status_command(
 
     for line in window_warnings(targets):  # a save that would be killed at the next stop
         err(line)
+    from slurmgen.jobs.history import restart_lines
+
+    for line in restart_lines(targets):  # restarts inside the allocation (README, "When things fail")
+        err(line)
 
 
 @commands.command("logs")

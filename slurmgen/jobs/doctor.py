@@ -53,6 +53,7 @@ class SpecFacts:
     lead_time: int | None  # the --signal lead; None with preemption off
     signal: str | None
     time_limit: int | None  # seconds; None when unlimited
+    hang_timeout: int = 0  # recovery.hang_timeout; 0: no watchdog
 
     @classmethod
     def of(cls, source: str, spec: JobSpec) -> SpecFacts:
@@ -64,6 +65,7 @@ class SpecFacts:
             lead_time=spec.preemption.lead_time if on else None,
             signal=spec.preemption.signal if on else None,
             time_limit=spec.time_seconds,
+            hang_timeout=spec.recovery.hang_timeout,
         )
 
 
@@ -164,7 +166,22 @@ def _site_lines(report: DoctorReport) -> list[str]:
             step = f" + a step of {last.step_seconds:.1f} s" if last.step_seconds else ""
             size = f", {size_text(last.size)}" if last.size is not None else ""
             lines.append(_row("last save", f"{last.seconds:.1f} s{step}{size} (job {last.key}, run {last.run})"))
+        if (hang := hang_risk(spec, last)) is not None:
+            lines.append(_row("risk", hang))
     return lines
+
+
+def hang_risk(spec: SpecFacts, last: LastSave | None) -> str | None:
+    """recovery.hang_timeout shorter than the measured save or step: a slow save would be taken for a hang."""
+    if not spec.hang_timeout or last is None:
+        return None
+    longest = max(last.seconds, last.step_seconds or 0.0)
+    if longest < spec.hang_timeout:
+        return None
+    what = "save" if last.seconds >= (last.step_seconds or 0.0) else "step"
+    return (f"recovery.hang_timeout {spec.hang_timeout} s is not longer than the measured {what} of {longest:.1f} s "
+            f"(job {last.key}, run {last.run}): a healthy {what} would be taken for a hang; fix: raise "
+            f"recovery.hang_timeout above {int(longest * 2) + 60} s")  # fmt: skip
 
 
 def _partition_lines(report: DoctorReport, part: PartitionReport, shared: set[Risk]) -> list[str]:

@@ -140,6 +140,23 @@ def window_warnings(targets: Iterable[Target]) -> list[str]:
     return lines
 
 
+def restart_lines(targets: Iterable[Target]) -> list[str]:
+    """`slurmgen status`: one line per restart of the step inside the allocation (cause, rank, node, time lost), for
+    the jobs the journal knows; `slurmgen history JOB` shows them per run."""
+    lines = []
+    for target in targets:
+        if target.entry is None or not target.entry.log_dir:
+            continue
+        for log_dir in job_log_dirs(target, []):
+            key = log_dir.name.removeprefix(f"{target.entry.name}-")
+            for run in run_history.runs(run_history.read(str(log_dir))):
+                lines += [f"job {key}: run {run.run}, restart {n} inside the allocation ({text})"
+                          for n, text in enumerate(run.restarts, 1)]  # fmt: skip
+                if run.repeated is not None:
+                    lines.append(f"job {key}: run {run.run}: the same failure repeated ({run.repeated}): not restarted")
+    return lines
+
+
 def window_warning(found: LastSave) -> str:
     miss = found.miss
     assert miss is not None
@@ -165,12 +182,25 @@ def size_text(size: int | None) -> str:
     return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
+# How a run that kept its state ended (run-end's `ended`, slurmgen/interruption.py), as a note.
+ENDINGS = {
+    "stopped": "stopped before its work was done: state kept (slurmgen resume)",
+    "unsure": "state kept: Slurm could not be asked whether it was requeued",
+}
+
+
 def _note(run: run_history.Run, miss: WindowMiss | None) -> str:
     notes = []
     if miss is not None:
         notes.append(f"! save+step {miss.need:.1f} s > {miss.window:g} s {miss.cause} window ({miss.basis})")
+    if run.ended in ENDINGS:
+        notes.append(ENDINGS[run.ended])
     if run.refused:
         notes.append(f"requeue refused: {run.refused}")
+    for number, restart in enumerate(run.restarts, 1):
+        notes.append(f"restart {number} ({restart})")
+    if run.repeated is not None:
+        notes.append(f"the same failure repeated ({run.repeated}): not restarted")
     if run.failing:
         notes.append(run.failing)
     return "; ".join(notes)

@@ -76,7 +76,8 @@ def run_local(
         where = exc.filename or base / "local"
         raise UsageError(f"cannot record a local job in {where}: {exc.strerror or exc}") from None
     paths = setup.paths(spec, job_id, base, submit_dir)
-    job = LocalJob(spec, loaded.script, paths, _shape(spec, job_id, submit_dir, loaded.gpus), options.preempt_after)
+    shape = _shape(spec, job_id, submit_dir, loaded.gpus)
+    job = LocalJob(spec, loaded.script, paths, shape, options.preempt_after, options.rehearse)
     return _start(job, source, options, base, loaded.notes, env, out, clock)
 
 
@@ -122,6 +123,10 @@ def _start(
     if options.preempt_after is not None:
         when = f"{options.preempt_after:g} s"
         runner.say(f"preemption rehearsal: SIG{spec.preemption.signal} to the batch shell at {when} of run 1")
+    if options.rehearse is not None:
+        what, rank, after = options.rehearse
+        runner.say(f"{what} rehearsal: {'SIGKILL' if what == 'kill' else 'SIGSTOP'} to rank {rank}'s program at "
+                   f"{after:g} s of run 1")  # fmt: skip
     # A journal of their own: the submission journal's ids are Slurm's, and status/cancel/requeue act on them
     # on the cluster, where local job 3 is someone else's job 3.
     record = _recorder(local_jobs.journal(base), source, spec.name, paths, job_id)

@@ -26,6 +26,8 @@ class Options:
     overrides: tuple[str, ...] = ()
     preempt_after: float | None = None
     templates: str | None = None
+    # --kill-rank R --after S or --hang-rank R --after S (slurmgen.local.rehearse): (what, rank, seconds)
+    rehearse: tuple[str, int, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,12 @@ def load(source: str | Path, options: Options, gpus: Sequence[str]) -> LocalSetu
             raise UsageError(f"--preempt-after {options.preempt_after:g}: want a number of seconds above 0")
         if not spec.preemption.enabled:
             raise UsageError(f"{source}: preemption is off in this spec, so there is no preemption to rehearse")
+    if options.rehearse is not None:
+        what, rank, after = options.rehearse
+        if not 0 <= rank < spec.world_size:
+            raise UsageError(f"--{what}-rank {rank}: the job has ranks 0 to {spec.world_size - 1}")
+        if after <= 0:
+            raise UsageError(f"--after {after:g}: want a number of seconds above 0")
     if spec.dependency:
         notes.append(f"dependency {spec.dependency} is ignored locally: the job starts at once")
     if spec.container is not None:
@@ -98,10 +106,10 @@ def load(source: str | Path, options: Options, gpus: Sequence[str]) -> LocalSetu
 @dataclass(frozen=True)
 class Event:
     at: float  # seconds after the run's start
-    kind: str  # "preempt": the user's rehearsal; "warn": --signal=B:<sig>@<lead>; "limit": the time limit
+    kind: str  # "preempt", "rehearse": the user's rehearsals; "warn": --signal=B:<sig>@<lead>; "limit": the time limit
 
 
-def timeline(spec: JobSpec, run: int, preempt_after: float | None) -> list[Event]:
+def timeline(spec: JobSpec, run: int, preempt_after: float | None, rehearse_after: float | None = None) -> list[Event]:
     """The events of run `run` (1 is the first), in time order.
 
     --preempt-after applies to the first run only: the rehearsal is one preemption, then the requeued run
@@ -111,6 +119,8 @@ def timeline(spec: JobSpec, run: int, preempt_after: float | None) -> list[Event
     events: list[Event] = []
     if preempt_after is not None and run == 1:
         events.append(Event(preempt_after, "preempt"))
+    if rehearse_after is not None and run == 1:
+        events.append(Event(rehearse_after, "rehearse"))  # --kill-rank, --hang-rank: once, in the first run
     limit = spec.time_seconds
     if limit is not None:
         if spec.preemption.enabled:

@@ -3,6 +3,8 @@
     python3 -m slurmgen.runtime.batch begin          # at the start of every run
     python3 -m slurmgen.runtime.batch signal SIG [PID]  # in the background: TERM or the preemption signal reached
                                                      # the batch shell; PID is srun's (runtime/batch_signal.py)
+    python3 -m slurmgen.runtime.batch restart RC N   # after a failed step: exit 0 to start it again in the
+                                                     # allocation (runtime/batch_restart.py)
     python3 -m slurmgen.runtime.batch end RC         # after the step, with its exit code; exits with the job's
 
 The rendered script keeps only what bash must do (traps, forwarding, waiting); every rule lives here, once,
@@ -22,7 +24,8 @@ preemptions that no rank handles (slurm.conf(5) PreemptMode, GraceTime; measured
 With `preemption.handler: program` the program decides, and the batch shell requeues none of these.
 
 `end` also gives the job the exit code of the task that failed first (runtime/task_failure.py), and removes the
-resume state of a job that completed: exit code 0 and no requeue (README, "Resume state").
+resume state only when the work is done (slurmgen/interruption.py has the rule: exit 0, no stop recorded, no
+requeue asked for, and Slurm could be asked); a stopped run keeps it for `slurmgen resume`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slurmgen import contract, run_history
 from slurmgen.runtime.env import job_key, restart_count
@@ -49,10 +52,13 @@ from slurmgen.slurm.site import (
 )
 
 if TYPE_CHECKING:
+    from slurmgen import interruption
+    from slurmgen.runtime.slurm_retry import Retry
+    from slurmgen.runtime.slurm_view import SlurmView
     from slurmgen.slurm.client import SlurmClient
 
 WRITER = "batch-shell"
-USAGE = "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | end RC"
+USAGE = "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | restart RC ATTEMPT | end RC"
 
 
 def _say(line: str) -> None:
@@ -113,75 +119,117 @@ def _site_plan(env: Mapping[str, str], client: SlurmClient | None) -> Preemption
     return plan_for(site, partition or default_partition(partitions), int(lead) if lead.isdigit() else None)
 
 
-def end(rc: int, env: Mapping[str, str], say: Callable[[str], None] = _say, client: SlurmClient | None = None) -> int:
-    """After the step: requeue when a task asked for it, when a preemption left the job running or ending without
-    a requeue, when the batch shell stopped the step for a requeue, or after a failure (requeue_on_failure); record
-    the run's end with the job's exit code (the first failing task's own). Returns the batch shell's exit code."""
+def end(
+    rc: int,
+    env: Mapping[str, str],
+    say: Callable[[str], None] = _say,
+    client: SlurmClient | None = None,
+    retry: Retry | None = None,
+) -> int:
+    """After the step: gather the facts once (the step's code, the signals, a task's marker, Slurm's view, this
+    run's history), let slurmgen.interruption decide, and carry it out: requeue, record the run's end, remove the
+    resume state only when the work is done. Returns the batch shell's exit code."""
+    from slurmgen import interruption
     from slurmgen.runtime import slurm_view
-    from slurmgen.runtime.batch_signal import handler_of, never_taken, requested_stop, unanswered
+    from slurmgen.runtime.batch_signal import handler_of, never_taken, unanswered
 
     key = job_key(env)
     if key is None:
         return rc
     restarts = restart_count(env)
     preemption_on = bool(env.get(contract.PREEMPT_SIGNAL))
-    program_decides = handler_of(env) == contract.HANDLER_PROGRAM
     signals = _record_signals(env)
     if (unheard := never_taken(env, signals)) is not None:
         say(unheard)
     code, failing = _job_code(rc, env, say)
     asked = _take_marker(env, key)
-    stopped_for = requested_stop(env) if preemption_on else None
-    view = slurm_view.look(key, client)
-    if stopped_for is None and preemption_on and unanswered(env, signals, rc, say):
-        stopped_for = signal_cause(env, None if view is None else view.preempted(), time.time())
-    outcome, slurm_requeues = None, False
-    if view is not None and view.requeued_since(restarts):
-        _attribute(env, view.preempted())
-    elif preemption_on and not program_decides and view is not None and view.preempted():
-        mode = view.mode(restarts)
-        record(env, WRITER, run_history.PREEMPTED, mode=mode, state=view.state_name)
-        site = run_history.site_of(run_history.read(env.get(contract.LOG_DIR) or ""), restarts + 1)
-        if view.running() and run_history.slurm_requeues_in_grace(site):
-            slurm_requeues = True  # as the batch script ends (run_history.slurm_requeues_in_grace)
-            say("preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends")
-        else:
-            if view.running():
-                outcome = requeue_this_job(run_history.PREEMPTION, env, by=WRITER, client=client)
-            else:
-                outcome = requeue_ended_job(key, run_history.PREEMPTION, env, by=WRITER, client=client)
-            say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}")
-    elif stopped_for is not None or asked is not None:
-        if asked == run_history.PREEMPTION and view is not None:
-            # A task that could not ask Slurm (no scontrol in its image) takes a requeue signal for a preemption;
-            # Slurm, asked here, shows no PreemptTime: the signal was a request, or the time limit's warning.
-            asked = signal_cause(env, False, time.time())
-        outcome = requeue_this_job(stopped_for or asked or run_history.PREEMPTION, env, by=WRITER, client=client)
-        say(outcome.message)
-    elif rc != 0 and env.get(contract.REQUEUE_ON_FAILURE) == "1" and not signals:
-        outcome = requeue_this_job(run_history.FAILURE, env, by=WRITER, client=client)
-        say(outcome.message)
-    requeued = (
-        (view is not None and view.requeued_since(restarts))
-        or slurm_requeues
-        or (outcome is not None and outcome.action == "requeued")
+    view = slurm_view.look(key, client, retry)
+    log_dir = env.get(contract.LOG_DIR)
+    events = run_history.read(log_dir) if log_dir else []
+    this_run = run_record(events, restarts + 1)
+    facts = interruption.EndFacts(
+        step_code=rc,
+        job_code=code,
+        program_decides=handler_of(env) == contract.HANDLER_PROGRAM,
+        preemption_on=preemption_on,
+        requeue_on_failure=env.get(contract.REQUEUE_ON_FAILURE) == "1",
+        signals=tuple(signals),
+        marker=asked,
+        slurm=None if view is None else _says(view, restarts),
+        run=this_run,
+        unanswered=preemption_on and this_run.batch_stop is None and unanswered(env, signals, rc, say),
+        signal_cause=signal_cause(env, None if view is None else view.preempted(), time.time()),
+        repeated=any(e.get("event") == run_history.REPEATED for e in events if e.get("run") == restarts + 1),
     )
-    if stopped_for is not None and outcome is not None and outcome.action == "budget":
-        code = contract.EXIT_REQUEUE_BUDGET  # stopped to be requeued, but the budget is spent (as Preemption exits)
-    record(env, WRITER, run_history.RUN_END, exit_code=code, step_code=rc, requeued=requeued, failing=failing)
-    if code == 0 and not requeued:
+    plan = interruption.decide_end(facts)
+    if plan.attribute and view is not None:
+        _attribute(env, view.preempted())
+    mode = None if view is None else view.mode(restarts)
+    if plan.preempted and view is not None:
+        record(env, WRITER, run_history.PREEMPTED, mode=mode, state=view.state_name)
+    if plan.line:
+        say(plan.line)
+    outcome = None
+    if plan.requeue is not None and plan.cause is not None:
+        if plan.requeue == interruption.REQUEUE_ENDED:
+            outcome = requeue_ended_job(key, plan.cause, env, by=WRITER, client=client, retry=retry)
+        else:
+            outcome = requeue_this_job(plan.cause, env, by=WRITER, client=client, retry=retry)
+        say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}" if plan.preempted else
+            outcome.message)  # fmt: skip
+    ending = interruption.settle(facts, plan, None if outcome is None else outcome.action, key)
+    if ending.line:
+        say(ending.line)
+    recorded = code if ending.requeued else ending.code
+    record(env, WRITER, run_history.RUN_END, exit_code=recorded, step_code=rc, requeued=ending.requeued,
+           failing=failing, ended=ending.ended)  # fmt: skip
+    if ending.remove_state:
         _remove_state(env, key, say)
-    return 0 if requeued else code
+    return ending.code
+
+
+def _says(view: SlurmView, restarts: int) -> interruption.SlurmSays:
+    from slurmgen import interruption
+
+    return interruption.SlurmSays(
+        view.running(), view.preempted(), view.requeued_since(restarts), view.mode(restarts), view.state_name
+    )
+
+
+def run_record(events: Sequence[Mapping[str, Any]], run: int) -> interruption.RunRecord:
+    """What this run's history says, for the decision: its stop, the batch shell's own stop, its requeue, whether
+    rank 0 constructed Preemption and saw the program finish; what the site's Slurm does in a grace time."""
+    from slurmgen import interruption
+    from slurmgen.runtime.batch_signal import STOP_ACTIONS
+
+    mine = [e for e in events if e.get("run") == run]
+    stops = [e for e in mine if e.get("event") == run_history.STOP]
+    batch_stop = next((e for e in stops if e.get("actions") == STOP_ACTIONS), None)
+    requeue = next((e for e in mine if e.get("event") == run_history.REQUEUE), None)
+    return interruption.RunRecord(
+        stop=str(stops[0].get("cause") or "stop") if stops else None,
+        batch_stop=None if batch_stop is None else str(batch_stop.get("cause") or run_history.PREEMPTION),
+        requeued_by=None if requeue is None else str(requeue.get("by") or "?"),
+        announced=any(e.get("event") == run_history.HANDLER for e in mine),
+        finished=any(e.get("event") == run_history.FINISHED for e in mine),
+        slurm_requeues_in_grace=run_history.slurm_requeues_in_grace(run_history.site_of(events, run)),
+    )
 
 
 def _job_code(rc: int, env: Mapping[str, str], say: Callable[[str], None]) -> tuple[int, str | None]:
     """The job's exit code: the first failing task's own (its supervisor recorded it), else the step's."""
+    from slurmgen.run_history import RESTART
     from slurmgen.runtime import task_failure
 
     log_dir = env.get(contract.LOG_DIR)
     if rc == 0 or not log_dir:
         return rc, None
-    failure = task_failure.first_failure(run_history.read(log_dir), restart_count(env) + 1)
+    run = restart_count(env) + 1
+    events = run_history.read(log_dir)
+    # After restarts inside the allocation (runtime/batch_restart.py), the last start of the step is the one ending.
+    since = max((float(e.get("time") or 0) for e in events if e.get("run") == run and e.get("event") == RESTART),
+                default=0.0)  # fmt: skip
+    failure = task_failure.first_failure([e for e in events if float(e.get("time") or 0) >= since], run)
     if failure is None:
         return rc, None
     for line in task_failure.report(failure, rc, task_failure.tail(failure.log)):
@@ -274,10 +322,16 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             from slurmgen.runtime.batch_signal import on_signal
 
             return on_signal(args[1], int(args[2]) if len(args) == 3 else None, env, _say)
+        if len(args) == 3 and args[0] == "restart" and args[1].isdigit() and args[2].isdigit():
+            from slurmgen.runtime.batch_restart import restart
+
+            return restart(int(args[1]), int(args[2]), env, _say)
         if len(args) == 2 and args[0] == "end" and args[1].isdigit():
             return end(int(args[1]), env)
     except Exception as error:  # the batch shell must go on: its job's exit code matters more than our record
         _say(f"internal error in the batch shell's {args[0] if args else ''} step ({type(error).__name__}): {error}")
+        if args[:1] == ["restart"]:
+            return 1  # no restart: the run goes on to its end, which keeps the state
         return int(args[1]) if len(args) == 2 and args[0] == "end" and args[1].isdigit() else 0
     print(USAGE, file=sys.stderr)
     return 2

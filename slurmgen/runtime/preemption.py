@@ -40,6 +40,7 @@ from slurmgen.runtime.env import job_key, restart_count
 from slurmgen.runtime.peer_loss import install_peer_loss_hook, leave
 from slurmgen.runtime.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.signal_block import parse_signal_name
+from slurmgen.runtime.watchdog import ProgressMark
 
 if TYPE_CHECKING:
     from slurmgen.runtime.checkpoint.background import PendingSave
@@ -103,6 +104,7 @@ class Preemption:
         self.cause: str | None = None  # why this run stops, once decided
         self.step_seconds: float | None = None  # the longest recent interval between two should_stop() calls
         self._last_check: float | None = None
+        self._progress: ProgressMark | None = None  # the hang watchdog's per-step progress (runtime/watchdog.py)
         if max_requeues is not None:
             env[contract.MAX_REQUEUES] = str(max_requeues)
         # The agreement waits as long as any collective of the training step may (the process-group timeout):
@@ -118,10 +120,14 @@ class Preemption:
         self._decided = 0
         self._group: Any = None
         self._install()
+        import atexit
+
+        atexit.register(self._at_exit)
         install_peer_loss_hook(exit)
         if self.requeue_enabled:
             # Pay for the requeue path now, not in the seconds between the signal and the kill.
             import slurmgen.runtime.requeue
+            import slurmgen.runtime.slurm_retry
             import slurmgen.runtime.slurm_view
             import slurmgen.slurm.client  # noqa: F401
         # Plain states and sharded checkpoints (runtime/checkpoint/): a path the user named is resumed whoever
@@ -164,6 +170,34 @@ class Preemption:
             self._received.append(signal.Signals(signum).name.removeprefix("SIG"))
 
         return handle
+
+    def _at_exit(self) -> None:
+        """The program left by its own end (save_and_exit leaves by os._exit and never comes here). Its work is
+        done: a stop signal from now on must change nothing.
+
+        CPython's finalization gives every signal that has a Python handler back its default action
+        (_PySignal_Fini, called by Py_FinalizeEx after the atexit callbacks and before the modules are torn
+        down); the default action of USR1, USR2 and TERM ends the process. A preemption signal in that window
+        (a second or more with torch loaded) would end a finished program by the signal: the job FAILED (exit
+        138) with its work done, its afterok dependants never started, or requeued for a useless run. Ignored
+        signals stay ignored through finalization, so they are ignored here. Rank 0 records that the program
+        finished, the evidence the batch shell needs to tell a late preemption from an unfinished job."""
+        for sig in (self.signal, signal.SIGTERM, signal.SIGUSR2):
+            with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing to protect there
+                signal.signal(sig, signal.SIG_IGN)
+        if self._decided or getattr(sys, "last_value", None) is not None:
+            return  # a stop was agreed (the program chose not to exit), or an exception ended the program
+        try:
+            rank = self.rank
+        except Exception:  # at exit, a torch that is half torn down must not matter
+            rank = int(self._env.get("RANK") or self._env.get("SLURM_PROCID") or 0)
+        if rank != 0:
+            return
+        late = ", ".join(f"SIG{name}" for name in dict.fromkeys(self._received))
+        if late:
+            _log(f"{late} came after the program's last stop check; its work is done, so it changes nothing")
+        with contextlib.suppress(OSError):
+            record(self._env, "rank0", run_history.FINISHED, signals=list(dict.fromkeys(self._received)))
 
     def request(self, *actions: str) -> None:
         """Ask for a stop from code (e.g. a time budget), with actions among requeue, save, exit."""
@@ -230,6 +264,9 @@ class Preemption:
         """True on every rank once any rank got a stop signal. Call it on every rank at every step."""
         if self._decided:
             return True
+        if self._progress is None:
+            self._progress = ProgressMark(self._env, self.rank)
+        self._progress.touch()
         now = time.monotonic()
         if self._last_check is not None:
             # What one more step costs before a save can start: it decides whether a stop fits its window.

@@ -101,8 +101,11 @@ def master_port(mapping: Mapping[str, str], ephemeral: tuple[int, int]) -> Maste
     job = mapping.get("SLURM_JOB_ID", "").strip()
     if job and not (job.isdigit() and job.isascii()):
         raise RuntimeSetupError(f"SLURM_JOB_ID={job!r} is not a number")
-    port = contract.job_port(base, size, int(job or 0))
-    return MasterPort(port, f"{contract.PORT} + SLURM_JOB_ID % {contract.PORT_RANGE}")
+    attempt = mapping.get(contract.STEP_ATTEMPT, "").strip()
+    start = int(attempt) if attempt.isdigit() and attempt.isascii() else 0
+    port = contract.job_port(base, size, int(job or 0), start)
+    shown = f"{contract.PORT} + (SLURM_JOB_ID + {contract.STEP_ATTEMPT}) % {contract.PORT_RANGE}"
+    return MasterPort(port, shown if start else f"{contract.PORT} + SLURM_JOB_ID % {contract.PORT_RANGE}")
 
 
 def parse_port_range(text: str) -> tuple[int, int]:

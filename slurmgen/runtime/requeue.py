@@ -29,6 +29,7 @@ from slurmgen.atomic import write_text
 from slurmgen.runtime.env import job_key, restart_count
 
 if TYPE_CHECKING:
+    from slurmgen.runtime.slurm_retry import Retry
     from slurmgen.slurm.client import SlurmClient
 
 
@@ -130,6 +131,7 @@ def requeue_this_job(
     by: str = "rank0",
     which: Callable[[str], str | None] = shutil.which,
     client: SlurmClient | None = None,
+    retry: Retry | None = None,
 ) -> RequeueOutcome:
     """Requeue the running job this process belongs to (from one process only: rank 0 or the batch shell)."""
     from slurmgen.runtime import slurm_view
@@ -150,12 +152,12 @@ def requeue_this_job(
         where = "inside a container" if in_container else "scontrol is not on PATH"
         return RequeueOutcome("batch-shell", f"asked the batch shell to requeue job {key} ({cause}; {where})")
     run = restart_count(env)
-    before = slurm_view.look(key, client)
+    before = slurm_view.look(key, client, retry)
     if before is not None and not before.running():
         # Requeued already (by Slurm's PreemptMode=REQUEUE, say) or ending: `requeue Incomplete` would be a silent
         # no-op, and claiming it would credit this run with a requeue it did not make.
         return RequeueOutcome("not-running", f"job {key} is {before.state_name} already; no requeue from here")
-    outcome = _scontrol_requeue(key, cause, incomplete=True, client=client)
+    outcome = _scontrol_requeue(key, cause, incomplete=True, client=client, retry=retry)
     if outcome.action == "failed" and by != "batch-shell":
         # Let the batch shell try once the step has ended; it runs outside any container.
         ask_batch_shell(state_dir, key, cause)
@@ -164,30 +166,45 @@ def requeue_this_job(
         if outcome.action == "disabled":
             record(env, by, run_history.REFUSED, cause=cause, why="disabled")
         return outcome
-    after = slurm_view.look(key, client)
+    after = slurm_view.look(key, client, retry)
     if after is not None and not after.requeued_since(run):
         return RequeueOutcome("not-running", f"job {key} was no longer running; the requeue had no effect")
     record(env, by, run_history.REQUEUE, cause=cause)
     return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause}; {budgets.describe(cause, counts)})")
 
 
-def _scontrol_requeue(key: str, cause: str, *, incomplete: bool, client: SlurmClient | None) -> RequeueOutcome:
-    from slurmgen.errors import SchedulerError
+def _scontrol_requeue(
+    key: str, cause: str, *, incomplete: bool, client: SlurmClient | None, retry: Retry | None = None
+) -> RequeueOutcome:
+    """One requeue, retried while Slurm cannot be reached or does not answer (runtime/slurm_retry.py). Every
+    failure is an outcome, never an exception: the caller leaves a marker or keeps the state."""
+    from slurmgen.errors import SlurmgenError
+    from slurmgen.runtime.slurm_retry import DEFAULT, retried
     from slurmgen.slurm.client import JobPending, RequeueDisabled, SlurmClient
 
+    asker = client or SlurmClient(timeout=60)
+    met: list[SlurmgenError] = []
     try:
-        (client or SlurmClient(timeout=60)).requeue(key, incomplete=incomplete)
+        retried(lambda: asker.requeue(key, incomplete=incomplete), retry or DEFAULT, failed=met)
     except RequeueDisabled:
         return RequeueOutcome("disabled", f"job {key} was submitted with --no-requeue; not requeued")
     except JobPending:
+        if met:  # a try that timed out took effect after all: the job is back in the queue
+            return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause}; after {len(met)} retries)")
         return RequeueOutcome("not-running", f"job {key} is already pending (requeued by someone else)")
-    except SchedulerError as exc:
+    except SlurmgenError as exc:  # a time-out, an unreachable controller, Slurm's refusal: after the retries
         return RequeueOutcome("failed", f"scontrol requeue {key} failed ({exc})")
     return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause})")
 
 
 def requeue_ended_job(
-    key: str, cause: str, mapping: Mapping[str, str], *, by: str, client: SlurmClient | None = None
+    key: str,
+    cause: str,
+    mapping: Mapping[str, str],
+    *,
+    by: str,
+    client: SlurmClient | None = None,
+    retry: Retry | None = None,
 ) -> RequeueOutcome:
     """Requeue a job Slurm is ending (PreemptMode=CANCEL): a plain `scontrol requeue`, within the budgets."""
     budgets, counts = Budgets.of(mapping), past_counts(mapping)
@@ -195,7 +212,7 @@ def requeue_ended_job(
     if refused is not None:
         record(mapping, by, run_history.REFUSED, cause=cause, why="budget")
         return RequeueOutcome("budget", f"not requeueing job {key} ({cause}): {refused}")
-    outcome = _scontrol_requeue(key, cause, incomplete=False, client=client)
+    outcome = _scontrol_requeue(key, cause, incomplete=False, client=client, retry=retry)
     if outcome.action == "requeued":
         record(mapping, by, run_history.REQUEUE, cause=cause, mode="CANCEL")
         return RequeueOutcome("requeued", f"{outcome.message.removesuffix(')')}; {budgets.describe(cause, counts)})")

@@ -22,6 +22,7 @@ from slurmgen.errors import SlurmgenError
 from slurmgen.slurm.ids import JobState
 
 if TYPE_CHECKING:
+    from slurmgen.runtime.slurm_retry import Retry
     from slurmgen.slurm.client import SlurmClient
 
 # Slurm's own states and their meaning for a job that is stopping (slurmgen.slurm.ids.JobState).
@@ -57,13 +58,15 @@ class SlurmView:
         return None if self.running() else "CANCEL"
 
 
-def look(key: str, client: SlurmClient | None = None) -> SlurmView | None:
+def look(key: str, client: SlurmClient | None = None, retry: Retry | None = None) -> SlurmView | None:
     """This job as slurmctld sees it; None when it cannot be asked (no scontrol here, inside a container, no
-    answer in time) or does not know the job."""
+    answer in time, after the retries of runtime/slurm_retry.py) or does not know the job."""
+    from slurmgen.runtime.slurm_retry import DEFAULT, retried
     from slurmgen.slurm.client import SlurmClient
 
+    asker = client or SlurmClient(timeout=10.0)
     try:
-        info = (client or SlurmClient(timeout=10.0)).show_job(key)
+        info = retried(lambda: asker.show_job(key), retry or DEFAULT)
     except SlurmgenError:
         return None
     if info is None:

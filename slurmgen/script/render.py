@@ -68,6 +68,12 @@ def context(spec: JobSpec) -> dict[str, Any]:
             exports.append((contract.MAX_PREEMPTIONS, str(pre.max_preemptions)))
         if pre.requeue_on_failure:
             exports.append((contract.REQUEUE_ON_FAILURE, "1"))
+    rec = spec.recovery
+    exports += [(contract.MAX_RESTARTS, str(rec.max_restarts)), (contract.HANG_TIMEOUT, str(rec.hang_timeout))]
+    if rec.spare_nodes:
+        exports.append((contract.SPARE_NODES, str(rec.spare_nodes)))
+    if rec.health_check:
+        exports.append((contract.HEALTH_CHECK, join(list(rec.health_check))))
     if spec.container is not None:
         exports.append((contract.CONTAINER, "1"))
     # Python buffers a pipe in 8 KiB blocks, so logs would lag far behind the job; `env` may override this.
@@ -105,6 +111,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "wandb": spec.trackers.wandb,
         "batch_begin": join(batch_words(spec, "begin")),
         "batch_signal": join(batch_words(spec, "signal")),
+        "batch_restart": join(batch_words(spec, "restart")),
         "batch_end": join(batch_words(spec, "end")),
     }
 

@@ -11,6 +11,7 @@ from typing import Any
 from slurmgen import contract
 from slurmgen.signal_names import preemption_signal_problem, signal_name
 from slurmgen.slurm.times import parse_time
+from slurmgen.spec.recovery import RECOVERY
 from slurmgen.spec.sweep import SweepType
 from slurmgen.spec.types import AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
 from slurmgen.spec.yaml_source import REFUSED, FieldPath
@@ -265,6 +266,10 @@ SPEC = Obj(
         "preemption": Field(
             AnyOf(((bool, Bool()), (dict, PREEMPTION)), "false or a mapping"),
             "checkpoint/requeue/resume handling; false switches it off",
+        ),
+        "recovery": Field(
+            AnyOf(((bool, Bool()), (dict, RECOVERY)), "false or a mapping"),
+            "restarts inside the allocation after a crash (README, When things fail); false switches them off",
         ),
         "env": Field(
             EnvMap(EnvName(pattern=ENV_KEY, hint="a shell variable name"), EnvValue(numbers_ok=True, max_len=65536)),

@@ -10,7 +10,15 @@ from typing import Any
 
 from slurmgen.errors import Problem, SpecError
 from slurmgen.spec.fields import SPEC
-from slurmgen.spec.model import ContainerSpec, DistributedSpec, JobSpec, LoadedSpec, PreemptionSpec, TrackersSpec
+from slurmgen.spec.model import (
+    ContainerSpec,
+    DistributedSpec,
+    JobSpec,
+    LoadedSpec,
+    PreemptionSpec,
+    RecoverySpec,
+    TrackersSpec,
+)
 from slurmgen.spec.rules import cross_check, resolve
 from slurmgen.spec.sweep import SweepSpec, check_uses
 from slurmgen.spec.types import BAD, Ctx
@@ -133,6 +141,7 @@ def _build(f: dict[str, Any]) -> JobSpec:
         python=f["python"],
         distributed=DistributedSpec(**f["distributed"]),
         preemption=PreemptionSpec(**pre),
+        recovery=RecoverySpec(**f["recovery"]),
         env=tuple(f["env"].items()),
         setup=tuple(f["setup"]),
         container=None

@@ -40,6 +40,15 @@ class PreemptionSpec:
 
 
 @dataclass(frozen=True)
+class RecoverySpec:
+    enabled: bool
+    max_restarts: int  # restarts of the step inside the allocation per run (0: none)
+    hang_timeout: int  # seconds without progress on any rank (0: no watchdog)
+    spare_nodes: int
+    health_check: tuple[str, ...]  # argv; empty: none
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     image: str
     mounts: tuple[str, ...]
@@ -74,6 +83,7 @@ class JobSpec:
     python: str
     distributed: DistributedSpec
     preemption: PreemptionSpec
+    recovery: RecoverySpec
     env: tuple[tuple[str, str], ...]
     setup: tuple[str, ...]
     container: ContainerSpec | None

@@ -106,3 +106,14 @@ def test_the_last_save_of_the_specs_last_job(tmp_path: Path) -> None:
     found = doctor.spec_last_save(journal, spec)
     assert found is not None and (found.key, found.run, found.seconds) == ("15", 2, 70.0)
     assert doctor.spec_last_save(journal, tmp_path / "other.yaml") is None
+
+
+def test_a_hang_timeout_shorter_than_the_measured_save_is_a_risk() -> None:
+    short = replace(SPEC, hang_timeout=45)
+    risks = risk_lines(doctor.render(doctor.build_report(SITE, PARTS, short, SAVE)))
+    assert risks[0] == (
+        "recovery.hang_timeout 45 s is not longer than the measured save of 58.5 s (job 15, run 2): a healthy save "
+        "would be taken for a hang; fix: raise recovery.hang_timeout above 177 s"
+    )
+    assert doctor.hang_risk(replace(SPEC, hang_timeout=1800), SAVE) is None
+    assert doctor.hang_risk(short, None) is None  # nothing measured yet

@@ -117,3 +117,25 @@ def test_sizes() -> None:
     assert [history.size_text(n) for n in (None, 0, 1023, 1024, 5 * GIB, 3 << 40, 5 << 50)] == [
         "", "0 B", "1023 B", "1.0 KiB", "5.0 GiB", "3.0 TiB", "5120.0 TiB",
     ]  # fmt: skip
+
+
+def test_each_restart_inside_the_allocation_is_shown_with_its_cause_rank_node_and_time_lost(tmp_path: Path) -> None:
+    log = str(tmp_path / "train-15")
+    run_history.append(log, "batch-shell", run_history.RUN_START, 1, T0, nodes="n[1-2]")
+    run_history.append(log, "batch-shell", run_history.RESTART, 1, T0 + 60, cause="crash", lost_seconds=12.5,
+                       who="rank 1 on n2 (killed by SIGKILL)", rank=1, node="n2")  # fmt: skip
+    run_history.append(log, "batch-shell", run_history.RESTART, 1, T0 + 90, cause="crash",
+                       who="rank 0 on n1 (exit 1)")  # fmt: skip
+    run_history.append(log, "batch-shell", run_history.REPEATED, 1, T0 + 120, error="ValueError: x")
+    run_history.append(log, "batch-shell", run_history.RUN_END, 1, T0 + 121, exit_code=1, ended="failed")
+    [row] = history.rows(run_history.read(log), now=T0 + 200)
+    note = dict(zip(history.COLUMNS, row, strict=True))["NOTE"]
+    assert "restart 1 (crash: rank 1 on n2 (killed by SIGKILL), 12.5 s lost)" in note
+    assert "restart 2 (crash: rank 0 on n1 (exit 1))" in note
+    assert "the same failure repeated (ValueError: x): not restarted" in note
+    lines = history.restart_lines([Target(JobId(15), entry("15", tmp_path))])
+    assert lines == [
+        "job 15: run 1, restart 1 inside the allocation (crash: rank 1 on n2 (killed by SIGKILL), 12.5 s lost)",
+        "job 15: run 1, restart 2 inside the allocation (crash: rank 0 on n1 (exit 1))",
+        "job 15: run 1: the same failure repeated (ValueError: x): not restarted",
+    ]

@@ -1,0 +1,63 @@
+"""Failure rehearsals for `slurmgen run` (README, "When things fail"): `--kill-rank R --after S` kills rank R's
+program with SIGKILL at S seconds of the first run, as an out-of-memory kill or a segfault would; `--hang-rank R
+--after S` stops it with SIGSTOP, so it makes no progress while alive, as a deadlock would (the hang watchdog
+then writes its stacks and restarts the step). A user sees what their recovery settings do before spending GPU
+hours.
+
+Which process is rank R's program: below the batch shell, the topmost process whose environment (as it was
+started: /proc/<pid>/environ) has RANK=R. The task's supervisor (slurmgen.runtime.launch) computes RANK for its
+child and does not carry it in its own start environment, so the process found is the program the user wrote
+(torchrun's worker with launcher torchrun), never slurmgen's supervisor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+
+from slurmgen.local import procs
+
+
+def start_env(pid: int) -> dict[str, str]:
+    """The environment ``pid`` was started with, or {} when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return {}
+    pairs = (item.decode(errors="replace").partition("=") for item in raw.split(b"\0") if item)
+    return {name: value for name, _, value in pairs}
+
+
+def programs_of_rank(root: int, rank: int) -> list[int]:
+    """The topmost processes below ``root`` started with RANK=rank."""
+    parent = {pid: ppid for pid, _, ppid, _ in procs.processes()}
+    found = []
+    for pid in procs.descendants([root]):
+        if start_env(pid).get("RANK") != str(rank):
+            continue
+        if start_env(parent.get(pid, 0)).get("RANK") == str(rank):
+            continue  # a child of the program, which goes with it
+        found.append(pid)
+    return found
+
+
+KILL = "kill"
+HANG = "hang"
+SIGNALS = {KILL: signal.SIGKILL, HANG: signal.SIGSTOP}
+
+
+def act_on_rank(root: int, rank: int, what: str, say: Callable[[str], None]) -> bool:
+    """SIGKILL (``kill``) or SIGSTOP (``hang``) rank ``rank``'s program; False (said) when none runs now."""
+    sig = SIGNALS[what]
+    found = programs_of_rank(root, rank)
+    if not found:
+        say(f"{what} rehearsal: no program of rank {rank} is running now; nothing done")
+        return False
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    say(f"{what} rehearsal: {sig.name} to rank {rank}'s program (pid {', '.join(map(str, found))})")
+    return True

@@ -1,0 +1,164 @@
+"""Restart inside the allocation on whole local runs (`slurmgen run`): the rendered script's restart loop, the
+fake srun and scontrol, real processes and a real SIGKILL. The same on the real cluster:
+tests/runtime/test_recovery_cluster.py."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from local.test_local_handlers import LocalJob, own_command, spec
+from slurmgen import run_history
+
+pytestmark = [pytest.mark.slow, pytest.mark.torch]
+
+PY = sys.executable
+STEPS = 100
+
+
+def own_port(where: Path) -> str:
+    """A rendezvous port of this test's own: other local jobs on the machine take the default one."""
+    return f"distributed: {{port: {20000 + zlib.crc32(str(where).encode()) % 9000}}}\n"
+
+
+@pytest.fixture
+def jobs() -> Iterator[list[LocalJob]]:
+    started: list[LocalJob] = []
+    yield started
+    for job in started:
+        if job.proc.poll() is None:
+            job.proc.send_signal(signal.SIGINT)
+            job.proc.wait(timeout=60)
+
+
+def restarts(job: LocalJob) -> list[dict[str, object]]:
+    events = run_history.read(str(job.cwd / "logs" / f"job-{job.job_id()}"))
+    return [e for e in events if e.get("event") == run_history.RESTART]
+
+
+def test_a_killed_rank_is_restarted_inside_the_allocation_from_the_last_checkpoint(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """Rank 1 dies of SIGKILL after step 50 (save every 20): the batch shell starts the step again in the same
+    allocation (no requeue: one run), every rank resumes from step 40, and the final weights are those of an
+    uninterrupted run of the same program."""
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    plain = LocalJob(
+        reference, spec(own_command(reference, steps=STEPS), extra="recovery: false\n" + own_port(reference))
+    )
+    jobs.append(plain)
+    assert plain.finish() == 0, plain.everything()
+    expected = re.findall(rf"DONE {STEPS} (\S+) rank=0", plain.file("rank-0.log"))
+
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    kill = ["--die-rank", "1", "--die-at", "50", "--die-once", str(crashed / "died")]
+    job = LocalJob(crashed, spec(own_command(crashed, *kill, steps=STEPS), extra=own_port(crashed)))
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "COMPLETED, exit code 0, 1 run" in job.runner, job.runner
+    batch = job.file("batch")
+    assert "rank 1 on 127.0.0.1 (killed by SIGKILL) failed: restarting the step inside the allocation (restart 1 " \
+           "of 3), from the last complete checkpoint" in batch, batch  # fmt: skip
+    assert "requeue issued" not in batch
+    ports = re.findall(r"rendezvous at \S+:(\d+)", batch)
+    assert len(ports) == 2 and ports[0] != ports[1], batch  # a fresh rendezvous port for the restart
+    for rank in range(4):
+        assert re.findall(r"RESUMED (\d+) ", job.file(f"rank-{rank}.log")) == ["40"], job.everything()
+    assert re.findall(rf"DONE {STEPS} (\S+) rank=0", job.file("rank-0.log")) == expected
+    [event] = restarts(job)
+    assert (event["cause"], event["rank"], event["attempt"]) == ("crash", 1, 1)
+
+
+def test_a_deterministic_bug_ends_the_job_after_two_starts_with_the_programs_exit_code(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """Every rank raises at step 30: the first failure is restarted (it could have been the machine), the second
+    is the same error at the same saved state, so the job ends with the program's own exit code (1), one line
+    that says why, and no requeue even with requeue_on_failure."""
+    command = own_command(tmp_path, "--bug-at", "30", steps=STEPS)
+    job = LocalJob(tmp_path, spec(command, preemption="{requeue_on_failure: true}", extra=own_port(tmp_path)))
+    jobs.append(job)
+    assert job.finish() == 1, job.everything()
+    batch = job.file("batch")
+    assert batch.count("rendezvous at") == 2, batch
+    assert "failed again with the same error at the same saved state ('ValueError: bad batch at step 30'): a " \
+           "failure that repeats is not restarted; the job ends with the program's exit code" in batch  # fmt: skip
+    assert "requeue issued" not in batch
+    assert len(restarts(job)) == 1
+
+
+def test_the_kill_rehearsal_kills_the_ranks_program_and_the_step_restarts(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    """`slurmgen run --kill-rank 2 --after 10`: rank 2's own program (not slurmgen's supervisor) dies of SIGKILL at
+    10 s of the first run, while it trains (200 steps take 10 s after its start); the step restarts inside the
+    allocation and the job completes in one run."""
+    command = own_command(tmp_path, steps=200)
+    job = LocalJob(tmp_path, spec(command, extra=own_port(tmp_path)), "--kill-rank", "2", "--after", "10")
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "kill rehearsal: SIGKILL to rank 2's program (pid " in job.runner, job.runner
+    assert "COMPLETED, exit code 0, 1 run" in job.runner
+    [event] = restarts(job)
+    assert (event["rank"], event["who"]) == (2, "rank 2 on 127.0.0.2 (killed by SIGKILL)")
+    assert re.search(r"DONE 200 \S+ rank=2", job.file("rank-2.log"))
+
+
+def test_the_kill_rehearsal_refuses_a_rank_the_job_does_not_have(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(spec([PY, "-c", "pass"]))
+    done = subprocess.run([PY, "-m", "slurmgen", "run", "job.yaml", "--kill-rank", "4", "--after", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and "--kill-rank 4: the job has ranks 0 to 3" in done.stderr, done.stderr
+    alone = subprocess.run([PY, "-m", "slurmgen", "run", "job.yaml", "--kill-rank", "1"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert alone.returncode == 2 and "--kill-rank R and --after SECONDS go together" in alone.stderr
+
+
+def test_a_hung_rank_gets_its_stacks_written_and_the_step_restarts(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    """Rank 1 stops in stuck_in_data_loader at step 50 (the others wait in their next allreduce): after
+    hang_timeout (30 s: this shared 2-core machine can be silent that long in start-up) without progress on any
+    rank, every rank's stacks are in <log dir>/hang/, rank 1's name the function, and the step restarts inside the
+    allocation from step 40 and completes."""
+    command = own_command(tmp_path, "--hang-rank", "1", "--hang-at", "50", "--hang-once", str(tmp_path / "hung"),
+                          steps=STEPS)  # fmt: skip
+    job = LocalJob(tmp_path, spec(command, extra="recovery: {hang_timeout: 30}\n" + own_port(tmp_path)))
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "COMPLETED, exit code 0, 1 run" in job.runner
+    hang_dir = tmp_path / "logs" / f"job-{job.job_id()}" / "hang"
+    stacks = (hang_dir / "rank-1.stacks").read_text()
+    assert stacks.startswith("rank 1 on 127.0.0.1, pid ") and "stuck_in_data_loader" in stacks, stacks
+    assert sorted(p.name for p in hang_dir.glob("rank-*.stacks")) == [f"rank-{r}.stacks" for r in range(4)]
+    batch = job.file("batch")
+    assert "no progress on any rank; stopped first" in batch and " hung: restarting the step inside the allocation" \
+        " (restart 1 of 3)" in batch, batch  # fmt: skip
+    [event] = restarts(job)
+    assert event["cause"] == "hang"
+    for rank in range(4):
+        assert re.findall(r"RESUMED (\d+) ", job.file(f"rank-{rank}.log")) == ["40"], job.everything()
+
+
+def test_the_hang_rehearsal_stops_the_ranks_program_and_the_watchdog_restarts_the_step(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """`slurmgen run --hang-rank 1 --after 30`: rank 1's program is stopped (SIGSTOP), usually while it trains; no
+    rank makes progress, the watchdog writes the stacks after hang_timeout (4 x before any progress: start-up) and
+    the step restarts; the job completes in one run."""
+    command = own_command(tmp_path, steps=800)
+    extra = "recovery: {hang_timeout: 30}\n" + own_port(tmp_path)
+    job = LocalJob(tmp_path, spec(command, extra=extra), "--hang-rank", "1", "--after", "30")
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "hang rehearsal: SIGSTOP to rank 1's program (pid " in job.runner, job.runner
+    assert "COMPLETED, exit code 0, 1 run" in job.runner
+    stacks = tmp_path / "logs" / f"job-{job.job_id()}" / "hang" / "rank-1.stacks"
+    assert stacks.read_text().startswith("rank 1 on 127.0.0.1, pid ")
+    [event] = restarts(job)
+    assert event["cause"] == "hang"

@@ -1,0 +1,98 @@
+"""Restart inside the allocation on the real 3-node Slurm 22.05: rendered scripts, real sbatch, srun and slurmstepd,
+a real SIGKILL. The same scenarios run locally in tests/local/test_local_recovery.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import SlurmCluster
+
+from slurmgen import run_history
+from slurmgen.script.render import render
+from slurmgen.spec.load import load_text
+
+from .cluster_jobs import PY, ROOT
+
+pytestmark = [pytest.mark.slurm, pytest.mark.torch]
+
+OWN = ROOT / "tests" / "runtime" / "own_checkpoint.py"
+STEPS = 100
+
+
+def submit(cluster: SlurmCluster, tmp: Path, name: str, extra: list[str], recovery: str) -> str:
+    command = [PY, str(OWN), "--steps", str(STEPS), "--step-time", "0.05", "--save-every", "20",
+               "--snapshot", str(tmp / f"{name}.pt"), *extra]  # fmt: skip
+    text = (
+        f"name: {name}\ncommand: {command!r}\ntime: '00:10:00'\nnodes: 2\ntasks_per_node: 2\ncpus_per_task: 1\n"
+        f"python: {PY}\noutput: {tmp}/logs\ndistributed: {{backend: gloo, timeout: 60, barrier_timeout: 30}}\n"
+        f"recovery: {recovery}\n"
+    )
+    script = tmp / f"{name}.sbatch"
+    script.write_text(render(load_text(text, "test.yaml").spec))
+    (tmp / "logs").mkdir(exist_ok=True)
+    return str(cluster.submit(script))
+
+
+def read(tmp: Path, name: str, job: str, file: str) -> str:
+    path = tmp / "logs" / (f"{name}-{job}.log" if file == "batch" else f"{name}-{job}/{file}")
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def test_a_killed_or_hung_rank_is_restarted_inside_the_allocation_and_ends_with_the_uninterrupted_weights(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """Rank 1 SIGKILLs itself after step 50 (saves every 20): the step is started again in the same allocation
+    (Slurm shows Restarts=0, COMPLETED), every rank resumes from step 40, and the final weights equal those of an
+    uninterrupted run of the same program (submitted beside it). Then the same for a rank that hangs."""
+    plain = submit(slurm_cluster, tmp_path, "plain", [], "false")
+    hung = submit(slurm_cluster, tmp_path, "hang", ["--hang-rank", "1", "--hang-at", "50", "--hang-once",
+                                                    str(tmp_path / "hung")], "{hang_timeout: 30}")  # fmt: skip
+    crashed = submit(slurm_cluster, tmp_path, "crash", ["--die-rank", "1", "--die-at", "50", "--die-once",
+                                                        str(tmp_path / "died")], "{max_restarts: 2}")  # fmt: skip
+    info = slurm_cluster.wait_for(crashed, lambda i: i.state.is_terminal, timeout=240)
+    batch = read(tmp_path, "crash", crashed, "batch")
+    assert (info.state.name, info.restarts, info.exit_code) == ("COMPLETED", 0, 0), batch[-3000:]
+    assert re.search(r"rank 1 on \S+ \(killed by SIGKILL\) failed: restarting the step inside the allocation "
+                     r"\(restart 1 of 2\)", batch), batch[-3000:]  # fmt: skip
+    assert "requeue" not in batch
+    ports = re.findall(r"rendezvous at \S+:(\d+)", batch)
+    assert len(ports) == 2 and ports[0] != ports[1], batch[-3000:]
+    for rank in range(4):
+        text = read(tmp_path, "crash", crashed, f"rank-{rank}.log")
+        assert re.findall(r"RESUMED (\d+) ", text) == ["40"], (rank, text[-2000:])
+    reference = slurm_cluster.wait_for(plain, lambda i: i.state.is_terminal, timeout=240)
+    assert reference.state.name == "COMPLETED"
+    expected = re.findall(rf"DONE {STEPS} (\S+) rank=0", read(tmp_path, "plain", plain, "rank-0.log"))
+    got = re.findall(rf"DONE {STEPS} (\S+) rank=0", read(tmp_path, "crash", crashed, "rank-0.log"))
+    assert len(expected) == 1 and got == expected
+    events = run_history.read(str(tmp_path / "logs" / f"crash-{crashed}"))
+    [restart] = [e for e in events if e.get("event") == run_history.RESTART]
+    assert (restart["cause"], restart["rank"], restart["run"]) == ("crash", 1, 1)
+    # A rank that hangs in stuck_in_data_loader at step 50 (submitted beside them, hang_timeout 30 s): every rank's
+    # stacks are written, rank 1's name the function, the step restarts within hang_timeout + 10 s of the hang,
+    # and the job completes in its first run with the same final weights.
+    info = slurm_cluster.wait_for(hung, lambda i: i.state.is_terminal, timeout=300)
+    batch = read(tmp_path, "hang", hung, "batch")
+    assert (info.state.name, info.restarts, info.exit_code) == ("COMPLETED", 0, 0), batch[-3000:]
+    stacks = (tmp_path / "logs" / f"hang-{hung}" / "hang" / "rank-1.stacks").read_text()
+    assert "stuck_in_data_loader" in stacks, stacks
+    assert "restarting the step inside the allocation (restart 1 of 3)" in batch, batch[-3000:]
+    events = run_history.read(str(tmp_path / "logs" / f"hang-{hung}"))
+    [restart] = [e for e in events if e.get("event") == run_history.RESTART]
+    hanging = re.search(r"HANGING 50 at=(\d+\.\d+)", read(tmp_path, "hang", hung, "rank-1.log"))
+    assert restart["cause"] == "hang" and hanging and float(restart["time"]) - float(hanging[1]) < 30 + 10
+    got = re.findall(rf"DONE {STEPS} (\S+) rank=0", read(tmp_path, "hang", hung, "rank-0.log"))
+    assert got == expected
+
+
+def test_a_deterministic_bug_ends_the_job_after_two_starts_with_its_exit_code(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    job = submit(slurm_cluster, tmp_path, "bug", ["--bug-at", "30"], "{}")
+    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=240)
+    batch = read(tmp_path, "bug", job, "batch")
+    assert (info.state.name, info.restarts, info.exit_code) == ("FAILED", 0, 1), batch[-3000:]
+    assert batch.count("rendezvous at") == 2, batch[-3000:]
+    assert "failed again with the same error at the same saved state ('ValueError: bad batch at step 30')" in batch
