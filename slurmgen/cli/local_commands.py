@@ -37,6 +37,10 @@ def run_local(
     signal: Annotated[
         str | None, typer.Option("--signal", metavar="SIG", help="Deliver SIG to a running local job (--job).")
     ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option("--resume", metavar="ID", help="Run a local job that ended again, from its last saved state."),
+    ] = None,
 ) -> None:
     """Run a job spec end to end on this machine: the real script, emulated nodes, signals and requeues."""
     from slurmgen.local.command import command
@@ -45,4 +49,4 @@ def run_local(
     opts = Options(
         nodes, tasks_per_node, tuple(set_ or []), preempt_after, None if templates is None else str(templates)
     )
-    raise typer.Exit(command(spec, job, signal, opts, err))
+    raise typer.Exit(command(spec, job, signal, opts, err, resume))

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from slurmgen import contract
 from slurmgen.errors import UsageError
 from slurmgen.jobs.journal import Entry, Journal, home
 from slurmgen.jobs.logs import label
@@ -31,8 +32,14 @@ def command(
     sig: str | None,
     options: setup.Options,
     out: Callable[[str], object],
+    resume: str | None = None,
 ) -> int:
-    """`slurmgen run`: the argument checks, then a local run or a signal to one. Returns the exit code."""
+    """`slurmgen run`: the argument checks, then a local run, a signal to one, or a resume of one. Returns the exit
+    code."""
+    if resume is not None:
+        if sig is not None or job is not None:
+            raise UsageError("resume a local job with: slurmgen run --local --resume ID [SPEC]")
+        return resume_local(resume, spec, options, out)
     if sig is not None or job is not None:
         if sig is None or job is None or spec is not None:
             raise UsageError("signal a running local job with: slurmgen run --local --job ID --signal SIG")
@@ -91,7 +98,8 @@ def run_local(
     # on the cluster, where local job 3 is someone else's job 3.
     journal = Journal(base / "local")
     record = _recorder(journal, source, spec.name, paths, job_id)
-    record("RUNNING", runner_pid=os.getpid(), nodes=spec.nodes, tasks_per_node=spec.nproc_per_node)
+    record("RUNNING", runner_pid=os.getpid(), nodes=spec.nodes, tasks_per_node=spec.nproc_per_node,
+           options=_options_record(options), resumes=env.get(contract.RESUME_FROM))  # fmt: skip
     started = time.monotonic()
     try:
         end = runner.run()
@@ -155,3 +163,59 @@ def signal_local(job_id: str, sig: str, out: Callable[[str], object], environ: M
     runner = send_signal(control, name)
     out(f"slurmgen: local job {job_id}: SIG{name} delivered to the batch shell by its runner (pid {runner})")
     return 0
+
+
+def _options_record(options: setup.Options) -> dict[str, object]:
+    """What a resume needs to build the same spec again (the spec hash must match for the state to be taken)."""
+    return {"nodes": options.nodes, "tasks_per_node": options.tasks_per_node, "overrides": list(options.overrides),
+            "templates": options.templates}  # fmt: skip
+
+
+def resume_local(
+    job_id: str,
+    spec: Path | None,
+    options: setup.Options,
+    out: Callable[[str], object],
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> int:
+    """`slurmgen run --local --resume ID`: what `slurmgen resume` does for a job Slurm has forgotten, on this
+    machine: the spec runs again, as local job ID ran it (its options, unless new ones are given), as a new local
+    job that starts from job ID's last saved state (SLURMGEN_RESUME_FROM; the runtime takes it only for the same
+    spec). A local job that is still running has nothing to resume."""
+    if not (job_id.isdigit() and job_id.isascii()):
+        raise UsageError(f"--resume {job_id}: a local job id is a number (printed when the job started)")
+    env = dict(os.environ if environ is None else environ)
+    submit_dir = (cwd or Path.cwd()).resolve()
+    entries = [e for e in Journal(home(env, submit_dir) / "local").entries() if e.job_id == job_id]
+    if not entries:
+        raise UsageError(f"--resume {job_id}: no local job {job_id} was run from here (slurmgen run --local SPEC)")
+    last, first = entries[-1], entries[0]
+    state = str(last.extra.get("state", "?"))
+    if state == "RUNNING" and _alive(first.extra.get("runner_pid")):
+        raise UsageError(f"--resume {job_id}: local job {job_id} is still running, so there is nothing to resume")
+    recorded = first.extra.get("options") or {}
+    if options == setup.Options() and isinstance(recorded, dict):
+        options = setup.Options(
+            nodes=recorded.get("nodes"),
+            tasks_per_node=recorded.get("tasks_per_node"),
+            overrides=tuple(recorded.get("overrides") or ()),
+            templates=recorded.get("templates"),
+        )
+    source = spec or Path(last.spec)
+    out(f"slurmgen: local job {job_id} ended {state}: running {label(source, submit_dir)} again as a new local job, "
+        f"from job {job_id}'s last saved state")  # fmt: skip
+    env[contract.RESUME_FROM] = job_id
+    return run_local(source, options, out, env, cwd)
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
