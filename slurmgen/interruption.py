@@ -128,12 +128,13 @@ def decide_end(facts: EndFacts) -> EndPlan:
     if facts.preemption_on and not facts.program_decides and slurm is not None and slurm.preempted:
         if run.requeued_by is not None:
             return EndPlan(preempted=True)  # rank 0 requeued it (its record says so; Slurm has not shown it yet)
+        if slurm.running and run.slurm_requeues_in_grace:
+            # Slurm requeues it whatever we do, even a finished program (24.05 and later): the state stays.
+            line = "preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends"
+            return EndPlan(preempted=True, slurm_requeues=True, line=line)
         if run.finished and facts.job_code == 0 and run.stop is None:
             # The program's work was done before the preemption reached it: nothing to come back for.
             return EndPlan(preempted=True, line="preempted after the program had finished its work: not requeued")
-        if slurm.running and run.slurm_requeues_in_grace:
-            line = "preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends"
-            return EndPlan(preempted=True, slurm_requeues=True, line=line)
         how = REQUEUE_RUNNING if slurm.running else REQUEUE_ENDED
         return EndPlan(requeue=how, cause=run_history.PREEMPTION, preempted=True)
     stopped_for = run.batch_stop if facts.preemption_on else None
