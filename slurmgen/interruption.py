@@ -23,7 +23,9 @@ Standard library and the run history's vocabulary (slurmgen.run_history, a stand
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from slurmgen import contract, run_history
 
@@ -61,6 +63,24 @@ class RunRecord:
     announced: bool = False  # rank 0 constructed Preemption
     finished: bool = False  # rank 0: the program reached its end without a stop (Preemption at exit)
     slurm_requeues_in_grace: bool = False  # the site's Slurm requeues a job that ends in its grace time
+
+
+def run_record(events: Sequence[Mapping[str, Any]], run: int, *, batch_stop_actions: str) -> RunRecord:
+    """What the run history says about ``run``, from its events read once: its stop, the batch shell's own stop
+    (a stop event whose actions are ``batch_stop_actions``), its requeue, whether rank 0 constructed Preemption
+    and saw the program finish, and what the site's Slurm does in a grace time (recorded at the run's start)."""
+    mine = [e for e in events if e.get("run") == run]
+    stops = [e for e in mine if e.get("event") == run_history.STOP]
+    batch_stop = next((e for e in stops if e.get("actions") == batch_stop_actions), None)
+    requeue = next((e for e in mine if e.get("event") == run_history.REQUEUE), None)
+    return RunRecord(
+        stop=str(stops[0].get("cause") or "stop") if stops else None,
+        batch_stop=None if batch_stop is None else str(batch_stop.get("cause") or run_history.PREEMPTION),
+        requeued_by=None if requeue is None else str(requeue.get("by") or "?"),
+        announced=any(e.get("event") == run_history.HANDLER for e in mine),
+        finished=any(e.get("event") == run_history.FINISHED for e in mine),
+        slurm_requeues_in_grace=run_history.slurm_requeues_in_grace(run_history.site_of(events, run)),
+    )
 
 
 @dataclass(frozen=True)
@@ -111,12 +131,13 @@ def decide_end(facts: EndFacts) -> EndPlan:
     if facts.preemption_on and not facts.program_decides and slurm is not None and slurm.preempted:
         if run.requeued_by is not None:
             return EndPlan(preempted=True)  # rank 0 requeued it (its record says so; Slurm has not shown it yet)
+        if slurm.running and run.slurm_requeues_in_grace:
+            # Slurm requeues it whatever we do, even a finished program (24.05 and later): the state stays.
+            line = "preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends"
+            return EndPlan(preempted=True, slurm_requeues=True, line=line)
         if run.finished and facts.job_code == 0 and run.stop is None:
             # The program's work was done before the preemption reached it: nothing to come back for.
             return EndPlan(preempted=True, line="preempted after the program had finished its work: not requeued")
-        if slurm.running and run.slurm_requeues_in_grace:
-            line = "preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends"
-            return EndPlan(preempted=True, slurm_requeues=True, line=line)
         how = REQUEUE_RUNNING if slurm.running else REQUEUE_ENDED
         return EndPlan(requeue=how, cause=run_history.PREEMPTION, preempted=True)
     stopped_for = run.batch_stop if facts.preemption_on else None

@@ -107,6 +107,14 @@ ROWS = [
         "requeued",
         ("requeued", 0, False),
     ),
+    # ... nor where Slurm requeues the job as it ends in its grace time anyway (24.05+): then the state stays.
+    (
+        "finished, but Slurm requeues in grace",
+        facts(slurm=PREEMPTED, run=RunRecord(finished=True, slurm_requeues_in_grace=True)),
+        (None, None),
+        None,
+        ("requeued", 0, False),
+    ),
     ("Slurm requeued it", facts(slurm=REQUEUED), (None, None), None, ("requeued", 0, False)),
     (
         "Slurm requeues in grace",

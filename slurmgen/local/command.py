@@ -211,8 +211,6 @@ def resume_local(
     name = record.label
     if record.runner is not None:
         raise UsageError(f"{name} is RUNNING (runner pid {record.runner}): it has not ended, so nothing to resume")
-    if record.state == "COMPLETED":
-        raise UsageError(f"{name} COMPLETED: its work is done and its state was removed; run the spec again")
     leftover = local_jobs.leftover_group(record.control)
     if leftover:
         raise UsageError(
@@ -242,6 +240,9 @@ def resume_local(
         notes.append(f"{source} renders another script now; {name} runs the one it ran ({record.entry.script})")
     base = record.control.parent.parent
     paths = setup.paths(loaded.spec, record.job_id, base, submit_dir)
+    if record.state == "COMPLETED" and _last_ending(paths.task_logs) != "stopped":
+        # A clean stop (USR2, the user's own signal) exits 0 too; the run history's run-end tells it apart.
+        raise UsageError(f"{name} COMPLETED: its work is done and its state was removed; run the spec again")
     shape = _shape(loaded.spec, record.job_id, submit_dir, loaded.gpus)
     job = LocalJob(loaded.spec, script, paths, shape)
     if (paths.task_logs / "history").is_dir():
@@ -249,3 +250,9 @@ def resume_local(
         # the next run starts and would take the restart for someone else's.
         run_history.append(str(paths.task_logs), "resume", run_history.REQUEUE, record.runs, time.time())
     return _start(job, source, options, base, (*loaded.notes, *notes), env, out, clock, restart=record.runs)
+
+
+def _last_ending(log_dir: Path) -> str | None:
+    """How the job's last run ended, as its run history says (slurmgen.interruption: completed, stopped, ...)."""
+    runs = run_history.runs(run_history.read(str(log_dir)))
+    return runs[-1].ended if runs else None

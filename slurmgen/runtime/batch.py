@@ -36,7 +36,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
 from slurmgen.runtime.env import job_key, restart_count
@@ -52,9 +52,7 @@ from slurmgen.slurm.site import (
 )
 
 if TYPE_CHECKING:
-    from slurmgen import interruption
     from slurmgen.runtime.slurm_retry import Retry
-    from slurmgen.runtime.slurm_view import SlurmView
     from slurmgen.slurm.client import SlurmClient
 
 WRITER = "batch-shell"
@@ -131,7 +129,7 @@ def end(
     resume state only when the work is done. Returns the batch shell's exit code."""
     from slurmgen import interruption
     from slurmgen.runtime import slurm_view
-    from slurmgen.runtime.batch_signal import handler_of, never_taken, unanswered
+    from slurmgen.runtime.batch_signal import STOP_ACTIONS, handler_of, never_taken, unanswered
 
     key = job_key(env)
     if key is None:
@@ -146,7 +144,7 @@ def end(
     view = slurm_view.look(key, client, retry)
     log_dir = env.get(contract.LOG_DIR)
     events = run_history.read(log_dir) if log_dir else []
-    this_run = run_record(events, restarts + 1)
+    this_run = interruption.run_record(events, restarts + 1, batch_stop_actions=STOP_ACTIONS)
     facts = interruption.EndFacts(
         step_code=rc,
         job_code=code,
@@ -155,7 +153,7 @@ def end(
         requeue_on_failure=env.get(contract.REQUEUE_ON_FAILURE) == "1",
         signals=tuple(signals),
         marker=asked,
-        slurm=None if view is None else _says(view, restarts),
+        slurm=None if view is None else view.says(restarts),
         run=this_run,
         unanswered=preemption_on and this_run.batch_stop is None and unanswered(env, signals, rc, say),
         signal_cause=signal_cause(env, None if view is None else view.preempted(), time.time()),
@@ -186,34 +184,6 @@ def end(
     if ending.remove_state:
         _remove_state(env, key, say)
     return ending.code
-
-
-def _says(view: SlurmView, restarts: int) -> interruption.SlurmSays:
-    from slurmgen import interruption
-
-    return interruption.SlurmSays(
-        view.running(), view.preempted(), view.requeued_since(restarts), view.mode(restarts), view.state_name
-    )
-
-
-def run_record(events: Sequence[Mapping[str, Any]], run: int) -> interruption.RunRecord:
-    """What this run's history says, for the decision: its stop, the batch shell's own stop, its requeue, whether
-    rank 0 constructed Preemption and saw the program finish; what the site's Slurm does in a grace time."""
-    from slurmgen import interruption
-    from slurmgen.runtime.batch_signal import STOP_ACTIONS
-
-    mine = [e for e in events if e.get("run") == run]
-    stops = [e for e in mine if e.get("event") == run_history.STOP]
-    batch_stop = next((e for e in stops if e.get("actions") == STOP_ACTIONS), None)
-    requeue = next((e for e in mine if e.get("event") == run_history.REQUEUE), None)
-    return interruption.RunRecord(
-        stop=str(stops[0].get("cause") or "stop") if stops else None,
-        batch_stop=None if batch_stop is None else str(batch_stop.get("cause") or run_history.PREEMPTION),
-        requeued_by=None if requeue is None else str(requeue.get("by") or "?"),
-        announced=any(e.get("event") == run_history.HANDLER for e in mine),
-        finished=any(e.get("event") == run_history.FINISHED for e in mine),
-        slurm_requeues_in_grace=run_history.slurm_requeues_in_grace(run_history.site_of(events, run)),
-    )
 
 
 def _job_code(rc: int, env: Mapping[str, str], say: Callable[[str], None]) -> tuple[int, str | None]:

@@ -51,7 +51,7 @@ def restart(
 ) -> int:
     """0 when the step is to be started again (the restart is recorded), 1 when the run goes on to its end."""
     from slurmgen import interruption
-    from slurmgen.runtime.batch import run_record
+    from slurmgen.runtime.batch_signal import STOP_ACTIONS
     from slurmgen.runtime.env import job_key, restart_count
 
     log_dir, key = env.get(contract.LOG_DIR), job_key(env)
@@ -62,7 +62,7 @@ def restart(
     events = run_history.read(log_dir)
     restarts = [e for e in events if e.get("run") == run and e.get("event") == run_history.RESTART]
     since = float(restarts[-1].get("time") or 0.0) if restarts else 0.0
-    record = run_record(events, run)
+    record = interruption.run_record(events, run, batch_stop_actions=STOP_ACTIONS)
     marker = os.path.join(env.get(contract.STATE_DIR, ""), contract.requeue_marker_name(key))
     facts = interruption.RestartFacts(
         step_code=rc,

@@ -22,6 +22,7 @@ from slurmgen.errors import SlurmgenError
 from slurmgen.slurm.ids import JobState
 
 if TYPE_CHECKING:
+    from slurmgen.interruption import SlurmSays
     from slurmgen.runtime.slurm_retry import Retry
     from slurmgen.slurm.client import SlurmClient
 
@@ -56,6 +57,13 @@ class SlurmView:
         if self.requeued_since(restart_count):
             return "REQUEUE"
         return None if self.running() else "CANCEL"
+
+    def says(self, restart_count: int) -> SlurmSays:
+        """This view as the interruption decision takes it (slurmgen/interruption.py)."""
+        from slurmgen.interruption import SlurmSays
+
+        running, requeued, mode = self.running(), self.requeued_since(restart_count), self.mode(restart_count)
+        return SlurmSays(running, self.preempted(), requeued, mode, self.state_name)
 
 
 def look(key: str, client: SlurmClient | None = None, retry: Retry | None = None) -> SlurmView | None:
