@@ -46,6 +46,10 @@ def spec_mapping(spec: JobSpec) -> dict[str, Any]:
     data["sbatch"] = {key: True if value is None else value for key, value in spec.sbatch}
     if not spec.preemption.enabled:
         data["preemption"] = False  # its other fields are resolved for "off" and refused as given values
+    if not spec.recovery.enabled:
+        data["recovery"] = False  # as for preemption: its other fields are resolved for "off"
+    elif not spec.recovery.health_check:
+        del data["recovery"]["health_check"]  # none: the field left out (an empty list is refused)
     if spec.sweep is not None:  # the expanded points, as an explicit list: the same points in the same order
         sweep = spec.sweep
         data["sweep"] = {"points": [sweep.values(i) for i in range(len(sweep.points))]}
