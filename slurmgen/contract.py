@@ -41,6 +41,9 @@ HANDLERS = (HANDLER_AUTO, HANDLER_RUNTIME, HANDLER_PROGRAM, HANDLER_REQUEUE)
 # Between the entry points of one task (never set by the user): the process that starts the step's tasks and
 # signals all of their processes (slurmstepd; the local fake srun). The outermost entry point sets it.
 STEP_PID = "SLURMGEN_STEP_PID"
+# handler: program, a Python program: the signal number its start-up hook unblocks once the program installs a
+# handler for it (slurmgen.runtime.python_hook; the hook reads the name as its own constant).
+UNBLOCK_ON_HANDLER = "SLURMGEN_UNBLOCK_ON_HANDLER"
 
 # Set by the runtime entry point in each task (never by the user): the standard torch names.
 MASTER_ADDR = "MASTER_ADDR"
