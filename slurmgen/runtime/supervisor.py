@@ -268,7 +268,7 @@ def _wait_loop(plan: TaskPlan, routing: Routing, child: int, watched: set[int], 
                 say(f"{name} sent to the program, whose handler is now installed")
                 routing.owed = None
             elif not _pending(child, routing.owed):  # the hook unblocked it: the kernel delivered it
-                say(f"{name} reached the program's handler, installed after the signal came")
+                say(f"{name} sent to the program, whose handler is now installed (it waited there, blocked)")
                 routing.owed = None
         done, status = os.waitpid(child, os.WNOHANG)
         if done:
