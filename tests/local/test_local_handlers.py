@@ -285,3 +285,4 @@ def test_an_early_signal_waits_for_a_slow_interpreter_start(tmp_path: Path, jobs
         log = job.file(f"rank-{rank}.log")
         assert log.count("got USR1") == 1 and "done" in log, job.everything()
     assert "User defined signal 1" not in job.file("batch") and "signal 10" not in job.file("batch"), job.everything()
+    assert not list((tmp_path / "logs").rglob(".ready-run*"))  # the batch shell removed the tasks' ready files

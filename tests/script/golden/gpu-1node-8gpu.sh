@@ -143,6 +143,7 @@ while kill -0 "${_sg_step}" 2>/dev/null; do
 done
 wait "${_sg_step}"
 _sg_rc=$?
+rm -rf "${SLURMGEN_LOG_DIR}/.ready-run$((_sg_restarts + 1))"  # the tasks' ready files: done with
 echo "slurmgen: step ended with exit code ${_sg_rc}" >&2
 # Whether the job comes back (a task's request, a preemption no rank handled, a failure), the run's record, and
 # the exit code of the job: slurmgen/runtime/batch.py.
