@@ -56,6 +56,12 @@ HANDLERS = (HANDLER_AUTO, HANDLER_RUNTIME, HANDLER_PROGRAM, HANDLER_REQUEUE)
 # Between the entry points of one task (never set by the user): the process that starts the step's tasks and
 # signals all of their processes (slurmstepd; the local fake srun). The outermost entry point sets it.
 STEP_PID = "SLURMGEN_STEP_PID"
+# In LOG_DIR, per run (READY_DIR + run number): one empty file per step task (named by SLURM_PROCID) once its entry
+# point has blocked the preemption signal. The batch shell holds an early preemption signal until all are there.
+READY_DIR = ".ready-run"
+# handler: program, a Python program: the signal number its start-up hook unblocks once the program installs a
+# handler for it (slurmgen.runtime.python_hook; the hook reads the name as its own constant).
+UNBLOCK_ON_HANDLER = "SLURMGEN_UNBLOCK_ON_HANDLER"
 
 # Set by the runtime entry point in each task (never by the user): the standard torch names.
 MASTER_ADDR = "MASTER_ADDR"

@@ -15,10 +15,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from slurmgen.errors import SlurmgenError
 
 HOME_ENV = "SLURMGEN_HOME"
 DIR_NAME = ".slurmgen"
@@ -47,7 +50,20 @@ class Entry:
 
     @classmethod
     def from_json(cls, line: str) -> Entry:
+        """Raises ValueError for a line that is not one of ours: not JSON, not an object, a field of the wrong type."""
         data = json.loads(line)
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+        for name in ("event", "token", "name", "spec", "run_dir", "script"):
+            if not isinstance(data.get(name), str):
+                raise ValueError(f"its {name!r} is not text")
+        if not isinstance(data.get("time"), int | float) or isinstance(data.get("time"), bool):
+            raise ValueError("its 'time' is not a number")
+        for name in ("job_id", "cluster", "log_dir"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise ValueError(f"its {name!r} is not text")
+        if not isinstance(data.get("extra", {}), dict):
+            raise ValueError("its 'extra' is not an object")
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})  # newer versions may add keys
 
@@ -73,15 +89,24 @@ def find_home(env: Mapping[str, str] | None = None, cwd: str | Path | None = Non
     return own
 
 
+def _warn_on_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 class Journal:
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, warn: Callable[[str], None] = _warn_on_stderr) -> None:
         self.base = base
         self.path = base / FILE_NAME
+        self.warn = warn
+        self._warned = False
 
     def append(self, entry: Entry) -> None:
-        self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
         line = (entry.to_json() + "\n").encode()
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise _unusable(self.path, exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
@@ -96,16 +121,32 @@ class Journal:
             os.close(fd)  # closing releases the lock
 
     def entries(self) -> list[Entry]:
+        """Every readable entry, oldest first. A line that is not one of ours (torn by a crash, non-UTF-8 bytes,
+        JSON of another shape) is skipped, the rest kept: one warning per journal names the first such line."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            data = self.path.read_bytes()
         except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise _unusable(self.path, exc) from None
         out: list[Entry] = []
-        for line in text.splitlines():
+        skipped: list[tuple[int, str]] = []
+        for number, raw in enumerate(data.splitlines(), start=1):
+            if not raw.strip():
+                continue
             try:
-                out.append(Entry.from_json(line))
-            except (ValueError, TypeError):
-                continue  # a torn or foreign line: skip it, keep the rest
+                out.append(Entry.from_json(raw.decode("utf-8")))
+            except UnicodeDecodeError:
+                skipped.append((number, "not UTF-8 text"))
+            except (json.JSONDecodeError, RecursionError):
+                skipped.append((number, "not JSON"))
+            except (ValueError, TypeError) as exc:
+                skipped.append((number, str(exc)))
+        if skipped and not self._warned:
+            self._warned = True
+            first, why = skipped[0]
+            more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
+            self.warn(f"warning: {self.path}: skipped line {first} ({why}){more}; the other entries are read")
         return out
 
     def jobs(self) -> list[Entry]:
@@ -121,6 +162,12 @@ class Journal:
 
     def find(self, job_id: str) -> Entry | None:
         return find(self.jobs(), job_id)
+
+
+def _unusable(path: Path, exc: OSError) -> SlurmgenError:
+    if isinstance(exc, IsADirectoryError) or path.is_dir():
+        return SlurmgenError(f"{path}: is a directory, not the journal; move it away (the journal is a file)")
+    return SlurmgenError(f"{path}: cannot use the journal: {exc.strerror or exc}")
 
 
 def unresolved(entries: list[Entry]) -> list[Entry]:

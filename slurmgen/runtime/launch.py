@@ -88,6 +88,8 @@ def run(
         # The process that signals every process of the step (slurmstepd, or the local fake srun) is the parent
         # of the outermost entry point; torchrun's workers learn it from their agent's.
         environ.setdefault(contract.STEP_PID, str(os.getppid()))
+        if preempt is not None:
+            say_ready(environ)
     from slurmgen.runtime.prepare import Host, prepare, resolve_master
 
     if "--rendezvous" in flags:
@@ -122,6 +124,23 @@ def run(
         err(f"slurmgen: cannot run {command[0]!r}: {error.strerror or error}")
         return EXIT_CANNOT_EXECUTE
     return 0
+
+
+def say_ready(environ: MutableMapping[str, str]) -> None:
+    """Tell the batch shell this task holds the preemption signal now (blocked, so no longer fatal): an empty file
+    per task in the run's ready directory. The shell holds an early signal until every task's file is there (or
+    for at most a part of the lead time), however slowly the interpreter started (a cold venv on NFS). A task
+    that cannot write it still runs: the shell then holds to its limit."""
+    log_dir, task = environ.get(contract.LOG_DIR), environ.get("SLURM_PROCID", "")
+    if not log_dir or not task.isdigit():
+        return
+    run = environ.get("SLURM_RESTART_COUNT", "0")
+    ready = os.path.join(log_dir, f"{contract.READY_DIR}{int(run) + 1 if run.isdigit() else 1}")
+    try:
+        os.makedirs(ready, exist_ok=True)
+        os.close(os.open(os.path.join(ready, task), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+    except OSError:
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:

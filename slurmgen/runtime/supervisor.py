@@ -16,8 +16,11 @@ means the program has it already.
 The preemption signal, by `preemption.handler` (the child's disposition is set before exec and survives it,
 signal(7) and execve(2)):
 - runtime, auto: blocked; an early one stays pending until Preemption installs its handler and unblocks it;
-- program: ignored until the program installs a handler (an early one is discarded, not fatal); when one came
-  while /proc showed no handler, the supervisor sends it again once SigCgt shows one;
+- program, a Python program (slurmgen.runtime.python_hook): blocked with the default action, so ``signal.getsignal``
+  says SIG_DFL and a framework that installs its handler only where none is set does; a start-up hook unblocks the
+  signal once the program installs a handler, and an early one, pending, reaches it then;
+- program, any other program: ignored until the program installs a handler (an early one is discarded, not
+  fatal); when one came while /proc showed no handler, the supervisor sends it again once SigCgt shows one;
 - requeue: ignored; the batch shell stops the step with SIGTERM and requeues the job.
 
 Cost (bench/supervisor.py, on the 2-core test machine): about 14 MiB RSS per task, and about 60 ms more before the
@@ -33,9 +36,10 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from slurmgen import contract
+from slurmgen.runtime.python_hook import hook_env, hooks_python
 from slurmgen.runtime.signal_block import SUPERVISED
 
 REPEAT_WINDOW = 5.0  # s: the same signal from a parent this soon after the step's own is that parent passing it on
@@ -56,12 +60,15 @@ class TaskPlan:
     log_path: str | None  # the rank's own log (None outside slurmgen's script)
     stepwide: frozenset[int]  # pids whose signals reached every process of the step: the manager and its ancestors
     env: Mapping[str, str] = field(default_factory=dict)
+    hooked: bool = False  # handler program, a Python program: the preemption signal starts blocked (python_hook)
 
 
-def child_disposition(handler: str, preempt: signal.Signals | None) -> str | None:
+def child_disposition(handler: str, preempt: signal.Signals | None, hooked: bool = False) -> str | None:
     """How the program starts with the preemption signal: "block", "ignore" or None (as inherited)."""
     if preempt is None:
         return None
+    if handler == contract.HANDLER_PROGRAM and hooked:
+        return "block"  # python_hook unblocks it once the program installs its handler
     if handler in (contract.HANDLER_PROGRAM, contract.HANDLER_REQUEUE):
         return "ignore"
     return "block"
@@ -115,8 +122,9 @@ class Routing:
             if self.plan.handler == contract.HANDLER_REQUEUE:
                 return False  # the batch shell's business: it stops the step with SIGTERM
             if self.plan.handler == contract.HANDLER_PROGRAM and not child_catches(sig):
-                self.owed = sig  # discarded by the program's SIG_IGN: again once it has a handler
-                return False
+                self.owed = sig  # watched until the program has a handler
+                if not self.plan.hooked:
+                    return False  # discarded by the program's SIG_IGN: sent again once it has a handler
         return not stepwide and not recent
 
     def stopped_on_purpose(self) -> bool:
@@ -153,19 +161,29 @@ def supervise(plan: TaskPlan, say_err: Callable[[str], None]) -> int:
         say(f"cannot run {plan.command[0]!r}: {'not executable' if there else 'command not found'}")
         return _record_exit(plan, 126 if there else 127)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would reap the program behind our back
+    if plan.handler == contract.HANDLER_PROGRAM and plan.preempt is not None and hooks_python(path, plan.command):
+        plan = replace(plan, hooked=True, env=hook_env(plan.env, plan.preempt))
     watched = set(SUPERVISED) | ({plan.preempt} if plan.preempt else set())
-    early = _drain(watched)  # came while the program did not exist: it must get them
     from slurmgen.runtime import watchdog  # the hang watchdog (recovery.hang_timeout): README, "When things fail"
 
     if extra := watchdog.nccl_trace_env(plan.env):
         plan = dataclasses.replace(plan, env={**plan.env, **extra})
+    # A signal that came before the fork is pending here and not in the child (fork(2): the child's pending set
+    # starts empty), even when slurmstepd sent it to every process of the step. So the child waits, every signal
+    # still blocked, while this process takes what is pending and sends it on: one that came after the fork is
+    # pending in the child already, and the same standard signal sent again merges with it (signal(7)).
+    go_read, go_write = os.pipe()
+    supervisor_pid = os.getpid()
     child = os.fork()
     if child == 0:
-        _exec_child(plan, path, log_fd, watched)
+        os.close(go_write)
+        _exec_child(plan, path, log_fd, watched, supervisor_pid, go_read)
+    os.close(go_read)
     routing = Routing(plan)
-    for sig in early:
+    for sig in _drain(watched):
         if sig != signal.SIGCHLD and routing.route(sig, -1, time.monotonic(), lambda s: False):
             _send(child, sig)
+    os.close(go_write)  # the child's read returns: it sets its signals and execs
     watching = watchdog.start(plan.env, plan.rank, child, say)
     try:
         return _wait_loop(plan, routing, child, watched, say)
@@ -191,12 +209,18 @@ def _drain(watched: set[int]) -> list[int]:
     return got
 
 
-def _exec_child(plan: TaskPlan, path: str, log_fd: int | None, watched: set[int]) -> None:
-    """In the forked child: die with the supervisor, write to the rank log, set the preemption signal's
-    disposition, unblock the rest, exec. Never returns."""
+def _exec_child(plan: TaskPlan, path: str, log_fd: int | None, watched: set[int], parent: int, go: int) -> None:
+    """In the forked child: wait for the supervisor's go, die with it, write to the rank log, set the preemption
+    signal's disposition, unblock the rest, exec. Never returns."""
     code = 127
     try:
-        parent = os.getppid()
+        while True:
+            try:
+                os.read(go, 1)  # end of file: the supervisor closed its end (or died: then getppid tells)
+                break
+            except InterruptedError:  # pragma: no cover - every signal is blocked here; PEP 475 retries anyway
+                continue
+        os.close(go)
         import ctypes
 
         # PR_SET_PDEATHSIG (prctl(2)): if the supervisor is killed (torchrun's agent SIGKILLs its workers), the program
@@ -208,7 +232,7 @@ def _exec_child(plan: TaskPlan, path: str, log_fd: int | None, watched: set[int]
             os.dup2(log_fd, 1)
             os.dup2(log_fd, 2)
         keep = set()
-        how = child_disposition(plan.handler, plan.preempt)
+        how = child_disposition(plan.handler, plan.preempt, plan.hooked)
         if plan.preempt is not None and how == "ignore":
             signal.signal(plan.preempt, signal.SIG_IGN)
         elif plan.preempt is not None and how == "block":
@@ -220,6 +244,11 @@ def _exec_child(plan: TaskPlan, path: str, log_fd: int | None, watched: set[int]
         os.write(2, f"slurmgen: cannot run {plan.command[0]!r}: {exc.strerror or exc}\n".encode())
     finally:
         os._exit(code)
+
+
+def _pending(pid: int, sig: int) -> bool:
+    masks = child_status(pid)
+    return has(masks.get("SigPnd", 0) | masks.get("ShdPnd", 0), sig)
 
 
 def _send(pid: int, sig: int) -> None:
@@ -240,11 +269,17 @@ def _wait_loop(plan: TaskPlan, routing: Routing, child: int, watched: set[int], 
                 _send(child, sig)
             elif routing.owed and not had_owed:
                 name = signal.Signals(sig).name
-                say(f"{name} came before the program installed a handler for it; it is sent again once it does")
+                then = "it waits, blocked, until it does" if plan.hooked else "it is sent again once it does"
+                say(f"{name} came before the program installed a handler for it; {then}")
         if routing.owed and catches(routing.owed):
-            _send(child, routing.owed)
-            say(f"{signal.Signals(routing.owed).name} sent to the program, whose handler is now installed")
-            routing.owed = None
+            name = signal.Signals(routing.owed).name
+            if not plan.hooked:
+                _send(child, routing.owed)
+                say(f"{name} sent to the program, whose handler is now installed")
+                routing.owed = None
+            elif not _pending(child, routing.owed):  # the hook unblocked it: the kernel delivered it
+                say(f"{name} sent to the program, whose handler is now installed (it waited there, blocked)")
+                routing.owed = None
         done, status = os.waitpid(child, os.WNOHANG)
         if done:
             return _finish(plan, routing, status, say)

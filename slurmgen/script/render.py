@@ -22,6 +22,16 @@ TEMPLATE = "sbatch.sh.j2"
 # Seconds the batch shell holds the preemption signal after starting the step: the runtime entry point blocks
 # it within a fraction of a second (Python's start-up), and until then the default action would kill a task.
 STEP_GRACE = 3
+# An early preemption signal is held until every task of the step says it has blocked it (a file each, see
+# slurmgen.runtime.launch.say_ready), which takes longer than STEP_GRACE where the interpreter starts slowly (a
+# venv on NFS, cold caches). The hold never lasts more than this part of the lead time: the program needs the
+# rest to save. At least STEP_GRACE, as before, where a task's file cannot be seen.
+HOLD_SHARE = 4
+
+
+def hold_limit(lead_time: int) -> int:
+    """Seconds after the step's start past which an early preemption signal is delivered whatever the tasks say."""
+    return max(STEP_GRACE, lead_time // HOLD_SHARE)
 
 
 class TemplateError(SlurmgenError):
@@ -107,6 +117,9 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "preemption": pre.enabled,
         "preempt_signal": pre.signal,
         "grace": STEP_GRACE,
+        "hold_limit": hold_limit(pre.lead_time) if pre.enabled else STEP_GRACE,
+        "ready_dir": contract.READY_DIR,
+        "step_tasks": spec.nodes * spec.tasks_per_node,
         "marker_suffix": contract.REQUEUE_MARKER_SUFFIX,
         "wandb": spec.trackers.wandb,
         "batch_begin": join(batch_words(spec, "begin")),

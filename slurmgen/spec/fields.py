@@ -10,7 +10,7 @@ from typing import Any
 
 from slurmgen import contract
 from slurmgen.signal_names import preemption_signal_problem, signal_name
-from slurmgen.slurm.times import parse_time
+from slurmgen.slurm.times import format_duration, parse_time
 from slurmgen.spec.recovery import RECOVERY
 from slurmgen.spec.sweep import SweepType
 from slurmgen.spec.types import AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
@@ -27,6 +27,11 @@ ARRAY = r"[0-9][0-9,:%-]*"
 DEPENDENCY = r"[a-z_]+(:[0-9_+*]+)*([,?][a-z_]+(:[0-9_+*]+)*)*|singleton"
 SBATCH_KEY = r"[a-z][a-z0-9-]*"
 MOUNT = r"/[^,:]*:/[^,:]*(:[a-z0-9+]+)?"
+# Slurm reads a time limit in time_str2secs (src/common/parse_time.c), summing days, hours, minutes and seconds in
+# a C int: past 2**31 - 1 seconds (about 68 years) it wraps around, into a negative or a wrong limit.
+MAX_TIME_SECONDS = 2**31 - 1
+# slurm.conf(5), MaxArraySize: "The value may not exceed 4000001"; an index is below MaxArraySize.
+MAX_ARRAY_INDEX = 4_000_000
 
 
 class Time(Str):
@@ -47,9 +52,32 @@ class Time(Str):
         value = super().check(value, ctx, path)
         if isinstance(value, str):
             try:
-                parse_time(value)
+                seconds = parse_time(value)
             except ValueError as exc:
                 return ctx.fail(path, str(exc))
+            if seconds is not None and seconds > MAX_TIME_SECONDS:
+                return ctx.fail(
+                    path,
+                    f"{value!r} is longer than Slurm can hold (it adds the time up in seconds in a 32-bit int); "
+                    f'give at most "{format_duration(MAX_TIME_SECONDS)}", or "UNLIMITED"',
+                )
+        return value
+
+
+class ArrayIndexes(Str):
+    """`--array` indexes; each one at most MAX_ARRAY_INDEX."""
+
+    def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
+        value = super().check(value, ctx, path)
+        if isinstance(value, str):
+            indexes, _, _throttle = value.partition("%")
+            for number in re.findall(r"[0-9]+", indexes):
+                if int(number) > MAX_ARRAY_INDEX:
+                    return ctx.fail(
+                        path,
+                        f"index {number} is above {MAX_ARRAY_INDEX}, the largest any Slurm accepts (MaxArraySize is "
+                        f"at most {MAX_ARRAY_INDEX + 1}, slurm.conf(5)); use smaller indexes",
+                    )
         return value
 
 
@@ -284,7 +312,8 @@ SPEC = Obj(
         "output": Field(_text(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
         "chdir": Field(_text(max_len=1024), "working directory of the job"),
         "array": Field(
-            _text(pattern=ARRAY, numbers_ok=True, hint="e.g. 0-15 or 1,3,5 or 0-99%10"), "job array indexes"
+            ArrayIndexes(directive=True, pattern=ARRAY, numbers_ok=True, hint="e.g. 0-15 or 1,3,5 or 0-99%10"),
+            "job array indexes",
         ),
         "sweep": Field(
             SweepType(),

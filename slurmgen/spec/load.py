@@ -5,6 +5,8 @@ Every problem of a file is reported at once, one line each, naming the file, the
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -104,12 +106,40 @@ def load_text(text: str, source: str, overrides: list[str] | None = None) -> Loa
     return LoadedSpec(spec=_build(spec_fields), warnings=tuple(warnings))
 
 
-def load_file(path: str | Path, overrides: list[str] | None = None) -> LoadedSpec:
-    source = str(path)
+MAX_SPEC_BYTES = 1 << 20  # a job spec is a page of text; 1 MiB leaves room and keeps a runaway file out
+
+
+def read_spec_bytes(source: str) -> bytes:
+    """The spec file's bytes: a regular file of at most MAX_SPEC_BYTES. A device (a link to /dev/zero), a FIFO
+    or a directory is refused before reading: read to its end, it would never end or fill the memory."""
     try:
-        raw = Path(path).read_bytes()
+        # O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever (fifo(7)).
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise SpecError([Problem(source, "", f"cannot read: {exc.strerror or exc}")]) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a device, FIFO or socket)"
+            raise SpecError([Problem(source, "", f"is {what}; give the path of the spec's YAML file")])
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_SPEC_BYTES and (chunk := os.read(fd, MAX_SPEC_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise SpecError([Problem(source, "", f"cannot read: {exc.strerror or exc}")]) from None
+    finally:
+        os.close(fd)
+    if size > MAX_SPEC_BYTES:
+        limit = MAX_SPEC_BYTES >> 20
+        raise SpecError([Problem(source, "", f"is larger than {limit} MiB; a job spec is a short YAML file")])
+    return b"".join(chunks)
+
+
+def load_file(path: str | Path, overrides: list[str] | None = None) -> LoadedSpec:
+    source = str(path)
+    raw = read_spec_bytes(source)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -58,6 +58,10 @@ _SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
 
 
 def _path_problem(text: str) -> str | None:
+    if not text.strip().strip("/"):
+        # `output: ""` made every path under it absolute: logs and resume state landed in / itself.
+        shown = "empty" if not text.strip() else "the root directory /"
+        return f"is {shown}, which puts the job's files directly under /; give a directory, e.g. logs"
     if "\\" in text:
         return "contains a backslash, which makes Slurm ignore every %-pattern in the path; remove it"
     if "%" in text:

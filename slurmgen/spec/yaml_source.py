@@ -27,6 +27,7 @@ _SCALAR_TAGS = {
     "tag:yaml.org,2002:timestamp",
 }
 MAX_NODES = 20_000  # aliases can expand a tiny file into millions of values; a job spec is small
+MAX_DEPTH = 32  # a job spec nests three levels; deeper is a broken or hostile file
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 
@@ -153,6 +154,22 @@ _YAML_BREAKS = {
 }
 
 
+def _too_deep(text: str, source: str) -> Problem | None:
+    """A problem when lists and mappings nest deeper than MAX_DEPTH. yaml's composer recurses once per level, so
+    5,000 nested `[` end in RecursionError; its event parser keeps a stack of its own, so count on the events."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = f":{event.start_mark.line + 1}" if event.start_mark is not None else ""
+                where = source if source.startswith("--") else f"{source}{line}"
+                return Problem(where, "", f"lists and mappings nest deeper than {MAX_DEPTH} levels; a job spec is flat")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return None
+
+
 def load_yaml(text: str, source: str) -> tuple[YamlDocument | None, list[Problem]]:
     """Parse one YAML document: the values with their marks (None if unparsable) and the problems found."""
     for char, name in _YAML_BREAKS.items():
@@ -161,6 +178,9 @@ def load_yaml(text: str, source: str) -> tuple[YamlDocument | None, list[Problem
             where = source if source.startswith("--") else f"{source}:{number}"
             return None, [Problem(where, "", f"contains {name}, which YAML reads as a line break; remove it")]
     try:
+        too_deep = _too_deep(text, source)
+        if too_deep is not None:
+            return None, [too_deep]
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
@@ -190,6 +210,9 @@ def load_override(text: str) -> tuple[Any, dict[FieldPath, Mark], list[Problem]]
     if not text.strip():
         return "", {(): Mark(raw="", tag="str", line=1, quoted=False)}, []
     try:
+        too_deep = _too_deep(text, "--set")
+        if too_deep is not None:
+            return None, {}, [too_deep]
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         return None, {}, [Problem("--set", "", f"the value {text!r} is not valid YAML: {exc}")]

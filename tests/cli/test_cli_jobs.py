@@ -190,3 +190,25 @@ def test_no_traceback_anywhere_when_slurm_is_missing(
     for argv in (("status", "12"), ("requeue", "12"), ("cancel", "12"), ("logs", "12")):
         code, _, err = run(capsys, *argv)
         assert code == 4 and err.startswith("error: scontrol: command not found"), argv
+
+
+def test_status_survives_a_corrupt_journal(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:
+    fake.on("sbatch", out="15\n")
+    assert run(capsys, "submit", "tiny.yaml")[0] == 0
+    journal = Path(".slurmgen/journal.jsonl")
+    with journal.open("ab") as f:
+        f.write(b'"just a string"\n\xff\xfe not utf-8\n')
+    fake.on("scontrol", err="slurm_load_jobs error: Invalid job id specified\n", rc=1)
+    code, out, err = run(capsys, "status")
+    assert code == 0 and out.splitlines()[1].split()[:3] == ["15", "tiny", "gone"]
+    assert err.splitlines() == [
+        f"warning: {journal.absolute()}: skipped line 3 (a JSON str, not an object) and 1 more; "
+        "the other entries are read"
+    ]
+    journal.unlink()
+    journal.mkdir()
+    code, out, err = run(capsys, "status")
+    assert (code, out) == (1, "")
+    assert err == f"error: {journal.absolute()}: " + (
+        "is a directory, not the journal; move it away (the journal is a file)\n"
+    )

@@ -18,7 +18,9 @@ from slurmgen.script.render import render
 from slurmgen.spec.load import load_text
 
 from .integration_helpers import (
+    FINAL,
     FRAMEWORKS,
+    SAVED,
     START,
     STEP_TIME,
     check_history,
@@ -71,3 +73,33 @@ def test_preempted_on_the_cluster_resumes_from_the_frameworks_checkpoint_to_the_
     if framework == "lightning":  # Lightning's own SLURM handler never acted: no save, no requeue of its own
         assert "auto-requeue" not in logs and "requeing job" not in logs
         assert not list(tmp_path.rglob("hpc_ckpt_*.ckpt"))
+
+
+def test_lightnings_own_auto_requeue_works_under_handler_program(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """No slurmgen adapter: Lightning's SLURMEnvironment (auto_requeue) handles USR1 itself, saves its hpc
+    checkpoint and requeues the job with scontrol; the next run resumes from that checkpoint. Under handler: program
+    the program used to start with USR1 ignored, so Lightning saw a handler, installed none, and nothing happened."""
+    needs("lightning")
+    framework = "lightning_native"
+    text = spec_text(framework, tmp_path, step_time=STEP_TIME)
+    text = text.replace("preemption: {max_requeues: 3}", "preemption: {handler: program}")
+    script = tmp_path / "job.sbatch"
+    script.write_text(render(load_text(text, "test.yaml").spec))
+    (tmp_path / "logs").mkdir()
+    job = str(slurm_cluster.submit(script))
+    wait_for_starts(tmp_path, framework, job, 4)
+    time.sleep(3)  # mid-training, well after Lightning installed its handlers
+    result = slurm_cluster.run(["scancel", "--batch", "--signal=USR1", job])
+    assert result.returncode == 0, result.stderr
+    info = slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.is_terminal, timeout=300)
+    logs = job_logs(tmp_path, framework, job)
+    assert (info.state.name, info.restarts, info.exit_code) == ("COMPLETED", 1, 0), logs[-4000:]
+    assert "Handling auto-requeue signal" in logs and f"Requeued SLURM job: {job}" in logs, logs[-4000:]
+    assert list(tmp_path.rglob("hpc_ckpt_*.ckpt")), logs[-4000:]  # Lightning's own checkpoint
+    saves = SAVED.findall(logs)
+    assert len(saves) == 1, logs[-4000:]
+    step, saved = saves[0]
+    resumed = [s for s in START.findall(logs) if s[2] != "0"]
+    assert {(s[0], s[2], s[3]) for s in resumed} == {(str(r), step, saved) for r in range(4)}, logs[-4000:]
+    assert len(FINAL.findall(logs)) == 4
+    assert "requeue issued" not in logs  # Lightning requeued the job, not slurmgen

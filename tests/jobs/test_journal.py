@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmgen.errors import UsageError
+from slurmgen.errors import SlurmgenError, UsageError
 from slurmgen.jobs.journal import Entry, Journal, find_home, home
 from slurmgen.jobs.targets import resolve
 from slurmgen.slurm.ids import JobId
@@ -96,3 +96,31 @@ def test_where_the_journal_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert find_home({}, sub) == tmp_path / ".slurmgen"  # readers look upwards, like git
     monkeypatch.chdir(sub)
     assert find_home({"SLURMGEN_HOME": "rel"}) == Path(os.getcwd()) / "rel"
+
+
+def test_corrupt_lines_are_skipped_with_one_warning(tmp_path: Path) -> None:
+    said: list[str] = []
+    journal = Journal(tmp_path, warn=said.append)
+    journal.append(entry("a", job_id="1"))
+    with open(journal.path, "ab") as f:
+        f.write(b"[1, 2, 3]\n")  # valid JSON, not an object
+        f.write(b'{"event": "submitted", "token": "\xff\xfe"}\n')  # not UTF-8
+        f.write(b'{"event": 5, "token": "x"}\n')  # an object of another shape
+        f.write(b"[" * 5000 + b"\n")  # nesting that json.loads answers with RecursionError
+    journal.append(entry("c", job_id="3"))
+    assert [e.token for e in journal.entries()] == ["a", "c"]
+    assert [e.job_id for e in journal.jobs()] == ["1", "3"]
+    assert said == [f"warning: {journal.path}: skipped line 2 (a JSON list, not an object) and 3 more; "
+                    "the other entries are read"]  # fmt: skip
+
+
+def test_a_directory_in_the_journals_place_is_one_error(tmp_path: Path) -> None:
+    (tmp_path / "journal.jsonl").mkdir()
+    journal = Journal(tmp_path)
+    message = f"{tmp_path / 'journal.jsonl'}: is a directory, not the journal; move it away (the journal is a file)"
+    with pytest.raises(SlurmgenError) as reading:
+        journal.entries()
+    assert str(reading.value) == message
+    with pytest.raises(SlurmgenError) as appending:
+        journal.append(entry("a", job_id="1"))
+    assert str(appending.value) == message

@@ -261,3 +261,28 @@ def test_a_signal_of_ones_own_reaches_the_program_when_preemption_is_off(tmp_pat
     assert job.finish() == 0, job.everything()
     assert all(job.file(f"rank-{rank}.log").count("got USR1") == 1 for rank in range(4))
     assert "batch shell received SIGUSR1" in job.file("batch")
+
+
+HANDLES_USR1 = (
+    "import signal, time; signal.signal(signal.SIGUSR1, lambda s, f: print('got USR1', flush=True)); "
+    "print('handler installed', flush=True); time.sleep(4); print('done', flush=True)"
+)
+
+
+def test_an_early_signal_waits_for_a_slow_interpreter_start(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    """The entry point's interpreter takes 6 s to start (a cold venv on NFS), the preemption signal comes at
+    0.5 s: the batch shell holds it until every task has blocked it, not a fixed 3 s after which it killed them."""
+    slow = tmp_path / "slow-python"
+    slow.write_text(
+        f'#!/bin/bash\nif [ "$1 $2 $3" = "-m slurmgen.runtime.launch --" ]; then sleep 6; fi\nexec {PY} "$@"\n'
+    )
+    slow.chmod(0o755)
+    text = spec([PY, "-c", HANDLES_USR1], preemption="{handler: program}").replace(f"python: {PY}", f"python: {slow}")
+    job = LocalJob(tmp_path, text, "--preempt-after", "0.5")
+    jobs.append(job)
+    job.finish()
+    for rank in range(4):
+        log = job.file(f"rank-{rank}.log")
+        assert log.count("got USR1") == 1 and "done" in log, job.everything()
+    assert "User defined signal 1" not in job.file("batch") and "signal 10" not in job.file("batch"), job.everything()
+    assert not list((tmp_path / "logs").rglob(".ready-run*"))  # the batch shell removed the tasks' ready files

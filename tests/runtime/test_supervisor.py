@@ -119,6 +119,13 @@ SHOW_SIGNALS = (
 
 
 def start(tmp_path: Path, code: str, *args: str, handler: str = "program", **extra: str) -> subprocess.Popen[bytes]:
+    return start_python(tmp_path, (), code, args, handler, extra)
+
+
+def start_python(
+    tmp_path: Path, flags: tuple[str, ...], code: str, args: tuple[str, ...], handler: str, extra: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """The entry point running `python FLAGS -c CODE ARGS` as rank 1 of job 7."""
     env = base_env(
         SLURM_JOB_ID="7",
         SLURM_PROCID="1",
@@ -129,7 +136,7 @@ def start(tmp_path: Path, code: str, *args: str, handler: str = "program", **ext
         **{contract.LOG_DIR: str(tmp_path), contract.PREEMPT_SIGNAL: "USR1", contract.PREEMPT_HANDLER: handler},
         **extra,
     )
-    command = [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, "-c", code, *args]
+    command = [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, *flags, "-c", code, *args]
     return subprocess.Popen(command, env=env, start_new_session=True, stderr=subprocess.PIPE)
 
 
@@ -155,9 +162,10 @@ def finish(proc: subprocess.Popen[bytes]) -> int:
 
 
 def test_an_early_signal_reaches_a_late_handler_once_and_kills_nothing(tmp_path: Path) -> None:
-    """program: USR1 sent to every process of the task (as slurmstepd) before the program has a handler: its
-    SIG_IGN drops it, the supervisor sees no handler in /proc and sends it again once there is one."""
-    proc = start(tmp_path, LATE_HANDLER, "1.5", "1.5")
+    """program, a program without the start-up hook (python -E ignores PYTHONPATH, as any non-Python program
+    would): USR1 sent to every process of the task (as slurmstepd) before the program has a handler: its SIG_IGN
+    drops it, the supervisor sees no handler in /proc and sends it again once there is one."""
+    proc = start_python(tmp_path, ("-E",), LATE_HANDLER, ("1.5", "1.5"), "program", {})
     wait_log(tmp_path, "started", proc)
     os.killpg(proc.pid, signal.SIGUSR1)
     assert finish(proc) == 0, rank_log(tmp_path)
@@ -195,12 +203,20 @@ def test_a_program_killed_by_a_signal_ends_its_supervisor_by_the_same(tmp_path: 
 
 
 @pytest.mark.parametrize(
-    ("handler", "blocked", "ignored"), [("runtime", True, False), ("auto", True, False), ("program", False, True)]
+    ("handler", "flags", "blocked", "ignored"),
+    [
+        ("runtime", (), True, False),
+        ("auto", (), True, False),
+        ("program", (), True, False),  # a Python program: the start-up hook unblocks it at its handler
+        ("program", ("-E",), False, True),  # no hook (PYTHONPATH ignored): ignored until it has one
+        ("program", ("-I",), False, True),
+        ("program", ("-S",), False, True),
+    ],
 )
 def test_the_program_starts_with_the_preemption_signal_as_its_handler_needs(
-    tmp_path: Path, handler: str, blocked: bool, ignored: bool
+    tmp_path: Path, handler: str, flags: tuple[str, ...], blocked: bool, ignored: bool
 ) -> None:
-    proc = start(tmp_path, SHOW_SIGNALS, handler=handler)
+    proc = start_python(tmp_path, flags, SHOW_SIGNALS, (), handler, {})
     assert finish(proc) == 0
     masks = json.loads(rank_log(tmp_path))
     usr1 = 1 << (signal.SIGUSR1 - 1)

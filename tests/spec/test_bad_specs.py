@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -73,3 +74,41 @@ def test_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", "/nonexistent/job.yaml"]) == 2
     assert "error: /nonexistent/job.yaml: cannot read: No such file or directory" in capsys.readouterr().err
+
+
+def test_spec_linked_to_dev_zero_is_refused_unread(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.symlink_to("/dev/zero")  # read to its end, it never ends
+    assert main(["render", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: {spec}: is not a regular file (a device, FIFO or socket); give the path of the spec's YAML file\n"
+    )
+
+
+def test_spec_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "job.yaml"
+    os.mkfifo(spec)
+    assert main(["render", str(spec)]) == 2
+    assert "is not a regular file (a device, FIFO or socket)" in capsys.readouterr().err
+
+
+def test_spec_directory_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path}: is a directory; give the path of the spec's YAML file\n"
+
+
+def test_spec_over_one_mib_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: x\ncommand: [python]\ntime: '10'\n" + "# padding\n" * 110_000)
+    assert main(["render", str(spec)]) == 2
+    assert capsys.readouterr().err == f"error: {spec}: is larger than 1 MiB; a job spec is a short YAML file\n"
+
+
+def test_deep_nesting_in_an_override_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    good = Path(__file__).parent.parent.parent / "jobs" / "cpu-debug.yaml"
+    assert main(["render", str(good), "--set", "command=" + "[" * 5000 + "]" * 5000]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "error: --set: command: lists and mappings nest deeper than 32 levels; a job spec is flat"
+    ]

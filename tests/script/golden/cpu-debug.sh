@@ -32,9 +32,9 @@ _sg_forward() {
     fi  # else: no step yet, delivered once it starts
 }
 _sg_deliver() {
-    # Each task blocks the preemption signal within its first moments; sent earlier it would kill the task,
-    # so during the step's first 3 s it is held and delivered after.
-    if [ "$1" = 'USR1' ] && [ $((SECONDS - _sg_step_start)) -lt 3 ]; then
+    # Each task blocks the preemption signal as its interpreter starts; sent earlier it would kill the task, so
+    # it is held until every task has said so, for at most 30 s after the step's start.
+    if [ "$1" = 'USR1' ] && [ $((SECONDS - _sg_step_start)) -lt 30 ] && ! _sg_ready; then
         _sg_held="$1"
         return
     fi
@@ -46,6 +46,11 @@ _sg_deliver() {
             ;;
         *) kill -s "$1" "${_sg_step}" 2>/dev/null || true ;;
     esac
+}
+_sg_ready() {
+    # One file per task of the step once it has blocked the preemption signal (slurmgen/runtime/launch.py).
+    set -- "${SLURMGEN_LOG_DIR}/.ready-run$((_sg_restarts + 1))"/*
+    [ -e "$1" ] && [ "$#" -ge 4 ]
 }
 trap '_sg_forward USR1' USR1
 trap '_sg_forward USR2' USR2
@@ -164,9 +169,10 @@ for _sg_sig in ${_sg_signals}; do
 done
 while kill -0 "${_sg_step}" 2>/dev/null; do
     if [ -n "${_sg_held}" ]; then
-        _sg_left=$((3 - (SECONDS - _sg_step_start)))
-        sleep $((_sg_left > 0 ? _sg_left : 0)) &
-        wait $!  # a background sleep: traps still run at once
+        while [ $((SECONDS - _sg_step_start)) -lt 30 ] && ! _sg_ready && kill -0 "${_sg_step}" 2>/dev/null; do
+            sleep 0.2 &
+            wait $!  # a background sleep: traps still run at once
+        done
         _sg_sig="${_sg_held}"
         _sg_held=""
         _sg_deliver "${_sg_sig}"
@@ -175,6 +181,7 @@ while kill -0 "${_sg_step}" 2>/dev/null; do
 done
 wait "${_sg_step}"
 _sg_rc=$?
+rm -rf "${SLURMGEN_LOG_DIR}/.ready-run$((_sg_restarts + 1))"  # the tasks' ready files: done with
 echo "slurmgen: step ended with exit code ${_sg_rc}" >&2
 if [ "${_sg_rc}" -eq 0 ] || ! SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.runtime.batch' 'restart' "${_sg_rc}" "${_sg_attempt}"; then
     break

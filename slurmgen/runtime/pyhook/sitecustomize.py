@@ -1,0 +1,67 @@
+"""Runs at the start of a Python program that slurmgen's supervisor started under ``preemption.handler: program``.
+
+The supervisor starts the program with the preemption signal blocked and its action the default, so
+``signal.getsignal`` reports SIG_DFL (CPython reads the OS action at start-up) and a program that installs its
+handler only where none is set (Lightning's SignalConnector) installs it. A signal sent before then waits, pending.
+Here ``signal.signal`` is wrapped: once the program installs a handler (or SIG_IGN) for that signal, the signal is
+unblocked in the main thread, and a pending one reaches the new handler at once. Then the wrapper steps aside.
+
+Python's ``site`` imports the first ``sitecustomize`` on sys.path; this one then takes its directory off sys.path
+and PYTHONPATH (the program's own children must not load it) and imports the next one, if any, so a site's or an
+environment's own sitecustomize still runs. Standard library only; written for every Python 3 a program may use.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import signal
+import sys
+from typing import Any
+
+_SIGNAL_VAR = "SLURMGEN_UNBLOCK_ON_HANDLER"  # slurmgen.contract.UNBLOCK_ON_HANDLER
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _install(signum: int) -> None:
+    original = signal.signal
+
+    @functools.wraps(original)
+    def wrapped(sig: Any, handler: Any) -> Any:
+        previous = original(sig, handler)
+        if int(sig) == signum and handler is not signal.SIG_DFL:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})  # a pending one is handled now
+            signal.signal = original
+        return previous
+
+    signal.signal = wrapped  # type: ignore[assignment]  # same call, its result typed loosely
+
+
+def _forget_this_directory() -> None:
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != _HERE]
+    if parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+    else:
+        os.environ.pop("PYTHONPATH", None)
+
+
+def _chain() -> None:
+    """Import the sitecustomize this one stands in front of, as site would have."""
+    this = sys.modules.pop("sitecustomize", None)
+    try:
+        importlib.import_module("sitecustomize")
+    except ImportError as exc:
+        if exc.name != "sitecustomize":
+            raise
+    finally:
+        if this is not None and "sitecustomize" not in sys.modules:
+            sys.modules["sitecustomize"] = this  # the import that runs this module ends by looking itself up
+
+
+_name = os.environ.pop(_SIGNAL_VAR, "")
+_forget_this_directory()
+if _name.isdigit():
+    _install(int(_name))
+_chain()
