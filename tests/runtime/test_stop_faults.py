@@ -248,17 +248,20 @@ def teardown_trial(where: Path, delay: float) -> int:
         **{contract.PREEMPT_HANDLER: "runtime", contract.STEP_PID: str(os.getpid())},
     )
     command = [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, "-c", FINISHING]
+    rank_log = Path(env[contract.LOG_DIR]) / contract.rank_log_name(0)
+    rank_log.parent.mkdir(parents=True, exist_ok=True)  # the program writes its own log there, as in a job
     proc = subprocess.Popen(
-        command, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        assert proc.stdout is not None and proc.stdout.readline() == "WORK DONE\n"
+        deadline = time.monotonic() + 60
+        while not (rank_log.exists() and "WORK DONE\n" in rank_log.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, "the program never finished its work"
+            time.sleep(0.005)
         time.sleep(delay)
         with contextlib.suppress(ProcessLookupError):  # it was done already
             os.killpg(proc.pid, signal.SIGUSR1)
-        code = proc.wait(timeout=60)
-        proc.stdout.close()
-        return code
+        return proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
