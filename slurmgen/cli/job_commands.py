@@ -29,11 +29,11 @@ commands = typer.Typer()
 
 def planned(spec: Path, overrides: list[str], templates: Path | None, base: Path) -> Plan:
     """Validate, render (warnings on stderr) and plan a submission recorded under ``base``."""
-    from slurmgen.cli.spec_commands import load_and_render
+    from slurmgen.cli.spec_commands import compiled
     from slurmgen.jobs.plan import new_token, plan
 
-    resolved, text = load_and_render(spec, overrides, templates)
-    return plan(spec, resolved, text, base, Path.cwd(), new_token(), tuple(overrides))
+    built = compiled(spec, overrides, templates)
+    return plan(spec, built.spec, built.script, base, Path.cwd(), new_token(), tuple(overrides), built.text)
 
 
 def submit_spec(spec: Path, overrides: list[str], templates: Path | None) -> Submission:

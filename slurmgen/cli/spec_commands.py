@@ -14,29 +14,25 @@ from slurmgen.cli.output import err, warn_all
 from slurmgen.errors import Problem, SpecError, UsageError
 
 if TYPE_CHECKING:
+    from slurmgen.script.build import Build
     from slurmgen.spec.model import JobSpec
 
 commands = typer.Typer()
 
 
+def compiled(spec: Path, overrides: list[str], templates: Path | None) -> Build:
+    """The compile step (slurmgen.script.build) from this directory; its warnings go to stderr."""
+    from slurmgen.script.build import build_file
+
+    built = build_file(spec, overrides, templates, Path.cwd())
+    warn_all(built.warnings)
+    return built
+
+
 def load_and_render(spec: Path, overrides: list[str], templates: Path | None) -> tuple[JobSpec, str]:
     """Validate and render a spec; its warnings (and the script doctor's) go to stderr."""
-    from slurmgen.script.doctor import doctor
-    from slurmgen.script.render import render as render_script
-    from slurmgen.spec.load import load_file
-
-    loaded = load_file(spec, overrides)
-    text = render_script(loaded.spec, templates)
-    warn_all((*loaded.warnings, *_where_problems(loaded.spec, spec), *doctor(loaded.spec, text)))
-    return loaded.spec, text
-
-
-def _where_problems(spec: JobSpec, path: Path) -> list[Problem]:
-    """Warnings that need the files where the job will run (from here: the directory one submits from)."""
-    from slurmgen.spec.where import missing_script
-
-    missing = missing_script(spec, str(path), Path.cwd())
-    return [] if missing is None else [missing]
+    built = compiled(spec, overrides, templates)
+    return built.spec, built.script
 
 
 @commands.command()
@@ -49,7 +45,7 @@ def render(
     templates: TemplatesOpt = None,
 ) -> None:
     """Print the sbatch script for a job spec (no cluster needed)."""
-    _, text = load_and_render(spec, set_ or [], templates)
+    text = compiled(spec, set_ or [], templates).script
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -74,18 +70,18 @@ def validate(
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
 ) -> None:
     """Check many specs at once and report every problem of every file, in the order given."""
-    from slurmgen.spec.load import load_file
+    from slurmgen.script.build import check_file
 
     problems: list[Problem] = []
     for path in specs:
         try:
-            loaded = load_file(path, set_ or [])
+            checked = check_file(path, set_ or [], Path.cwd())
         except SpecError as exc:
             problems.extend(exc.problems)
             for problem in exc.problems:
                 err(f"error: {problem}")
             continue
-        warnings = [*loaded.warnings, *_where_problems(loaded.spec, path)]
+        warnings = list(checked.warnings)
         if strict and warnings:
             problems.extend(warnings)
             for problem in warnings:

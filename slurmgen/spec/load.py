@@ -5,6 +5,7 @@ Every problem of a file is reported at once, one line each, naming the file, the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,19 +94,27 @@ def load_text(text: str, source: str, overrides: list[str] | None = None) -> Loa
     return LoadedSpec(spec=_build(spec_fields), warnings=tuple(warnings))
 
 
-def load_file(path: str | Path, overrides: list[str] | None = None) -> LoadedSpec:
-    source = str(path)
+def read_spec(path: str | Path) -> bytes:
+    """The spec file's bytes, read once (one open): what is validated is what a submission keeps."""
     try:
-        raw = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as exc:
-        raise SpecError([Problem(source, "", f"cannot read: {exc.strerror or exc}")]) from None
+        raise SpecError([Problem(str(path), "", f"cannot read: {exc.strerror or exc}")]) from None
+
+
+def load_bytes(raw: bytes, source: str, overrides: Sequence[str] | None = None) -> LoadedSpec:
+    """Validate a spec file's bytes (UTF-8; CRLF line ends are fine)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError([Problem(source, "", f"is not UTF-8 text (byte {exc.start}); save it as UTF-8")]) from None
     if "\r" in text:
         text = text.replace("\r\n", "\n")  # a CRLF file is fine; a lone CR inside a value is caught per field
-    return load_text(text, source, overrides)
+    return load_text(text, source, list(overrides or []))
+
+
+def load_file(path: str | Path, overrides: list[str] | None = None) -> LoadedSpec:
+    return load_bytes(read_spec(path), str(path), overrides)
 
 
 def _build(f: dict[str, Any]) -> JobSpec:
