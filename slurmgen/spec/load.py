@@ -5,13 +5,16 @@ Every problem of a file is reported at once, one line each, naming the file, the
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from slurmgen.errors import Problem, SpecError
 from slurmgen.spec.fields import SPEC
-from slurmgen.spec.model import ContainerSpec, DistributedSpec, JobSpec, LoadedSpec, PreemptionSpec
+from slurmgen.spec.model import JobSpec, LoadedSpec
 from slurmgen.spec.rules import cross_check, resolve
 from slurmgen.spec.types import BAD, Ctx
 from slurmgen.spec.yaml_source import FieldPath, Mark, dotted, load_override, load_yaml
@@ -118,42 +121,31 @@ def load_file(path: str | Path, overrides: list[str] | None = None) -> LoadedSpe
 
 
 def _build(f: dict[str, Any]) -> JobSpec:
-    pre = f["preemption"]
-    cont = f.get("container")
-    return JobSpec(
-        name=f["name"],
-        command=tuple(f["command"]),
-        time=f["time"],
-        time_seconds=f["time_seconds"],
-        nodes=f["nodes"],
-        gpus_per_node=f["gpus_per_node"],
-        tasks_per_node=f["tasks_per_node"],
-        nproc_per_node=f["nproc_per_node"],
-        cpus_per_task=f.get("cpus_per_task"),
-        mem=f.get("mem"),
-        partition=f.get("partition"),
-        account=f.get("account"),
-        qos=f.get("qos"),
-        constraint=f.get("constraint"),
-        launcher=f["launcher"],
-        python=f["python"],
-        distributed=DistributedSpec(**f["distributed"]),
-        preemption=PreemptionSpec(**pre),
-        env=tuple(f["env"].items()),
-        setup=tuple(f["setup"]),
-        container=None
-        if cont is None
-        else ContainerSpec(
-            image=cont["image"],
-            mounts=tuple(cont.get("mounts", ())),
-            workdir=cont.get("workdir"),
-            name=cont.get("name"),
-            mount_home=cont.get("mount_home"),
-            writable=cont.get("writable"),
-        ),
-        output=f["output"],
-        chdir=f.get("chdir"),
-        array=f.get("array"),
-        dependency=f.get("dependency"),
-        sbatch=tuple(f["sbatch"].items()),
-    )
+    """The model from the resolved fields, read off the model's own declaration (no third list of field names)."""
+    spec: JobSpec = _made(JobSpec, f)
+    return spec
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _made(cls: Any, values: dict[str, Any]) -> Any:
+    """An instance of the frozen dataclass ``cls``: nested specs built the same way; lists and mappings become
+    tuples (a mapping: its (key, value) pairs in the file's order); a missing optional value is None, a missing
+    sequence empty."""
+    hints = _hints(cls)
+    return cls(**{f.name: _converted(hints[f.name], values.get(f.name)) for f in dataclasses.fields(cls)})
+
+
+def _converted(hint: Any, value: Any) -> Any:
+    sequence = typing.get_origin(hint) is tuple
+    if value is None:
+        return () if sequence else None
+    nested = next((t for t in (hint, *typing.get_args(hint)) if dataclasses.is_dataclass(t)), None)
+    if nested is not None:
+        return _made(nested, value)
+    if sequence:
+        return tuple(value.items()) if isinstance(value, dict) else tuple(value)
+    return value
