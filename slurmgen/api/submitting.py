@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from slurmgen.api.job import Job
     from slurmgen.jobs.plan import Plan
     from slurmgen.jobs.submit import Submission
+    from slurmgen.script.build import Build
     from slurmgen.spec.model import JobSpec
 
 Warn = Callable[[str], None]
@@ -104,28 +105,30 @@ def spec_source(spec: str | Path | JobSpec | Mapping[str, Any], overrides: Mappi
     return SpecSource(path, args)
 
 
-def load_and_render(source: SpecSource, templates: Path | None, warn: Warn) -> tuple[JobSpec, str]:
-    """Validate and render a spec; its warnings (and the script doctor's) go to ``warn``. `slurmgen render` and
-    every submission take this one path."""
-    from slurmgen.script.doctor import doctor
-    from slurmgen.script.render import render
-    from slurmgen.spec.load import load_file
-    from slurmgen.spec.where import missing_script
+def compiled(source: SpecSource, templates: Path | None, warn: Warn) -> Build:
+    """Validate and render a spec through the one compile step (slurmgen.script.build); its warnings (and the
+    script doctor's) go to ``warn``. `slurmgen render` and every submission take this one path."""
+    from slurmgen.script.build import build_file
 
-    loaded = load_file(source.path, list(source.overrides))
-    text = render(loaded.spec, templates)
-    missing = missing_script(loaded.spec, str(source.path), Path.cwd())
-    for problem in (*loaded.warnings, *([] if missing is None else [missing]), *doctor(loaded.spec, text)):
+    built = build_file(source.path, list(source.overrides), templates, Path.cwd())
+    for problem in built.warnings:
         warn(f"warning: {problem}")
-    return loaded.spec, text
+    return built
+
+
+def load_and_render(source: SpecSource, templates: Path | None, warn: Warn) -> tuple[JobSpec, str]:
+    """The spec and its script (see compiled)."""
+    built = compiled(source, templates, warn)
+    return built.spec, built.script
 
 
 def planned(source: SpecSource, templates: Path | None, base: Path, warn: Warn) -> Plan:
-    """Validate and render (warnings to ``warn``), then plan a submission recorded under ``base``."""
+    """Validate and render (warnings to ``warn``), then plan a submission recorded under ``base``; the plan keeps
+    the exact bytes that were validated (the spec file is read once)."""
     from slurmgen.jobs.plan import new_token, plan
 
-    spec, text = load_and_render(source, templates, warn)
-    return plan(source.path, spec, text, base, Path.cwd(), new_token(), source.overrides)
+    built = compiled(source, templates, warn)
+    return plan(source.path, built.spec, built.script, base, Path.cwd(), new_token(), source.overrides, built.text)
 
 
 def submit_source(source: SpecSource, templates: Path | None, warn: Warn) -> tuple[Plan, Submission]:

@@ -12,6 +12,7 @@ import typer
 
 from slurmgen.cli.job_commands import _target as job_target
 from slurmgen.cli.options import JobArg, PointOpt, SetOpt
+from slurmgen.cli.output import warn_all
 from slurmgen.errors import UsageError
 
 commands = typer.Typer()
@@ -29,12 +30,14 @@ def doctor_command(
     """What preemption and the time limit will do to a job here: mode, grace, user signal, windows, risks."""
     from slurmgen.jobs import doctor
     from slurmgen.jobs.journal import Journal, find_home
+    from slurmgen.script.build import check_file
     from slurmgen.slurm.client import SlurmClient
-    from slurmgen.spec.load import load_file
 
     facts, last = None, None
     if spec is not None:
-        facts = doctor.SpecFacts.of(str(spec), load_file(spec, set_ or []).spec)
+        checked = check_file(spec, set_ or [], Path.cwd())
+        warn_all(checked.warnings)  # the same warnings as render, validate, submit and run
+        facts = doctor.SpecFacts.of(str(spec), checked.spec)
         last = doctor.spec_last_save(Journal(find_home()), spec)
     elif set_:
         raise UsageError("--set needs a SPEC to apply to")

@@ -14,25 +14,25 @@ from slurmgen.cli.output import err, warn_all
 from slurmgen.errors import Problem, SpecError, UsageError
 
 if TYPE_CHECKING:
+    from slurmgen.script.build import Build
     from slurmgen.spec.model import JobSpec
 
 commands = typer.Typer()
 
 
+def compiled(spec: Path, overrides: list[str], templates: Path | None) -> Build:
+    """The compile step (slurmgen.script.build) from this directory, through the API's path; its warnings go to
+    stderr."""
+    from slurmgen.api.submitting import SpecSource
+    from slurmgen.api.submitting import compiled as api_compiled
+
+    return api_compiled(SpecSource(spec, tuple(overrides)), templates, err)
+
+
 def load_and_render(spec: Path, overrides: list[str], templates: Path | None) -> tuple[JobSpec, str]:
     """Validate and render a spec; its warnings (and the script doctor's) go to stderr. The API's path."""
-    from slurmgen.api.submitting import SpecSource
-    from slurmgen.api.submitting import load_and_render as api_load_and_render
-
-    return api_load_and_render(SpecSource(spec, tuple(overrides)), templates, err)
-
-
-def _where_problems(spec: JobSpec, path: Path) -> list[Problem]:
-    """Warnings that need the files where the job will run (from here: the directory one submits from)."""
-    from slurmgen.spec.where import missing_script
-
-    missing = missing_script(spec, str(path), Path.cwd())
-    return [] if missing is None else [missing]
+    built = compiled(spec, overrides, templates)
+    return built.spec, built.script
 
 
 @commands.command()
@@ -45,11 +45,12 @@ def render(
     templates: TemplatesOpt = None,
 ) -> None:
     """Print the sbatch script for a job spec (no cluster needed)."""
-    resolved, text = load_and_render(spec, set_ or [], templates)
-    if resolved.sweep is not None:
+    built = compiled(spec, set_ or [], templates)
+    text = built.script
+    if built.spec.sweep is not None:
         from slurmgen.cli.sweep_commands import render_lines
 
-        for line in render_lines(resolved):
+        for line in render_lines(built.spec):
             err(line)
     if output is None:
         sys.stdout.write(text)
@@ -75,18 +76,18 @@ def validate(
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
 ) -> None:
     """Check many specs at once and report every problem of every file, in the order given."""
-    from slurmgen.spec.load import load_file
+    from slurmgen.script.build import check_file
 
     problems: list[Problem] = []
     for path in specs:
         try:
-            loaded = load_file(path, set_ or [])
+            checked = check_file(path, set_ or [], Path.cwd())
         except SpecError as exc:
             problems.extend(exc.problems)
             for problem in exc.problems:
                 err(f"error: {problem}")
             continue
-        warnings = [*loaded.warnings, *_where_problems(loaded.spec, path)]
+        warnings = list(checked.warnings)
         if strict and warnings:
             problems.extend(warnings)
             for problem in warnings:

@@ -34,6 +34,7 @@ class Plan:
     log_dir: Path  # the batch log's directory; must exist before sbatch runs
     state_dir: Path | None  # preemption.state_dir when preemption is on
     sbatch_args: tuple[str, ...]  # options on sbatch's command line (they beat the script's #SBATCH lines)
+    spec_text: bytes | None = None  # the bytes validated, kept as spec.yaml; None: copy the file (read again)
 
     @property
     def script_path(self) -> Path:
@@ -61,7 +62,14 @@ def comment_for(spec: JobSpec, token: str) -> str:
 
 
 def plan(
-    source: Path, spec: JobSpec, script: str, base: Path, cwd: Path, token: str, overrides: tuple[str, ...] = ()
+    source: Path,
+    spec: JobSpec,
+    script: str,
+    base: Path,
+    cwd: Path,
+    token: str,
+    overrides: tuple[str, ...] = (),
+    spec_text: bytes | None = None,
 ) -> Plan:
     """Where the run lives and what sbatch gets. ``base`` is the journal's directory, ``cwd`` where sbatch runs."""
     workdir = cwd / spec.chdir if spec.chdir else cwd
@@ -78,6 +86,7 @@ def plan(
         log_dir=workdir / spec.output,
         state_dir=workdir / pre.state_dir if pre.enabled else None,
         sbatch_args=(f"--comment={comment_for(spec, token)}",),
+        spec_text=spec_text,
     )
 
 

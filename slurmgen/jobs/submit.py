@@ -69,7 +69,7 @@ def _private_dirs(path: Path, base: Path) -> None:
 def write_run_dir(p: Plan, base: Path) -> None:
     _private_dirs(p.run_dir, base)
     write_text(p.script_path, p.script)
-    write_bytes(p.run_dir / SPEC_COPY, p.source.read_bytes())
+    write_bytes(p.run_dir / SPEC_COPY, p.source.read_bytes() if p.spec_text is None else p.spec_text)
     resolved = {
         "source": str(p.source.resolve()),
         "overrides": list(p.overrides),

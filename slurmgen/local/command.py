@@ -57,7 +57,7 @@ def run_local(
     (tests run it faster)."""
     env = dict(os.environ if environ is None else environ)
     submit_dir = (cwd or Path.cwd()).resolve()
-    loaded = setup.load(source, options, jobenv.visible_gpus(env, _devices()))
+    loaded = setup.load(source, options, jobenv.visible_gpus(env, _devices()), submit_dir)
     for warning in loaded.warnings:
         out(f"warning: {warning}")
     spec = loaded.spec

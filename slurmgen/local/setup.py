@@ -14,8 +14,9 @@ from pathlib import Path
 from slurmgen import contract
 from slurmgen.errors import Problem, UsageError
 from slurmgen.local import jobenv
+from slurmgen.script.build import build, check
 from slurmgen.script.directives import batch_log, task_log_stem
-from slurmgen.spec.load import load_file
+from slurmgen.spec.load import read_spec
 from slurmgen.spec.model import JobSpec
 
 
@@ -65,20 +66,21 @@ def adapt(spec: JobSpec, gpus: Sequence[str]) -> tuple[list[str], list[str], tup
     return sets, [note], None
 
 
-def load(source: str | Path, options: Options, gpus: Sequence[str]) -> LocalSetup:
-    """Load with the user's overrides (`--nodes`/`--tasks-per-node` are `--set`s), adapt, render."""
-    from slurmgen.script.doctor import doctor
-    from slurmgen.script.render import render
-
+def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: Path | None = None) -> LocalSetup:
+    """Load with the user's overrides (`--nodes`/`--tasks-per-node` are `--set`s), adapt, render: the compile step
+    of `slurmgen render` (slurmgen.script.build), so a local run warns as render does. ``submit_dir``: where the
+    job starts from (default: the current directory)."""
+    raw = read_spec(source)  # once: the adapted spec is checked from the same bytes
+    where = Path.cwd() if submit_dir is None else submit_dir
     sets = list(options.overrides)
     if options.nodes is not None:
         sets.append(f"nodes={options.nodes}")
-    first = load_file(source, sets)
+    first = check(raw, str(source), sets, where)
     extra, notes, slices = adapt(first.spec, gpus)
     if options.tasks_per_node is not None:
         extra.append(f"{_tasks_field(first.spec)}={options.tasks_per_node}")
-    loaded = load_file(source, sets + extra) if extra else first
-    spec = loaded.spec
+    checked = check(raw, str(source), sets + extra, where) if extra else first
+    spec = checked.spec
     if spec.nodes > jobenv.MAX_NODES:
         raise UsageError(f"--nodes {spec.nodes}: a local run emulates at most {jobenv.MAX_NODES} nodes")
     if options.preempt_after is not None:
@@ -96,8 +98,8 @@ def load(source: str | Path, options: Options, gpus: Sequence[str]) -> LocalSetu
         notes.append(f"dependency {spec.dependency} is ignored locally: the job starts at once")
     if spec.container is not None:
         notes.append(f"the image {spec.container.image} is not used locally: tasks run on this machine, its files")
-    script = render(spec, options.templates)
-    return LocalSetup(spec, script, (*loaded.warnings, *doctor(spec, script)), tuple(notes), slices)
+    built = build(checked, options.templates)
+    return LocalSetup(spec, built.script, built.warnings, tuple(notes), slices)
 
 
 # --- when Slurm's signals come ------------------------------------------------------------------------------

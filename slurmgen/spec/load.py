@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,16 +138,24 @@ def read_spec_bytes(source: str) -> bytes:
     return b"".join(chunks)
 
 
-def load_file(path: str | Path, overrides: list[str] | None = None) -> LoadedSpec:
-    source = str(path)
-    raw = read_spec_bytes(source)
+def read_spec(path: str | Path) -> bytes:
+    """The spec file's bytes, read once (one open): what is validated is what a submission keeps."""
+    return read_spec_bytes(str(path))
+
+
+def load_bytes(raw: bytes, source: str, overrides: Sequence[str] | None = None) -> LoadedSpec:
+    """Validate a spec file's bytes (UTF-8; CRLF line ends are fine)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError([Problem(source, "", f"is not UTF-8 text (byte {exc.start}); save it as UTF-8")]) from None
     if "\r" in text:
         text = text.replace("\r\n", "\n")  # a CRLF file is fine; a lone CR inside a value is caught per field
-    return load_text(text, source, overrides)
+    return load_text(text, source, list(overrides or []))
+
+
+def load_file(path: str | Path, overrides: list[str] | None = None) -> LoadedSpec:
+    return load_bytes(read_spec(path), str(path), overrides)
 
 
 def _build(f: dict[str, Any]) -> JobSpec:

@@ -1,0 +1,64 @@
+"""The one compile step: a spec file's bytes, the `--set` overrides and the templates give a Build: the spec, the
+script, every warning, and the exact bytes that were validated.
+
+`render`, `validate`, `submit`, `run` and `doctor` all go through here, so they read the file once and say the same
+things. `check` stops before rendering (`validate` and `doctor` need no script, and must not pay for Jinja);
+`build` renders a checked spec and adds the script doctor's warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurmgen.errors import Problem
+from slurmgen.spec.load import load_bytes, read_spec
+from slurmgen.spec.model import JobSpec
+from slurmgen.spec.where import missing_script
+
+
+@dataclass(frozen=True)
+class Checked:
+    source: str  # the spec file as given (names it in every problem)
+    text: bytes  # the exact bytes validated; a submission keeps these, never a second read of the file
+    spec: JobSpec
+    warnings: tuple[Problem, ...]  # the spec's own, then those about the files where the job runs
+
+
+@dataclass(frozen=True)
+class Build:
+    source: str
+    text: bytes
+    spec: JobSpec
+    script: str
+    warnings: tuple[Problem, ...]  # Checked.warnings, then the script doctor's
+
+
+def check(raw: bytes, source: str, overrides: Sequence[str], submit_dir: Path) -> Checked:
+    """Validate the bytes with the overrides; ``submit_dir`` is where the job is submitted from (its files are
+    looked at: the command's script must be there). Raises SpecError with every problem."""
+    loaded = load_bytes(raw, source, overrides)
+    missing = missing_script(loaded.spec, source, submit_dir)
+    warnings = loaded.warnings if missing is None else (*loaded.warnings, missing)
+    return Checked(source, raw, loaded.spec, warnings)
+
+
+def build(checked: Checked, templates: str | Path | None) -> Build:
+    """Render a checked spec (``templates``: the user's template directory, searched first)."""
+    from slurmgen.script.doctor import doctor
+    from slurmgen.script.render import render
+
+    script = render(checked.spec, templates)
+    warnings = (*checked.warnings, *doctor(checked.spec, script))
+    return Build(checked.source, checked.text, checked.spec, script, warnings)
+
+
+def check_file(path: str | Path, overrides: Sequence[str], submit_dir: Path) -> Checked:
+    """Read the spec file once and check it."""
+    return check(read_spec(path), str(path), overrides, submit_dir)
+
+
+def build_file(path: str | Path, overrides: Sequence[str], templates: str | Path | None, submit_dir: Path) -> Build:
+    """Read the spec file once, check it and render it."""
+    return build(check_file(path, overrides, submit_dir), templates)
