@@ -86,9 +86,13 @@ class CheckpointStore:
         self._background = BackgroundSaves()
 
     def sweep(self) -> list[str]:
-        """Remove what interrupted saves and deletes left (rank 0, at start, before any save)."""
-        # Directories first: the plain sweep matches the same `.<name>.*.tmp` names and unlinks files only.
-        return layout.sweep_dirs(self.directory, self.name) + atomic.sweep(self.path)
+        """Remove what interrupted saves and deletes left (rank 0, at start, before any save). What cannot be
+        removed is one warning line each, never a failed start."""
+        warn = self._warn
+        return layout.sweep_dirs(self.directory, self.name, warn) + atomic.sweep(self.path, warn)
+
+    def _warn(self, message: str) -> None:
+        _log(f"warning: {message}")
 
     # -- saving ------------------------------------------------------------------------------------------------
 
