@@ -17,6 +17,8 @@ from typing import Any
 
 from slurmgen.atomic import replace_with
 from slurmgen.errors import RuntimeSetupError
+from slurmgen.runtime.checkpoint import write_failure
+from slurmgen.runtime.checkpoint.write_failure import WriteFailed
 
 FORMAT = 1
 
@@ -43,18 +45,28 @@ def _torch_save(torch: Any, payload: Any, path: str, crc32: bool) -> None:
 
 
 def write_atomic(path: str, payload: Any, crc32: bool = False) -> int:
-    """Write ``payload`` (anything torch.save or pickle takes) to ``path`` atomically; returns its size in bytes."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    """Write ``payload`` (anything torch.save or pickle takes) to ``path`` atomically; returns its size in bytes.
+
+    Raises WriteFailed (one line naming the cause: disk full, quota, permission) when it cannot; the file that
+    was at ``path`` is then untouched."""
+    directory = os.path.dirname(os.path.abspath(path))
     torch = _torch()
 
     def write(tmp: str) -> None:
-        if torch is not None:
-            _torch_save(torch, payload, tmp, crc32)
-        else:
-            with open(tmp, "wb") as handle:
-                pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            if torch is not None:
+                _torch_save(torch, payload, tmp, crc32)
+            else:
+                with open(tmp, "wb") as handle:
+                    pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # described now, while the partial file still fills the disk
+            raise WriteFailed(write_failure.describe(exc, directory)) from exc
 
-    return replace_with(path, write)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        return replace_with(path, write)
+    except OSError as exc:  # the directory, the temporary file, fsync or rename (NFS reports quotas at close)
+        raise WriteFailed(write_failure.describe(exc, directory)) from exc
 
 
 def envelope(state: Any, job: str, spec: str, run: int, cause: str) -> dict[str, Any]:

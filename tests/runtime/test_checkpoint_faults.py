@@ -6,6 +6,7 @@ test_checkpoint_stop_faults.py.
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import threading
@@ -18,6 +19,7 @@ import pytest
 from slurmgen import atomic
 from slurmgen.runtime.checkpoint import layout
 from slurmgen.runtime.checkpoint.background import PendingSave
+from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.dcp_io import BEFORE_COMMIT
 
 from .test_checkpoint_store import Gate, make_store
@@ -120,3 +122,66 @@ def test_a_read_only_state_directory_is_a_warning_at_start(
     assert err.count("Read-only file system; it stays") == 2, err
     assert os.path.isdir(small_fs / ".77.state.000002.0badc0de.tmp")
     assert layout.sweep_dirs(str(small_fs), "77.state") == []  # the batch shell's call: no warning asked, no raise
+
+
+def fill(directory: Path) -> None:
+    """Write a filler file until the file system says ENOSPC: the disk is now full."""
+    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+
+
+def test_a_background_save_on_a_full_disk_is_reported_at_once_and_raised_at_the_next_call(
+    small_fs: Path, torch_module: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    torch = torch_module
+    failures: list[tuple[str, bool]] = []
+    store = make_store(small_fs, on_failure=lambda line, background: failures.append((line, background)))
+    first = store.save({"w": torch.full((50_000,), 1.0)}, "periodic", async_=True, sharded=False)  # 200 kB
+    assert isinstance(first, PendingSave) and first.wait(60) is not None
+    fill(small_fs)
+    capsys.readouterr()
+    second = store.save({"w": torch.full((50_000,), 2.0)}, "periodic", async_=True, sharded=False)
+    assert isinstance(second, PendingSave)
+    with pytest.raises(CheckpointError):
+        second.wait(60)
+    # Reported at once, on its own, in one line that names the cause.
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"slurmgen: saving the state in the background to {small_fs / '77.state'} failed: ")
+    assert "the disk is full (" in err[0] and err[0].endswith("; the previous state stays")
+    assert failures == [(err[0].removeprefix("slurmgen: "), True)]
+    # The next save raises it (and writes nothing); the one after that tries again, and fails the same way.
+    with pytest.raises(CheckpointError, match=r"an earlier save in the background failed: saving .* the disk is full"):
+        store.save({"w": torch.full((50_000,), 3.0)}, "periodic", async_=True, sharded=False)
+    third = store.save({"w": torch.full((50_000,), 3.0)}, "periodic", async_=True, sharded=False)
+    assert isinstance(third, PendingSave)
+    with pytest.raises(CheckpointError, match=r"an earlier save in the background failed: .* the disk is full"):
+        store.wait()
+    assert len(failures) == 2
+    assert store.wait() == first.wait(0)  # raised once; the newest durable save is still the first
+    loaded = store.load()
+    assert loaded is not None and float(loaded["w"][0]) == 1.0  # the previous state stays
+
+
+def test_a_plain_save_on_a_full_disk_names_the_cause(small_fs: Path, torch_module: Any) -> None:
+    store = make_store(small_fs)
+    fill(small_fs)
+    # torch's own error is `RuntimeError: [enforce fail at inline_container.cc:...] unexpected pos ...`.
+    with pytest.raises(
+        CheckpointError,
+        match=r"failed: the disk is full \(\d+ KiB free .*\(RuntimeError: .*; there is no previous state$",
+    ):
+        store.save({"w": torch_module.ones(100_000)}, "periodic", async_=False, sharded=False)
+    assert sorted(p.name for p in small_fs.iterdir()) == ["filler"]  # nothing half-written left
+
+
+def test_a_plain_save_to_a_read_only_directory_names_the_cause(small_fs: Path, torch_module: Any) -> None:
+    subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+    with pytest.raises(CheckpointError, match=r"failed: the file system is read-only \(OSError: \[Errno 30\]"):
+        make_store(small_fs).save({"w": torch_module.ones(10)}, "periodic", async_=False, sharded=False)

@@ -25,7 +25,7 @@ from typing import Any
 
 from slurmgen import atomic, contract
 from slurmgen.runtime import state as disk
-from slurmgen.runtime.checkpoint import commit, dcp_io, layout, state_tree
+from slurmgen.runtime.checkpoint import commit, dcp_io, layout, state_tree, write_failure
 from slurmgen.runtime.checkpoint.background import BackgroundSaves, PendingSave
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.record import SaveRecord
@@ -70,6 +70,7 @@ class CheckpointStore:
         on_save: Callable[[SaveRecord], None] | None = None,
         phase: dcp_io.Phase | None = None,
         resume_from: str | None = None,
+        on_failure: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.path = path
         self.directory, self.name = os.path.split(path)
@@ -79,6 +80,8 @@ class CheckpointStore:
         self.last: SaveRecord | None = None  # the newest save known durable on this rank
         self._rank, self._side_group, self._timeout, self._exit = rank, side_group, timeout, exit
         self._on_save = on_save
+        self._on_failure = on_failure  # rank 0, every failed save: (one line, in the background)
+        self._failure: CheckpointError | None = None  # a background save's, raised at the next save or wait
         # Called at each phase of a sharded save (dcp_io.PHASES): the fault tests' kill switch by default.
         self._phase = phase or dcp_io.kill_hook(dict(environ), KILL_AT, rank)
         self._group: Any = None
@@ -100,7 +103,7 @@ class CheckpointStore:
         started = time.monotonic()
         # One save at a time, in order: a background write finishing after a newer save would overwrite it
         # (plain) or reuse staging buffers still being written (sharded).
-        self._background.wait_quietly()
+        self._wait_and_raise()
         if state_tree.is_sharded(state) if sharded is None else sharded:
             return self._save_sharded(state, cause, async_, started)
         return self._save_plain(state, cause, async_, started)
@@ -110,10 +113,31 @@ class CheckpointStore:
             self._staging = state_tree.make_stager()
         return self._staging
 
-    def wait(self) -> SaveRecord | None:
-        """Let the save in flight, if any, finish; the newest durable record."""
-        self._background.wait_quietly()
+    def wait(self, *, raise_failure: bool = True) -> SaveRecord | None:
+        """Let the save in flight, if any, finish; the newest durable record. A background save that failed
+        (already reported when it did) raises its CheckpointError here, once, unless `raise_failure` is False."""
+        if raise_failure:
+            self._wait_and_raise()
+        else:
+            self._background.wait_quietly()
+            self._failure = None
         return self.last
+
+    def _wait_and_raise(self) -> None:
+        self._background.wait_quietly()
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise CheckpointError(f"an earlier save in the background failed: {failure}") from None
+
+    def _failed(self, exc: CheckpointError, background: bool) -> None:
+        """Every failed save, at once: one line and a run-history event (rank 0); a background one is also kept
+        for the next save or wait to raise, since no caller is waiting for it now."""
+        if background:
+            self._failure = exc
+        if self._rank() == 0:
+            _log(str(exc))
+            if self._on_failure is not None:
+                self._on_failure(str(exc), background)
 
     def _done(self, record: SaveRecord | None) -> SaveRecord | None:
         if record is not None:
@@ -133,7 +157,14 @@ class CheckpointStore:
 
     def _write_plain(self, state: Any, cause: str, started: float, blocked: float | None) -> SaveRecord | None:
         envelope = disk.envelope(state, self.key, self.spec_hash, self.run, cause)
-        size = disk.write_atomic(self.path, envelope, crc32=self.crc32)
+        try:
+            size = disk.write_atomic(self.path, envelope, crc32=self.crc32)
+        except write_failure.WriteFailed as exc:
+            kept = "the previous state stays" if os.path.isfile(self.path) else "there is no previous state"
+            how = "in the background " if blocked is not None else ""
+            error = CheckpointError(f"saving the state {how}to {self.path} failed: {exc}; {kept}")
+            self._failed(error, background=blocked is not None)
+            raise error from None
         duration = time.monotonic() - started
         background = "" if blocked is None else f" in the background, training blocked {blocked:.2f} s"
         _log(f"saved state to {self.path} ({size / 2**20:.1f} MiB in {duration:.2f} s{background}, {cause})")
@@ -161,9 +192,9 @@ class CheckpointStore:
                     started=started, blocked_s=blocked, log=_log, crc32=self.crc32,
                 )  # fmt: skip
             except CheckpointError as exc:
-                if rank == 0:
-                    _log(f"{exc}; the previous checkpoint stays")
-                raise
+                error = CheckpointError(f"{exc}; the previous checkpoint stays")
+                self._failed(error, background=blocked is not None)
+                raise error from None
             except Exception as exc:
                 if group is None:  # no peers to lose: a plain error
                     raise
