@@ -28,7 +28,7 @@ from typing import Any
 
 from slurmgen import atomic
 from slurmgen.errors import SlurmgenError
-from slurmgen.runtime.checkpoint import dcp_io, layout
+from slurmgen.runtime.checkpoint import dcp_io, layout, trust
 from slurmgen.runtime.checkpoint.record import SaveRecord
 
 
@@ -49,6 +49,7 @@ def _broadcast(value: Any, group: Any) -> Any:
 
 def _commit(tmp: str, final: str, directory: str, marker: dict[str, Any], phase: dcp_io.Phase) -> int:
     """Rank 0, after every rank's shards and the metadata are durable: make the checkpoint visible."""
+    trust.make_private(tmp)  # the loader reads only what no other user can write (trust.py)
     # Written atomically and durably (file and directory fsynced), though nobody can see `tmp` yet.
     atomic.write_bytes(os.path.join(tmp, layout.MARKER), json.dumps(marker, sort_keys=True).encode() + b"\n", 0o644)
     phase(dcp_io.BEFORE_COMMIT)
@@ -134,11 +135,3 @@ def save_sharded(
 
 def _blocked(blocked_s: float | None) -> str:
     return "" if blocked_s is None else f" in the background, training blocked {blocked_s:.2f} s"
-
-
-def read_marker(path: str) -> dict[str, Any]:
-    with open(os.path.join(path, layout.MARKER), encoding="utf-8") as handle:
-        data = json.load(handle)
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: {layout.MARKER} is not a JSON object")
-    return data

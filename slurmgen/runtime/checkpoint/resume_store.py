@@ -25,7 +25,7 @@ from typing import Any
 
 from slurmgen import atomic, contract
 from slurmgen.runtime import state as disk
-from slurmgen.runtime.checkpoint import commit, dcp_io, layout, state_tree, write_failure
+from slurmgen.runtime.checkpoint import commit, dcp_io, layout, resume_load, state_tree, write_failure
 from slurmgen.runtime.checkpoint.background import BackgroundSaves, PendingSave
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.record import SaveRecord
@@ -35,7 +35,6 @@ from slurmgen.runtime.peer_loss import leave
 # phases are dcp_io.PHASES, and the two commit phases happen on rank 0 only.
 KILL_AT = "SLURMGEN_TEST_KILL_AT"
 FORMAT = 1
-NONE, PLAIN, SHARDED = 0, 1, 2  # what rank 0 found to resume from
 
 
 def _log(message: str) -> None:
@@ -233,95 +232,7 @@ class CheckpointStore:
 
     # -- loading -----------------------------------------------------------------------------------------------
 
-    def _newest(self, name: str) -> tuple[int, int]:
-        """(kind, seq) of the newest complete state named `name` in the directory (rank 0's view)."""
-        found: list[tuple[float, int, int]] = []
-        for number, path in reversed(layout.complete_dirs(self.directory, name)):
-            try:
-                found.append((float(commit.read_marker(path).get("time", 0)), SHARDED, number))
-                break
-            except (OSError, ValueError) as exc:
-                _log(f"skipping {path}: {exc}")
-        with contextlib.suppress(FileNotFoundError):
-            found.append((os.stat(os.path.join(self.directory, name)).st_mtime, PLAIN, 0))
-        return max(found)[1:] if found else (NONE, 0)
-
-    def _choose(self) -> tuple[str, str, dict[str, Any], str] | None:
-        """Rank 0 picks the newest complete state: this job's, else (`slurmgen resume` of a forgotten job) the old
-        job's; its choice is broadcast as a tensor (object collectives would need NumPy even for a plain state),
-        and every rank then reads that one. Returns (kind, path, marker, owner)."""
-        kind, seq, old = NONE, 0, 0
-        group = self._side_group()
-        # Without a process group yet (Lightning starts it inside fit(), after the checkpoint path is chosen) rank 0
-        # cannot tell the others, so every rank looks for itself: nothing writes the state at start-up.
-        if self._rank() == 0 or group is None:
-            kind, seq = self._newest(self.name)
-            if kind == NONE and self.resume_from:
-                kind, seq = self._newest(f"{self.resume_from}.state")
-                old = 1
-        if group is not None:
-            import torch
-            import torch.distributed as dist
-
-            choice = torch.tensor([kind, seq, old], dtype=torch.int64)
-            dist.broadcast(choice, src=0, group=group)
-            kind, seq, old = (int(x) for x in choice.tolist())
-        owner = self.resume_from if old and self.resume_from else self.key
-        name = f"{owner}.state" if old else self.name
-        if kind == PLAIN:
-            return "plain", os.path.join(self.directory, name), {}, owner
-        if kind == SHARDED:
-            path = os.path.join(self.directory, layout.complete_name(name, seq))
-            return "sharded", path, commit.read_marker(path), owner
-        return None
-
-    def _owned(self, meta: Mapping[str, Any], path: str, kind: str, owner: str) -> bool:
-        job, spec = meta.get("job"), meta.get("spec") or "?"
-        foreign = job != owner or bool(self.spec_hash and meta.get("spec") != self.spec_hash)
-        ours = f"this is job {self.key} with spec {self.spec_hash or '?'}"
-        if foreign and not self.named:
-            if self._rank() == 0:
-                _log(f"not resuming from {path}: it belongs to job {job} with spec {spec}, {ours}")
-            return False
-        if self._rank() == 0:
-            what = f"sharded over {meta.get('world_size')} ranks, " if kind == "sharded" else ""
-            what += f"job {owner}'s state, " if owner != self.key else ""
-            run = int(meta.get("run", 0)) + 1
-            whose = f"; it is the state of job {job} with spec {spec}, {ours}" if foreign else ""
-            _log(f"resuming from {path} ({what}saved by run {run}, cause {meta.get('cause')}){whose}")
-        return True
-
     def load(self, into: Any = None) -> Any:
-        """Without `into`: the plain state, or None. With `into`: fill it in place; True if a state was found."""
-        choice = self._choose()
-        missing = None if into is None else False
-        if choice is None:
-            return missing
-        kind, path, meta, owner = choice
-        if kind == "plain":
-            data = disk.read(path, weights_only=self.weights_only)
-            if data is None or not self._owned(data["slurmgen"], path, kind, owner):
-                return missing
-            if into is None:
-                return data["state"]
-            state_tree.fill_in_place(into, data["state"])
-            return True
-        if not self._owned(meta, path, kind, owner):
-            return missing
-        if into is None:
-            raise CheckpointError(f"{path} is a sharded checkpoint: give the state to fill, pre.load(into=state)")
-        target = state_tree.top_level(into)
-        group = self._checkpoint_group()
-        try:
-            dcp_io.read(target, path, group)
-        except Exception as exc:  # a broken collective (CheckpointException is no Exception, see below)
-            if group is None:
-                raise
-            self._lost(exc, "loading a sharded checkpoint")
-        except BaseException as exc:
-            if not dcp_io.is_consistent_failure(exc):
-                raise
-            raise CheckpointError(f"loading {path} failed: {dcp_io.describe_failure(exc)}") from None
-        if isinstance(into, dict):  # tensors were filled in place; plain values at the top were replaced
-            into.update(target)
-        return True
+        """Without `into`: the plain state, or None. With `into`: fill it in place; True if a state was found.
+        The newest state every rank can read; past a corrupt one, the one before, with a warning (resume_load.py)."""
+        return resume_load.Loader(self).load(into)
