@@ -185,3 +185,13 @@ def test_a_plain_save_to_a_read_only_directory_names_the_cause(small_fs: Path, t
     subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
     with pytest.raises(CheckpointError, match=r"failed: the file system is read-only \(OSError: \[Errno 30\]"):
         make_store(small_fs).save({"w": torch_module.ones(10)}, "periodic", async_=False, sharded=False)
+
+
+def test_a_sharded_save_on_a_full_disk_names_the_cause(small_fs: Path, torch_module: Any) -> None:
+    store = make_store(small_fs)
+    store.save({"w": torch_module.ones(1000)}, "periodic", async_=False, sharded=True)
+    fill(small_fs)
+    # torch's own error is `RuntimeError: [enforce fail at inline_container.cc:...] unexpected pos ...`.
+    with pytest.raises(CheckpointError, match=r"failed: rank 0: the disk is full \(.*; the previous checkpoint stays$"):
+        store.save({"w": torch_module.ones(1_000_000)}, "periodic", async_=False, sharded=True)
+    assert sorted(p.name for p in small_fs.iterdir()) == ["77.state.000001", "filler"]

@@ -94,9 +94,10 @@ def save_sharded(
     except BaseException as exc:
         if not dcp_io.is_consistent_failure(exc):
             raise
+        reason = dcp_io.describe_failure(exc, directory)  # before the partial files go: a full disk is still full
         if rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
-        raise CheckpointError(f"sharded save to {final} failed: {dcp_io.describe_failure(exc)}") from None
+        raise CheckpointError(f"sharded save to {final} failed: {reason}") from None
     outcome: SaveRecord | str
     if rank == 0:
         try:
