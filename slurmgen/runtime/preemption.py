@@ -394,8 +394,9 @@ class Preemption:
 
     def _wait_for_rank0(self, failure: str) -> None:
         """Every rank waits for rank 0 to be done with its save and requeue, and learns whether its final save
-        failed (a plain state is written by rank 0 alone): a broadcast of rank 0's one line, empty when it
-        saved. Only a rank 0 that died or hung is waited out."""
+        failed (a plain state is written by rank 0 alone): rank 0's one line (empty when it saved), spread by an
+        all-reduce in which the others add zeros, so that, as with a barrier, no rank returns before every rank
+        has arrived. Only a rank 0 that died or hung is waited out."""
         group = self._side_group()
         if group is None:
             return
@@ -407,7 +408,7 @@ class Preemption:
             data = failure.encode("utf-8", "replace")[:FAILURE_BYTES]
             box[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         try:
-            dist.broadcast(box, src=0, group=group)
+            dist.all_reduce(box, op=dist.ReduceOp.MAX, group=group)
         except Exception as exc:  # rank 0 died during its save: nothing left to wait for
             if self.rank != 0:
                 _log(f"rank {self.rank}: rank 0 did not finish its save within {self.timeout:g} s: {exc}")
