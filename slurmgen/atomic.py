@@ -6,15 +6,23 @@ The recipe (rename(2), fsync(2)): write a temporary file in the same directory (
 atomic), fsync it, rename it over the target, then fsync the directory so the rename itself survives a power
 cut. A kill at any moment leaves the old file or the new one; what it can leave is an orphan `.NAME.*.tmp`,
 which `sweep` removes.
+
+Temporary names are exact: `.NAME.XXXXXXXX.tmp`, the eight characters tempfile.mkstemp draws (its
+_RandomNameSequence: lowercase letters, digits and "_"). A looser match (`.NAME.*.tmp`) would also take the
+temporary files of another name that merely starts with NAME and a dot (`.ckpt.v2.k3j9x0qa.tmp` is a save of
+`ckpt.v2` in progress, not a leftover of `ckpt`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
+import re
+import stat
 import tempfile
 from collections.abc import Callable
+
+_RANDOM = "[a-z0-9_]{8}"  # what mkstemp puts between prefix and suffix (tempfile._RandomNameSequence)
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:
@@ -25,19 +33,40 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def temp_pattern(path: str | os.PathLike[str]) -> str:
-    """The glob that matches the temporary files a write of ``path`` may leave behind."""
-    directory, name = os.path.split(os.path.abspath(path))
-    return os.path.join(directory, f".{glob.escape(name)}.*.tmp")
+def temp_pattern(path: str | os.PathLike[str]) -> re.Pattern[str]:
+    """The names (in the directory of ``path``) of the temporary files a write of ``path`` may leave behind."""
+    name = os.path.basename(os.path.abspath(path))
+    return re.compile(rf"\.{re.escape(name)}\.{_RANDOM}\.tmp")
 
 
-def sweep(path: str | os.PathLike[str]) -> list[str]:
-    """Remove temporary files an interrupted write left next to ``path``; returns what was removed."""
+def sweep(path: str | os.PathLike[str], warn: Callable[[str], None] | None = None) -> list[str]:
+    """Remove temporary files an interrupted write left next to ``path``; returns what was removed.
+
+    Only regular files and symbolic links are removed (a directory of that name is none of ours). One that cannot
+    be removed (an immutable file, a read-only file system, NFS's `.nfsXXXX` of a file still open elsewhere)
+    is left in place and named to ``warn``: it costs disk space, never the start of the job."""
+    directory = os.path.dirname(os.path.abspath(path))
+    pattern = temp_pattern(path)
+    try:
+        entries = os.listdir(directory)
+    except FileNotFoundError:
+        return []
     removed = []
-    for leftover in glob.glob(temp_pattern(path)):
-        with contextlib.suppress(FileNotFoundError):
+    for entry in sorted(entries):
+        if not pattern.fullmatch(entry):
+            continue
+        leftover = os.path.join(directory, entry)
+        try:
+            if stat.S_ISDIR(os.lstat(leftover).st_mode):
+                continue
             os.unlink(leftover)
-            removed.append(leftover)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if warn is not None:
+                warn(f"could not remove {leftover}, left by an interrupted write: {exc.strerror or exc}; it stays")
+            continue
+        removed.append(leftover)
     return removed
 
 

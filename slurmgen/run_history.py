@@ -31,6 +31,7 @@ SIGNAL = "signal"  # batch shell: a signal reached it (sig)
 PREEMPTED = "preempted"  # batch shell or rank 0: Slurm is preempting this run (mode, preempt_time, end_time)
 STOP = "stop"  # rank 0: the ranks agreed to stop (cause, actions, signals, step_seconds)
 SAVE = "save"  # rank 0: a state is durable (seconds, bytes, cause, kind)
+SAVE_FAILED = "save-failed"  # rank 0: a save failed, the previous state stays (error: one line, background)
 REQUEUE = "requeue"  # whoever requeued the job, or the batch shell on finding that Slurm did (cause, mode)
 REFUSED = "requeue-refused"  # a requeue that was wanted but not made (why: budget, disabled, ...)
 RUN_END = "run-end"  # batch shell: the job's exit code, the step's (srun's), the task that failed first if any,

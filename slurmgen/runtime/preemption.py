@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from slurmgen.runtime.checkpoint.record import SaveRecord
 
 REQUEUE, SAVE, EXIT, TERM = 1, 2, 4, 8
+FAILURE_BYTES = 1024  # the most of rank 0's failed-save line the other ranks are told
 ACTIONS = {"requeue": REQUEUE, "save": SAVE, "exit": EXIT, "term": TERM}
 
 
@@ -137,7 +138,7 @@ class Preemption:
             self.path, key=self.key, spec_hash=self.spec_hash, run=self.restart_count, keep=keep_count(keep, env),
             named=path is not None, weights_only=weights_only, crc32=crc32, environ=env, rank=lambda: self.rank,
             side_group=self._side_group, timeout=lambda: self.timeout, exit=exit, on_save=self._saved,
-            resume_from=self.resume_from,
+            resume_from=self.resume_from, on_failure=self._save_failed,
         )  # fmt: skip
         if self.rank == 0:
             for leftover in self._store.sweep():
@@ -335,6 +336,10 @@ class Preemption:
         if self._on_save is not None:
             self._on_save(saved)
 
+    def _save_failed(self, error: str, background: bool) -> None:
+        """Rank 0, every failed save (the store has said so in one line): recorded in the run history."""
+        record(self._env, "rank0", run_history.SAVE_FAILED, error=error, background=background)
+
     # -- stopping ---------------------------------------------------------------------------------------------
 
     def stop_cause(self, flags: int, preempted: bool | None = None) -> str:
@@ -415,16 +420,20 @@ class Preemption:
         if self.rank == 0:
             record(self._env, "rank0", run_history.STOP, cause=self.cause, actions=self._describe(flags),
                    signals=list(dict.fromkeys(self._received)), step_seconds=self.step_seconds)  # fmt: skip
-        self._store.wait()  # a background save in flight finishes first (every rank takes part in it)
+        # A background save in flight finishes first (every rank takes part in it); its failure was reported.
+        self._store.wait(raise_failure=False)
+        failure = ""
         if flags & SAVE and state is not None:
-            with contextlib.suppress(CheckpointError):  # failed alike on every rank, said so; the previous stays
+            try:
                 self.save(state, self.cause)
+            except CheckpointError as exc:  # said so in one line; the previous state stays, the stop goes on
+                failure = str(exc)
         if requeue and self.rank == 0:
             outcome = requeue_this_job(self.cause, self._env, self.state_dir)
             _log(outcome.message)
             if outcome.action == "budget":
                 code = contract.EXIT_REQUEUE_BUDGET
-        self._wait_for_rank0()
+        self._wait_for_rank0(failure)
         if self.rank != 0:
             code = 0  # never non-zero before rank 0 is done: srun would kill it (contract.EXIT_*)
         sys.stdout.flush()
@@ -432,17 +441,30 @@ class Preemption:
         self._exit(code)
         raise SystemExit(code)  # only reached when `exit` was replaced (tests)
 
-    def _wait_for_rank0(self) -> None:
+    def _wait_for_rank0(self, failure: str) -> None:
+        """Every rank waits for rank 0 to be done with its save and requeue, and learns whether its final save
+        failed (a plain state is written by rank 0 alone): rank 0's one line (empty when it saved), spread by an
+        all-reduce in which the others add zeros, so that, as with a barrier, no rank returns before every rank
+        has arrived. Only a rank 0 that died or hung is waited out."""
         group = self._side_group()
         if group is None:
             return
+        import torch
         import torch.distributed as dist
 
+        box = torch.zeros(FAILURE_BYTES, dtype=torch.uint8)
+        if self.rank == 0 and failure:
+            data = failure.encode("utf-8", "replace")[:FAILURE_BYTES]
+            box[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         try:
-            dist.barrier(group=group)
+            dist.all_reduce(box, op=dist.ReduceOp.MAX, group=group)
         except Exception as exc:  # rank 0 died during its save: nothing left to wait for
             if self.rank != 0:
                 _log(f"rank {self.rank}: rank 0 did not finish its save within {self.timeout:g} s: {exc}")
+            return
+        said = bytes(box.tolist()).rstrip(b"\0").decode("utf-8", "replace")
+        if said and self.rank != 0:
+            _log(f"rank {self.rank}: rank 0 could not save the state at the stop: {said}")
 
 
 def _last_cause(env: Mapping[str, str], restarts: int) -> str | None:

@@ -17,6 +17,8 @@ from typing import Any
 
 from slurmgen.atomic import replace_with
 from slurmgen.errors import RuntimeSetupError
+from slurmgen.runtime.checkpoint import write_failure
+from slurmgen.runtime.checkpoint.write_failure import WriteFailed
 
 FORMAT = 1
 
@@ -43,18 +45,28 @@ def _torch_save(torch: Any, payload: Any, path: str, crc32: bool) -> None:
 
 
 def write_atomic(path: str, payload: Any, crc32: bool = False) -> int:
-    """Write ``payload`` (anything torch.save or pickle takes) to ``path`` atomically; returns its size in bytes."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    """Write ``payload`` (anything torch.save or pickle takes) to ``path`` atomically; returns its size in bytes.
+
+    Raises WriteFailed (one line naming the cause: disk full, quota, permission) when it cannot; the file that
+    was at ``path`` is then untouched."""
+    directory = os.path.dirname(os.path.abspath(path))
     torch = _torch()
 
     def write(tmp: str) -> None:
-        if torch is not None:
-            _torch_save(torch, payload, tmp, crc32)
-        else:
-            with open(tmp, "wb") as handle:
-                pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            if torch is not None:
+                _torch_save(torch, payload, tmp, crc32)
+            else:
+                with open(tmp, "wb") as handle:
+                    pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # described now, while the partial file still fills the disk
+            raise WriteFailed(write_failure.describe(exc, directory)) from exc
 
-    return replace_with(path, write)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        return replace_with(path, write)
+    except OSError as exc:  # the directory, the temporary file, fsync or rename (NFS reports quotas at close)
+        raise WriteFailed(write_failure.describe(exc, directory)) from exc
 
 
 def envelope(state: Any, job: str, spec: str, run: int, cause: str) -> dict[str, Any]:
@@ -63,23 +75,49 @@ def envelope(state: Any, job: str, spec: str, run: int, cause: str) -> dict[str,
     return {"slurmgen": meta, "state": state}
 
 
-def read(path: str, weights_only: bool = True) -> dict[str, Any] | None:
-    """The envelope at `path` (tensors on CPU), or None if there is none."""
+class Unreadable(ValueError):
+    """The file is no readable resume state (truncated, corrupt, not ours); the message is one phrase."""
+
+
+def read(path: str, weights_only: bool = True, shown: str | None = None) -> dict[str, Any] | None:
+    """The envelope at `path` (tensors on CPU), or None if there is none. `shown`: the name to give `path` in
+    messages (the loader reads through /proc/self/fd/N). Raises Unreadable for a file that is not a whole
+    resume state, RuntimeSetupError when torch's safe loader refuses an object in a whole one."""
+    shown = shown or path
     if not os.path.exists(path):
         return None
     torch = _torch()
-    if torch is not None:
-        try:
+    try:
+        if torch is not None:
             data = torch.load(path, map_location="cpu", weights_only=weights_only)
-        except pickle.UnpicklingError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        else:
+            with open(path, "rb") as handle:
+                data = pickle.load(handle)  # noqa: S301 - our own file (runtime/checkpoint/trust.py)
+    except pickle.UnpicklingError as exc:
+        # torch's safe loader says "Unsupported global" for an object it refuses in a whole file; for bytes that
+        # are no pickle at all (a corrupt file) it gives the same advice to turn it off, which would not help.
+        refused = [line.strip() for line in str(exc).splitlines() if "Unsupported global" in line]
+        if refused:
             raise RuntimeSetupError(
-                f"{path}: torch's safe loader refuses an object in the state ({first}); if you trust the file, "
-                "use Preemption(weights_only=False)"
+                f"{shown}: torch's safe loader refuses an object in the state ({refused[0][:300]}); if you trust "
+                "the file, use Preemption(weights_only=False)"
             ) from None
-    else:
-        with open(path, "rb") as handle:
-            data = pickle.load(handle)  # noqa: S301 - our own file, written by this job
+        # Not the advice (the first line); what the unpickler stumbled on ("Unsupported operand 249").
+        said = [line.strip() for line in str(exc).splitlines() if line.strip().startswith("Unsupported")]
+        raise Unreadable(
+            f"it is truncated or corrupt (UnpicklingError: {(said or ['not a pickle'])[0][:200]})"
+        ) from None
+    except (RuntimeError, EOFError, AttributeError, ValueError, ImportError, IndexError, KeyError, OSError) as exc:
+        raise Unreadable(_corrupt(exc)) from None
     if not isinstance(data, dict) or "slurmgen" not in data or "state" not in data:
-        raise ValueError(f"{path} is not a slurmgen resume state")
+        raise Unreadable("it is not a slurmgen resume state")
+    if not isinstance(data["slurmgen"], dict):
+        raise Unreadable("its slurmgen record is not a mapping")
     return data
+
+
+def _corrupt(exc: BaseException) -> str:
+    if isinstance(exc, IsADirectoryError):
+        return "it is a directory, not a resume state file"
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"it is truncated or corrupt ({type(exc).__name__}: {first})"

@@ -7,6 +7,10 @@ committed by directory rename, optionally written in the background.
     dcp_io.py      DCP writer with directory fsyncs and phase hooks; DCP read (resharding)
     commit.py      one sharded save: agree on a name, write, commit by rename, keep the newest N
     background.py  one save in flight on a thread, a handle that reports it once durable
+    write_failure.py  why a write failed, in words: disk full, quota, permission, read-only
+    trust.py       only what this user alone could have written is read (ownership, mode, pinned descriptors)
+    candidates.py  the states on disk, newest first by the file server's clock; does one look whole
+    resume_load.py the newest state every rank can read, falling back past a corrupt one
     resume_store.py  what Preemption calls: save, load, sweep
 
 Importing this package loads only the standard library; torch is imported inside the functions.

@@ -28,7 +28,7 @@ from typing import Any
 
 from slurmgen import atomic
 from slurmgen.errors import SlurmgenError
-from slurmgen.runtime.checkpoint import dcp_io, layout
+from slurmgen.runtime.checkpoint import dcp_io, layout, trust
 from slurmgen.runtime.checkpoint.record import SaveRecord
 
 
@@ -49,6 +49,7 @@ def _broadcast(value: Any, group: Any) -> Any:
 
 def _commit(tmp: str, final: str, directory: str, marker: dict[str, Any], phase: dcp_io.Phase) -> int:
     """Rank 0, after every rank's shards and the metadata are durable: make the checkpoint visible."""
+    trust.make_private(tmp)  # the loader reads only what no other user can write (trust.py)
     # Written atomically and durably (file and directory fsynced), though nobody can see `tmp` yet.
     atomic.write_bytes(os.path.join(tmp, layout.MARKER), json.dumps(marker, sort_keys=True).encode() + b"\n", 0o644)
     phase(dcp_io.BEFORE_COMMIT)
@@ -93,9 +94,10 @@ def save_sharded(
     except BaseException as exc:
         if not dcp_io.is_consistent_failure(exc):
             raise
+        reason = dcp_io.describe_failure(exc, directory)  # before the partial files go: a full disk is still full
         if rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
-        raise CheckpointError(f"sharded save to {final} failed: {dcp_io.describe_failure(exc)}") from None
+        raise CheckpointError(f"sharded save to {final} failed: {reason}") from None
     outcome: SaveRecord | str
     if rank == 0:
         try:
@@ -134,11 +136,3 @@ def save_sharded(
 
 def _blocked(blocked_s: float | None) -> str:
     return "" if blocked_s is None else f" in the background, training blocked {blocked_s:.2f} s"
-
-
-def read_marker(path: str) -> dict[str, Any]:
-    with open(os.path.join(path, layout.MARKER), encoding="utf-8") as handle:
-        data = json.load(handle)
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: {layout.MARKER} is not a JSON object")
-    return data

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from slurmgen.atomic import fsync_dir
+from slurmgen.runtime.checkpoint import write_failure
 
 Phase = Callable[[str], None]
 # The phases of a sharded save, in order, as the crash tests name them.
@@ -111,13 +112,18 @@ def is_consistent_failure(exc: BaseException) -> bool:
     return isinstance(exc, CheckpointException)
 
 
-def describe_failure(exc: BaseException) -> str:
-    """One line for a CheckpointException: each failing rank and its error (torch's str() is tracebacks)."""
+def describe_failure(exc: BaseException, directory: str | None = None) -> str:
+    """One line for a CheckpointException: each failing rank and its error (torch's str() is tracebacks). With
+    the `directory` written to, a write's cause is named too (disk full, quota, permission: write_failure.py);
+    call it before the partial files are removed, while a full disk is still full."""
     failures = getattr(exc, "failures", None)
     if not isinstance(failures, dict) or not failures:
         return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     parts = []
     for rank, (error, _) in sorted(failures.items()):
+        if directory is not None and isinstance(error, BaseException):
+            parts.append(f"rank {rank}: {write_failure.describe(error, directory)}")
+            continue
         first = (str(error).strip().splitlines() or [""])[0][:200]
         parts.append(f"rank {rank}: {type(error).__name__}: {first}")
     return "; ".join(parts)

@@ -9,8 +9,9 @@ directories named by a sequence number:
 A directory is complete only under its final name *and* with MARKER inside: it gets that name by one atomic
 rename, made after every shard, the metadata and MARKER were fsynced. Removing an old checkpoint renames it to
 a temporary name first, so a kill halfway through a delete never leaves a partial directory under a complete
-name. Whatever carries a temporary name is swept at the next start (the same `.<name>.*.tmp` pattern as the
-plain state's temporary files, so one sweep removes both).
+name. Whatever carries a temporary name is swept at the next start. Temporary names are matched exactly
+(`.<name>.<seq>.<8 hex digits>.tmp`; the plain state's are slurmgen/atomic.py's): a looser pattern would take
+the saves in progress of another name that starts with `<name>.` in the same directory.
 
 Standard library only (and slurmgen.atomic's fsync), pure where it can be: the name helpers take the entries
 of the directory.
@@ -23,7 +24,7 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from slurmgen import contract
 from slurmgen.atomic import fsync_dir
@@ -44,7 +45,8 @@ def temp_name(name: str, seq: int) -> str:
 
 def _patterns(name: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     quoted = re.escape(name)
-    return re.compile(rf"{quoted}\.(\d{{{SEQ_WIDTH},}})"), re.compile(rf"\.{quoted}\.(?:(\d+)\.)?.*\.tmp")
+    seq = rf"(\d{{{SEQ_WIDTH},}})"
+    return re.compile(rf"{quoted}\.{seq}"), re.compile(rf"\.{quoted}\.{seq}\.[0-9a-f]{{8}}\.tmp")
 
 
 def complete_seqs(name: str, entries: Iterable[str]) -> list[int]:
@@ -59,7 +61,7 @@ def next_seq(name: str, entries: Iterable[str]) -> int:
     used = [0]
     for entry in entries:
         match = final.fullmatch(entry) or temp.fullmatch(entry)
-        if match and match.group(1):
+        if match:
             used.append(int(match.group(1)))
     return max(used) + 1
 
@@ -123,12 +125,27 @@ def remove(directory: str, name: str, seq: int) -> None:
     shutil.rmtree(doomed, ignore_errors=True)
 
 
-def sweep_dirs(directory: str, name: str) -> list[str]:
-    """Remove temporary checkpoint directories (an interrupted save or delete); returns what was removed."""
+def sweep_dirs(directory: str, name: str, warn: Callable[[str], None] | None = None) -> list[str]:
+    """Remove temporary checkpoint directories (an interrupted save or delete); returns what was removed.
+
+    One that cannot be removed entirely (an immutable file, a read-only file system, NFS's `.nfsXXXX` of a file
+    still open on a dead node) stays, named to ``warn``: it costs disk space, never the start of the job."""
     removed = []
-    for entry in list_dir(directory):
+    for entry in sorted(list_dir(directory)):
         path = os.path.join(directory, entry)
-        if is_temp(name, entry) and os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
+        if not (is_temp(name, entry) and os.path.isdir(path) and not os.path.islink(path)):
+            continue
+        try:
+            shutil.rmtree(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            shutil.rmtree(path, ignore_errors=True)  # what can go, goes
+            if os.path.lexists(path):
+                if warn is not None:
+                    where = os.path.join(path, exc.filename) if exc.filename else path  # rmtree names it relative
+                    reason = exc.strerror or exc
+                    warn(f"could not remove {path}, left by an interrupted save: {where}: {reason}; it stays")
+                continue
+        removed.append(path)
     return removed

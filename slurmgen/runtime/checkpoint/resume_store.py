@@ -25,7 +25,7 @@ from typing import Any
 
 from slurmgen import atomic, contract
 from slurmgen.runtime import state as disk
-from slurmgen.runtime.checkpoint import commit, dcp_io, layout, state_tree
+from slurmgen.runtime.checkpoint import commit, dcp_io, layout, resume_load, state_tree, write_failure
 from slurmgen.runtime.checkpoint.background import BackgroundSaves, PendingSave
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.record import SaveRecord
@@ -35,7 +35,6 @@ from slurmgen.runtime.peer_loss import leave
 # phases are dcp_io.PHASES, and the two commit phases happen on rank 0 only.
 KILL_AT = "SLURMGEN_TEST_KILL_AT"
 FORMAT = 1
-NONE, PLAIN, SHARDED = 0, 1, 2  # what rank 0 found to resume from
 
 
 def _log(message: str) -> None:
@@ -70,6 +69,7 @@ class CheckpointStore:
         on_save: Callable[[SaveRecord], None] | None = None,
         phase: dcp_io.Phase | None = None,
         resume_from: str | None = None,
+        on_failure: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.path = path
         self.directory, self.name = os.path.split(path)
@@ -79,6 +79,8 @@ class CheckpointStore:
         self.last: SaveRecord | None = None  # the newest save known durable on this rank
         self._rank, self._side_group, self._timeout, self._exit = rank, side_group, timeout, exit
         self._on_save = on_save
+        self._on_failure = on_failure  # rank 0, every failed save: (one line, in the background)
+        self._failure: CheckpointError | None = None  # a background save's, raised at the next save or wait
         # Called at each phase of a sharded save (dcp_io.PHASES): the fault tests' kill switch by default.
         self._phase = phase or dcp_io.kill_hook(dict(environ), KILL_AT, rank)
         self._group: Any = None
@@ -86,9 +88,13 @@ class CheckpointStore:
         self._background = BackgroundSaves()
 
     def sweep(self) -> list[str]:
-        """Remove what interrupted saves and deletes left (rank 0, at start, before any save)."""
-        # Directories first: the plain sweep matches the same `.<name>.*.tmp` names and unlinks files only.
-        return layout.sweep_dirs(self.directory, self.name) + atomic.sweep(self.path)
+        """Remove what interrupted saves and deletes left (rank 0, at start, before any save). What cannot be
+        removed is one warning line each, never a failed start."""
+        warn = self._warn
+        return layout.sweep_dirs(self.directory, self.name, warn) + atomic.sweep(self.path, warn)
+
+    def _warn(self, message: str) -> None:
+        _log(f"warning: {message}")
 
     # -- saving ------------------------------------------------------------------------------------------------
 
@@ -96,7 +102,7 @@ class CheckpointStore:
         started = time.monotonic()
         # One save at a time, in order: a background write finishing after a newer save would overwrite it
         # (plain) or reuse staging buffers still being written (sharded).
-        self._background.wait_quietly()
+        self._wait_and_raise()
         if state_tree.is_sharded(state) if sharded is None else sharded:
             return self._save_sharded(state, cause, async_, started)
         return self._save_plain(state, cause, async_, started)
@@ -106,10 +112,31 @@ class CheckpointStore:
             self._staging = state_tree.make_stager()
         return self._staging
 
-    def wait(self) -> SaveRecord | None:
-        """Let the save in flight, if any, finish; the newest durable record."""
-        self._background.wait_quietly()
+    def wait(self, *, raise_failure: bool = True) -> SaveRecord | None:
+        """Let the save in flight, if any, finish; the newest durable record. A background save that failed
+        (already reported when it did) raises its CheckpointError here, once, unless `raise_failure` is False."""
+        if raise_failure:
+            self._wait_and_raise()
+        else:
+            self._background.wait_quietly()
+            self._failure = None
         return self.last
+
+    def _wait_and_raise(self) -> None:
+        self._background.wait_quietly()
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise CheckpointError(f"an earlier save in the background failed: {failure}") from None
+
+    def _failed(self, exc: CheckpointError, background: bool) -> None:
+        """Every failed save, at once: one line and a run-history event (rank 0); a background one is also kept
+        for the next save or wait to raise, since no caller is waiting for it now."""
+        if background:
+            self._failure = exc
+        if self._rank() == 0:
+            _log(str(exc))
+            if self._on_failure is not None:
+                self._on_failure(str(exc), background)
 
     def _done(self, record: SaveRecord | None) -> SaveRecord | None:
         if record is not None:
@@ -129,7 +156,14 @@ class CheckpointStore:
 
     def _write_plain(self, state: Any, cause: str, started: float, blocked: float | None) -> SaveRecord | None:
         envelope = disk.envelope(state, self.key, self.spec_hash, self.run, cause)
-        size = disk.write_atomic(self.path, envelope, crc32=self.crc32)
+        try:
+            size = disk.write_atomic(self.path, envelope, crc32=self.crc32)
+        except write_failure.WriteFailed as exc:
+            kept = "the previous state stays" if os.path.isfile(self.path) else "there is no previous state"
+            how = "in the background " if blocked is not None else ""
+            error = CheckpointError(f"saving the state {how}to {self.path} failed: {exc}; {kept}")
+            self._failed(error, background=blocked is not None)
+            raise error from None
         duration = time.monotonic() - started
         background = "" if blocked is None else f" in the background, training blocked {blocked:.2f} s"
         _log(f"saved state to {self.path} ({size / 2**20:.1f} MiB in {duration:.2f} s{background}, {cause})")
@@ -157,9 +191,9 @@ class CheckpointStore:
                     started=started, blocked_s=blocked, log=_log, crc32=self.crc32,
                 )  # fmt: skip
             except CheckpointError as exc:
-                if rank == 0:
-                    _log(f"{exc}; the previous checkpoint stays")
-                raise
+                error = CheckpointError(f"{exc}; the previous checkpoint stays")
+                self._failed(error, background=blocked is not None)
+                raise error from None
             except Exception as exc:
                 if group is None:  # no peers to lose: a plain error
                     raise
@@ -198,95 +232,7 @@ class CheckpointStore:
 
     # -- loading -----------------------------------------------------------------------------------------------
 
-    def _newest(self, name: str) -> tuple[int, int]:
-        """(kind, seq) of the newest complete state named `name` in the directory (rank 0's view)."""
-        found: list[tuple[float, int, int]] = []
-        for number, path in reversed(layout.complete_dirs(self.directory, name)):
-            try:
-                found.append((float(commit.read_marker(path).get("time", 0)), SHARDED, number))
-                break
-            except (OSError, ValueError) as exc:
-                _log(f"skipping {path}: {exc}")
-        with contextlib.suppress(FileNotFoundError):
-            found.append((os.stat(os.path.join(self.directory, name)).st_mtime, PLAIN, 0))
-        return max(found)[1:] if found else (NONE, 0)
-
-    def _choose(self) -> tuple[str, str, dict[str, Any], str] | None:
-        """Rank 0 picks the newest complete state: this job's, else (`slurmgen resume` of a forgotten job) the old
-        job's; its choice is broadcast as a tensor (object collectives would need NumPy even for a plain state),
-        and every rank then reads that one. Returns (kind, path, marker, owner)."""
-        kind, seq, old = NONE, 0, 0
-        group = self._side_group()
-        # Without a process group yet (Lightning starts it inside fit(), after the checkpoint path is chosen) rank 0
-        # cannot tell the others, so every rank looks for itself: nothing writes the state at start-up.
-        if self._rank() == 0 or group is None:
-            kind, seq = self._newest(self.name)
-            if kind == NONE and self.resume_from:
-                kind, seq = self._newest(f"{self.resume_from}.state")
-                old = 1
-        if group is not None:
-            import torch
-            import torch.distributed as dist
-
-            choice = torch.tensor([kind, seq, old], dtype=torch.int64)
-            dist.broadcast(choice, src=0, group=group)
-            kind, seq, old = (int(x) for x in choice.tolist())
-        owner = self.resume_from if old and self.resume_from else self.key
-        name = f"{owner}.state" if old else self.name
-        if kind == PLAIN:
-            return "plain", os.path.join(self.directory, name), {}, owner
-        if kind == SHARDED:
-            path = os.path.join(self.directory, layout.complete_name(name, seq))
-            return "sharded", path, commit.read_marker(path), owner
-        return None
-
-    def _owned(self, meta: Mapping[str, Any], path: str, kind: str, owner: str) -> bool:
-        job, spec = meta.get("job"), meta.get("spec") or "?"
-        foreign = job != owner or bool(self.spec_hash and meta.get("spec") != self.spec_hash)
-        ours = f"this is job {self.key} with spec {self.spec_hash or '?'}"
-        if foreign and not self.named:
-            if self._rank() == 0:
-                _log(f"not resuming from {path}: it belongs to job {job} with spec {spec}, {ours}")
-            return False
-        if self._rank() == 0:
-            what = f"sharded over {meta.get('world_size')} ranks, " if kind == "sharded" else ""
-            what += f"job {owner}'s state, " if owner != self.key else ""
-            run = int(meta.get("run", 0)) + 1
-            whose = f"; it is the state of job {job} with spec {spec}, {ours}" if foreign else ""
-            _log(f"resuming from {path} ({what}saved by run {run}, cause {meta.get('cause')}){whose}")
-        return True
-
     def load(self, into: Any = None) -> Any:
-        """Without `into`: the plain state, or None. With `into`: fill it in place; True if a state was found."""
-        choice = self._choose()
-        missing = None if into is None else False
-        if choice is None:
-            return missing
-        kind, path, meta, owner = choice
-        if kind == "plain":
-            data = disk.read(path, weights_only=self.weights_only)
-            if data is None or not self._owned(data["slurmgen"], path, kind, owner):
-                return missing
-            if into is None:
-                return data["state"]
-            state_tree.fill_in_place(into, data["state"])
-            return True
-        if not self._owned(meta, path, kind, owner):
-            return missing
-        if into is None:
-            raise CheckpointError(f"{path} is a sharded checkpoint: give the state to fill, pre.load(into=state)")
-        target = state_tree.top_level(into)
-        group = self._checkpoint_group()
-        try:
-            dcp_io.read(target, path, group)
-        except Exception as exc:  # a broken collective (CheckpointException is no Exception, see below)
-            if group is None:
-                raise
-            self._lost(exc, "loading a sharded checkpoint")
-        except BaseException as exc:
-            if not dcp_io.is_consistent_failure(exc):
-                raise
-            raise CheckpointError(f"loading {path} failed: {dcp_io.describe_failure(exc)}") from None
-        if isinstance(into, dict):  # tensors were filled in place; plain values at the top were replaced
-            into.update(target)
-        return True
+        """Without `into`: the plain state, or None. With `into`: fill it in place; True if a state was found.
+        The newest state every rank can read; past a corrupt one, the one before, with a warning (resume_load.py)."""
+        return resume_load.Loader(self).load(into)
