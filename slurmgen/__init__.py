@@ -1,8 +1,9 @@
 """slurmgen: YAML job specs to SLURM batch scripts, and the runtime that runs inside every task.
 
-The Python API (README "Python API"): `slurmgen.submit(spec)`, `slurmgen.Job(job_id)`, `slurmgen.status(ids)`
-and the errors they raise. Every name is loaded on first use (PEP 562 `__getattr__`): `import slurmgen`, which
-every task pays for through `import slurmgen.runtime`, imports nothing.
+The Python API (README "Python API"): `slurmgen.submit(spec)`, `slurmgen.Job(job_id)`, `slurmgen.status(ids)`,
+`slurmgen.submit_sweep(spec)` and `slurmgen.Sweep(id)`, and the errors they raise. Every name is loaded on first
+use (PEP 562 `__getattr__`): `import slurmgen`, which every task pays for through `import slurmgen.runtime`,
+imports nothing.
 """
 
 __version__ = "0.1.0"
@@ -12,6 +13,7 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ loads ea
     from slurmgen.api.job import Job
     from slurmgen.api.query import status
     from slurmgen.api.submitting import submit
+    from slurmgen.api.sweep import Sweep, submit_sweep
     from slurmgen.errors import (
         SchedulerError,
         SchedulerMissing,
@@ -25,6 +27,8 @@ _LAZY = {
     "Job": "slurmgen.api.job",
     "status": "slurmgen.api.query",
     "submit": "slurmgen.api.submitting",
+    "Sweep": "slurmgen.api.sweep",
+    "submit_sweep": "slurmgen.api.sweep",
     "SlurmgenError": "slurmgen.errors",
     "SpecError": "slurmgen.errors",
     "UsageError": "slurmgen.errors",
@@ -42,10 +46,12 @@ __all__ = [
     "SchedulerTimeout",
     "SlurmgenError",
     "SpecError",
+    "Sweep",
     "UsageError",
     "__version__",
     "status",
     "submit",
+    "submit_sweep",
 ]
 
 

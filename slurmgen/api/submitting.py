@@ -141,8 +141,8 @@ def submit_source(source: SpecSource, templates: Path | None, warn: Warn) -> tup
     p = planned(source, templates, base, warn)
     if p.spec.sweep is not None:
         raise UsageError(
-            f"{source.path}: sweep: a sweep is many jobs; submit it with `slurmgen submit {source.path}` and manage "
-            "it with `slurmgen status SWEEP`"
+            f"{source.path}: sweep: a sweep is many jobs; submit it with slurmgen.submit_sweep (a Sweep handle) or "
+            f"`slurmgen submit {source.path}`"
         )
     return p, submit_plan(p, base, warn)
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from recorded import REPO
 
 import slurmgen
 from slurmgen import errors
@@ -189,3 +190,16 @@ def test_the_wandb_export_has_a_spec_switch() -> None:
     with pytest.raises(slurmgen.SpecError, match=r"trackers\.wandb"):
         load_text(base + "trackers: {wandb: maybe}\n", "x.yaml")
     assert json.dumps(load_text(base, "x.yaml").spec.to_dict()["trackers"]) == '{"wandb": true}'
+
+
+def test_a_sweep_is_submitted_through_its_own_handle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """slurmgen.submit refuses a spec with sweep: (it is many jobs) and names submit_sweep; Sweep() of something
+    that is no sweep in the journal is one UsageError line. Neither asks Slurm (no Slurm client is on PATH)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("SLURMGEN_HOME", str(tmp_path / "home"))
+    with pytest.raises(slurmgen.UsageError, match=r"slurmgen\.submit_sweep"):
+        slurmgen.submit(REPO / "jobs" / "sweep-lr.yaml")
+    with pytest.raises(slurmgen.UsageError, match="no sweep of that id"):
+        slurmgen.Sweep("nothing-like-it")
+    assert not (tmp_path / "home" / "journal.jsonl").exists()

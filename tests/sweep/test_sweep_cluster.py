@@ -164,3 +164,51 @@ def test_a_signalled_point_is_requeued_alone_and_resumes_from_its_own_state(  # 
     assert runs_shown == ["1", "2"] and "requested" in history, history  # the point's own runs
     assert [line.split()[0] for line in cli(env, tmp_path, "history", sweep, "--point", "0").splitlines()
             if line[:1].isdigit()] == ["1"]  # fmt: skip
+
+
+API_SCRIPT = """
+import json, sys
+from pathlib import Path
+import slurmgen
+
+out = Path(sys.argv[2])
+if sys.argv[1] == "submit":
+    sweep = slurmgen.submit_sweep(sys.argv[3])
+    print(json.dumps({"id": sweep.id, "n": len(sweep), "final": sweep.wait(timeout=90)}))
+else:  # another process attaches by the sweep's id, reruns the failed points and waits again
+    sweep = slurmgen.Sweep(sys.argv[3])
+    for x in (1,):
+        (out / f"allow-{x}").touch()
+    again = sweep.resubmit(failed=True)
+    final = sweep.wait(timeout=90)
+    points = sweep.points()
+    print(json.dumps({"again": again, "final": final, "values": [p["values"] for p in points],
+                      "log": sweep.logs(1)}))
+"""
+
+
+def test_the_python_api_submits_waits_and_resubmits_a_sweep(  # type: ignore[no-untyped-def]
+    small_arrays, tmp_path: Path
+) -> None:
+    """slurmgen.submit_sweep / slurmgen.Sweep on the real cluster: 3 points, point 1 fails until allowed; a second
+    process attaches by the sweep's id and reruns exactly the failed point."""
+    path = spec(tmp_path, "swapi", [0, 1, 2], 0.5, "  max_parallel: 3\nrecovery: false\n")
+    script = tmp_path / "api.py"
+    script.write_text(API_SCRIPT)
+
+    def api(*args: str) -> dict[str, object]:
+        done = subprocess.run(
+            [PY, str(script), *args], capture_output=True, text=True, cwd=tmp_path, env=small_arrays, timeout=150
+        )
+        assert done.returncode == 0, done.stderr
+        result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+        return result
+
+    first = api("submit", str(tmp_path / "out"), str(path))
+    assert first["n"] == 3 and first["final"] == {"0": "COMPLETED", "1": "FAILED", "2": "COMPLETED"}, first
+    second = api("attach", str(tmp_path / "out"), str(first["id"]))
+    assert second["again"] == [1], second
+    assert second["final"] == {"0": "COMPLETED", "1": "COMPLETED", "2": "COMPLETED"}, second
+    assert second["values"] == [{"x": 0}, {"x": 1}, {"x": 2}]
+    assert "run 1," in str(second["log"])
+    assert sorted(int(r["index"]) for r in runs(tmp_path)) == [0, 1, 1, 2]  # type: ignore[call-overload]
