@@ -66,6 +66,13 @@ class Sweep:
         self._record = record
         self._client = client
 
+    @classmethod
+    def for_record(cls, record: SweepRecord, *, client: SlurmClient | None = None) -> Sweep:
+        """The handle of a sweep whose journal record is read already. No Slurm query."""
+        handle = cls.__new__(cls)
+        handle._record, handle._client = record, client
+        return handle
+
     @property
     def id(self) -> str:
         return self._record.sweep_id

@@ -74,20 +74,10 @@ def dry_run(p: Plan) -> None:
 
 def submit(p: Plan, base: Path) -> None:
     """Submit every array of a sweep: its id alone on stdout (status, logs, cancel and resubmit take it)."""
-    from slurmgen.jobs import submit as submitting
-    from slurmgen.jobs.journal import Journal
-    from slurmgen.jobs.sweep_plan import sweep_plan
-    from slurmgen.jobs.sweep_submit import submit_sweep
+    from slurmgen.api.sweep import submit_planned
     from slurmgen.slurm.client import SlurmClient
 
-    client, journal = SlurmClient(), Journal(base)
-    for note in submitting.settle_unresolved(journal, client):
-        err(note)
-    sp = sweep_plan(p, _max_array_size(client, dry_run=False))
-    done = submit_sweep(sp, client, journal)
-    for problem in done.problems:
-        err(f"warning: {problem}")
-    points = sum(len(a.task_ids) for a in sp.arrays)
+    done, points = submit_planned(p, base, SlurmClient(), err)
     err(f"submitted sweep {done.sweep_id}: {points} points as array job(s) {', '.join(map(str, done.jobs))}; "
         f"run dir {p.run_dir}; follow it with: slurmgen status {done.sweep_id}")  # fmt: skip
     print(done.sweep_id, flush=True)
@@ -95,12 +85,9 @@ def submit(p: Plan, base: Path) -> None:
 
 def record_for(text: str) -> SweepRecord | None:
     """The sweep ``text`` names, from the journal; None when it names no sweep."""
-    from slurmgen.jobs.journal import Journal, find_home
-    from slurmgen.jobs.sweep_record import load_record, sweep_id_of
+    from slurmgen.api.sweep import record_of
 
-    jobs = Journal(find_home()).jobs()
-    sweep_id = sweep_id_of(text, jobs)
-    return None if sweep_id is None else load_record(sweep_id, jobs)
+    return record_of(text)
 
 
 def status(text: str) -> bool:
@@ -142,23 +129,17 @@ def point_job(text: str, point: int | None, command: str) -> str:
 
 def cancel_sweep(text: str, signal: str | None = None) -> bool:
     """Cancel every array of a sweep (every attempt still in Slurm); False when ``text`` names no sweep."""
-    from slurmgen.slurm.client import SlurmClient
-
     record = None if _one_task(text) else record_for(text)
     if record is None:
         return False
     if signal is not None:
         raise UsageError(f"--signal goes to one point of sweep {record.sweep_id}: add --point I")
-    from slurmgen.slurm.ids import parse_job_id
+    from slurmgen.api.sweep import Sweep
 
-    client = SlurmClient()
-    arrays = sorted({parse_job_id(str(e.job_id)).job for e in record.arrays})
-    live = {row.job.job for row in client.array_tasks(arrays) if not row.state.is_terminal}
-    for job in arrays:
-        if job in live:
-            client.cancel(job)  # the array job id: scancel(1) cancels every task of the array
-            err(f"cancelled array {job} of sweep {record.sweep_id}")
-    if not live.intersection(arrays):
+    cancelled = Sweep.for_record(record).cancel()
+    for job in cancelled:
+        err(f"cancelled array {job} of sweep {record.sweep_id}")
+    if not cancelled:
         err(f"sweep {record.sweep_id} has no task left to cancel")
     return True
 
