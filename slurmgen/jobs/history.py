@@ -10,7 +10,7 @@ Building rows and checks is pure, given the events; reading the files is the onl
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,31 +129,32 @@ def window_warnings(targets: Iterable[Target]) -> list[str]:
     """`slurmgen status`: one line per job whose last save plus a step does not fit its window. Only jobs the
     journal knows (their files are found without asking Slurm)."""
     lines = []
+    for key, log_dir in _known_log_dirs(targets):
+        found = read_last_save(log_dir, key)
+        if found is not None and found.miss is not None:
+            lines.append(window_warning(found))
+    return lines
+
+
+def _known_log_dirs(targets: Iterable[Target]) -> Iterator[tuple[str, Path]]:
+    """(job key, log directory) of each run directory of the jobs the journal knows (found without Slurm)."""
     for target in targets:
         if target.entry is None or not target.entry.log_dir:
             continue
         for log_dir in job_log_dirs(target, []):
-            key = log_dir.name.removeprefix(f"{target.entry.name}-")
-            found = read_last_save(log_dir, key)
-            if found is not None and found.miss is not None:
-                lines.append(window_warning(found))
-    return lines
+            yield log_dir.name.removeprefix(f"{target.entry.name}-"), log_dir
 
 
 def restart_lines(targets: Iterable[Target]) -> list[str]:
     """`slurmgen status`: one line per restart of the step inside the allocation (cause, rank, node, time lost), for
     the jobs the journal knows; `slurmgen history JOB` shows them per run."""
     lines = []
-    for target in targets:
-        if target.entry is None or not target.entry.log_dir:
-            continue
-        for log_dir in job_log_dirs(target, []):
-            key = log_dir.name.removeprefix(f"{target.entry.name}-")
-            for run in run_history.runs(run_history.read(str(log_dir))):
-                lines += [f"job {key}: run {run.run}, restart {n} inside the allocation ({text})"
-                          for n, text in enumerate(run.restarts, 1)]  # fmt: skip
-                if run.repeated is not None:
-                    lines.append(f"job {key}: run {run.run}: the same failure repeated ({run.repeated}): not restarted")
+    for key, log_dir in _known_log_dirs(targets):
+        for run in run_history.runs(run_history.read(str(log_dir))):
+            lines += [f"job {key}: run {run.run}, restart {n} inside the allocation ({text})"
+                      for n, text in enumerate(run.restarts, 1)]  # fmt: skip
+            if run.repeated is not None:
+                lines.append(f"job {key}: run {run.run}: the same failure repeated ({run.repeated}): not restarted")
     return lines
 
 
