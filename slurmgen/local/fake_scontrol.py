@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
+from slurmgen.job_context import key_from
 from slurmgen.local import jobenv
 
 REQUEUE_REQUEST = "requeue"  # file names inside the control directory
@@ -44,9 +45,8 @@ def fake_requeue(args: Sequence[str], env: Mapping[str, str]) -> str:
     if len(words) != 1:
         raise ScontrolError("usage: scontrol requeue [Incomplete] <job_id>")
     job = words[0]
-    keys = {env.get("SLURM_JOB_ID", "")}
-    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
-        keys.add(f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}")
+    # Slurm takes the job id, and an array task's `A_T` too: the job key, by the runtime's own rule.
+    keys = {env.get("SLURM_JOB_ID", ""), key_from(env) or ""}
     control = env.get(jobenv.LOCAL_DIR, "")
     if not control or job not in keys - {""}:
         raise ScontrolError(f"Invalid job id specified for job {job}")

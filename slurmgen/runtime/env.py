@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
+from slurmgen.job_context import key_from, restart_count_from
 
 # habitat-lab and Lightning treat a job with one of these names as an interactive allocation (salloc/srun
 # --pty), where requeueing makes no sense. A job rendered by slurmgen exports SLURMGEN_JOB_NAME and is always
@@ -122,28 +123,13 @@ def get_distrib_size(environ: MutableMapping[str, str] | None = None) -> tuple[i
 
 def restart_count(mapping: Mapping[str, str] | None = None) -> int:
     """How many times Slurm restarted this job. SLURM_RESTART_COUNT is unset (not 0) on the first run."""
-    count = _int(os.environ if mapping is None else mapping, "SLURM_RESTART_COUNT")
-    if count is not None and count < 0:
-        raise RuntimeSetupError(f"SLURM_RESTART_COUNT={count} is negative")
-    return count or 0
+    return restart_count_from(os.environ if mapping is None else mapping)
 
 
 def job_key(mapping: Mapping[str, str] | None = None) -> str | None:
-    """The id that names this job to ``scontrol``: ``<array job>_<task>`` for array tasks, else the job id.
-
-    Requeueing an array task by its bare SLURM_JOB_ID is right, but by SLURM_ARRAY_JOB_ID alone requeues the
-    whole array (Lightning #15022); ``A_T`` is unambiguous. None outside Slurm.
-    """
-    env = os.environ if mapping is None else mapping
-    array_job, array_task = env.get("SLURM_ARRAY_JOB_ID", ""), env.get("SLURM_ARRAY_TASK_ID", "")
-    job = env.get("SLURM_JOB_ID", "")
-    parts = [array_job, array_task] if array_job and array_task else [job]
-    if not parts[0]:
-        return None
-    for part in parts:
-        if not (part.isdigit() and part.isascii()):
-            raise RuntimeSetupError(f"job id {part!r} is not a number (SLURM_JOB_ID / SLURM_ARRAY_*)")
-    return "_".join(parts)
+    """The id that names this job to ``scontrol``: ``<array job>_<task>`` for an array task, else the job id
+    (slurmgen/job_context.py job_key_of, the one place of the rule). None outside Slurm."""
+    return key_from(os.environ if mapping is None else mapping)
 
 
 def is_slurm_batch_job(mapping: Mapping[str, str] | None = None) -> bool:
