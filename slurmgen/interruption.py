@@ -23,9 +23,7 @@ Standard library and the run history's vocabulary (slurmgen.run_history, a stand
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from slurmgen import contract, run_history
 
@@ -65,21 +63,19 @@ class RunRecord:
     slurm_requeues_in_grace: bool = False  # the site's Slurm requeues a job that ends in its grace time
 
 
-def run_record(events: Sequence[Mapping[str, Any]], run: int, *, batch_stop_actions: str) -> RunRecord:
+def run_record(history: run_history.History, run: int, *, batch_stop_actions: str) -> RunRecord:
     """What the run history says about ``run``, from its events read once: its stop, the batch shell's own stop
     (a stop event whose actions are ``batch_stop_actions``), its requeue, whether rank 0 constructed Preemption
     and saw the program finish, and what the site's Slurm does in a grace time (recorded at the run's start)."""
-    mine = [e for e in events if e.get("run") == run]
-    stops = [e for e in mine if e.get("event") == run_history.STOP]
-    batch_stop = next((e for e in stops if e.get("actions") == batch_stop_actions), None)
-    requeue = next((e for e in mine if e.get("event") == run_history.REQUEUE), None)
+    stops = history.of_run(run, run_history.STOP)
+    requeue = next(iter(history.of_run(run, run_history.REQUEUE)), None)
     return RunRecord(
         stop=str(stops[0].get("cause") or "stop") if stops else None,
-        batch_stop=None if batch_stop is None else str(batch_stop.get("cause") or run_history.PREEMPTION),
+        batch_stop=history.stop_by(run, batch_stop_actions),
         requeued_by=None if requeue is None else str(requeue.get("by") or "?"),
-        announced=any(e.get("event") == run_history.HANDLER for e in mine),
-        finished=any(e.get("event") == run_history.FINISHED for e in mine),
-        slurm_requeues_in_grace=run_history.slurm_requeues_in_grace(run_history.site_of(events, run)),
+        announced=history.announced(run),
+        finished=history.has(run, run_history.FINISHED),
+        slurm_requeues_in_grace=history.slurm_requeues_in_grace(run),
     )
 
 

@@ -219,3 +219,68 @@ def last_save(history: Iterable[Run]) -> Run | None:
     """The latest run that saved, for the save-window check."""
     saved = [r for r in history if r.save_seconds is not None]
     return saved[-1] if saved else None
+
+
+class History:
+    """A job's run history, read once per decision, with the questions the runtime and the CLI ask of it.
+
+    Built by `History.load(log_dir)` (one read of every writer's file) or from events already read; the run
+    summaries are made once, on first use."""
+
+    def __init__(self, events: Iterable[Mapping[str, Any]]) -> None:
+        self.events: list[Mapping[str, Any]] = list(events)
+        self._runs: list[Run] | None = None
+
+    @classmethod
+    def load(cls, log_dir: str | None) -> History:
+        """The history in ``log_dir`` (empty outside slurmgen's script, which exports the log directory)."""
+        return cls(read(log_dir) if log_dir else [])
+
+    def runs(self) -> list[Run]:
+        if self._runs is None:
+            self._runs = runs(self.events)
+        return self._runs
+
+    def run(self, number: int) -> Run | None:
+        return next((r for r in self.runs() if r.run == number), None)
+
+    def of_run(self, number: int, event: str | None = None) -> list[Mapping[str, Any]]:
+        """The events of run ``number`` (of one kind when ``event`` is given), in time order."""
+        return [e for e in self.events if e.get("run") == number and (event is None or e.get("event") == event)]
+
+    def has(self, number: int, event: str) -> bool:
+        return any(e.get("event") == event and e.get("run") == number for e in self.events)
+
+    def counts(self) -> Counts:
+        """The requeues made so far, by budget."""
+        return counts(self.runs())
+
+    def last_save(self) -> Run | None:
+        return last_save(self.runs())
+
+    def site(self, number: int) -> Mapping[str, Any]:
+        return site_of(self.events, number)
+
+    def site_mode(self, number: int) -> str | None:
+        return site_mode(self.events, number)
+
+    def slurm_requeues_in_grace(self, number: int) -> bool:
+        """Does the site's Slurm, as recorded at the start of run ``number``, requeue a job ending in its grace?"""
+        return slurm_requeues_in_grace(self.site(number))
+
+    def announced(self, number: int) -> bool:
+        """Did run ``number``'s rank 0 construct Preemption (HANDLER)?"""
+        return self.has(number, HANDLER)
+
+    def stop_by(self, number: int, actions: str) -> str | None:
+        """The cause of run ``number``'s stop whose actions are ``actions`` (the batch shell's own), if any."""
+        stop = next((e for e in self.of_run(number, STOP) if e.get("actions") == actions), None)
+        return None if stop is None else str(stop.get("cause") or PREEMPTION)
+
+    def last_restart_time(self, number: int) -> float:
+        """When the step of run ``number`` last started again inside the allocation (0 when it never did)."""
+        return max((float(e.get("time") or 0) for e in self.of_run(number, RESTART)), default=0.0)
+
+    def since(self, time: float) -> list[Mapping[str, Any]]:
+        """The events from ``time`` on (every run)."""
+        return [e for e in self.events if float(e.get("time") or 0) >= time]

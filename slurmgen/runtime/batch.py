@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
-from slurmgen.runtime.env import job_key, restart_count
+from slurmgen.job_context import JobContext
 from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 from slurmgen.slurm.site import (
     PreemptionPlan,
@@ -63,16 +63,19 @@ def _say(line: str) -> None:
     print(f"slurmgen: {line}", file=sys.stderr, flush=True)
 
 
-def begin(env: Mapping[str, str], say: Callable[[str], None] = _say, client: SlurmClient | None = None) -> int:
+def begin(
+    env: JobContext | Mapping[str, str], say: Callable[[str], None] = _say, client: SlurmClient | None = None
+) -> int:
     """Record the run's start (with what this site's Slurm will do on preemption); record the requeues Slurm made
     that no earlier run could record; say once when the last save would not fit the window of the next stop."""
-    log_dir = env.get(contract.LOG_DIR)
+    ctx = JobContext.of(env)
+    log_dir = ctx.log_dir
     if not log_dir:
         return 0
-    run = restart_count(env) + 1
-    history = run_history.runs(run_history.read(log_dir))
+    run = ctx.run
+    history = run_history.History.load(log_dir)
     for past in range(1, run):
-        summary = next((r for r in history if r.run == past), None)
+        summary = history.run(past)
         if summary is not None and summary.requeued_by is not None:
             continue
         preempted = summary is not None and summary.cause == run_history.PREEMPTION
@@ -81,45 +84,44 @@ def begin(env: Mapping[str, str], say: Callable[[str], None] = _say, client: Slu
         run_history.append(log_dir, "slurm", run_history.REQUEUE, past, time.time(), cause=cause, mode=mode)
         how = "after a preemption" if preempted else "by Slurm or an admin (scontrol requeue, a node failure)"
         say(f"run {past} was requeued {how}")
-    plan = _site_plan(env, client)
+    plan = _site_plan(ctx, client)
     record(
-        env,
+        ctx,
         WRITER,
         run_history.RUN_START,
-        nodes=env.get("SLURM_JOB_NODELIST"),
+        nodes=ctx.environ.get("SLURM_JOB_NODELIST"),
         host=socket.gethostname(),
-        partition=env.get("SLURM_JOB_PARTITION"),
+        partition=ctx.environ.get("SLURM_JOB_PARTITION"),
         site=None if plan is None else plan_record(plan),
     )
-    saved = run_history.last_save(history)
-    if plan is not None and saved is not None and saved.save_seconds is not None and env.get(contract.PREEMPT_SIGNAL):
+    saved = history.last_save()
+    if plan is not None and saved is not None and saved.save_seconds is not None and ctx.preempt_signal:
         for problem in window_problems(plan, saved.save_seconds, saved.step_seconds):
             say(f"warning: the last save may not fit its window: {problem} (slurmgen doctor says what to do)")
     return 0
 
 
-def _site_plan(env: Mapping[str, str], client: SlurmClient | None) -> PreemptionPlan | None:
+def _site_plan(ctx: JobContext, client: SlurmClient | None) -> PreemptionPlan | None:
     """What preemption and the time limit do to this job here (two scontrol questions), or None if unknown."""
     from slurmgen.errors import SlurmgenError
     from slurmgen.slurm.client import SlurmClient
 
-    if env.get(contract.CONTAINER) == "1":
+    if ctx.in_container:
         return None
     asker = client or SlurmClient(timeout=10.0)
-    name = env.get("SLURM_JOB_PARTITION")
+    name = ctx.environ.get("SLURM_JOB_PARTITION")
     try:
         site = parse_config(asker.show_config())
         partitions = parse_partitions(asker.show_partitions(name.split(",")[0] if name else None))
     except (SlurmgenError, ValueError):
         return None
     partition = next((p for p in partitions if name and p.name == name.split(",")[0]), None)
-    lead = env.get(contract.LEAD_TIME, "")
-    return plan_for(site, partition or default_partition(partitions), int(lead) if lead.isdigit() else None)
+    return plan_for(site, partition or default_partition(partitions), ctx.lead_seconds)
 
 
 def end(
     rc: int,
-    env: Mapping[str, str],
+    env: JobContext | Mapping[str, str],
     say: Callable[[str], None] = _say,
     client: SlurmClient | None = None,
     retry: Retry | None = None,
@@ -129,77 +131,77 @@ def end(
     resume state only when the work is done. Returns the batch shell's exit code."""
     from slurmgen import interruption
     from slurmgen.runtime import slurm_view
-    from slurmgen.runtime.batch_signal import STOP_ACTIONS, handler_of, never_taken, unanswered
+    from slurmgen.runtime.batch_signal import STOP_ACTIONS, never_taken, unanswered
 
-    key = job_key(env)
+    ctx = JobContext.of(env)
+    key = ctx.key
     if key is None:
         return rc
-    restarts = restart_count(env)
-    preemption_on = bool(env.get(contract.PREEMPT_SIGNAL))
-    signals = _record_signals(env)
-    if (unheard := never_taken(env, signals)) is not None:
+    restarts = ctx.restart_count
+    preemption_on = ctx.preempt_signal is not None
+    signals = _record_signals(ctx)
+    # One read of the run history for the whole decision (the signals just recorded included).
+    history = run_history.History.load(ctx.log_dir)
+    if (unheard := never_taken(ctx, signals, history)) is not None:
         say(unheard)
-    code, failing = _job_code(rc, env, say)
-    asked = _take_marker(env, key)
+    code, failing = _job_code(rc, ctx, history, say)
+    asked = _take_marker(ctx, key)
     view = slurm_view.look(key, client, retry)
-    log_dir = env.get(contract.LOG_DIR)
-    events = run_history.read(log_dir) if log_dir else []
-    this_run = interruption.run_record(events, restarts + 1, batch_stop_actions=STOP_ACTIONS)
+    this_run = interruption.run_record(history, ctx.run, batch_stop_actions=STOP_ACTIONS)
     facts = interruption.EndFacts(
         step_code=rc,
         job_code=code,
-        program_decides=handler_of(env) == contract.HANDLER_PROGRAM,
+        program_decides=ctx.handler == contract.HANDLER_PROGRAM,
         preemption_on=preemption_on,
-        requeue_on_failure=env.get(contract.REQUEUE_ON_FAILURE) == "1",
+        requeue_on_failure=ctx.requeue_on_failure,
         signals=tuple(signals),
         marker=asked,
         slurm=None if view is None else view.says(restarts),
         run=this_run,
-        unanswered=preemption_on and this_run.batch_stop is None and unanswered(env, signals, rc, say),
-        signal_cause=signal_cause(env, None if view is None else view.preempted(), time.time()),
-        repeated=any(e.get("event") == run_history.REPEATED for e in events if e.get("run") == restarts + 1),
+        unanswered=preemption_on and this_run.batch_stop is None and unanswered(ctx, signals, rc, say, history),
+        signal_cause=signal_cause(ctx, None if view is None else view.preempted(), time.time()),
+        repeated=history.has(ctx.run, run_history.REPEATED),
     )
     plan = interruption.decide_end(facts)
     if plan.attribute and view is not None:
-        _attribute(env, view.preempted())
+        _attribute(ctx, history, view.preempted())
     mode = None if view is None else view.mode(restarts)
     if plan.preempted and view is not None:
-        record(env, WRITER, run_history.PREEMPTED, mode=mode, state=view.state_name)
+        record(ctx, WRITER, run_history.PREEMPTED, mode=mode, state=view.state_name)
     if plan.line:
         say(plan.line)
     outcome = None
     if plan.requeue is not None and plan.cause is not None:
         if plan.requeue == interruption.REQUEUE_ENDED:
-            outcome = requeue_ended_job(key, plan.cause, env, by=WRITER, client=client, retry=retry)
+            outcome = requeue_ended_job(key, plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history)
         else:
-            outcome = requeue_this_job(plan.cause, env, by=WRITER, client=client, retry=retry)
+            outcome = requeue_this_job(
+                plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history, before=view
+            )
         say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}" if plan.preempted else
             outcome.message)  # fmt: skip
     ending = interruption.settle(facts, plan, None if outcome is None else outcome.action, key)
     if ending.line:
         say(ending.line)
     recorded = code if ending.requeued else ending.code
-    record(env, WRITER, run_history.RUN_END, exit_code=recorded, step_code=rc, requeued=ending.requeued,
+    record(ctx, WRITER, run_history.RUN_END, exit_code=recorded, step_code=rc, requeued=ending.requeued,
            failing=failing, ended=ending.ended)  # fmt: skip
     if ending.remove_state:
-        _remove_state(env, key, say)
+        _remove_state(ctx, key, say)
     return ending.code
 
 
-def _job_code(rc: int, env: Mapping[str, str], say: Callable[[str], None]) -> tuple[int, str | None]:
+def _job_code(
+    rc: int, ctx: JobContext, history: run_history.History, say: Callable[[str], None]
+) -> tuple[int, str | None]:
     """The job's exit code: the first failing task's own (its supervisor recorded it), else the step's."""
-    from slurmgen.run_history import RESTART
     from slurmgen.runtime import task_failure
 
-    log_dir = env.get(contract.LOG_DIR)
-    if rc == 0 or not log_dir:
+    if rc == 0 or not ctx.log_dir:
         return rc, None
-    run = restart_count(env) + 1
-    events = run_history.read(log_dir)
     # After restarts inside the allocation (runtime/batch_restart.py), the last start of the step is the one ending.
-    since = max((float(e.get("time") or 0) for e in events if e.get("run") == run and e.get("event") == RESTART),
-                default=0.0)  # fmt: skip
-    failure = task_failure.first_failure([e for e in events if float(e.get("time") or 0) >= since], run)
+    since = history.last_restart_time(ctx.run)
+    failure = task_failure.first_failure(history.since(since), ctx.run)
     if failure is None:
         return rc, None
     for line in task_failure.report(failure, rc, task_failure.tail(failure.log)):
@@ -207,12 +209,12 @@ def _job_code(rc: int, env: Mapping[str, str], say: Callable[[str], None]) -> tu
     return failure.exit_code, failure.describe()
 
 
-def _remove_state(env: Mapping[str, str], key: str, say: Callable[[str], None]) -> None:
+def _remove_state(ctx: JobContext, key: str, say: Callable[[str], None]) -> None:
     """The job completed: its resume state has nothing left to resume (README, "Resume state"): the plain state
     file and every sharded checkpoint directory of it (runtime/checkpoint/layout.py), complete or not."""
     from slurmgen.runtime.checkpoint import layout
 
-    state_dir = env.get(contract.STATE_DIR)
+    state_dir = ctx.state_dir
     if not state_dir:
         return
     name = f"{key}.state"
@@ -228,30 +230,29 @@ def _remove_state(env: Mapping[str, str], key: str, say: Callable[[str], None]) 
     except OSError as exc:
         say(f"could not remove the completed job's resume state in {state_dir}: {exc.strerror or exc}")
     if removed:
-        record(env, WRITER, run_history.STATE_REMOVED, paths=removed)
+        record(ctx, WRITER, run_history.STATE_REMOVED, paths=removed)
         shown = removed[0] if len(removed) == 1 else f"{removed[0]} and {len(removed) - 1} more"
         say(f"the job completed: removed its resume state {shown}")
 
 
-def _record_signals(env: Mapping[str, str]) -> list[str]:
+def _record_signals(ctx: JobContext) -> list[str]:
     """The signals the batch shell received (SLURMGEN_SIGNALS: `SIG@epoch ...`), recorded; their names."""
     names = []
-    for item in env.get(contract.SIGNALS, "").split():
+    for item in ctx.signals.split():
         name, _, when = item.partition("@")
         try:
             at = float(when)
         except ValueError:
             at = time.time()
-        log_dir = env.get(contract.LOG_DIR)
-        if log_dir:
-            run_history.append(log_dir, WRITER, run_history.SIGNAL, restart_count(env) + 1, at, sig=name)
+        if ctx.log_dir:
+            run_history.append(ctx.log_dir, WRITER, run_history.SIGNAL, ctx.run, at, sig=name)
         names.append(name)
     return names
 
 
-def _take_marker(env: Mapping[str, str], key: str) -> str | None:
+def _take_marker(ctx: JobContext, key: str) -> str | None:
     """The cause a task left when it could not requeue by itself (inside a container), and remove it."""
-    state_dir = env.get(contract.STATE_DIR)
+    state_dir = ctx.state_dir
     if not state_dir:
         return None
     path = os.path.join(state_dir, contract.requeue_marker_name(key))
@@ -264,28 +265,25 @@ def _take_marker(env: Mapping[str, str], key: str) -> str | None:
     return cause
 
 
-def _attribute(env: Mapping[str, str], preempted: bool) -> None:
+def _attribute(ctx: JobContext, history: run_history.History, preempted: bool) -> None:
     """Slurm requeued the job (or rank 0 did, and recorded it): record Slurm's unless the run has a requeue."""
-    log_dir = env.get(contract.LOG_DIR)
-    if not log_dir:
+    if not ctx.log_dir:
         return
-    run = restart_count(env) + 1
-    mine = next((r for r in run_history.runs(run_history.read(log_dir)) if r.run == run), None)
+    mine = history.run(ctx.run)
     if mine is not None and mine.requeued_by is not None:
         return
-    events = run_history.read(log_dir)
-    cause = run_history.slurm_requeue_cause(preempted, run_history.site_mode(events, run))
+    cause = run_history.slurm_requeue_cause(preempted, history.site_mode(ctx.run))
     mode = "REQUEUE" if cause == run_history.PREEMPTION else None
-    run_history.append(log_dir, "slurm", run_history.REQUEUE, run, time.time(), cause=cause, mode=mode)
+    run_history.append(ctx.log_dir, "slurm", run_history.REQUEUE, ctx.run, time.time(), cause=cause, mode=mode)
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    env = os.environ if environ is None else environ
     # Slurm signals every process of the batch step when it ends or requeues the job: this helper must finish
     # its record (and its requeue) rather than die of that SIGTERM halfway.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
+        env = JobContext.from_environ(os.environ if environ is None else environ)  # read once for the whole step
         if args == ["begin"]:
             return begin(env)
         if args[:1] == ["signal"] and len(args) in (2, 3) and (len(args) == 2 or args[2].isdigit()):

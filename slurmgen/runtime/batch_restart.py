@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from slurmgen import contract, run_history
+from slurmgen.job_context import JobContext
 
 if TYPE_CHECKING:
     from slurmgen.interruption import Failure
@@ -45,34 +46,35 @@ def _say(line: str) -> None:
 def restart(
     rc: int,
     attempt: int,
-    env: Mapping[str, str],
+    env: JobContext | Mapping[str, str],
     say: Callable[[str], None] = _say,
     client: SlurmClient | None = None,
 ) -> int:
     """0 when the step is to be started again (the restart is recorded), 1 when the run goes on to its end."""
     from slurmgen import interruption
     from slurmgen.runtime.batch_signal import STOP_ACTIONS
-    from slurmgen.runtime.env import job_key, restart_count
 
-    log_dir, key = env.get(contract.LOG_DIR), job_key(env)
-    max_restarts = _int(env.get(contract.MAX_RESTARTS))
+    ctx = JobContext.of(env)
+    log_dir, key = ctx.log_dir, ctx.key
+    max_restarts = _int(ctx.environ.get(contract.MAX_RESTARTS))
     if rc == 0 or not log_dir or key is None or max_restarts == 0:
         return 1
-    run = restart_count(env) + 1
-    events = run_history.read(log_dir)
-    restarts = [e for e in events if e.get("run") == run and e.get("event") == run_history.RESTART]
+    run = ctx.run
+    history = run_history.History.load(log_dir)
+    events = history.events
+    restarts = history.of_run(run, run_history.RESTART)
     since = float(restarts[-1].get("time") or 0.0) if restarts else 0.0
-    record = interruption.run_record(events, run, batch_stop_actions=STOP_ACTIONS)
-    marker = os.path.join(env.get(contract.STATE_DIR, ""), contract.requeue_marker_name(key))
+    record = interruption.run_record(history, run, batch_stop_actions=STOP_ACTIONS)
+    marker = os.path.join(ctx.state_dir or "", contract.requeue_marker_name(key))
     facts = interruption.RestartFacts(
         step_code=rc,
-        signals=tuple(item.partition("@")[0] for item in env.get(contract.SIGNALS, "").split()),
+        signals=tuple(item.partition("@")[0] for item in ctx.signals.split()),
         stopping=bool(record.stop or record.batch_stop or record.requeued_by) or os.path.exists(marker),
         restarts=len(restarts),
         max_restarts=max_restarts,
-        failure=hang_of(hangs, env, events)
+        failure=hang_of(hangs, ctx, events)
         if (hangs := hang_events(events, run, since))
-        else failure_of(events, run, since, rc, env),
+        else failure_of(events, run, since, rc, ctx),
         previous=None if not restarts else _failure_from(restarts[-1]),
         event=interruption.RESTART_HANG if hangs else interruption.RESTART_CRASH,
     )
@@ -84,13 +86,13 @@ def restart(
         run_history.append(log_dir, WRITER, run_history.REPEATED, run, time.time(), who=f.who, error=f.error)
     if not plan.restart:
         return 1
-    if not _step_gone(env, say, client):
+    if not _step_gone(ctx, say, client):
         say("the failed step is still running in Slurm: it is not started again beside itself")
         return 1
     f, now = facts.failure, time.time()
     # Time lost: the work since the newest save (or since this start of the step, when nothing was saved in it)
     # plus the time from the failure to here; the next start's own start-up comes on top.
-    begun = max(since, _saved_at(events, env), _run_start(events, run))
+    begun = max(since, _saved_at(events, ctx), _run_start(events, run))
     lost = round(now - begun, 1) if begun else None
     run_history.append(log_dir, WRITER, run_history.RESTART, run, now, cause=plan.cause, attempt=attempt + 1,
                        who=f.who, error=f.error, saved=f.saved, step_code=rc, lost_seconds=lost,
@@ -98,7 +100,7 @@ def restart(
     return 0
 
 
-def failure_of(events: Sequence[Mapping[str, Any]], run: int, since: float, rc: int, env: Mapping[str, str]) -> Failure:
+def failure_of(events: Sequence[Mapping[str, Any]], run: int, since: float, rc: int, ctx: JobContext) -> Failure:
     """The failure of this start of the step: who failed first, its own last line, the save it could resume from."""
     from slurmgen.interruption import Failure
     from slurmgen.runtime import task_failure
@@ -113,7 +115,7 @@ def failure_of(events: Sequence[Mapping[str, Any]], run: int, since: float, rc: 
         error = TORCH_RANK_PREFIX.sub("", own[-1])[:300] if own else ""
         # A program that printed nothing of its own: how it ended is its error line (`sys.exit(3)` twice is a bug).
         error = error or (f"killed by SIG{first.signal}" if first.signal else f"exit {first.exit_code}")
-    return Failure(who, error, saved_point(events, env))
+    return Failure(who, error, saved_point(events, ctx))
 
 
 def hang_events(events: Sequence[Mapping[str, Any]], run: int, since: float) -> list[Mapping[str, Any]]:
@@ -124,7 +126,7 @@ def hang_events(events: Sequence[Mapping[str, Any]], run: int, since: float) -> 
     return sorted(mine, key=lambda e: (float(e.get("progressed") or 0.0), int(e.get("rank") or 0)))
 
 
-def hang_of(hangs: Sequence[Mapping[str, Any]], env: Mapping[str, str], events: Sequence[Mapping[str, Any]]) -> Failure:
+def hang_of(hangs: Sequence[Mapping[str, Any]], ctx: JobContext, events: Sequence[Mapping[str, Any]]) -> Failure:
     """A hang as a failure: the ranks that stopped progressing first, and the function the first one hangs in."""
     from slurmgen.interruption import Failure
 
@@ -134,7 +136,7 @@ def hang_of(hangs: Sequence[Mapping[str, Any]], env: Mapping[str, str], events: 
     stamp = time.strftime("%H:%M:%S", time.localtime(first))
     who = f"no progress on any rank; stopped first (at {stamp}): {names}; stacks in {hangs[0].get('stacks')}"
     where = hung_in(str(hangs[0].get("stacks") or ""))
-    return Failure(who, f"hang in {where}" if where else "hang", saved_point(events, env))
+    return Failure(who, f"hang in {where}" if where else "hang", saved_point(events, ctx))
 
 
 def hung_in(stacks_path: str) -> str:
@@ -151,13 +153,11 @@ def hung_in(stacks_path: str) -> str:
     return frames[0].split(" (", 1)[0] if frames else ""
 
 
-def saved_point(events: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> str:
+def saved_point(events: Sequence[Mapping[str, Any]], ctx: JobContext) -> str:
     """What a restart resumes from, as a comparable text: rank 0's saves so far and the newest resume-state file."""
-    from slurmgen.runtime.env import job_key
-
     saves = [e for e in events if e.get("event") == run_history.SAVE]
     newest = 0
-    state_dir, key = env.get(contract.STATE_DIR), job_key(env)
+    state_dir, key = ctx.state_dir, ctx.key
     if state_dir and key:
         try:
             with os.scandir(state_dir) as entries:
@@ -170,12 +170,10 @@ def saved_point(events: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> 
     return f"saves={len(saves)} state={newest}"
 
 
-def _saved_at(events: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> float:
+def _saved_at(events: Sequence[Mapping[str, Any]], ctx: JobContext) -> float:
     """When the newest save was made (rank 0's save events, the resume state's files), 0.0 if none."""
-    from slurmgen.runtime.env import job_key
-
     times = [float(e.get("time") or 0.0) for e in events if e.get("event") == run_history.SAVE]
-    state_dir, key = env.get(contract.STATE_DIR), job_key(env)
+    state_dir, key = ctx.state_dir, ctx.key
     if state_dir and key:
         try:
             with os.scandir(state_dir) as entries:
@@ -208,7 +206,7 @@ def _failure_from(event: Mapping[str, Any]) -> Failure:
 
 
 def _step_gone(
-    env: Mapping[str, str],
+    ctx: JobContext,
     say: Callable[[str], None],
     client: SlurmClient | None,
     sleep: Callable[[float], None] = time.sleep,
@@ -218,7 +216,7 @@ def _step_gone(
     from slurmgen.slurm.client import SlurmClient
 
     asker = client or SlurmClient(timeout=10.0)
-    job = env.get("SLURM_JOB_ID", "")
+    job = ctx.job_id
     killed = False
     deadline = time.monotonic() + STEP_GONE_WAIT
     while True:

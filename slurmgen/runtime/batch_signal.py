@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
-from slurmgen.runtime.env import job_key, restart_count
+from slurmgen.job_context import JobContext
 from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 
 if TYPE_CHECKING:
@@ -43,17 +43,9 @@ ANNOUNCE_WAIT = 60.0  # s at most that auto gives a program to construct Preempt
 ANNOUNCE_POLL = 1.0  # s between looks at the run history meanwhile
 
 
-def handler_of(env: Mapping[str, str]) -> str:
-    value = env.get(contract.PREEMPT_HANDLER, "")
-    return value if value in contract.HANDLERS else contract.HANDLER_AUTO
-
-
-def announced(env: Mapping[str, str]) -> bool:
-    """Did this run's rank 0 construct Preemption (run_history.HANDLER)?"""
-    log_dir = env.get(contract.LOG_DIR)
-    run = restart_count(env) + 1
-    events = run_history.read(log_dir) if log_dir else []
-    return any(e.get("event") == run_history.HANDLER and e.get("run") == run for e in events)
+def announced(ctx: JobContext) -> bool:
+    """Did this run's rank 0 construct Preemption (run_history.HANDLER)? Read afresh: rank 0 may just have."""
+    return run_history.History.load(ctx.log_dir).announced(ctx.run)
 
 
 def preemption_route(handler: str, program_announced: bool) -> str:
@@ -67,11 +59,10 @@ def preemption_route(handler: str, program_announced: bool) -> str:
     return "stop"
 
 
-def announce_wait(env: Mapping[str, str]) -> float:
+def announce_wait(ctx: JobContext) -> float:
     """How long auto waits for the program to construct Preemption: a quarter of the lead time, at most a minute,
     so that an unmodified program keeps most of its window to stop."""
-    lead = env.get(contract.LEAD_TIME, "")
-    return min(ANNOUNCE_WAIT, int(lead) / 4) if lead.isdigit() else ANNOUNCE_WAIT
+    return min(ANNOUNCE_WAIT, ctx.lead_seconds / 4) if ctx.lead_seconds is not None else ANNOUNCE_WAIT
 
 
 def fallback_warning(sig: str, waited: float | None) -> str:
@@ -87,7 +78,7 @@ def fallback_warning(sig: str, waited: float | None) -> str:
 def on_signal(
     sig: str,
     step_pid: int | None,
-    env: Mapping[str, str],
+    env: JobContext | Mapping[str, str],
     say: Callable[[str], None],
     client: SlurmClient | None = None,
     *,
@@ -99,44 +90,45 @@ def on_signal(
 
     from slurmgen.runtime import slurm_view
 
-    key = job_key(env)
+    ctx = JobContext.of(env)
+    key = ctx.key
     if key is None:
         return 0
     view = slurm_view.look(key, client)
-    handler = handler_of(env)
+    handler = ctx.handler
     if sig == "TERM":
-        _preempted_by_slurm(view, env, say, client, handler)
+        _preempted_by_slurm(view, ctx, say, client, handler)
         if step_pid is not None and (view is None or view.running()):
-            stop_step("TERM", step_pid, env, say, client, kill=kill, sleep=sleep)
+            stop_step("TERM", step_pid, ctx, say, client, kill=kill, sleep=sleep)
         return 0
-    if sig != env.get(contract.PREEMPT_SIGNAL) or step_pid is None:
+    if sig != ctx.preempt_signal or step_pid is None:
         return 0
-    route = preemption_route(handler, announced(env))
+    route = preemption_route(handler, announced(ctx))
     waited = None
     if route in ("forward", "wait"):
         with contextlib.suppress(ProcessLookupError):
             kill(step_pid, getattr(signal, f"SIG{sig}"))
         if route == "forward":
             return 0
-        waited = announce_wait(env)
-        if _announced_within(waited, step_pid, env, kill=kill, sleep=sleep, clock=clock):
+        waited = announce_wait(ctx)
+        if _announced_within(waited, step_pid, ctx, kill=kill, sleep=sleep, clock=clock):
             return 0
-    cause = signal_cause(env, None if view is None else view.preempted(), clock())
-    record(env, WRITER, run_history.STOP, cause=cause, actions=STOP_ACTIONS, signals=[sig])
+    cause = signal_cause(ctx, None if view is None else view.preempted(), clock())
+    record(ctx, WRITER, run_history.STOP, cause=cause, actions=STOP_ACTIONS, signals=[sig])
     if handler == contract.HANDLER_AUTO:
         say(fallback_warning(sig, waited))
     say(f"SIG{sig} ({cause}): stopping the step with SIGTERM; the job is requeued once it has ended")
-    stop_step("TERM", step_pid, env, say, client, kill=kill, sleep=sleep)
-    deadline = window_end(env, view, cause)
+    stop_step("TERM", step_pid, ctx, say, client, kill=kill, sleep=sleep)
+    deadline = window_end(ctx, view, cause)
     if deadline is not None:
-        _watch(step_pid, deadline - STOP_MARGIN, cause, env, say, client, kill=kill, sleep=sleep, clock=clock)
+        _watch(step_pid, deadline - STOP_MARGIN, cause, ctx, say, client, kill=kill, sleep=sleep, clock=clock)
     return 0
 
 
 def _announced_within(
     seconds: float,
     step_pid: int,
-    env: Mapping[str, str],
+    ctx: JobContext,
     *,
     kill: Callable[[int, int], None],
     sleep: Callable[[float], None],
@@ -146,7 +138,7 @@ def _announced_within(
     decides: `unanswered`); False when the time is up."""
     deadline = clock() + seconds
     while True:
-        if announced(env):
+        if announced(ctx):
             return True
         try:
             kill(step_pid, 0)
@@ -157,39 +149,40 @@ def _announced_within(
         sleep(ANNOUNCE_POLL)
 
 
-def unanswered(env: Mapping[str, str], signals: list[str], rc: int, say: Callable[[str], None]) -> bool:
+def unanswered(
+    ctx: JobContext, signals: list[str], rc: int, say: Callable[[str], None], history: run_history.History
+) -> bool:
     """After a failed step, under auto: the preemption signal came, the program never constructed Preemption and
     the batch shell had not decided yet (the step ended first: a program killed by the signal, say). The job
     comes back as the fallback would have made it; True when so (the warning is said here)."""
-    sig = env.get(contract.PREEMPT_SIGNAL)
-    if rc == 0 or not sig or sig not in signals or handler_of(env) != contract.HANDLER_AUTO:
+    sig = ctx.preempt_signal
+    if rc == 0 or not sig or sig not in signals or ctx.handler != contract.HANDLER_AUTO:
         return False
-    if announced(env) or requested_stop(env) is not None:
+    if history.announced(ctx.run) or history.stop_by(ctx.run, STOP_ACTIONS) is not None:
         return False
     say(fallback_warning(sig, None))
     return True
 
 
 def _preempted_by_slurm(
-    view: SlurmView | None, env: Mapping[str, str], say: Callable[[str], None], client: SlurmClient | None, handler: str
+    view: SlurmView | None, ctx: JobContext, say: Callable[[str], None], client: SlurmClient | None, handler: str
 ) -> None:
     """SIGTERM: is Slurm preempting the job? Record it; with PreemptMode=CANCEL, which never requeues, requeue it
     now (not for preemption.handler program, whose program decides)."""
     if view is None or not view.preempted():
         return
-    mode = view.mode(restart_count(env))
-    record(env, WRITER, run_history.PREEMPTED, sig="TERM", mode=mode, state=view.state_name)
-    if mode == "CANCEL" and env.get(contract.PREEMPT_SIGNAL) and handler != contract.HANDLER_PROGRAM:
-        key = job_key(env)
-        assert key is not None
-        outcome = requeue_ended_job(key, run_history.PREEMPTION, env, by=WRITER, client=client)
+    mode = view.mode(ctx.restart_count)
+    record(ctx, WRITER, run_history.PREEMPTED, sig="TERM", mode=mode, state=view.state_name)
+    if mode == "CANCEL" and ctx.preempt_signal and handler != contract.HANDLER_PROGRAM:
+        assert ctx.key is not None
+        outcome = requeue_ended_job(ctx.key, run_history.PREEMPTION, ctx, by=WRITER, client=client)
         say(f"preempted with PreemptMode=CANCEL: {outcome.message}")
 
 
 def stop_step(
     sig: str,
     step_pid: int,
-    env: Mapping[str, str],
+    ctx: JobContext,
     say: Callable[[str], None],
     client: SlurmClient | None,
     *,
@@ -204,7 +197,7 @@ def stop_step(
     from slurmgen.slurm.client import SlurmClient
 
     asker = client or SlurmClient(timeout=20.0)
-    job = env.get("SLURM_JOB_ID", "")
+    job = ctx.job_id
     for attempt in range(STEP_LOOKUPS):
         try:
             steps = [s for s in asker.steps(job) if s.state == "RUNNING" and (s.step.step or "").isdigit()]
@@ -225,16 +218,13 @@ def stop_step(
     return False
 
 
-def window_end(env: Mapping[str, str], view: SlurmView | None, cause: str) -> float | None:
+def window_end(ctx: JobContext, view: SlurmView | None, cause: str) -> float | None:
     """When Slurm ends this run anyway (epoch seconds): the time limit, or a preemption's grace end; None when no
     one will (a request)."""
     if cause == run_history.PREEMPTION and view is not None and view.end_time is not None and view.running():
         return view.end_time.timestamp()
-    if cause == run_history.TIME_LIMIT:
-        try:
-            return float(env[contract.START_TIME]) + float(env[contract.TIME_LIMIT])
-        except (KeyError, ValueError):
-            return None
+    if cause == run_history.TIME_LIMIT and ctx.start_time is not None and ctx.time_limit is not None:
+        return ctx.start_time + ctx.time_limit
     return None
 
 
@@ -242,7 +232,7 @@ def _watch(
     step_pid: int,
     deadline: float,
     cause: str,
-    env: Mapping[str, str],
+    ctx: JobContext,
     say: Callable[[str], None],
     client: SlurmClient | None,
     *,
@@ -258,28 +248,18 @@ def _watch(
         except ProcessLookupError:
             return
         sleep(WATCH_PAUSE)
-    outcome = requeue_this_job(cause, env, by=WRITER, client=client)
+    outcome = requeue_this_job(cause, ctx, by=WRITER, client=client)
     say(f"the step is still stopping {STOP_MARGIN:g} s before the end of its window: {outcome.message}")
 
 
-def never_taken(env: Mapping[str, str], signals: list[str]) -> str | None:
+def never_taken(ctx: JobContext, signals: list[str], history: run_history.History) -> str | None:
     """After the step: a warning when the preemption signal came under handler runtime and the program never
     constructed Preemption, so nothing ever acted on it (it stayed blocked); else None."""
-    sig = env.get(contract.PREEMPT_SIGNAL)
-    if not sig or sig not in signals or handler_of(env) != contract.HANDLER_RUNTIME or announced(env):
+    sig = ctx.preempt_signal
+    if not sig or sig not in signals or ctx.handler != contract.HANDLER_RUNTIME or history.announced(ctx.run):
         return None
     return (
         f"warning: SIG{sig} reached the job, but the program never constructed slurmgen's Preemption, so nothing "
         "acted on it (preemption.handler: runtime); construct Preemption, or set preemption.handler: auto to stop "
         "and requeue such a program"
     )
-
-
-def requested_stop(env: Mapping[str, str]) -> str | None:
-    """The cause of this run's stop by the batch shell (requeue mode), if it made one."""
-    log_dir = env.get(contract.LOG_DIR)
-    run = restart_count(env) + 1
-    for e in run_history.read(log_dir) if log_dir else []:
-        if e.get("event") == run_history.STOP and e.get("run") == run and e.get("actions") == STOP_ACTIONS:
-            return str(e.get("cause") or run_history.PREEMPTION)
-    return None

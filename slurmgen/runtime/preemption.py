@@ -23,6 +23,7 @@ slow (rank 0 writing a large periodic save) is waited for, not taken for lost.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -32,11 +33,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurmgen import contract, run_history
+from slurmgen.job_context import JobContext
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.layout import keep_count
 from slurmgen.runtime.checkpoint.resume_store import CheckpointStore
 from slurmgen.runtime.dist import process_group_timeout
-from slurmgen.runtime.env import job_key, restart_count
 from slurmgen.runtime.peer_loss import install_peer_loss_hook, leave
 from slurmgen.runtime.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.signal_block import parse_signal_name
@@ -87,11 +88,13 @@ class Preemption:
         # still stops the run cleanly (with a save) but never requeues.
         self.requeue_enabled = bool(configured) or contract.SPEC_HASH not in env
         self.signal = parse_signal_name(signal_name or configured or "USR1")
-        self.key = job_key(env) or "local"
+        # This process's job, read once (slurmgen/job_context.py); the budget given here replaces the spec's below.
+        self.context = JobContext.from_environ(env)
+        self.key = self.context.key or "local"
         # Outside a job (no SLURM_JOB_ID) the default state would be ./local.state, shared by every direct run of
         # the script: the next run would resume from it unasked, whatever its arguments. There, state is kept
         # only at a path the program names (README, "Resume state").
-        self.keeps_state = path is not None or job_key(env) is not None
+        self.keeps_state = path is not None or self.context.key is not None
         self._said_no_state = False
         self.spec_hash = env.get(contract.SPEC_HASH, "")
         self.state_dir = env.get(contract.STATE_DIR) or (os.path.dirname(os.path.abspath(path)) if path else ".")
@@ -100,14 +103,15 @@ class Preemption:
         # old one's state (same spec), then saves under its own key.
         resume_from = env.get(contract.RESUME_FROM, "").strip()
         self.resume_from = resume_from if path is None and resume_from.replace("_", "").isdigit() else None
-        self.restart_count = restart_count(env)
-        self.last_cause = _last_cause(env, self.restart_count)  # why the previous run stopped, if there was one
+        self.restart_count = self.context.restart_count
+        self.last_cause = _last_cause(self.context)  # why the previous run stopped, if there was one
         self.cause: str | None = None  # why this run stops, once decided
         self.step_seconds: float | None = None  # the longest recent interval between two should_stop() calls
         self._last_check: float | None = None
         self._progress: ProgressMark | None = None  # the hang watchdog's per-step progress (runtime/watchdog.py)
         if max_requeues is not None:
             env[contract.MAX_REQUEUES] = str(max_requeues)
+            self.context = dataclasses.replace(self.context, max_requeues=max_requeues)
         # The agreement waits as long as any collective of the training step may (the process-group timeout):
         # a rank that is merely slow (a long periodic save, an evaluation on rank 0) must not look lost. A rank
         # that died is seen at once anyway: its connections close and gloo raises.
@@ -119,6 +123,7 @@ class Preemption:
         self._flags = 0
         self._received: list[str] = []
         self._decided = 0
+        self._stop_facts: tuple[Any, run_history.History | None] = (None, None)  # rank 0's at the stop
         self._group: Any = None
         self._install()
         import atexit
@@ -145,7 +150,7 @@ class Preemption:
                 _log(f"removed {leftover}, left by a save that was interrupted")
             # Announced for preemption.handler auto: the batch shell forwards the signal to a program that will
             # act on it, and stops (then requeues) one that would not.
-            record(env, "rank0", run_history.HANDLER, handler="runtime")
+            record(self.context, "rank0", run_history.HANDLER, handler="runtime")
 
     @property
     def timeout(self) -> float:
@@ -198,7 +203,7 @@ class Preemption:
         if late:
             _log(f"{late} came after the program's last stop check; its work is done, so it changes nothing")
         with contextlib.suppress(OSError):
-            record(self._env, "rank0", run_history.FINISHED, signals=list(dict.fromkeys(self._received)))
+            record(self.context, "rank0", run_history.FINISHED, signals=list(dict.fromkeys(self._received)))
 
     def request(self, *actions: str) -> None:
         """Ask for a stop from code (e.g. a time budget), with actions among requeue, save, exit."""
@@ -331,14 +336,14 @@ class Preemption:
         """Every durable save: rank 0 records it in the run history (the save window is checked from it)."""
         if self.rank == 0:
             kind = "file" if saved.kind == "plain" else saved.kind
-            record(self._env, "rank0", run_history.SAVE, seconds=round(saved.duration_s, 3), bytes=saved.size_bytes,
+            record(self.context, "rank0", run_history.SAVE, seconds=round(saved.duration_s, 3), bytes=saved.size_bytes,
                    cause=saved.cause, kind=kind)  # fmt: skip
         if self._on_save is not None:
             self._on_save(saved)
 
     def _save_failed(self, error: str, background: bool) -> None:
         """Rank 0, every failed save (the store has said so in one line): recorded in the run history."""
-        record(self._env, "rank0", run_history.SAVE_FAILED, error=error, background=background)
+        record(self.context, "rank0", run_history.SAVE_FAILED, error=error, background=background)
 
     # -- stopping ---------------------------------------------------------------------------------------------
 
@@ -348,14 +353,14 @@ class Preemption:
         preemption when Slurm says so, or someone's request (`scancel --signal`, `slurmgen cancel --signal`)
         when it does not; unasked, it is taken for a preemption."""
         if flags & REQUEUE or preempted:
-            return signal_cause(self._env, preempted, time.time())
+            return signal_cause(self.context, preempted, time.time())
         if flags & TERM:
             return "terminated"
         return "clean-exit"
 
     def _slurm_view(self) -> Any:
         """Slurm's view of this job (slurm_view.SlurmView), or None outside Slurm or without scontrol."""
-        if contract.SPEC_HASH not in self._env or job_key(self._env) is None or self._env.get(contract.CONTAINER):
+        if self.context.spec_hash is None or self.context.key is None or self.context.in_container:
             return None  # outside slurmgen's script, or inside a container image (no scontrol there)
         from slurmgen.runtime import slurm_view
 
@@ -367,11 +372,15 @@ class Preemption:
         answer, so all ranks record and save under the same cause."""
         bits = 0
         if self.rank == 0:
+            # Rank 0's facts for this stop, gathered once: Slurm's view and the run history, which the requeue
+            # below takes as they are (one scontrol question and one read of the history, not one per step).
             view = self._slurm_view()
+            history = run_history.History.load(self.context.log_dir)
+            self._stop_facts = (view, history)
             if view is not None:
-                preempted = view.preempted() or self._requeued_by_slurm_for_preemption(view)
+                preempted = view.preempted() or self._requeued_by_slurm_for_preemption(view, history)
                 bits = 1 | (2 if preempted else 0) | (4 if view.running() else 0)
-                if preempted and view.running() and run_history.slurm_requeues_in_grace(self._site()):
+                if preempted and view.running() and history.slurm_requeues_in_grace(self.context.run):
                     bits |= 8
         group = self._side_group()
         if group is not None:
@@ -386,17 +395,13 @@ class Preemption:
             bits = int(verdict.item())
         return bool(bits & 1), bool(bits & 2), bool(bits & 4), bool(bits & 8)
 
-    def _site(self) -> Mapping[str, Any]:
-        """What this site does on preemption, as the batch shell recorded it at this run's start."""
-        log_dir = self._env.get(contract.LOG_DIR)
-        return run_history.site_of(run_history.read(log_dir), self.restart_count + 1) if log_dir else {}
-
-    def _requeued_by_slurm_for_preemption(self, view: Any) -> bool:
+    def _requeued_by_slurm_for_preemption(self, view: Any, history: run_history.History) -> bool:
         """Slurm requeued this run already (PreemptMode=REQUEUE, no grace: the TERM came with the requeue, and
         the record no longer shows PreemptTime): a preemption when the partition preempts that way."""
         if not view.requeued_since(self.restart_count):
             return False
-        return run_history.slurm_requeue_cause(False, self._site().get("mode")) == run_history.PREEMPTION
+        mode = history.site_mode(self.context.run)  # as the batch shell recorded it at this run's start
+        return run_history.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
 
     def save_and_exit(self, state: Any = None) -> NoReturn:
         """Save (unless the stop is a clean exit), requeue if the signal asked for it, and end the process."""
@@ -418,7 +423,7 @@ class Preemption:
         self.cause = self.stop_cause(flags, preempted if known else None)
         code = contract.EXIT_TERMINATED if flags & TERM and not requeue and not preempted else 0
         if self.rank == 0:
-            record(self._env, "rank0", run_history.STOP, cause=self.cause, actions=self._describe(flags),
+            record(self.context, "rank0", run_history.STOP, cause=self.cause, actions=self._describe(flags),
                    signals=list(dict.fromkeys(self._received)), step_seconds=self.step_seconds)  # fmt: skip
         # A background save in flight finishes first (every rank takes part in it); its failure was reported.
         self._store.wait(raise_failure=False)
@@ -429,7 +434,8 @@ class Preemption:
             except CheckpointError as exc:  # said so in one line; the previous state stays, the stop goes on
                 failure = str(exc)
         if requeue and self.rank == 0:
-            outcome = requeue_this_job(self.cause, self._env, self.state_dir)
+            view, history = self._stop_facts
+            outcome = requeue_this_job(self.cause, self.context, self.state_dir, history=history, before=view)
             _log(outcome.message)
             if outcome.action == "budget":
                 code = contract.EXIT_REQUEUE_BUDGET
@@ -467,10 +473,9 @@ class Preemption:
             _log(f"rank {self.rank}: rank 0 could not save the state at the stop: {said}")
 
 
-def _last_cause(env: Mapping[str, str], restarts: int) -> str | None:
+def _last_cause(ctx: JobContext) -> str | None:
     """Why the previous run of this job stopped (its run history), or None on a first run."""
-    log_dir = env.get(contract.LOG_DIR)
-    if not log_dir or restarts == 0:
+    if not ctx.log_dir or ctx.restart_count == 0:
         return None
-    previous = [r for r in run_history.runs(run_history.read(log_dir)) if r.run == restarts]
-    return previous[0].cause if previous else None
+    previous = run_history.History.load(ctx.log_dir).run(ctx.restart_count)
+    return None if previous is None else previous.cause

@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
 from slurmgen.atomic import write_text
-from slurmgen.runtime.env import job_key, restart_count
+from slurmgen.job_context import JobContext
 
 if TYPE_CHECKING:
     from slurmgen.runtime.slurm_retry import Retry
+    from slurmgen.runtime.slurm_view import SlurmView
     from slurmgen.slurm.client import SlurmClient
 
 
@@ -45,8 +46,8 @@ class Budgets:
     max_preemptions: int | None  # requeues after a preemption; None: no limit
 
     @classmethod
-    def of(cls, mapping: Mapping[str, str]) -> Budgets:
-        return cls(_limit(mapping, contract.MAX_REQUEUES), _limit(mapping, contract.MAX_PREEMPTIONS))
+    def of(cls, ctx: JobContext) -> Budgets:
+        return cls(ctx.max_requeues, ctx.max_preemptions)
 
     def refusal(self, cause: str, counts: run_history.Counts) -> str | None:
         """Why a requeue for ``cause`` is over budget, or None when it may go ahead."""
@@ -68,53 +69,35 @@ class Budgets:
         return f"requeue {number} of {'no limit' if limit is None else limit}"
 
 
-def _limit(mapping: Mapping[str, str], name: str) -> int | None:
-    text = mapping.get(name, "").strip()
-    return int(text) if text.isdigit() else None
-
-
-def past_counts(mapping: Mapping[str, str]) -> run_history.Counts:
-    """The requeues recorded in this job's run history (none outside slurmgen's script)."""
-    log_dir = mapping.get(contract.LOG_DIR)
-    if not log_dir:
-        return run_history.Counts(0, 0, 0)
-    return run_history.counts(run_history.runs(run_history.read(log_dir)))
-
-
 # How close to the end of the time limit a requeue signal counts as the limit's own warning: Slurm sends --signal
 # up to 30 s before the lead time (PERIODIC_TIMEOUT, src/slurmctld/slurmctld.h), and our start time is the batch
 # shell's, a second late at most.
 TIME_LIMIT_SLACK = 90
 
 
-def near_time_limit(mapping: Mapping[str, str], now: float) -> bool:
+def near_time_limit(ctx: JobContext, now: float) -> bool:
     """Is this run within its lead time (and Slurm's slack) of its time limit?"""
-    try:
-        start = float(mapping[contract.START_TIME])
-        limit = float(mapping[contract.TIME_LIMIT])
-        lead = float(mapping.get(contract.LEAD_TIME) or 0)
-    except (KeyError, ValueError):
+    if ctx.start_time is None or ctx.time_limit is None or ctx.lead_time is None:
         return False
-    return now >= start + limit - lead - TIME_LIMIT_SLACK
+    return now >= ctx.start_time + ctx.time_limit - ctx.lead_time - TIME_LIMIT_SLACK
 
 
-def signal_cause(mapping: Mapping[str, str], preempted: bool | None, now: float) -> str:
+def signal_cause(ctx: JobContext, preempted: bool | None, now: float) -> str:
     """Why a requeue signal came, for the rank and the batch shell alike. Slurm's PreemptTime is the authority
     (``preempted``; None when Slurm could not be asked). Near the end of the time limit it is the limit's own
     warning; any other is someone's request (`scancel --signal`, `slurmgen cancel --signal`) when Slurm says the
     job is not preempted; unasked, it is taken for a preemption."""
     if preempted:
         return run_history.PREEMPTION
-    if near_time_limit(mapping, now):
+    if near_time_limit(ctx, now):
         return run_history.TIME_LIMIT
     return run_history.REQUESTED if preempted is False else run_history.PREEMPTION
 
 
-def record(mapping: Mapping[str, str], writer: str, event: str, **fields: object) -> None:
+def record(ctx: JobContext, writer: str, event: str, **fields: object) -> None:
     """One run-history event for this run (nothing outside slurmgen's script, which exports the log dir)."""
-    log_dir = mapping.get(contract.LOG_DIR)
-    if log_dir:
-        run_history.append(log_dir, writer, event, restart_count(mapping) + 1, time.time(), **fields)
+    if ctx.log_dir:
+        run_history.append(ctx.log_dir, writer, event, ctx.run, time.time(), **fields)
 
 
 def ask_batch_shell(state_dir: str, key: str, cause: str) -> None:
@@ -125,34 +108,39 @@ def ask_batch_shell(state_dir: str, key: str, cause: str) -> None:
 
 def requeue_this_job(
     cause: str,
-    mapping: Mapping[str, str] | None = None,
+    mapping: JobContext | Mapping[str, str] | None = None,
     state_dir: str | None = None,
     *,
     by: str = "rank0",
     which: Callable[[str], str | None] = shutil.which,
     client: SlurmClient | None = None,
     retry: Retry | None = None,
+    history: run_history.History | None = None,
+    before: SlurmView | None = None,
 ) -> RequeueOutcome:
-    """Requeue the running job this process belongs to (from one process only: rank 0 or the batch shell)."""
+    """Requeue the running job this process belongs to (from one process only: rank 0 or the batch shell).
+
+    ``history`` and ``before`` are the run history and Slurm's view of the job that the caller read already for
+    its own decision (read here when not given): one read of each per stop."""
     from slurmgen.runtime import slurm_view
 
-    env = os.environ if mapping is None else mapping
-    key = job_key(env)
+    ctx = JobContext.of(os.environ if mapping is None else mapping)
+    key = ctx.key
     if key is None:
         return RequeueOutcome("not-slurm", "not inside a Slurm job: nothing to requeue")
-    budgets, counts = Budgets.of(env), past_counts(env)
+    budgets, counts = Budgets.of(ctx), (history or run_history.History.load(ctx.log_dir)).counts()
     refused = budgets.refusal(cause, counts)
     if refused is not None:
-        record(env, by, run_history.REFUSED, cause=cause, why="budget")
+        record(ctx, by, run_history.REFUSED, cause=cause, why="budget")
         return RequeueOutcome("budget", f"not requeueing job {key} ({cause}): {refused}")
-    state_dir = state_dir or env.get(contract.STATE_DIR) or "."
-    in_container = env.get(contract.CONTAINER) == "1"
-    if in_container or (client is None and which("scontrol") is None):
+    state_dir = state_dir or ctx.state_dir or "."
+    if ctx.in_container or (client is None and which("scontrol") is None):
         ask_batch_shell(state_dir, key, cause)
-        where = "inside a container" if in_container else "scontrol is not on PATH"
+        where = "inside a container" if ctx.in_container else "scontrol is not on PATH"
         return RequeueOutcome("batch-shell", f"asked the batch shell to requeue job {key} ({cause}; {where})")
-    run = restart_count(env)
-    before = slurm_view.look(key, client, retry)
+    run = ctx.restart_count
+    if before is None:
+        before = slurm_view.look(key, client, retry)
     if before is not None and not before.running():
         # Requeued already (by Slurm's PreemptMode=REQUEUE, say) or ending: `requeue Incomplete` would be a silent
         # no-op, and claiming it would credit this run with a requeue it did not make.
@@ -164,12 +152,12 @@ def requeue_this_job(
         return RequeueOutcome("batch-shell", f"{outcome.message}; asked the batch shell to requeue")
     if outcome.action != "requeued":
         if outcome.action == "disabled":
-            record(env, by, run_history.REFUSED, cause=cause, why="disabled")
+            record(ctx, by, run_history.REFUSED, cause=cause, why="disabled")
         return outcome
     after = slurm_view.look(key, client, retry)
     if after is not None and not after.requeued_since(run):
         return RequeueOutcome("not-running", f"job {key} was no longer running; the requeue had no effect")
-    record(env, by, run_history.REQUEUE, cause=cause)
+    record(ctx, by, run_history.REQUEUE, cause=cause)
     return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause}; {budgets.describe(cause, counts)})")
 
 
@@ -200,22 +188,23 @@ def _scontrol_requeue(
 def requeue_ended_job(
     key: str,
     cause: str,
-    mapping: Mapping[str, str],
+    ctx: JobContext,
     *,
     by: str,
     client: SlurmClient | None = None,
     retry: Retry | None = None,
+    history: run_history.History | None = None,
 ) -> RequeueOutcome:
     """Requeue a job Slurm is ending (PreemptMode=CANCEL): a plain `scontrol requeue`, within the budgets."""
-    budgets, counts = Budgets.of(mapping), past_counts(mapping)
+    budgets, counts = Budgets.of(ctx), (history or run_history.History.load(ctx.log_dir)).counts()
     refused = budgets.refusal(cause, counts)
     if refused is not None:
-        record(mapping, by, run_history.REFUSED, cause=cause, why="budget")
+        record(ctx, by, run_history.REFUSED, cause=cause, why="budget")
         return RequeueOutcome("budget", f"not requeueing job {key} ({cause}): {refused}")
     outcome = _scontrol_requeue(key, cause, incomplete=False, client=client, retry=retry)
     if outcome.action == "requeued":
-        record(mapping, by, run_history.REQUEUE, cause=cause, mode="CANCEL")
+        record(ctx, by, run_history.REQUEUE, cause=cause, mode="CANCEL")
         return RequeueOutcome("requeued", f"{outcome.message.removesuffix(')')}; {budgets.describe(cause, counts)})")
     if outcome.action == "disabled":
-        record(mapping, by, run_history.REFUSED, cause=cause, why="disabled")
+        record(ctx, by, run_history.REFUSED, cause=cause, why="disabled")
     return outcome

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurmgen import contract
+from slurmgen.job_context import restart_count_from
 from slurmgen.runtime.python_hook import hook_env, hooks_python
 from slurmgen.runtime.signal_block import SUPERVISED
 
@@ -61,6 +62,7 @@ class TaskPlan:
     stepwide: frozenset[int]  # pids whose signals reached every process of the step: the manager and its ancestors
     env: Mapping[str, str] = field(default_factory=dict)
     hooked: bool = False  # handler program, a Python program: the preemption signal starts blocked (python_hook)
+    run: int = 1  # this run's number in the run history (slurmgen/job_context.py, read once in plan_task)
 
 
 def child_disposition(handler: str, preempt: signal.Signals | None, hooked: bool = False) -> str | None:
@@ -303,12 +305,11 @@ def _record_exit(plan: TaskPlan, code: int, sig: int | None = None) -> int:
     log_dir = plan.env.get(contract.LOG_DIR)
     if log_dir and plan.rank is not None:
         from slurmgen import run_history
-        from slurmgen.runtime.env import restart_count
 
         fields: dict[str, object] = {"rank": plan.rank, "node": plan.node, "exit_code": code, "log": plan.log_path}
         if sig is not None:
             fields["signal"] = signal.Signals(sig).name.removeprefix("SIG")
-        run = restart_count(plan.env) + 1
+        run = plan.run
         # On failure the exit code still reaches srun; only the name of the failing task is lost.
         with contextlib.suppress(OSError):
             run_history.append(log_dir, f"task-{plan.rank}", run_history.TASK_EXIT, run, time.time(), **fields)
@@ -348,4 +349,5 @@ def plan_task(
         log_path=os.path.join(log_dir, contract.rank_log_name(rank)) if log_dir and rank is not None else None,
         stepwide=stepwide,
         env=dict(env),
+        run=restart_count_from(env) + 1,
     )

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from slurmgen import contract, run_history
+from slurmgen.job_context import restart_count_from
 
 HANG_DIR = "hang"
 PROGRESS_DIR = "progress"
@@ -101,7 +102,7 @@ def dump_stacks(pid: int) -> str:
     return done.stdout + (f"py-spy: {done.stderr.strip()}\n" if done.returncode else "")
 
 
-def on_hang(env: Mapping[str, str], rank: int, pid: int, started: float, now: float) -> str:
+def on_hang(env: Mapping[str, str], rank: int, pid: int, started: float, now: float, run: int) -> str:
     """Write the stacks and the hang event; returns the stacks file."""
     log_dir = env[contract.LOG_DIR]
     node = env.get("SLURMD_NODENAME") or socket.gethostname()
@@ -113,10 +114,8 @@ def on_hang(env: Mapping[str, str], rank: int, pid: int, started: float, now: fl
             f" s; this rank last progressed at {time.strftime('%H:%M:%S', time.localtime(mine))}\n")  # fmt: skip
     with open(path, "a", encoding="utf-8") as out:
         out.write(head + dump_stacks(pid) + "\n")
-    from slurmgen.runtime.env import restart_count
-
     with contextlib.suppress(OSError):
-        run_history.append(log_dir, f"task-{rank}", run_history.HANG, restart_count(env) + 1, now, rank=rank,
+        run_history.append(log_dir, f"task-{rank}", run_history.HANG, run, now, rank=rank,
                            node=node, progressed=round(mine, 3), stacks=path)  # fmt: skip
     return path
 
@@ -128,6 +127,7 @@ def start(env: Mapping[str, str], rank: int | None, pid: int, say: Callable[[str
     if not raw.isdigit() or int(raw) == 0 or not log_dir or rank is None:
         return None
     timeout, started, stop = float(raw), time.time(), threading.Event()
+    run = restart_count_from(env) + 1  # read once, at the start of the watch
 
     def watch() -> None:
         while not stop.wait(poll_interval(timeout)):
@@ -136,7 +136,7 @@ def start(env: Mapping[str, str], rank: int | None, pid: int, say: Callable[[str
             limit = timeout if newest > started else START_FACTOR * timeout  # start-up: no rank progressed yet
             if now - newest < limit:
                 continue
-            path = on_hang(env, rank, pid, started, now)
+            path = on_hang(env, rank, pid, started, now, run)
             # Every rank's stacks before any program dies: a killed rank ends the step (--kill-on-bad-exit), which
             # would stop the others' supervisors before their own dump. They all see the same files, so they all
             # find the hang within one poll interval.
