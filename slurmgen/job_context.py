@@ -4,10 +4,10 @@ The rendered script exports the contract's variables (slurmgen/contract.py) and 
 shell's helper, each task's supervisor and the user's program each build one `JobContext` from them at start and
 pass it (or the few fields a function needs) down, instead of parsing the same variables again at every hop.
 
-Also the one place of the job-key rule (`job_key_of`): the id that names this job to `scontrol`. The rendered
-script computes the same key in bash from `KEY_SHELL`, which is generated from the same rule here.
+The job-key rule (the id that names this job to `scontrol`) is slurmgen.slurm.ids.job_key_of; `key_from` applies it
+to Slurm's variables, and the rendered script computes the same key in bash from `KEY_SHELL`, written beside it.
 
-Standard library only (contract and errors are standard-library leaves): every process imports it.
+Standard library only (contract, errors and slurm.ids are standard-library leaves): every process imports it.
 """
 
 from __future__ import annotations
@@ -17,26 +17,12 @@ from dataclasses import dataclass, field
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
+from slurmgen.slurm.ids import job_key_of
 
 JOB_ID = "SLURM_JOB_ID"
 ARRAY_JOB_ID = "SLURM_ARRAY_JOB_ID"
 ARRAY_TASK_ID = "SLURM_ARRAY_TASK_ID"
 RESTART_COUNT = "SLURM_RESTART_COUNT"
-
-
-def job_key_of(job_id: str, array_job: str = "", array_task: str = "") -> str | None:
-    """The id that names this job to ``scontrol``: ``<array job>_<task>`` for an array task, else the job id.
-
-    Requeueing an array task by its bare SLURM_JOB_ID is right, but by SLURM_ARRAY_JOB_ID alone requeues the
-    whole array (Lightning #15022); ``A_T`` is unambiguous. None outside Slurm (no job id).
-    """
-    parts = [array_job, array_task] if array_job and array_task else [job_id]
-    if not parts[0]:
-        return None
-    for part in parts:
-        if not (part.isdigit() and part.isascii()):
-            raise RuntimeSetupError(f"job id {part!r} is not a number (SLURM_JOB_ID / SLURM_ARRAY_*)")
-    return "_".join(parts)
 
 
 def key_from(mapping: Mapping[str, str]) -> str | None:

@@ -172,7 +172,7 @@ class Job:
         infos = [] if known else self.client.show_jobs(target.job)
         runs: list[dict[str, Any]] = []
         for log_dir in job_log_dirs(target, infos):
-            for run in run_history.runs(run_history.read(str(log_dir))):
+            for run in run_history.History.load(str(log_dir)).runs():
                 runs.append({"log_dir": str(log_dir), **asdict(run)})
         return runs
 

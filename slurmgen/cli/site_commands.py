@@ -59,7 +59,7 @@ def history_command(job: JobArg, point: PointOpt = None) -> None:
     log_dirs = history.job_log_dirs(target, infos)
     shown = []
     for log_dir in log_dirs:
-        events = run_history.read(str(log_dir))
+        events = run_history.History.load(str(log_dir)).events
         if events:
             shown.append((log_dir, history.table(history.rows(events))))
     if not shown:

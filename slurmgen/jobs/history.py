@@ -38,7 +38,7 @@ def last_failing(target: Target, infos: Sequence[JobInfo]) -> str | None:
     dirs = job_log_dirs(target, infos)
     if len(dirs) != 1:
         return None
-    runs = run_history.runs(run_history.read(str(dirs[0])))
+    runs = run_history.History.load(str(dirs[0])).runs()
     return runs[-1].failing if runs else None
 
 
@@ -109,11 +109,11 @@ class LastSave:
     miss: WindowMiss | None  # against the site of the job's latest run
 
 
-def last_save(key: str, events: Sequence[Mapping[str, Any]]) -> LastSave | None:
-    runs = run_history.runs(events)
-    saved = run_history.last_save(runs)
+def last_save(key: str, history: run_history.History) -> LastSave | None:
+    saved = history.last_save()
     if saved is None or saved.save_seconds is None:
         return None
+    events = history.events
     plans = sites(events)
     plan = plans[max(plans)] if plans else None
     seconds, step = float(saved.save_seconds), saved.step_seconds
@@ -122,7 +122,7 @@ def last_save(key: str, events: Sequence[Mapping[str, Any]]) -> LastSave | None:
 
 
 def read_last_save(log_dir: Path, key: str) -> LastSave | None:
-    return last_save(key, run_history.read(str(log_dir)))
+    return last_save(key, run_history.History.load(str(log_dir)))
 
 
 def window_warnings(targets: Iterable[Target]) -> list[str]:
@@ -150,7 +150,7 @@ def restart_lines(targets: Iterable[Target]) -> list[str]:
     the jobs the journal knows; `slurmgen history JOB` shows them per run."""
     lines = []
     for key, log_dir in _known_log_dirs(targets):
-        for run in run_history.runs(run_history.read(str(log_dir))):
+        for run in run_history.History.load(str(log_dir)).runs():
             lines += [f"job {key}: run {run.run}, restart {n} inside the allocation ({text})"
                       for n, text in enumerate(run.restarts, 1)]  # fmt: skip
             if run.repeated is not None:

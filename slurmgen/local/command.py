@@ -254,5 +254,5 @@ def resume_local(
 
 def _last_ending(log_dir: Path) -> str | None:
     """How the job's last run ended, as its run history says (slurmgen.interruption: completed, stopped, ...)."""
-    runs = run_history.runs(run_history.read(str(log_dir)))
+    runs = run_history.History.load(str(log_dir)).runs()
     return runs[-1].ended if runs else None

@@ -12,7 +12,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from slurmgen.errors import UsageError
+from slurmgen.errors import RuntimeSetupError, UsageError
 
 # Slurm job ids are uint32 (federated ids use the high bits); 0 is never a job.
 _MAX_ID = 2**32 - 1
@@ -70,13 +70,29 @@ class JobId:
         """
         if self.array_tasks is not None:
             raise UsageError(f"{self} is a range of pending array tasks; name one task, e.g. {self.job}_N")
-        if self.array_task is not None:
-            return f"{self.job}_{self.array_task}"
-        return str(self.job)
+        task = "" if self.array_task is None else str(self.array_task)
+        key = job_key_of(str(self.job), str(self.job) if task else "", task)  # the one job-key rule
+        assert key is not None  # a JobId always names a job
+        return key
 
     def cancel_target(self) -> str:
         """The id to pass to ``scancel``: any form scancel accepts, steps and ranges included."""
         return str(self)
+
+
+def job_key_of(job_id: str, array_job: str = "", array_task: str = "") -> str | None:
+    """The id that names this job to ``scontrol``: ``<array job>_<task>`` for an array task, else the job id.
+
+    Requeueing an array task by its bare SLURM_JOB_ID is right, but by SLURM_ARRAY_JOB_ID alone requeues the
+    whole array (Lightning #15022); ``A_T`` is unambiguous. None outside Slurm (no job id).
+    """
+    parts = [array_job, array_task] if array_job and array_task else [job_id]
+    if not parts[0]:
+        return None
+    for part in parts:
+        if not (part.isdigit() and part.isascii()):
+            raise RuntimeSetupError(f"job id {part!r} is not a number (SLURM_JOB_ID / SLURM_ARRAY_*)")
+    return "_".join(parts)
 
 
 def parse_job_id(text: str | int) -> JobId:
