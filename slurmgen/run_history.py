@@ -248,6 +248,10 @@ class History:
         """The events of run ``number`` (of one kind when ``event`` is given), in time order."""
         return [e for e in self.events if e.get("run") == number and (event is None or e.get("event") == event)]
 
+    def all(self, event: str) -> list[Mapping[str, Any]]:
+        """Every event of one kind, of every run, in time order."""
+        return [e for e in self.events if e.get("event") == event]
+
     def has(self, number: int, event: str) -> bool:
         return any(e.get("event") == event and e.get("run") == number for e in self.events)
 
@@ -277,9 +281,13 @@ class History:
         stop = next((e for e in self.of_run(number, STOP) if e.get("actions") == actions), None)
         return None if stop is None else str(stop.get("cause") or PREEMPTION)
 
+    def last_time(self, number: int, event: str) -> float:
+        """When run ``number`` last recorded ``event`` (epoch seconds; 0.0 when it never did)."""
+        return max((float(e.get("time") or 0) for e in self.of_run(number, event)), default=0.0)
+
     def last_restart_time(self, number: int) -> float:
         """When the step of run ``number`` last started again inside the allocation (0 when it never did)."""
-        return max((float(e.get("time") or 0) for e in self.of_run(number, RESTART)), default=0.0)
+        return self.last_time(number, RESTART)
 
     def since(self, time: float) -> list[Mapping[str, Any]]:
         """The events from ``time`` on (every run)."""

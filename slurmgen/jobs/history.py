@@ -86,15 +86,16 @@ def window_miss(
 def sites(events: Iterable[Mapping[str, Any]]) -> dict[int, PreemptionPlan]:
     """The site plan each run recorded at its start (`site` in run-start), by run."""
     found = {}
-    for e in events:
-        if e.get("event") == run_history.RUN_START and (plan := plan_from_record(e.get("site"))) is not None:
+    for e in run_history.History(events).all(run_history.RUN_START):
+        if (plan := plan_from_record(e.get("site"))) is not None:
             found[int(e["run"])] = plan
     return found
 
 
 def save_causes(events: Iterable[Mapping[str, Any]]) -> dict[int, str]:
     """The cause of the last save of each run."""
-    return {int(e["run"]): str(e["cause"]) for e in events if e.get("event") == run_history.SAVE and e.get("cause")}
+    saves = run_history.History(events).all(run_history.SAVE)
+    return {int(e["run"]): str(e["cause"]) for e in saves if e.get("cause")}
 
 
 @dataclass(frozen=True)

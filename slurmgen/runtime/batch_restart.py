@@ -60,8 +60,7 @@ def restart(
     if rc == 0 or not log_dir or key is None or max_restarts == 0:
         return 1
     run = ctx.run
-    history = run_history.History.load(log_dir)
-    events = history.events
+    history = run_history.History.load(log_dir)  # one read for the whole decision
     restarts = history.of_run(run, run_history.RESTART)
     since = float(restarts[-1].get("time") or 0.0) if restarts else 0.0
     record = interruption.run_record(history, run, batch_stop_actions=STOP_ACTIONS)
@@ -72,9 +71,9 @@ def restart(
         stopping=bool(record.stop or record.batch_stop or record.requeued_by) or os.path.exists(marker),
         restarts=len(restarts),
         max_restarts=max_restarts,
-        failure=hang_of(hangs, ctx, events)
-        if (hangs := hang_events(events, run, since))
-        else failure_of(events, run, since, rc, ctx),
+        failure=hang_of(hangs, ctx, history)
+        if (hangs := hang_events(history, run, since))
+        else failure_of(history, run, since, rc, ctx),
         previous=None if not restarts else _failure_from(restarts[-1]),
         event=interruption.RESTART_HANG if hangs else interruption.RESTART_CRASH,
     )
@@ -92,20 +91,20 @@ def restart(
     f, now = facts.failure, time.time()
     # Time lost: the work since the newest save (or since this start of the step, when nothing was saved in it)
     # plus the time from the failure to here; the next start's own start-up comes on top.
-    begun = max(since, _saved_at(events, ctx), _run_start(events, run))
+    begun = max(since, _saved_at(history, ctx), history.last_time(run, run_history.RUN_START))
     lost = round(now - begun, 1) if begun else None
     run_history.append(log_dir, WRITER, run_history.RESTART, run, now, cause=plan.cause, attempt=attempt + 1,
                        who=f.who, error=f.error, saved=f.saved, step_code=rc, lost_seconds=lost,
-                       **_where(events, run, since))  # fmt: skip
+                       **_where(history, run, since))  # fmt: skip
     return 0
 
 
-def failure_of(events: Sequence[Mapping[str, Any]], run: int, since: float, rc: int, ctx: JobContext) -> Failure:
+def failure_of(history: run_history.History, run: int, since: float, rc: int, ctx: JobContext) -> Failure:
     """The failure of this start of the step: who failed first, its own last line, the save it could resume from."""
     from slurmgen.interruption import Failure
     from slurmgen.runtime import task_failure
 
-    first = task_failure.first_failure([e for e in events if float(e.get("time") or 0.0) >= since], run)
+    first = task_failure.first_failure(history.since(since), run)
     who = f"the step (exit {rc})" if first is None else first.describe()
     error = ""
     if first is not None:
@@ -115,18 +114,17 @@ def failure_of(events: Sequence[Mapping[str, Any]], run: int, since: float, rc: 
         error = TORCH_RANK_PREFIX.sub("", own[-1])[:300] if own else ""
         # A program that printed nothing of its own: how it ended is its error line (`sys.exit(3)` twice is a bug).
         error = error or (f"killed by SIG{first.signal}" if first.signal else f"exit {first.exit_code}")
-    return Failure(who, error, saved_point(events, ctx))
+    return Failure(who, error, saved_point(history, ctx))
 
 
-def hang_events(events: Sequence[Mapping[str, Any]], run: int, since: float) -> list[Mapping[str, Any]]:
+def hang_events(history: run_history.History, run: int, since: float) -> list[Mapping[str, Any]]:
     """The hang watchdog's events of this start of the step (runtime/watchdog.py), the rank that stopped first
     (the oldest last progress) first."""
-    mine = [e for e in events if e.get("run") == run and e.get("event") == run_history.HANG
-            and float(e.get("time") or 0.0) >= since]  # fmt: skip
+    mine = [e for e in history.of_run(run, run_history.HANG) if float(e.get("time") or 0.0) >= since]
     return sorted(mine, key=lambda e: (float(e.get("progressed") or 0.0), int(e.get("rank") or 0)))
 
 
-def hang_of(hangs: Sequence[Mapping[str, Any]], ctx: JobContext, events: Sequence[Mapping[str, Any]]) -> Failure:
+def hang_of(hangs: Sequence[Mapping[str, Any]], ctx: JobContext, history: run_history.History) -> Failure:
     """A hang as a failure: the ranks that stopped progressing first, and the function the first one hangs in."""
     from slurmgen.interruption import Failure
 
@@ -136,7 +134,7 @@ def hang_of(hangs: Sequence[Mapping[str, Any]], ctx: JobContext, events: Sequenc
     stamp = time.strftime("%H:%M:%S", time.localtime(first))
     who = f"no progress on any rank; stopped first (at {stamp}): {names}; stacks in {hangs[0].get('stacks')}"
     where = hung_in(str(hangs[0].get("stacks") or ""))
-    return Failure(who, f"hang in {where}" if where else "hang", saved_point(events, ctx))
+    return Failure(who, f"hang in {where}" if where else "hang", saved_point(history, ctx))
 
 
 def hung_in(stacks_path: str) -> str:
@@ -153,9 +151,9 @@ def hung_in(stacks_path: str) -> str:
     return frames[0].split(" (", 1)[0] if frames else ""
 
 
-def saved_point(events: Sequence[Mapping[str, Any]], ctx: JobContext) -> str:
+def saved_point(history: run_history.History, ctx: JobContext) -> str:
     """What a restart resumes from, as a comparable text: rank 0's saves so far and the newest resume-state file."""
-    saves = [e for e in events if e.get("event") == run_history.SAVE]
+    saves = history.all(run_history.SAVE)
     newest = 0
     state_dir, key = ctx.state_dir, ctx.key
     if state_dir and key:
@@ -170,9 +168,9 @@ def saved_point(events: Sequence[Mapping[str, Any]], ctx: JobContext) -> str:
     return f"saves={len(saves)} state={newest}"
 
 
-def _saved_at(events: Sequence[Mapping[str, Any]], ctx: JobContext) -> float:
+def _saved_at(history: run_history.History, ctx: JobContext) -> float:
     """When the newest save was made (rank 0's save events, the resume state's files), 0.0 if none."""
-    times = [float(e.get("time") or 0.0) for e in events if e.get("event") == run_history.SAVE]
+    times = [float(e.get("time") or 0.0) for e in history.all(run_history.SAVE)]
     state_dir, key = ctx.state_dir, ctx.key
     if state_dir and key:
         try:
@@ -183,17 +181,10 @@ def _saved_at(events: Sequence[Mapping[str, Any]], ctx: JobContext) -> float:
     return max(times, default=0.0)
 
 
-def _run_start(events: Sequence[Mapping[str, Any]], run: int) -> float:
-    starts = [
-        float(e.get("time") or 0.0) for e in events if e.get("run") == run and e.get("event") == run_history.RUN_START
-    ]
-    return max(starts, default=0.0)
-
-
-def _where(events: Sequence[Mapping[str, Any]], run: int, since: float) -> dict[str, Any]:
+def _where(history: run_history.History, run: int, since: float) -> dict[str, Any]:
     from slurmgen.runtime import task_failure
 
-    first = task_failure.first_failure([e for e in events if float(e.get("time") or 0.0) >= since], run)
+    first = task_failure.first_failure(history.since(since), run)
     if first is None:
         return {}
     return {"rank": first.rank, "node": first.node, "exit_code": first.exit_code, "failed_at": first.time}
