@@ -11,6 +11,8 @@ out), the run history of this run (read once: `RunRecord`), the signals the batc
 marker. A crash inside a running allocation is decided first (`decide_restart`): the step is started again in
 the same allocation, within recovery.max_restarts, unless the failure repeats (the same error at the same saved
 state: a bug, not the machine) or a stop is under way. Hang and bad-node events add their own rows beside these.
+The decisions taken while the step runs (a signal's cause and route, the window, the budgets, rank 0's stop)
+live beside this module, in slurmgen/interruption_signal.py.
 
 The rule for the resume state (README, "Reliability: faults and what they cost"): it is removed only on positive
 evidence that the work is done: the program ended on its own (exit 0), no stop is recorded in the run history
@@ -26,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slurmgen import contract, run_history
+from slurmgen.interruption_signal import slurm_requeues_in_grace
 
 # How a run ended, as the batch shell records it (run-end's `ended`) and `slurmgen history` shows it.
 COMPLETED = "completed"  # the work is done: the resume state is removed
@@ -75,7 +78,7 @@ def run_record(history: run_history.History, run: int, *, batch_stop_actions: st
         requeued_by=None if requeue is None else str(requeue.get("by") or "?"),
         announced=history.announced(run),
         finished=history.has(run, run_history.FINISHED),
-        slurm_requeues_in_grace=history.slurm_requeues_in_grace(run),
+        slurm_requeues_in_grace=slurm_requeues_in_grace(history.site(run)),
     )
 
 

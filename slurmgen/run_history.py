@@ -194,27 +194,6 @@ def site_mode(events: Iterable[Mapping[str, Any]], run: int) -> str | None:
     return str(mode) if mode else None
 
 
-def slurm_requeues_in_grace(site: Mapping[str, Any]) -> bool:
-    """Does Slurm itself requeue a job of this site that ends during its preemption grace time? Since 24.05
-    (SchedMD commit a689104d15, bug 16263: src/slurmctld/proc_req.c) a batch job that completes after the grace
-    time's signal, in a PreemptMode=REQUEUE partition, is treated as preempted and requeued. Before, such a job
-    just completed, and slurmgen had to requeue it. A requeue of our own during the grace would now be one too
-    many: `scontrol requeue` leaves Slurm's grace mark on the job (only a completion clears it), so the next
-    run, ending, is requeued once more (seen on 24.11: a completed job ran a third time from scratch)."""
-    from slurmgen.slurm.site_config import version_tuple
-
-    known = version_tuple(site.get("version"))
-    return site.get("mode") == "REQUEUE" and known is not None and known >= (24, 5)
-
-
-def slurm_requeue_cause(preempt_time_seen: bool, mode: str | None) -> str:
-    """Why Slurm requeued a job that did not ask. While Slurm requeues a preempted job its record no longer shows
-    PreemptTime (src/scontrol/info_job.c prints it only while preemptable_time is set), so a requeue of a job in a
-    PreemptMode=REQUEUE partition is taken for a preemption; anywhere else it is someone else's doing (an admin's
-    scontrol requeue, a node failure)."""
-    return PREEMPTION if preempt_time_seen or mode == "REQUEUE" else EXTERNAL
-
-
 def last_save(history: Iterable[Run]) -> Run | None:
     """The latest run that saved, for the save-window check."""
     saved = [r for r in history if r.save_seconds is not None]
@@ -267,10 +246,6 @@ class History:
 
     def site_mode(self, number: int) -> str | None:
         return site_mode(self.events, number)
-
-    def slurm_requeues_in_grace(self, number: int) -> bool:
-        """Does the site's Slurm, as recorded at the start of run ``number``, requeue a job ending in its grace?"""
-        return slurm_requeues_in_grace(self.site(number))
 
     def announced(self, number: int) -> bool:
         """Did run ``number``'s rank 0 construct Preemption (HANDLER)?"""

@@ -109,7 +109,7 @@ def test_the_history_object_answers_the_questions_the_decisions_ask(tmp_path: Pa
     assert saved is not None and saved.run == 2 and saved.save_seconds == 50.0
     run1 = history.run(1)
     assert run1 is not None and run1.cause == run_history.PREEMPTION and history.run(9) is None
-    assert history.site_mode(1) == "REQUEUE" and history.slurm_requeues_in_grace(1) is False  # 22.05
+    assert history.site_mode(1) == "REQUEUE" and history.site(1)["version"] == "22.05.8"
     assert [e["event"] for e in history.of_run(2, run_history.STOP)] == [run_history.STOP]
     assert history.has(2, run_history.REQUEUE) and not history.has(3, run_history.REQUEUE)
     assert history.stop_by(2, "other actions") is None

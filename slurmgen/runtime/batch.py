@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
+from slurmgen.interruption_signal import slurm_requeue_cause
 from slurmgen.job_context import JobContext
 from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 from slurmgen.slurm.site import (
@@ -272,7 +273,7 @@ def _attribute(ctx: JobContext, history: run_history.History, preempted: bool) -
     mine = history.run(ctx.run)
     if mine is not None and mine.requeued_by is not None:
         return
-    cause = run_history.slurm_requeue_cause(preempted, history.site_mode(ctx.run))
+    cause = slurm_requeue_cause(preempted, history.site_mode(ctx.run))
     mode = "REQUEUE" if cause == run_history.PREEMPTION else None
     run_history.append(ctx.log_dir, "slurm", run_history.REQUEUE, ctx.run, time.time(), cause=cause, mode=mode)
 

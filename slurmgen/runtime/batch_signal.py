@@ -7,7 +7,7 @@ The template passes two signals here, in the background so that the shell keeps 
   slurmstepd gives every task SIGTERM and srun returns when they exit. When Slurm itself is ending the job (time
   limit, scancel, a requeue) the tasks have it already. And: is Slurm preempting the job with PreemptMode=CANCEL,
   which never requeues? Then requeue it at once (runtime/batch.py says why).
-- the preemption signal, by `preemption.handler` (`preemption_route`):
+- the preemption signal, by `preemption.handler` (slurmgen/interruption_signal.py `preemption_route`):
   runtime and program: forwarded to the step (srun passes it on to every task);
   requeue: the step is stopped with SIGTERM through Slurm, as above, and the job requeued when it has ended (or
   at the end of the window, if the program is still saving), within its budget;
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from slurmgen import contract, run_history
+from slurmgen import contract, interruption_signal, run_history
 from slurmgen.job_context import JobContext
 from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 
@@ -46,17 +46,6 @@ ANNOUNCE_POLL = 1.0  # s between looks at the run history meanwhile
 def announced(ctx: JobContext) -> bool:
     """Did this run's rank 0 construct Preemption (run_history.HANDLER)? Read afresh: rank 0 may just have."""
     return run_history.History.load(ctx.log_dir).announced(ctx.run)
-
-
-def preemption_route(handler: str, program_announced: bool) -> str:
-    """What the preemption signal calls for: "forward" (the program acts on it), "stop" (the batch shell stops the
-    step and requeues), or "wait" (auto, and the program has not said yet whether it takes part: forward, and stop
-    if it does not say soon)."""
-    if handler in (contract.HANDLER_RUNTIME, contract.HANDLER_PROGRAM):
-        return "forward"
-    if handler == contract.HANDLER_AUTO:
-        return "forward" if program_announced else "wait"
-    return "stop"
 
 
 def announce_wait(ctx: JobContext) -> float:
@@ -103,7 +92,7 @@ def on_signal(
         return 0
     if sig != ctx.preempt_signal or step_pid is None:
         return 0
-    route = preemption_route(handler, announced(ctx))
+    route = interruption_signal.preemption_route(handler, announced(ctx))
     waited = None
     if route in ("forward", "wait"):
         with contextlib.suppress(ProcessLookupError):
@@ -219,13 +208,10 @@ def stop_step(
 
 
 def window_end(ctx: JobContext, view: SlurmView | None, cause: str) -> float | None:
-    """When Slurm ends this run anyway (epoch seconds): the time limit, or a preemption's grace end; None when no
-    one will (a request)."""
-    if cause == run_history.PREEMPTION and view is not None and view.end_time is not None and view.running():
-        return view.end_time.timestamp()
-    if cause == run_history.TIME_LIMIT and ctx.start_time is not None and ctx.time_limit is not None:
-        return ctx.start_time + ctx.time_limit
-    return None
+    """When Slurm ends this run anyway (slurmgen.interruption_signal.window_end): Slurm's EndTime while a preempted
+    job runs, else the time limit from this job's start."""
+    running_end = view.end_time.timestamp() if view is not None and view.end_time and view.running() else None
+    return interruption_signal.window_end(cause, running_end, ctx.start_time, ctx.time_limit)
 
 
 def _watch(

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from slurmgen import contract, run_history
+from slurmgen import contract, interruption_signal, run_history
 from slurmgen.job_context import JobContext
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.layout import keep_count
@@ -380,7 +380,8 @@ class Preemption:
             if view is not None:
                 preempted = view.preempted() or self._requeued_by_slurm_for_preemption(view, history)
                 bits = 1 | (2 if preempted else 0) | (4 if view.running() else 0)
-                if preempted and view.running() and history.slurm_requeues_in_grace(self.context.run):
+                site = history.site(self.context.run)
+                if preempted and view.running() and interruption_signal.slurm_requeues_in_grace(site):
                     bits |= 8
         group = self._side_group()
         if group is not None:
@@ -401,7 +402,7 @@ class Preemption:
         if not view.requeued_since(self.restart_count):
             return False
         mode = history.site_mode(self.context.run)  # as the batch shell recorded it at this run's start
-        return run_history.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
+        return interruption_signal.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
 
     def save_and_exit(self, state: Any = None) -> NoReturn:
         """Save (unless the stop is a clean exit), requeue if the signal asked for it, and end the process."""
@@ -411,17 +412,21 @@ class Preemption:
         # a second save or a second requeue.
         for sig in (self.signal, signal.SIGTERM, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_IGN)
-        requeue = bool(flags & REQUEUE) and self.requeue_enabled
         known, preempted, running, slurm_requeues = self._slurm_verdict()
-        if preempted and running and self.requeue_enabled:
-            # Preempted with a grace time: Slurm before 24.05 does not requeue a job that ends before its grace
-            # does (and with no user signal, SIGTERM came to the tasks only): requeue once the state is durable.
-            # Since 24.05 a REQUEUE partition requeues a job that ends in its grace itself: leave it to Slurm.
-            requeue = not slurm_requeues
-            if slurm_requeues and self.rank == 0:
-                _log("preempted in a PreemptMode=REQUEUE partition: Slurm requeues this job as it ends")
+        plan = interruption_signal.decide_stop(
+            interruption_signal.StopFacts(
+                asked_requeue=bool(flags & REQUEUE),
+                terminated=bool(flags & TERM),
+                requeue_enabled=self.requeue_enabled,
+                preempted=preempted,
+                running=running,
+                slurm_requeues=slurm_requeues,
+            )
+        )
+        requeue, code = plan.requeue, plan.code
+        if plan.slurm_requeues and self.rank == 0:
+            _log("preempted in a PreemptMode=REQUEUE partition: Slurm requeues this job as it ends")
         self.cause = self.stop_cause(flags, preempted if known else None)
-        code = contract.EXIT_TERMINATED if flags & TERM and not requeue and not preempted else 0
         if self.rank == 0:
             record(self.context, "rank0", run_history.STOP, cause=self.cause, actions=self._describe(flags),
                    signals=list(dict.fromkeys(self._received)), step_seconds=self.step_seconds)  # fmt: skip

@@ -6,11 +6,12 @@
   requeue never restarts a finished job. A job that Slurm is ending after a PreemptMode=CANCEL preemption is
   requeued with a plain `scontrol requeue`, which takes back a completing or finished job (scontrol(1);
   src/slurmctld/job_mgr.c `_job_requeue_op`: "we support requeue of done/exit/exiting jobs").
-- Budgets (the one place they are decided): preemption.max_requeues counts the requeues the job causes itself
-  (its time limit, a failure, its own request); preemption.max_preemptions counts requeues after the scheduler
-  preempted it (not the job's fault, so unlimited unless the spec says otherwise). Requeues made by someone
-  else (an admin's `scontrol requeue`, a node failure) count against neither. The counts come from the job's
-  run history (slurmgen.run_history), not from SLURM_RESTART_COUNT, which counts every kind alike.
+- Budgets (decided in slurmgen/interruption_signal.py, budget_refusal): preemption.max_requeues counts the
+  requeues the job causes itself (its time limit, a failure, its own request); preemption.max_preemptions counts
+  requeues after the scheduler preempted it (not the job's fault, so unlimited unless the spec says otherwise).
+  Requeues made by someone else (an admin's `scontrol requeue`, a node failure) count against neither. The counts
+  come from the job's run history (slurmgen.run_history), not from SLURM_RESTART_COUNT, which counts every kind
+  alike.
 - Inside a container (pyxis/enroot) there is no scontrol (pyxis #129): the task leaves a marker in the state
   directory and the batch shell, which runs outside the container, requeues when the step ends.
 """
@@ -24,8 +25,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from slurmgen import contract, run_history
+from slurmgen import contract, interruption_signal, run_history
 from slurmgen.atomic import write_text
+from slurmgen.interruption_signal import budget_refusal
 from slurmgen.job_context import JobContext
 
 if TYPE_CHECKING:
@@ -50,15 +52,8 @@ class Budgets:
         return cls(ctx.max_requeues, ctx.max_preemptions)
 
     def refusal(self, cause: str, counts: run_history.Counts) -> str | None:
-        """Why a requeue for ``cause`` is over budget, or None when it may go ahead."""
-        if cause == run_history.PREEMPTION:
-            used, limit, field = counts.preemptions, self.max_preemptions, "preemption.max_preemptions"
-        else:
-            used, limit, field = counts.own, self.max_requeues, "preemption.max_requeues"
-        if limit is None or used < limit:
-            return None
-        kind = "preemption" if cause == run_history.PREEMPTION else "requeue"
-        return f"its {kind} budget is used up ({used} of {limit}, {field})"
+        """Why a requeue for ``cause`` is over budget, or None when it may go ahead (slurmgen.interruption_signal)."""
+        return budget_refusal(cause, counts, self.max_requeues, self.max_preemptions)
 
     def describe(self, cause: str, counts: run_history.Counts) -> str:
         """`requeue 2 of 5` for the message that announces a requeue."""
@@ -69,29 +64,9 @@ class Budgets:
         return f"requeue {number} of {'no limit' if limit is None else limit}"
 
 
-# How close to the end of the time limit a requeue signal counts as the limit's own warning: Slurm sends --signal
-# up to 30 s before the lead time (PERIODIC_TIMEOUT, src/slurmctld/slurmctld.h), and our start time is the batch
-# shell's, a second late at most.
-TIME_LIMIT_SLACK = 90
-
-
-def near_time_limit(ctx: JobContext, now: float) -> bool:
-    """Is this run within its lead time (and Slurm's slack) of its time limit?"""
-    if ctx.start_time is None or ctx.time_limit is None or ctx.lead_time is None:
-        return False
-    return now >= ctx.start_time + ctx.time_limit - ctx.lead_time - TIME_LIMIT_SLACK
-
-
 def signal_cause(ctx: JobContext, preempted: bool | None, now: float) -> str:
-    """Why a requeue signal came, for the rank and the batch shell alike. Slurm's PreemptTime is the authority
-    (``preempted``; None when Slurm could not be asked). Near the end of the time limit it is the limit's own
-    warning; any other is someone's request (`scancel --signal`, `slurmgen cancel --signal`) when Slurm says the
-    job is not preempted; unasked, it is taken for a preemption."""
-    if preempted:
-        return run_history.PREEMPTION
-    if near_time_limit(ctx, now):
-        return run_history.TIME_LIMIT
-    return run_history.REQUESTED if preempted is False else run_history.PREEMPTION
+    """Why a requeue signal came (slurmgen.interruption_signal.signal_cause), from this job's start, limit and lead."""
+    return interruption_signal.signal_cause(preempted, now, ctx.start_time, ctx.time_limit, ctx.lead_time)
 
 
 def record(ctx: JobContext, writer: str, event: str, **fields: object) -> None:

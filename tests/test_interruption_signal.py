@@ -1,0 +1,134 @@
+"""The decisions taken while the step runs (slurmgen/interruption_signal.py), as tables: no processes, no Slurm."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurmgen import contract, run_history
+from slurmgen.interruption_signal import (
+    StopFacts,
+    StopPlan,
+    budget_refusal,
+    decide_stop,
+    preemption_route,
+    signal_cause,
+    slurm_requeue_cause,
+    slurm_requeues_in_grace,
+    window_end,
+)
+
+P, T, R = run_history.PREEMPTION, run_history.TIME_LIMIT, run_history.REQUESTED
+START, LIMIT, LEAD = 1000.0, 3600.0, 120.0  # the limit's warning comes at 4480; with Slurm's slack from 4390
+
+
+@pytest.mark.parametrize(
+    ("preempted", "now", "cause"),
+    [
+        (True, 2000.0, P),  # Slurm shows PreemptTime: a preemption, whatever the clock
+        (True, 4500.0, P),
+        (False, 4390.0, T),  # within the lead time and the slack of the limit: its warning
+        (None, 4480.0, T),
+        (False, 4389.0, R),  # before: someone asked (scancel --signal), Slurm says not preempted
+        (None, 2000.0, P),  # Slurm could not be asked: taken for a preemption
+    ],
+)
+def test_signal_cause(preempted: bool | None, now: float, cause: str) -> None:
+    assert signal_cause(preempted, now, START, LIMIT, LEAD) == cause
+
+
+def test_signal_cause_without_a_known_limit_is_never_the_limit() -> None:
+    assert signal_cause(False, 10**9, None, LIMIT, LEAD) == R
+    assert signal_cause(None, 10**9, START, None, LEAD) == P
+
+
+@pytest.mark.parametrize(
+    ("handler", "announced", "route"),
+    [
+        (contract.HANDLER_RUNTIME, False, "forward"),
+        (contract.HANDLER_PROGRAM, False, "forward"),
+        (contract.HANDLER_AUTO, True, "forward"),
+        (contract.HANDLER_AUTO, False, "wait"),
+        (contract.HANDLER_REQUEUE, True, "stop"),
+        (contract.HANDLER_REQUEUE, False, "stop"),
+    ],
+)
+def test_preemption_route(handler: str, announced: bool, route: str) -> None:
+    assert preemption_route(handler, announced) == route
+
+
+@pytest.mark.parametrize(
+    ("cause", "preempt_end", "end"),
+    [
+        (P, 1500.0, 1500.0),  # a preemption: its grace end, as Slurm shows it
+        (P, None, None),  # Slurm did not say (or the job no longer runs)
+        (T, 1500.0, START + LIMIT),  # the time limit
+        (R, 1500.0, None),  # a request: no one ends the run
+    ],
+)
+def test_window_end(cause: str, preempt_end: float | None, end: float | None) -> None:
+    assert window_end(cause, preempt_end, START, LIMIT) == end
+
+
+@pytest.mark.parametrize(
+    ("cause", "counts", "max_requeues", "max_preemptions", "refused"),
+    [
+        (T, run_history.Counts(2, 9, 9), 3, None, None),
+        (T, run_history.Counts(3, 0, 0), 3, None, "its requeue budget is used up (3 of 3, preemption.max_requeues)"),
+        (R, run_history.Counts(1, 0, 0), 1, None, "its requeue budget is used up (1 of 1, preemption.max_requeues)"),
+        (P, run_history.Counts(9, 0, 0), 3, None, None),  # a preemption is not the job's fault: no limit by default
+        (P, run_history.Counts(0, 2, 0), 0, 2, "its preemption budget is used up (2 of 2, preemption.max_preemptions)"),
+        (run_history.FAILURE, run_history.Counts(0, 0, 5), None, None, None),  # others' requeues count nowhere
+    ],
+)
+def test_budget_refusal(
+    cause: str, counts: run_history.Counts, max_requeues: int | None, max_preemptions: int | None, refused: str | None
+) -> None:
+    assert budget_refusal(cause, counts, max_requeues, max_preemptions) == refused
+
+
+@pytest.mark.parametrize(
+    ("site", "requeues"),
+    [
+        ({"mode": "REQUEUE", "version": "24.11.1"}, True),
+        ({"mode": "REQUEUE", "version": "24.05.0"}, True),
+        ({"mode": "REQUEUE", "version": "23.11.10"}, False),
+        ({"mode": "CANCEL", "version": "24.11.1"}, False),
+        ({"mode": "REQUEUE"}, False),  # the version is unknown: slurmgen requeues, as before 24.05
+        ({}, False),
+    ],
+)
+def test_slurm_requeues_in_grace(site: dict[str, str], requeues: bool) -> None:
+    assert slurm_requeues_in_grace(site) is requeues
+
+
+def test_slurm_requeue_cause() -> None:
+    assert slurm_requeue_cause(True, None) == P
+    assert slurm_requeue_cause(False, "REQUEUE") == P  # PreemptTime is gone while Slurm requeues a preempted job
+    assert slurm_requeue_cause(False, "CANCEL") == run_history.EXTERNAL
+    assert slurm_requeue_cause(False, None) == run_history.EXTERNAL
+
+
+def stop(**changes: bool) -> StopFacts:
+    base = {"asked_requeue": True, "terminated": False, "requeue_enabled": True, "preempted": False, "running": True,
+            "slurm_requeues": False}  # fmt: skip
+    return StopFacts(**(base | changes))
+
+
+@pytest.mark.parametrize(
+    ("facts", "plan"),
+    [
+        (stop(), StopPlan(True, 0, False)),  # a requeue signal: save, requeue, exit 0
+        (stop(requeue_enabled=False), StopPlan(False, 0, False)),  # preemption off in the spec: never requeue
+        (stop(asked_requeue=False), StopPlan(False, 0, False)),  # USR2: a clean exit
+        (stop(asked_requeue=False, terminated=True), StopPlan(False, contract.EXIT_TERMINATED, False)),
+        # SIGTERM in a grace time: preempted and still running, rank 0 requeues once the state is durable
+        (stop(asked_requeue=False, terminated=True, preempted=True), StopPlan(True, 0, False)),
+        # ... unless the site's Slurm requeues a job ending in its grace itself (24.05 and later)
+        (stop(terminated=True, preempted=True, slurm_requeues=True), StopPlan(False, 0, True)),
+        # preempted and no longer running (Slurm requeued it already): nothing more, exit 0
+        (stop(asked_requeue=False, terminated=True, preempted=True, running=False), StopPlan(False, 0, False)),
+        (stop(preempted=True, requeue_enabled=False), StopPlan(False, 0, False)),
+    ],
+)
+def test_decide_stop(facts: StopFacts, plan: StopPlan) -> None:
+    assert decide_stop(facts) == plan
