@@ -126,3 +126,25 @@ def decide_stop(facts: StopFacts) -> StopPlan:
         requeue, leave = not facts.slurm_requeues, facts.slurm_requeues
     terminated = facts.terminated and not requeue and not facts.preempted
     return StopPlan(requeue, contract.EXIT_TERMINATED if terminated else 0, leave)
+
+
+@dataclass(frozen=True)
+class TaskRoute:
+    forward: bool  # the task's supervisor sends the signal on to its program (it did not reach it)
+    owed: bool  # a preemption signal the program cannot take yet: watched until it has a handler
+
+
+def task_route(
+    *, preemption_signal: bool, handler: str, program_catches: bool, hooked: bool, stepwide: bool, recent: bool
+) -> TaskRoute:
+    """Where a signal that reached a task's supervisor goes (runtime/supervisor.py executes it). A step-wide one
+    (slurmstepd signalled every process) reached the program already, and a repeat within moments is the same one;
+    under handler requeue the preemption signal is the batch shell's business (it stops the step with SIGTERM);
+    under handler program, one the program has no handler for yet is owed to it, and only a hooked program (which
+    keeps it blocked until its handler is in) is sent it now."""
+    if preemption_signal and handler == contract.HANDLER_REQUEUE:
+        return TaskRoute(False, False)
+    owed = preemption_signal and handler == contract.HANDLER_PROGRAM and not program_catches
+    if owed and not hooked:
+        return TaskRoute(False, True)  # discarded by the program's SIG_IGN: sent again once it has a handler
+    return TaskRoute(not stepwide and not recent, owed)

@@ -14,6 +14,7 @@ from slurmgen.interruption_signal import (
     signal_cause,
     slurm_requeue_cause,
     slurm_requeues_in_grace,
+    task_route,
     window_end,
 )
 
@@ -132,3 +133,27 @@ def stop(**changes: bool) -> StopFacts:
 )
 def test_decide_stop(facts: StopFacts, plan: StopPlan) -> None:
     assert decide_stop(facts) == plan
+
+
+def route(handler: str, **facts: bool) -> tuple[bool, bool]:
+    base = {"preemption_signal": True, "program_catches": True, "hooked": False, "stepwide": False, "recent": False}
+    found = task_route(handler=handler, **(base | facts))
+    return found.forward, found.owed
+
+
+@pytest.mark.parametrize(
+    ("handler", "facts", "forward_owed"),
+    [
+        (contract.HANDLER_RUNTIME, {}, (True, False)),  # sent by the batch shell to srun's process only: forward
+        (contract.HANDLER_RUNTIME, {"stepwide": True}, (False, False)),  # slurmstepd gave it to the program too
+        (contract.HANDLER_RUNTIME, {"recent": True}, (False, False)),  # a repeat of one that was step-wide
+        (contract.HANDLER_REQUEUE, {}, (False, False)),  # the batch shell stops the step itself
+        (contract.HANDLER_PROGRAM, {}, (True, False)),  # the program has its handler: forward
+        (contract.HANDLER_PROGRAM, {"program_catches": False}, (False, True)),  # no handler yet: owed, later
+        (contract.HANDLER_PROGRAM, {"program_catches": False, "hooked": True}, (True, True)),  # blocked there
+        (contract.HANDLER_PROGRAM, {"preemption_signal": False, "program_catches": False}, (True, False)),
+        (contract.HANDLER_REQUEUE, {"preemption_signal": False}, (True, False)),  # TERM and others: forwarded
+    ],
+)
+def test_task_route(handler: str, facts: dict[str, bool], forward_owed: tuple[bool, bool]) -> None:
+    assert route(handler, **facts) == forward_owed

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurmgen import contract
+from slurmgen.interruption_signal import task_route
 from slurmgen.job_context import restart_count_from
 from slurmgen.runtime.python_hook import hook_env, hooks_python
 from slurmgen.runtime.signal_block import SUPERVISED
@@ -120,14 +121,20 @@ class Routing:
         stepwide = sender in self.plan.stepwide
         recent = any(s == sig and wide and now - t <= REPEAT_WINDOW for s, wide, t in self.received)
         self.received.append((sig, stepwide, now))
-        if sig == self.plan.preempt:
-            if self.plan.handler == contract.HANDLER_REQUEUE:
-                return False  # the batch shell's business: it stops the step with SIGTERM
-            if self.plan.handler == contract.HANDLER_PROGRAM and not child_catches(sig):
-                self.owed = sig  # watched until the program has a handler
-                if not self.plan.hooked:
-                    return False  # discarded by the program's SIG_IGN: sent again once it has a handler
-        return not stepwide and not recent
+        preemption = sig == self.plan.preempt
+        # Whether the program catches it is asked only where it matters (a /proc read): handler program's signal.
+        asks = preemption and self.plan.handler == contract.HANDLER_PROGRAM
+        route = task_route(
+            preemption_signal=preemption,
+            handler=self.plan.handler,
+            program_catches=child_catches(sig) if asks else True,
+            hooked=self.plan.hooked,
+            stepwide=stepwide,
+            recent=recent,
+        )
+        if route.owed:
+            self.owed = sig  # watched until the program has a handler
+        return route.forward
 
     def stopped_on_purpose(self) -> bool:
         return any(s in _STOPPING or s == self.plan.preempt for s, _, _ in self.received)
