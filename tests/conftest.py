@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ranks import Launcher
 from slurm_versions import (
     DOWN,
     UP,
@@ -361,3 +362,11 @@ def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("XDG_CACHE_HOME", None)
     else:
         os.environ["XDG_CACHE_HOME"] = previous
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Launcher]:
+    """The test's rank launches (tests/ranks.py), under tmp_path/launch<N>; whatever still runs at the end is killed."""
+    launches = Launcher(tmp_path)
+    yield launches
+    launches.kill()
