@@ -8,7 +8,8 @@ Versions (tests/slurm_versions.py): `--slurm-versions=22.05,24.11,26.05` (or `al
 $SLURMGEN_SLURM_VERSIONS, else all three under CI and 22.05 otherwise. A test that uses `slurm_cluster` runs on
 the first selected version, or on each selected version it names with `@pytest.mark.slurm_versions(...)`
 (no argument: all of them); its id says which (`test_x[slurm-24.11]`). `slurm_preemption` gives a test the
-preemption partitions and the user-signal switch, one preemption test per cluster at a time.
+preemption partitions and the user-signal switch, one preemption test per cluster at a time. With several
+versions selected, each version's cluster tests run in their own pytest-xdist worker (pytest_cmdline_main).
 
 Where the cluster cannot run (not root, no apt-get and no packages, no ip/nsenter/unshare), `slurm` tests
 are skipped with the reason. With CI set, that and a failed start are errors: CI must run them all.
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ranks import Launcher
 from slurm_versions import (
     DOWN,
     UP,
@@ -39,6 +41,7 @@ from slurm_versions import (
     preemption_lock,
     selected_versions,
     versions_for_test,
+    worker_group,
 )
 
 from slurmgen.slurm.client import SlurmClient, clean_submit_env
@@ -162,6 +165,42 @@ def pytest_configure(config: pytest.Config) -> None:
         "slurm_versions(*versions): run a slurm_cluster test on these Slurm versions (none named: every selected "
         "version) instead of the primary one only",
     )
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns these options into its workers
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """With several Slurm versions selected (CI), run the tests in one pytest-xdist worker per version: the
+    secondary versions' cluster tests side by side with everything else, on their own clusters. Every other
+    test stays in the first worker, one after the other as without xdist: the local tests share this machine's
+    CPUs, ports and job ids, and gain nothing from running together on two cores. An explicit -n/--dist (-n 0:
+    no workers) or `-p no:xdist` is left alone."""
+    option = config.option
+    if not config.pluginmanager.hasplugin("xdist") or option.collectonly or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if option.numprocesses is not None or option.dist != "no" or option.tx:
+        return
+    versions = _selected(option.slurm_versions)
+    if len(versions) > 1:
+        option.numprocesses = len(versions)
+        option.dist = "loadscope"  # the scheduler is pytest_xdist_make_scheduler's
+        option.slurm_version_workers = versions
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without pytest-xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The scheduler of pytest_cmdline_main's workers: one work unit per group of `worker_group`, each sent whole
+    to one worker (pytest-xdist's own loadgroup mode cannot be used: it re-labels test ids through an attribute
+    that pytest 9.2 no longer reads)."""
+    selected: tuple[str, ...] = getattr(config.option, "slurm_version_workers", ())
+    if not selected:
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByVersion(LoadScopeScheduling):  # type: ignore[misc]  # pytest-xdist ships no type information
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid, selected)
+
+    return ByVersion(config, log)
 
 
 @functools.cache
@@ -323,3 +362,11 @@ def _private_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("XDG_CACHE_HOME", None)
     else:
         os.environ["XDG_CACHE_HOME"] = previous
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Launcher]:
+    """The test's rank launches (tests/ranks.py), under tmp_path/launch<N>; whatever still runs at the end is killed."""
+    launches = Launcher(tmp_path)
+    yield launches
+    launches.kill()

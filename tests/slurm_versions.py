@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -57,6 +58,17 @@ def versions_for_test(marker_args: Sequence[str] | None, selected: Sequence[str]
     if unknown:
         raise VersionError(f"slurm_versions marker names unsupported version(s) {unknown}")
     return [v for v in selected if v in marker_args]
+
+
+def worker_group(nodeid: str, selected: Sequence[str]) -> str:
+    """The pytest-xdist worker group of a test, from its id: a secondary version's cluster tests (parameter id
+    ``slurm-24.11``, alone or joined to others by ``-``) run in that version's own worker, every other test (local,
+    and the primary version's cluster tests) in the first one (tests/conftest.py, pytest_cmdline_main)."""
+    params = nodeid.partition("[")[2]
+    for version in selected[1:]:
+        if re.search(rf"(^|-)slurm-{re.escape(version)}(-|\]$)", params):
+            return f"slurm-{version}"
+    return "primary"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only
 
 pytestmark = pytest.mark.slurm
 
-PROGRAM = Path(__file__).parents[1] / "jobs" / "submit_job.py"
+PROGRAM = Path(__file__).parents[1] / "task_program.py"
 LONG = 240.0  # seconds: the cluster is shared, so a job may pend a while
 
 

@@ -40,8 +40,10 @@ daemons_alive() {
     done
 }
 
+# plnd (PLANNED, sinfo(1) NODE STATE CODES): the backfill scheduler holds the node for a pending job, which
+# happens whenever several sessions' jobs queue up on the shared cluster; the node is fine.
 healthy() {
-    [[ -f $BASE/env.sh && -f $CONF ]] && daemons_alive && nodes_in_states 'idle|mix|alloc|comp'
+    [[ -f $BASE/env.sh && -f $CONF ]] && daemons_alive && nodes_in_states 'idle|mix|alloc|comp|plnd'
 }
 
 # The running cluster was made by another version of this script when its slurm.conf differs from the one

@@ -26,6 +26,9 @@ from slurmgen import run_history
 DATA = Path(__file__).parent / "data"
 PY = sys.executable
 STEPS = 100
+# Frameworks whose program is another's with flags (default: data/train_<framework>.py): lightning_native is the
+# Lightning program with Lightning's own SLURM auto-requeue in place of slurmgen's callback.
+PROGRAMS = {"lightning_native": ["train_lightning.py", "--lightning-requeue"]}
 STEP_TIME = 0.3  # the preempted runs sleep this long per step: 30 s of training for the signal to land in
 FRAMEWORKS = ("lightning", "transformers", "accelerate")
 
@@ -48,7 +51,8 @@ def needs(module: str) -> None:
 def spec_text(framework: str, out: Path, *, step_time: float = 0.0, env: str = "") -> str:
     """2 nodes x 2 ranks of one example program, everything it writes under `out`. The rendezvous port is one
     that is free now, not the default: other local jobs on this machine would use the default's (job id 1)."""
-    command = [PY, str(DATA / f"train_{framework}.py"), "--steps", str(STEPS), "--step-time", str(step_time)]
+    program, *flags = PROGRAMS.get(framework, [f"train_{framework}.py"])
+    command = [PY, str(DATA / program), *flags, "--steps", str(STEPS), "--step-time", str(step_time)]
     if framework == "transformers":
         command += ["--output-dir", str(out / "hf-output")]
     return (

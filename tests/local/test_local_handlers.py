@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 OWN = ROOT / "tests" / "runtime" / "own_checkpoint.py"
-PROGRAMS = ROOT / "tests" / "runtime" / "task_programs.py"
+PROGRAMS = ROOT / "tests" / "task_program.py"
 PY = sys.executable
 
 

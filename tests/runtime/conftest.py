@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from ranks import Launcher, Ranks
 
-from .runtime_helpers import RankProcs
+from .runtime_helpers import ROOT
 
 
 @pytest.fixture
-def ranks() -> Iterator[RankProcs]:
-    group = RankProcs()
-    yield group
-    group.kill()
+def ranks(launcher: Launcher) -> Iterator[Ranks]:
+    """One launch of rank processes started in the repository root (the launcher reaps them)."""
+    yield launcher.new(cwd=ROOT)
 
 
 def pytest_configure(config: pytest.Config) -> None:

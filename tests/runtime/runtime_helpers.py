@@ -1,20 +1,12 @@
-"""Helpers for the runtime tests: environments for fake tasks, and rank processes that are always reaped."""
+"""Helpers for the runtime tests: environments for fake tasks, free ports, the worker program's command line
+(tests/ranks.py starts and reaps the rank processes)."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
 import socket
-import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
@@ -62,60 +54,9 @@ def base_env(**extra: str) -> dict[str, str]:
     return env
 
 
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-    elapsed: float
-
-    def json(self) -> dict[str, Any]:
-        lines = [line for line in self.stdout.splitlines() if line.startswith("{")]
-        assert lines, f"no JSON line; rc={self.returncode}\nstdout:{self.stdout}\nstderr:{self.stderr[-3000:]}"
-        return dict(json.loads(lines[-1]))
-
-
-class RankProcs:
-    """Start processes in their own process groups; wait with a deadline; kill the groups in teardown."""
-
-    def __init__(self) -> None:
-        self.procs: list[tuple[subprocess.Popen[str], float]] = []
-
-    def start(self, argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            argv,
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        self.procs.append((proc, time.monotonic()))
-        return proc
-
-    def worker(self, mode: str, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-        return self.start([sys.executable, str(WORKER), mode, *args], env)
-
-    def wait_all(self, timeout: float) -> list[Result]:
-        deadline = time.monotonic() + timeout
-        results = []
-        for proc, started in self.procs:
-            try:
-                out, err = proc.communicate(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                self.kill()
-                out, err = proc.communicate()
-                pytest.fail(f"pid {proc.pid} still running after {timeout}s (a hang)\n{err[-3000:]}")
-            results.append(Result(proc.returncode, out, err, time.monotonic() - started))
-        return results
-
-    def kill(self) -> None:
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)  # the group: our child and anything it started
-                proc.wait()
+def worker(mode: str, *args: str) -> list[str]:
+    """The command line of tests/runtime/worker.py in ``mode`` (its docstring lists them)."""
+    return [sys.executable, str(WORKER), mode, *args]
 
 
 def srun_env(rank: int, world: int, job_id: int, **extra: str) -> dict[str, str]:

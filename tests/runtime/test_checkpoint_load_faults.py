@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ranks import Launcher
 
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.runtime.checkpoint import layout
@@ -202,10 +203,9 @@ def test_the_newest_state_is_judged_by_the_file_servers_clock(tmp_path: Path, to
 
 
 @pytest.mark.slow
-def test_two_ranks_fall_back_together_when_a_shard_cannot_be_read(tmp_path: Path) -> None:
+def test_two_ranks_fall_back_together_when_a_shard_cannot_be_read(tmp_path: Path, launcher: Launcher) -> None:
     """A shard of the newest checkpoint overwritten with garbage of its own length passes rank 0's look (sizes
     match) and fails inside DCP's read: both ranks agree, and both resume from the checkpoint before it."""
-    import subprocess
     import sys
 
     from slurmgen import contract
@@ -216,23 +216,17 @@ def test_two_ranks_fall_back_together_when_a_shard_cannot_be_read(tmp_path: Path
     state = tmp_path / "state"
 
     def run(*args: str, restarts: int = 0) -> list[tuple[int, str, str]]:
-        port, procs = str(free_port()), []
+        port, ranks = str(free_port()), launcher.new()
         for rank in range(2):
             env = base_env(
                 SLURM_JOB_ID="77", SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank), SLURM_NTASKS="2",
                 SLURM_JOB_NODELIST="localhost", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                 SLURM_RESTART_COUNT=str(restarts), **{contract.STATE_DIR: str(state), contract.SPEC_HASH: "abc"},
             )  # fmt: skip
-            cmd = [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, str(worker), *args]
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        try:
-            outputs = [p.communicate(timeout=240) for p in procs]
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        return [(p.returncode, out, err) for p, (out, err) in zip(procs, outputs, strict=True)]
+            ranks.start(
+                [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, str(worker), *args], env
+            )
+        return [(r.returncode, r.stdout, r.stderr) for r in ranks.results(240)]
 
     first = run("--steps", "4", "--save-every", "1", "--report-saves")
     assert [code for code, _, _ in first] == [0, 0], first[0][2][-3000:]

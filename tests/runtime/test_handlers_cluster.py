@@ -19,7 +19,7 @@ from .cluster_jobs import PY, ROOT, job_history, scancel
 pytestmark = [pytest.mark.slurm]
 
 OWN = ROOT / "tests" / "runtime" / "own_checkpoint.py"
-PROGRAMS = ROOT / "tests" / "runtime" / "task_programs.py"
+PROGRAMS = ROOT / "tests" / "task_program.py"
 
 
 def submit_spec(cluster: SlurmCluster, tmp: Path, name: str, command: list[str], preemption: str) -> str:

@@ -3,11 +3,11 @@ first: real gloo process groups, real processes, real tracebacks through torch's
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from ranks import Launcher, Ranks
 
 from slurmgen import contract
 
@@ -62,17 +62,16 @@ print("NOT REACHED", flush=True)
 """
 
 
-def _python(program: str, port: int, *args: str) -> subprocess.Popen[str]:
+def _python(ranks: Ranks, program: str, port: int, *args: str) -> None:
     code = textwrap.dedent(program).replace("{port}", str(port))
-    return subprocess.Popen(
-        [sys.executable, "-c", code, *args], env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
+    ranks.start([sys.executable, "-c", code, *args], base_env())
 
 
-def test_a_thread_leaving_while_torch_prints_a_traceback_keeps_both() -> None:
-    proc = _python(LEAVE_WHILE_TORCH_PRINTS, free_port())
-    _, err = proc.communicate(timeout=120)
+def test_a_thread_leaving_while_torch_prints_a_traceback_keeps_both(launcher: Launcher) -> None:
+    ranks = launcher.new()
+    _python(ranks, LEAVE_WHILE_TORCH_PRINTS, free_port())
+    [proc] = ranks.results(120)
+    err = proc.stderr
     assert proc.returncode == contract.EXIT_PEER_LOST, err
     # The traceback came out whole (through torch's rank prefix), and the one line after it.
     assert "[rank0]: __main__.Lost: the main thread's error" in err or "[rank0]: Lost: the main thread's error" in err
@@ -81,13 +80,14 @@ def test_a_thread_leaving_while_torch_prints_a_traceback_keeps_both() -> None:
     assert err.count(line) == 1
 
 
-def test_a_failed_functional_collective_leaves_with_the_peer_loss_line() -> None:
-    port = free_port()
-    ranks = [_python(FUNCTIONAL_COLLECTIVE_FAILS, port, str(rank)) for rank in range(2)]
-    results = [proc.communicate(timeout=120) for proc in ranks]
-    assert ranks[1].returncode == 0, results[1][1]
-    out, err = results[0]
-    assert ranks[0].returncode == contract.EXIT_PEER_LOST, err
+def test_a_failed_functional_collective_leaves_with_the_peer_loss_line(launcher: Launcher) -> None:
+    port, ranks = free_port(), launcher.new()
+    for rank in range(2):
+        _python(ranks, FUNCTIONAL_COLLECTIVE_FAILS, port, str(rank))
+    results = ranks.results(120)
+    assert results[1].returncode == 0, results[1].stderr
+    out, err = results[0].stdout, results[0].stderr
+    assert results[0].returncode == contract.EXIT_PEER_LOST, err
     assert "NOT REACHED" not in out
     assert "_functional_collectives.py" in err  # the error came out of the functional layer
     assert "a peer rank died or stopped answering; exiting" in err.splitlines()[-1]

@@ -6,7 +6,6 @@ these tests count requeue calls exactly.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from ranks import Launcher, Ranks
 
 from runtime.runtime_helpers import base_env, free_port
 from slurmgen import contract, run_history
@@ -27,10 +27,10 @@ VENV_BIN = str(Path(sys.executable).parent)
 
 
 @dataclass
-class Job:
-    dir: Path  # this launch's output; the state directory is shared by the launches of one test
-    state_dir: Path
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+class Job(Ranks):
+    """A launch whose ranks share the test's state directory, as the runs of one job do."""
+
+    state_dir: Path = Path()
     # Through the entry point the program writes its rank's log (LOG_DIR/rank-N.log, shared by the launches of a
     # test as by the runs of a job): this launch's part starts at these offsets.
     offsets: dict[int, int] = field(default_factory=dict)
@@ -44,18 +44,10 @@ class Job:
             return handle.read()
 
     def out(self, rank: int = 0) -> str:
-        path = self.dir / f"rank{rank}.out"
-        return (path.read_text() if path.exists() else "") + self._rank_log(rank)
+        return super().out(rank) + self._rank_log(rank)
 
     def err(self, rank: int = 0) -> str:
-        path = self.dir / f"rank{rank}.err"
-        return (path.read_text() if path.exists() else "") + self._rank_log(rank)
-
-    def calls(self) -> list[str]:
-        """The scontrol commands that act (requeues); `show job` questions are left out."""
-        path = self.dir / "scontrol.calls"
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [line for line in lines if "show job" not in line]
+        return super().err(rank) + self._rank_log(rank)
 
     def history(self) -> list[run_history.Run]:
         return run_history.runs(run_history.read(str(self.log_dir)))
@@ -64,24 +56,9 @@ class Job:
     def log_dir(self) -> Path:
         return self.state_dir.parent / "logs"
 
-    def wait_for(self, text: str, rank: int = 0, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.out(rank):
-            if time.monotonic() > deadline or self.procs[rank].poll() is not None:
-                raise AssertionError(f"no {text!r} from rank {rank}:\n{self.out(rank)}\n{self.err(rank)}")
-            time.sleep(0.02)
-
-    def signal(self, sig: int, rank: int = 0) -> None:
-        """As slurmstepd signals a task: every process of it (the supervisor and its program; its own group)."""
-        os.killpg(self.procs[rank].pid, sig)
-
-    def wait(self, timeout: float = 60) -> list[int]:
-        return [p.wait(timeout=timeout) for p in self.procs]
-
 
 @pytest.fixture()
-def launch(tmp_path: Path) -> Iterator[object]:
-    jobs: list[Job] = []
+def launch(tmp_path: Path, launcher: Launcher) -> Iterator[object]:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     fake = bindir / "scontrol"
@@ -96,8 +73,7 @@ def launch(tmp_path: Path) -> Iterator[object]:
         through_entry: bool = True,
         slurm: dict[str, str] | None = None,
     ) -> Job:
-        job = Job(tmp_path / f"launch{len(jobs)}", tmp_path / "state")
-        job.dir.mkdir()
+        job = launcher.add(Job(launcher.next_dir(), state_dir=tmp_path / "state"))
         for name, text in (slurm or {}).items():  # what the fake scontrol will say: preempted, completing
             (job.dir / name).write_text(text)
         port = str(free_port())
@@ -129,17 +105,10 @@ def launch(tmp_path: Path) -> Iterator[object]:
                 cmd = [sys.executable, "-m", "slurmgen.runtime.launch", "--", *cmd]
                 log = tmp_path / "logs" / contract.rank_log_name(rank)
                 job.offsets[rank] = log.stat().st_size if log.exists() else 0
-            with open(job.dir / f"rank{rank}.out", "wb") as out, open(job.dir / f"rank{rank}.err", "wb") as err:
-                job.procs.append(subprocess.Popen(cmd, env=full, stdout=out, stderr=err, start_new_session=True))
-        jobs.append(job)
+            job.start(cmd, full)
         return job
 
     yield start
-    for job in jobs:
-        for proc in job.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 PREEMPTED = {"preempted": "2026-11-23T10:00:00"}  # scontrol show job: PreemptTime set

@@ -6,10 +6,11 @@ import socket
 import sys
 
 import pytest
+from ranks import Ranks
 
 from slurmgen import contract
 
-from .runtime_helpers import ROOT, WORKER, RankProcs, base_env, free_low_port, free_port, srun_env
+from .runtime_helpers import ROOT, WORKER, base_env, free_low_port, free_port, srun_env, worker
 
 pytestmark = [
     pytest.mark.torch,
@@ -25,11 +26,11 @@ def port_env() -> dict[str, str]:
     return {contract.PORT: str(free_low_port()), contract.PORT_RANGE: "1"}
 
 
-def test_srun_style_four_ranks(ranks: RankProcs) -> None:
+def test_srun_style_four_ranks(ranks: Ranks) -> None:
     ports = port_env()
     for rank in range(WORLD):
-        ranks.worker("init", srun_env(rank, WORLD, job_id=4242, **ports, **FAST))
-    results = [r.json() for r in ranks.wait_all(120)]
+        ranks.start(worker("init"), srun_env(rank, WORLD, job_id=4242, **ports, **FAST))
+    results = [r.json() for r in ranks.results(120)]
     assert sorted(r["rank"] for r in results) == list(range(WORLD))
     assert {r["sum"] for r in results} == {10.0}
     assert {(r["addr"], r["port"], r["iface"]) for r in results} == {("localhost", int(ports[contract.PORT]), "lo")}
@@ -37,7 +38,7 @@ def test_srun_style_four_ranks(ranks: RankProcs) -> None:
     assert {(r["gloo"], r["nccl"]) for r in results} == {("lo", "=lo")}
 
 
-def test_torchrun_style_variables_win_over_slurms(ranks: RankProcs) -> None:
+def test_torchrun_style_variables_win_over_slurms(ranks: Ranks) -> None:
     port = str(free_port())
     for rank in range(WORLD):
         # As torchrun gives its workers inside a one-task-per-node srun step (SLURM_PROCID 0 of 1).
@@ -53,14 +54,14 @@ def test_torchrun_style_variables_win_over_slurms(ranks: RankProcs) -> None:
             MASTER_PORT=port,
             **FAST,
         )
-        ranks.worker("init", env)
-    results = [r.json() for r in ranks.wait_all(120)]
+        ranks.start(worker("init"), env)
+    results = [r.json() for r in ranks.results(120)]
     assert sorted(r["rank"] for r in results) == list(range(WORLD))
     assert {r["sum"] for r in results} == {10.0}
     assert {(r["addr"], r["port"]) for r in results} == {("127.0.0.1", int(port))}
 
 
-def test_real_torchrun_agent_store(ranks: RankProcs) -> None:
+def test_real_torchrun_agent_store(ranks: Ranks) -> None:
     """torchrun's workers connect to the agent's store (TORCHELASTIC_USE_AGENT_STORE): no server of ours."""
     argv = [
         sys.executable,
@@ -72,28 +73,28 @@ def test_real_torchrun_agent_store(ranks: RankProcs) -> None:
         "init",
     ]
     ranks.start(argv, base_env(**FAST))
-    (result,) = ranks.wait_all(180)
+    (result,) = ranks.results(180)
     assert result.returncode == 0, result.stderr[-3000:]
     # Both workers share torchrun's stdout, so their lines may interleave: count, don't parse.
     assert result.stdout.count('"sum": 3.0') == 2
     assert result.stdout.count('"iface": "lo"') == 2
 
 
-def test_unmodified_env_script_through_the_entry_point(ranks: RankProcs) -> None:
+def test_unmodified_env_script_through_the_entry_point(ranks: Ranks) -> None:
     ports = port_env()
     for rank in range(WORLD):
         argv = [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, str(WORKER), "raw"]
         ranks.start(argv, srun_env(rank, WORLD, job_id=4244, **ports))
-    results = [r.json() for r in ranks.wait_all(120)]
+    results = [r.json() for r in ranks.results(120)]
     assert sorted(r["rank"] for r in results) == list(range(WORLD))
     assert {r["sum"] for r in results} == {10.0}
 
 
-def test_a_rank_that_never_arrives_fails_the_others_within_the_barrier_timeout(ranks: RankProcs) -> None:
+def test_a_rank_that_never_arrives_fails_the_others_within_the_barrier_timeout(ranks: Ranks) -> None:
     ports = port_env()
     for rank in range(WORLD - 1):  # rank 3 never starts
-        ranks.worker("init", srun_env(rank, WORLD, job_id=4245, **ports, **FAST))
-    results = ranks.wait_all(90)
+        ranks.start(worker("init"), srun_env(rank, WORLD, job_id=4245, **ports, **FAST))
+    results = ranks.results(90)
     for result in results:
         out = result.json()
         assert result.returncode == 3
@@ -106,13 +107,13 @@ def test_a_rank_that_never_arrives_fails_the_others_within_the_barrier_timeout(r
         assert float(str(out["elapsed"])) < 6 + 15  # the barrier timeout (+ startup on a busy machine)
 
 
-def test_missing_rank_zero_fails_the_others_fast(ranks: RankProcs) -> None:
+def test_missing_rank_zero_fails_the_others_fast(ranks: Ranks) -> None:
     """No store within the 6 s barrier timeout: one clear error then, not torch's client retrying after random
     delays (which took 12-20 s and printed a C++ trace per try)."""
     ports = port_env()
     for rank in range(1, WORLD):
-        ranks.worker("init", srun_env(rank, WORLD, job_id=4246, **ports, **FAST))
-    for result in ranks.wait_all(90):
+        ranks.start(worker("init"), srun_env(rank, WORLD, job_id=4246, **ports, **FAST))
+    for result in ranks.results(90):
         out = result.json()
         assert out["error"] == "RuntimeSetupError"
         assert f"could not reach the store at localhost:{ports[contract.PORT]}" in str(out["message"])
@@ -121,12 +122,12 @@ def test_missing_rank_zero_fails_the_others_fast(ranks: RankProcs) -> None:
         assert "TCPStore.cpp" not in result.stderr
 
 
-def test_late_rank_at_barrier_is_named(ranks: RankProcs) -> None:
+def test_late_rank_at_barrier_is_named(ranks: Ranks) -> None:
     ports = port_env()
     for rank in range(WORLD):
         env = srun_env(rank, WORLD, job_id=4247, **ports, **{**FAST, contract.BARRIER_TIMEOUT: "4"})
-        ranks.worker("late-barrier", {**env, "SGT_LATE_SLEEP": "12"})
-    results = [r.json() for r in ranks.wait_all(120)]
+        ranks.start(worker("late-barrier"), {**env, "SGT_LATE_SLEEP": "12"})
+    results = [r.json() for r in ranks.results(120)]
     waiting = [r for r in results if r["rank"] != WORLD - 1]
     assert all(r["barrier"] == "timeout" and r["missing"] == [3] for r in waiting)
     assert all(3.5 < float(str(r["elapsed"])) < 4 + 12 for r in waiting)
@@ -134,14 +135,14 @@ def test_late_rank_at_barrier_is_named(ranks: RankProcs) -> None:
 
 
 @pytest.mark.parametrize("explicit", [True, False])
-def test_port_already_bound_gives_the_clear_message(ranks: RankProcs, explicit: bool) -> None:
+def test_port_already_bound_gives_the_clear_message(ranks: Ranks, explicit: bool) -> None:
     with socket.socket() as taken:
         taken.bind(("", 0 if explicit else free_low_port()))
         taken.listen()
         port = taken.getsockname()[1]
         extra = {"MASTER_PORT": str(port)} if explicit else {contract.PORT: str(port), contract.PORT_RANGE: "1"}
-        ranks.worker("init", srun_env(0, 1, job_id=4248, **extra, **FAST))
-        (result,) = ranks.wait_all(60)
+        ranks.start(worker("init"), srun_env(0, 1, job_id=4248, **extra, **FAST))
+        (result,) = ranks.results(60)
     out = result.json()
     assert out["error"] == "RuntimeSetupError"
     message = str(out["message"])
@@ -154,13 +155,13 @@ def test_port_already_bound_gives_the_clear_message(ranks: RankProcs, explicit: 
     ("sizes", "names", "shape"),
     [({}, ["dp"], [4]), ({"dp_shard": 2, "tp": 2}, ["dp_shard", "tp"], [2, 2]), ({"pp": 4}, ["pp"], [4])],
 )
-def test_named_device_mesh_and_ddp(ranks: RankProcs, sizes: dict[str, int], names: list[str], shape: list[int]) -> None:
+def test_named_device_mesh_and_ddp(ranks: Ranks, sizes: dict[str, int], names: list[str], shape: list[int]) -> None:
     import json
 
     ports = port_env()
     for rank in range(WORLD):
-        ranks.worker("mesh", srun_env(rank, WORLD, job_id=4249, **ports, **FAST), json.dumps(sizes))
-    for out in (r.json() for r in ranks.wait_all(120)):
+        ranks.start(worker("mesh", json.dumps(sizes)), srun_env(rank, WORLD, job_id=4249, **ports, **FAST))
+    for out in (r.json() for r in ranks.results(120)):
         assert (out["mesh_names"], out["mesh_shape"]) == (names, shape)
         assert out["ddp_ok"] is True
 

@@ -11,10 +11,11 @@ import subprocess
 import sys
 
 import pytest
+from ranks import Ranks
 
 from slurmgen import contract
 
-from .runtime_helpers import WORKER, RankProcs, base_env
+from .runtime_helpers import WORKER, base_env
 
 
 def _can_unshare() -> bool:
@@ -98,7 +99,7 @@ def test_master_behind_the_non_default_interface() -> None:
 
 
 @pytest.mark.torch
-def test_gloo_over_the_detected_non_default_interface(ranks: RankProcs) -> None:
+def test_gloo_over_the_detected_non_default_interface(ranks: Ranks) -> None:
     """Two ranks in the namespace, master on sgt1's address: gloo binds sgt1 and the all_reduce works."""
     ranks_cmd = f"SLURM_PROCID=$r SLURM_LOCALID=$r {sys.executable} {WORKER} init &"
     runner = f"{TWO_NICS} && for r in 0 1; do {ranks_cmd} done; wait"
@@ -112,7 +113,7 @@ def test_gloo_over_the_detected_non_default_interface(ranks: RankProcs) -> None:
         **{contract.BARRIER_TIMEOUT: "20", contract.PG_TIMEOUT: "120"},
     )
     ranks.start(["unshare", "-n", "sh", "-c", runner], env)
-    (result,) = ranks.wait_all(120)
+    (result,) = ranks.results(120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count('"sum": 3.0') == 2
     assert result.stdout.count('"iface": "sgt1"') == 2

@@ -13,10 +13,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from ranks import Launcher, Ranks, recording_scontrol
 
 from slurmgen import contract
 from slurmgen.runtime.checkpoint import layout
@@ -30,58 +30,23 @@ WORKER = Path(__file__).parent / "fsdp_worker.py"
 MESHES = {"fsdp": (), "hsdp": ("--replicate", "2")}  # dp_shard=4, and dp_replicate=2 x dp_shard=2
 
 
-@dataclass
-class Ranks:
-    dir: Path
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    def out(self, rank: int = 0) -> str:
-        return (self.dir / f"rank{rank}.out").read_text()
-
-    def err(self, rank: int = 0) -> str:
-        return (self.dir / f"rank{rank}.err").read_text()
-
-    def line(self, word: str, rank: int = 0) -> list[str]:
-        """The words of the last line that starts with `word`."""
-        found = [line.split() for line in self.out(rank).splitlines() if line.startswith(word + " ")]
-        assert found, f"no {word} line from rank {rank}:\n{self.out(rank)[-2000:]}\n{self.err(rank)[-3000:]}"
-        return found[-1]
+class Sharded(Ranks):
+    """A launch of fsdp_worker.py ranks."""
 
     def saved_hashes(self) -> dict[int, str]:
         return {int(w[1]): w[2] for w in (line.split() for line in self.out().splitlines()) if w[0] == "SAVED"}
 
-    def wait_for(self, text: str, rank: int = 0, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.out(rank):
-            if time.monotonic() > deadline or self.procs[rank].poll() is not None:
-                raise AssertionError(f"no {text!r} from rank {rank}:\n{self.out(rank)}\n{self.err(rank)[-3000:]}")
-            time.sleep(0.02)
 
-    def wait(self, timeout: float = 180) -> list[int]:
-        deadline = time.monotonic() + timeout
-        return [p.wait(timeout=max(deadline - time.monotonic(), 1)) for p in self.procs]
-
-    def calls(self) -> list[str]:
-        """The scontrol commands that act (requeues); rank 0's `show job` question at the stop is left out."""
-        path = self.dir / "scontrol.calls"
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [line for line in lines if "show job" not in line]
-
-
-Launch = Callable[..., Ranks]
+Launch = Callable[..., Sharded]
 
 
 @pytest.fixture()
-def launch(tmp_path: Path) -> Iterator[Launch]:
-    launched: list[Ranks] = []
+def launch(tmp_path: Path, launcher: Launcher) -> Iterator[Launch]:
     bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "scontrol").write_text('#!/bin/bash\necho "$@" >> "$SCONTROL_CALLS"\n')
-    (bindir / "scontrol").chmod(0o755)
+    recording_scontrol(bindir)
 
-    def start(world: int, *args: str, env: dict[str, str] | None = None) -> Ranks:
-        ranks = Ranks(tmp_path / f"launch{len(launched)}")
-        ranks.dir.mkdir()
+    def start(world: int, *args: str, env: dict[str, str] | None = None) -> Sharded:
+        ranks = launcher.add(Sharded(launcher.next_dir()))
         port = str(free_port())
         for rank in range(world):
             full = base_env(
@@ -95,18 +60,12 @@ def launch(tmp_path: Path) -> Iterator[Launch]:
                 },
             )  # fmt: skip
             full.update(env or {})
-            cmd = [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, str(WORKER), *args]
-            with open(ranks.dir / f"rank{rank}.out", "wb") as out, open(ranks.dir / f"rank{rank}.err", "wb") as err:
-                ranks.procs.append(subprocess.Popen(cmd, env=full, stdout=out, stderr=err, start_new_session=True))
-        launched.append(ranks)
+            ranks.start(
+                [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, str(WORKER), *args], full
+            )
         return ranks
 
     yield start
-    for ranks in launched:
-        for proc in ranks.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 def complete(state_dir: Path) -> list[int]:

@@ -1,7 +1,13 @@
 """A tiny Lightning program (CPU, gloo, DDP over every task of the job) that survives preemption.
 
-The slurmgen parts are the two marked lines. Everything else is plain Lightning: the callback makes slurmgen's
-stop a Lightning checkpoint and a requeue, and `ckpt_path()` gives the next run that checkpoint.
+The slurmgen parts are the marked lines. Everything else is plain Lightning: the callback makes slurmgen's stop a
+Lightning checkpoint and a requeue, and `ckpt_path()` gives the next run that checkpoint.
+
+With `--lightning-requeue` nothing of slurmgen runs in it: Lightning's own SLURM auto-requeue does the work.
+SLURMEnvironment (auto_requeue=True, its default) installs a SIGUSR1 handler that saves `hpc_ckpt_N.ckpt` in the
+default root directory and runs `scontrol requeue` from rank 0; the next run resumes from that checkpoint on its
+own (`ckpt_path=None` on SLURM picks the newest hpc checkpoint). It installs the handler only where
+`signal.getsignal(SIGUSR1)` is SIG_DFL or None, which is what slurmgen's `handler: program` must let it see.
 
 Each step's data comes from the global step and the rank, so a resumed run sees what an uninterrupted one would
 have seen whatever the data loader does: Lightning restarts a plain DataLoader from the start of the epoch when
@@ -18,9 +24,8 @@ import time
 
 import lightning.pytorch as L
 import torch
+from lightning.pytorch.plugins.environments import SLURMEnvironment
 from torch.utils.data import DataLoader, TensorDataset
-
-from slurmgen.integrations.lightning import SlurmgenPreemption
 
 
 def digest(module: torch.nn.Module) -> str:
@@ -61,9 +66,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--step-time", type=float, default=0.0, help="seconds to sleep per step")
+    parser.add_argument("--lightning-requeue", action="store_true", help="Lightning's own auto-requeue, no slurmgen")
     args = parser.parse_args()
 
-    preemption = SlurmgenPreemption()  # slurmgen: first, so it holds the signals before anything slow
+    if args.lightning_requeue:
+        preemption, handling = None, {"plugins": [SLURMEnvironment(auto_requeue=True)]}  # Lightning's SLURM default
+    else:
+        from slurmgen.integrations.lightning import SlurmgenPreemption  # slurmgen
+
+        preemption = SlurmgenPreemption()  # slurmgen: first, so it holds the signals before anything slow
+        handling = {"callbacks": [preemption]}
     torch.manual_seed(0)
     model = Tiny(args.step_time)
     trainer = L.Trainer(
@@ -72,14 +84,15 @@ def main() -> None:
         devices=int(os.environ.get("SLURM_NTASKS_PER_NODE", "1")),  # Lightning checks both against Slurm's
         num_nodes=int(os.environ.get("SLURM_NNODES", "1")),
         max_steps=args.steps,
-        callbacks=[preemption],
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
+        **handling,
     )
     data = DataLoader(TensorDataset(torch.arange(4 * args.steps)))  # a placeholder: see the module's docstring
-    trainer.fit(model, data, ckpt_path=preemption.ckpt_path())  # slurmgen: None on the first run
+    # slurmgen: None on the first run; with Lightning's requeue, None: Lightning resumes from its hpc checkpoint
+    trainer.fit(model, data, ckpt_path=preemption.ckpt_path() if preemption else None)
 
 
 if __name__ == "__main__":
