@@ -328,6 +328,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             return restart(int(args[1]), int(args[2]), env, _say)
         if len(args) == 2 and args[0] == "end" and args[1].isdigit():
             return end(int(args[1]), env)
+        if len(args) == 3 and args[0] == "watch" and args[1].isdigit():
+            from slurmgen.runtime.batch_watch import watch
+
+            return watch(int(args[1]), args[2], env, _say)
     except Exception as error:  # the batch shell must go on: its job's exit code matters more than our record
         _say(f"internal error in the batch shell's {args[0] if args else ''} step ({type(error).__name__}): {error}")
         if args[:1] == ["restart"]:

@@ -26,6 +26,9 @@ _sg_forward() {
     _sg_signals="${_sg_signals} $1"
     _sg_signal_log="${_sg_signal_log} $1@${EPOCHREALTIME:-0}"
     echo "slurmgen: batch shell received SIG$1 at ${EPOCHSECONDS:-?}" >&2
+    if [ -n "${SLURMGEN_LOG_DIR:-}" ]; then
+        echo "$1" >>"${SLURMGEN_LOG_DIR}/.batch-signals" 2>/dev/null || true
+    fi
     if [ -n "${_sg_step}" ]; then
         _sg_deliver "$1"
     elif [ "$1" = TERM ] && [ -n "${SLURMGEN_LOG_DIR:-}" ]; then
@@ -87,6 +90,7 @@ if ! mkdir -p "${SLURMGEN_LOG_DIR}" "${SLURMGEN_STATE_DIR}"; then
     echo "slurmgen: cannot create ${SLURMGEN_LOG_DIR} or ${SLURMGEN_STATE_DIR}" >&2
     exit 1
 fi
+: >"${SLURMGEN_LOG_DIR}/.batch-signals" 2>/dev/null || true  # this run's signals only
 _sg_restarts="${SLURM_RESTART_COUNT:-0}"
 echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), started at ${SLURMGEN_START_TIME}, nodes ${SLURM_JOB_NODELIST:-?}, logs in ${SLURMGEN_LOG_DIR}" >&2
 # The run's record (history/ in the log directory): its start, and the requeues Slurm made since the last run.
@@ -141,6 +145,10 @@ esac
     'python' '/workspace/finetune.py' '--epochs' '3' &
 _sg_step=$!
 _sg_step_start=${SECONDS}
+# A preemption whose signal never reached this shell (Slurm shows PreemptTime): slurmgen/runtime/batch_watch.py
+# sends the signal to this shell itself.
+'python3' '-m' 'slurmgen.runtime.batch' 'watch' "$$" 'HUP' &
+_sg_watch=$!
 for _sg_sig in ${_sg_signals}; do
     _sg_deliver "${_sg_sig}"
 done
@@ -157,6 +165,7 @@ while kill -0 "${_sg_step}" 2>/dev/null; do
 done
 wait "${_sg_step}"
 _sg_rc=$?
+kill "${_sg_watch}" 2>/dev/null || true
 echo "slurmgen: step ended with exit code ${_sg_rc}" >&2
 if [ "${_sg_rc}" -eq 0 ] || ! SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.runtime.batch' 'restart' "${_sg_rc}" "${_sg_attempt}"; then
     break
