@@ -58,7 +58,10 @@ if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
 
 WRITER = "batch-shell"
-USAGE = "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | restart RC ATTEMPT | end RC"
+USAGE = (
+    "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | restart RC ATTEMPT | watch SHELL_PID SIG"
+    " | end RC"
+)
 
 
 def _say(line: str) -> None:
