@@ -190,6 +190,7 @@ class RestartFacts:
     max_restarts: int  # recovery.max_restarts
     failure: Failure
     previous: Failure | None  # the failure that caused the last restart of this run, if any
+    event: str = "crash"  # RESTART_CRASH, or RESTART_HANG: the hang watchdog ended the step (runtime/watchdog.py)
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,7 @@ class RestartPlan:
 
 
 RESTART_CRASH = "crash"
+RESTART_HANG = "hang"
 REPEATED = "repeated"
 
 
@@ -218,9 +220,10 @@ def decide_restart(facts: RestartFacts) -> RestartPlan:
         line = f"{failure.who} failed; the restarts inside the allocation are spent ({facts.restarts} of " \
                f"{facts.max_restarts}, recovery.max_restarts)"  # fmt: skip
         return RestartPlan(False, None, line)
-    line = (f"{failure.who} failed: restarting the step inside the allocation (restart {facts.restarts + 1} of "
+    how = "hung" if facts.event == RESTART_HANG else "failed"
+    line = (f"{failure.who} {how}: restarting the step inside the allocation (restart {facts.restarts + 1} of "
             f"{facts.max_restarts}), from the last complete checkpoint")  # fmt: skip
-    return RestartPlan(True, RESTART_CRASH, line)
+    return RestartPlan(True, facts.event, line)
 
 
 # --- A preemption notice that never reached the batch shell -------------------------------------------------

@@ -39,6 +39,7 @@ TASK_EXIT = "task-exit"  # a task's supervisor: its program failed on its own (r
 HANDLER = "preemption-handler"  # rank 0: the program constructed Preemption (handler: runtime); `auto` reads it
 STATE_REMOVED = "state-removed"  # batch shell: the job completed; its resume state is gone (path)
 RESTART = "restart"  # batch shell: the step is started again inside the allocation (cause, rank, node, error, ...)
+HANG = "hang"  # a task's supervisor: no rank progressed for recovery.hang_timeout (rank, node, progressed, stacks)
 REPEATED = "repeated-failure"  # batch shell: the step failed again the same way; not restarted nor requeued
 FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
 

@@ -36,9 +36,15 @@ def run_local(
         int | None,
         typer.Option("--kill-rank", metavar="R", help="Rehearse a crash: SIGKILL rank R's program (with --after)."),
     ] = None,
+    hang_rank: Annotated[
+        int | None,
+        typer.Option("--hang-rank", metavar="R", help="Rehearse a hang: SIGSTOP rank R's program (with --after)."),
+    ] = None,
     after: Annotated[
         float | None,
-        typer.Option("--after", metavar="SECONDS", help="With --kill-rank: at SECONDS of the first run."),
+        typer.Option(
+            "--after", metavar="SECONDS", help="With --kill-rank or --hang-rank: at SECONDS of the first run."
+        ),
     ] = None,
     templates: TemplatesOpt = None,
     job: Annotated[str | None, typer.Option("--job", metavar="ID", help="With --signal: a running local job.")] = None,
@@ -51,9 +57,12 @@ def run_local(
     from slurmgen.local.command import command
     from slurmgen.local.setup import Options
 
-    if (kill_rank is None) != (after is None):
-        raise UsageError("--kill-rank R and --after SECONDS go together, e.g. --kill-rank 1 --after 30")
-    rehearse = None if kill_rank is None or after is None else (kill_rank, after)
+    if kill_rank is not None and hang_rank is not None:
+        raise UsageError("--kill-rank and --hang-rank: rehearse one failure at a time")
+    what, rank = ("kill", kill_rank) if kill_rank is not None else ("hang", hang_rank)
+    if (rank is None) != (after is None):
+        raise UsageError(f"--{what}-rank R and --after SECONDS go together, e.g. --{what}-rank 1 --after 30")
+    rehearse = None if rank is None or after is None else (what, rank, after)
     opts = Options(
         nodes, tasks_per_node, tuple(set_ or []), preempt_after, None if templates is None else str(templates), rehearse
     )

@@ -74,7 +74,7 @@ def run_local(
         submit_host=socket.gethostname(),
         gpus=loaded.gpus,
     )
-    job = LocalJob(spec, loaded.script, paths, shape, options.preempt_after, options.kill_rank)
+    job = LocalJob(spec, loaded.script, paths, shape, options.preempt_after, options.rehearse)
     runner = Runner(job, env, out, clock=clock)
     for note in loaded.notes:
         runner.say(note)
@@ -87,9 +87,10 @@ def run_local(
     if options.preempt_after is not None:
         when = f"{options.preempt_after:g} s"
         runner.say(f"preemption rehearsal: SIG{spec.preemption.signal} to the batch shell at {when} of run 1")
-    if options.kill_rank is not None:
-        runner.say(f"kill rehearsal: SIGKILL to rank {options.kill_rank[0]}'s program at {options.kill_rank[1]:g} s "
-                   "of run 1")  # fmt: skip
+    if options.rehearse is not None:
+        what, rank, after = options.rehearse
+        runner.say(f"{what} rehearsal: {'SIGKILL' if what == 'kill' else 'SIGSTOP'} to rank {rank}'s program at "
+                   f"{after:g} s of run 1")  # fmt: skip
     # A journal of their own: the submission journal's ids are Slurm's, and status/cancel/requeue act on them
     # on the cluster, where local job 3 is someone else's job 3.
     journal = Journal(base / "local")

@@ -1,6 +1,8 @@
 """Failure rehearsals for `slurmgen run` (README, "When things fail"): `--kill-rank R --after S` kills rank R's
-program with SIGKILL at S seconds of the first run, as an out-of-memory kill or a segfault would, so that a user
-sees what their recovery settings do before spending GPU hours.
+program with SIGKILL at S seconds of the first run, as an out-of-memory kill or a segfault would; `--hang-rank R
+--after S` stops it with SIGSTOP, so it makes no progress while alive, as a deadlock would (the hang watchdog
+then writes its stacks and restarts the step). A user sees what their recovery settings do before spending GPU
+hours.
 
 Which process is rank R's program: below the batch shell, the topmost process whose environment (as it was
 started: /proc/<pid>/environ) has RANK=R. The task's supervisor (slurmgen.runtime.launch) computes RANK for its
@@ -42,14 +44,20 @@ def programs_of_rank(root: int, rank: int) -> list[int]:
     return found
 
 
-def kill_rank(root: int, rank: int, say: Callable[[str], None]) -> bool:
-    """SIGKILL rank ``rank``'s program; False (said) when no such process runs now."""
+KILL = "kill"
+HANG = "hang"
+SIGNALS = {KILL: signal.SIGKILL, HANG: signal.SIGSTOP}
+
+
+def act_on_rank(root: int, rank: int, what: str, say: Callable[[str], None]) -> bool:
+    """SIGKILL (``kill``) or SIGSTOP (``hang``) rank ``rank``'s program; False (said) when none runs now."""
+    sig = SIGNALS[what]
     found = programs_of_rank(root, rank)
     if not found:
-        say(f"kill rehearsal: no program of rank {rank} is running now; nothing killed")
+        say(f"{what} rehearsal: no program of rank {rank} is running now; nothing done")
         return False
     for pid in found:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    say(f"kill rehearsal: SIGKILL to rank {rank}'s program (pid {', '.join(map(str, found))})")
+            os.kill(pid, sig)
+    say(f"{what} rehearsal: {sig.name} to rank {rank}'s program (pid {', '.join(map(str, found))})")
     return True

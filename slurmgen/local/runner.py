@@ -50,7 +50,7 @@ class LocalJob:
     paths: setup.Paths
     shape: jobenv.JobShape
     preempt_after: float | None = None
-    kill_rank: tuple[int, float] | None = None  # --kill-rank R --after S
+    rehearse: tuple[str, int, float] | None = None  # --kill-rank/--hang-rank R --after S
     kill_wait: float = jobenv.DEFAULT_KILL_WAIT
     runaway_requeues: int = setup.RUNAWAY_REQUEUES
 
@@ -196,8 +196,8 @@ class Runner:
 
     def _supervise(self, proc: subprocess.Popen[bytes]) -> RunEnd:
         start = self.clock()
-        kill_after = None if self.job.kill_rank is None else self.job.kill_rank[1]
-        events = setup.timeline(self.job.spec, self.runs, self.job.preempt_after, kill_after)
+        rehearse_after = None if self.job.rehearse is None else self.job.rehearse[2]
+        events = setup.timeline(self.job.spec, self.runs, self.job.preempt_after, rehearse_after)
         request = self.job.paths.control / REQUEUE_REQUEST
         while True:
             rc = proc.poll()
@@ -230,10 +230,10 @@ class Runner:
 
     def _fire(self, event: setup.Event, proc: subprocess.Popen[bytes]) -> RunEnd | None:
         sig = self.job.spec.preemption.signal
-        if event.kind == "kill-rank" and self.job.kill_rank is not None:
-            from slurmgen.local.rehearse import kill_rank
+        if event.kind == "rehearse" and self.job.rehearse is not None:
+            from slurmgen.local.rehearse import act_on_rank
 
-            kill_rank(proc.pid, self.job.kill_rank[0], self.say)
+            act_on_rank(proc.pid, self.job.rehearse[1], self.job.rehearse[0], self.say)
             return None
         if event.kind in ("preempt", "warn"):
             why = (

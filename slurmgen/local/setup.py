@@ -26,7 +26,8 @@ class Options:
     overrides: tuple[str, ...] = ()
     preempt_after: float | None = None
     templates: str | None = None
-    kill_rank: tuple[int, float] | None = None  # --kill-rank R --after S (slurmgen.local.rehearse)
+    # --kill-rank R --after S or --hang-rank R --after S (slurmgen.local.rehearse): (what, rank, seconds)
+    rehearse: tuple[str, int, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,10 @@ def load(source: str | Path, options: Options, gpus: Sequence[str]) -> LocalSetu
             raise UsageError(f"--preempt-after {options.preempt_after:g}: want a number of seconds above 0")
         if not spec.preemption.enabled:
             raise UsageError(f"{source}: preemption is off in this spec, so there is no preemption to rehearse")
-    if options.kill_rank is not None:
-        rank, after = options.kill_rank
+    if options.rehearse is not None:
+        what, rank, after = options.rehearse
         if not 0 <= rank < spec.world_size:
-            raise UsageError(f"--kill-rank {rank}: the job has ranks 0 to {spec.world_size - 1}")
+            raise UsageError(f"--{what}-rank {rank}: the job has ranks 0 to {spec.world_size - 1}")
         if after <= 0:
             raise UsageError(f"--after {after:g}: want a number of seconds above 0")
     if spec.dependency:
@@ -110,10 +111,10 @@ def load(source: str | Path, options: Options, gpus: Sequence[str]) -> LocalSetu
 @dataclass(frozen=True)
 class Event:
     at: float  # seconds after the run's start
-    kind: str  # "preempt", "kill-rank": the user's rehearsals; "warn": --signal=B:<sig>@<lead>; "limit": the time limit
+    kind: str  # "preempt", "rehearse": the user's rehearsals; "warn": --signal=B:<sig>@<lead>; "limit": the time limit
 
 
-def timeline(spec: JobSpec, run: int, preempt_after: float | None, kill_after: float | None = None) -> list[Event]:
+def timeline(spec: JobSpec, run: int, preempt_after: float | None, rehearse_after: float | None = None) -> list[Event]:
     """The events of run `run` (1 is the first), in time order.
 
     --preempt-after applies to the first run only: the rehearsal is one preemption, then the requeued run
@@ -123,8 +124,8 @@ def timeline(spec: JobSpec, run: int, preempt_after: float | None, kill_after: f
     events: list[Event] = []
     if preempt_after is not None and run == 1:
         events.append(Event(preempt_after, "preempt"))
-    if kill_after is not None and run == 1:
-        events.append(Event(kill_after, "kill-rank"))  # --kill-rank: once, in the first run
+    if rehearse_after is not None and run == 1:
+        events.append(Event(rehearse_after, "rehearse"))  # --kill-rank, --hang-rank: once, in the first run
     limit = spec.time_seconds
     if limit is not None:
         if spec.preemption.enabled:

@@ -70,8 +70,11 @@ def restart(
         stopping=bool(record.stop or record.batch_stop or record.requeued_by) or os.path.exists(marker),
         restarts=len(restarts),
         max_restarts=max_restarts,
-        failure=failure_of(events, run, since, rc, env),
+        failure=hang_of(hangs, env, events)
+        if (hangs := hang_events(events, run, since))
+        else failure_of(events, run, since, rc, env),
         previous=None if not restarts else _failure_from(restarts[-1]),
+        event=interruption.RESTART_HANG if hangs else interruption.RESTART_CRASH,
     )
     plan = interruption.decide_restart(facts)
     if plan.line:
@@ -111,6 +114,41 @@ def failure_of(events: Sequence[Mapping[str, Any]], run: int, since: float, rc: 
         # A program that printed nothing of its own: how it ended is its error line (`sys.exit(3)` twice is a bug).
         error = error or (f"killed by SIG{first.signal}" if first.signal else f"exit {first.exit_code}")
     return Failure(who, error, saved_point(events, env))
+
+
+def hang_events(events: Sequence[Mapping[str, Any]], run: int, since: float) -> list[Mapping[str, Any]]:
+    """The hang watchdog's events of this start of the step (runtime/watchdog.py), the rank that stopped first
+    (the oldest last progress) first."""
+    mine = [e for e in events if e.get("run") == run and e.get("event") == run_history.HANG
+            and float(e.get("time") or 0.0) >= since]  # fmt: skip
+    return sorted(mine, key=lambda e: (float(e.get("progressed") or 0.0), int(e.get("rank") or 0)))
+
+
+def hang_of(hangs: Sequence[Mapping[str, Any]], env: Mapping[str, str], events: Sequence[Mapping[str, Any]]) -> Failure:
+    """A hang as a failure: the ranks that stopped progressing first, and the function the first one hangs in."""
+    from slurmgen.interruption import Failure
+
+    first = float(hangs[0].get("progressed") or 0.0)
+    ranks = [e for e in hangs if float(e.get("progressed") or 0.0) - first < 1.0]
+    names = ", ".join(f"rank {e.get('rank')} on {e.get('node')}" for e in ranks)
+    stamp = time.strftime("%H:%M:%S", time.localtime(first))
+    who = f"no progress on any rank; stopped first (at {stamp}): {names}; stacks in {hangs[0].get('stacks')}"
+    where = hung_in(str(hangs[0].get("stacks") or ""))
+    return Failure(who, f"hang in {where}" if where else "hang", saved_point(events, env))
+
+
+def hung_in(stacks_path: str) -> str:
+    """The innermost function of the main thread in the last py-spy dump of a stacks file, or ""."""
+    try:
+        with open(stacks_path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return ""
+    part = text.rsplit('"MainThread"', 1)
+    if len(part) < 2:
+        return ""
+    frames = [line.strip() for line in part[1].splitlines()[1:] if line.startswith("    ")]
+    return frames[0].split(" (", 1)[0] if frames else ""
 
 
 def saved_point(events: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> str:

@@ -40,6 +40,7 @@ from slurmgen.runtime.env import job_key, restart_count
 from slurmgen.runtime.peer_loss import install_peer_loss_hook, leave
 from slurmgen.runtime.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.signal_block import parse_signal_name
+from slurmgen.runtime.watchdog import ProgressMark
 
 if TYPE_CHECKING:
     from slurmgen.runtime.checkpoint.background import PendingSave
@@ -98,6 +99,7 @@ class Preemption:
         self.cause: str | None = None  # why this run stops, once decided
         self.step_seconds: float | None = None  # the longest recent interval between two should_stop() calls
         self._last_check: float | None = None
+        self._progress: ProgressMark | None = None  # the hang watchdog's per-step progress (runtime/watchdog.py)
         if max_requeues is not None:
             env[contract.MAX_REQUEUES] = str(max_requeues)
         # The agreement waits as long as any collective of the training step may (the process-group timeout):
@@ -257,6 +259,9 @@ class Preemption:
         """True on every rank once any rank got a stop signal. Call it on every rank at every step."""
         if self._decided:
             return True
+        if self._progress is None:
+            self._progress = ProgressMark(self._env, self.rank)
+        self._progress.touch()
         now = time.monotonic()
         if self._last_check is not None:
             # What one more step costs before a save can start: it decides whether a stop fits its window.

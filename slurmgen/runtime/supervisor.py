@@ -27,6 +27,7 @@ program starts. Standard library only; never torch.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import socket
@@ -154,6 +155,10 @@ def supervise(plan: TaskPlan, say_err: Callable[[str], None]) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would reap the program behind our back
     watched = set(SUPERVISED) | ({plan.preempt} if plan.preempt else set())
     early = _drain(watched)  # came while the program did not exist: it must get them
+    from slurmgen.runtime import watchdog  # the hang watchdog (recovery.hang_timeout): README, "When things fail"
+
+    if extra := watchdog.nccl_trace_env(plan.env):
+        plan = dataclasses.replace(plan, env={**plan.env, **extra})
     child = os.fork()
     if child == 0:
         _exec_child(plan, path, log_fd, watched)
@@ -161,7 +166,12 @@ def supervise(plan: TaskPlan, say_err: Callable[[str], None]) -> int:
     for sig in early:
         if sig != signal.SIGCHLD and routing.route(sig, -1, time.monotonic(), lambda s: False):
             _send(child, sig)
-    return _wait_loop(plan, routing, child, watched, say)
+    watching = watchdog.start(plan.env, plan.rank, child, say)
+    try:
+        return _wait_loop(plan, routing, child, watched, say)
+    finally:
+        if watching is not None:
+            watching.set()
 
 
 def _open_log(path: str | None, say: Callable[[str], None]) -> int | None:

@@ -119,3 +119,46 @@ def test_the_kill_rehearsal_refuses_a_rank_the_job_does_not_have(tmp_path: Path)
     alone = subprocess.run([PY, "-m", "slurmgen", "run", "job.yaml", "--kill-rank", "1"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert alone.returncode == 2 and "--kill-rank R and --after SECONDS go together" in alone.stderr
+
+
+def test_a_hung_rank_gets_its_stacks_written_and_the_step_restarts(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    """Rank 1 stops in stuck_in_data_loader at step 50 (the others wait in their next allreduce): after
+    hang_timeout (30 s: this shared 2-core machine can be silent that long in start-up) without progress on any
+    rank, every rank's stacks are in <log dir>/hang/, rank 1's name the function, and the step restarts inside the
+    allocation from step 40 and completes."""
+    command = own_command(tmp_path, "--hang-rank", "1", "--hang-at", "50", "--hang-once", str(tmp_path / "hung"),
+                          steps=STEPS)  # fmt: skip
+    job = LocalJob(tmp_path, spec(command, extra="recovery: {hang_timeout: 30}\n" + own_port(tmp_path)))
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "COMPLETED, exit code 0, 1 run" in job.runner
+    hang_dir = tmp_path / "logs" / f"job-{job.job_id()}" / "hang"
+    stacks = (hang_dir / "rank-1.stacks").read_text()
+    assert stacks.startswith("rank 1 on 127.0.0.1, pid ") and "stuck_in_data_loader" in stacks, stacks
+    assert sorted(p.name for p in hang_dir.glob("rank-*.stacks")) == [f"rank-{r}.stacks" for r in range(4)]
+    batch = job.file("batch")
+    assert "no progress on any rank; stopped first" in batch and " hung: restarting the step inside the allocation" \
+        " (restart 1 of 3)" in batch, batch  # fmt: skip
+    [event] = restarts(job)
+    assert event["cause"] == "hang"
+    for rank in range(4):
+        assert re.findall(r"RESUMED (\d+) ", job.file(f"rank-{rank}.log")) == ["40"], job.everything()
+
+
+def test_the_hang_rehearsal_stops_the_ranks_program_and_the_watchdog_restarts_the_step(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """`slurmgen run --hang-rank 1 --after 30`: rank 1's program is stopped (SIGSTOP), usually while it trains; no
+    rank makes progress, the watchdog writes the stacks after hang_timeout (4 x before any progress: start-up) and
+    the step restarts; the job completes in one run."""
+    command = own_command(tmp_path, steps=800)
+    extra = "recovery: {hang_timeout: 30}\n" + own_port(tmp_path)
+    job = LocalJob(tmp_path, spec(command, extra=extra), "--hang-rank", "1", "--after", "30")
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "hang rehearsal: SIGSTOP to rank 1's program (pid " in job.runner, job.runner
+    assert "COMPLETED, exit code 0, 1 run" in job.runner
+    stacks = tmp_path / "logs" / f"job-{job.job_id()}" / "hang" / "rank-1.stacks"
+    assert stacks.read_text().startswith("rank 1 on 127.0.0.1, pid ")
+    [event] = restarts(job)
+    assert event["cause"] == "hang"

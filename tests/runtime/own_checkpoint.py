@@ -8,6 +8,8 @@ few steps (here atomically: a temporary file, then a rename) and resumes from it
                                      (preemption.handler: program)
 
     --die-rank R --die-at STEP --die-once PATH   rank R kills itself with SIGKILL after STEP, once (PATH marks it)
+    --hang-rank R --hang-at STEP --hang-once PATH   rank R stops making progress at STEP, once (in
+                                                 stuck_in_data_loader, a sleep that never returns)
     --bug-at STEP                                every rank raises ValueError at STEP, every time (a deterministic bug)
 
 Lines for the tests: `SAVED <step> <weights>` (rank 0), `RESUMED <step> <weights>` (every rank),
@@ -45,7 +47,7 @@ class Trainer:
             self.model.module.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.step = int(state["step"])
-            print(f"RESUMED {self.step} {weights(self.model)} rank={self.rank}", flush=True)
+            print(f"RESUMED {self.step} {weights(self.model)} rank={self.rank} at={time.time():.3f}", flush=True)
 
     def save(self) -> None:
         if self.rank != 0:
@@ -93,6 +95,9 @@ def main() -> None:
     parser.add_argument("--die-at", type=int, default=-1)
     parser.add_argument("--die-once", default=None)
     parser.add_argument("--bug-at", type=int, default=-1)
+    parser.add_argument("--hang-rank", type=int, default=-1)
+    parser.add_argument("--hang-at", type=int, default=-1)
+    parser.add_argument("--hang-once", default=None)
     args = parser.parse_args()
     dist.init_process_group("gloo")
     trainer = Trainer(args.snapshot, args.save_every)
@@ -108,6 +113,11 @@ def main() -> None:
             raise ValueError(f"bad batch at step {trainer.step}")
         trainer.train_step()
         time.sleep(args.step_time)
+        hangs = trainer.rank == args.hang_rank and trainer.step == args.hang_at
+        if hangs and args.hang_once and not os.path.exists(args.hang_once):
+            open(args.hang_once, "w").close()
+            print(f"HANGING {trainer.step} at={time.time():.3f}", flush=True)
+            stuck_in_data_loader()
         dies = trainer.rank == args.die_rank and trainer.step == args.die_at
         if dies and args.die_once and not os.path.exists(args.die_once):
             open(args.die_once, "w").close()
@@ -124,6 +134,12 @@ def main() -> None:
             end()
     print(f"DONE {trainer.step} {weights(trainer.model)} rank={trainer.rank}", flush=True)
     end()
+
+
+def stuck_in_data_loader() -> None:
+    """A hang that no exception reveals: the watchdog must find this function in the rank's stacks."""
+    while True:
+        time.sleep(3600)
 
 
 def end() -> None:
