@@ -56,7 +56,10 @@ if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
 
 WRITER = "batch-shell"
-USAGE = "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | restart RC ATTEMPT | end RC"
+USAGE = (
+    "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | restart RC ATTEMPT | watch SHELL_PID SIG"
+    " | end RC"
+)
 
 
 def _say(line: str) -> None:
@@ -298,6 +301,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             return restart(int(args[1]), int(args[2]), env, _say)
         if len(args) == 2 and args[0] == "end" and args[1].isdigit():
             return end(int(args[1]), env)
+        if len(args) == 3 and args[0] == "watch" and args[1].isdigit():
+            from slurmgen.runtime.batch_watch import watch
+
+            return watch(int(args[1]), args[2], env, _say)
     except Exception as error:  # the batch shell must go on: its job's exit code matters more than our record
         _say(f"internal error in the batch shell's {args[0] if args else ''} step ({type(error).__name__}): {error}")
         if args[:1] == ["restart"]:

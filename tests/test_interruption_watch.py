@@ -1,0 +1,30 @@
+"""The preemption watcher's decision (slurmgen.interruption.decide_preempt_watch) as a table. The watcher process
+itself, with a real batch shell and a scontrol stand-in, is tests/runtime/test_batch_watch.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurmgen.interruption import WATCH_DONE, WATCH_SIGNAL, WATCH_WAIT, decide_preempt_watch
+
+# (name, PreemptTime set (None: Slurm not answering), job running, signals the shell received, decision)
+ROWS = [
+    ("preempted, no notice: act as if the signal came", True, True, set(), WATCH_SIGNAL),
+    ("preempted, the user signal came: done", True, True, {"USR1"}, WATCH_DONE),
+    ("preempted, a TERM came (grace end, or no grace): done", True, True, {"TERM"}, WATCH_DONE),
+    ("a clean-exit request came: done", False, True, {"USR2"}, WATCH_DONE),
+    ("not preempted: ask again later", False, True, set(), WATCH_WAIT),
+    ("Slurm did not answer: ask again later", None, True, set(), WATCH_WAIT),
+    ("the job no longer runs (Slurm ends or requeues it): done", True, False, set(), WATCH_DONE),
+    ("a CONT alone is no notice", True, True, {"CONT"}, WATCH_SIGNAL),
+]
+
+
+@pytest.mark.parametrize(("preempted", "running", "got", "expected"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
+def test_decide_preempt_watch(preempted: bool | None, running: bool, got: set[str], expected: str) -> None:
+    assert decide_preempt_watch(preempted, running, frozenset(got), "USR1") == expected
+
+
+def test_another_preemption_signal_counts_as_the_notice() -> None:
+    assert decide_preempt_watch(True, True, frozenset({"USR1"}), "URG") == WATCH_SIGNAL
+    assert decide_preempt_watch(True, True, frozenset({"URG"}), "URG") == WATCH_DONE
