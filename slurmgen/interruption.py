@@ -270,3 +270,20 @@ def decide_preempt_watch(preempted: bool | None, running: bool, received: frozen
     if not running:
         return WATCH_DONE
     return WATCH_SIGNAL if preempted else WATCH_WAIT
+
+
+def preempt_watch_needed(site: Mapping[str, Any]) -> bool:
+    """Whether the watcher has anything to wait for in this run, from the site recorded at its start (the run
+    history's run-start `site`; empty: Slurm could not be asked). It helps only where a preemption leaves the job
+    a grace time to use: PreemptMode REQUEUE or CANCEL with GraceTime > 0 (without grace Slurm ends or requeues
+    the job at once, and the TERM is the notice). With preempt/qos the mode and grace are the QOS's, which the
+    record cannot know: watch. Unknown is watched too: a look is cheap, a lost grace is not."""
+    if not site:
+        return True
+    if site.get("preempt_type") == "preempt/qos":
+        return True
+    try:
+        grace = int(site.get("grace") or 0)
+    except (TypeError, ValueError):
+        return True
+    return site.get("mode") in ("REQUEUE", "CANCEL") and grace > 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurmgen.interruption import WATCH_DONE, WATCH_SIGNAL, WATCH_WAIT, decide_preempt_watch
+from slurmgen.interruption import WATCH_DONE, WATCH_SIGNAL, WATCH_WAIT, decide_preempt_watch, preempt_watch_needed
 
 # (name, PreemptTime set (None: Slurm not answering), job running, signals the shell received, decision)
 ROWS = [
@@ -28,3 +28,25 @@ def test_decide_preempt_watch(preempted: bool | None, running: bool, got: set[st
 def test_another_preemption_signal_counts_as_the_notice() -> None:
     assert decide_preempt_watch(True, True, frozenset({"USR1"}), "URG") == WATCH_SIGNAL
     assert decide_preempt_watch(True, True, frozenset({"URG"}), "URG") == WATCH_DONE
+
+
+# (name, the site recorded at the run's start, whether the watcher has anything to wait for)
+NEEDED = [
+    ("unknown site (Slurm not asked): watch", {}, True),
+    ("REQUEUE with grace: watch", {"mode": "REQUEUE", "grace": 60, "preempt_type": "preempt/partition_prio"}, True),
+    ("CANCEL with grace: watch", {"mode": "CANCEL", "grace": 30, "preempt_type": "preempt/partition_prio"}, True),
+    ("REQUEUE without grace: the TERM is the notice", {"mode": "REQUEUE", "grace": 0}, False),
+    ("no preemption on this site", {"mode": "OFF", "grace": 0, "preempt_type": "preempt/none"}, False),
+    ("SUSPEND: nothing to save for", {"mode": "SUSPEND", "grace": 60}, False),
+    (
+        "preempt/qos: the QOS's grace is unknown: watch",
+        {"mode": "REQUEUE", "grace": 0, "preempt_type": "preempt/qos"},
+        True,
+    ),
+    ("a grace that is not a number: watch", {"mode": "REQUEUE", "grace": "soon"}, True),
+]
+
+
+@pytest.mark.parametrize(("site", "expected"), [r[1:] for r in NEEDED], ids=[r[0] for r in NEEDED])
+def test_preempt_watch_needed(site: dict[str, object], expected: bool) -> None:
+    assert preempt_watch_needed(site) is expected

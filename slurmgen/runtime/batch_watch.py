@@ -1,20 +1,30 @@
 """The batch shell's preemption watcher: a preemption notice that never reached the shell is acted on anyway.
 
+    python3 -m slurmgen.runtime.batch watch SHELL_PID SIG   # started by the batch shell, once per run
+
 Slurm sends the `--signal` user signal at a preemption only with send_user_signal, and on Slurm 24.11 it reached
 the batch shell in only 13 of 21 measured preemptions. Without it the job learns nothing until the TERM at the end
-of its grace time, and the grace is lost. While the step runs, this process (started by the batch shell beside
-the step, one per start of the step) looks at the job every SLURMGEN_PREEMPT_POLL seconds (10 by default: one
-`scontrol show job`, a few milliseconds of slurmctld's time, once per job and not per task). When Slurm shows
-PreemptTime and no notice has reached the shell (the signals it received are in LOG_DIR/.batch-signals), it sends
-the preemption signal to the batch shell itself, whose trap then does what it does for Slurm's own signal. The
-decision is slurmgen.interruption.decide_preempt_watch.
+of its grace time, and the grace is lost. This process (one per run of the job, beside the batch shell) looks at
+the job every SLURMGEN_PREEMPT_POLL seconds (10 by default: one `scontrol show job`, a few milliseconds of
+slurmctld's time, once per job and not per task). When Slurm shows PreemptTime and no notice has reached the shell
+(the signals it received are in LOG_DIR/.batch-signals), it sends the preemption signal to the batch shell itself,
+whose trap then does what it does for Slurm's own signal. The decisions are slurmgen.interruption's
+preempt_watch_needed and decide_preempt_watch.
 
-It asks once per look (no retries: the next look is the retry) and ends at once where there is no scontrol
-(inside `slurmgen run` without one, or a container). The batch shell ends it when the step ends.
+What it costs and how it ends:
+- It ends at once where it has nothing to wait for: no scontrol (a container, `slurmgen run` without one), or a
+  site whose recorded preemption leaves no grace time (PreemptMode OFF or SUSPEND, GraceTime 0).
+- It never outlives the batch shell: the shell kills it after the step's last start; if the shell itself dies
+  (SIGKILL at the end of the grace, or any other way) the kernel sends it SIGKILL (prctl PR_SET_PDEATHSIG, see
+  prctl(2)), and each look checks that its parent is still the shell.
+- Slurm not answering (a timeout, an error) is no evidence of a preemption: it sends nothing, says so once, and
+  asks again at the next look (no retries: the next look is the retry).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -22,12 +32,15 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from slurmgen import contract, interruption
-from slurmgen.runtime.env import job_key
+from slurmgen import contract, interruption, run_history
+from slurmgen.runtime.env import job_key, restart_count
 from slurmgen.runtime.slurm_retry import Retry
 from slurmgen.runtime.slurm_view import look
 
 ONCE = Retry(tries=1, pauses=())
+MIN_POLL = 0.1  # seconds; below this the looks would cost slurmctld more than a lost grace costs the job
+MAX_POLL = 300.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def received(log_dir: str) -> frozenset[str]:
@@ -44,17 +57,20 @@ def poll_seconds(env: Mapping[str, str]) -> float:
         value = float(env.get(contract.PREEMPT_POLL, "") or contract.DEFAULT_PREEMPT_POLL)
     except ValueError:
         return contract.DEFAULT_PREEMPT_POLL
-    return value if value > 0 else contract.DEFAULT_PREEMPT_POLL
+    return min(max(value, MIN_POLL), MAX_POLL) if value > 0 else contract.DEFAULT_PREEMPT_POLL
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def die_with_parent(shell_pid: int) -> bool:
+    """Ask the kernel for SIGKILL when the parent (the batch shell) dies; False if it is not the parent any more
+    (it died before the request, or this process was not started by it)."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: the check of the parent at each look remains
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    return os.getppid() == shell_pid
+
+
+def site_of_run(log_dir: str, env: Mapping[str, str]) -> Mapping[str, object]:
+    """What the site does on preemption, as this run's start recorded it (empty if unknown)."""
+    return run_history.site_of(run_history.read(log_dir), restart_count(env) + 1)
 
 
 def watch(
@@ -65,18 +81,26 @@ def watch(
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the batch shell ends it with the step; so may Slurm
-    key, log_dir = job_key(env), env.get("SLURMGEN_LOG_DIR", "")
+    if not die_with_parent(shell_pid):
+        return 0
+    key, log_dir = job_key(env), env.get(contract.LOG_DIR, "")
     if key is None or not log_dir or shutil.which("scontrol") is None:
         return 0
-    pause = poll_seconds(env)
+    if not interruption.preempt_watch_needed(site_of_run(log_dir, env)):
+        return 0
+    pause, said_unsure = poll_seconds(env), False
     while True:
         sleep(pause)
-        if not _alive(shell_pid):
+        if os.getppid() != shell_pid:
             return 0
         got = received(log_dir)
         if interruption.decide_preempt_watch(False, True, got, preempt_signal) == interruption.WATCH_DONE:
             return 0
         view = look(key, retry=ONCE)
+        if view is None and not said_unsure:
+            said_unsure = True
+            say(f"the preemption watcher cannot ask Slurm about job {key} (scontrol failed or timed out): no "
+                "preemption is assumed; it keeps asking quietly")  # fmt: skip
         preempted, running = (None, True) if view is None else (view.preempted(), view.running())
         action = interruption.decide_preempt_watch(preempted, running, received(log_dir), preempt_signal)
         if action == interruption.WATCH_DONE:
