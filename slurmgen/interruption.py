@@ -40,6 +40,9 @@ UNSURE = "unsure"  # exit 0, but Slurm could not be asked whether it was requeue
 # `scontrol requeue` for a job Slurm is ending (PreemptMode=CANCEL).
 REQUEUE_RUNNING = "running"
 REQUEUE_ENDED = "ended"
+# Not a requeue: a new job continues the work from this job's state (runtime/continuation.py), where Slurm would
+# end a requeued run PREEMPTED anyway (CANCEL with a grace time, 24.05 and later).
+CONTINUE = "continue"
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class RunRecord:
     announced: bool = False  # rank 0 constructed Preemption
     finished: bool = False  # rank 0: the program reached its end without a stop (Preemption at exit)
     slurm_requeues_in_grace: bool = False  # the site's Slurm requeues a job that ends in its grace time
+    continue_elsewhere: bool = False  # the site's Slurm ends this job PREEMPTED even if requeued (CANCEL + grace)
 
 
 def run_record(events: Sequence[Mapping[str, Any]], run: int, *, batch_stop_actions: str) -> RunRecord:
@@ -80,6 +84,7 @@ def run_record(events: Sequence[Mapping[str, Any]], run: int, *, batch_stop_acti
         announced=any(e.get("event") == run_history.HANDLER for e in mine),
         finished=any(e.get("event") == run_history.FINISHED for e in mine),
         slurm_requeues_in_grace=run_history.slurm_requeues_in_grace(run_history.site_of(events, run)),
+        continue_elsewhere=run_history.slurm_ends_graced_preempted(run_history.site_of(events, run)),
     )
 
 
@@ -103,7 +108,7 @@ class EndFacts:
 class EndPlan:
     """What the batch shell does after the step, before it knows how its requeue went."""
 
-    requeue: str | None = None  # REQUEUE_RUNNING, REQUEUE_ENDED or None
+    requeue: str | None = None  # REQUEUE_RUNNING, REQUEUE_ENDED, CONTINUE or None
     cause: str | None = None  # the requeue's cause
     attribute: bool = False  # Slurm requeued the job: record it as Slurm's unless the run has a requeue
     preempted: bool = False  # record that Slurm is preempting this run
@@ -138,6 +143,10 @@ def decide_end(facts: EndFacts) -> EndPlan:
         if run.finished and facts.job_code == 0 and run.stop is None:
             # The program's work was done before the preemption reached it: nothing to come back for.
             return EndPlan(preempted=True, line="preempted after the program had finished its work: not requeued")
+        if run.continue_elsewhere:
+            # CANCEL with a grace time on 24.05+: a requeued run would end PREEMPTED even after all the work
+            # (run_history.slurm_ends_graced_preempted); a new job continues it and can end COMPLETED.
+            return EndPlan(requeue=CONTINUE, cause=run_history.PREEMPTION, preempted=True)
         how = REQUEUE_RUNNING if slurm.running else REQUEUE_ENDED
         return EndPlan(requeue=how, cause=run_history.PREEMPTION, preempted=True)
     stopped_for = run.batch_stop if facts.preemption_on else None
@@ -150,7 +159,8 @@ def decide_end(facts: EndFacts) -> EndPlan:
             # Slurm, asked here, shows no PreemptTime: the signal was a request, or the time limit's warning.
             asked = facts.signal_cause
         cause = stopped_for or asked or run_history.PREEMPTION
-        return EndPlan(requeue=REQUEUE_RUNNING, cause=cause, stopped=stopped_for is not None)
+        how = CONTINUE if cause == run_history.PREEMPTION and run.continue_elsewhere else REQUEUE_RUNNING
+        return EndPlan(requeue=how, cause=cause, stopped=stopped_for is not None)
     if facts.step_code != 0 and facts.requeue_on_failure and not facts.signals and not facts.repeated:
         return EndPlan(requeue=REQUEUE_RUNNING, cause=run_history.FAILURE)
     return EndPlan()
@@ -163,7 +173,7 @@ def settle(facts: EndFacts, plan: EndPlan, outcome: str | None, key: str) -> End
     requeued = (
         (slurm is not None and slurm.requeued)
         or plan.slurm_requeues
-        or outcome == "requeued"
+        or outcome in ("requeued", "continued")
         or run.requeued_by is not None
     )
     if requeued:

@@ -50,3 +50,25 @@ NEEDED = [
 @pytest.mark.parametrize(("site", "expected"), [r[1:] for r in NEEDED], ids=[r[0] for r in NEEDED])
 def test_preempt_watch_needed(site: dict[str, object], expected: bool) -> None:
     assert preempt_watch_needed(site) is expected
+
+
+# (name, the site recorded at the run's start, whether Slurm ends the job PREEMPTED even if it is requeued)
+GRACE_MARKED = [
+    ("CANCEL with grace on 24.11", {"mode": "CANCEL", "grace": 30, "version": "24.11.5"}, True),
+    ("CANCEL with grace on 24.05", {"mode": "CANCEL", "grace": 30, "version": "24.05.0"}, True),
+    (
+        "CANCEL with grace on 23.11: the flag did not end jobs PREEMPTED yet",
+        {"mode": "CANCEL", "grace": 30, "version": "23.11.1"},
+        False,
+    ),
+    ("CANCEL without grace: no flag", {"mode": "CANCEL", "grace": 0, "version": "24.11.5"}, False),
+    ("REQUEUE with grace: Slurm requeues it itself", {"mode": "REQUEUE", "grace": 30, "version": "24.11.5"}, False),
+    ("unknown version: requeue as before", {"mode": "CANCEL", "grace": 30}, False),
+]
+
+
+@pytest.mark.parametrize(("site", "expected"), [r[1:] for r in GRACE_MARKED], ids=[r[0] for r in GRACE_MARKED])
+def test_slurm_ends_graced_preempted(site: dict[str, object], expected: bool) -> None:
+    from slurmgen.run_history import slurm_ends_graced_preempted
+
+    assert slurm_ends_graced_preempted(site) is expected

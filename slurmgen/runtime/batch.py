@@ -172,7 +172,11 @@ def end(
         say(plan.line)
     outcome = None
     if plan.requeue is not None and plan.cause is not None:
-        if plan.requeue == interruption.REQUEUE_ENDED:
+        if plan.requeue == interruption.CONTINUE:
+            from slurmgen.runtime.continuation import submit_continuation
+
+            outcome = submit_continuation(key, plan.cause, env, by=WRITER, client=client)
+        elif plan.requeue == interruption.REQUEUE_ENDED:
             outcome = requeue_ended_job(key, plan.cause, env, by=WRITER, client=client, retry=retry)
         else:
             outcome = requeue_this_job(plan.cause, env, by=WRITER, client=client, retry=retry)

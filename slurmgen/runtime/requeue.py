@@ -146,6 +146,12 @@ def requeue_this_job(
         record(env, by, run_history.REFUSED, cause=cause, why="budget")
         return RequeueOutcome("budget", f"not requeueing job {key} ({cause}): {refused}")
     state_dir = state_dir or env.get(contract.STATE_DIR) or "."
+    if cause == run_history.PREEMPTION and by != "batch-shell" and _continue_elsewhere(env):
+        # A requeue would end PREEMPTED anyway on this Slurm (run_history.slurm_ends_graced_preempted): the batch
+        # shell submits a continuation job once the step has ended (runtime/continuation.py).
+        ask_batch_shell(state_dir, key, cause)
+        return RequeueOutcome("batch-shell", f"asked the batch shell to continue job {key} in a new job ({cause}; "
+                              "PreemptMode=CANCEL with a grace time ends a requeued job PREEMPTED)")  # fmt: skip
     in_container = env.get(contract.CONTAINER) == "1"
     if in_container or (client is None and which("scontrol") is None):
         ask_batch_shell(state_dir, key, cause)
@@ -171,6 +177,14 @@ def requeue_this_job(
         return RequeueOutcome("not-running", f"job {key} was no longer running; the requeue had no effect")
     record(env, by, run_history.REQUEUE, cause=cause)
     return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause}; {budgets.describe(cause, counts)})")
+
+
+def _continue_elsewhere(env: Mapping[str, str]) -> bool:
+    log_dir = env.get(contract.LOG_DIR)
+    if not log_dir:
+        return False
+    site = run_history.site_of(run_history.read(log_dir), restart_count(env) + 1)
+    return run_history.slurm_ends_graced_preempted(site)
 
 
 def _scontrol_requeue(

@@ -223,3 +223,41 @@ def test_a_preemption_whose_signal_never_reached_the_batch_shell_is_acted_on(
     check(result, tmp_path, name, uninterrupted_weights, requeued_by=requeued_by, mode=mode)
     assert re.search(r"Slurm shows PreemptTime=\S+ for job \d+ but no SIGUSR1 reached the batch shell", result.text)
     assert "batch shell received SIGUSR1" in result.text
+
+
+@pytest.mark.slurm_versions("24.11")  # where Slurm ends a requeued CANCEL+GraceTime job PREEMPTED (24.05 and later)
+def test_cancel_with_grace_continues_in_a_new_job_that_ends_completed(
+    slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path
+) -> None:
+    """PreemptMode=CANCEL with a grace time on 24.11: rank 0 saves, the batch shell submits a continuation job
+    (same script, SLURMGEN_RESUME_FROM) instead of a requeue that Slurm would end PREEMPTED whatever the run does.
+    The preempted job ends PREEMPTED in its one run, the continuation resumes at the saved step, does the rest and
+    ends COMPLETED with the weights of an uninterrupted run (run beside it in the debug partition)."""
+    preemption.user_signal(True)
+    name = "pr-cont"
+    (tmp_path / "ref").mkdir()
+    reference = submit(slurm_cluster, tmp_path / "ref", spec_text(tmp_path / "ref", "ref", steps=STEPS, step_time=0.0))
+    text = spec_text(tmp_path, name, steps=STEPS, step_time=STEP_TIME, extra=f"partition: {preemption.cancel_grace}\n")
+    job = submit(slurm_cluster, tmp_path, text, f"--nodelist={NODES}")
+    wait_for_text(tmp_path, name, job, r"start at step 0", count=4, timeout=180)
+    time.sleep(3)
+    high = slurm_cluster.run(["sbatch", "--parsable", "-p", "high", f"--nodelist={NODES}", "-N", "2",
+                              "--ntasks-per-node=2", "-o", "/dev/null", "--wrap", "sleep 2"])  # fmt: skip
+    assert high.returncode == 0, high.stderr
+    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal or i.state is JobState.PREEMPTED, timeout=300)
+    first = logs(tmp_path, name, job)
+    assert (info.state, info.restarts) == (JobState.PREEMPTED, 0), f"{info.state_name}\n{first[-3000:]}"
+    [run] = job_history(tmp_path, name, job)
+    assert (run.cause, run.requeued_by) == ("preemption", None) and run.continued_as, run
+    follow = run.continued_as
+    assert re.search(rf"submitted job {follow} to continue job {job} from its state", first), first[-3000:]
+    done = slurm_cluster.wait_for(follow, lambda i: i.state.is_terminal, timeout=300)
+    text = logs(tmp_path, name, follow)
+    assert (done.state, done.restarts, done.exit_code) == (JobState.COMPLETED, 0, 0), f"{done.state_name}\n{text}"
+    saved = re.findall(r"stopping after step (\d+)", first)
+    assert len(saved) == 1 and len(re.findall(rf"start at step {saved[0]} on ", text)) == 4, text[-3000:]
+    check_resume(first + text)
+    ref = slurm_cluster.wait_for(reference, lambda i: i.state.is_terminal, timeout=300)
+    expected = re.search(r"final weights (\S+)", logs(tmp_path / "ref", "ref", reference))
+    assert ref.state is JobState.COMPLETED and expected, ref.state_name
+    assert re.search(rf"final weights {re.escape(expected[1])}", text), text[-3000:]

@@ -208,5 +208,6 @@ done
 kill "${_sg_watch}" 2>/dev/null && wait "${_sg_watch}" 2>/dev/null  # the watcher: done with
 # Whether the job comes back (a task's request, a preemption no rank handled, a failure), the run's record, and
 # the exit code of the job: slurmgen/runtime/batch.py.
-SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.runtime.batch' 'end' "${_sg_rc}"
+# SLURMGEN_BATCH_SCRIPT: this script, for a continuation job (slurmgen/runtime/continuation.py).
+SLURMGEN_SIGNALS="${_sg_signal_log}" SLURMGEN_BATCH_SCRIPT="$0" 'python3' '-m' 'slurmgen.runtime.batch' 'end' "${_sg_rc}"
 exit $?

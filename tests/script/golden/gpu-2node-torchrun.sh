@@ -175,7 +175,7 @@ case " ${_sg_signals} " in
 esac
 'srun' '--nodes=2' '--ntasks-per-node=1' '--cpus-per-task=96' '--kill-on-bad-exit=1' --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' \
     'python3' '-m' 'slurmgen.runtime.launch' '--torchrun-agent' '--' \
-    'python3' '-m' 'torch.distributed.run' '--nnodes=2' '--nproc-per-node=8' '--rdzv-backend=c10d' --rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}" --rdzv-id="${_sg_key}" '--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2' '--shutdown-timeout=900' '--no-python' \
+    'python3' '-m' 'torch.distributed.run' '--nnodes=2' '--nproc-per-node=8' '--rdzv-backend=c10d' --rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}" --rdzv-id="${_sg_key}" '--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2' '--max-restarts=0' '--shutdown-timeout=900' '--no-python' \
     'python3' '-m' 'slurmgen.runtime.launch' '--' \
     'python' 'train.py' '--batch-size' '64' &
 _sg_step=$!
@@ -208,5 +208,6 @@ done
 kill "${_sg_watch}" 2>/dev/null && wait "${_sg_watch}" 2>/dev/null  # the watcher: done with
 # Whether the job comes back (a task's request, a preemption no rank handled, a failure), the run's record, and
 # the exit code of the job: slurmgen/runtime/batch.py.
-SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.runtime.batch' 'end' "${_sg_rc}"
+# SLURMGEN_BATCH_SCRIPT: this script, for a continuation job (slurmgen/runtime/continuation.py).
+SLURMGEN_SIGNALS="${_sg_signal_log}" SLURMGEN_BATCH_SCRIPT="$0" 'python3' '-m' 'slurmgen.runtime.batch' 'end' "${_sg_rc}"
 exit $?
