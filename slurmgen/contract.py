@@ -88,6 +88,12 @@ DEFAULT_EPHEMERAL = (32768, 60999)
 # the batch shell, which runs outside the container, requeues the job when the step ends and the marker is
 # there.
 REQUEUE_MARKER_SUFFIX = ".requeue"
+# The batch shell appends each signal that reaches it to this file in LOG_DIR (emptied as each run starts); its
+# preemption watcher (runtime/batch_watch.py) reads it to know whether the notice came.
+BATCH_SIGNALS_FILE = ".batch-signals"
+# Seconds between the watcher's looks at the job (`scontrol show job`); the environment may set another.
+PREEMPT_POLL = "SLURMGEN_PREEMPT_POLL"
+DEFAULT_PREEMPT_POLL = 10.0
 
 # Exit codes of a task that stops on purpose (sysexits.h meanings). Only rank 0 uses a non-zero one, and only
 # after its save: another rank exiting non-zero first would make srun (--kill-on-bad-exit) kill rank 0 mid-save.

@@ -25,10 +25,12 @@ Standard library and the run history's vocabulary (slurmgen.run_history, a stand
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from slurmgen import contract, run_history
-from slurmgen.interruption_signal import slurm_requeues_in_grace
+from slurmgen.interruption_signal import slurm_ends_graced_preempted, slurm_requeues_in_grace
 
 # How a run ended, as the batch shell records it (run-end's `ended`) and `slurmgen history` shows it.
 COMPLETED = "completed"  # the work is done: the resume state is removed
@@ -41,6 +43,9 @@ UNSURE = "unsure"  # exit 0, but Slurm could not be asked whether it was requeue
 # `scontrol requeue` for a job Slurm is ending (PreemptMode=CANCEL).
 REQUEUE_RUNNING = "running"
 REQUEUE_ENDED = "ended"
+# Not a requeue: a new job continues the work from this job's state (runtime/continuation.py), where Slurm would
+# end a requeued run PREEMPTED anyway (CANCEL with a grace time, 24.05 and later).
+CONTINUE = "continue"
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class RunRecord:
     announced: bool = False  # rank 0 constructed Preemption
     finished: bool = False  # rank 0: the program reached its end without a stop (Preemption at exit)
     slurm_requeues_in_grace: bool = False  # the site's Slurm requeues a job that ends in its grace time
+    continue_elsewhere: bool = False  # the site's Slurm ends this job PREEMPTED even if requeued (CANCEL + grace)
 
 
 def run_record(history: run_history.History, run: int, *, batch_stop_actions: str) -> RunRecord:
@@ -79,6 +85,7 @@ def run_record(history: run_history.History, run: int, *, batch_stop_actions: st
         announced=history.announced(run),
         finished=history.has(run, run_history.FINISHED),
         slurm_requeues_in_grace=slurm_requeues_in_grace(history.site(run)),
+        continue_elsewhere=slurm_ends_graced_preempted(history.site(run)),
     )
 
 
@@ -102,7 +109,7 @@ class EndFacts:
 class EndPlan:
     """What the batch shell does after the step, before it knows how its requeue went."""
 
-    requeue: str | None = None  # REQUEUE_RUNNING, REQUEUE_ENDED or None
+    requeue: str | None = None  # REQUEUE_RUNNING, REQUEUE_ENDED, CONTINUE or None
     cause: str | None = None  # the requeue's cause
     attribute: bool = False  # Slurm requeued the job: record it as Slurm's unless the run has a requeue
     preempted: bool = False  # record that Slurm is preempting this run
@@ -137,6 +144,10 @@ def decide_end(facts: EndFacts) -> EndPlan:
         if run.finished and facts.job_code == 0 and run.stop is None:
             # The program's work was done before the preemption reached it: nothing to come back for.
             return EndPlan(preempted=True, line="preempted after the program had finished its work: not requeued")
+        if run.continue_elsewhere:
+            # CANCEL with a grace time on 24.05+: a requeued run would end PREEMPTED even after all the work
+            # (run_history.slurm_ends_graced_preempted); a new job continues it and can end COMPLETED.
+            return EndPlan(requeue=CONTINUE, cause=run_history.PREEMPTION, preempted=True)
         how = REQUEUE_RUNNING if slurm.running else REQUEUE_ENDED
         return EndPlan(requeue=how, cause=run_history.PREEMPTION, preempted=True)
     stopped_for = run.batch_stop if facts.preemption_on else None
@@ -149,7 +160,8 @@ def decide_end(facts: EndFacts) -> EndPlan:
             # Slurm, asked here, shows no PreemptTime: the signal was a request, or the time limit's warning.
             asked = facts.signal_cause
         cause = stopped_for or asked or run_history.PREEMPTION
-        return EndPlan(requeue=REQUEUE_RUNNING, cause=cause, stopped=stopped_for is not None)
+        how = CONTINUE if cause == run_history.PREEMPTION and run.continue_elsewhere else REQUEUE_RUNNING
+        return EndPlan(requeue=how, cause=cause, stopped=stopped_for is not None)
     if facts.step_code != 0 and facts.requeue_on_failure and not facts.signals and not facts.repeated:
         return EndPlan(requeue=REQUEUE_RUNNING, cause=run_history.FAILURE)
     return EndPlan()
@@ -162,7 +174,7 @@ def settle(facts: EndFacts, plan: EndPlan, outcome: str | None, key: str) -> End
     requeued = (
         (slurm is not None and slurm.requeued)
         or plan.slurm_requeues
-        or outcome == "requeued"
+        or outcome in ("requeued", "continued")
         or run.requeued_by is not None
     )
     if requeued:
@@ -244,3 +256,45 @@ def decide_restart(facts: RestartFacts) -> RestartPlan:
     line = (f"{failure.who} {how}: restarting the step inside the allocation (restart {facts.restarts + 1} of "
             f"{facts.max_restarts}), from the last complete checkpoint")  # fmt: skip
     return RestartPlan(True, facts.event, line)
+
+
+# --- A preemption notice that never reached the batch shell -------------------------------------------------
+
+WATCH_SIGNAL = "signal"  # act as if the notice had come: send the preemption signal to the batch shell itself
+WATCH_WAIT = "wait"  # nothing to do yet: ask Slurm again later
+WATCH_DONE = "done"  # stop asking: the notice came, or there is no preemption to wait for any more
+
+
+def decide_preempt_watch(preempted: bool | None, running: bool, received: frozenset[str], preempt_signal: str) -> str:
+    """What the batch shell's watcher does after one look at the job (`preempted`: PreemptTime is set; None:
+    Slurm could not be asked this time).
+
+    Slurm sends the `--signal` user signal at preemption only with send_user_signal, and even then it may not
+    arrive (measured on 24.11: 13 of 21 preemptions): the job is then told nothing before the TERM at the end of
+    its grace time. PreemptTime on the job says the preemption began (src/interfaces/preempt.c sets preempt_time
+    as the grace starts). A TERM or a stop signal that came already is the notice (or a stop of its own), so the
+    watcher is done; so is a job that no longer runs (Slurm is ending or requeueing it)."""
+    if received & {preempt_signal, contract.SAVE_EXIT_SIGNAL, contract.CLEAN_EXIT_SIGNAL}:
+        return WATCH_DONE
+    if preempted is None:
+        return WATCH_WAIT
+    if not running:
+        return WATCH_DONE
+    return WATCH_SIGNAL if preempted else WATCH_WAIT
+
+
+def preempt_watch_needed(site: Mapping[str, Any]) -> bool:
+    """Whether the watcher has anything to wait for in this run, from the site recorded at its start (the run
+    history's run-start `site`; empty: Slurm could not be asked). It helps only where a preemption leaves the job
+    a grace time to use: PreemptMode REQUEUE or CANCEL with GraceTime > 0 (without grace Slurm ends or requeues
+    the job at once, and the TERM is the notice). With preempt/qos the mode and grace are the QOS's, which the
+    record cannot know: watch. Unknown is watched too: a look is cheap, a lost grace is not."""
+    if not site:
+        return True
+    if site.get("preempt_type") == "preempt/qos":
+        return True
+    try:
+        grace = int(site.get("grace") or 0)
+    except (TypeError, ValueError):
+        return True
+    return site.get("mode") in ("REQUEUE", "CANCEL") and grace > 0

@@ -88,6 +88,22 @@ def slurm_requeues_in_grace(site: Mapping[str, Any]) -> bool:
     return site.get("mode") == "REQUEUE" and known is not None and known >= (24, 5)
 
 
+def slurm_ends_graced_preempted(site: Mapping[str, Any]) -> bool:
+    """Does this site's Slurm end a job PREEMPTED, whatever its run does, once a PreemptMode=CANCEL preemption
+    with a grace time has begun? Since 24.05 (commit a689104d15) `_job_complete` (src/slurmctld/job_mgr.c) ends
+    every job carrying GRACE_PREEMPT as PREEMPTED; the flag is set as the grace starts (src/interfaces/preempt.c,
+    `_job_check_grace_internal`) and `scontrol requeue` does not clear it, so a requeued run that finishes the work
+    ends PREEMPTED too. The work then goes on in a continuation job (runtime/continuation.py)."""
+    from slurmgen.slurm.site_config import version_tuple
+
+    known = version_tuple(site.get("version"))
+    try:
+        grace = int(site.get("grace") or 0)
+    except (TypeError, ValueError):
+        grace = 0
+    return site.get("mode") == "CANCEL" and grace > 0 and known is not None and known >= (24, 5)
+
+
 def slurm_requeue_cause(preempt_time_seen: bool, mode: str | None) -> str:
     """Why Slurm requeued a job that did not ask. While Slurm requeues a preempted job its record no longer shows
     PreemptTime (src/scontrol/info_job.c prints it only while preemptable_time is set), so a requeue of a job in a

@@ -42,6 +42,7 @@ STATE_REMOVED = "state-removed"  # batch shell: the job completed; its resume st
 RESTART = "restart"  # batch shell: the step is started again inside the allocation (cause, rank, node, error, ...)
 HANG = "hang"  # a task's supervisor: no rank progressed for recovery.hang_timeout (rank, node, progressed, stacks)
 REPEATED = "repeated-failure"  # batch shell: the step failed again the same way; not restarted nor requeued
+CONTINUED = "continued"  # batch shell: a new job continues this one's work from its state (job: its id; cause)
 FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
 
 # Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own
@@ -117,9 +118,10 @@ class Run:
     failing: str | None = None  # "rank 3 on node2 (exit 1)"
     ended: str | None = None  # how the run ended (slurmgen/interruption.py: completed, stopped, requeued, ...)
     # The step's restarts inside the allocation (runtime/batch_restart.py): "crash: rank 1 on n2 (killed by SIGKILL),
-    # 12.5 s lost", one per restart; and a failure that repeated and ended the run.
+    # 30 steps lost, 12.5 s lost" (restart_text), one per restart; and a failure that repeated and ended the run.
     restarts: list[str] = field(default_factory=list)
     repeated: str | None = None
+    continued_as: str | None = None  # the job that continues this one's work (runtime/continuation.py)
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -151,11 +153,24 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
         elif kind == REFUSED:
             r.refused = e.get("why")
         elif kind == RESTART:
-            lost = e.get("lost_seconds")
-            r.restarts.append(f"{e.get('cause')}: {e.get('who')}" + (f", {lost:g} s lost" if lost is not None else ""))
+            r.restarts.append(restart_text(e))
+        elif kind == CONTINUED:
+            r.continued_as, r.cause = str(e.get("job") or "?"), e.get("cause") or r.cause
         elif kind == REPEATED:
             r.repeated = str(e.get("error") or "")
     return [by_run[n] for n in sorted(by_run)]
+
+
+def restart_text(event: Mapping[str, Any]) -> str:
+    """One restart inside the allocation: "crash: rank 1 on n2 (killed by SIGKILL), 30 steps lost, 12.5 s lost"
+    (cause, who failed where, then what it cost, where known)."""
+    steps, seconds = event.get("steps_lost"), event.get("lost_seconds")
+    text = f"{event.get('cause')}: {event.get('who')}"
+    if isinstance(steps, int):
+        text += f", {steps} step{'' if steps == 1 else 's'} lost"
+    if isinstance(seconds, (int, float)):
+        text += f", {seconds:g} s lost"
+    return text
 
 
 @dataclass(frozen=True)

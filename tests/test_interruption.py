@@ -159,6 +159,43 @@ ROWS = [
         None,
         ("stopped", 0, False),
     ),
+    # CANCEL with a grace time on 24.05+: a requeued run would end PREEMPTED even after all the work; a new job
+    # continues from the state instead (runtime/continuation.py), rank 0 having left it to the batch shell.
+    (
+        "CANCEL+grace 24.05+, rank 0 saved and left it to the batch shell",
+        facts(slurm=PREEMPTED, marker="preemption", run=RunRecord(stop="preemption", continue_elsewhere=True)),
+        ("continue", "preemption"),
+        "continued",
+        ("requeued", 0, False),
+    ),
+    (
+        "CANCEL+grace 24.05+, no rank handled it, Slurm ending the job",
+        facts(slurm=CANCELLING, run=RunRecord(continue_elsewhere=True)),
+        ("continue", "preemption"),
+        "continued",
+        ("requeued", 0, False),
+    ),
+    (
+        "CANCEL+grace 24.05+, Slurm unknown, rank 0's marker",
+        facts(slurm=None, marker="preemption", run=RunRecord(continue_elsewhere=True)),
+        ("continue", "preemption"),
+        "continued",
+        ("requeued", 0, False),
+    ),
+    (
+        "CANCEL+grace 24.05+, the continuation could not be submitted: the state stays",
+        facts(slurm=PREEMPTED, run=RunRecord(continue_elsewhere=True)),
+        ("continue", "preemption"),
+        "failed",
+        ("stopped", contract.EXIT_REQUEUE_BUDGET, False),
+    ),
+    (
+        "CANCEL+grace 24.05+, but the program had finished: nothing to continue",
+        facts(slurm=PREEMPTED, run=RunRecord(finished=True, continue_elsewhere=True)),
+        (None, None),
+        None,
+        ("completed", 0, True),
+    ),
 ]
 
 

@@ -249,6 +249,10 @@ def status_command(
         targets = [_target(job)]
         if targets[0].local:
             print(st.table(local_rows(find_home(), targets[0].label)))
+            from slurmgen.jobs.history import restart_lines
+
+            for line in restart_lines(targets):  # a local job's restarts too (`slurmgen run --kill-rank`)
+                err(line)
             return
     else:
         base = find_home()

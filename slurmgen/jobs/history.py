@@ -205,6 +205,8 @@ def _note(run: run_history.Run, miss: WindowMiss | None) -> str:
         notes.append(f"the same failure repeated ({run.repeated}): not restarted")
     if run.failing:
         notes.append(run.failing)
+    if run.continued_as is not None:
+        notes.append(f"continued in job {run.continued_as} (slurmgen history {run.continued_as})")
     return "; ".join(notes)
 
 

@@ -57,7 +57,10 @@ if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
 
 WRITER = "batch-shell"
-USAGE = "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | restart RC ATTEMPT | end RC"
+USAGE = (
+    "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | restart RC ATTEMPT | watch SHELL_PID SIG"
+    " | end RC"
+)
 
 
 def _say(line: str) -> None:
@@ -173,7 +176,11 @@ def end(
         say(plan.line)
     outcome = None
     if plan.requeue is not None and plan.cause is not None:
-        if plan.requeue == interruption.REQUEUE_ENDED:
+        if plan.requeue == interruption.CONTINUE:
+            from slurmgen.runtime.continuation import submit_continuation
+
+            outcome = submit_continuation(key, plan.cause, ctx.environ, by=WRITER, client=client)
+        elif plan.requeue == interruption.REQUEUE_ENDED:
             outcome = requeue_ended_job(key, plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history)
         else:
             outcome = requeue_this_job(
@@ -297,6 +304,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             return restart(int(args[1]), int(args[2]), env, _say)
         if len(args) == 2 and args[0] == "end" and args[1].isdigit():
             return end(int(args[1]), env)
+        if len(args) == 3 and args[0] == "watch" and args[1].isdigit():
+            from slurmgen.runtime.batch_watch import watch
+
+            return watch(int(args[1]), args[2], env, _say)
     except Exception as error:  # the batch shell must go on: its job's exit code matters more than our record
         _say(f"internal error in the batch shell's {args[0] if args else ''} step ({type(error).__name__}): {error}")
         if args[:1] == ["restart"]:

@@ -93,10 +93,32 @@ def restart(
     # plus the time from the failure to here; the next start's own start-up comes on top.
     begun = max(since, _saved_at(history, ctx), history.last_time(run, run_history.RUN_START))
     lost = round(now - begun, 1) if begun else None
+    steps = steps_lost(log_dir, history, run, max(since, history.last_time(run, run_history.RUN_START)))
     run_history.append(log_dir, WRITER, run_history.RESTART, run, now, cause=plan.cause, attempt=attempt + 1,
-                       who=f.who, error=f.error, saved=f.saved, step_code=rc, lost_seconds=lost,
+                       who=f.who, error=f.error, saved=f.saved, step_code=rc, lost_seconds=lost, steps_lost=steps,
                        **_where(history, run, since))  # fmt: skip
     return 0
+
+
+def steps_lost(log_dir: str, history: run_history.History, run: int, started: float) -> int | None:
+    """The steps this start of the step made that the restart does not keep: the step its ranks reached (rank 0's
+    progress mark, else any rank's: runtime/watchdog.py) minus the step of its newest save (rank 0's save event;
+    none in this start: it resumed from what the start before saved, so every step it made is lost). None when no
+    rank marked its steps (a program that does not call `should_stop()`, or the hang watchdog is off)."""
+    from slurmgen.runtime.watchdog import PROGRESS_DIR, steps_marked
+
+    reached = steps_marked(log_dir, 0, started)
+    if reached is None:
+        try:
+            names = os.listdir(os.path.join(log_dir, PROGRESS_DIR))
+        except OSError:
+            names = []
+        marked = [steps_marked(log_dir, int(n[5:]), started) for n in names if n[5:].isdigit()]
+        reached = max((m for m in marked if m is not None), default=None)
+    saves = [e for e in history.of_run(run, run_history.SAVE)
+             if float(e.get("time") or 0.0) >= started and isinstance(e.get("steps"), int)]  # fmt: skip
+    saved = int(saves[-1]["steps"]) if saves else 0
+    return None if reached is None else max(reached - saved, 0)
 
 
 def failure_of(history: run_history.History, run: int, since: float, rc: int, ctx: JobContext) -> Failure:

@@ -109,6 +109,8 @@ class Preemption:
         self.step_seconds: float | None = None  # the longest recent interval between two should_stop() calls
         self._last_check: float | None = None
         self._progress: ProgressMark | None = None  # the hang watchdog's per-step progress (runtime/watchdog.py)
+        self._steps = 0  # should_stop() calls in this process: its steps (a restart's steps lost are counted in them)
+        self._steps_at_save = 0  # the steps when the newest save was asked for: what a restart resumes from
         if max_requeues is not None:
             env[contract.MAX_REQUEUES] = str(max_requeues)
             self.context = dataclasses.replace(self.context, max_requeues=max_requeues)
@@ -272,7 +274,8 @@ class Preemption:
             return True
         if self._progress is None:
             self._progress = ProgressMark(self._env, self.rank)
-        self._progress.touch()
+        self._steps += 1
+        self._progress.touch(self._steps)
         now = time.monotonic()
         if self._last_check is not None:
             # What one more step costs before a save can start: it decides whether a stop fits its window.
@@ -321,6 +324,7 @@ class Preemption:
                 _log("not in a Slurm job and no path given to Preemption(path=...): no state is saved or resumed")
             self._said_no_state = True
             return None
+        self._steps_at_save = self._steps
         return self._store.save(state, cause, async_=async_, sharded=sharded)
 
     def wait_for_save(self) -> SaveRecord | None:
@@ -337,7 +341,7 @@ class Preemption:
         if self.rank == 0:
             kind = "file" if saved.kind == "plain" else saved.kind
             record(self.context, "rank0", run_history.SAVE, seconds=round(saved.duration_s, 3), bytes=saved.size_bytes,
-                   cause=saved.cause, kind=kind)  # fmt: skip
+                   cause=saved.cause, kind=kind, steps=self._steps_at_save)  # fmt: skip
         if self._on_save is not None:
             self._on_save(saved)
 

@@ -109,6 +109,12 @@ def requeue_this_job(
         record(ctx, by, run_history.REFUSED, cause=cause, why="budget")
         return RequeueOutcome("budget", f"not requeueing job {key} ({cause}): {refused}")
     state_dir = state_dir or ctx.state_dir or "."
+    if cause == run_history.PREEMPTION and by != "batch-shell" and _continue_elsewhere(ctx, history):
+        # A requeue would end PREEMPTED anyway on this Slurm (interruption_signal.slurm_ends_graced_preempted): the
+        # batch shell submits a continuation job once the step has ended (runtime/continuation.py).
+        ask_batch_shell(state_dir, key, cause)
+        return RequeueOutcome("batch-shell", f"asked the batch shell to continue job {key} in a new job ({cause}; "
+                              "PreemptMode=CANCEL with a grace time ends a requeued job PREEMPTED)")  # fmt: skip
     if ctx.in_container or (client is None and which("scontrol") is None):
         ask_batch_shell(state_dir, key, cause)
         where = "inside a container" if ctx.in_container else "scontrol is not on PATH"
@@ -134,6 +140,14 @@ def requeue_this_job(
         return RequeueOutcome("not-running", f"job {key} was no longer running; the requeue had no effect")
     record(ctx, by, run_history.REQUEUE, cause=cause)
     return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause}; {budgets.describe(cause, counts)})")
+
+
+def _continue_elsewhere(ctx: JobContext, history: run_history.History | None) -> bool:
+    """Does this site's Slurm end the job PREEMPTED even if requeued (the run's recorded site)?"""
+    if not ctx.log_dir:
+        return False
+    site = (history or run_history.History.load(ctx.log_dir)).site(ctx.restart_count + 1)
+    return interruption_signal.slurm_ends_graced_preempted(site)
 
 
 def _scontrol_requeue(

@@ -171,22 +171,42 @@ def nccl_trace_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 class ProgressMark:
-    """Touch this rank's progress mark at most once a second (Preemption.should_stop calls it every step)."""
+    """Write this rank's progress mark at most once a second (Preemption.should_stop calls it every step): its
+    time is the progress the watchdog reads, its text the number of steps this process has made (the batch shell
+    counts the steps a restart loses from it: runtime/batch_restart.py)."""
 
     def __init__(self, env: Mapping[str, str], rank: int) -> None:
         log_dir = env.get(contract.LOG_DIR)
         self.path = progress_path(log_dir, rank) if log_dir and env.get(contract.HANG_TIMEOUT, "0") != "0" else None
         self.last = 0.0
 
-    def touch(self) -> None:
+    def touch(self, steps: int = 0) -> None:
         if self.path is None or (now := time.monotonic()) - self.last < 1.0:
             return
         self.last = now
         try:
-            os.utime(self.path)
+            self._write(steps)
         except FileNotFoundError:
             with contextlib.suppress(OSError):
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                open(self.path, "a").close()
+                self._write(steps)
         except OSError:
             self.path = None
+
+    def _write(self, steps: int) -> None:
+        assert self.path is not None
+        with open(self.path, "w", encoding="ascii") as handle:
+            handle.write(f"{steps}\n")
+
+
+def steps_marked(log_dir: str, rank: int, since: float) -> int | None:
+    """The steps rank ``rank``'s process had made at its last mark, if it marked after ``since``; else None."""
+    path = progress_path(log_dir, rank)
+    try:
+        if os.stat(path).st_mtime < since:
+            return None
+        with open(path, encoding="ascii") as handle:
+            text = handle.read().strip()
+    except (OSError, ValueError):
+        return None
+    return int(text) if text.isdigit() else None

@@ -128,6 +128,8 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "batch_signal": join(batch_words(spec, "signal")),
         "batch_restart": join(batch_words(spec, "restart")),
         "batch_end": join(batch_words(spec, "end")),
+        "batch_watch": join(batch_words(spec, "watch")),
+        "signals_file": contract.BATCH_SIGNALS_FILE,
     }
 
 

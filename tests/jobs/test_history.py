@@ -139,3 +139,12 @@ def test_each_restart_inside_the_allocation_is_shown_with_its_cause_rank_node_an
         "job 15: run 1, restart 2 inside the allocation (crash: rank 0 on n1 (exit 1))",
         "job 15: run 1: the same failure repeated (ValueError: x): not restarted",
     ]
+
+
+def test_a_restart_shows_the_steps_it_lost_when_they_are_known() -> None:
+    event = {"cause": "crash", "who": "rank 1 on n2 (killed by SIGKILL)", "steps_lost": 17, "lost_seconds": 12.5}
+    assert run_history.restart_text(event) == "crash: rank 1 on n2 (killed by SIGKILL), 17 steps lost, 12.5 s lost"
+    assert run_history.restart_text({**event, "steps_lost": 1}).endswith(", 1 step lost, 12.5 s lost")
+    unknown = {**event, "steps_lost": None}  # a program that never calls should_stop(): no progress marks
+    assert run_history.restart_text(unknown) == "crash: rank 1 on n2 (killed by SIGKILL), 12.5 s lost"
+    assert run_history.restart_text({"cause": "hang", "who": "no progress"}) == "hang: no progress"

@@ -43,6 +43,7 @@ def main() -> None:
     parser.add_argument("--static-state", action="store_true", help="do not touch the state every step")
     parser.add_argument("--stall", default="", help="RANK:STEP:SECONDS: that rank pauses after that step (a long save)")
     parser.add_argument("--hold-file", default="", help="wait before each stop check while this file exists")
+    parser.add_argument("--die-at", default="", help="RANK:STEP:PATH: that rank SIGKILLs itself after that step, once")
     args = parser.parse_args()
     rank = 0
     if args.dist:
@@ -77,6 +78,12 @@ def main() -> None:
             time.sleep(float(args.stall.split(":")[2]))
         if args.hold_file:
             hold(args.hold_file, rank, pre)
+        if args.die_at and args.die_at.split(":")[:2] == [str(rank), str(step)]:
+            once = args.die_at.split(":", 2)[2]
+            if not os.path.exists(once):
+                open(once, "w").close()
+                print(f"DYING {step}", flush=True)
+                os.kill(os.getpid(), 9)
         if pre.should_stop():
             print(f"STOP {step + 1} {float(weights.sum()):.6f}", flush=True)
             pre.save_and_exit({"step": step + 1, "weights": weights})

@@ -25,6 +25,7 @@ import pytest
 from conftest import SlurmCluster
 from slurm_versions import Preemption
 
+from slurmgen import contract
 from slurmgen.slurm.ids import JobState
 from slurmgen.slurm.site_config import version_tuple
 
@@ -44,10 +45,13 @@ class Preempted:
     preemptor_waited: float  # seconds from the preemptor's submission until it ran
 
 
-def preempt(cluster: SlurmCluster, tmp_path: Path, name: str, partition: str, extra: str = "") -> Preempted:
-    """Run the training job in ``partition``; once every rank steps, submit a `high` job that needs both its nodes;
-    wait for the job's second run to complete."""
-    text = spec_text(tmp_path, name, steps=STEPS, step_time=STEP_TIME, extra=f"partition: {partition}\n{extra}")
+def preempt(
+    cluster: SlurmCluster, tmp_path: Path, name: str, partition: str, extra: str = "", text: str | None = None
+) -> Preempted:
+    """Run the training job in ``partition`` (or the spec ``text``); once every rank steps, submit a `high` job
+    that needs both its nodes; wait for the job's second run to complete."""
+    if text is None:
+        text = spec_text(tmp_path, name, steps=STEPS, step_time=STEP_TIME, extra=f"partition: {partition}\n{extra}")
     job = submit(cluster, tmp_path, text, f"--nodelist={NODES}")
     wait_for_text(tmp_path, name, job, r"start at step 0", count=4, timeout=180)
     time.sleep(3)  # some steps, and a periodic save, before the preemption
@@ -202,3 +206,58 @@ def test_a_save_longer_than_the_window_keeps_the_previous_state_and_the_job(
     assert resumed and int(resumed[1]) % 100 == 0, out[-3000:]  # a periodic save's step, not the stop's
     runs = job_history(tmp_path, "pr-slow", job)
     assert (runs[0].cause, runs[0].requeued_by, runs[0].mode) == ("preemption", "batch-shell", "CANCEL")
+
+
+def test_a_preemption_whose_signal_never_reached_the_batch_shell_is_acted_on(
+    slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path, uninterrupted_weights: str
+) -> None:
+    """No user signal reaches the batch shell (send_user_signal off here; on 24.11 it was also lost with it on):
+    the shell's watcher sees PreemptTime and sends the signal to the shell itself, which forwards it to the tasks.
+    Here the tasks have Slurm's TERM too, and the watcher looks every 0.2 s, so it finds the job in its grace
+    while the ranks stop: the notice arriving twice still gives one save, one requeue and the same final weights."""
+    name = "pr-watch"
+    extra = f"partition: {preemption.requeue_grace}\nsetup: ['export {contract.PREEMPT_POLL}=0.2']\n"
+    text = spec_text(tmp_path, name, steps=STEPS, step_time=STEP_TIME, extra=extra)
+    result = preempt(slurm_cluster, tmp_path, name, preemption.requeue_grace, text=text)
+    requeued_by, mode = grace_requeuer(slurm_cluster)
+    check(result, tmp_path, name, uninterrupted_weights, requeued_by=requeued_by, mode=mode)
+    assert re.search(r"Slurm shows PreemptTime=\S+ for job \d+ but no SIGUSR1 reached the batch shell", result.text)
+    assert "batch shell received SIGUSR1" in result.text
+
+
+@pytest.mark.slurm_versions("24.11")  # where Slurm ends a requeued CANCEL+GraceTime job PREEMPTED (24.05 and later)
+def test_cancel_with_grace_continues_in_a_new_job_that_ends_completed(
+    slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path
+) -> None:
+    """PreemptMode=CANCEL with a grace time on 24.11: rank 0 saves, the batch shell submits a continuation job
+    (same script, SLURMGEN_RESUME_FROM) instead of a requeue that Slurm would end PREEMPTED whatever the run does.
+    The preempted job ends PREEMPTED in its one run, the continuation resumes at the saved step, does the rest and
+    ends COMPLETED with the weights of an uninterrupted run (run beside it in the debug partition)."""
+    preemption.user_signal(True)
+    name = "pr-cont"
+    (tmp_path / "ref").mkdir()
+    reference = submit(slurm_cluster, tmp_path / "ref", spec_text(tmp_path / "ref", "ref", steps=STEPS, step_time=0.0))
+    text = spec_text(tmp_path, name, steps=STEPS, step_time=STEP_TIME, extra=f"partition: {preemption.cancel_grace}\n")
+    job = submit(slurm_cluster, tmp_path, text, f"--nodelist={NODES}")
+    wait_for_text(tmp_path, name, job, r"start at step 0", count=4, timeout=180)
+    time.sleep(3)
+    high = slurm_cluster.run(["sbatch", "--parsable", "-p", "high", f"--nodelist={NODES}", "-N", "2",
+                              "--ntasks-per-node=2", "-o", "/dev/null", "--wrap", "sleep 2"])  # fmt: skip
+    assert high.returncode == 0, high.stderr
+    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal or i.state is JobState.PREEMPTED, timeout=300)
+    first = logs(tmp_path, name, job)
+    assert (info.state, info.restarts) == (JobState.PREEMPTED, 0), f"{info.state_name}\n{first[-3000:]}"
+    [run] = job_history(tmp_path, name, job)
+    assert (run.cause, run.requeued_by) == ("preemption", None) and run.continued_as, run
+    follow = run.continued_as
+    assert re.search(rf"submitted job {follow} to continue job {job} from its state", first), first[-3000:]
+    done = slurm_cluster.wait_for(follow, lambda i: i.state.is_terminal, timeout=300)
+    text = logs(tmp_path, name, follow)
+    assert (done.state, done.restarts, done.exit_code) == (JobState.COMPLETED, 0, 0), f"{done.state_name}\n{text}"
+    saved = re.findall(r"stopping after step (\d+)", first)
+    assert len(saved) == 1 and len(re.findall(rf"start at step {saved[0]} on ", text)) == 4, text[-3000:]
+    check_resume(first + text)
+    ref = slurm_cluster.wait_for(reference, lambda i: i.state.is_terminal, timeout=300)
+    expected = re.search(r"final weights (\S+)", logs(tmp_path / "ref", "ref", reference))
+    assert ref.state is JobState.COMPLETED and expected, ref.state_name
+    assert re.search(rf"final weights {re.escape(expected[1])}", text), text[-3000:]

@@ -113,3 +113,28 @@ def test_the_nccl_flight_recorder_records_collectives_on_a_gpu(tmp_path: Path) -
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.split()[-1]) >= 1
+
+
+def test_the_steps_a_restart_loses_are_the_marks_steps_since_the_last_save_of_that_start(tmp_path: Path) -> None:
+    """runtime/batch_restart.py steps_lost: rank 0's mark says the step reached; rank 0's newest save event of this
+    start of the step says what the restart resumes from; a mark from before this start counts for nothing."""
+    from slurmgen import run_history
+
+    log = str(tmp_path)
+    env = {contract.LOG_DIR: log, contract.HANG_TIMEOUT: "60"}
+    started = time.time() - 1
+    assert batch_restart.steps_lost(log, run_history.History([]), 1, started) is None  # no mark: not known
+    watchdog.ProgressMark(env, 0).touch(57)
+    save = {"event": run_history.SAVE, "run": 1, "time": started + 0.5, "steps": 40}
+    older = {"event": run_history.SAVE, "run": 1, "time": started - 100, "steps": 50}  # an earlier start's save
+    assert batch_restart.steps_lost(log, run_history.History([older, save]), 1, started) == 17
+    assert (
+        batch_restart.steps_lost(log, run_history.History([older]), 1, started) == 57
+    )  # no save in this start: all its steps
+    assert (
+        batch_restart.steps_lost(log, run_history.History([save]), 1, time.time() + 10) is None
+    )  # the mark predates this start
+    os.remove(watchdog.progress_path(log, 0))
+    watchdog.ProgressMark(env, 2).touch(45)  # rank 0 left no mark: another rank's
+    assert batch_restart.steps_lost(log, run_history.History([save]), 1, started) == 5
+    assert watchdog.steps_marked(log, 2, started) == 45

@@ -25,6 +25,9 @@ _sg_forward() {
     _sg_signals="${_sg_signals} $1"
     _sg_signal_log="${_sg_signal_log} $1@${EPOCHREALTIME:-0}"
     echo "slurmgen: batch shell received SIG$1 at ${EPOCHSECONDS:-?}" >&2
+    if [ -n "${SLURMGEN_LOG_DIR:-}" ]; then
+        echo "$1" >>"${SLURMGEN_LOG_DIR}/.batch-signals" 2>/dev/null || true
+    fi
     if [ -n "${_sg_step}" ]; then
         _sg_deliver "$1"
     elif [ "$1" = TERM ] && [ -n "${SLURMGEN_LOG_DIR:-}" ]; then
@@ -115,6 +118,7 @@ export SLURMGEN_RUN_ID
 if [ -z "${WANDB_RUN_ID:-}" ] || [ "${WANDB_RUN_ID}" = "${_sg_parent_id}" ]; then
     export WANDB_RUN_ID="${SLURMGEN_RUN_ID}" WANDB_RESUME="${WANDB_RESUME:-allow}"  # spec field trackers.wandb
 fi
+: >"${SLURMGEN_LOG_DIR}/.batch-signals" 2>/dev/null || true  # this run's signals only
 _sg_restarts="${SLURM_RESTART_COUNT:-0}"
 echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), started at ${SLURMGEN_START_TIME}, nodes ${SLURM_JOB_NODELIST:-?}, logs in ${SLURMGEN_LOG_DIR}" >&2
 # The run's record (history/ in the log directory): its start, and the requeues Slurm made since the last run.
@@ -126,6 +130,11 @@ rm -f "${SLURMGEN_STATE_DIR}/${_sg_key}.requeue"
 # --- Start the step; after a crash, start it again inside the allocation (spec field recovery) ---------------
 # Each start gets the next rendezvous port (SLURMGEN_STEP_ATTEMPT). Whether a failed step starts again is decided
 # in slurmgen/runtime/batch_restart.py (exit 0: again); a stop, a requeue or a repeated failure goes to the end.
+# A preemption whose signal never reached this shell (Slurm shows PreemptTime): slurmgen/runtime/batch_watch.py
+# sends the signal to this shell itself. One watcher per run, for every start of the step; it ends with this
+# shell (killed below, or by its parent-death signal if this shell is killed).
+'python3' '-m' 'slurmgen.runtime.batch' 'watch' "$$" 'USR1' &
+_sg_watch=$!
 _sg_user_port="${MASTER_PORT:-}"
 _sg_attempt=0
 while :; do
@@ -189,7 +198,9 @@ fi
 _sg_step=""
 _sg_attempt=$((_sg_attempt + 1))
 done
+kill "${_sg_watch}" 2>/dev/null && wait "${_sg_watch}" 2>/dev/null  # the watcher: done with
 # Whether the job comes back (a task's request, a preemption no rank handled, a failure), the run's record, and
 # the exit code of the job: slurmgen/runtime/batch.py.
-SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.runtime.batch' 'end' "${_sg_rc}"
+# SLURMGEN_BATCH_SCRIPT: this script, for a continuation job (slurmgen/runtime/continuation.py).
+SLURMGEN_SIGNALS="${_sg_signal_log}" SLURMGEN_BATCH_SCRIPT="$0" 'python3' '-m' 'slurmgen.runtime.batch' 'end' "${_sg_rc}"
 exit $?

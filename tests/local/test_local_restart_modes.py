@@ -1,0 +1,122 @@
+"""Restart inside the allocation in every `preemption.handler` mode and with both launchers, on whole local runs
+(`slurmgen run --kill-rank R --after S`: a real SIGKILL to rank R's own program). The srun + `auto` case is
+tests/local/test_local_recovery.py; these are the others, and what `status` and `history` say of a restart."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from runtime.runtime_helpers import without_steering
+
+from local.test_local_handlers import LocalJob, own_command, spec
+from local.test_local_recovery import own_port, restarts
+
+pytestmark = [pytest.mark.slow, pytest.mark.torch]
+
+PY = sys.executable
+WORKER = Path(__file__).resolve().parents[1] / "runtime" / "preempt_worker.py"
+
+
+@pytest.fixture
+def jobs() -> Iterator[list[LocalJob]]:
+    started: list[LocalJob] = []
+    yield started
+    for job in started:
+        if job.proc.poll() is None:
+            job.proc.kill()
+            job.proc.wait(timeout=60)
+
+
+def slurmgen(job: LocalJob, *args: str) -> str:
+    done = subprocess.run([PY, "-m", "slurmgen", *args], cwd=job.cwd, env=without_steering(), capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def check_restarted_once(job: LocalJob, rank: int) -> None:
+    """The job completed in its first run after one restart of the step inside the allocation (no requeue)."""
+    assert job.finish() == 0, job.everything()
+    assert f"kill rehearsal: SIGKILL to rank {rank}'s program (pid " in job.runner, job.runner
+    assert "COMPLETED, exit code 0, 1 run" in job.runner, job.runner
+    batch = job.file("batch")
+    assert "requeue issued" not in batch, batch
+    [event] = restarts(job)
+    assert (event["cause"], event["rank"], event["attempt"]) == ("crash", rank, 1), event
+
+
+def test_a_program_using_the_runtime_restarts_and_status_and_history_show_the_steps_lost(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """handler: runtime. Rank 1's program SIGKILLs itself after step 50 (saves every 20, so the last is at 40):
+    the step restarts, every rank resumes from step 40, and `status` and `history` show the restart with its
+    cause, rank, node, steps and time lost. The steps lost are those made since that save: 10, less what the
+    last progress mark (written at most once a second, 10 steps here) had not seen yet."""
+    die = f"1:50:{tmp_path / 'died'}"
+    command = [PY, str(WORKER), "--dist", "--steps", "80", "--step-time", "0.1", "--save-every", "20", "--die-at", die]
+    job = LocalJob(tmp_path, spec(command, preemption="{handler: runtime}", extra=own_port(tmp_path)))
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "COMPLETED, exit code 0, 1 run" in job.runner, job.runner
+    [event] = restarts(job)
+    assert (event["cause"], event["rank"], event["attempt"]) == ("crash", 1, 1), event
+    for rank in range(4):
+        log = job.file(f"rank-{rank}.log")
+        assert re.findall(r"RESUMED (\d+) ", log) == ["40"] and "DONE 80" in log, job.everything()
+    lost = event["steps_lost"]
+    assert isinstance(lost, int) and 0 <= lost <= 10, event
+    shown = f"crash: rank 1 on 127.0.0.1 (killed by SIGKILL), {lost} step{'' if lost == 1 else 's'} lost, "
+    key = f"local-{job.job_id()}"
+    assert shown in slurmgen(job, "history", key), slurmgen(job, "history", key)
+    status = slurmgen(job, "status", key)
+    assert f"run 1, restart 1 inside the allocation ({shown}" in status, status
+
+
+@pytest.mark.parametrize("handler", ["requeue", "program"])
+def test_an_unmodified_program_restarts_in_the_allocation_in_handler_mode(
+    tmp_path: Path, jobs: list[LocalJob], handler: str
+) -> None:
+    """handler: requeue (the program knows nothing of slurmgen) and handler: program (it handles the signal
+    itself): a crash of rank 2 restarts the step inside the allocation, and every rank resumes from the program's
+    own last snapshot. No progress mark exists (the program never calls should_stop()): no steps lost are
+    claimed."""
+    extra = ["--handle", "USR1"] if handler == "program" else []
+    command = own_command(tmp_path, *extra, steps=200)
+    job = LocalJob(tmp_path, spec(command, preemption=f"{{handler: {handler}}}", extra=own_port(tmp_path)),
+                   "--kill-rank", "2", "--after", "10")  # fmt: skip
+    jobs.append(job)
+    check_restarted_once(job, 2)
+    [event] = restarts(job)
+    assert event.get("steps_lost") is None, event
+    assert re.search(r"DONE 200 \S+ rank=2", job.file("rank-2.log")), job.everything()
+
+
+def test_torchrun_restarts_in_the_allocation_once_not_twice(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    """launcher: torchrun (one agent per emulated node, two workers each). torchrun's own restarts are off
+    (--max-restarts=0, rendered): worker rank 3's SIGKILL after step 50 ends its agent, the step ends, and the
+    batch shell starts it again once, with a fresh rendezvous; torchrun does not restart the workers as well, and
+    every worker resumes from the program's own snapshot of step 40. (The worker dies by itself rather than by
+    --kill-rank: torchrun's own rendezvous makes the start-up too long to time a kill on a busy machine.)"""
+    command = own_command(
+        tmp_path, "--die-rank", "3", "--die-at", "50", "--die-once", str(tmp_path / "died"), steps=100
+    )
+    text = spec(command, extra=own_port(tmp_path)).replace("tasks_per_node: 2", "tasks_per_node: 1")
+    text += "launcher: torchrun\nnproc_per_node: 2\n"
+    job = LocalJob(tmp_path, text)
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "COMPLETED, exit code 0, 1 run" in job.runner, job.runner
+    [event] = restarts(job)
+    assert (event["cause"], event["rank"], event["attempt"]) == ("crash", 3, 1), event
+    batch = job.file("batch")
+    assert "requeue issued" not in batch, batch
+    assert batch.count("rendezvous at 127.0.0.1:") == 2, batch
+    done = [re.findall(r"DONE 100 (\S+) rank=(\d)", job.file(f"rank-{r}.log")) for r in range(4)]
+    assert sorted(rank for found in done for _, rank in found) == ["0", "1", "2", "3"], job.everything()
+    for rank in range(4):
+        assert re.findall(r"RESUMED (\d+) ", job.file(f"rank-{rank}.log")) == ["40"], job.everything()
