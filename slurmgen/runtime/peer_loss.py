@@ -44,6 +44,16 @@ def write_stderr(line: str) -> None:
             data = data[os.write(2, data) :]
 
 
+def peer_loss_line(rank: int | str, during: str, error: BaseException, timeout: float | None = None) -> str:
+    """THE peer-loss line, whoever finds the loss: the stop agreement, the checkpoint store, or this module's
+    excepthook. It names the rank, what it was doing, the error's first line and the timeout it ran under."""
+    first = (str(error).strip().splitlines() or [""])[0][:200]
+    cause = f"{type(error).__name__}: {first}" if first else type(error).__name__
+    waited = f"; timeout {timeout:g} s" if timeout is not None else ""
+    head = f"slurmgen: rank {rank}: lost the other ranks {during} ({cause}{waited})"
+    return f"{head}: a peer rank died or stopped answering; exiting"
+
+
 def leave(line: str, exit: Callable[[int], Any], code: int = contract.EXIT_PEER_LOST) -> None:
     """Say `line` and end the process with `code`, once: a second thread that gets here waits for the end.
     Returns only when `exit` does (tests replace it)."""
@@ -66,13 +76,7 @@ def install_peer_loss_hook(exit: Callable[[int], Any]) -> None:
         with _LEAVING:  # no other thread leaves while the traceback is being printed
             previous(kind, value, tb)
             if _from_collective(tb):
-                rank = os.environ.get("RANK", "?")
-                first = (str(value).strip().splitlines() or [kind.__name__])[0]
-                leave(
-                    f"slurmgen: rank {rank}: a collective failed ({kind.__name__}: {first[:200]}): a peer rank died "
-                    "or stopped answering; exiting",
-                    exit,
-                )
+                leave(peer_loss_line(os.environ.get("RANK", "?"), "in a collective", value), exit)
 
     hook._slurmgen = True  # type: ignore[attr-defined]
     sys.excepthook = hook

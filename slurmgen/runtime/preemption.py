@@ -29,16 +29,15 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurmgen import contract, interruption_signal, run_history
 from slurmgen.job_context import JobContext
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.layout import keep_count
-from slurmgen.runtime.checkpoint.resume_store import CheckpointStore
-from slurmgen.runtime.dist import process_group_timeout
-from slurmgen.runtime.peer_loss import install_peer_loss_hook, leave
+from slurmgen.runtime.checkpoint.resume_store import CheckpointStore, StoreSettings
+from slurmgen.runtime.peer_loss import install_peer_loss_hook
+from slurmgen.runtime.peers import Peers
 from slurmgen.runtime.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.signal_block import parse_signal_name
 from slurmgen.runtime.watchdog import ProgressMark
@@ -54,14 +53,6 @@ ACTIONS = {"requeue": REQUEUE, "save": SAVE, "exit": EXIT, "term": TERM}
 
 def _log(message: str) -> None:
     print(f"slurmgen: {message}", file=sys.stderr, flush=True)
-
-
-def _dist() -> Any:
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return None
-    return dist if dist.is_available() and dist.is_initialized() else None
 
 
 class Preemption:
@@ -110,15 +101,11 @@ class Preemption:
         self._last_check: float | None = None
         self._progress: ProgressMark | None = None  # the hang watchdog's per-step progress (runtime/watchdog.py)
         self._steps = 0  # should_stop() calls in this process: its steps (a restart's steps lost are counted in them)
-        self._steps_at_save = 0  # the steps when the newest save was asked for: what a restart resumes from
         if max_requeues is not None:
             env[contract.MAX_REQUEUES] = str(max_requeues)
             self.context = dataclasses.replace(self.context, max_requeues=max_requeues)
-        # The agreement waits as long as any collective of the training step may (the process-group timeout):
-        # a rank that is merely slow (a long periodic save, an evaluation on rank 0) must not look lost. A rank
-        # that died is seen at once anyway: its connections close and gloo raises.
-        # Read when used, so a Preemption made before init_distributed(timeout=...) still follows it.
-        self._timeout = None if timeout is None else float(timeout)
+        # The agreement waits as long as any collective of the training step may (the process-group timeout).
+        self.peers = Peers(env, timeout=timeout, exit=exit)
         self.weights_only = weights_only
         self.crc32 = crc32  # torch's per-tensor checksum in the saved file (costs ~0.3 s/GiB; see state.py)
         self._exit = exit
@@ -126,7 +113,6 @@ class Preemption:
         self._received: list[str] = []
         self._decided = 0
         self._stop_facts: tuple[Any, run_history.History | None] = (None, None)  # rank 0's at the stop
-        self._group: Any = None
         self._install()
         import atexit
 
@@ -140,13 +126,12 @@ class Preemption:
             import slurmgen.slurm.client  # noqa: F401
         # Plain states and sharded checkpoints (runtime/checkpoint/): a path the user named is resumed whoever
         # wrote it; the job-keyed default refuses another job's state (but takes `resume_from`'s).
-        self._on_save = on_save
-        self._store = CheckpointStore(
-            self.path, key=self.key, spec_hash=self.spec_hash, run=self.restart_count, keep=keep_count(keep, env),
-            named=path is not None, weights_only=weights_only, crc32=crc32, environ=env, rank=lambda: self.rank,
-            side_group=self._side_group, timeout=lambda: self.timeout, exit=exit, on_save=self._saved,
-            resume_from=self.resume_from, on_failure=self._save_failed,
+        settings = StoreSettings(
+            self.key, self.spec_hash, self.restart_count, keep_count(keep, env), named=path is not None,
+            weights_only=weights_only, crc32=crc32, resume_from=self.resume_from,
         )  # fmt: skip
+        listener = self._reporter = SaveReporter(self.context, self.peers, on_save)
+        self._store = CheckpointStore(self.path, settings, self.peers, listener=listener)
         if self.rank == 0:
             for leftover in self._store.sweep():
                 _log(f"removed {leftover}, left by a save that was interrupted")
@@ -157,7 +142,7 @@ class Preemption:
     @property
     def timeout(self) -> float:
         """Seconds the stop agreement and the wait for rank 0's final save may take."""
-        return self._timeout if self._timeout is not None else process_group_timeout(self._env)
+        return self.peers.timeout
 
     # -- signals --------------------------------------------------------------------------------------------
 
@@ -216,37 +201,10 @@ class Preemption:
 
     @property
     def rank(self) -> int:
-        dist = _dist()
-        if dist is not None:
-            return int(dist.get_rank())
-        return int(self._env.get("RANK") or self._env.get("SLURM_PROCID") or 0)
-
-    def _side_group(self) -> Any:
-        dist = _dist()
-        if dist is None or dist.get_world_size() == 1:
-            return None
-        if self._group is None:
-            # A small gloo group of its own: CPU tensors whatever the main backend, and its own timeout.
-            try:
-                self._group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.timeout))
-            except Exception as exc:
-                self._peer_lost(exc)
-            # Left for interpreter shutdown, the group's gloo threads get destroyed while still joinable and the
-            # process aborts ("terminate called without an active exception", seen 3 times in 10 exits).
-            import atexit
-
-            atexit.register(self._close_group)
-        return self._group
-
-    def _close_group(self) -> None:
-        group, self._group = self._group, None
-        dist = _dist()
-        if group is not None and dist is not None:
-            with contextlib.suppress(Exception):  # at exit, a group that is already gone is fine
-                dist.destroy_process_group(group)
+        return self.peers.rank
 
     def _agree(self, local: int) -> int:
-        group = self._side_group()
+        group = self.peers.side_group()
         if group is None:
             return local
         import torch
@@ -256,17 +214,8 @@ class Preemption:
         try:
             dist.all_reduce(bits, op=dist.ReduceOp.MAX, group=group)
         except Exception as exc:  # gloo raises RuntimeError/DistError subclasses for a lost or slow peer
-            self._peer_lost(exc)
+            self.peers.lost(exc, "while agreeing to stop")
         return sum(int(bit) << i for i, bit in enumerate(bits.tolist()))
-
-    def _peer_lost(self, exc: BaseException) -> None:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        leave(
-            f"slurmgen: rank {self.rank}: lost the other ranks while agreeing to stop (a rank died, or did not "
-            f"answer within {self.timeout:g} s): {first}; exiting",
-            self._exit,
-        )
-        raise SystemExit(contract.EXIT_PEER_LOST)  # only reached when `exit` was replaced (tests)
 
     def should_stop(self) -> bool:
         """True on every rank once any rank got a stop signal. Call it on every rank at every step."""
@@ -324,7 +273,7 @@ class Preemption:
                 _log("not in a Slurm job and no path given to Preemption(path=...): no state is saved or resumed")
             self._said_no_state = True
             return None
-        self._steps_at_save = self._steps
+        self._reporter.steps_at_save = self._steps
         return self._store.save(state, cause, async_=async_, sharded=sharded)
 
     def wait_for_save(self) -> SaveRecord | None:
@@ -335,19 +284,6 @@ class Preemption:
     def last_save(self) -> SaveRecord | None:
         """The newest save known durable on this rank (duration, bytes on disk, path)."""
         return self._store.last
-
-    def _saved(self, saved: SaveRecord) -> None:
-        """Every durable save: rank 0 records it in the run history (the save window is checked from it)."""
-        if self.rank == 0:
-            kind = "file" if saved.kind == "plain" else saved.kind
-            record(self.context, "rank0", run_history.SAVE, seconds=round(saved.duration_s, 3), bytes=saved.size_bytes,
-                   cause=saved.cause, kind=kind, steps=self._steps_at_save)  # fmt: skip
-        if self._on_save is not None:
-            self._on_save(saved)
-
-    def _save_failed(self, error: str, background: bool) -> None:
-        """Rank 0, every failed save (the store has said so in one line): recorded in the run history."""
-        record(self.context, "rank0", run_history.SAVE_FAILED, error=error, background=background)
 
     # -- stopping ---------------------------------------------------------------------------------------------
 
@@ -387,7 +323,7 @@ class Preemption:
                 site = history.site(self.context.run)
                 if preempted and view.running() and interruption_signal.slurm_requeues_in_grace(site):
                     bits |= 8
-        group = self._side_group()
+        group = self.peers.side_group()
         if group is not None:
             import torch
             import torch.distributed as dist
@@ -396,7 +332,7 @@ class Preemption:
             try:
                 dist.broadcast(verdict, src=0, group=group)
             except Exception as exc:  # rank 0 died or stopped answering while it asked Slurm
-                self._peer_lost(exc)
+                self.peers.lost(exc, "while waiting for rank 0's answer from Slurm")
             bits = int(verdict.item())
         return bool(bits & 1), bool(bits & 2), bool(bits & 4), bool(bits & 8)
 
@@ -461,7 +397,7 @@ class Preemption:
         failed (a plain state is written by rank 0 alone): rank 0's one line (empty when it saved), spread by an
         all-reduce in which the others add zeros, so that, as with a barrier, no rank returns before every rank
         has arrived. Only a rank 0 that died or hung is waited out."""
-        group = self._side_group()
+        group = self.peers.side_group()
         if group is None:
             return
         import torch
@@ -488,3 +424,24 @@ def _last_cause(ctx: JobContext) -> str | None:
         return None
     previous = run_history.History.load(ctx.log_dir).run(ctx.restart_count)
     return None if previous is None else previous.cause
+
+
+class SaveReporter:
+    """Hears every save of the store: rank 0 records it in the run history (the save window is checked from the
+    durable ones), and the program's own `on_save` gets each durable one."""
+
+    def __init__(self, ctx: JobContext, peers: Peers, on_save: Callable[[SaveRecord], None] | None) -> None:
+        self._ctx, self._peers, self._on_save = ctx, peers, on_save
+        self.steps_at_save = 0  # the steps when the newest save was asked for: what a restart resumes from
+
+    def saved(self, saved: SaveRecord) -> None:
+        if self._peers.rank == 0:
+            kind = "file" if saved.kind == "plain" else saved.kind
+            record(self._ctx, "rank0", run_history.SAVE, seconds=round(saved.duration_s, 3), bytes=saved.size_bytes,
+                   cause=saved.cause, kind=kind, steps=self.steps_at_save)  # fmt: skip
+        if self._on_save is not None:
+            self._on_save(saved)
+
+    def save_failed(self, error: str, background: bool) -> None:
+        """Rank 0 only (the store has said so in one line)."""
+        record(self._ctx, "rank0", run_history.SAVE_FAILED, error=error, background=background)

@@ -16,7 +16,8 @@ from ranks import Launcher
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.runtime.checkpoint import layout
 from slurmgen.runtime.checkpoint.commit import CheckpointError
-from slurmgen.runtime.checkpoint.resume_store import CheckpointStore
+from slurmgen.runtime.checkpoint.resume_store import CheckpointStore, StoreSettings
+from slurmgen.runtime.peers import Peers
 
 from .test_checkpoint_store import make_store
 
@@ -162,10 +163,8 @@ def test_a_planted_plain_state_is_not_read_even_with_the_safe_loader_off(tmp_pat
     envelope = {"slurmgen": {"job": "77", "spec": "abc"}, "state": {"w": torch.ones(2), "x": Payload(proof)}}
     torch.save(envelope, state)
     os.chown(state, NOBODY, NOBODY)
-    store = CheckpointStore(
-        str(state), key="77", spec_hash="abc", run=0, keep=2, named=False, weights_only=False, crc32=False,
-        environ={}, rank=lambda: 0, side_group=lambda: None, timeout=lambda: 60.0, exit=lambda code: None,
-    )  # fmt: skip
+    settings = StoreSettings("77", "abc", 0, 2, named=False, weights_only=False)
+    store = CheckpointStore(str(state), settings, Peers({}, timeout=60.0, exit=lambda code: None))
     with pytest.raises(CheckpointError, match=r"is owned by uid 65534, not by this user"):
         store.load()
     assert not proof.exists()

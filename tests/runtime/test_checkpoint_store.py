@@ -17,7 +17,8 @@ from slurmgen.runtime.checkpoint.background import PendingSave
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.dcp_io import BEFORE_COMMIT
 from slurmgen.runtime.checkpoint.record import SaveRecord
-from slurmgen.runtime.checkpoint.resume_store import CheckpointStore
+from slurmgen.runtime.checkpoint.resume_store import CheckpointStore, StoreSettings
+from slurmgen.runtime.peers import Peers
 
 pytestmark = pytest.mark.torch
 
@@ -26,10 +27,25 @@ def make_store(tmp_path: Path, *, key: str = "77", named: bool = False, keep: in
     def exit_(code: int) -> None:
         raise AssertionError(f"exit({code}) in a single process")
 
+    settings = StoreSettings(key, "abc", 0, keep, named=named)
+    on_failure = kw.pop("on_failure", None)
+    listener = None if on_failure is None else FailureListener(on_failure)
     return CheckpointStore(
-        str(tmp_path / "77.state"), key=key, spec_hash="abc", run=0, keep=keep, named=named, weights_only=True,
-        crc32=False, environ={}, rank=lambda: 0, side_group=lambda: None, timeout=lambda: 60.0, exit=exit_, **kw,
-    )  # fmt: skip
+        str(tmp_path / "77.state"), settings, Peers({}, timeout=60.0, exit=exit_), listener=listener, **kw
+    )
+
+
+class FailureListener:
+    """Hands each failed save to `on_failure(line, background)`."""
+
+    def __init__(self, on_failure: Any) -> None:
+        self.on_failure = on_failure
+
+    def saved(self, saved: SaveRecord) -> None:
+        pass
+
+    def save_failed(self, error: str, background: bool) -> None:
+        self.on_failure(error, background)
 
 
 class Gate:
@@ -229,16 +245,10 @@ def test_a_resumed_forgotten_job_starts_from_the_old_jobs_sharded_state(
     """`slurmgen resume` submits the script again as a new job with SLURMGEN_RESUME_FROM=<old key>: with no
     state of its own, it starts from the old job's newest checkpoint, then saves under its own key."""
     torch = torch_module
-    old = CheckpointStore(
-        str(tmp_path / "77.state"), key="77", spec_hash="abc", run=0, keep=2, named=False, weights_only=True,
-        crc32=False, environ={}, rank=lambda: 0, side_group=lambda: None, timeout=lambda: 60.0, exit=lambda c: None,
-    )  # fmt: skip
+    alone = Peers({}, timeout=60.0, exit=lambda c: None)
+    old = CheckpointStore(str(tmp_path / "77.state"), StoreSettings("77", "abc", 0, 2), alone)
     old.save({"w": torch.full((3,), 7.0)}, "preemption", async_=False, sharded=True)
-    new = CheckpointStore(
-        str(tmp_path / "91.state"), key="91", spec_hash="abc", run=0, keep=2, named=False, weights_only=True,
-        crc32=False, environ={}, rank=lambda: 0, side_group=lambda: None, timeout=lambda: 60.0, exit=lambda c: None,
-        resume_from="77",
-    )  # fmt: skip
+    new = CheckpointStore(str(tmp_path / "91.state"), StoreSettings("91", "abc", 0, 2, resume_from="77"), alone)
     capsys.readouterr()
     into = {"w": torch.zeros(3)}
     assert new.load(into) is True and torch.equal(into["w"], torch.full((3,), 7.0))

@@ -51,7 +51,7 @@ class Loader:
                     reasons = "; ".join(skipped) or "see rank 0's log"
                     raise CheckpointError(f"no resume state could be read: {reasons}; each is left in place")
                 return missing
-            owner = store.resume_from if old and store.resume_from else store.key
+            owner = store.settings.resume_from if old and store.settings.resume_from else store.settings.key
             name = f"{owner}.state" if old else store.name
             path = os.path.join(store.directory, name if kind == PLAIN else layout.complete_name(name, seq))
             try:
@@ -61,7 +61,7 @@ class Loader:
                 continue
             if loaded is _FOREIGN:
                 return missing
-            if skipped and store._rank() == 0:
+            if skipped and store.peers.rank == 0:
                 store._warn(f"resuming from {path}, not from the newer {'; '.join(skipped)}, which is left in place")
             return loaded
 
@@ -70,7 +70,7 @@ class Loader:
     def _names(self) -> list[tuple[int, str]]:
         """This job's name, then (`slurmgen resume` of a forgotten job) the old job's."""
         store = self.store
-        return [(0, store.name)] + ([(1, f"{store.resume_from}.state")] if store.resume_from else [])
+        return [(0, store.name)] + ([(1, f"{store.settings.resume_from}.state")] if store.settings.resume_from else [])
 
     def _pick(self, tried: set[tuple[int, int, int]], skipped: list[str]) -> tuple[int, int, int]:
         for old, name in self._names():
@@ -88,9 +88,9 @@ class Loader:
     def _choose(self, tried: set[tuple[int, int, int]], skipped: list[str]) -> tuple[int, int, int, int]:
         """(kind, seq, old, how many rank 0 skipped), the same on every rank."""
         store = self.store
-        group = store._side_group()
+        group = store.peers.side_group()
         kind, seq, old = NONE, 0, 0
-        if store._rank() == 0 or group is None:
+        if store.peers.rank == 0 or group is None:
             kind, seq, old = self._pick(tried, skipped)
         if group is None:
             return kind, seq, old, len(skipped)
@@ -101,14 +101,14 @@ class Loader:
         try:
             dist.broadcast(choice, src=0, group=group)
         except Exception as exc:
-            store._lost(exc, "choosing the state to resume from")
+            store.peers.lost(exc, "while choosing the state to resume from")
         kind, seq, old, count = (int(x) for x in choice.tolist())
         tried.add((kind, seq, old))
         return kind, seq, old, count
 
     def _all_read(self, error: str) -> None:
         """Every rank says whether it could read its part; raises _Unusable on every rank if one could not."""
-        group = self.store._side_group()
+        group = self.store.peers.side_group()
         failed = bool(error)
         if group is not None:
             import torch
@@ -118,7 +118,7 @@ class Loader:
             try:
                 dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
             except Exception as exc:
-                self.store._lost(exc, "loading the resume state")
+                self.store.peers.lost(exc, "while loading the resume state")
             failed = bool(flag.item())
         if failed:
             raise _Unusable(error or "another rank could not read it")
@@ -130,7 +130,7 @@ class Loader:
         data, error = None, ""
         try:
             with trust.pinned_file(path) as pinned:
-                data = disk.read(pinned, weights_only=store.weights_only, shown=path)
+                data = disk.read(pinned, weights_only=store.settings.weights_only, shown=path)
         except FileNotFoundError:
             error = "it disappeared"
         except trust.Untrusted as exc:
@@ -152,7 +152,7 @@ class Loader:
             meta: dict[str, Any] = {}
             pinned, error = path, ""
             try:
-                every = store._rank() == 0 or store._side_group() is None
+                every = store.peers.rank == 0 or store.peers.side_group() is None
                 entries = None if every else (".metadata", layout.MARKER)
                 pinned = stack.enter_context(trust.pinned_dir(path, entries))
                 meta = candidates.read_marker(pinned)
@@ -166,12 +166,12 @@ class Loader:
             if into is None:
                 raise CheckpointError(f"{path} is a sharded checkpoint: give the state to fill, pre.load(into=state)")
             target = state_tree.top_level(into)
-            group = store._checkpoint_group()
+            group = store.peers.save_group()
             try:
                 dcp_io.read(target, pinned, group)
             except Exception as exc:  # a broken collective (CheckpointException is no Exception, see dcp_io)
                 if group is not None:
-                    store._lost(exc, "loading a sharded checkpoint")
+                    store.peers.lost(exc, "while loading a sharded checkpoint")
                 raise _Unusable(f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}") from None
             except BaseException as exc:
                 if not dcp_io.is_consistent_failure(exc):
@@ -184,15 +184,15 @@ class Loader:
     def _owned(self, meta: Mapping[str, Any], path: str, kind: str, owner: str) -> bool:
         store = self.store
         job, spec = meta.get("job"), meta.get("spec") or "?"
-        foreign = job != owner or bool(store.spec_hash and meta.get("spec") != store.spec_hash)
-        ours = f"this is job {store.key} with spec {store.spec_hash or '?'}"
-        if foreign and not store.named:
-            if store._rank() == 0:
+        foreign = job != owner or bool(store.settings.spec_hash and meta.get("spec") != store.settings.spec_hash)
+        ours = f"this is job {store.settings.key} with spec {store.settings.spec_hash or '?'}"
+        if foreign and not store.settings.named:
+            if store.peers.rank == 0:
                 _log(f"not resuming from {path}: it belongs to job {job} with spec {spec}, {ours}")
             return False
-        if store._rank() == 0:
+        if store.peers.rank == 0:
             what = f"sharded over {meta.get('world_size')} ranks, " if kind == "sharded" else ""
-            what += f"job {owner}'s state, " if owner != store.key else ""
+            what += f"job {owner}'s state, " if owner != store.settings.key else ""
             run = int(meta.get("run", 0)) + 1
             whose = f"; it is the state of job {job} with spec {spec}, {ours}" if foreign else ""
             _log(f"resuming from {path} ({what}saved by run {run}, cause {meta.get('cause')}){whose}")

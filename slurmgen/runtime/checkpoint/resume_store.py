@@ -14,22 +14,19 @@
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
-from datetime import timedelta
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from slurmgen import atomic, contract
+from slurmgen import atomic
 from slurmgen.runtime import state as disk
 from slurmgen.runtime.checkpoint import commit, dcp_io, layout, resume_load, state_tree, write_failure
 from slurmgen.runtime.checkpoint.background import BackgroundSaves, PendingSave
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.record import SaveRecord
-from slurmgen.runtime.peer_loss import leave
+from slurmgen.runtime.peers import Peers
 
 # Test hook (fault tests only): `PHASE` or `PHASE@RANK` SIGKILLs that rank at that phase of a sharded save;
 # phases are dcp_io.PHASES, and the two commit phases happen on rank 0 only.
@@ -41,49 +38,47 @@ def _log(message: str) -> None:
     print(f"slurmgen: {message}", file=sys.stderr, flush=True)
 
 
-def _dist() -> Any:
-    if "torch" not in sys.modules:
-        return None
-    import torch.distributed as dist
+@dataclass(frozen=True)
+class StoreSettings:
+    """What a store keeps and accepts: whose state it is, how many checkpoints stay, how files are read."""
 
-    return dist if dist.is_available() and dist.is_initialized() else None
+    key: str  # this job's key: the default file name and the owner written into every state
+    spec_hash: str = ""  # the spec the state belongs to ("" outside slurmgen's script)
+    run: int = 0  # this run's restart count
+    keep: int = 2  # complete sharded checkpoints kept
+    named: bool = False  # a path the user named: resumed whoever wrote it
+    weights_only: bool = True  # torch.load's safe loader
+    crc32: bool = False  # torch's per-tensor checksum in a plain state file
+    resume_from: str | None = None  # another job key whose state to start from when this job has none
+
+
+class SaveListener(Protocol):
+    """Who hears of every save: each durable one, and each failure (rank 0, already said in one line)."""
+
+    def saved(self, saved: SaveRecord) -> None: ...
+
+    def save_failed(self, error: str, background: bool) -> None: ...
 
 
 class CheckpointStore:
     def __init__(
         self,
         path: str,
+        settings: StoreSettings,
+        peers: Peers,
         *,
-        key: str,
-        spec_hash: str,
-        run: int,
-        keep: int,
-        named: bool,
-        weights_only: bool,
-        crc32: bool,
-        environ: Mapping[str, str],
-        rank: Callable[[], int],
-        side_group: Callable[[], Any],
-        timeout: Callable[[], float],
-        exit: Callable[[int], Any],
-        on_save: Callable[[SaveRecord], None] | None = None,
+        listener: SaveListener | None = None,
         phase: dcp_io.Phase | None = None,
-        resume_from: str | None = None,
-        on_failure: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.path = path
         self.directory, self.name = os.path.split(path)
-        self.key, self.spec_hash, self.run, self.keep, self.named = key, spec_hash, run, keep, named
-        self.weights_only, self.crc32 = weights_only, crc32
-        self.resume_from = resume_from  # another job key whose state to start from when this job has none
+        self.settings = settings
+        self.peers = peers
         self.last: SaveRecord | None = None  # the newest save known durable on this rank
-        self._rank, self._side_group, self._timeout, self._exit = rank, side_group, timeout, exit
-        self._on_save = on_save
-        self._on_failure = on_failure  # rank 0, every failed save: (one line, in the background)
+        self._listener = listener
         self._failure: CheckpointError | None = None  # a background save's, raised at the next save or wait
         # Called at each phase of a sharded save (dcp_io.PHASES): the fault tests' kill switch by default.
-        self._phase = phase or dcp_io.kill_hook(dict(environ), KILL_AT, rank)
-        self._group: Any = None
+        self._phase = phase or dcp_io.kill_hook(dict(os.environ), KILL_AT, lambda: peers.rank)
         self._staging: Any = None  # torch's stager, made by the first background save
         self._background = BackgroundSaves()
 
@@ -133,20 +128,20 @@ class CheckpointStore:
         for the next save or wait to raise, since no caller is waiting for it now."""
         if background:
             self._failure = exc
-        if self._rank() == 0:
+        if self.peers.rank == 0:
             _log(str(exc))
-            if self._on_failure is not None:
-                self._on_failure(str(exc), background)
+            if self._listener is not None:
+                self._listener.save_failed(str(exc), background)
 
     def _done(self, record: SaveRecord | None) -> SaveRecord | None:
         if record is not None:
             self.last = record
-            if self._on_save is not None:
-                self._on_save(record)
+            if self._listener is not None:
+                self._listener.saved(record)
         return record
 
     def _save_plain(self, state: Any, cause: str, async_: bool, started: float) -> SaveRecord | PendingSave | None:
-        if self._rank() != 0:
+        if self.peers.rank != 0:
             return None
         if not async_:
             return self._write_plain(state, cause, started, None)
@@ -155,9 +150,10 @@ class CheckpointStore:
         return self._background.start(lambda: self._write_plain(copy, cause, started, blocked), blocked)
 
     def _write_plain(self, state: Any, cause: str, started: float, blocked: float | None) -> SaveRecord | None:
-        envelope = disk.envelope(state, self.key, self.spec_hash, self.run, cause)
+        settings = self.settings
+        envelope = disk.envelope(state, settings.key, settings.spec_hash, settings.run, cause)
         try:
-            size = disk.write_atomic(self.path, envelope, crc32=self.crc32)
+            size = disk.write_atomic(self.path, envelope, crc32=settings.crc32)
         except write_failure.WriteFailed as exc:
             kept = "the previous state stays" if os.path.isfile(self.path) else "there is no previous state"
             how = "in the background " if blocked is not None else ""
@@ -173,22 +169,27 @@ class CheckpointStore:
         return self._done(record)
 
     def _save_sharded(self, state: Any, cause: str, async_: bool, started: float) -> SaveRecord | PendingSave | None:
-        group = self._checkpoint_group()  # made here, on the calling thread, by every rank alike
+        group = self.peers.save_group()  # made here, on the calling thread, by every rank alike
         resolved = state_tree.resolve_stateful(state)
         blocked = None
         if async_:
             resolved = state_tree.stage(resolved, self._stager())
             blocked = time.monotonic() - started
-        dist = _dist()
-        rank, world = self._rank(), (dist.get_world_size() if dist is not None else 1)
-        marker = {"format": FORMAT, "kind": "sharded", "job": self.key, "spec": self.spec_hash, "run": self.run}
+        rank, world, settings = self.peers.rank, self.peers.world, self.settings
+        marker = {
+            "format": FORMAT,
+            "kind": "sharded",
+            "job": settings.key,
+            "spec": settings.spec_hash,
+            "run": settings.run,
+        }
 
         def job() -> SaveRecord | None:
             try:
                 record = commit.save_sharded(
                     resolved, directory=self.directory, name=self.name, group=group, rank=rank,
-                    world_size=world, marker={**marker, "cause": cause}, keep=self.keep, phase=self._phase,
-                    started=started, blocked_s=blocked, log=_log, crc32=self.crc32,
+                    world_size=world, marker={**marker, "cause": cause}, keep=settings.keep, phase=self._phase,
+                    started=started, blocked_s=blocked, log=_log, crc32=settings.crc32,
                 )  # fmt: skip
             except CheckpointError as exc:
                 error = CheckpointError(f"{exc}; the previous checkpoint stays")
@@ -197,38 +198,10 @@ class CheckpointStore:
             except Exception as exc:
                 if group is None:  # no peers to lose: a plain error
                     raise
-                self._lost(exc, "a sharded save")
+                self.peers.lost(exc, "during a sharded save")
             return self._done(record)
 
         return job() if blocked is None else self._background.start(job, blocked)
-
-    def _checkpoint_group(self) -> Any:
-        dist = _dist()
-        if dist is None or dist.get_world_size() == 1:
-            return None
-        if self._group is None:
-            try:
-                self._group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self._timeout()))
-            except Exception as exc:
-                self._lost(exc, "making the checkpoint group")
-            atexit.register(self._close_group)  # see Preemption._side_group: gloo threads must not outlive it
-        return self._group
-
-    def _close_group(self) -> None:
-        group, self._group = self._group, None
-        dist = _dist()
-        if group is not None and dist is not None:
-            with contextlib.suppress(Exception):
-                dist.destroy_process_group(group)
-
-    def _lost(self, exc: BaseException, during: str) -> None:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        leave(
-            f"slurmgen: rank {self._rank()}: lost the other ranks during {during} (a rank died, or did not answer "
-            f"within {self._timeout():g} s): {first}; exiting",
-            self._exit,
-        )
-        raise SystemExit(contract.EXIT_PEER_LOST)  # only reached when `exit` was replaced (tests)
 
     # -- loading -----------------------------------------------------------------------------------------------
 
