@@ -84,7 +84,7 @@ def hook(event, args):
         with open(reads, "a") as out:
             out.write("read\n")
 sys.addaudithook(hook)
-from slurmgen.runtime.batch import main
+from slurmgen.batch.commands import main
 sys.exit(main(["end", "0"]))
 """
 

@@ -1,0 +1,321 @@
+"""The batch shell's decisions, in Python: what happened to this run, and whether and how the job comes back.
+
+    python3 -m slurmgen.batch.commands begin          # at the start of every run
+    python3 -m slurmgen.batch.commands signal SIG [PID]  # in the background: TERM or the preemption signal reached
+                                                     # the batch shell; PID is srun's (runtime/batch_signal.py)
+    python3 -m slurmgen.batch.commands restart RC N   # after a failed step: exit 0 to start it again in the
+                                                     # allocation (runtime/batch_restart.py)
+    python3 -m slurmgen.batch.commands end RC         # after the step, with its exit code; exits with the job's
+
+The rendered script keeps only what bash must do (traps, forwarding, waiting); every rule lives here, once,
+with the runtime's own code (budgets, run history, Slurm's view of the job), and is tested as Python.
+
+Why the batch shell, and not only rank 0: it runs outside any container (where scontrol is missing), it outlives
+the tasks by a moment, and it is there when the program is not slurmgen's (an unmodified script). It covers the
+preemptions that no rank handles (slurm.conf(5) PreemptMode, GraceTime; measured on Slurm 22.05):
+- REQUEUE with a grace time and no user signal: SIGTERM reaches only the tasks; a job whose tasks save and exit
+  before the grace ends is finalised as FAILED and never requeued. `end` finds it still RUNNING with
+  PreemptTime set and requeues it (`scontrol requeue Incomplete`): it gives its nodes back as soon as its state
+  is durable.
+- CANCEL: Slurm never requeues. `signal TERM` finds the job ending with PreemptTime set and no new run counted,
+  and requeues it with a plain `scontrol requeue`, which takes back a completing job; it does so at once, before
+  the save ends, so a save cut short by SIGKILL still leaves the job queued, to resume from the state before.
+- REQUEUE without grace: Slurm requeued the job itself; `end` (or the next run's `begin`) records that it did.
+With `preemption.handler: program` the program decides, and the batch shell requeues none of these.
+
+`end` also gives the job the exit code of the task that failed first (runtime/task_failure.py), and removes the
+resume state only when the work is done (slurmgen/interruption.py has the rule: exit 0, no stop recorded, no
+requeue asked for, and Slurm could be asked); a stopped run keeps it for `slurmgen resume`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from slurmgen import contract, run_history
+from slurmgen.interruption_signal import slurm_requeue_cause
+from slurmgen.job_context import JobContext
+from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
+from slurmgen.slurm.site import (
+    PreemptionPlan,
+    default_partition,
+    parse_config,
+    parse_partitions,
+    plan_for,
+    plan_record,
+    window_problems,
+)
+
+if TYPE_CHECKING:
+    from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.retry import Retry
+
+WRITER = "batch-shell"
+USAGE = (
+    "usage: python3 -m slurmgen.batch.commands begin | signal SIG [PID] | restart RC ATTEMPT | watch SHELL_PID SIG"
+    " | end RC"
+)
+
+
+def _say(line: str) -> None:
+    print(f"slurmgen: {line}", file=sys.stderr, flush=True)
+
+
+def begin(
+    env: JobContext | Mapping[str, str], say: Callable[[str], None] = _say, client: SlurmClient | None = None
+) -> int:
+    """Record the run's start (with what this site's Slurm will do on preemption); record the requeues Slurm made
+    that no earlier run could record; say once when the last save would not fit the window of the next stop."""
+    ctx = JobContext.of(env)
+    log_dir = ctx.log_dir
+    if not log_dir:
+        return 0
+    run = ctx.run
+    history = run_history.History.load(log_dir)
+    for past in range(1, run):
+        summary = history.run(past)
+        if summary is not None and summary.requeued_by is not None:
+            continue
+        preempted = summary is not None and summary.cause == run_history.PREEMPTION
+        cause = run_history.PREEMPTION if preempted else run_history.EXTERNAL
+        mode = "REQUEUE" if preempted else None  # Slurm requeued a preempted job: PreemptMode=REQUEUE
+        run_history.append(log_dir, "slurm", run_history.REQUEUE, past, time.time(), cause=cause, mode=mode)
+        how = "after a preemption" if preempted else "by Slurm or an admin (scontrol requeue, a node failure)"
+        say(f"run {past} was requeued {how}")
+    plan = _site_plan(ctx, client)
+    record(
+        ctx,
+        WRITER,
+        run_history.RUN_START,
+        nodes=ctx.environ.get("SLURM_JOB_NODELIST"),
+        host=socket.gethostname(),
+        partition=ctx.environ.get("SLURM_JOB_PARTITION"),
+        site=None if plan is None else plan_record(plan),
+    )
+    saved = history.last_save()
+    if plan is not None and saved is not None and saved.save_seconds is not None and ctx.preempt_signal:
+        for problem in window_problems(plan, saved.save_seconds, saved.step_seconds):
+            say(f"warning: the last save may not fit its window: {problem} (slurmgen doctor says what to do)")
+    return 0
+
+
+def _site_plan(ctx: JobContext, client: SlurmClient | None) -> PreemptionPlan | None:
+    """What preemption and the time limit do to this job here (two scontrol questions), or None if unknown."""
+    from slurmgen.errors import SlurmgenError
+    from slurmgen.slurm.client import SlurmClient
+
+    if ctx.in_container:
+        return None
+    asker = client or SlurmClient(timeout=10.0)
+    name = ctx.environ.get("SLURM_JOB_PARTITION")
+    try:
+        site = parse_config(asker.show_config())
+        partitions = parse_partitions(asker.show_partitions(name.split(",")[0] if name else None))
+    except (SlurmgenError, ValueError):
+        return None
+    partition = next((p for p in partitions if name and p.name == name.split(",")[0]), None)
+    return plan_for(site, partition or default_partition(partitions), ctx.lead_seconds)
+
+
+def end(
+    rc: int,
+    env: JobContext | Mapping[str, str],
+    say: Callable[[str], None] = _say,
+    client: SlurmClient | None = None,
+    retry: Retry | None = None,
+) -> int:
+    """After the step: gather the facts once (the step's code, the signals, a task's marker, Slurm's view, this
+    run's history), let slurmgen.interruption decide, and carry it out: requeue, record the run's end, remove the
+    resume state only when the work is done. Returns the batch shell's exit code."""
+    from slurmgen import interruption
+    from slurmgen.batch.signals import STOP_ACTIONS, never_taken, unanswered
+    from slurmgen.slurm import view as slurm_view
+
+    ctx = JobContext.of(env)
+    key = ctx.key
+    if key is None:
+        return rc
+    restarts = ctx.restart_count
+    preemption_on = ctx.preempt_signal is not None
+    signals = _record_signals(ctx)
+    # One read of the run history for the whole decision (the signals just recorded included).
+    history = run_history.History.load(ctx.log_dir)
+    if (unheard := never_taken(ctx, signals, history)) is not None:
+        say(unheard)
+    code, failing = _job_code(rc, ctx, history, say)
+    asked = _take_marker(ctx, key)
+    view = slurm_view.look(key, client, retry)
+    this_run = interruption.run_record(history, ctx.run, batch_stop_actions=STOP_ACTIONS)
+    facts = interruption.EndFacts(
+        step_code=rc,
+        job_code=code,
+        program_decides=ctx.handler == contract.HANDLER_PROGRAM,
+        preemption_on=preemption_on,
+        requeue_on_failure=ctx.requeue_on_failure,
+        signals=tuple(signals),
+        marker=asked,
+        slurm=None if view is None else view.says(restarts),
+        run=this_run,
+        unanswered=preemption_on and this_run.batch_stop is None and unanswered(ctx, signals, rc, say, history),
+        signal_cause=signal_cause(ctx, None if view is None else view.preempted(), time.time()),
+        repeated=history.has(ctx.run, run_history.REPEATED),
+    )
+    plan = interruption.decide_end(facts)
+    if plan.attribute and view is not None:
+        _attribute(ctx, history, view.preempted())
+    mode = None if view is None else view.mode(restarts)
+    if plan.preempted and view is not None:
+        record(ctx, WRITER, run_history.PREEMPTED, mode=mode, state=view.state_name)
+    if plan.line:
+        say(plan.line)
+    outcome = None
+    if plan.requeue is not None and plan.cause is not None:
+        if plan.requeue == interruption.CONTINUE:
+            from slurmgen.batch.continuation import submit_continuation
+
+            outcome = submit_continuation(key, plan.cause, ctx.environ, by=WRITER, client=client)
+        elif plan.requeue == interruption.REQUEUE_ENDED:
+            outcome = requeue_ended_job(key, plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history)
+        else:
+            outcome = requeue_this_job(
+                plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history, before=view
+            )
+        say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}" if plan.preempted else
+            outcome.message)  # fmt: skip
+    ending = interruption.settle(facts, plan, None if outcome is None else outcome.action, key)
+    if ending.line:
+        say(ending.line)
+    recorded = code if ending.requeued else ending.code
+    record(ctx, WRITER, run_history.RUN_END, exit_code=recorded, step_code=rc, requeued=ending.requeued,
+           failing=failing, ended=ending.ended)  # fmt: skip
+    if ending.remove_state:
+        _remove_state(ctx, key, say)
+    return ending.code
+
+
+def _job_code(
+    rc: int, ctx: JobContext, history: run_history.History, say: Callable[[str], None]
+) -> tuple[int, str | None]:
+    """The job's exit code: the first failing task's own (its supervisor recorded it), else the step's."""
+    from slurmgen.batch import task_failure
+
+    if rc == 0 or not ctx.log_dir:
+        return rc, None
+    # After restarts inside the allocation (runtime/batch_restart.py), the last start of the step is the one ending.
+    since = history.last_restart_time(ctx.run)
+    failure = task_failure.first_failure(history.since(since), ctx.run)
+    if failure is None:
+        return rc, None
+    for line in task_failure.report(failure, rc, task_failure.tail(failure.log)):
+        say(line)
+    return failure.exit_code, failure.describe()
+
+
+def _remove_state(ctx: JobContext, key: str, say: Callable[[str], None]) -> None:
+    """The job completed: its resume state has nothing left to resume (README, "Resume state"): the plain state
+    file and every sharded checkpoint directory of it (runtime/checkpoint/layout.py), complete or not."""
+    from slurmgen.runtime.checkpoint import layout
+
+    state_dir = ctx.state_dir
+    if not state_dir:
+        return
+    name = f"{key}.state"
+    removed: list[str] = []
+    try:
+        if os.path.isfile(path := os.path.join(state_dir, name)):
+            os.unlink(path)
+            removed.append(path)
+        for seq in layout.complete_seqs(name, layout.list_dir(state_dir)):
+            layout.remove(state_dir, name, seq)
+            removed.append(os.path.join(state_dir, layout.complete_name(name, seq)))
+        removed += layout.sweep_dirs(state_dir, name)
+    except OSError as exc:
+        say(f"could not remove the completed job's resume state in {state_dir}: {exc.strerror or exc}")
+    if removed:
+        record(ctx, WRITER, run_history.STATE_REMOVED, paths=removed)
+        shown = removed[0] if len(removed) == 1 else f"{removed[0]} and {len(removed) - 1} more"
+        say(f"the job completed: removed its resume state {shown}")
+
+
+def _record_signals(ctx: JobContext) -> list[str]:
+    """The signals the batch shell received (SLURMGEN_SIGNALS: `SIG@epoch ...`), recorded; their names."""
+    names = []
+    for item in ctx.signals.split():
+        name, _, when = item.partition("@")
+        try:
+            at = float(when)
+        except ValueError:
+            at = time.time()
+        if ctx.log_dir:
+            run_history.append(ctx.log_dir, WRITER, run_history.SIGNAL, ctx.run, at, sig=name)
+        names.append(name)
+    return names
+
+
+def _take_marker(ctx: JobContext, key: str) -> str | None:
+    """The cause a task left when it could not requeue by itself (inside a container), and remove it."""
+    state_dir = ctx.state_dir
+    if not state_dir:
+        return None
+    path = os.path.join(state_dir, contract.requeue_marker_name(key))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            cause = handle.read().strip() or run_history.PREEMPTION
+        os.unlink(path)
+    except OSError:
+        return None
+    return cause
+
+
+def _attribute(ctx: JobContext, history: run_history.History, preempted: bool) -> None:
+    """Slurm requeued the job (or rank 0 did, and recorded it): record Slurm's unless the run has a requeue."""
+    if not ctx.log_dir:
+        return
+    mine = history.run(ctx.run)
+    if mine is not None and mine.requeued_by is not None:
+        return
+    cause = slurm_requeue_cause(preempted, history.site_mode(ctx.run))
+    mode = "REQUEUE" if cause == run_history.PREEMPTION else None
+    run_history.append(ctx.log_dir, "slurm", run_history.REQUEUE, ctx.run, time.time(), cause=cause, mode=mode)
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    # Slurm signals every process of the batch step when it ends or requeues the job: this helper must finish
+    # its record (and its requeue) rather than die of that SIGTERM halfway.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        env = JobContext.from_environ(os.environ if environ is None else environ)  # read once for the whole step
+        if args == ["begin"]:
+            return begin(env)
+        if args[:1] == ["signal"] and len(args) in (2, 3) and (len(args) == 2 or args[2].isdigit()):
+            from slurmgen.batch.signals import on_signal
+
+            return on_signal(args[1], int(args[2]) if len(args) == 3 else None, env, _say)
+        if len(args) == 3 and args[0] == "restart" and args[1].isdigit() and args[2].isdigit():
+            from slurmgen.batch.restart import restart
+
+            return restart(int(args[1]), int(args[2]), env, _say)
+        if len(args) == 2 and args[0] == "end" and args[1].isdigit():
+            return end(int(args[1]), env)
+        if len(args) == 3 and args[0] == "watch" and args[1].isdigit():
+            from slurmgen.batch.watch import watch
+
+            return watch(int(args[1]), args[2], env, _say)
+    except Exception as error:  # the batch shell must go on: its job's exit code matters more than our record
+        _say(f"internal error in the batch shell's {args[0] if args else ''} step ({type(error).__name__}): {error}")
+        if args[:1] == ["restart"]:
+            return 1  # no restart: the run goes on to its end, which keeps the state
+        return int(args[1]) if len(args) == 2 and args[0] == "end" and args[1].isdigit() else 0
+    print(USAGE, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""A continuation job: the work of a job that Slurm will end PREEMPTED whatever it does goes on in a new job.
+
+On Slurm 24.05 and later a job preempted with PreemptMode=CANCEL and a grace time carries the GRACE_PREEMPT flag
+from the grace's start (src/interfaces/preempt.c, `_job_check_grace_internal`), and since commit a689104d15
+`_job_complete` (src/slurmctld/job_mgr.c) ends every job with that flag PREEMPTED. `scontrol requeue` does not
+clear it, so a requeued run that finishes all the work would still end PREEMPTED, and an `afterok` dependency would
+never fire. Instead of requeueing, the batch shell submits the same script again (the copy Slurm runs, $0 of the
+batch shell) as a new job with SLURMGEN_RESUME_FROM=<this job's key>: it resumes this job's state, keeps its run
+identity for trackers (the script reads LOG_DIR of the old key's run-id) and, once done, ends COMPLETED. The old
+job ends PREEMPTED, which it was.
+
+Where the new job is found again: the run history of the old job (event `continued`: the new job id), the batch
+log (one line), and the journal of the directory the job was submitted from, when it has one (a `submitted` entry
+like `slurmgen resume` writes, with extra `continues`), so `slurmgen status` and `history` of the spec find it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from slurmgen import contract, run_history
+from slurmgen.job_context import JobContext
+from slurmgen.requeue import RequeueOutcome, record
+
+if TYPE_CHECKING:
+    from slurmgen.slurm.client import SlurmClient
+
+SCRIPT = "SLURMGEN_BATCH_SCRIPT"  # the batch shell's $0: the script Slurm runs (its spooled copy)
+
+
+def submit_continuation(key: str, cause: str, env: Mapping[str, str], *, by: str, client: SlurmClient | None = None
+                        ) -> RequeueOutcome:  # fmt: skip
+    """Submit this job's script again to continue from its state: `continued` (recorded), or `failed` (the state
+    is kept and `slurmgen resume` can still bring the work back)."""
+    from slurmgen.errors import SlurmgenError
+    from slurmgen.jobs.journal import TOKEN_PREFIX
+    from slurmgen.slurm.client import SlurmClient
+
+    script = env.get(SCRIPT, "")
+    if not script or not os.path.isfile(script):
+        return RequeueOutcome("failed", f"cannot submit a continuation of job {key}: its script is not readable here")
+    workdir = env.get("SLURM_SUBMIT_DIR") or os.getcwd()
+    args = [f"--chdir={workdir}", f"--export=ALL,{contract.RESUME_FROM}={key}"]
+    if env.get("SLURM_ARRAY_TASK_ID"):
+        args.append(f"--array={env['SLURM_ARRAY_TASK_ID']}")  # the same task (a sweep's point) of a new array
+    token = _journal_token()
+    if token:
+        args.append(f"--comment={TOKEN_PREFIX}{token}")
+    # The environment goes with the new job (--export=ALL; SlurmClient drops Slurm's job variables), less the
+    # rendezvous this script exported, which the new job would take for the user's own port.
+    inherited = {name: value for name, value in env.items() if name not in ("MASTER_ADDR", "MASTER_PORT")}
+    asker = client or SlurmClient(env=inherited, timeout=60)
+    try:
+        submitted = asker.sbatch(script, args)
+    except SlurmgenError as exc:
+        return RequeueOutcome("failed", f"could not submit a continuation of job {key} ({exc}): its resume state is "
+                              f"kept; slurmgen resume {key} brings the work back")  # fmt: skip
+    new = str(submitted.job_id) + (f"_{env['SLURM_ARRAY_TASK_ID']}" if env.get("SLURM_ARRAY_TASK_ID") else "")
+    record(JobContext.of(env), by, run_history.CONTINUED, cause=cause, job=new)
+    _journal(env, key, new, token, workdir)
+    return RequeueOutcome("continued", f"submitted job {new} to continue job {key} from its state ({cause}; a requeue "
+                          "would end PREEMPTED on this Slurm whatever the run does)")  # fmt: skip
+
+
+def _journal_token() -> str:
+    from slurmgen.jobs.plan import new_token
+
+    return new_token()
+
+
+def _journal(env: Mapping[str, str], key: str, new: str, token: str, workdir: str) -> None:
+    """A `submitted` entry for the new job in the journal of the directory the old job came from, cloned from the
+    old job's entry; nothing when that directory has no journal or no entry for the old job."""
+    from slurmgen.errors import SlurmgenError
+    from slurmgen.jobs.journal import Entry, Journal, find_home
+
+    try:
+        journal = Journal(find_home(env, workdir), warn=lambda _line: None)
+        old = journal.find(key.split("_")[0])
+        if old is None:
+            return
+        journal.append(Entry(event="submitted", token=token, name=old.name, spec=old.spec, run_dir=old.run_dir,
+                             script=old.script, time=time.time(), job_id=new, cluster=old.cluster,
+                             log_dir=old.log_dir, array=False, extra={"continues": key}))  # fmt: skip
+    except (OSError, ValueError, SlurmgenError):
+        return

@@ -1,0 +1,161 @@
+"""The entry point the rendered script runs in every task.
+
+    python3 -m slurmgen.task.launch [--torchrun-agent] -- CMD ARGS...
+    python3 -m slurmgen.task.launch --rendezvous
+
+Without ``--rendezvous`` it sets the variables an unmodified ``env://`` program needs (RANK, LOCAL_RANK,
+WORLD_SIZE, LOCAL_WORLD_SIZE from SLURM's when torchrun's are absent; MASTER_ADDR and MASTER_PORT; the socket
+interface for NCCL and Gloo; TORCH_NCCL_ASYNC_ERROR_HANDLING), never overriding what is already set, and starts the
+command as the child of a thin supervisor (slurmgen.task.supervisor): it delivers the preemption signal as
+``preemption.handler`` says, passes on the signals a parent sent it, writes the program's output to the rank's own
+log, and records a failure of the program's own for the batch shell. The supervisor blocks the signals it handles
+first, before anything slow: a signal sent during start-up waits instead of killing the task.
+
+``--torchrun-agent``: this task is torchrun's per-node launcher, with the preemption signal blocked (Slurm delivers it
+to every process of the step, workers included, so torchrun need not forward it, and must not die of it while
+starting). ``python -m torch.distributed.run`` runs in this process (slurmgen.task.torchrun_agent: one shutdown
+and one line when the job ends); any other command is ``exec``'d. torchrun sets the rank variables for its workers
+itself, so none are set here; each worker runs this entry point again and gets its own supervisor.
+
+``--rendezvous`` prints ``MASTER_ADDR MASTER_PORT`` on one line for the batch shell:
+``read -r MASTER_ADDR MASTER_PORT < <(python3 -m slurmgen.task.launch --rendezvous)``.
+
+Any startup problem is one ``slurmgen: ...`` line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, MutableMapping, Sequence
+from typing import TYPE_CHECKING
+
+from slurmgen import contract
+from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
+
+if TYPE_CHECKING:
+    from slurmgen.task.supervisor import TaskPlan
+
+USAGE = (
+    "usage: python3 -m slurmgen.task.launch [--torchrun-agent] -- CMD [ARGS...]\n"
+    "       python3 -m slurmgen.task.launch --rendezvous"
+)
+_FLAGS = ("--rendezvous", "--torchrun-agent")
+EXIT_CANNOT_EXECUTE = 126  # the shell's codes for "found but not executable" and "not found"
+EXIT_NOT_FOUND = 127
+
+
+def parse_args(argv: Sequence[str]) -> tuple[set[str], list[str]]:
+    """Flags before ``--`` (or before the first non-flag word), then the command."""
+    args = list(argv)
+    flags: set[str] = set()
+    while args and args[0].startswith("--") and args[0] != "--":
+        flag = args.pop(0)
+        if flag in ("--help", "-h"):
+            raise UsageError(USAGE)
+        if flag not in _FLAGS:
+            raise UsageError(f"unknown option {flag!r}\n{USAGE}")
+        flags.add(flag)
+    if args and args[0] == "--":
+        args.pop(0)
+    if "--rendezvous" in flags:
+        if args or len(flags) > 1:
+            raise UsageError(f"--rendezvous takes no command and no other option\n{USAGE}")
+    elif not args:
+        raise UsageError(f"no command to run\n{USAGE}")
+    return flags, args
+
+
+def run(
+    argv: Sequence[str],
+    environ: MutableMapping[str, str],
+    *,
+    execvp: Callable[[str, list[str]], object] = os.execvp,
+    supervise: Callable[[TaskPlan], int] | None = None,
+    out: Callable[[str], object] = print,
+    err: Callable[[str], object] = lambda line: print(line, file=sys.stderr),
+) -> int:
+    """The entry point with its effects passed in. Returns the exit code (``execvp`` does not return)."""
+    from slurmgen.task.signal_block import block_preemption_signal, block_supervised
+
+    flags, command = parse_args(argv)
+    agent = "--torchrun-agent" in flags
+    preempt = None
+    if "--rendezvous" not in flags:
+        # First, before anything slow: until the program has a handler, a signal's default action would end the
+        # task. Blocked, it waits (signal(7)).
+        preempt = block_preemption_signal(environ) if agent else block_supervised(environ)
+        # The process that signals every process of the step (slurmstepd, or the local fake srun) is the parent
+        # of the outermost entry point; torchrun's workers learn it from their agent's.
+        environ.setdefault(contract.STEP_PID, str(os.getppid()))
+        if preempt is not None:
+            say_ready(environ)
+    from slurmgen.task.prepare import Host, prepare, resolve_master
+
+    if "--rendezvous" in flags:
+        master, _, port = resolve_master(environ, Host())
+        out(f"{master.host} {port.port}")
+        return 0
+    prepared = prepare(environ, agent=agent)
+    for warning in prepared.warnings:
+        err(f"slurmgen: warning: {warning}")
+    environ.update(prepared.updates)
+    if not agent:
+        from slurmgen.task import supervisor
+
+        plan = supervisor.plan_task(command, environ, prepared.ranks.rank, preempt)
+        if supervise is not None:
+            return supervise(plan)
+
+        def say(line: str) -> None:
+            err(f"slurmgen: {line}")
+
+        return supervisor.supervise(plan, say)
+    from slurmgen.task import torchrun_agent
+
+    if torchrun_agent.is_torchrun(command):
+        return torchrun_agent.run(command[3:], err)  # in this process: one line, not tracebacks, when the job ends
+    try:
+        execvp(command[0], command)
+    except FileNotFoundError:
+        err(f"slurmgen: cannot run {command[0]!r}: command not found")
+        return EXIT_NOT_FOUND
+    except OSError as error:
+        err(f"slurmgen: cannot run {command[0]!r}: {error.strerror or error}")
+        return EXIT_CANNOT_EXECUTE
+    return 0
+
+
+def say_ready(environ: MutableMapping[str, str]) -> None:
+    """Tell the batch shell this task holds the preemption signal now (blocked, so no longer fatal): an empty file
+    per task in the run's ready directory. The shell holds an early signal until every task's file is there (or
+    for at most a part of the lead time), however slowly the interpreter started (a cold venv on NFS). A task
+    that cannot write it still runs: the shell then holds to its limit."""
+    log_dir, task = environ.get(contract.LOG_DIR), environ.get("SLURM_PROCID", "")
+    if not log_dir or not task.isdigit():
+        return
+    run = environ.get("SLURM_RESTART_COUNT", "0")
+    ready = os.path.join(log_dir, f"{contract.READY_DIR}{int(run) + 1 if run.isdigit() else 1}")
+    try:
+        os.makedirs(ready, exist_ok=True)
+        os.close(os.open(os.path.join(ready, task), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+    except OSError:
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return run(sys.argv[1:] if argv is None else argv, os.environ)
+    except UsageError as error:
+        print(str(error) if str(error).startswith("usage:") else f"slurmgen: {error}", file=sys.stderr)
+        return EXIT_INVALID
+    except SlurmgenError as error:
+        print(f"slurmgen: {error}", file=sys.stderr)
+        return error.exit_code
+    except Exception as error:  # a bug in slurmgen, but a task must still fail with one readable line
+        print(f"slurmgen: internal error ({type(error).__name__}): {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""The task's supervisor: the entry point stays as a thin parent of the program instead of exec'ing it.
+
+Why a parent: a program that installs its preemption handler late (a framework, after seconds of imports) must not
+die of an early signal, and a signal must never be silently lost. The kernel shows which signals a process
+catches, blocks and has pending (/proc/<pid>/status: SigCgt, SigBlk, SigPnd; proc(5)); only a process outside the
+program can watch that and act on it. The parent also gives the program a log of its own and tells the batch
+shell which task failed first, with its own exit code.
+
+What reaches whom: slurmstepd signals every process of a step (proctrack, src/plugins/proctrack/linuxproc:
+kill_proc_tree; the cgroup plugins signal the whole cgroup), so the program gets Slurm's signals directly and the
+supervisor must not pass them on a second time. A signal from anyone else (torchrun's agent shutting its workers
+down, a user's kill) reaches only the supervisor: it forwards those. `sigwaitinfo(2)` says who sent a signal
+(si_pid): the step's manager (slurmstepd, or the local fake srun; SLURMGEN_STEP_PID) or one of its ancestors
+means the program has it already.
+
+The preemption signal, by `preemption.handler` (the child's disposition is set before exec and survives it,
+signal(7) and execve(2)):
+- runtime, auto: blocked; an early one stays pending until Preemption installs its handler and unblocks it;
+- program, a Python program (slurmgen.task.python_hook): blocked with the default action, so ``signal.getsignal``
+  says SIG_DFL and a framework that installs its handler only where none is set does; a start-up hook unblocks the
+  signal once the program installs a handler, and an early one, pending, reaches it then;
+- program, any other program: ignored until the program installs a handler (an early one is discarded, not
+  fatal); when one came while /proc showed no handler, the supervisor sends it again once SigCgt shows one;
+- requeue: ignored; the batch shell stops the step with SIGTERM and requeues the job.
+
+Cost (bench/supervisor.py, on the 2-core test machine): about 14 MiB RSS per task, and about 60 ms more before the
+program starts. Standard library only; never torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from slurmgen import contract
+from slurmgen.interruption_signal import task_route
+from slurmgen.job_context import restart_count_from
+from slurmgen.task.python_hook import hook_env, hooks_python
+from slurmgen.task.signal_block import SUPERVISED
+
+REPEAT_WINDOW = 5.0  # s: the same signal from a parent this soon after the step's own is that parent passing it on
+WATCH_INTERVAL = 0.05  # s between looks at /proc while a preemption signal waits for the program's handler
+# Signals that end a task on purpose: a task that exits non-zero after one is not a failure of its own.
+_STOPPING = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR2})
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """What the entry point decided for this task."""
+
+    command: tuple[str, ...]
+    preempt: signal.Signals | None  # None: preemption handling is off
+    handler: str  # contract.HANDLERS, or "" when off
+    rank: int | None
+    node: str
+    log_path: str | None  # the rank's own log (None outside slurmgen's script)
+    stepwide: frozenset[int]  # pids whose signals reached every process of the step: the manager and its ancestors
+    env: Mapping[str, str] = field(default_factory=dict)
+    hooked: bool = False  # handler program, a Python program: the preemption signal starts blocked (python_hook)
+    run: int = 1  # this run's number in the run history (slurmgen/job_context.py, read once in plan_task)
+
+
+def child_disposition(handler: str, preempt: signal.Signals | None, hooked: bool = False) -> str | None:
+    """How the program starts with the preemption signal: "block", "ignore" or None (as inherited)."""
+    if preempt is None:
+        return None
+    if handler == contract.HANDLER_PROGRAM and hooked:
+        return "block"  # python_hook unblocks it once the program installs its handler
+    if handler in (contract.HANDLER_PROGRAM, contract.HANDLER_REQUEUE):
+        return "ignore"
+    return "block"
+
+
+def parse_status(text: str) -> dict[str, int]:
+    """The signal masks of /proc/<pid>/status (SigQ aside): {"SigCgt": mask, ...}; bit N-1 is signal N."""
+    masks: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":\t")
+        if key in ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"):
+            masks[key] = int(value.strip(), 16)
+    return masks
+
+
+def has(mask: int, sig: int) -> bool:
+    return bool(mask >> (sig - 1) & 1)
+
+
+def ancestry(pid: int, parent_of: Callable[[int], int | None]) -> frozenset[int]:
+    """``pid`` and its ancestors up to init."""
+    found: set[int] = set()
+    while pid > 0 and pid not in found:
+        found.add(pid)
+        pid = parent_of(pid) or 0
+    return frozenset(found)
+
+
+def proc_parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            return int(handle.read().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass
+class Routing:
+    """The supervisor's memory of the signals it got; `route` decides what each one calls for."""
+
+    plan: TaskPlan
+    received: list[tuple[int, bool, float]] = field(default_factory=list)  # (signal, step-wide, when)
+    owed: int | None = None  # a preemption signal the program could not take yet (program mode)
+
+    def route(self, sig: int, sender: int, now: float, child_catches: Callable[[int], bool]) -> bool:
+        """Record a signal; True when it must be sent to the program (it did not reach it)."""
+        stepwide = sender in self.plan.stepwide
+        recent = any(s == sig and wide and now - t <= REPEAT_WINDOW for s, wide, t in self.received)
+        self.received.append((sig, stepwide, now))
+        preemption = sig == self.plan.preempt
+        # Whether the program catches it is asked only where it matters (a /proc read): handler program's signal.
+        asks = preemption and self.plan.handler == contract.HANDLER_PROGRAM
+        route = task_route(
+            preemption_signal=preemption,
+            handler=self.plan.handler,
+            program_catches=child_catches(sig) if asks else True,
+            hooked=self.plan.hooked,
+            stepwide=stepwide,
+            recent=recent,
+        )
+        if route.owed:
+            self.owed = sig  # watched until the program has a handler
+        return route.forward
+
+    def stopped_on_purpose(self) -> bool:
+        return any(s in _STOPPING or s == self.plan.preempt for s, _, _ in self.received)
+
+
+def say_to(fd: int | None) -> Callable[[str], None]:
+    def say(line: str) -> None:
+        data = f"slurmgen: {line}\n".encode()
+        with contextlib.suppress(OSError):
+            os.write(fd if fd is not None else 2, data)
+
+    return say
+
+
+def child_status(pid: int) -> dict[str, int]:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
+            return parse_status(handle.read())
+    except OSError:
+        return {}
+
+
+def supervise(plan: TaskPlan, say_err: Callable[[str], None]) -> int:
+    """Start the program, route signals to it until it ends, and end as it did. Returns its exit code (a program
+    ended by a signal ends the supervisor by the same signal)."""
+    import shutil
+
+    log_fd = _open_log(plan.log_path, say_err)
+    say = say_to(log_fd) if log_fd is not None else say_err
+    path = shutil.which(plan.command[0], path=plan.env.get("PATH"))
+    if path is None:
+        there = "/" in plan.command[0] and os.path.exists(plan.command[0])
+        say(f"cannot run {plan.command[0]!r}: {'not executable' if there else 'command not found'}")
+        return _record_exit(plan, 126 if there else 127)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would reap the program behind our back
+    if plan.handler == contract.HANDLER_PROGRAM and plan.preempt is not None and hooks_python(path, plan.command):
+        plan = replace(plan, hooked=True, env=hook_env(plan.env, plan.preempt))
+    watched = set(SUPERVISED) | ({plan.preempt} if plan.preempt else set())
+    from slurmgen.task import watchdog  # the hang watchdog (recovery.hang_timeout): README, "When things fail"
+
+    if extra := watchdog.nccl_trace_env(plan.env):
+        plan = dataclasses.replace(plan, env={**plan.env, **extra})
+    # A signal that came before the fork is pending here and not in the child (fork(2): the child's pending set
+    # starts empty), even when slurmstepd sent it to every process of the step. So the child waits, every signal
+    # still blocked, while this process takes what is pending and sends it on: one that came after the fork is
+    # pending in the child already, and the same standard signal sent again merges with it (signal(7)).
+    go_read, go_write = os.pipe()
+    supervisor_pid = os.getpid()
+    child = os.fork()
+    if child == 0:
+        os.close(go_write)
+        _exec_child(plan, path, log_fd, watched, supervisor_pid, go_read)
+    os.close(go_read)
+    routing = Routing(plan)
+    for sig in _drain(watched):
+        if sig != signal.SIGCHLD and routing.route(sig, -1, time.monotonic(), lambda s: False):
+            _send(child, sig)
+    os.close(go_write)  # the child's read returns: it sets its signals and execs
+    watching = watchdog.start(plan.env, plan.rank, child, say)
+    try:
+        return _wait_loop(plan, routing, child, watched, say)
+    finally:
+        if watching is not None:
+            watching.set()
+
+
+def _open_log(path: str | None, say: Callable[[str], None]) -> int | None:
+    if not path:
+        return None
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        say(f"cannot open the rank log {path} ({exc.strerror}); the program writes to the node log instead")
+        return None
+
+
+def _drain(watched: set[int]) -> list[int]:
+    got: list[int] = []
+    while (info := signal.sigtimedwait(watched, 0)) is not None:
+        got.append(info.si_signo)
+    return got
+
+
+def _exec_child(plan: TaskPlan, path: str, log_fd: int | None, watched: set[int], parent: int, go: int) -> None:
+    """In the forked child: wait for the supervisor's go, die with it, write to the rank log, set the preemption
+    signal's disposition, unblock the rest, exec. Never returns."""
+    code = 127
+    try:
+        while True:
+            try:
+                os.read(go, 1)  # end of file: the supervisor closed its end (or died: then getppid tells)
+                break
+            except InterruptedError:  # pragma: no cover - every signal is blocked here; PEP 475 retries anyway
+                continue
+        os.close(go)
+        import ctypes
+
+        # PR_SET_PDEATHSIG (prctl(2)): if the supervisor is killed (torchrun's agent SIGKILLs its workers), the program
+        # must not run on unsupervised outside the step's process tree.
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(code)
+        if log_fd is not None:
+            os.dup2(log_fd, 1)
+            os.dup2(log_fd, 2)
+        keep = set()
+        how = child_disposition(plan.handler, plan.preempt, plan.hooked)
+        if plan.preempt is not None and how == "ignore":
+            signal.signal(plan.preempt, signal.SIG_IGN)
+        elif plan.preempt is not None and how == "block":
+            keep.add(plan.preempt)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, watched - keep)
+        os.execve(path, list(plan.command), dict(plan.env))  # noqa: S606 (an argv list: no shell)
+    except OSError as exc:
+        code = 126
+        os.write(2, f"slurmgen: cannot run {plan.command[0]!r}: {exc.strerror or exc}\n".encode())
+    finally:
+        os._exit(code)
+
+
+def _pending(pid: int, sig: int) -> bool:
+    masks = child_status(pid)
+    return has(masks.get("SigPnd", 0) | masks.get("ShdPnd", 0), sig)
+
+
+def _send(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _wait_loop(plan: TaskPlan, routing: Routing, child: int, watched: set[int], say: Callable[[str], None]) -> int:
+    def catches(sig: int) -> bool:
+        return has(child_status(child).get("SigCgt", 0), sig)
+
+    while True:
+        info = signal.sigtimedwait(watched, WATCH_INTERVAL) if routing.owed else signal.sigwaitinfo(watched)
+        if info is not None and info.si_signo != signal.SIGCHLD:
+            sig = info.si_signo
+            had_owed = routing.owed
+            if routing.route(sig, info.si_pid, time.monotonic(), catches):
+                _send(child, sig)
+            elif routing.owed and not had_owed:
+                name = signal.Signals(sig).name
+                then = "it waits, blocked, until it does" if plan.hooked else "it is sent again once it does"
+                say(f"{name} came before the program installed a handler for it; {then}")
+        if routing.owed and catches(routing.owed):
+            name = signal.Signals(routing.owed).name
+            if not plan.hooked:
+                _send(child, routing.owed)
+                say(f"{name} sent to the program, whose handler is now installed")
+                routing.owed = None
+            elif not _pending(child, routing.owed):  # the hook unblocked it: the kernel delivered it
+                say(f"{name} sent to the program, whose handler is now installed (it waited there, blocked)")
+                routing.owed = None
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            return _finish(plan, routing, status, say)
+
+
+def _finish(plan: TaskPlan, routing: Routing, status: int, say: Callable[[str], None]) -> int:
+    code = os.waitstatus_to_exitcode(status)  # negative: killed by that signal
+    if routing.owed:
+        say(f"the program ended before installing a handler for {signal.Signals(routing.owed).name}")
+    exit_code = 128 - code if code < 0 else code
+    if exit_code and not routing.stopped_on_purpose():
+        _record_exit(plan, exit_code, -code if code < 0 else None)
+    if code < 0:
+        _die_by(-code)
+    return exit_code
+
+
+def _record_exit(plan: TaskPlan, code: int, sig: int | None = None) -> int:
+    """A failure of the task's own (no one asked it to stop): the run history's task-exit event, which the batch
+    shell reads to name the task that failed first and give the job its exit code."""
+    log_dir = plan.env.get(contract.LOG_DIR)
+    if log_dir and plan.rank is not None:
+        from slurmgen import run_history
+
+        fields: dict[str, object] = {"rank": plan.rank, "node": plan.node, "exit_code": code, "log": plan.log_path}
+        if sig is not None:
+            fields["signal"] = signal.Signals(sig).name.removeprefix("SIG")
+        run = plan.run
+        # On failure the exit code still reaches srun; only the name of the failing task is lost.
+        with contextlib.suppress(OSError):
+            run_history.append(log_dir, f"task-{plan.rank}", run_history.TASK_EXIT, run, time.time(), **fields)
+    return code
+
+
+def _die_by(sig: int) -> None:
+    """End this process by ``sig``, as the program ended: srun then reports the same signal for the task."""
+    import resource
+
+    with contextlib.suppress(OSError, ValueError):  # if it cannot, the task still exits 128 + sig
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the program dumped core if it was going to
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # their action cannot be changed (signal(7))
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+        os.kill(os.getpid(), sig)
+
+
+def node_name(env: Mapping[str, str]) -> str:
+    return env.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def plan_task(
+    command: Sequence[str], env: Mapping[str, str], rank: int | None, preempt: signal.Signals | None
+) -> TaskPlan:
+    """The plan for this task from its environment (pure but for reading /proc for the step's ancestry)."""
+    log_dir = env.get(contract.LOG_DIR)
+    manager = env.get(contract.STEP_PID, "")
+    stepwide = ancestry(int(manager), proc_parent) if manager.isdigit() else frozenset()
+    handler = env.get(contract.PREEMPT_HANDLER, contract.HANDLER_AUTO) if preempt is not None else ""
+    return TaskPlan(
+        command=tuple(command),
+        preempt=preempt,
+        handler=handler if handler in contract.HANDLERS or not handler else contract.HANDLER_AUTO,
+        rank=rank,
+        node=node_name(env),
+        log_path=os.path.join(log_dir, contract.rank_log_name(rank)) if log_dir and rank is not None else None,
+        stepwide=stepwide,
+        env=dict(env),
+        run=restart_count_from(env) + 1,
+    )
