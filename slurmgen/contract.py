@@ -89,7 +89,7 @@ DEFAULT_EPHEMERAL = (32768, 60999)
 # there.
 REQUEUE_MARKER_SUFFIX = ".requeue"
 # The batch shell appends each signal that reaches it to this file in LOG_DIR (emptied as each run starts); its
-# preemption watcher (runtime/batch_watch.py) reads it to know whether the notice came.
+# preemption watcher (batch/watch.py) reads it to know whether the notice came.
 BATCH_SIGNALS_FILE = ".batch-signals"
 # Seconds between the watcher's looks at the job (`scontrol show job`); the environment may set another.
 PREEMPT_POLL = "SLURMGEN_PREEMPT_POLL"

@@ -93,7 +93,7 @@ def slurm_ends_graced_preempted(site: Mapping[str, Any]) -> bool:
     with a grace time has begun? Since 24.05 (commit a689104d15) `_job_complete` (src/slurmctld/job_mgr.c) ends
     every job carrying GRACE_PREEMPT as PREEMPTED; the flag is set as the grace starts (src/interfaces/preempt.c,
     `_job_check_grace_internal`) and `scontrol requeue` does not clear it, so a requeued run that finishes the work
-    ends PREEMPTED too. The work then goes on in a continuation job (runtime/continuation.py)."""
+    ends PREEMPTED too. The work then goes on in a continuation job (batch/continuation.py)."""
     from slurmgen.slurm.site_config import version_tuple
 
     known = version_tuple(site.get("version"))
@@ -153,7 +153,7 @@ class TaskRoute:
 def task_route(
     *, preemption_signal: bool, handler: str, program_catches: bool, hooked: bool, stepwide: bool, recent: bool
 ) -> TaskRoute:
-    """Where a signal that reached a task's supervisor goes (runtime/supervisor.py executes it). A step-wide one
+    """Where a signal that reached a task's supervisor goes (task/supervisor.py executes it). A step-wide one
     (slurmstepd signalled every process) reached the program already, and a repeat within moments is the same one;
     under handler requeue the preemption signal is the batch shell's business (it stops the step with SIGTERM);
     under handler program, one the program has no handler for yet is owed to it, and only a hooked program (which

@@ -111,7 +111,7 @@ def requeue_this_job(
     state_dir = state_dir or ctx.state_dir or "."
     if cause == run_history.PREEMPTION and by != "batch-shell" and _continue_elsewhere(ctx, history):
         # A requeue would end PREEMPTED anyway on this Slurm (interruption_signal.slurm_ends_graced_preempted): the
-        # batch shell submits a continuation job once the step has ended (runtime/continuation.py).
+        # batch shell submits a continuation job once the step has ended (batch/continuation.py).
         ask_batch_shell(state_dir, key, cause)
         return RequeueOutcome("batch-shell", f"asked the batch shell to continue job {key} in a new job ({cause}; "
                               "PreemptMode=CANCEL with a grace time ends a requeued job PREEMPTED)")  # fmt: skip
@@ -153,7 +153,7 @@ def _continue_elsewhere(ctx: JobContext, history: run_history.History | None) ->
 def _scontrol_requeue(
     key: str, cause: str, *, incomplete: bool, client: SlurmClient | None, retry: Retry | None = None
 ) -> RequeueOutcome:
-    """One requeue, retried while Slurm cannot be reached or does not answer (runtime/slurm_retry.py). Every
+    """One requeue, retried while Slurm cannot be reached or does not answer (slurm/retry.py). Every
     failure is an outcome, never an exception: the caller leaves a marker or keeps the state."""
     from slurmgen.errors import SlurmgenError
     from slurmgen.slurm.client import JobPending, RequeueDisabled, SlurmClient

@@ -117,11 +117,11 @@ class Run:
     signals: list[str] = field(default_factory=list)
     failing: str | None = None  # "rank 3 on node2 (exit 1)"
     ended: str | None = None  # how the run ended (slurmgen/interruption.py: completed, stopped, requeued, ...)
-    # The step's restarts inside the allocation (runtime/batch_restart.py): "crash: rank 1 on n2 (killed by SIGKILL),
+    # The step's restarts inside the allocation (batch/restart.py): "crash: rank 1 on n2 (killed by SIGKILL),
     # 30 steps lost, 12.5 s lost" (restart_text), one per restart; and a failure that repeated and ended the run.
     restarts: list[str] = field(default_factory=list)
     repeated: str | None = None
-    continued_as: str | None = None  # the job that continues this one's work (runtime/continuation.py)
+    continued_as: str | None = None  # the job that continues this one's work (batch/continuation.py)
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:

@@ -1,6 +1,6 @@
 """The end-of-run decision (slurmgen.interruption) as a table: facts in, requeue and ending out, no processes.
 
-The executors run the same decision with real processes: tests/runtime/test_batch.py (the batch shell against a
+The executors run the same decision with real processes: tests/batch/test_batch.py (the batch shell against a
 slurmctld stand-in), tests/runtime/test_stop_faults.py (PATH-wrapped scontrol, signals at teardown) and the
 cluster tests."""
 
@@ -160,7 +160,7 @@ ROWS = [
         ("stopped", 0, False),
     ),
     # CANCEL with a grace time on 24.05+: a requeued run would end PREEMPTED even after all the work; a new job
-    # continues from the state instead (runtime/continuation.py), rank 0 having left it to the batch shell.
+    # continues from the state instead (batch/continuation.py), rank 0 having left it to the batch shell.
     (
         "CANCEL+grace 24.05+, rank 0 saved and left it to the batch shell",
         facts(slurm=PREEMPTED, marker="preemption", run=RunRecord(stop="preemption", continue_elsewhere=True)),

@@ -1,5 +1,5 @@
 """The preemption watcher's decision (slurmgen.interruption.decide_preempt_watch) as a table. The watcher process
-itself, with a real batch shell and a scontrol stand-in, is tests/runtime/test_batch_watch.py."""
+itself, with a real batch shell and a scontrol stand-in, is tests/batch/test_batch_watch.py."""
 
 from __future__ import annotations
 

@@ -102,7 +102,7 @@ def restart(
 
 def steps_lost(log_dir: str, history: run_history.History, run: int, started: float) -> int | None:
     """The steps this start of the step made that the restart does not keep: the step its ranks reached (rank 0's
-    progress mark, else any rank's: runtime/watchdog.py) minus the step of its newest save (rank 0's save event;
+    progress mark, else any rank's: task/watchdog.py) minus the step of its newest save (rank 0's save event;
     none in this start: it resumed from what the start before saved, so every step it made is lost). None when no
     rank marked its steps (a program that does not call `should_stop()`, or the hang watchdog is off)."""
     from slurmgen.task.watchdog import PROGRESS_DIR, steps_marked
@@ -140,7 +140,7 @@ def failure_of(history: run_history.History, run: int, since: float, rc: int, ct
 
 
 def hang_events(history: run_history.History, run: int, since: float) -> list[Mapping[str, Any]]:
-    """The hang watchdog's events of this start of the step (runtime/watchdog.py), the rank that stopped first
+    """The hang watchdog's events of this start of the step (task/watchdog.py), the rank that stopped first
     (the oldest last progress) first."""
     mine = [e for e in history.of_run(run, run_history.HANG) if float(e.get("time") or 0.0) >= since]
     return sorted(mine, key=lambda e: (float(e.get("progressed") or 0.0), int(e.get("rank") or 0)))

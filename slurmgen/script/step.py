@@ -108,7 +108,7 @@ def torchrun_words(spec: JobSpec) -> list[str]:
         Shell('--rdzv-id="${_sg_key}"'),
         "--signals-to-handle=" + ",".join("SIG" + s for s in signals),
         # A crashed worker ends its agent and so the step, which the batch shell restarts inside the allocation
-        # (spec field recovery, runtime/batch_restart.py): torchrun restarting its workers as well would double
+        # (spec field recovery, batch/restart.py): torchrun restarting its workers as well would double
         # every restart and hide it from the run history. Its default is 0 too; said here so it stays so.
         "--max-restarts=0",
     ]

@@ -1,4 +1,4 @@
-"""The batch shell's preemption watcher (slurmgen/runtime/batch_watch.py) as real processes: a bash shell that
+"""The batch shell's preemption watcher (slurmgen/batch/watch.py) as real processes: a bash shell that
 traps the preemption signal and starts the watcher as the rendered script does (its child, given its own pid),
 and a scontrol stand-in on PATH answering with recorded `scontrol show job` output (tests/data/slurm/)."""
 

@@ -1,4 +1,4 @@
-"""The hang watchdog's parts on plain files (runtime/watchdog.py, runtime/batch_restart.py); whole runs with a
+"""The hang watchdog's parts on plain files (task/watchdog.py, batch/restart.py); whole runs with a
 hung rank: tests/local/test_local_recovery.py."""
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_the_nccl_flight_recorder_records_collectives_on_a_gpu(tmp_path: Path) -
 
 
 def test_the_steps_a_restart_loses_are_the_marks_steps_since_the_last_save_of_that_start(tmp_path: Path) -> None:
-    """runtime/batch_restart.py steps_lost: rank 0's mark says the step reached; rank 0's newest save event of this
+    """batch/restart.py steps_lost: rank 0's mark says the step reached; rank 0's newest save event of this
     start of the step says what the restart resumes from; a mark from before this start counts for nothing."""
     from slurmgen import run_history
 
