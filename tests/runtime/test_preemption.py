@@ -102,7 +102,7 @@ def launch(tmp_path: Path, launcher: Launcher) -> Iterator[object]:
             }
             cmd = [sys.executable, str(WORKER), *(["--dist"] if world > 1 else []), *args]
             if through_entry:
-                cmd = [sys.executable, "-m", "slurmgen.task.launch", "--", *cmd]
+                cmd = [sys.executable, "-m", "slurmgen.task", "--", *cmd]
                 log = tmp_path / "logs" / contract.rank_log_name(rank)
                 job.offsets[rank] = log.stat().st_size if log.exists() else 0
             job.start(cmd, full)

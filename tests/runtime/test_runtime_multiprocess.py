@@ -83,7 +83,7 @@ def test_real_torchrun_agent_store(ranks: Ranks) -> None:
 def test_unmodified_env_script_through_the_entry_point(ranks: Ranks) -> None:
     ports = port_env()
     for rank in range(WORLD):
-        argv = [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, str(WORKER), "raw"]
+        argv = [sys.executable, "-m", "slurmgen.task", "--", sys.executable, str(WORKER), "raw"]
         ranks.start(argv, srun_env(rank, WORLD, job_id=4244, **ports))
     results = [r.json() for r in ranks.results(120)]
     assert sorted(r["rank"] for r in results) == list(range(WORLD))

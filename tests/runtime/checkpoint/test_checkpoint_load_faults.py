@@ -210,7 +210,7 @@ def test_two_ranks_fall_back_together_when_a_shard_cannot_be_read(tmp_path: Path
     from runtime.runtime_helpers import base_env, free_port
     from slurmgen import contract
 
-    worker = Path(__file__).parent / "fsdp_worker.py"
+    worker = Path(__file__).parents[1] / "fsdp_worker.py"  # tests/runtime/
     state = tmp_path / "state"
 
     def run(*args: str, restarts: int = 0) -> list[tuple[int, str, str]]:
@@ -221,7 +221,7 @@ def test_two_ranks_fall_back_together_when_a_shard_cannot_be_read(tmp_path: Path
                 SLURM_JOB_NODELIST="localhost", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                 SLURM_RESTART_COUNT=str(restarts), **{contract.STATE_DIR: str(state), contract.SPEC_HASH: "abc"},
             )  # fmt: skip
-            ranks.start([sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, str(worker), *args], env)
+            ranks.start([sys.executable, "-m", "slurmgen.task", "--", sys.executable, str(worker), *args], env)
         return [(r.returncode, r.stdout, r.stderr) for r in ranks.results(240)]
 
     first = run("--steps", "4", "--save-every", "1", "--report-saves")

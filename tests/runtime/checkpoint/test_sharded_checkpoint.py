@@ -25,7 +25,7 @@ from slurmgen.runtime.checkpoint.resume_store import KILL_AT
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
-WORKER = Path(__file__).parent / "fsdp_worker.py"
+WORKER = Path(__file__).parents[1] / "fsdp_worker.py"  # tests/runtime/
 MESHES = {"fsdp": (), "hsdp": ("--replicate", "2")}  # dp_shard=4, and dp_replicate=2 x dp_shard=2
 
 
@@ -59,7 +59,7 @@ def launch(tmp_path: Path, launcher: Launcher) -> Iterator[Launch]:
                 },
             )  # fmt: skip
             full.update(env or {})
-            ranks.start([sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, str(WORKER), *args], full)
+            ranks.start([sys.executable, "-m", "slurmgen.task", "--", sys.executable, str(WORKER), *args], full)
         return ranks
 
     yield start
