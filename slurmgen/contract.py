@@ -74,7 +74,9 @@ NCCL_SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
 GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"
 
 # --- entry points the rendered script runs (python3 -m NAME) -----------------------------------------------
-BATCH_ENTRY = "slurmgen.batch"  # the batch shell's helper: begin | signal SIG [PID] | restart RC ATTEMPT | end RC
+BATCH_ENTRY = (
+    "slurmgen.batch"  # the batch shell's helper: begin | signal SIG [PID] | restart RC ATTEMPT | watch PID SIG | end RC
+)
 TASK_ENTRY = "slurmgen.task"  # each task's entry point and supervisor; also `--rendezvous` in the batch shell
 TASK_MAIN = "slurmgen.task.launch"  # where TASK_ENTRY's main() lives (the container bootstrap imports it)
 # The names run by scripts rendered before slurmgen.batch and slurmgen.task existed (slurmgen.runtime held every

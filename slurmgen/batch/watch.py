@@ -1,6 +1,6 @@
 """The batch shell's preemption watcher: a preemption notice that never reached the shell is acted on anyway.
 
-    python3 -m slurmgen.batch.commands watch SHELL_PID SIG   # started by the batch shell, once per run
+    python3 -m slurmgen.batch watch SHELL_PID SIG   # started by the batch shell, once per run
 
 Slurm sends the `--signal` user signal at a preemption only with send_user_signal, and on Slurm 24.11 it reached
 the batch shell in only 13 of 21 measured preemptions. Without it the job learns nothing until the TERM at the end
