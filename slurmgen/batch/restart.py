@@ -105,7 +105,7 @@ def steps_lost(log_dir: str, history: run_history.History, run: int, started: fl
     progress mark, else any rank's: task/watchdog.py) minus the step of its newest save (rank 0's save event;
     none in this start: it resumed from what the start before saved, so every step it made is lost). None when no
     rank marked its steps (a program that does not call `should_stop()`, or the hang watchdog is off)."""
-    from slurmgen.task.watchdog import PROGRESS_DIR, steps_marked
+    from slurmgen.progress_mark import PROGRESS_DIR, steps_marked
 
     reached = steps_marked(log_dir, 0, started)
     if reached is None:

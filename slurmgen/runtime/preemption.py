@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurmgen import contract, interruption_signal, run_history
 from slurmgen.job_context import JobContext
+from slurmgen.progress_mark import ProgressMark
 from slurmgen.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.layout import keep_count
@@ -40,7 +41,6 @@ from slurmgen.runtime.checkpoint.resume_store import CheckpointStore, StoreSetti
 from slurmgen.runtime.peer_loss import install_peer_loss_hook
 from slurmgen.runtime.peers import Peers
 from slurmgen.task.signal_block import parse_signal_name
-from slurmgen.task.watchdog import ProgressMark
 
 if TYPE_CHECKING:
     from slurmgen.runtime.checkpoint.background import PendingSave

@@ -36,9 +36,11 @@ from collections.abc import Callable, Mapping
 
 from slurmgen import contract, run_history
 from slurmgen.job_context import restart_count_from
+from slurmgen.progress_mark import PROGRESS_DIR, ProgressMark, progress_path, steps_marked
+
+__all__ = ["PROGRESS_DIR", "ProgressMark", "progress_path", "steps_marked"]  # kept here for their readers
 
 HANG_DIR = "hang"
-PROGRESS_DIR = "progress"
 DUMP_TIMEOUT = 30.0  # seconds for one py-spy dump
 NCCL_TRACE_ENTRIES = "2000"
 START_FACTOR = 4  # before any rank's first progress the limit is this many hang timeouts: start-up is slow
@@ -81,10 +83,6 @@ def own_progress(log_dir: str, rank: int, since: float) -> float:
         with contextlib.suppress(OSError):
             times.append(os.stat(path).st_mtime)
     return max(times)
-
-
-def progress_path(log_dir: str, rank: int) -> str:
-    return os.path.join(log_dir, PROGRESS_DIR, f"rank-{rank}")
 
 
 def dump_stacks(pid: int) -> str:
@@ -168,45 +166,3 @@ def nccl_trace_env(env: Mapping[str, str]) -> dict[str, str]:
         "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": os.path.join(log_dir, HANG_DIR, "nccl-trace-rank-"),
     }
     return {name: value for name, value in wanted.items() if name not in env}
-
-
-class ProgressMark:
-    """Write this rank's progress mark at most once a second (Preemption.should_stop calls it every step): its
-    time is the progress the watchdog reads, its text the number of steps this process has made (the batch shell
-    counts the steps a restart loses from it: batch/restart.py)."""
-
-    def __init__(self, env: Mapping[str, str], rank: int) -> None:
-        log_dir = env.get(contract.LOG_DIR)
-        self.path = progress_path(log_dir, rank) if log_dir and env.get(contract.HANG_TIMEOUT, "0") != "0" else None
-        self.last = 0.0
-
-    def touch(self, steps: int = 0) -> None:
-        if self.path is None or (now := time.monotonic()) - self.last < 1.0:
-            return
-        self.last = now
-        try:
-            self._write(steps)
-        except FileNotFoundError:
-            with contextlib.suppress(OSError):
-                os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                self._write(steps)
-        except OSError:
-            self.path = None
-
-    def _write(self, steps: int) -> None:
-        assert self.path is not None
-        with open(self.path, "w", encoding="ascii") as handle:
-            handle.write(f"{steps}\n")
-
-
-def steps_marked(log_dir: str, rank: int, since: float) -> int | None:
-    """The steps rank ``rank``'s process had made at its last mark, if it marked after ``since``; else None."""
-    path = progress_path(log_dir, rank)
-    try:
-        if os.stat(path).st_mtime < since:
-            return None
-        with open(path, encoding="ascii") as handle:
-            text = handle.read().strip()
-    except (OSError, ValueError):
-        return None
-    return int(text) if text.isdigit() else None
