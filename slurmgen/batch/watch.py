@@ -12,8 +12,9 @@ whose trap then does what it does for Slurm's own signal. The decisions are slur
 preempt_watch_needed and decide_preempt_watch.
 
 What it costs and how it ends:
-- It ends at once where it has nothing to wait for: no scontrol (a container, `slurmgen run` without one), or a
-  site whose recorded preemption leaves no grace time (PreemptMode OFF or SUSPEND, GraceTime 0).
+- It ends at once where it has nothing to wait for: no scontrol (a container), `slurmgen run` (whose emulated
+  preemption never loses its signal), or a site whose recorded preemption leaves no grace time (PreemptMode OFF
+  or SUSPEND, GraceTime 0).
 - It never outlives the batch shell: the shell kills it after the step's last start; if the shell itself dies
   (SIGKILL at the end of the grace, or any other way) the kernel sends it SIGKILL (prctl PR_SET_PDEATHSIG, see
   prctl(2)), and each look checks that its parent is still the shell.
@@ -41,6 +42,7 @@ ONCE = Retry(tries=1, pauses=())
 MIN_POLL = 0.1  # seconds; below this the looks would cost slurmctld more than a lost grace costs the job
 MAX_POLL = 300.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+LOCAL_RUN = "SLURMGEN_LOCAL_DIR"  # set inside `slurmgen run` (slurmgen/local/jobenv.py LOCAL_DIR)
 
 
 def received(log_dir: str) -> frozenset[str]:
@@ -88,6 +90,8 @@ def watch(
     key, log_dir = ctx.key, ctx.log_dir or ""
     if key is None or not log_dir or shutil.which("scontrol") is None:
         return 0
+    if env.get(LOCAL_RUN):
+        return 0  # `slurmgen run`: its emulated preemption always delivers the signal; each look would cost a process
     if not interruption.preempt_watch_needed(site_of_run(log_dir, ctx)):
         return 0
     pause, said_unsure = poll_seconds(env), False

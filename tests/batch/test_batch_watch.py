@@ -50,8 +50,8 @@ def wait_for(what: Callable[[], object], seconds: float = 15) -> None:
         time.sleep(0.05)
 
 
-def start(tmp_path: Path, fake: FakeSlurm, shells: list[subprocess.Popen[bytes]], site: dict[str, object] | None = None
-          ) -> int:  # fmt: skip
+def start(tmp_path: Path, fake: FakeSlurm, shells: list[subprocess.Popen[bytes]], site: dict[str, object] | None = None,
+          **more: str) -> int:  # fmt: skip
     """Start the shell and its watcher; the watcher's pid."""
     bin_dir = fake.install(tmp_path / "bin")
     log_dir = tmp_path / "logs"
@@ -61,7 +61,8 @@ def start(tmp_path: Path, fake: FakeSlurm, shells: list[subprocess.Popen[bytes]]
     env = {key: value for key, value in os.environ.items() if not key.startswith("SLURM")}
     env.update(PATH=f"{bin_dir}:{env['PATH']}", SLURM_JOB_ID="30", SLURMGEN_LOG_DIR=str(log_dir))
     env[contract.PREEMPT_POLL] = "0.1"
-    argv = ["bash", "-c", SHELL, str(tmp_path / "shell"), sys.executable, "-m", "slurmgen.batch.commands", "watch"]
+    env.update(more)
+    argv = ["bash", "-c", SHELL, str(tmp_path / "shell"), sys.executable, "-m", "slurmgen.batch", "watch"]
     shells.append(subprocess.Popen(argv, env=env))
     wait_for(lambda: (tmp_path / "shell.watcher").exists() and (tmp_path / "shell.watcher").read_text().strip())
     return int((tmp_path / "shell.watcher").read_text())
@@ -127,3 +128,11 @@ def test_slurm_not_answering_sends_nothing_and_is_said_once(
     assert ended(tmp_path) == 128 + signal.SIGTERM
     assert not (tmp_path / "shell.got").exists()
     assert (tmp_path / "shell.err").read_text().count("cannot ask Slurm about job 30") == 1
+
+
+def test_a_local_run_is_not_watched(tmp_path: Path, shells: list[subprocess.Popen[bytes]]) -> None:
+    """Inside `slurmgen run` the emulated preemption always delivers its signal: no looks, each a process."""
+    fake = FakeSlurm().on("scontrol", recording="show-job-o-preempt-grace")
+    start(tmp_path, fake, shells, SLURMGEN_LOCAL_DIR=str(tmp_path / "control"))
+    assert ended(tmp_path) == 0
+    assert fake.commands("scontrol") == [] and not (tmp_path / "shell.got").exists()

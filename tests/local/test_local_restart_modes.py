@@ -55,8 +55,7 @@ def test_a_program_using_the_runtime_restarts_and_status_and_history_show_the_st
 ) -> None:
     """handler: runtime. Rank 1's program SIGKILLs itself after step 50 (saves every 20, so the last is at 40):
     the step restarts, every rank resumes from step 40, and `status` and `history` show the restart with its
-    cause, rank, node, steps and time lost. The steps lost are those made since that save: 10, less what the
-    last progress mark (written at most once a second, 10 steps here) had not seen yet."""
+    cause, rank, node, steps and time lost. The steps lost are those made since that save."""
     die = f"1:50:{tmp_path / 'died'}"
     command = [PY, str(WORKER), "--dist", "--steps", "80", "--step-time", "0.1", "--save-every", "20", "--die-at", die]
     job = LocalJob(tmp_path, spec(command, preemption="{handler: runtime}", extra=own_port(tmp_path)))
@@ -69,7 +68,9 @@ def test_a_program_using_the_runtime_restarts_and_status_and_history_show_the_st
         log = job.file(f"rank-{rank}.log")
         assert re.findall(r"RESUMED (\d+) ", log) == ["40"] and "DONE 80" in log, job.everything()
     lost = event["steps_lost"]
-    assert isinstance(lost, int) and 0 <= lost <= 10, event
+    # 10, plus the step rank 0 had begun when rank 1 died (it counts its should_stop() call before the agreement
+    # blocks), less what the last mark had not seen yet
+    assert isinstance(lost, int) and 0 <= lost <= 11, event
     shown = f"crash: rank 1 on 127.0.0.1 (killed by SIGKILL), {lost} step{'' if lost == 1 else 's'} lost, "
     key = f"local-{job.job_id()}"
     assert shown in slurmgen(job, "history", key), slurmgen(job, "history", key)
