@@ -189,8 +189,9 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without pytest-xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """The scheduler of pytest_cmdline_main's workers: one work unit per group of `worker_group`, each sent whole
-    to one worker (pytest-xdist's own loadgroup mode cannot be used: it re-labels test ids through an attribute
-    that pytest 9.2 no longer reads)."""
+    to one worker. pytest-xdist's own `--dist loadgroup` cannot do it here: its worker appends the group to each
+    test id by setting `item._nodeid` (xdist/remote.py, WorkerInteractor.pytest_collection_modifyitems, 3.8.0),
+    which pytest 9.2 no longer reads (_pytest/nodes.py: `Node.nodeid` returns `str(self._id)`)."""
     selected: tuple[str, ...] = getattr(config.option, "slurm_version_workers", ())
     if not selected:
         return None
