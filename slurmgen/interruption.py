@@ -245,3 +245,45 @@ def decide_restart(facts: RestartFacts) -> RestartPlan:
     line = (f"{failure.who} {how}: restarting the step inside the allocation (restart {facts.restarts + 1} of "
             f"{facts.max_restarts}), from the last complete checkpoint")  # fmt: skip
     return RestartPlan(True, facts.event, line)
+
+
+# --- Bad nodes: before every start of the step -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What is known of the allocation's nodes before a start of the step (runtime/batch_nodes.py gathers it)."""
+
+    hosts: tuple[str, ...]  # the allocation's nodes, in Slurm's order (SLURM_JOB_NODELIST)
+    needed: int  # the spec's `nodes`: the step runs on exactly this many
+    excluded: Mapping[str, str]  # nodes excluded earlier in this run, and why
+    failed: Mapping[str, str]  # nodes that failed a check now, or that Slurm shows down: evidence, with its reason
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    run_on: tuple[str, ...]  # the nodes the step starts on; () when it does not start in this allocation
+    exclude: tuple[tuple[str, str], ...]  # newly excluded nodes and why, to record
+    requeue_excluding: tuple[str, ...] = ()  # no spare left: requeue the job with these nodes in its ExcNodeList
+    line: str | None = None
+
+
+def decide_nodes(facts: NodeFacts) -> NodePlan:
+    """Which nodes the step starts on. A node is blamed only on evidence (a failed check, Slurm's own state), never
+    for the program's exception. With enough healthy nodes left (the spares), the step runs on the first
+    ``needed`` of them inside this allocation; without, the job is requeued away from every bad node."""
+    new = tuple((n, facts.failed[n]) for n in facts.hosts if n in facts.failed and n not in facts.excluded)
+    bad = set(facts.excluded) | {n for n, _ in new}
+    healthy = tuple(n for n in facts.hosts if n not in bad)
+    said = "; ".join(f"{n}: {why}" for n, why in new)
+    if len(healthy) >= facts.needed:
+        line = None
+        if new:
+            spare = len(healthy) - facts.needed
+            line = (f"excluding {said}; the step runs on {', '.join(healthy[: facts.needed])} "
+                    f"({spare} spare node{'s' if spare != 1 else ''} left)")  # fmt: skip
+        return NodePlan(healthy[: facts.needed], new, (), line)
+    away = tuple(n for n in facts.hosts if n in bad)
+    line = (f"{'excluding ' + said + '; ' if new else ''}{len(healthy)} healthy node{'s' if len(healthy) != 1 else ''}"
+            f" of {facts.needed} needed, no spare left: requeueing the job away from {', '.join(away)}")  # fmt: skip
+    return NodePlan((), new, away, line)

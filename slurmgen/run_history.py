@@ -43,6 +43,7 @@ RESTART = "restart"  # batch shell: the step is started again inside the allocat
 HANG = "hang"  # a task's supervisor: no rank progressed for recovery.hang_timeout (rank, node, progressed, stacks)
 REPEATED = "repeated-failure"  # batch shell: the step failed again the same way; not restarted nor requeued
 FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
+NODE_EXCLUDED = "node-excluded"  # batch shell: a node failed its check or Slurm marks it down (node, reason, spare)
 
 # Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own
 # (preemption.max_preemptions), apart from the requeues the job asks for itself (preemption.max_requeues).
@@ -51,7 +52,8 @@ TIME_LIMIT = "time-limit"
 FAILURE = "failure"
 REQUESTED = "requested"  # the program asked (Preemption.request("requeue"))
 EXTERNAL = "external"  # requeued by someone else (scontrol requeue by a user or admin, a node failure)
-OWN_CAUSES = frozenset({TIME_LIMIT, FAILURE, REQUESTED})
+BAD_NODE = "bad-node"  # a node failed its check and no spare was left: requeued with it in ExcNodeList
+OWN_CAUSES = frozenset({TIME_LIMIT, FAILURE, REQUESTED, BAD_NODE})
 
 
 def history_dir(log_dir: str) -> str:
@@ -120,6 +122,8 @@ class Run:
     # 12.5 s lost", one per restart; and a failure that repeated and ended the run.
     restarts: list[str] = field(default_factory=list)
     repeated: str | None = None
+    # Nodes excluded in this run (runtime/batch_nodes.py): "node2: health check failed (exit 1)", one per node.
+    excluded: list[str] = field(default_factory=list)
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -155,6 +159,8 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
             r.restarts.append(f"{e.get('cause')}: {e.get('who')}" + (f", {lost:g} s lost" if lost is not None else ""))
         elif kind == REPEATED:
             r.repeated = str(e.get("error") or "")
+        elif kind == NODE_EXCLUDED:
+            r.excluded.append(f"{e.get('node')}: {e.get('reason')}")
     return [by_run[n] for n in sorted(by_run)]
 
 

@@ -249,6 +249,10 @@ def status_command(
         targets = [_target(job)]
         if targets[0].local:
             print(st.table(local_rows(find_home(), targets[0].label)))
+            from slurmgen.jobs.history import restart_lines
+
+            for line in restart_lines(targets):  # restarts and excluded nodes, as for a cluster job
+                err(line)
             return
     else:
         base = find_home()

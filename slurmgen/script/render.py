@@ -16,7 +16,7 @@ from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.step import batch_words, join, package_dir_words, rendezvous_words, step_line
 from slurmgen.script.sweep import cases, env_words
 from slurmgen.signal_names import parse_sbatch_signal
-from slurmgen.spec.model import JobSpec
+from slurmgen.spec.model import JobSpec, node_checks
 
 TEMPLATE = "sbatch.sh.j2"
 # Seconds the batch shell holds the preemption signal after starting the step: the runtime entry point blocks
@@ -125,6 +125,10 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "batch_begin": join(batch_words(spec, "begin")),
         "batch_signal": join(batch_words(spec, "signal")),
         "batch_restart": join(batch_words(spec, "restart")),
+        "node_checks": node_checks(spec),
+        "batch_nodes": join(
+            [spec.python, "-m", "slurmgen.runtime.batch_nodes", str(spec.nodes), str(spec.gpus_per_node)]
+        ),
         "batch_end": join(batch_words(spec, "end")),
     }
 
