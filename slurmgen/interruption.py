@@ -10,7 +10,9 @@ inputs: how the step ended (srun's code and the first failing task's own), the h
 out), the run history of this run (read once: `RunRecord`), the signals the batch shell received and a task's
 marker. A crash inside a running allocation is decided first (`decide_restart`): the step is started again in
 the same allocation, within recovery.max_restarts, unless the failure repeats (the same error at the same saved
-state: a bug, not the machine) or a stop is under way. Hang and bad-node events add their own rows beside these.
+state: a bug, not the machine) or a stop is under way; a hang is decided the same way. Before every start of the
+step, `decide_nodes` says which nodes it runs on: a node that failed its checks, or that Slurm shows down, is
+replaced by a spare, or the job is requeued away from it.
 
 The rule for the resume state (README, "Reliability: faults and what they cost"): it is removed only on positive
 evidence that the work is done: the program ended on its own (exit 0), no stop is recorded in the run history

@@ -2,7 +2,8 @@
 
     python3 -m slurmgen.runtime.batch_nodes NODES GPUS ATTEMPT
         # prints the nodes the step starts on (a comma list); exit 0: start it there, 3: the job was requeued away
-        # from a bad node, 1: not enough healthy nodes and no requeue: the run ends
+        # from a bad node, 4: not enough healthy nodes and no requeue: the run ends (contract.NODES_*); any other
+        # exit is the check's own failure: the batch shell starts the step on the allocation's nodes
 
 The checks run on all nodes at once, as one job step (`srun --nodes=K --ntasks-per-node=1 --nodelist=...`): one
 launch for the whole allocation costs about what one node's would, and Slurm starts it where the step will run,
@@ -42,7 +43,6 @@ from slurmgen import contract, run_history
 WRITER = "batch-shell"
 CHECK_TIMEOUT = 60.0  # seconds per check on a node (SLURMGEN_NODE_CHECK_TIMEOUT overrides)
 STEP_START = 30.0  # seconds for Slurm to start the check step, on top of the checks
-REQUEUED = 3  # exit: the job was requeued away from a bad node
 BAD_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING")
 
 
@@ -202,8 +202,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         print(",".join(plan.run_on), flush=True)
         return 0
     if key is not None and requeue_away(key, plan.requeue_excluding, env, _say):
-        return REQUEUED
-    return 1
+        return contract.NODES_REQUEUED
+    return contract.NODES_SHORT
 
 
 if __name__ == "__main__":

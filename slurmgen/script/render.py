@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmgen import contract
+from slurmgen.contract import NODES_REQUEUED, NODES_SHORT
 from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.step import batch_words, join, package_dir_words, rendezvous_words, step_line
@@ -126,6 +127,8 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "batch_signal": join(batch_words(spec, "signal")),
         "batch_restart": join(batch_words(spec, "restart")),
         "node_checks": node_checks(spec),
+        "nodes_requeued": NODES_REQUEUED,
+        "nodes_short": NODES_SHORT,
         "batch_nodes": join(
             [spec.python, "-m", "slurmgen.runtime.batch_nodes", str(spec.nodes), str(spec.gpus_per_node)]
         ),

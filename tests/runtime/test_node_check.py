@@ -148,3 +148,65 @@ def test_slurm_down_drain_and_not_responding_nodes_are_evidence() -> None:
         "node4": "Slurm shows it ALLOCATED*",
     }
     assert batch_nodes.down_nodes(hosts, run=lambda argv: "") == {}  # Slurm not answering: no evidence
+
+
+def fake_srun(where: Path, body: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An `srun` first on PATH that answers the check step as ``body`` says (argv in "$@")."""
+    tool(where, "srun", body)
+    monkeypatch.setenv("PATH", f"{where}:{os.environ['PATH']}")
+
+
+def test_a_node_that_gives_no_verdict_while_others_do_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    verdict = json.dumps({"node": "n1", "ok": True, "reason": ""})
+    fake_srun(tmp_path, f"echo '{verdict}'; exec sleep 60", monkeypatch)
+    monkeypatch.setattr(batch_nodes, "STEP_START", 0.5)
+    started = time.monotonic()
+    failed, answered = batch_nodes.check_step(["n1", "n2"], 0, {}, 0, 0.2)
+    assert answered and failed == {"n2": "no verdict from the node check within 1.1 s"}
+    assert time.monotonic() - started < 15
+
+
+def test_a_check_step_that_gives_no_verdict_at_all_blames_no_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_srun(tmp_path, "echo 'srun: error: Unable to create step for job 7: Invalid generic resource' >&2; exit 1",
+              monkeypatch)  # fmt: skip
+    assert batch_nodes.check_step(["n1", "n2"], 1, {}, 0, 5) == ({}, False)
+    assert "gave no verdict (srun: error: Unable to create step for job 7: Invalid generic resource): no node is " \
+           "blamed" in capsys.readouterr().err  # fmt: skip
+
+
+def test_the_check_step_runs_once_on_every_node_with_the_health_check_as_argv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_srun(tmp_path, f'printf "%s\\n" "$@" >{tmp_path}/argv; echo \'{{"node": "n1", "ok": false, "reason": "x"}}\'',
+              monkeypatch)  # fmt: skip
+    env = {"SLURMGEN_HEALTH_CHECK": "check-node --min-free '10 G'", "SLURMGEN_STATE_DIR": "/s"}
+    failed, _ = batch_nodes.check_step(["n1"], 2, env, 123, 5)
+    assert failed == {"n1": "x"}
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert argv[:5] == ["--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--nodelist=n1", "--kill-on-bad-exit=0"]
+    assert "--gpus-per-node=2" in argv and "--need=123" in argv and "--state-dir=/s" in argv
+    assert argv[-4:] == ["--", "check-node", "--min-free", "10 G"]
+
+
+def test_the_room_needed_is_the_newest_complete_checkpoints_size(tmp_path: Path) -> None:
+    from slurmgen.runtime.checkpoint import layout
+
+    env = {"SLURM_JOB_ID": "42", "SLURMGEN_STATE_DIR": str(tmp_path)}
+    assert batch_nodes.checkpoint_bytes(env, []) == 0
+    assert batch_nodes.checkpoint_bytes(env, [{"event": "save", "bytes": 77}]) == 77  # the program's own path
+    plain = tmp_path / "42.state"
+    plain.write_bytes(b"x" * 5000)
+    os.utime(plain, (1, 1))
+    assert batch_nodes.checkpoint_bytes(env, []) == 5000
+    sharded = tmp_path / layout.complete_name("42.state", 3)
+    sharded.mkdir()
+    (sharded / "shard-0").write_bytes(b"y" * 3000)
+    (sharded / "shard-1").write_bytes(b"y" * 3000)
+    (sharded / layout.MARKER).write_text("{}")
+    assert batch_nodes.checkpoint_bytes(env, []) == 6002  # newer than the plain state: its files
+    incomplete = tmp_path / layout.complete_name("42.state", 4)
+    incomplete.mkdir()
+    (incomplete / "shard-0").write_bytes(b"z" * 99999)  # no MARKER: not complete, not counted
+    assert batch_nodes.checkpoint_bytes(env, []) == 6002

@@ -139,10 +139,15 @@ export SLURMGEN_STEP_ATTEMPT="${_sg_attempt}"
 # --- The nodes: check every node, keep a bad one out (spare, or requeue away from it): runtime/batch_nodes.py --
 _sg_nodes="$('python3' '-m' 'slurmgen.runtime.batch_nodes' '2' '8' "${_sg_attempt}")"
 _sg_rc=$?
-if [ "${_sg_rc}" -ne 0 ]; then
-    break
-fi
-echo "slurmgen: the step runs on ${_sg_nodes}" >&2
+case "${_sg_rc}" in
+    0) echo "slurmgen: the step runs on ${_sg_nodes}" >&2 ;;
+    3 | 4) break ;;  # requeued away from a bad node, or too few healthy nodes
+    *)
+        # The check itself failed (not a node's verdict): no evidence against any node.
+        echo "slurmgen: the node check could not run (exit ${_sg_rc}): the step starts on the allocation's nodes" >&2
+        _sg_nodes=""
+        ;;
+esac
 # --- Rendezvous: the first node of the step, port = base + (job id + attempt) % range --------------------
 if ! _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" SLURM_STEP_NODELIST="${_sg_nodes}" 'python3' '-m' 'slurmgen.runtime.launch' '--rendezvous')"; then
     echo "slurmgen: cannot work out the rendezvous address (see above); is slurmgen installed for 'python3' (spec field python)?" >&2
