@@ -10,9 +10,11 @@ inputs: how the step ended (srun's code and the first failing task's own), the h
 out), the run history of this run (read once: `RunRecord`), the signals the batch shell received and a task's
 marker. A crash inside a running allocation is decided first (`decide_restart`): the step is started again in
 the same allocation, within recovery.max_restarts, unless the failure repeats (the same error at the same saved
-state: a bug, not the machine) or a stop is under way. Hang and bad-node events add their own rows beside these.
-The decisions taken while the step runs (a signal's cause and route, the window, the budgets, rank 0's stop)
-live beside this module, in slurmgen/interruption_signal.py.
+state: a bug, not the machine) or a stop is under way; a hang is decided the same way. Before every start of the
+step, `decide_nodes` says which nodes it runs on: a node that failed its checks, or that Slurm shows down, is
+replaced by a spare, or the job is requeued away from it. The decisions taken while the step runs (a signal's
+cause and route, the window, the budgets, rank 0's stop) live beside this module, in
+slurmgen/interruption_signal.py.
 
 The rule for the resume state (README, "Reliability: faults and what they cost"): it is removed only on positive
 evidence that the work is done: the program ended on its own (exit 0), no stop is recorded in the run history
@@ -298,3 +300,45 @@ def preempt_watch_needed(site: Mapping[str, Any]) -> bool:
     except (TypeError, ValueError):
         return True
     return site.get("mode") in ("REQUEUE", "CANCEL") and grace > 0
+
+
+# --- Bad nodes: before every start of the step -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What is known of the allocation's nodes before a start of the step (runtime/batch_nodes.py gathers it)."""
+
+    hosts: tuple[str, ...]  # the allocation's nodes, in Slurm's order (SLURM_JOB_NODELIST)
+    needed: int  # the spec's `nodes`: the step runs on exactly this many
+    excluded: Mapping[str, str]  # nodes excluded earlier in this run, and why
+    failed: Mapping[str, str]  # nodes that failed a check now, or that Slurm shows down: evidence, with its reason
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    run_on: tuple[str, ...]  # the nodes the step starts on; () when it does not start in this allocation
+    exclude: tuple[tuple[str, str], ...]  # newly excluded nodes and why, to record
+    requeue_excluding: tuple[str, ...] = ()  # no spare left: requeue the job with these nodes in its ExcNodeList
+    line: str | None = None
+
+
+def decide_nodes(facts: NodeFacts) -> NodePlan:
+    """Which nodes the step starts on. A node is blamed only on evidence (a failed check, Slurm's own state), never
+    for the program's exception. With enough healthy nodes left (the spares), the step runs on the first
+    ``needed`` of them inside this allocation; without, the job is requeued away from every bad node."""
+    new = tuple((n, facts.failed[n]) for n in facts.hosts if n in facts.failed and n not in facts.excluded)
+    bad = set(facts.excluded) | {n for n, _ in new}
+    healthy = tuple(n for n in facts.hosts if n not in bad)
+    said = "; ".join(f"{n}: {why}" for n, why in new)
+    if len(healthy) >= facts.needed:
+        line = None
+        if new:
+            spare = len(healthy) - facts.needed
+            line = (f"excluding {said}; the step runs on {', '.join(healthy[: facts.needed])} "
+                    f"({spare} spare node{'s' if spare != 1 else ''} left)")  # fmt: skip
+        return NodePlan(healthy[: facts.needed], new, (), line)
+    away = tuple(n for n in facts.hosts if n in bad)
+    line = (f"{'excluding ' + said + '; ' if new else ''}{len(healthy)} healthy node{'s' if len(healthy) != 1 else ''}"
+            f" of {facts.needed} needed, no spare left: requeueing the job away from {', '.join(away)}")  # fmt: skip
+    return NodePlan((), new, away, line)

@@ -44,6 +44,7 @@ HANG = "hang"  # a task's supervisor: no rank progressed for recovery.hang_timeo
 REPEATED = "repeated-failure"  # batch shell: the step failed again the same way; not restarted nor requeued
 CONTINUED = "continued"  # batch shell: a new job continues this one's work from its state (job: its id; cause)
 FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
+NODE_EXCLUDED = "node-excluded"  # batch shell: a node failed its check or Slurm marks it down (node, reason, spare)
 
 # Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own
 # (preemption.max_preemptions), apart from the requeues the job asks for itself (preemption.max_requeues).
@@ -52,7 +53,8 @@ TIME_LIMIT = "time-limit"
 FAILURE = "failure"
 REQUESTED = "requested"  # the program asked (Preemption.request("requeue"))
 EXTERNAL = "external"  # requeued by someone else (scontrol requeue by a user or admin, a node failure)
-OWN_CAUSES = frozenset({TIME_LIMIT, FAILURE, REQUESTED})
+BAD_NODE = "bad-node"  # a node failed its check and no spare was left: requeued with it in ExcNodeList
+OWN_CAUSES = frozenset({TIME_LIMIT, FAILURE, REQUESTED, BAD_NODE})
 
 
 def history_dir(log_dir: str) -> str:
@@ -122,6 +124,8 @@ class Run:
     restarts: list[str] = field(default_factory=list)
     repeated: str | None = None
     continued_as: str | None = None  # the job that continues this one's work (batch/continuation.py)
+    # Nodes excluded in this run (runtime/batch_nodes.py): "node2: health check failed (exit 1)", one per node.
+    excluded: list[str] = field(default_factory=list)
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -158,6 +162,8 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
             r.continued_as, r.cause = str(e.get("job") or "?"), e.get("cause") or r.cause
         elif kind == REPEATED:
             r.repeated = str(e.get("error") or "")
+        elif kind == NODE_EXCLUDED:
+            r.excluded.append(f"{e.get('node')}: {e.get('reason')}")
     return [by_run[n] for n in sorted(by_run)]
 
 

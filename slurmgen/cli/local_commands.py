@@ -44,6 +44,12 @@ def run_local(
         int | None,
         typer.Option("--hang-rank", metavar="R", help="Rehearse a hang: SIGSTOP rank R's program (with --after)."),
     ] = None,
+    bad_node: Annotated[
+        int | None,
+        typer.Option(
+            "--bad-node", metavar="N", help="Rehearse a bad node: emulated node N (1 is the first) fails its checks."
+        ),
+    ] = None,
     after: Annotated[
         float | None,
         typer.Option(
@@ -70,7 +76,13 @@ def run_local(
         raise UsageError(f"--{what}-rank R and --after SECONDS go together, e.g. --{what}-rank 1 --after 30")
     rehearse = None if rank is None or after is None else (what, rank, after)
     opts = Options(
-        nodes, tasks_per_node, tuple(set_ or []), preempt_after, None if templates is None else str(templates), rehearse
+        nodes,
+        tasks_per_node,
+        tuple(set_ or []),
+        preempt_after,
+        None if templates is None else str(templates),
+        rehearse,
+        bad_node,
     )
     raise typer.Exit(command(spec, job, signal, opts, err))
 

@@ -156,6 +156,7 @@ def restart_lines(targets: Iterable[Target]) -> list[str]:
                       for n, text in enumerate(run.restarts, 1)]  # fmt: skip
             if run.repeated is not None:
                 lines.append(f"job {key}: run {run.run}: the same failure repeated ({run.repeated}): not restarted")
+            lines += [f"job {key}: run {run.run}, node excluded ({text})" for text in run.excluded]
     return lines
 
 
@@ -203,6 +204,7 @@ def _note(run: run_history.Run, miss: WindowMiss | None) -> str:
         notes.append(f"restart {number} ({restart})")
     if run.repeated is not None:
         notes.append(f"the same failure repeated ({run.repeated}): not restarted")
+    notes += [f"node excluded ({text})" for text in run.excluded]
     if run.failing:
         notes.append(run.failing)
     if run.continued_as is not None:

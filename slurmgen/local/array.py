@@ -141,7 +141,7 @@ def run_task(task: Task, out: Callable[[str], object]) -> int:
     shape = jobenv.JobShape(
         job_id=task.job_id,
         name=spec.name,
-        nodes=spec.nodes,
+        nodes=spec.nodes + spec.recovery.spare_nodes,  # the allocation: the spares too
         tasks_per_node=spec.tasks_per_node,
         cpus_per_task=spec.cpus_per_task,
         submit_dir=str(submit_dir),

@@ -77,7 +77,7 @@ def run_local(
         raise UsageError(f"cannot record a local job in {where}: {exc.strerror or exc}") from None
     paths = setup.paths(spec, job_id, base, submit_dir)
     shape = _shape(spec, job_id, submit_dir, loaded.gpus)
-    job = LocalJob(spec, loaded.script, paths, shape, options.preempt_after, options.rehearse)
+    job = LocalJob(spec, loaded.script, paths, shape, options.preempt_after, options.rehearse, options.bad_node)
     return _start(job, source, options, base, loaded.notes, env, out, clock)
 
 
@@ -85,7 +85,7 @@ def _shape(spec: JobSpec, job_id: str, submit_dir: Path, gpus: tuple[tuple[str, 
     return jobenv.JobShape(
         job_id=job_id,
         name=spec.name,
-        nodes=spec.nodes,
+        nodes=spec.nodes + spec.recovery.spare_nodes,  # the allocation: the spares too (sbatch --nodes)
         tasks_per_node=spec.tasks_per_node,
         cpus_per_task=spec.cpus_per_task,
         submit_dir=str(submit_dir),
@@ -114,7 +114,7 @@ def _start(
         runner.say(note)
     ranks = _plural(spec.nproc_per_node, "worker" if spec.launcher == "torchrun" else "task")
     runner.say(
-        f"{spec.name}, {_plural(spec.nodes, 'node')} x {ranks} on {jobenv.nodelist(spec.nodes)} "
+        f"{spec.name}, {_plural(spec.nodes, 'node')} x {ranks} on {jobenv.nodelist(job.shape.nodes)} "
         f"({spec.distributed.backend}); batch log {label(paths.batch_log, submit_dir)}, task logs "
         f"{label(paths.task_logs, submit_dir)}/rank-<N>.log and <node>.log"
     )
@@ -132,7 +132,7 @@ def _start(
     record = _recorder(local_jobs.journal(base), source, spec.name, paths, job_id)
     given = {"nodes": options.nodes, "tasks_per_node": options.tasks_per_node, "overrides": list(options.overrides),
              "templates": options.templates, "submit_dir": str(submit_dir)}  # fmt: skip
-    record("RUNNING", runner_pid=os.getpid(), nodes=spec.nodes, tasks_per_node=spec.nproc_per_node, options=given)
+    record("RUNNING", runner_pid=os.getpid(), nodes=job.shape.nodes, tasks_per_node=spec.nproc_per_node, options=given)
     started = time.monotonic()
     try:
         end = runner.run(restart)

@@ -1,4 +1,5 @@
-"""The `scontrol` a local job finds first on PATH: `requeue`, `show job`, `show step` and `show hostnames`.
+"""The `scontrol` a local job finds first on PATH: `requeue`, `update ExcNodeList`, `show job`, `show step` and
+`show hostnames`.
 
 `scontrol requeue [Incomplete] <job>` leaves a request in the job's control directory; the runner sees it, ends the run
 as Slurm does (SIGCONT and SIGTERM to every process, SIGKILL after KillWait) and starts the script again with
@@ -28,6 +29,7 @@ from slurmgen.local import jobenv
 REQUEUE_REQUEST = "requeue"  # file names inside the control directory
 NO_REQUEUE = "no-requeue"
 PREEMPTED = "preempted"  # holds the preemption's time, as Slurm's PreemptTime
+EXCLUDED = "excluded"  # the job's ExcNodeList (`scontrol update JobId=<job> ExcNodeList=...`), one line
 ENDING = "ending"  # the runner is ending the job: its end state (TIMEOUT, CANCELLED), as slurmctld's record says
 REASONS = {"TIMEOUT": "TimeLimit"}  # the Reason= slurmctld gives a job it ends that way (FAIL_TIMEOUT)
 
@@ -95,8 +97,35 @@ def show_job(args: Sequence[str], env: Mapping[str, str]) -> str:
         "PreemptTime": preempt_time,
         "Partition": env.get("SLURM_JOB_PARTITION", jobenv.PARTITION),
         "NodeList": env.get("SLURM_JOB_NODELIST", ""),
+        "ExcNodeList": _read_excluded(control) or "(null)",
     }
     return " ".join(f"{k}={v}" for k, v in fields.items()) + "\n"
+
+
+def _read_excluded(control: str) -> str:
+    try:
+        with open(os.path.join(control, EXCLUDED), encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def update_job(args: Sequence[str], env: Mapping[str, str]) -> str:
+    """`scontrol update JobId=<job> ExcNodeList=<nodes>`: taken only while the job is pending, as Slurm does
+    (src/slurmctld/job_mgr.c: ESLURM_JOB_NOT_PENDING); here, once a requeue was asked for. The runner gives the
+    next run nodes outside the list."""
+    pairs = dict(w.partition("=")[::2] for w in args)
+    job, nodes = pairs.get("JobId", pairs.get("jobid", "")), pairs.get("ExcNodeList")
+    control = env.get(jobenv.LOCAL_DIR, "")
+    if nodes is None or set(pairs) - {"JobId", "jobid", "ExcNodeList"}:
+        raise ScontrolError("only `scontrol update JobId=<job> ExcNodeList=<nodes>` is emulated locally")
+    if not control or job != env.get("SLURM_JOB_ID"):
+        raise ScontrolError(f"Invalid job id specified for job {job}")
+    if not os.path.exists(os.path.join(control, REQUEUE_REQUEST)):
+        raise ScontrolError(f"Job is no longer pending execution for job {job}")
+    with open(os.path.join(control, EXCLUDED), "w", encoding="utf-8") as handle:
+        handle.write(nodes + "\n")
+    return ""
 
 
 def running_steps(control: str) -> list[tuple[int, int]]:
@@ -146,6 +175,8 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> str:
     words = [w for w in argv if w not in ("-o", "--oneliner")]
     if words[:1] == ["requeue"]:
         return fake_requeue(words[1:], env)
+    if words[:1] == ["update"]:
+        return update_job(words[1:], env)
     if [w.lower() for w in words[:2]] == ["show", "hostnames"] and len(words) <= 3:
         return show_hostnames(words[2:], env)
     if [w.lower() for w in words[:2]] == ["show", "job"] and len(words) == 3:
@@ -153,8 +184,8 @@ def run(argv: Sequence[str], env: Mapping[str, str]) -> str:
     if [w.lower() for w in words[:2]] == ["show", "step"] and len(words) == 3:
         return show_step(words[2:], env)
     raise ScontrolError(
-        f"`scontrol {' '.join(argv)}` is not emulated locally (only `requeue [Incomplete] <job>`, `show job`, "
-        "`show step` and `show hostnames`); run it on a cluster"
+        f"`scontrol {' '.join(argv)}` is not emulated locally (only `requeue [Incomplete] <job>`, `update "
+        "ExcNodeList`, `show job`, `show step` and `show hostnames`); run it on a cluster"
     )
 
 

@@ -67,6 +67,19 @@ class JobShape:
     submit_host: str
     restart_count: int = 0
     gpus: tuple[tuple[str, ...], ...] | None = None  # per node; None: no GPUs (CPU run)
+    excluded: tuple[str, ...] = ()  # the job's ExcNodeList (scontrol update): this run gets the next free nodes
+
+    def hosts(self) -> list[str]:
+        """This run's nodes: the first `nodes` emulated nodes not excluded, as Slurm would place it elsewhere."""
+        if not self.excluded:
+            return node_names(self.nodes)
+        free = [n for n in node_names(MAX_NODES) if n not in self.excluded]
+        if len(free) < self.nodes:
+            raise ValueError(f"a local job has at most {MAX_NODES} emulated nodes, {len(self.excluded)} excluded")
+        return free[: self.nodes]
+
+    def hostlist(self) -> str:
+        return nodelist(self.nodes) if not self.excluded else ",".join(self.hosts())
 
 
 def batch_env(shape: JobShape, base: Mapping[str, str], control_dir: str, path_prefix: Sequence[str]) -> dict[str, str]:
@@ -74,15 +87,15 @@ def batch_env(shape: JobShape, base: Mapping[str, str], control_dir: str, path_p
     what slurmd sets for the batch step, plus the fakes' private variables and their directory first on PATH."""
     env = clean_submit_env(base)  # what sbatch would pass on; the local job talks to no real cluster:
     env.pop("SLURM_CONF", None)
-    names = node_names(shape.nodes)
+    names = shape.hosts()
     ntasks = str(shape.nodes * shape.tasks_per_node)
     env.update(
         {
             "SLURM_JOB_ID": shape.job_id,
             "SLURM_JOBID": shape.job_id,
             "SLURM_JOB_NAME": shape.name,
-            "SLURM_JOB_NODELIST": nodelist(shape.nodes),
-            "SLURM_NODELIST": nodelist(shape.nodes),
+            "SLURM_JOB_NODELIST": shape.hostlist(),
+            "SLURM_NODELIST": shape.hostlist(),
             "SLURM_JOB_NUM_NODES": str(shape.nodes),
             "SLURM_NNODES": str(shape.nodes),
             "SLURM_NTASKS": ntasks,

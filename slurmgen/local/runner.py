@@ -28,7 +28,7 @@ from typing import Any
 
 from slurmgen.atomic import write_text
 from slurmgen.local import jobenv, procs, setup
-from slurmgen.local.fake_scontrol import ENDING, NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
+from slurmgen.local.fake_scontrol import ENDING, EXCLUDED, NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
 from slurmgen.local.local_jobs import CANCEL_REQUEST, RUNNER_FILE, SIGNAL_REQUEST
 from slurmgen.spec.model import JobSpec
 
@@ -51,6 +51,7 @@ class LocalJob:
     shape: jobenv.JobShape
     preempt_after: float | None = None
     rehearse: tuple[str, int, float] | None = None  # --kill-rank/--hang-rank R --after S
+    bad_node: int | None = None  # --bad-node N: emulated node N fails its checks in every run
     kill_wait: float = jobenv.DEFAULT_KILL_WAIT
     runaway_requeues: int = setup.RUNAWAY_REQUEUES
 
@@ -103,10 +104,16 @@ class Runner:
             (p.control / NO_REQUEUE).touch()
 
     def env(self, restart: int) -> dict[str, str]:
-        shape = replace(self.job.shape, restart_count=restart)
+        from slurmgen.runtime.hostlist import expand_hostlist
+        from slurmgen.runtime.node_check import REHEARSE_BAD_NODE
+
+        excluded = _read(self.job.paths.control / EXCLUDED).strip()
+        shape = replace(self.job.shape, restart_count=restart, excluded=tuple(expand_hostlist(excluded or "")))
         prefix = [str(self.job.paths.bin), os.path.dirname(self.python)]
         env = jobenv.batch_env(shape, self.environ, str(self.job.paths.control), prefix)
         env[jobenv.KILL_WAIT] = f"{self.job.kill_wait:g}"
+        if self.job.bad_node is not None:
+            env[REHEARSE_BAD_NODE] = jobenv.node_names(self.job.bad_node)[-1]  # --bad-node N: its checks fail
         return env
 
     # -- the whole job ---------------------------------------------------------------------------------------

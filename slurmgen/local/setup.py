@@ -29,6 +29,7 @@ class Options:
     templates: str | None = None
     # --kill-rank R --after S or --hang-rank R --after S (slurmgen.local.rehearse): (what, rank, seconds)
     rehearse: tuple[str, int, float] | None = None
+    bad_node: int | None = None  # --bad-node N: emulated node N (1 is the first) fails its checks
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,25 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
             raise UsageError(f"--{what}-rank {rank}: the job has ranks 0 to {spec.world_size - 1}")
         if after <= 0:
             raise UsageError(f"--after {after:g}: want a number of seconds above 0")
+    if options.bad_node is not None:
+        _check_bad_node(spec, options.bad_node, str(source))
     if spec.dependency:
         notes.append(f"dependency {spec.dependency} is ignored locally: the job starts at once")
     if spec.container is not None:
         notes.append(f"the image {spec.container.image} is not used locally: tasks run on this machine, its files")
     built = build(checked, options.templates)
     return LocalSetup(spec, built.script, built.warnings, tuple(notes), slices)
+
+
+def _check_bad_node(spec: JobSpec, node: int, source: str) -> None:
+    from slurmgen.spec.model import node_checks
+
+    allocated = spec.nodes + spec.recovery.spare_nodes
+    if not 1 <= node <= allocated:
+        raise UsageError(f"--bad-node {node}: the job has nodes 1 to {allocated} (nodes + recovery.spare_nodes)")
+    if not node_checks(spec):
+        raise UsageError(f"--bad-node {node}: {source} checks no node before the step (set recovery.health_check or "
+                         "recovery.spare_nodes), so there is no node check to fail")  # fmt: skip
 
 
 # --- when Slurm's signals come ------------------------------------------------------------------------------

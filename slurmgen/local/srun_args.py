@@ -18,6 +18,11 @@ _VALUED = {
     "--open-mode": "open_mode",
     "-K": "kill_on_bad_exit",
     "--kill-on-bad-exit": "kill_on_bad_exit",
+    "-n": "ntasks",
+    "--ntasks": "ntasks",
+    "-w": "nodelist",
+    "--nodelist": "nodelist",
+    "--gpus-per-node": "gpus_per_node",  # the node check's step: each emulated node has its GPUs already
 }
 _CONTAINER_VALUED = {
     "--container-image",
@@ -42,6 +47,8 @@ class SrunArgs:
     output: str | None = None
     open_mode: str = "truncate"
     kill_on_bad_exit: bool = False
+    nodelist: str = ""
+    ntasks: int | None = None
     ignored: tuple[str, ...] = field(default=())  # container options, for the warning
 
 
@@ -96,6 +103,8 @@ def parse_args(argv: Sequence[str]) -> SrunArgs:
         output=values.get("output"),
         open_mode=mode,
         kill_on_bad_exit=kill == "1",
+        nodelist=values.get("nodelist", ""),
+        ntasks=_positive("--ntasks", values["ntasks"]) if "ntasks" in values else None,
         ignored=tuple(ignored),
     )
 
@@ -109,16 +118,30 @@ def step_shape(args: SrunArgs, env: Mapping[str, str], step_id: int) -> jobenv.S
     if not job_id or not job_list:
         raise SrunError("not inside a job (SLURM_JOB_ID / SLURM_JOB_NODELIST unset); use `slurmgen run`")
     hosts = expand_hostlist(job_list)
-    nodes = args.nodes or len(hosts)
+    nodes = args.nodes or (len(expand_hostlist(args.nodelist)) if args.nodelist else len(hosts))
     if nodes > len(hosts):
         raise SrunError(f"Unable to create step for job {job_id}: the job has {len(hosts)} nodes, asked for {nodes}")
     per_node = args.tasks_per_node or int(env.get("SLURM_NTASKS_PER_NODE") or 1)
+    chosen = hosts[:nodes]
+    if args.nodelist:
+        # srun(1) --nodelist: these nodes of the allocation (with --nodes, exactly as many).
+        chosen = expand_hostlist(args.nodelist)
+        if any(h not in hosts for h in chosen) or len(chosen) != nodes:
+            raise SrunError(f"Unable to create step for job {job_id}: --nodelist={args.nodelist} is not {nodes} "
+                            f"node(s) of the job's {job_list}")  # fmt: skip
+    # srun(1): --ntasks defaults to SLURM_NTASKS, the allocation's; a step on fewer nodes must say its own.
+    ntasks = args.ntasks or int(env.get("SLURM_NTASKS") or 0)
+    if ntasks > nodes * per_node:
+        raise SrunError(f"Unable to create step for job {job_id}: More processors requested than permitted")
+    gpus = jobenv.parse_gpus(env.get(jobenv.LOCAL_GPUS, ""))
+    if gpus is not None:
+        gpus = tuple(gpus[hosts.index(h)] for h in chosen if hosts.index(h) < len(gpus))
     return jobenv.StepShape(
         job_id=job_id,
         step_id=step_id,
-        hosts=tuple(hosts[:nodes]),
+        hosts=tuple(chosen),
         tasks_per_node=per_node,
         cpus_per_task=args.cpus_per_task,
-        hostlist=job_list if nodes == len(hosts) else "",
-        gpus=jobenv.parse_gpus(env.get(jobenv.LOCAL_GPUS, "")),
+        hostlist=job_list if chosen == hosts else "",
+        gpus=gpus,
     )

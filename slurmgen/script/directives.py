@@ -51,7 +51,8 @@ def directives(spec: JobSpec) -> list[Directive]:
             d.append(Directive(option, str(value)))
 
     add("job-name", spec.name)
-    add("nodes", spec.nodes)
+    # Spare nodes (recovery.spare_nodes) are part of the allocation; the step runs on `nodes` healthy ones.
+    add("nodes", spec.nodes + spec.recovery.spare_nodes)
     add("ntasks-per-node", spec.tasks_per_node)
     if spec.gpus_per_node:
         add("gpus-per-node", spec.gpus_per_node)
@@ -66,6 +67,9 @@ def directives(spec: JobSpec) -> list[Directive]:
     add("dependency", spec.dependency)
     add("chdir", spec.chdir)
     add("output", batch_log(spec))
+    if spec.recovery.spare_nodes:
+        # Keep the job when one of its nodes fails (sbatch(1) --no-kill): a spare takes its place.
+        d.append(Directive("no-kill", None))
     # A requeued run must not truncate the earlier run's log (JobFileAppend=0 is Slurm's default).
     add("open-mode", "append")
     pre = spec.preemption

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from slurmgen import contract
+from slurmgen.contract import NODES_REQUEUED, NODES_SHORT
 from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
 from slurmgen.job_context import KEY_SHELL
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.step import batch_words, join, package_dir_words, rendezvous_words, step_line
 from slurmgen.script.sweep import cases, env_words
 from slurmgen.signal_names import parse_sbatch_signal
-from slurmgen.spec.model import JobSpec
+from slurmgen.spec.model import JobSpec, node_checks
 
 TEMPLATE = "sbatch.sh.j2"
 # Seconds the batch shell holds the preemption signal after starting the step: the runtime entry point blocks
@@ -127,6 +128,12 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "batch_begin": join(batch_words(spec, "begin")),
         "batch_signal": join(batch_words(spec, "signal")),
         "batch_restart": join(batch_words(spec, "restart")),
+        "node_checks": node_checks(spec),
+        "nodes_requeued": NODES_REQUEUED,
+        "nodes_short": NODES_SHORT,
+        "batch_nodes": join(
+            [spec.python, "-m", "slurmgen.runtime.batch_nodes", str(spec.nodes), str(spec.gpus_per_node)]
+        ),
         "batch_end": join(batch_words(spec, "end")),
         "batch_watch": join(batch_words(spec, "watch")),
         "signals_file": contract.BATCH_SIGNALS_FILE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from slurmgen import contract
 from slurmgen.script.directives import sq
-from slurmgen.spec.model import JobSpec
+from slurmgen.spec.model import JobSpec, node_checks
 
 CONTAINER_RUNTIME_DIR = "/opt/slurmgen"  # where slurmgen's own package is mounted inside a container image
 # torchrun forwards only TERM, INT, HUP and QUIT by default (pytorch#154849); USR1/USR2 must be added.
@@ -62,6 +62,12 @@ def srun_words(spec: JobSpec) -> list[str]:
         words.append(f"--cpus-per-task={spec.cpus_per_task}")
     # One rank failing ends the step, instead of leaving the others blocked in a collective until the timeout.
     words.append("--kill-on-bad-exit=1")
+    if node_checks(spec):
+        # The nodes that passed their checks (runtime/batch_nodes.py), without the spares or a bad node.
+        words.append(Shell('${_sg_nodes:+"--nodelist=${_sg_nodes}"}'))
+    if spec.recovery.spare_nodes:
+        # srun takes SLURM_NTASKS (the whole allocation's, spares included) for --ntasks: say the step's own.
+        words.append(f"--ntasks={spec.nodes * spec.tasks_per_node}")
     # One log per node, appended across requeued runs, in the per-job directory the batch shell created.
     words.append(Shell('--output="${SLURMGEN_LOG_DIR}/%N.log"'))
     words.append("--open-mode=append")

@@ -48,6 +48,15 @@ class RecoverySpec:
     health_check: tuple[str, ...]  # argv; empty: none
 
 
+def node_checks(spec: JobSpec) -> bool:
+    """Are the allocation's nodes checked before every start of the step (runtime/batch_nodes.py)? When the spec
+    asks (a health check, spare nodes), and for every GPU job with recovery on: a CPU job with neither has only
+    its state directory to check, which the batch shell's own mkdir and the first save already show, and one
+    more job step per start would cost it about a second for nothing."""
+    rec = spec.recovery
+    return bool(rec.health_check) or rec.spare_nodes > 0 or (rec.enabled and spec.gpus_per_node > 0)
+
+
 @dataclass(frozen=True)
 class ContainerSpec:
     image: str

@@ -12,9 +12,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from slurmgen.errors import Problem
 from slurmgen.spec.types import AnyOf, Bool, Ctx, Field, Int, List, Obj, Str
-from slurmgen.spec.yaml_source import dotted
 
 DEFAULT_MAX_RESTARTS = 3
 DEFAULT_HANG_TIMEOUT = 1800  # seconds; 0 switches the watchdog off
@@ -37,14 +35,18 @@ RECOVERY = Obj(
             default=DEFAULT_HANG_TIMEOUT,
         ),
         "spare_nodes": Field(
-            Int(min=0, max=1000), "extra nodes allocated beyond `nodes`, to replace a node that fails", default=0
+            Int(min=0, max=1000),
+            "extra nodes allocated beyond `nodes` (sbatch --nodes is their sum), to replace a node that fails its "
+            "checks or that Slurm marks down",
+            default=0,
         ),
         "health_check": Field(
             AnyOf(
                 ((str, Str(max_len=65536)), (list, List(Str(max_len=65536), min_items=1))),
                 "a command line or a list of arguments",
             ),
-            "runs once on every node before every start of the step; a non-zero exit marks the node bad",
+            "runs once on every node before every start of the step (with a time limit); a non-zero exit marks the "
+            "node bad: a spare takes its place, else the job is requeued away from it",
         ),
     }
 )
@@ -71,14 +73,3 @@ def resolve_recovery(r: Any, ctx: Ctx) -> dict[str, Any]:
         "spare_nodes": r.get("spare_nodes", 0),
         "health_check": tuple(check or ()),
     }
-
-
-def recovery_warnings(rec: dict[str, Any], ctx: Ctx) -> list[Problem]:
-    """Settings this version accepts (they are the contract) but does not act on yet: said, never silent."""
-    out: list[Problem] = []
-    for key, set_ in (("spare_nodes", rec["spare_nodes"] > 0), ("health_check", bool(rec["health_check"]))):
-        if set_:
-            path = ("recovery", key)
-            out.append(Problem(ctx.where(path), dotted(path), "is not acted on yet by this version of slurmgen "
-                               "(the node checks come in a later version); it is kept in the spec"))  # fmt: skip
-    return out

@@ -14,7 +14,7 @@ from slurmgen.errors import Problem
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
 from slurmgen.spec.fields import PREEMPTION, SPEC
-from slurmgen.spec.recovery import recovery_warnings, resolve_recovery
+from slurmgen.spec.recovery import resolve_recovery
 from slurmgen.spec.types import Ctx, Obj
 from slurmgen.spec.yaml_source import dotted
 
@@ -234,7 +234,6 @@ def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
         warnings.append(Problem(ctx.where(path), dotted(path), message))
 
     pre, dist = f["preemption"], f["distributed"]
-    warnings += recovery_warnings(f["recovery"], ctx)
     raw_time = ctx.raw(("time",))
     if raw_time is not None and f["time_seconds"] and parse_time(raw_time.raw) != f["time_seconds"]:
         warn(("time",), f"Slurm rounds seconds up to whole minutes: {raw_time.raw} becomes {f['time']}")

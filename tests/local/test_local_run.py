@@ -176,6 +176,8 @@ def rendered_srun(job: str) -> list[str]:
     words = srun_words(load_file(JOBS / job).spec)
     out = []
     for word in words[1:]:
+        if isinstance(word, Shell) and word.startswith("${_sg_nodes:+"):
+            continue  # the checked nodes (runtime/batch_nodes.py): nothing before the batch shell sets them
         if isinstance(word, Shell):
             word = word.replace('"${SLURMGEN_LOG_DIR}', "/l").replace('"${_sg_pkg}', "/p").replace('"', "")
             word = word.replace("${SLURMGEN_STATE_DIR}", "/s")
