@@ -111,7 +111,7 @@ EXIT_REQUEUE_BUDGET = 75  # EX_TEMPFAIL: stopped for preemption but the requeue 
 EXIT_PEER_LOST = 76  # EX_PROTOCOL: a peer died or stopped answering during the stop agreement
 EXIT_TERMINATED = 143  # 128 + SIGTERM: saved and exited because Slurm asked the job to end
 
-# Exit codes of the batch shell's node check (runtime/batch_nodes.py) besides 0 (start the step on the nodes it
+# Exit codes of the batch shell's node check (batch/nodes.py) besides 0 (start the step on the nodes it
 # prints): the job was requeued away from a bad node; too few healthy nodes and no requeue (the run ends). Any
 # other code is the check's own failure, which blames no node.
 NODES_REQUEUED = 3

@@ -307,7 +307,7 @@ def preempt_watch_needed(site: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class NodeFacts:
-    """What is known of the allocation's nodes before a start of the step (runtime/batch_nodes.py gathers it)."""
+    """What is known of the allocation's nodes before a start of the step (batch/nodes.py gathers it)."""
 
     hosts: tuple[str, ...]  # the allocation's nodes, in Slurm's order (SLURM_JOB_NODELIST)
     needed: int  # the spec's `nodes`: the step runs on exactly this many

@@ -124,7 +124,7 @@ class Run:
     restarts: list[str] = field(default_factory=list)
     repeated: str | None = None
     continued_as: str | None = None  # the job that continues this one's work (batch/continuation.py)
-    # Nodes excluded in this run (runtime/batch_nodes.py): "node2: health check failed (exit 1)", one per node.
+    # Nodes excluded in this run (batch/nodes.py): "node2: health check failed (exit 1)", one per node.
     excluded: list[str] = field(default_factory=list)
 
 

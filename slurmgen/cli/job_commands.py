@@ -251,7 +251,9 @@ def status_command(
             print(st.table(local_rows(find_home(), targets[0].label)))
             from slurmgen.jobs.history import restart_lines
 
-            for line in restart_lines(targets):  # restarts and excluded nodes (`slurmgen run --kill-rank`, `--bad-node`)
+            for line in restart_lines(
+                targets
+            ):  # restarts and excluded nodes (`slurmgen run --kill-rank`, `--bad-node`)
                 err(line)
             return
     else:

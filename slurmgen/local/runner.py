@@ -104,8 +104,8 @@ class Runner:
             (p.control / NO_REQUEUE).touch()
 
     def env(self, restart: int) -> dict[str, str]:
-        from slurmgen.runtime.hostlist import expand_hostlist
-        from slurmgen.runtime.node_check import REHEARSE_BAD_NODE
+        from slurmgen.batch.node_check import REHEARSE_BAD_NODE
+        from slurmgen.slurm.hostlist import expand_hostlist
 
         excluded = _read(self.job.paths.control / EXCLUDED).strip()
         shape = replace(self.job.shape, restart_count=restart, excluded=tuple(expand_hostlist(excluded or "")))

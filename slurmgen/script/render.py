@@ -131,9 +131,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "node_checks": node_checks(spec),
         "nodes_requeued": NODES_REQUEUED,
         "nodes_short": NODES_SHORT,
-        "batch_nodes": join(
-            [spec.python, "-m", "slurmgen.runtime.batch_nodes", str(spec.nodes), str(spec.gpus_per_node)]
-        ),
+        "batch_nodes": join([spec.python, "-m", "slurmgen.batch.nodes", str(spec.nodes), str(spec.gpus_per_node)]),
         "batch_end": join(batch_words(spec, "end")),
         "batch_watch": join(batch_words(spec, "watch")),
         "signals_file": contract.BATCH_SIGNALS_FILE,

@@ -63,7 +63,7 @@ def srun_words(spec: JobSpec) -> list[str]:
     # One rank failing ends the step, instead of leaving the others blocked in a collective until the timeout.
     words.append("--kill-on-bad-exit=1")
     if node_checks(spec):
-        # The nodes that passed their checks (runtime/batch_nodes.py), without the spares or a bad node.
+        # The nodes that passed their checks (batch/nodes.py), without the spares or a bad node.
         words.append(Shell('${_sg_nodes:+"--nodelist=${_sg_nodes}"}'))
     if spec.recovery.spare_nodes:
         # srun takes SLURM_NTASKS (the whole allocation's, spares included) for --ntasks: say the step's own.

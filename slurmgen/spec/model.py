@@ -49,7 +49,7 @@ class RecoverySpec:
 
 
 def node_checks(spec: JobSpec) -> bool:
-    """Are the allocation's nodes checked before every start of the step (runtime/batch_nodes.py)? When the spec
+    """Are the allocation's nodes checked before every start of the step (batch/nodes.py)? When the spec
     asks (a health check, spare nodes), and for every GPU job with recovery on: a CPU job with neither has only
     its state directory to check, which the batch shell's own mkdir and the first save already show, and one
     more job step per start would cost it about a second for nothing."""

@@ -177,7 +177,7 @@ def rendered_srun(job: str) -> list[str]:
     out = []
     for word in words[1:]:
         if isinstance(word, Shell) and word.startswith("${_sg_nodes:+"):
-            continue  # the checked nodes (runtime/batch_nodes.py): nothing before the batch shell sets them
+            continue  # the checked nodes (batch/nodes.py): nothing before the batch shell sets them
         if isinstance(word, Shell):
             word = word.replace('"${SLURMGEN_LOG_DIR}', "/l").replace('"${_sg_pkg}', "/p").replace('"', "")
             word = word.replace("${SLURMGEN_STATE_DIR}", "/s")

@@ -12,8 +12,8 @@ import pytest
 from conftest import SlurmCluster
 
 from slurmgen import run_history
-from slurmgen.runtime.hostlist import expand_hostlist
 from slurmgen.script.render import render
+from slurmgen.slurm.hostlist import expand_hostlist
 from slurmgen.spec.load import load_text
 
 from .cluster_jobs import PY, ROOT

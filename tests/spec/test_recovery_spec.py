@@ -41,7 +41,7 @@ def test_health_check_as_a_string_is_split_like_command_and_exported_quoted() ->
     got = dict(context(loaded.spec)["exports"])
     assert shlex.split(got[contract.HEALTH_CHECK]) == ["check-node", "--min-free", "10 G"]
     assert got[contract.SPARE_NODES] == "1"
-    # Acted on (runtime/batch_nodes.py): no longer the warning that said they were not.
+    # Acted on (batch/nodes.py): no longer the warning that said they were not.
     assert not {w.path for w in loaded.warnings} & {"recovery.health_check", "recovery.spare_nodes"}
 
 

@@ -147,8 +147,20 @@ _sg_attempt=0
 while :; do
 export SLURMGEN_STEP_ATTEMPT="${_sg_attempt}"
 
-# --- Rendezvous: the first node of the allocation, port = base + (job id + attempt) % range ------------------
-if ! _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" 'python3' '-m' 'slurmgen.task' '--rendezvous')"; then
+# --- The nodes: check every node, keep a bad one out (spare, or requeue away from it): batch/nodes.py --
+_sg_nodes="$('python3' '-m' 'slurmgen.batch.nodes' '2' '4' "${_sg_attempt}")"
+_sg_rc=$?
+case "${_sg_rc}" in
+    0) echo "slurmgen: the step runs on ${_sg_nodes}" >&2 ;;
+    3 | 4) break ;;  # requeued away from a bad node, or too few healthy nodes
+    *)
+        # The check itself failed (not a node's verdict): no evidence against any node.
+        echo "slurmgen: the node check could not run (exit ${_sg_rc}): the step starts on the allocation's nodes" >&2
+        _sg_nodes=""
+        ;;
+esac
+# --- Rendezvous: the first node of the step, port = base + (job id + attempt) % range --------------------
+if ! _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" SLURM_STEP_NODELIST="${_sg_nodes}" 'python3' '-m' 'slurmgen.task' '--rendezvous')"; then
     echo "slurmgen: cannot work out the rendezvous address (see above); is slurmgen installed for 'python3' (spec field python)?" >&2
     exit 1
 fi
@@ -175,7 +187,7 @@ case " ${_sg_signals} " in
         exit 0
         ;;
 esac
-'srun' '--nodes=2' '--ntasks-per-node=4' '--cpus-per-task=8' '--kill-on-bad-exit=1' --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' '--container-image=nvcr.io#nvidia/pytorch:24.05-py3' --container-mounts="${_sg_pkg}:/opt/slurmgen/slurmgen:ro,${SLURMGEN_STATE_DIR}:${SLURMGEN_STATE_DIR}"',/datasets:/datasets:ro,/home/me/project:/workspace' '--container-workdir=/workspace' '--no-container-mount-home' \
+'srun' '--nodes=2' '--ntasks-per-node=4' '--cpus-per-task=8' '--kill-on-bad-exit=1' ${_sg_nodes:+"--nodelist=${_sg_nodes}"} --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' '--container-image=nvcr.io#nvidia/pytorch:24.05-py3' --container-mounts="${_sg_pkg}:/opt/slurmgen/slurmgen:ro,${SLURMGEN_STATE_DIR}:${SLURMGEN_STATE_DIR}"',/datasets:/datasets:ro,/home/me/project:/workspace' '--container-workdir=/workspace' '--no-container-mount-home' \
     'python3' '-c' 'import sys; sys.path.insert(0, "/opt/slurmgen"); from slurmgen.task.launch import main; sys.exit(main())' '--' \
     'python' '/workspace/finetune.py' '--epochs' '3' &
 _sg_step=$!

@@ -145,8 +145,20 @@ _sg_attempt=0
 while :; do
 export SLURMGEN_STEP_ATTEMPT="${_sg_attempt}"
 
-# --- Rendezvous: the first node of the allocation, port = base + (job id + attempt) % range ------------------
-if ! _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" 'python3' '-m' 'slurmgen.task' '--rendezvous')"; then
+# --- The nodes: check every node, keep a bad one out (spare, or requeue away from it): batch/nodes.py --
+_sg_nodes="$('python3' '-m' 'slurmgen.batch.nodes' '2' '8' "${_sg_attempt}")"
+_sg_rc=$?
+case "${_sg_rc}" in
+    0) echo "slurmgen: the step runs on ${_sg_nodes}" >&2 ;;
+    3 | 4) break ;;  # requeued away from a bad node, or too few healthy nodes
+    *)
+        # The check itself failed (not a node's verdict): no evidence against any node.
+        echo "slurmgen: the node check could not run (exit ${_sg_rc}): the step starts on the allocation's nodes" >&2
+        _sg_nodes=""
+        ;;
+esac
+# --- Rendezvous: the first node of the step, port = base + (job id + attempt) % range --------------------
+if ! _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" SLURM_STEP_NODELIST="${_sg_nodes}" 'python3' '-m' 'slurmgen.task' '--rendezvous')"; then
     echo "slurmgen: cannot work out the rendezvous address (see above); is slurmgen installed for 'python3' (spec field python)?" >&2
     exit 1
 fi
@@ -173,7 +185,7 @@ case " ${_sg_signals} " in
         exit 0
         ;;
 esac
-'srun' '--nodes=2' '--ntasks-per-node=1' '--cpus-per-task=96' '--kill-on-bad-exit=1' --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' \
+'srun' '--nodes=2' '--ntasks-per-node=1' '--cpus-per-task=96' '--kill-on-bad-exit=1' ${_sg_nodes:+"--nodelist=${_sg_nodes}"} --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' \
     'python3' '-m' 'slurmgen.task' '--torchrun-agent' '--' \
     'python3' '-m' 'torch.distributed.run' '--nnodes=2' '--nproc-per-node=8' '--rdzv-backend=c10d' --rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}" --rdzv-id="${_sg_key}" '--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2' '--max-restarts=0' '--shutdown-timeout=900' '--no-python' \
     'python3' '-m' 'slurmgen.task' '--' \

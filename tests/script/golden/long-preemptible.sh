@@ -150,8 +150,20 @@ _sg_attempt=0
 while :; do
 export SLURMGEN_STEP_ATTEMPT="${_sg_attempt}"
 
-# --- Rendezvous: the first node of the allocation, port = base + (job id + attempt) % range ------------------
-if ! _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" 'python3' '-m' 'slurmgen.task' '--rendezvous')"; then
+# --- The nodes: check every node, keep a bad one out (spare, or requeue away from it): batch/nodes.py --
+_sg_nodes="$('python3' '-m' 'slurmgen.batch.nodes' '4' '4' "${_sg_attempt}")"
+_sg_rc=$?
+case "${_sg_rc}" in
+    0) echo "slurmgen: the step runs on ${_sg_nodes}" >&2 ;;
+    3 | 4) break ;;  # requeued away from a bad node, or too few healthy nodes
+    *)
+        # The check itself failed (not a node's verdict): no evidence against any node.
+        echo "slurmgen: the node check could not run (exit ${_sg_rc}): the step starts on the allocation's nodes" >&2
+        _sg_nodes=""
+        ;;
+esac
+# --- Rendezvous: the first node of the step, port = base + (job id + attempt) % range --------------------
+if ! _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" SLURM_STEP_NODELIST="${_sg_nodes}" 'python3' '-m' 'slurmgen.task' '--rendezvous')"; then
     echo "slurmgen: cannot work out the rendezvous address (see above); is slurmgen installed for 'python3' (spec field python)?" >&2
     exit 1
 fi
@@ -178,7 +190,7 @@ case " ${_sg_signals} " in
         exit 0
         ;;
 esac
-'srun' '--nodes=4' '--ntasks-per-node=4' '--cpus-per-task=16' '--kill-on-bad-exit=1' --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' \
+'srun' '--nodes=4' '--ntasks-per-node=4' '--cpus-per-task=16' '--kill-on-bad-exit=1' ${_sg_nodes:+"--nodelist=${_sg_nodes}"} --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' \
     'python3' '-m' 'slurmgen.task' '--' \
     'python' 'train.py' '--resume' 'auto' &
 _sg_step=$!

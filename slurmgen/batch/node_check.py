@@ -1,6 +1,6 @@
-"""One node's check before a start of the step: run once per node by runtime/batch_nodes.py's check step.
+"""One node's check before a start of the step: run once per node by batch/nodes.py's check step.
 
-    python3 -m slurmgen.runtime.node_check --gpus N --state-dir DIR --need BYTES --timeout S [-- HEALTH_CHECK...]
+    python3 -m slurmgen.batch.node_check --gpus N --state-dir DIR --need BYTES --timeout S [-- HEALTH_CHECK...]
 
 Prints one JSON line, `{"node": ..., "ok": ..., "reason": ...}`, and exits 0 whatever the verdict (a non-zero
 exit would make srun end the other nodes' checks). Each check is bounded by --timeout seconds; a check that does
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     args = list(sys.argv[1:] if argv is None else argv)
     health = args[args.index("--") + 1 :] if "--" in args else []
     own = args[: args.index("--")] if "--" in args else args
-    parser = argparse.ArgumentParser(prog="python3 -m slurmgen.runtime.node_check")
+    parser = argparse.ArgumentParser(prog="python3 -m slurmgen.batch.node_check")
     parser.add_argument("--gpus", type=int, default=0)
     parser.add_argument("--state-dir", default="")
     parser.add_argument("--need", type=int, default=0)

@@ -1,13 +1,13 @@
 """The batch shell's node checks: before every start of the step, check every node and keep a bad one out.
 
-    python3 -m slurmgen.runtime.batch_nodes NODES GPUS ATTEMPT
+    python3 -m slurmgen.batch.nodes NODES GPUS ATTEMPT
         # prints the nodes the step starts on (a comma list); exit 0: start it there, 3: the job was requeued away
         # from a bad node, 4: not enough healthy nodes and no requeue: the run ends (contract.NODES_*); any other
         # exit is the check's own failure: the batch shell starts the step on the allocation's nodes
 
 The checks run on all nodes at once, as one job step (`srun --nodes=K --ntasks-per-node=1 --nodelist=...`): one
 launch for the whole allocation costs about what one node's would, and Slurm starts it where the step will run,
-under the same limits (runtime/node_check.py: the GPUs, the state directory, the user's `recovery.health_check`).
+under the same limits (batch/node_check.py: the GPUs, the state directory, the user's `recovery.health_check`).
 Each node prints its verdict; a node that prints none while others did, within the step's time limit, failed
 (it hangs, or cannot be reached). A check step that gives no verdict at all blames no node: that is no evidence
 against any one of them (it is said, and the step starts on the nodes as before).
@@ -53,8 +53,8 @@ def _say(line: str) -> None:
 def checkpoint_bytes(env: Mapping[str, str], events: Sequence[Mapping[str, Any]]) -> int:
     """Bytes of the newest complete checkpoint of this job (the checkpoint layout), else of its last recorded
     save; 0 when nothing was saved."""
+    from slurmgen.job_env import job_key
     from slurmgen.runtime.checkpoint import candidates, layout
-    from slurmgen.runtime.env import job_key
 
     state_dir, key = env.get(contract.STATE_DIR), job_key(env)
     if state_dir and key:
@@ -75,7 +75,7 @@ def check_step(
     words = ["srun", f"--nodes={len(hosts)}", f"--ntasks={len(hosts)}", "--ntasks-per-node=1"]
     words += [f"--nodelist={','.join(hosts)}"]
     words += ["--kill-on-bad-exit=0"] + ([f"--gpus-per-node={gpus}"] if gpus > 0 else [])
-    words += [sys.executable, "-m", "slurmgen.runtime.node_check", f"--gpus={gpus}", f"--need={need}"]
+    words += [sys.executable, "-m", "slurmgen.batch.node_check", f"--gpus={gpus}", f"--need={need}"]
     words += [f"--state-dir={env.get(contract.STATE_DIR, '')}", f"--timeout={timeout:g}"]
     health = env.get(contract.HEALTH_CHECK, "")
     if health:
@@ -149,8 +149,8 @@ def down_nodes(hosts: Sequence[str], run: Callable[[Sequence[str]], str] | None 
 
 def requeue_away(key: str, away: Sequence[str], env: Mapping[str, str], say: Callable[[str], None]) -> bool:
     """Requeue the job and add ``away`` to its ExcNodeList; True when it was requeued."""
-    from slurmgen.runtime.hostlist import expand_hostlist
-    from slurmgen.runtime.requeue import requeue_this_job
+    from slurmgen.requeue import requeue_this_job
+    from slurmgen.slurm.hostlist import expand_hostlist
 
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the requeue sends SIGTERM to the job's processes
     old = re.search(r"\bExcNodeList=(\S+)", _scontrol(["scontrol", "-o", "show", "job", key]))
@@ -174,8 +174,8 @@ def requeue_away(key: str, away: Sequence[str], env: Mapping[str, str], say: Cal
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     from slurmgen import interruption
-    from slurmgen.runtime.env import job_key, restart_count
-    from slurmgen.runtime.hostlist import expand_hostlist
+    from slurmgen.job_env import job_key, restart_count
+    from slurmgen.slurm.hostlist import expand_hostlist
 
     args = list(sys.argv[1:] if argv is None else argv)
     env = os.environ if env is None else env

@@ -1,5 +1,5 @@
-"""One node's checks (slurmgen.runtime.node_check) with real processes, a real full tmpfs and PATH wrappers for
-nvidia-smi; and Slurm's node states as the batch shell reads them (runtime/batch_nodes.py)."""
+"""One node's checks (slurmgen.batch.node_check) with real processes, a real full tmpfs and PATH wrappers for
+nvidia-smi; and Slurm's node states as the batch shell reads them (batch/nodes.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from slurmgen.runtime import batch_nodes, node_check
+from slurmgen.batch import node_check
+from slurmgen.batch import nodes as batch_nodes
 
 
 def tool(where: Path, name: str, body: str) -> None:
@@ -28,7 +29,7 @@ def env_with(bin_dir: Path, **extra: str) -> dict[str, str]:
 
 def test_a_healthy_node_passes_and_says_so_in_one_json_line(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "slurmgen.runtime.node_check", "--gpus=0", f"--state-dir={tmp_path}", "--need=10",
+        [sys.executable, "-m", "slurmgen.batch.node_check", "--gpus=0", f"--state-dir={tmp_path}", "--need=10",
          "--timeout=5", "--", "true"],
         capture_output=True, text=True, env={**os.environ, "SLURMD_NODENAME": "n7"}, check=False,
     )  # fmt: skip
