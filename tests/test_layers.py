@@ -19,7 +19,16 @@ LEGACY = ("slurmgen.runtime.batch", "slurmgen.runtime.launch")  # forwarders of 
 FORBIDDEN = {
     TASK: ((BATCH, RUNTIME), ()),
     RUNTIME: ((BATCH,), ()),
-    BATCH: ((TASK, RUNTIME), ("slurmgen.runtime.checkpoint.layout", "slurmgen.runtime.checkpoint", RUNTIME)),
+    # The batch shell reads the checkpoint layout (standard library only) to remove a finished job's state and to
+    # size the newest checkpoint for the node checks' room test (batch/nodes.py).
+    BATCH: (
+        (TASK, RUNTIME),
+        (
+            "slurmgen.runtime.checkpoint.layout",
+            "slurmgen.runtime.checkpoint",
+            RUNTIME,
+        ),
+    ),
 }
 
 

@@ -27,6 +27,7 @@ the other nodes. Every excluded node is recorded in the run history (event `node
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -54,13 +55,20 @@ def checkpoint_bytes(env: Mapping[str, str], events: Sequence[Mapping[str, Any]]
     """Bytes of the newest complete checkpoint of this job (the checkpoint layout), else of its last recorded
     save; 0 when nothing was saved."""
     from slurmgen.job_env import job_key
-    from slurmgen.runtime.checkpoint import candidates, layout
+    from slurmgen.runtime.checkpoint import layout  # standard library only (the batch package's rule)
 
     state_dir, key = env.get(contract.STATE_DIR), job_key(env)
     if state_dir and key:
-        for found in candidates.newest_first(state_dir, f"{key}.state"):
+        name = f"{key}.state"
+        found: list[tuple[float, str]] = []
+        for _seq, path in layout.complete_dirs(state_dir, name):
+            with contextlib.suppress(OSError):  # gone since it was listed
+                found.append((os.lstat(os.path.join(path, layout.MARKER)).st_mtime, path))
+        with contextlib.suppress(OSError):
+            found.append((os.lstat(os.path.join(state_dir, name)).st_mtime, os.path.join(state_dir, name)))
+        for _mtime, path in sorted(found, reverse=True):  # the newest first
             try:
-                return layout.tree_size(found.path) if os.path.isdir(found.path) else os.stat(found.path).st_size
+                return layout.tree_size(path) if os.path.isdir(path) else os.stat(path).st_size
             except OSError:
                 continue
     saves = [int(e.get("bytes") or 0) for e in events if e.get("event") == run_history.SAVE]
