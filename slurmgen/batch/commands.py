@@ -43,12 +43,12 @@ from slurmgen.interruption_signal import slurm_requeue_cause
 from slurmgen.job_context import JobContext
 from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 from slurmgen.slurm.site import (
-    PreemptionPlan,
+    SitePreemption,
     default_partition,
     parse_config,
     parse_partitions,
-    plan_for,
-    plan_record,
+    site_preemption,
+    site_preemption_event,
     window_problems,
 )
 
@@ -85,7 +85,7 @@ def begin(
         run_history.append(log_dir, "slurm", run_history.REQUEUE, past, time.time(), cause=cause, mode=mode)
         how = "after a preemption" if preempted else "by Slurm or an admin (scontrol requeue, a node failure)"
         say(f"run {past} was requeued {how}")
-    plan = _site_plan(ctx, client)
+    plan = _site_preemption(ctx, client)
     record(
         ctx,
         WRITER,
@@ -93,7 +93,7 @@ def begin(
         nodes=ctx.environ.get("SLURM_JOB_NODELIST"),
         host=socket.gethostname(),
         partition=ctx.environ.get("SLURM_JOB_PARTITION"),
-        site=None if plan is None else plan_record(plan),
+        site=None if plan is None else site_preemption_event(plan),
     )
     saved = history.last_save()
     if plan is not None and saved is not None and saved.save_seconds is not None and ctx.preempt_signal:
@@ -102,7 +102,7 @@ def begin(
     return 0
 
 
-def _site_plan(ctx: JobContext, client: SlurmClient | None) -> PreemptionPlan | None:
+def _site_preemption(ctx: JobContext, client: SlurmClient | None) -> SitePreemption | None:
     """What preemption and the time limit do to this job here (two scontrol questions), or None if unknown."""
     from slurmgen.errors import SlurmgenError
     from slurmgen.slurm.client import SlurmClient
@@ -117,7 +117,7 @@ def _site_plan(ctx: JobContext, client: SlurmClient | None) -> PreemptionPlan | 
     except (SlurmgenError, ValueError):
         return None
     partition = next((p for p in partitions if name and p.name == name.split(",")[0]), None)
-    return plan_for(site, partition or default_partition(partitions), ctx.lead_seconds)
+    return site_preemption(site, partition or default_partition(partitions), ctx.lead_seconds)
 
 
 def end(

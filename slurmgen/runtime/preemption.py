@@ -37,7 +37,7 @@ from slurmgen.progress_mark import ProgressMark
 from slurmgen.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.layout import keep_count
-from slurmgen.runtime.checkpoint.resume_store import CheckpointStore, StoreSettings
+from slurmgen.runtime.checkpoint.store import CheckpointStore, StoreSettings
 from slurmgen.runtime.peer_loss import install_peer_loss_hook
 from slurmgen.runtime.peers import Peers
 from slurmgen.task.signal_block import parse_signal_name

@@ -34,7 +34,7 @@ from slurmgen import contract
 from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
 
 if TYPE_CHECKING:
-    from slurmgen.task.supervisor import TaskPlan
+    from slurmgen.task.supervisor import TaskSetup
 
 USAGE = (
     "usage: python3 -m slurmgen.task [--torchrun-agent] -- CMD [ARGS...]\n       python3 -m slurmgen.task --rendezvous"
@@ -70,7 +70,7 @@ def run(
     environ: MutableMapping[str, str],
     *,
     execvp: Callable[[str, list[str]], object] = os.execvp,
-    supervise: Callable[[TaskPlan], int] | None = None,
+    supervise: Callable[[TaskSetup], int] | None = None,
     out: Callable[[str], object] = print,
     err: Callable[[str], object] = lambda line: print(line, file=sys.stderr),
 ) -> int:
@@ -102,7 +102,7 @@ def run(
     if not agent:
         from slurmgen.task import supervisor
 
-        plan = supervisor.plan_task(command, environ, prepared.ranks.rank, preempt)
+        plan = supervisor.task_setup(command, environ, prepared.ranks.rank, preempt)
         if supervise is not None:
             return supervise(plan)
 

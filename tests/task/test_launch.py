@@ -16,7 +16,7 @@ from runtime.runtime_helpers import base_env, free_low_port
 from slurmgen import contract
 from slurmgen.errors import UsageError
 from slurmgen.task.launch import parse_args, run
-from slurmgen.task.supervisor import TaskPlan
+from slurmgen.task.supervisor import TaskSetup
 
 SHOW = (
     "import json, os;"
@@ -87,9 +87,9 @@ def signal_mask() -> Iterator[None]:
 
 
 def test_run_sets_the_variables_and_supervises(signal_mask: None, tmp_path: Path) -> None:
-    plans: list[TaskPlan] = []
+    plans: list[TaskSetup] = []
 
-    def supervise(plan: TaskPlan) -> int:
+    def supervise(plan: TaskSetup) -> int:
         plans.append(plan)
         return 0
 

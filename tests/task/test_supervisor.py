@@ -18,7 +18,7 @@ from runtime.runtime_helpers import base_env
 from slurmgen import contract, run_history
 from slurmgen.batch import task_failure
 from slurmgen.task import supervisor
-from slurmgen.task.supervisor import Routing, TaskPlan
+from slurmgen.task.supervisor import Routing, TaskSetup
 
 STATUS = """Name:\tpython3
 SigQ:\t0/95755
@@ -30,8 +30,8 @@ SigCgt:\t0000000100000202
 """
 
 
-def plan(handler: str = "program", stepwide: frozenset[int] = frozenset({10, 1})) -> TaskPlan:
-    return TaskPlan(("prog",), signal.SIGUSR1, handler, 0, "node1", None, stepwide)
+def plan(handler: str = "program", stepwide: frozenset[int] = frozenset({10, 1})) -> TaskSetup:
+    return TaskSetup(("prog",), signal.SIGUSR1, handler, 0, "node1", None, stepwide)
 
 
 def test_the_signal_masks_of_proc_status() -> None:

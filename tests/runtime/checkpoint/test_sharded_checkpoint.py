@@ -21,7 +21,7 @@ from ranks import Launcher, Ranks, recording_scontrol
 from runtime.runtime_helpers import base_env, free_port
 from slurmgen import contract
 from slurmgen.runtime.checkpoint import layout
-from slurmgen.runtime.checkpoint.resume_store import KILL_AT
+from slurmgen.runtime.checkpoint.store import KILL_AT
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
