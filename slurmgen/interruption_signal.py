@@ -4,7 +4,8 @@ The end of a run and a crash inside the allocation are decided in slurmgen/inter
 for the moments while the step runs: why a requeue signal came (`signal_cause`), where the batch shell sends the
 preemption signal (`preemption_route`), when Slurm ends the run anyway (`window_end`), whether a requeue is within
 its budget (`budget_refusal`), what the site's Slurm does by itself (`slurm_requeues_in_grace`,
-`slurm_requeue_cause`) and rank 0's stop (`decide_stop`). The executors (the batch shell's `signal`, requeue,
+`slurm_requeue_cause`, `slurm_ends_graced_preempted`), rank 0's stop (`decide_stop`), the supervisor's routing
+(`task_route`) and how long the rendered script holds an early preemption signal (`hold_limit`). The executors (the batch shell's `signal`, requeue,
 Preemption) gather the facts and carry out the answer; nothing here runs a command, reads a file or a clock
 (tests/test_interruption_signal.py).
 
@@ -164,3 +165,20 @@ def task_route(
     if owed and not hooked:
         return TaskRoute(False, True)  # discarded by the program's SIG_IGN: sent again once it has a handler
     return TaskRoute(not stepwide and not recent, owed)
+
+
+# --- The template's hold window -----------------------------------------------------------------------------
+
+# Seconds the batch shell holds the preemption signal after starting the step: the runtime entry point blocks
+# it within a fraction of a second (Python's start-up), and until then the default action would kill a task.
+STEP_GRACE = 3
+# An early preemption signal is held until every task of the step says it has blocked it (a file each, see
+# slurmgen.task.launch.say_ready), which takes longer than STEP_GRACE where the interpreter starts slowly (a
+# venv on NFS, cold caches). The hold never lasts more than this part of the lead time: the program needs the
+# rest to save. At least STEP_GRACE, as before, where a task's file cannot be seen.
+HOLD_SHARE = 4
+
+
+def hold_limit(lead_time: int) -> int:
+    """Seconds after the step's start past which an early preemption signal is delivered whatever the tasks say."""
+    return max(STEP_GRACE, lead_time // HOLD_SHARE)

@@ -157,3 +157,18 @@ def route(handler: str, **facts: bool) -> tuple[bool, bool]:
 )
 def test_task_route(handler: str, facts: dict[str, bool], forward_owed: tuple[bool, bool]) -> None:
     assert route(handler, **facts) == forward_owed
+
+
+@pytest.mark.parametrize(
+    ("lead_time", "hold"),
+    [(0, 3), (8, 3), (12, 3), (16, 4), (300, 75), (301, 75)],
+)
+def test_the_hold_window_is_a_quarter_of_the_lead_time_and_never_under_the_step_grace(
+    lead_time: int, hold: int
+) -> None:
+    """An early preemption signal is held until every task has blocked it, but never past a quarter of the lead
+    time (the program needs the rest to save) and at least the step grace (a task's file may not be seen)."""
+    from slurmgen.interruption_signal import STEP_GRACE, hold_limit
+
+    assert STEP_GRACE == 3
+    assert hold_limit(lead_time) == hold

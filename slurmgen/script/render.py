@@ -13,6 +13,7 @@ from typing import Any
 from slurmgen import contract
 from slurmgen.contract import NODES_REQUEUED, NODES_SHORT
 from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
+from slurmgen.interruption_signal import STEP_GRACE, hold_limit  # the hold window is an interruption decision
 from slurmgen.job_context import KEY_SHELL
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.step import batch_words, join, package_dir_words, rendezvous_words, step_line
@@ -21,19 +22,6 @@ from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.spec.model import JobSpec, node_checks
 
 TEMPLATE = "sbatch.sh.j2"
-# Seconds the batch shell holds the preemption signal after starting the step: the runtime entry point blocks
-# it within a fraction of a second (Python's start-up), and until then the default action would kill a task.
-STEP_GRACE = 3
-# An early preemption signal is held until every task of the step says it has blocked it (a file each, see
-# slurmgen.task.launch.say_ready), which takes longer than STEP_GRACE where the interpreter starts slowly (a
-# venv on NFS, cold caches). The hold never lasts more than this part of the lead time: the program needs the
-# rest to save. At least STEP_GRACE, as before, where a task's file cannot be seen.
-HOLD_SHARE = 4
-
-
-def hold_limit(lead_time: int) -> int:
-    """Seconds after the step's start past which an early preemption signal is delivered whatever the tasks say."""
-    return max(STEP_GRACE, lead_time // HOLD_SHARE)
 
 
 class TemplateError(SlurmgenError):
