@@ -5,9 +5,9 @@ for the moments while the step runs: why a requeue signal came (`signal_cause`),
 preemption signal (`preemption_route`), when Slurm ends the run anyway (`window_end`), whether a requeue is within
 its budget (`budget_refusal`), what the site's Slurm does by itself (`slurm_requeues_in_grace`,
 `slurm_requeue_cause`, `slurm_ends_graced_preempted`), rank 0's stop (`decide_stop`), the supervisor's routing
-(`task_route`) and how long the rendered script holds an early preemption signal (`hold_limit`). The executors (the batch shell's `signal`, requeue,
-Preemption) gather the facts and carry out the answer; nothing here runs a command, reads a file or a clock
-(tests/test_interruption_signal.py).
+(`task_route`) and how long the rendered script holds an early preemption signal (`hold_limit`). The executors (the
+batch shell's `signal`, requeue, Preemption) gather the facts and carry out the answer; nothing here runs a command,
+reads a file or a clock (tests/test_interruption_signal.py).
 
 Standard library and the run history's vocabulary only.
 """

@@ -43,13 +43,14 @@ KEY_SHELL = (
 
 def restart_count_from(mapping: Mapping[str, str]) -> int:
     """How many times Slurm restarted this job. SLURM_RESTART_COUNT is unset (not 0) on the first run."""
-    count = _int(mapping, RESTART_COUNT)
+    count = int_variable(mapping, RESTART_COUNT)
     if count is not None and count < 0:
         raise RuntimeSetupError(f"{RESTART_COUNT}={count} is negative")
     return count or 0
 
 
-def _int(mapping: Mapping[str, str], name: str) -> int | None:
+def int_variable(mapping: Mapping[str, str], name: str) -> int | None:
+    """An integer environment variable; None when unset or empty; a clear error when it is not a number."""
     raw = mapping.get(name)
     if raw is None or raw.strip() == "":
         return None

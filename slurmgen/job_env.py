@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.job_context import key_from, restart_count_from
+from slurmgen.job_context import int_variable, key_from, restart_count_from
 
 # habitat-lab and Lightning treat a job with one of these names as an interactive allocation (salloc/srun
 # --pty), where requeueing makes no sense. A job rendered by slurmgen exports SLURMGEN_JOB_NAME and is always
@@ -33,32 +33,24 @@ class Ranks:
     source: str
 
 
-def _int(mapping: Mapping[str, str], name: str) -> int | None:
-    raw = mapping.get(name)
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        return int(raw.strip())
-    except ValueError:
-        raise RuntimeSetupError(f"{name}={raw!r} is not an integer") from None
-
-
 def read_ranks(mapping: Mapping[str, str]) -> Ranks:
     """Ranks from torchrun's variables, else SLURM's, else a single process. Raises on inconsistent values."""
-    rank, world = _int(mapping, contract.RANK), _int(mapping, contract.WORLD_SIZE)
+    rank, world = int_variable(mapping, contract.RANK), int_variable(mapping, contract.WORLD_SIZE)
     if rank is not None or world is not None:
         if rank is None or world is None:
             have, missing = (
                 (contract.RANK, contract.WORLD_SIZE) if world is None else (contract.WORLD_SIZE, contract.RANK)
             )
             raise RuntimeSetupError(f"{have} is set but {missing} is not; set both (or neither)")
-        local = _int(mapping, contract.LOCAL_RANK)
-        ranks = Ranks(0 if local is None else local, rank, world, _int(mapping, contract.LOCAL_WORLD_SIZE), "torchrun")
+        local = int_variable(mapping, contract.LOCAL_RANK)
+        ranks = Ranks(
+            0 if local is None else local, rank, world, int_variable(mapping, contract.LOCAL_WORLD_SIZE), "torchrun"
+        )
     else:
-        procid, ntasks = _int(mapping, "SLURM_PROCID"), _int(mapping, "SLURM_NTASKS")
+        procid, ntasks = int_variable(mapping, "SLURM_PROCID"), int_variable(mapping, "SLURM_NTASKS")
         if procid is None or ntasks is None:
             return Ranks(0, 0, 1, 1, "single")
-        local = _int(mapping, "SLURM_LOCALID")
+        local = int_variable(mapping, "SLURM_LOCALID")
         ranks = Ranks(0 if local is None else local, procid, ntasks, slurm_local_world_size(mapping), "slurm")
     if not 0 <= ranks.rank < ranks.world_size:
         raise RuntimeSetupError(f"rank {ranks.rank} is outside world size {ranks.world_size} ({ranks.source})")
@@ -88,7 +80,7 @@ def slurm_local_world_size(mapping: Mapping[str, str]) -> int | None:
     wrong.
     """
     value = mapping.get("SLURM_STEP_TASKS_PER_NODE") or mapping.get("SLURM_TASKS_PER_NODE")
-    node = _int(mapping, "SLURM_NODEID")
+    node = int_variable(mapping, "SLURM_NODEID")
     if not value or node is None:
         return None
     counts = parse_tasks_per_node(value)
