@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from slurmgen import contract, run_history
+from slurmgen.job_context import JobContext
 
 WRITER = "batch-shell"
 CHECK_TIMEOUT = 60.0  # seconds per check on a node (SLURMGEN_NODE_CHECK_TIMEOUT overrides)
@@ -51,13 +52,12 @@ def _say(line: str) -> None:
     print(f"slurmgen: {line}", file=sys.stderr, flush=True)
 
 
-def checkpoint_bytes(env: Mapping[str, str], events: Sequence[Mapping[str, Any]]) -> int:
+def checkpoint_bytes(ctx: JobContext, history: run_history.History) -> int:
     """Bytes of the newest complete checkpoint of this job (the checkpoint layout), else of its last recorded
     save; 0 when nothing was saved."""
-    from slurmgen.job_env import job_key
     from slurmgen.runtime.checkpoint import layout  # standard library only (the batch package's rule)
 
-    state_dir, key = env.get(contract.STATE_DIR), job_key(env)
+    state_dir, key = ctx.state_dir, ctx.key
     if state_dir and key:
         name = f"{key}.state"
         found: list[tuple[float, str]] = []
@@ -71,7 +71,7 @@ def checkpoint_bytes(env: Mapping[str, str], events: Sequence[Mapping[str, Any]]
                 return layout.tree_size(path) if os.path.isdir(path) else os.stat(path).st_size
             except OSError:
                 continue
-    saves = [int(e.get("bytes") or 0) for e in events if e.get("event") == run_history.SAVE]
+    saves = [int(e.get("bytes") or 0) for e in history.all(run_history.SAVE)]
     return saves[-1] if saves else 0
 
 
@@ -182,22 +182,21 @@ def requeue_away(key: str, away: Sequence[str], env: Mapping[str, str], say: Cal
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     from slurmgen import interruption
-    from slurmgen.job_env import job_key, restart_count
     from slurmgen.slurm.hostlist import expand_hostlist
 
     args = list(sys.argv[1:] if argv is None else argv)
     env = os.environ if env is None else env
     needed, gpus, attempt = (int(a) for a in args[:3])
     hosts = expand_hostlist(env.get("SLURM_JOB_NODELIST", ""))
-    log_dir, key, run = env.get(contract.LOG_DIR, ""), job_key(env), restart_count(env) + 1
-    events = run_history.read(log_dir) if log_dir else []
-    excluded = {str(e.get("node")): str(e.get("reason")) for e in events
-                if e.get("run") == run and e.get("event") == run_history.NODE_EXCLUDED}  # fmt: skip
+    ctx = JobContext.from_environ(env)  # read once
+    log_dir, key, run = ctx.log_dir or "", ctx.key, ctx.run
+    history = run_history.History.load(log_dir)  # one read for the whole decision
+    excluded = {str(e.get("node")): str(e.get("reason")) for e in history.of_run(run, run_history.NODE_EXCLUDED)}
     failed = down_nodes([h for h in hosts if h not in excluded]) if attempt > 0 else {}
     left = [h for h in hosts if h not in excluded and h not in failed]
     timeout = float(env.get("SLURMGEN_NODE_CHECK_TIMEOUT") or CHECK_TIMEOUT)
     if left:
-        checked, _ = check_step(left, gpus, env, checkpoint_bytes(env, events), timeout)
+        checked, _ = check_step(left, gpus, env, checkpoint_bytes(ctx, history), timeout)
         failed.update(checked)
     plan = interruption.decide_nodes(interruption.NodeFacts(tuple(hosts), needed, excluded, failed))
     if plan.line:

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from slurmgen import run_history
 from slurmgen.batch import node_check
 from slurmgen.batch import nodes as batch_nodes
+from slurmgen.job_context import JobContext
 
 
 def tool(where: Path, name: str, body: str) -> None:
@@ -195,19 +197,26 @@ def test_the_room_needed_is_the_newest_complete_checkpoints_size(tmp_path: Path)
     from slurmgen.runtime.checkpoint import layout
 
     env = {"SLURM_JOB_ID": "42", "SLURMGEN_STATE_DIR": str(tmp_path)}
-    assert batch_nodes.checkpoint_bytes(env, []) == 0
-    assert batch_nodes.checkpoint_bytes(env, [{"event": "save", "bytes": 77}]) == 77  # the program's own path
+    assert batch_nodes.checkpoint_bytes(JobContext.from_environ(env), run_history.History([])) == 0
+    assert (
+        batch_nodes.checkpoint_bytes(
+            JobContext.from_environ(env), run_history.History([{"event": "save", "bytes": 77}])
+        )
+        == 77
+    )  # the program's own path
     plain = tmp_path / "42.state"
     plain.write_bytes(b"x" * 5000)
     os.utime(plain, (1, 1))
-    assert batch_nodes.checkpoint_bytes(env, []) == 5000
+    assert batch_nodes.checkpoint_bytes(JobContext.from_environ(env), run_history.History([])) == 5000
     sharded = tmp_path / layout.complete_name("42.state", 3)
     sharded.mkdir()
     (sharded / "shard-0").write_bytes(b"y" * 3000)
     (sharded / "shard-1").write_bytes(b"y" * 3000)
     (sharded / layout.MARKER).write_text("{}")
-    assert batch_nodes.checkpoint_bytes(env, []) == 6002  # newer than the plain state: its files
+    assert (
+        batch_nodes.checkpoint_bytes(JobContext.from_environ(env), run_history.History([])) == 6002
+    )  # newer than the plain state: its files
     incomplete = tmp_path / layout.complete_name("42.state", 4)
     incomplete.mkdir()
     (incomplete / "shard-0").write_bytes(b"z" * 99999)  # no MARKER: not complete, not counted
-    assert batch_nodes.checkpoint_bytes(env, []) == 6002
+    assert batch_nodes.checkpoint_bytes(JobContext.from_environ(env), run_history.History([])) == 6002
