@@ -344,8 +344,10 @@ class Obj(Type):
         return self.model
 
     def model_fields(self, value: dict[str, Any]) -> dict[str, Any]:
-        """Keyword arguments of the model's dataclass: every kept field, built from the resolved value."""
-        return {key: field.type.build(value.get(key)) for key, field in self.fields.items() if field.in_model}
+        """Keyword arguments of the model's dataclass: every kept field, built from the resolved value (a field
+        left out and not resolved: its default)."""
+        kept = self.fields.items()
+        return {key: field.type.build(value.get(key, field.default)) for key, field in kept if field.in_model}
 
     def build(self, value: Any) -> Any:
         if value is None:
