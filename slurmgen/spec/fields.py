@@ -107,6 +107,9 @@ class Signal(Type):
     def schema(self) -> dict[str, Any]:
         return {"type": ["string", "integer"]}
 
+    def model_type(self) -> str:
+        return "str"
+
 
 class EnvName(Str):
     """An environment variable's name; a bad one gets the name it could be."""
@@ -164,7 +167,7 @@ def _text(**kw: object) -> Str:
 
 DISTRIBUTED = Obj(
     {
-        "backend": Field(Enum(("nccl", "gloo")), "process-group backend; nccl with GPUs, gloo without"),
+        "backend": Field(Enum(("nccl", "gloo")), "process-group backend; nccl with GPUs, gloo without", resolved=True),
         "port": Field(Int(min=1024, max=65535), "base rendezvous port", default=contract.DEFAULT_PORT),
         "port_range": Field(
             Int(min=1, max=20000), "the job uses port + job_id % port_range", default=contract.DEFAULT_PORT_RANGE
@@ -175,7 +178,8 @@ DISTRIBUTED = Obj(
             "seconds the start-up check-in and barrier() wait for every rank before failing with a diagnostic",
             default=contract.DEFAULT_BARRIER_TIMEOUT,
         ),
-    }
+    },
+    model="DistributedSpec",
 )
 
 PREEMPTION = Obj(
@@ -197,6 +201,7 @@ PREEMPTION = Obj(
         "lead_time": Field(
             Int(min=1, max=65535),
             "seconds before the time limit at which the signal is sent (default 300, or a quarter of the limit)",
+            resolved=True,
         ),
         "max_requeues": Field(
             Int(min=0, max=1000),
@@ -219,8 +224,10 @@ PREEMPTION = Obj(
         "state_dir": Field(
             _text(),
             "directory for the resume state, on a filesystem every node sees (default <output>/state)",
+            resolved=True,
         ),
-    }
+    },
+    model="PreemptionSpec",
 )
 
 TRACKERS = Obj(
@@ -231,7 +238,8 @@ TRACKERS = Obj(
             "of the job continues one W&B run; false leaves W&B alone",
             default=True,
         ),
-    }
+    },
+    model="TrackersSpec",
 )
 
 CONTAINER = Obj(
@@ -245,14 +253,15 @@ CONTAINER = Obj(
         "name": Field(_text(pattern=NAME, hint="letters, digits, ._-"), "named container, reused across steps"),
         "mount_home": Field(Bool(), "mount the user's home directory (pyxis default: yes)"),
         "writable": Field(Bool(), "make the container filesystem writable"),
-    }
+    },
+    model="ContainerSpec",
 )
 
 ARGV = List(Str(max_len=65536), min_items=1)
 
 SPEC = Obj(
     {
-        "version": Field(Int(min=1, max=1), "spec format version", default=1),
+        "version": Field(Int(min=1, max=1), "spec format version", default=1, in_model=False),
         "name": Field(
             _text(pattern=NAME, max_len=200, hint="use letters, digits and ._- (start with a letter or digit)"),
             "job name: letters, digits, ._-",
@@ -270,9 +279,13 @@ SPEC = Obj(
         ),
         "nodes": Field(Int(min=1, max=100000), "number of nodes", default=1),
         "gpus_per_node": Field(Int(min=0, max=64), "GPUs per node", default=0),
-        "tasks_per_node": Field(Int(min=1, max=1024), "Slurm tasks per node (srun: one per GPU; torchrun: 1)"),
+        "tasks_per_node": Field(
+            Int(min=1, max=1024), "Slurm tasks per node (srun: one per GPU; torchrun: 1)", resolved=True
+        ),
         "nproc_per_node": Field(
-            Int(min=1, max=1024), "torchrun only: worker processes per node (default: gpus_per_node, or 1)"
+            Int(min=1, max=1024),
+            "torchrun only: worker processes per node (default: gpus_per_node, or 1)",
+            resolved=True,
         ),
         "cpus_per_task": Field(Int(min=1, max=4096), "CPUs per task"),
         "mem": Field(
@@ -290,14 +303,16 @@ SPEC = Obj(
         "constraint": Field(_text(max_len=1024), "node features, e.g. a100&ib"),
         "launcher": Field(Enum(("srun", "torchrun")), "srun: one task per GPU; torchrun: one per node", default="srun"),
         "python": Field(_text(max_len=1024), "interpreter that runs slurmgen's runtime", default="python3"),
-        "distributed": Field(DISTRIBUTED, "process group settings"),
+        "distributed": Field(DISTRIBUTED, "process group settings", resolved=True),
         "preemption": Field(
             AnyOf(((bool, Bool()), (dict, PREEMPTION)), "false or a mapping"),
             "checkpoint/requeue/resume handling; false switches it off",
+            resolved=True,
         ),
         "recovery": Field(
             AnyOf(((bool, Bool()), (dict, RECOVERY)), "false or a mapping"),
             "restarts inside the allocation after a crash (README, When things fail); false switches them off",
+            resolved=True,
         ),
         "env": Field(
             EnvMap(EnvName(pattern=ENV_KEY, hint="a shell variable name"), EnvValue(numbers_ok=True, max_len=65536)),
@@ -308,7 +323,9 @@ SPEC = Obj(
             "shell lines run in the batch shell before launch (the one place for raw shell)",
         ),
         "container": Field(CONTAINER, "run every task inside this image (pyxis/enroot)"),
-        "trackers": Field(TRACKERS, "experiment trackers: how the job's run identity (SLURMGEN_RUN_ID) reaches them"),
+        "trackers": Field(
+            TRACKERS, "experiment trackers: how the job's run identity (SLURMGEN_RUN_ID) reaches them", resolved=True
+        ),
         "output": Field(_text(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
         "chdir": Field(_text(max_len=1024), "working directory of the job"),
         "array": Field(
@@ -331,7 +348,8 @@ SPEC = Obj(
             ),
             "extra #SBATCH directives (the escape hatch): option: value, or option: true for a flag",
         ),
-    }
+    },
+    model="JobFields",
 )
 
 

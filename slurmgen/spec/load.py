@@ -13,17 +13,9 @@ from typing import Any
 
 from slurmgen.errors import Problem, SpecError
 from slurmgen.spec.fields import SPEC
-from slurmgen.spec.model import (
-    ContainerSpec,
-    DistributedSpec,
-    JobSpec,
-    LoadedSpec,
-    PreemptionSpec,
-    RecoverySpec,
-    TrackersSpec,
-)
+from slurmgen.spec.model import JobSpec, LoadedSpec
 from slurmgen.spec.rules import cross_check, resolve
-from slurmgen.spec.sweep import SweepSpec, check_uses
+from slurmgen.spec.sweep import check_uses
 from slurmgen.spec.types import BAD, Ctx
 from slurmgen.spec.yaml_source import FieldPath, Mark, dotted, load_override, load_yaml
 
@@ -159,47 +151,5 @@ def load_file(path: str | Path, overrides: list[str] | None = None) -> LoadedSpe
 
 
 def _build(f: dict[str, Any]) -> JobSpec:
-    pre = f["preemption"]
-    cont = f.get("container")
-    return JobSpec(
-        name=f["name"],
-        command=tuple(f["command"]),
-        time=f["time"],
-        time_seconds=f["time_seconds"],
-        nodes=f["nodes"],
-        gpus_per_node=f["gpus_per_node"],
-        tasks_per_node=f["tasks_per_node"],
-        nproc_per_node=f["nproc_per_node"],
-        cpus_per_task=f.get("cpus_per_task"),
-        mem=f.get("mem"),
-        partition=f.get("partition"),
-        account=f.get("account"),
-        qos=f.get("qos"),
-        constraint=f.get("constraint"),
-        launcher=f["launcher"],
-        python=f["python"],
-        distributed=DistributedSpec(**f["distributed"]),
-        preemption=PreemptionSpec(**pre),
-        recovery=RecoverySpec(**f["recovery"]),
-        env=tuple(f["env"].items()),
-        setup=tuple(f["setup"]),
-        container=None
-        if cont is None
-        else ContainerSpec(
-            image=cont["image"],
-            mounts=tuple(cont.get("mounts", ())),
-            workdir=cont.get("workdir"),
-            name=cont.get("name"),
-            mount_home=cont.get("mount_home"),
-            writable=cont.get("writable"),
-        ),
-        output=f["output"],
-        chdir=f.get("chdir"),
-        array=f.get("array"),
-        dependency=f.get("dependency"),
-        sbatch=tuple(f["sbatch"].items()),
-        trackers=TrackersSpec(**f["trackers"]),
-        sweep=None
-        if f.get("sweep") is None
-        else SweepSpec(f["sweep"]["params"], f["sweep"]["points"], f["sweep"]["max_parallel"]),
-    )
+    """The resolved fields as the frozen model, field by field from the table (Obj.build); plus the derived."""
+    return JobSpec(**SPEC.model_fields(f), time_seconds=f["time_seconds"])

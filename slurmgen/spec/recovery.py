@@ -48,7 +48,8 @@ RECOVERY = Obj(
             "runs once on every node before every start of the step (with a time limit); a non-zero exit marks the "
             "node bad: a spare takes its place, else the job is requeued away from it",
         ),
-    }
+    },
+    model="RecoverySpec",
 )
 
 

@@ -15,7 +15,7 @@ from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
 from slurmgen.spec.fields import PREEMPTION, SPEC
 from slurmgen.spec.recovery import resolve_recovery
-from slurmgen.spec.types import Ctx, Obj
+from slurmgen.spec.types import AnyOf, Ctx, Obj
 from slurmgen.spec.yaml_source import dotted
 
 # Slurm checks for jobs near their time limit every 30 s (PERIODIC_TIMEOUT in slurmctld.h), so a `--signal`
@@ -130,7 +130,18 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
         elif key in MANAGED:
             ctx.fail(("sbatch", key), f"slurmgen writes --{key} itself; use the spec field {MANAGED[key]} instead")
     out["sbatch"] = {k: (None if v is True else v) for k, v in sbatch.items() if v is not False}
+    _keep_given(f, out)
     return out
+
+
+def _keep_given(f: dict[str, Any], out: dict[str, Any]) -> None:
+    """A field of a nested table that its resolver above does not name (one newly added to the table) keeps the
+    value given in the file; the fields a resolver returns are its own."""
+    for key, field in SPEC.fields.items():
+        given, resolved = f.get(key), out.get(key)
+        tables = [option for _, option in field.type.options] if isinstance(field.type, AnyOf) else [field.type]
+        if isinstance(given, dict) and isinstance(resolved, dict) and any(isinstance(t, Obj) for t in tables):
+            out[key] = {**given, **resolved}
 
 
 def _resolve_tasks(out: dict[str, Any], f: dict[str, Any], ctx: Ctx, gpus: int, launcher: str) -> None:

@@ -287,6 +287,14 @@ class SweepType(Type):
             "additionalProperties": False,
         }
 
+    def model_type(self) -> str:
+        return "SweepSpec"
+
+    def build(self, value: Any) -> Any:
+        if value is None:
+            return None
+        return SweepSpec(value["params"], value["points"], value["max_parallel"])  # "where" serves the checks only
+
 
 def sample(draws: dict[str, tuple[str, list[Any]]], n: int, seed: int) -> list[dict[str, Value]]:
     """n points drawn with Python's Mersenne Twister seeded with ``seed`` (the same on every platform). Floats

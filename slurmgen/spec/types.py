@@ -95,6 +95,14 @@ class Type:
     def schema(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    def model_type(self) -> str:
+        """The Python type of the checked value in the built JobSpec, as spec/generate.py writes it."""
+        raise NotImplementedError(f"{type(self).__name__} does not say its model type (spec/generate.py)")
+
+    def build(self, value: Any) -> Any:
+        """The resolved value as the JobSpec holds it (frozen: tuples, dataclasses)."""
+        return value
+
     def wrong(self, value: Any, ctx: Ctx, path: FieldPath, want: str) -> Bad:
         if value is REFUSED:
             return BAD  # the loader already said why
@@ -141,6 +149,9 @@ class Int(Type):
             out["maximum"] = self.max
         return out
 
+    def model_type(self) -> str:
+        return "int"
+
 
 @dataclass
 class Str(Type):
@@ -179,6 +190,9 @@ class Str(Type):
             out["pattern"] = f"^(?:{self.pattern})$"
         return out
 
+    def model_type(self) -> str:
+        return "str"
+
 
 @dataclass
 class Enum(Type):
@@ -199,6 +213,9 @@ class Enum(Type):
     def schema(self) -> dict[str, Any]:
         return {"enum": list(self.choices)}
 
+    def model_type(self) -> str:
+        return "str"
+
 
 @dataclass
 class Bool(Type):
@@ -209,6 +226,9 @@ class Bool(Type):
 
     def schema(self) -> dict[str, Any]:
         return {"type": "boolean"}
+
+    def model_type(self) -> str:
+        return "bool"
 
 
 @dataclass
@@ -226,6 +246,12 @@ class List(Type):
 
     def schema(self) -> dict[str, Any]:
         return {"type": "array", "items": self.item.schema(), "minItems": self.min_items}
+
+    def model_type(self) -> str:
+        return f"tuple[{self.item.model_type()}, ...]"
+
+    def build(self, value: Any) -> Any:
+        return tuple(self.item.build(v) for v in value or ())
 
 
 @dataclass
@@ -252,6 +278,12 @@ class Map(Type):
             "additionalProperties": False,
         }
 
+    def model_type(self) -> str:
+        return f"tuple[tuple[str, {self.value.model_type()}], ...]"
+
+    def build(self, value: Any) -> Any:
+        return tuple((k, self.value.build(v)) for k, v in (value or {}).items())
+
 
 @dataclass
 class AnyOf(Type):
@@ -269,18 +301,60 @@ class AnyOf(Type):
     def schema(self) -> dict[str, Any]:
         return {"anyOf": [option.schema() for _, option in self.options]}
 
+    def model_option(self) -> Type:
+        """The alternative the resolved value always has: the long form (a list, a mapping) that resolution turns
+        the short one into (`command: "a b"` -> [a, b], `preemption: false` -> {enabled: false}); among plain
+        values, the one that is not true/false."""
+        options = [option for _, option in self.options]
+        long_forms = [o for o in options if isinstance(o, List | Map | Obj)]
+        return long_forms[0] if long_forms else next(o for o in options if not isinstance(o, Bool))
+
+    def model_type(self) -> str:
+        chosen = self.model_option()
+        flag = not isinstance(chosen, List | Map | Obj) and any(isinstance(o, Bool) for _, o in self.options)
+        return chosen.model_type() + (" | None" if flag else "")  # `option: true` in sbatch: a flag, kept as None
+
+    def build(self, value: Any) -> Any:
+        return self.model_option().build(value)
+
 
 @dataclass(frozen=True)
 class Field:
     type: Type
     description: str
     required: bool = False
-    default: Any = None  # shown in the JSON Schema; resolution lives in spec.py
+    default: Any = None  # shown in the JSON Schema; resolution lives in spec/rules.py
+    resolved: bool = False  # no default here, but spec/rules.py always gives it a value (else: None when left out)
+    in_model: bool = True  # False: checked, not kept in JobSpec (version)
+
+    def model_type(self) -> str:
+        """The annotation of this field in the generated model (spec/model_fields.py)."""
+        annotation = self.type.model_type()
+        collection = annotation.startswith("tuple[")  # left out: empty, never None
+        always = self.required or self.default is not None or self.resolved or collection
+        return annotation if always else f"{annotation} | None"
 
 
 @dataclass
 class Obj(Type):
     fields: dict[str, Field]
+    model: str = ""  # the name of its frozen dataclass in spec/model_fields.py
+
+    def model_type(self) -> str:
+        return self.model
+
+    def model_fields(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Keyword arguments of the model's dataclass: every kept field, built from the resolved value (a field
+        left out and not resolved: its default)."""
+        kept = self.fields.items()
+        return {key: field.type.build(value.get(key, field.default)) for key, field in kept if field.in_model}
+
+    def build(self, value: Any) -> Any:
+        if value is None:
+            return None
+        from slurmgen.spec import model_fields  # generated from the tables that use this module: imported late
+
+        return getattr(model_fields, self.model)(**self.model_fields(value))
 
     def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
         if not isinstance(value, dict):

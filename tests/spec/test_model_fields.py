@@ -54,3 +54,39 @@ preemption: false
     assert spec.preemption.enabled is False and isinstance(spec.distributed, DistributedSpec)
     assert spec.cpus_per_task is None and spec.time_seconds == 600
     assert load_text(text.replace("container: {image", "# {image"), "k.yaml").spec.container is None
+
+
+def test_the_generated_model_is_what_the_table_gives() -> None:
+    """spec/model_fields.py is written from the table: a field added to the table and not generated fails here
+    (run python -m slurmgen.spec.generate)."""
+    from slurmgen.spec import generate
+
+    assert generate.TARGET.read_text() == generate.model_text()
+    assert generate.main(["--check"]) == 0
+
+
+def test_a_field_added_to_the_table_reaches_the_generated_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from slurmgen.spec import generate
+    from slurmgen.spec.types import Field, Int, Str
+
+    monkeypatch.setitem(fields.TRACKERS.fields, "mlflow", Field(Str(), "a new text field, no default"))
+    monkeypatch.setitem(fields.DISTRIBUTED.fields, "retries", Field(Int(), "a new number", default=3))
+    text = generate.model_text()
+    assert "    mlflow: str | None\n" in text and "    retries: int\n" in text
+    assert generate.TARGET.read_text() != text
+    assert generate.main(["--check"]) == 1
+
+
+def test_a_nested_field_added_to_the_table_alone_arrives_in_the_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No builder or resolver to edit: the table and the generated dataclass are enough."""
+    from slurmgen.spec import generate, model_fields
+    from slurmgen.spec.types import Field, Str
+
+    monkeypatch.setitem(fields.TRACKERS.fields, "project", Field(Str(), "a tracker project", default="main"))
+    namespace: dict[str, object] = {}
+    exec(compile(generate.model_text(), "model_fields.py", "exec"), namespace)  # noqa: S102 - our own generated text
+    monkeypatch.setattr(model_fields, "TrackersSpec", namespace["TrackersSpec"])
+    base = 'name: t\ncommand: [python3, t.py]\ntime: "10"\n'
+    given = load_text(base + "trackers: {wandb: false, project: vision}\n", "t.yaml").spec.trackers
+    assert dataclasses.asdict(given) == {"wandb": False, "project": "vision"}
+    assert dataclasses.asdict(load_text(base, "t.yaml").spec.trackers) == {"wandb": True, "project": "main"}

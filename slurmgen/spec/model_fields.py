@@ -1,0 +1,91 @@
+"""Generated from spec/fields.py by `python -m slurmgen.spec.generate`: do not edit.
+
+The fields of the resolved job spec, one frozen dataclass per table. Derived fields and methods are hand-written
+in spec/model.py (JobSpec extends JobFields).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slurmgen.spec.sweep import SweepSpec
+
+
+@dataclass(frozen=True)
+class DistributedSpec:
+    backend: str
+    port: int
+    port_range: int
+    timeout: int
+    barrier_timeout: int
+
+
+@dataclass(frozen=True)
+class PreemptionSpec:
+    enabled: bool
+    signal: str
+    handler: str
+    lead_time: int
+    max_requeues: int
+    max_preemptions: int | None
+    keep: int
+    requeue_on_failure: bool
+    state_dir: str
+
+
+@dataclass(frozen=True)
+class RecoverySpec:
+    enabled: bool
+    max_restarts: int
+    hang_timeout: int
+    spare_nodes: int
+    health_check: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    image: str
+    mounts: tuple[str, ...]
+    workdir: str | None
+    name: str | None
+    mount_home: bool | None
+    writable: bool | None
+
+
+@dataclass(frozen=True)
+class TrackersSpec:
+    wandb: bool
+
+
+@dataclass(frozen=True)
+class JobFields:
+    name: str
+    command: tuple[str, ...]
+    time: str
+    nodes: int
+    gpus_per_node: int
+    tasks_per_node: int
+    nproc_per_node: int
+    cpus_per_task: int | None
+    mem: str | None
+    partition: str | None
+    account: str | None
+    qos: str | None
+    constraint: str | None
+    launcher: str
+    python: str
+    distributed: DistributedSpec
+    preemption: PreemptionSpec
+    recovery: RecoverySpec
+    env: tuple[tuple[str, str], ...]
+    setup: tuple[str, ...]
+    container: ContainerSpec | None
+    trackers: TrackersSpec
+    output: str
+    chdir: str | None
+    array: str | None
+    sweep: SweepSpec | None
+    dependency: str | None
+    sbatch: tuple[tuple[str, str | None], ...]
