@@ -100,7 +100,7 @@ class EndFacts:
 
 
 @dataclass(frozen=True)
-class EndPlan:
+class EndAction:
     """What the batch shell does after the step, before it knows how its requeue went."""
 
     requeue: str | None = None  # REQUEUE_RUNNING, REQUEUE_ENDED or None
@@ -123,23 +123,23 @@ class Ending:
     line: str | None = None
 
 
-def decide_end(facts: EndFacts) -> EndPlan:
+def decide_end(facts: EndFacts) -> EndAction:
     """Whether and how the batch shell requeues the job once its step has ended."""
     slurm, run = facts.slurm, facts.run
     if slurm is not None and slurm.requeued:
-        return EndPlan(attribute=True)
+        return EndAction(attribute=True)
     if facts.preemption_on and not facts.program_decides and slurm is not None and slurm.preempted:
         if run.requeued_by is not None:
-            return EndPlan(preempted=True)  # rank 0 requeued it (its record says so; Slurm has not shown it yet)
+            return EndAction(preempted=True)  # rank 0 requeued it (its record says so; Slurm has not shown it yet)
         if slurm.running and run.slurm_requeues_in_grace:
             # Slurm requeues it whatever we do, even a finished program (24.05 and later): the state stays.
             line = "preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends"
-            return EndPlan(preempted=True, slurm_requeues=True, line=line)
+            return EndAction(preempted=True, slurm_requeues=True, line=line)
         if run.finished and facts.job_code == 0 and run.stop is None:
             # The program's work was done before the preemption reached it: nothing to come back for.
-            return EndPlan(preempted=True, line="preempted after the program had finished its work: not requeued")
+            return EndAction(preempted=True, line="preempted after the program had finished its work: not requeued")
         how = REQUEUE_RUNNING if slurm.running else REQUEUE_ENDED
-        return EndPlan(requeue=how, cause=run_history.PREEMPTION, preempted=True)
+        return EndAction(requeue=how, cause=run_history.PREEMPTION, preempted=True)
     stopped_for = run.batch_stop if facts.preemption_on else None
     if stopped_for is None and facts.preemption_on and facts.unanswered:
         stopped_for = facts.signal_cause
@@ -150,13 +150,13 @@ def decide_end(facts: EndFacts) -> EndPlan:
             # Slurm, asked here, shows no PreemptTime: the signal was a request, or the time limit's warning.
             asked = facts.signal_cause
         cause = stopped_for or asked or run_history.PREEMPTION
-        return EndPlan(requeue=REQUEUE_RUNNING, cause=cause, stopped=stopped_for is not None)
+        return EndAction(requeue=REQUEUE_RUNNING, cause=cause, stopped=stopped_for is not None)
     if facts.step_code != 0 and facts.requeue_on_failure and not facts.signals and not facts.repeated:
-        return EndPlan(requeue=REQUEUE_RUNNING, cause=run_history.FAILURE)
-    return EndPlan()
+        return EndAction(requeue=REQUEUE_RUNNING, cause=run_history.FAILURE)
+    return EndAction()
 
 
-def settle(facts: EndFacts, plan: EndPlan, outcome: str | None, key: str) -> Ending:
+def settle(facts: EndFacts, plan: EndAction, outcome: str | None, key: str) -> Ending:
     """The end of the run, once the planned requeue was tried (``outcome``: requeue.RequeueOutcome.action, or None
     when none was planned)."""
     slurm, run = facts.slurm, facts.run
@@ -215,7 +215,7 @@ class RestartFacts:
 
 
 @dataclass(frozen=True)
-class RestartPlan:
+class RestartAction:
     restart: bool
     cause: str | None = None  # RESTART_CRASH, or REPEATED when it is not restarted because it repeats
     line: str | None = None
@@ -226,22 +226,22 @@ RESTART_HANG = "hang"
 REPEATED = "repeated"
 
 
-def decide_restart(facts: RestartFacts) -> RestartPlan:
+def decide_restart(facts: RestartFacts) -> RestartAction:
     """Whether the batch shell starts the step again inside this allocation after it ended."""
     if facts.step_code == 0 or facts.signals or facts.stopping:
-        return RestartPlan(False)  # done, or a stop is under way: decide_end owns it
+        return RestartAction(False)  # done, or a stop is under way: decide_end owns it
     failure, before = facts.failure, facts.previous
     if before is not None and failure.error and (failure.error, failure.saved) == (before.error, before.saved):
         line = (f"{failure.who} failed again with the same error at the same saved state ({failure.error!r}): a "
                 "failure that repeats is not restarted; the job ends with the program's exit code")  # fmt: skip
-        return RestartPlan(False, REPEATED, line)
+        return RestartAction(False, REPEATED, line)
     if facts.restarts >= facts.max_restarts:
         if facts.max_restarts == 0:
-            return RestartPlan(False)
+            return RestartAction(False)
         line = f"{failure.who} failed; the restarts inside the allocation are spent ({facts.restarts} of " \
                f"{facts.max_restarts}, recovery.max_restarts)"  # fmt: skip
-        return RestartPlan(False, None, line)
+        return RestartAction(False, None, line)
     how = "hung" if facts.event == RESTART_HANG else "failed"
     line = (f"{failure.who} {how}: restarting the step inside the allocation (restart {facts.restarts + 1} of "
             f"{facts.max_restarts}), from the last complete checkpoint")  # fmt: skip
-    return RestartPlan(True, facts.event, line)
+    return RestartAction(True, facts.event, line)

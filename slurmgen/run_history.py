@@ -181,7 +181,7 @@ def counts(history: Iterable[Run]) -> Counts:
 
 def site_of(events: Iterable[Mapping[str, Any]], run: int) -> Mapping[str, Any]:
     """What the site does on preemption, recorded at the start of ``run`` (the batch shell asks Slurm once per
-    run; slurm/site.py plan_record): mode, grace, version, ...; empty when nothing was recorded."""
+    run; slurm/site.py site_preemption_event): mode, grace, version, ...; empty when nothing was recorded."""
     for e in events:
         if e.get("event") == RUN_START and e.get("run") == run and isinstance(e.get("site"), Mapping):
             return dict(e["site"])

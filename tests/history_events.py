@@ -11,7 +11,7 @@ from slurmgen import run_history
 
 T0 = 1_790_000_000.0  # epoch seconds of the first run's start
 GIB = 1 << 30
-# The site each run recorded at its start (slurmgen.slurm.site.plan_record): REQUEUE, GraceTime 30, KillWait 5,
+# The site each run recorded at its start (slurm.site.site_preemption_event): REQUEUE, GraceTime 30, KillWait 5,
 # no user signal, a 60 s lead time.
 SITE: dict[str, Any] = {
     "partition": "low", "mode": "REQUEUE", "grace": 30, "user_signal": False, "kill_wait": 5,

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from slurmgen import contract, interruption
-from slurmgen.interruption import EndFacts, EndPlan, RunRecord, SlurmSays
+from slurmgen.interruption import EndAction, EndFacts, RunRecord, SlurmSays
 
 RUNNING = SlurmSays(running=True, preempted=False, requeued=False, mode=None, state_name="RUNNING")
 PREEMPTED = replace(RUNNING, preempted=True)
@@ -187,12 +187,12 @@ def test_the_state_is_removed_only_on_positive_evidence() -> None:
 
 
 def test_uncertainty_and_stops_are_said_in_one_line() -> None:
-    unsure = interruption.settle(facts(slurm=None), EndPlan(), None, "77")
+    unsure = interruption.settle(facts(slurm=None), EndAction(), None, "77")
     assert unsure.line == (
         "Slurm could not be asked whether job 77 was requeued: its resume state is kept (remove it by hand once "
         "the job is known to be done)"
     )
-    stopped = interruption.settle(facts(run=RunRecord(stop="clean-exit")), EndPlan(), None, "77")
+    stopped = interruption.settle(facts(run=RunRecord(stop="clean-exit")), EndAction(), None, "77")
     assert stopped.line == (
         "job 77 stopped before its work was done (clean-exit): its resume state is kept; slurmgen resume 77 "
         "brings it back from there"

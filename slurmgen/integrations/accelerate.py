@@ -32,7 +32,7 @@ from typing import Any
 
 import accelerate
 
-from slurmgen.integrations import resume
+from slurmgen.integrations import framework_checkpoint
 from slurmgen.runtime.preemption import Preemption
 
 PATTERN = "run*"
@@ -54,18 +54,20 @@ class SlurmgenPreemption:
     ) -> None:
         self.accelerator = accelerator
         self.preemption = preemption or Preemption()
-        self.directory = os.path.abspath(directory or resume.default_directory(self.preemption, "accelerate"))
+        self.directory = os.path.abspath(
+            directory or framework_checkpoint.default_directory(self.preemption, "accelerate")
+        )
 
     def load_state(self) -> dict[str, Any] | None:
         """If this job's previous run saved a state: `accelerator.load_state` it on every rank and return the
         keyword arguments given to `save_state_and_exit`; else None. Call it on every rank, after `prepare`."""
-        found = resume.recorded_checkpoint(self.preemption)
-        resume.prune(self.preemption, self.directory, PATTERN, keep=found[0] if found else None)
+        found = framework_checkpoint.recorded_checkpoint(self.preemption)
+        framework_checkpoint.prune(self.preemption, self.directory, PATTERN, keep=found[0] if found else None)
         if found is None:
             return None
         path, record = found
         self.accelerator.load_state(path)
-        return {key: value for key, value in record.items() if key != resume.CHECKPOINT}
+        return {key: value for key, value in record.items() if key != framework_checkpoint.CHECKPOINT}
 
     def should_stop(self) -> bool:
         """True on every rank once any rank got a stop signal (Preemption.should_stop). Call it on every rank."""
@@ -82,4 +84,4 @@ class SlurmgenPreemption:
             self.preemption.save_and_exit()  # a clean exit (USR2): nothing to save
         path = os.path.join(self.directory, f"run{self.preemption.restart_count + 1}")
         self.accelerator.save_state(path)
-        resume.record_and_exit(self.preemption, path, **extra)
+        framework_checkpoint.record_and_exit(self.preemption, path, **extra)

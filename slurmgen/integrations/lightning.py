@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - depends on which package the user inst
     import pytorch_lightning as pl
 
 from slurmgen import contract
-from slurmgen.integrations import resume
+from slurmgen.integrations import framework_checkpoint
 from slurmgen.runtime.preemption import Preemption
 
 PATTERN = "run*-step=*.ckpt"
@@ -50,16 +50,16 @@ class SlurmgenPreemption(pl.Callback):  # type: ignore[misc]  # mypy sees Lightn
     def __init__(self, dirpath: str | None = None, preemption: Preemption | None = None) -> None:
         super().__init__()
         self.preemption = preemption or Preemption()
-        self.dirpath = os.path.abspath(dirpath or resume.default_directory(self.preemption, "lightning"))
-        self._handlers = resume.handlers_of(self.preemption)
+        self.dirpath = os.path.abspath(dirpath or framework_checkpoint.default_directory(self.preemption, "lightning"))
+        self._handlers = framework_checkpoint.handlers_of(self.preemption)
 
     def ckpt_path(self) -> str | None:
         """The checkpoint to pass as `fit(ckpt_path=...)`: the one this job's previous run saved, else None.
 
         Call it on every rank (the same value comes back on each)."""
-        found = resume.recorded_checkpoint(self.preemption)
+        found = framework_checkpoint.recorded_checkpoint(self.preemption)
         path = found[0] if found else None
-        resume.prune(self.preemption, self.dirpath, PATTERN, keep=path)
+        framework_checkpoint.prune(self.preemption, self.dirpath, PATTERN, keep=path)
         return path
 
     # -- Lightning hooks ---------------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ class SlurmgenPreemption(pl.Callback):  # type: ignore[misc]  # mypy sees Lightn
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         # Lightning has just registered its handlers (Trainer._run: register_signal_handlers, then the loop);
         # its SIGTERM handler is registered whatever auto_requeue says. Put slurmgen's back.
-        resume.take_back(self._handlers)
+        framework_checkpoint.take_back(self._handlers)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         stepped = (batch_idx + 1) % trainer.accumulate_grad_batches == 0 or trainer.is_last_batch
@@ -88,7 +88,7 @@ class SlurmgenPreemption(pl.Callback):  # type: ignore[misc]  # mypy sees Lightn
         run = self.preemption.restart_count + 1
         path = os.path.join(self.dirpath, f"run{run}-step={trainer.global_step}.ckpt")
         trainer.save_checkpoint(path)  # every rank: the strategy decides who writes, then a barrier
-        resume.record_and_exit(self.preemption, path, global_step=trainer.global_step)
+        framework_checkpoint.record_and_exit(self.preemption, path, global_step=trainer.global_step)
 
 
 # -- experiment trackers: one run for every run of the job -------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import Any
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from slurmgen.integrations import resume
+from slurmgen.integrations import framework_checkpoint
 from slurmgen.runtime.preemption import Preemption
 
 
@@ -44,21 +44,21 @@ class SlurmgenPreemption(TrainerCallback):  # type: ignore[misc]  # mypy sees tr
     def __init__(self, preemption: Preemption | None = None) -> None:
         super().__init__()
         self.preemption = preemption or Preemption()
-        self._handlers = resume.handlers_of(self.preemption)
+        self._handlers = framework_checkpoint.handlers_of(self.preemption)
         self._stopping = False
 
     def resume_from_checkpoint(self) -> str | None:
         """The checkpoint to pass as `train(resume_from_checkpoint=...)`: the one this job's previous run
         saved, else None. Call it on every rank (the same value comes back on each)."""
-        found = resume.recorded_checkpoint(self.preemption)
+        found = framework_checkpoint.recorded_checkpoint(self.preemption)
         return found[0] if found else None
 
     # -- Trainer events ----------------------------------------------------------------------------------------
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        replaced = resume.take_back(self._handlers)
+        replaced = framework_checkpoint.take_back(self._handlers)
         if replaced and self.preemption.rank == 0:
-            resume.log(f"took {', '.join(replaced)} back from the handler installed after slurmgen's")
+            framework_checkpoint.log(f"took {', '.join(replaced)} back from the handler installed after slurmgen's")
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._stopping or not self.preemption.should_stop():
@@ -74,4 +74,4 @@ class SlurmgenPreemption(TrainerCallback):  # type: ignore[misc]  # mypy sees tr
             return  # a periodic save of the Trainer's own
         # Where Trainer._save_checkpoint has just written it (transformers/trainer.py).
         path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
-        resume.record_and_exit(self.preemption, path, global_step=state.global_step)
+        framework_checkpoint.record_and_exit(self.preemption, path, global_step=state.global_step)

@@ -4,7 +4,7 @@ signal comes at preemption, KillWait, JobRequeue, the windows a stop has, the sp
 last job recorded, and one line per risk with its fix (slurmgen.slurm.site decides all of it).
 
 Building and printing the report is pure; `examine` asks Slurm, `spec_last_save` reads the run history.
-(Not to be confused with slurmgen.script.doctor, which checks a rendered script.)
+(Not to be confused with slurmgen.script.checks, which checks a rendered script.)
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from slurmgen.slurm.site import (
     NO_PREEMPTION,
     QOS,
     PartitionInfo,
-    PreemptionPlan,
     Risk,
     SiteConfig,
+    SitePreemption,
     default_partition,
     parse_config,
     parse_partitions,
-    plan_for,
     risks,
+    site_preemption,
     user_signal_spelling,
     window_basis,
 )
@@ -72,7 +72,7 @@ class SpecFacts:
 @dataclass(frozen=True)
 class PartitionReport:
     info: PartitionInfo | None  # None: the spec names no partition and the cluster has no default
-    plan: PreemptionPlan
+    plan: SitePreemption
     preemptors: tuple[str, ...]  # partitions whose jobs may preempt this one's (higher PriorityTier)
     risks: tuple[Risk, ...]
 
@@ -107,7 +107,7 @@ def build_report(
     save, step = (last.seconds, last.step_seconds) if last else (None, None)
     reports = []
     for part in _chosen(partitions, spec):
-        plan = plan_for(site, part, lead)
+        plan = site_preemption(site, part, lead)
         tier = part.priority_tier if part else None
         above = tuple(p.name for p in partitions if tier is not None and p.priority_tier > tier)
         found = risks(plan, lead, save, step, time_limit=spec.time_limit if spec else None)

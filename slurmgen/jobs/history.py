@@ -20,7 +20,7 @@ from slurmgen.jobs.logs import batch_logs
 from slurmgen.jobs.status import when
 from slurmgen.jobs.targets import Target
 from slurmgen.slurm.showjob import JobInfo
-from slurmgen.slurm.site import PreemptionPlan, misfits, plan_from_record, window_basis
+from slurmgen.slurm.site import SitePreemption, misfits, site_preemption_from_event, window_basis
 
 COLUMNS = ("RUN", "START", "END", "NODES", "EXIT", "CAUSE", "REQUEUED BY", "SAVE", "SIZE", "NOTE")
 REQUEUERS = {"slurm": "Slurm", "rank0": "rank 0", "batch-shell": "batch shell", "resume": "slurmgen resume"}
@@ -68,7 +68,7 @@ class WindowMiss:
 
 
 def window_miss(
-    plan: PreemptionPlan | None, save: float | None, step: float | None, cause: str | None
+    plan: SitePreemption | None, save: float | None, step: float | None, cause: str | None
 ) -> WindowMiss | None:
     """The window a save did not fit: the one of its cause when it has one (a save for a preemption must fit the
     preemption's window), else the tightest it would miss (a periodic save says how the next stop will go)."""
@@ -83,11 +83,11 @@ def window_miss(
     return WindowMiss(which, save + (step or 0.0), window, window_basis(plan, which))
 
 
-def sites(events: Iterable[Mapping[str, Any]]) -> dict[int, PreemptionPlan]:
+def sites(events: Iterable[Mapping[str, Any]]) -> dict[int, SitePreemption]:
     """The site plan each run recorded at its start (`site` in run-start), by run."""
     found = {}
     for e in events:
-        if e.get("event") == run_history.RUN_START and (plan := plan_from_record(e.get("site"))) is not None:
+        if e.get("event") == run_history.RUN_START and (plan := site_preemption_from_event(e.get("site"))) is not None:
             found[int(e["run"])] = plan
     return found
 

@@ -42,12 +42,12 @@ from slurmgen import contract, run_history
 from slurmgen.runtime.env import job_key, restart_count
 from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 from slurmgen.slurm.site import (
-    PreemptionPlan,
+    SitePreemption,
     default_partition,
     parse_config,
     parse_partitions,
-    plan_for,
-    plan_record,
+    site_preemption,
+    site_preemption_event,
     window_problems,
 )
 
@@ -81,7 +81,7 @@ def begin(env: Mapping[str, str], say: Callable[[str], None] = _say, client: Slu
         run_history.append(log_dir, "slurm", run_history.REQUEUE, past, time.time(), cause=cause, mode=mode)
         how = "after a preemption" if preempted else "by Slurm or an admin (scontrol requeue, a node failure)"
         say(f"run {past} was requeued {how}")
-    plan = _site_plan(env, client)
+    plan = _site_preemption(env, client)
     record(
         env,
         WRITER,
@@ -89,7 +89,7 @@ def begin(env: Mapping[str, str], say: Callable[[str], None] = _say, client: Slu
         nodes=env.get("SLURM_JOB_NODELIST"),
         host=socket.gethostname(),
         partition=env.get("SLURM_JOB_PARTITION"),
-        site=None if plan is None else plan_record(plan),
+        site=None if plan is None else site_preemption_event(plan),
     )
     saved = run_history.last_save(history)
     if plan is not None and saved is not None and saved.save_seconds is not None and env.get(contract.PREEMPT_SIGNAL):
@@ -98,7 +98,7 @@ def begin(env: Mapping[str, str], say: Callable[[str], None] = _say, client: Slu
     return 0
 
 
-def _site_plan(env: Mapping[str, str], client: SlurmClient | None) -> PreemptionPlan | None:
+def _site_preemption(env: Mapping[str, str], client: SlurmClient | None) -> SitePreemption | None:
     """What preemption and the time limit do to this job here (two scontrol questions), or None if unknown."""
     from slurmgen.errors import SlurmgenError
     from slurmgen.slurm.client import SlurmClient
@@ -114,7 +114,7 @@ def _site_plan(env: Mapping[str, str], client: SlurmClient | None) -> Preemption
         return None
     partition = next((p for p in partitions if name and p.name == name.split(",")[0]), None)
     lead = env.get(contract.LEAD_TIME, "")
-    return plan_for(site, partition or default_partition(partitions), int(lead) if lead.isdigit() else None)
+    return site_preemption(site, partition or default_partition(partitions), int(lead) if lead.isdigit() else None)
 
 
 def end(

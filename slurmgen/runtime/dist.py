@@ -25,8 +25,8 @@ from datetime import timedelta
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError, SlurmgenWarning
+from slurmgen.runtime.c10d_store import open_c10d_store
 from slurmgen.runtime.prepare import prepare
-from slurmgen.runtime.store import open_store
 from slurmgen.runtime.store_barrier import StoreBarrier
 
 
@@ -139,7 +139,7 @@ def init_distributed(
         hostname,
     )
     started = time.monotonic()
-    store = open_store(prep, wait)
+    store = open_c10d_store(prep, wait)
     # Under torchrun the agent's store outlives a worker restart: keep each attempt's keys apart.
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     barrier = StoreBarrier(store, f"slurmgen/{restart}/", info.rank, info.world_size, _describe(info))

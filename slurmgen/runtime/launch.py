@@ -34,7 +34,7 @@ from slurmgen import contract
 from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
 
 if TYPE_CHECKING:
-    from slurmgen.runtime.supervisor import TaskPlan
+    from slurmgen.runtime.supervisor import TaskSetup
 
 USAGE = (
     "usage: python3 -m slurmgen.runtime.launch [--torchrun-agent] -- CMD [ARGS...]\n"
@@ -71,7 +71,7 @@ def run(
     environ: MutableMapping[str, str],
     *,
     execvp: Callable[[str, list[str]], object] = os.execvp,
-    supervise: Callable[[TaskPlan], int] | None = None,
+    supervise: Callable[[TaskSetup], int] | None = None,
     out: Callable[[str], object] = print,
     err: Callable[[str], object] = lambda line: print(line, file=sys.stderr),
 ) -> int:
@@ -103,7 +103,7 @@ def run(
     if not agent:
         from slurmgen.runtime import supervisor
 
-        plan = supervisor.plan_task(command, environ, prepared.ranks.rank, preempt)
+        plan = supervisor.task_setup(command, environ, prepared.ranks.rank, preempt)
         if supervise is not None:
             return supervise(plan)
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from slurmgen import contract, run_history
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.layout import keep_count
-from slurmgen.runtime.checkpoint.resume_store import CheckpointStore, StoreSettings
+from slurmgen.runtime.checkpoint.store import CheckpointStore, StoreSettings
 from slurmgen.runtime.env import job_key, restart_count
 from slurmgen.runtime.peer_loss import install_peer_loss_hook
 from slurmgen.runtime.peers import Peers

@@ -49,7 +49,7 @@ _STOPPING = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQ
 
 
 @dataclass(frozen=True)
-class TaskPlan:
+class TaskSetup:
     """What the entry point decided for this task."""
 
     command: tuple[str, ...]
@@ -109,7 +109,7 @@ def proc_parent(pid: int) -> int | None:
 class Routing:
     """The supervisor's memory of the signals it got; `route` decides what each one calls for."""
 
-    plan: TaskPlan
+    plan: TaskSetup
     received: list[tuple[int, bool, float]] = field(default_factory=list)  # (signal, step-wide, when)
     owed: int | None = None  # a preemption signal the program could not take yet (program mode)
 
@@ -148,7 +148,7 @@ def child_status(pid: int) -> dict[str, int]:
         return {}
 
 
-def supervise(plan: TaskPlan, say_err: Callable[[str], None]) -> int:
+def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     """Start the program, route signals to it until it ends, and end as it did. Returns its exit code (a program
     ended by a signal ends the supervisor by the same signal)."""
     import shutil
@@ -209,7 +209,7 @@ def _drain(watched: set[int]) -> list[int]:
     return got
 
 
-def _exec_child(plan: TaskPlan, path: str, log_fd: int | None, watched: set[int], parent: int, go: int) -> None:
+def _exec_child(plan: TaskSetup, path: str, log_fd: int | None, watched: set[int], parent: int, go: int) -> None:
     """In the forked child: wait for the supervisor's go, die with it, write to the rank log, set the preemption
     signal's disposition, unblock the rest, exec. Never returns."""
     code = 127
@@ -256,7 +256,7 @@ def _send(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-def _wait_loop(plan: TaskPlan, routing: Routing, child: int, watched: set[int], say: Callable[[str], None]) -> int:
+def _wait_loop(plan: TaskSetup, routing: Routing, child: int, watched: set[int], say: Callable[[str], None]) -> int:
     def catches(sig: int) -> bool:
         return has(child_status(child).get("SigCgt", 0), sig)
 
@@ -285,7 +285,7 @@ def _wait_loop(plan: TaskPlan, routing: Routing, child: int, watched: set[int], 
             return _finish(plan, routing, status, say)
 
 
-def _finish(plan: TaskPlan, routing: Routing, status: int, say: Callable[[str], None]) -> int:
+def _finish(plan: TaskSetup, routing: Routing, status: int, say: Callable[[str], None]) -> int:
     code = os.waitstatus_to_exitcode(status)  # negative: killed by that signal
     if routing.owed:
         say(f"the program ended before installing a handler for {signal.Signals(routing.owed).name}")
@@ -297,7 +297,7 @@ def _finish(plan: TaskPlan, routing: Routing, status: int, say: Callable[[str], 
     return exit_code
 
 
-def _record_exit(plan: TaskPlan, code: int, sig: int | None = None) -> int:
+def _record_exit(plan: TaskSetup, code: int, sig: int | None = None) -> int:
     """A failure of the task's own (no one asked it to stop): the run history's task-exit event, which the batch
     shell reads to name the task that failed first and give the job its exit code."""
     log_dir = plan.env.get(contract.LOG_DIR)
@@ -331,15 +331,15 @@ def node_name(env: Mapping[str, str]) -> str:
     return env.get("SLURMD_NODENAME") or socket.gethostname()
 
 
-def plan_task(
+def task_setup(
     command: Sequence[str], env: Mapping[str, str], rank: int | None, preempt: signal.Signals | None
-) -> TaskPlan:
+) -> TaskSetup:
     """The plan for this task from its environment (pure but for reading /proc for the step's ancestry)."""
     log_dir = env.get(contract.LOG_DIR)
     manager = env.get(contract.STEP_PID, "")
     stepwide = ancestry(int(manager), proc_parent) if manager.isdigit() else frozenset()
     handler = env.get(contract.PREEMPT_HANDLER, contract.HANDLER_AUTO) if preempt is not None else ""
-    return TaskPlan(
+    return TaskSetup(
         command=tuple(command),
         preempt=preempt,
         handler=handler if handler in contract.HANDLERS or not handler else contract.HANDLER_AUTO,

@@ -46,11 +46,11 @@ def check(raw: bytes, source: str, overrides: Sequence[str], submit_dir: Path) -
 
 def build(checked: Checked, templates: str | Path | None) -> Build:
     """Render a checked spec (``templates``: the user's template directory, searched first)."""
-    from slurmgen.script.doctor import doctor
+    from slurmgen.script.checks import check_script
     from slurmgen.script.render import render
 
     script = render(checked.spec, templates)
-    warnings = (*checked.warnings, *doctor(checked.spec, script))
+    warnings = (*checked.warnings, *check_script(checked.spec, script))
     return Build(checked.source, checked.text, checked.spec, script, warnings)
 
 

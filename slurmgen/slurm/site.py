@@ -39,9 +39,25 @@ from slurmgen.slurm.site_config import (
 )
 
 __all__ = [  # the parsers' names are re-exported from site_config
-    "DEFAULT_KILL_WAIT", "NO_PREEMPTION", "PartitionInfo", "PreemptionPlan", "Risk", "SiteConfig",
-    "default_partition", "misfits", "mode_word", "parse_config", "parse_partitions", "plan_for", "plan_from_record",
-    "plan_record", "risks", "user_signal_spelling", "version_tuple", "window_basis", "window_problems",
+    "DEFAULT_KILL_WAIT",
+    "NO_PREEMPTION",
+    "PartitionInfo",
+    "Risk",
+    "SiteConfig",
+    "SitePreemption",
+    "default_partition",
+    "misfits",
+    "mode_word",
+    "parse_config",
+    "parse_partitions",
+    "risks",
+    "site_preemption",
+    "site_preemption_event",
+    "site_preemption_from_event",
+    "user_signal_spelling",
+    "version_tuple",
+    "window_basis",
+    "window_problems",
 ]  # fmt: skip
 
 PREEMPTION = "preemption"  # the causes of a stop, as slurmgen.run_history names them
@@ -56,7 +72,7 @@ MIN_WORK = 300  # seconds of a run before its time-limit signal, below which sta
 
 
 @dataclass(frozen=True)
-class PreemptionPlan:
+class SitePreemption:
     partition: str | None
     mode: str  # OFF, REQUEUE, CANCEL or SUSPEND: what happens to a preempted job of this partition
     grace: int  # seconds of GraceTime (0 under preempt/qos, whose grace lives in the QOS)
@@ -81,7 +97,7 @@ def mode_word(printed: str | None) -> str:
     return "OFF"
 
 
-def plan_for(site: SiteConfig, partition: PartitionInfo | None, lead_time: int | None) -> PreemptionPlan:
+def site_preemption(site: SiteConfig, partition: PartitionInfo | None, lead_time: int | None) -> SitePreemption:
     """What preemption and the time limit will do to a job of ``partition`` whose `--signal` lead is ``lead_time``
     (None: no signal before the time limit)."""
     if site.preempt_type.strip().lower() in ("", NO_PREEMPTION):
@@ -100,7 +116,7 @@ def plan_for(site: SiteConfig, partition: PartitionInfo | None, lead_time: int |
         # The signal comes lead to lead + 30 s before the limit; at the limit the job is ended (TIMEOUT) and can
         # no longer requeue itself, so the save must be done within the lead.
         windows[TIME_LIMIT] = float(lead_time)
-    return PreemptionPlan(
+    return SitePreemption(
         partition=partition.name if partition is not None else None,
         mode=mode,
         grace=grace,
@@ -113,7 +129,7 @@ def plan_for(site: SiteConfig, partition: PartitionInfo | None, lead_time: int |
     )
 
 
-def plan_record(plan: PreemptionPlan) -> dict[str, Any]:
+def site_preemption_event(plan: SitePreemption) -> dict[str, Any]:
     """The plan as the `site` of a run-start event in the run history (JSON)."""
     return {
         "partition": plan.partition,
@@ -128,13 +144,13 @@ def plan_record(plan: PreemptionPlan) -> dict[str, Any]:
     }
 
 
-def plan_from_record(record: Any) -> PreemptionPlan | None:
+def site_preemption_from_event(record: Any) -> SitePreemption | None:
     """The plan of a run-start event's `site`; None when it is missing or not shaped like one."""
     if not isinstance(record, Mapping) or not isinstance(record.get("windows"), Mapping):
         return None
     try:
         windows = {str(k): float(v) for k, v in record["windows"].items()}
-        return PreemptionPlan(
+        return SitePreemption(
             partition=record.get("partition"),
             mode=str(record.get("mode") or "OFF"),
             grace=int(record.get("grace") or 0),
@@ -149,7 +165,7 @@ def plan_from_record(record: Any) -> PreemptionPlan | None:
         return None
 
 
-def window_basis(plan: PreemptionPlan, cause: str) -> str:
+def window_basis(plan: SitePreemption, cause: str) -> str:
     """What a window is made of, in Slurm's words."""
     if cause == PREEMPTION:
         if plan.grace:
@@ -160,13 +176,13 @@ def window_basis(plan: PreemptionPlan, cause: str) -> str:
     return cause
 
 
-def misfits(plan: PreemptionPlan, save_seconds: float, step_seconds: float | None) -> list[tuple[str, float]]:
+def misfits(plan: SitePreemption, save_seconds: float, step_seconds: float | None) -> list[tuple[str, float]]:
     """(cause, window) of each window that the save plus one step does not fit, the tightest first."""
     need = save_seconds + (step_seconds or 0.0)
     return sorted(((c, w) for c, w in plan.windows.items() if need > w), key=lambda cw: cw[1])
 
 
-def window_problems(plan: PreemptionPlan, save_seconds: float, step_seconds: float | None) -> list[str]:
+def window_problems(plan: SitePreemption, save_seconds: float, step_seconds: float | None) -> list[str]:
     """One line per window the last save plus a step does not fit; [] when all fit."""
     step = step_seconds or 0.0
     return [
@@ -200,14 +216,14 @@ class Risk:
     fix: str
 
 
-def grace_to_ask(plan: PreemptionPlan, save: float | None, step: float | None) -> int:
+def grace_to_ask(plan: SitePreemption, save: float | None, step: float | None) -> int:
     """The GraceTime to ask for: SAFE_GRACE, or more when the measured stop (with HEADROOM) needs it."""
     if save is None:
         return SAFE_GRACE
     return max(SAFE_GRACE, math.ceil(save + (step or 0.0)) + HEADROOM - plan.kill_wait)
 
 
-def _window_risks(plan: PreemptionPlan, save: float, step: float | None, part: str) -> list[Risk]:
+def _window_risks(plan: SitePreemption, save: float, step: float | None, part: str) -> list[Risk]:
     found = []
     need = math.ceil(save + (step or 0.0)) + HEADROOM
     for (cause, _), line in zip(misfits(plan, save, step), window_problems(plan, save, step), strict=True):
@@ -220,7 +236,7 @@ def _window_risks(plan: PreemptionPlan, save: float, step: float | None, part: s
     return found
 
 
-def _signal_risks(plan: PreemptionPlan, spelling: str, part: str, grace: int) -> list[Risk]:
+def _signal_risks(plan: SitePreemption, spelling: str, part: str, grace: int) -> list[Risk]:
     """How a stopping preemption reaches the job: the signal, and the time it leaves."""
     found = []
     if not plan.user_signal:
@@ -248,7 +264,7 @@ def _signal_risks(plan: PreemptionPlan, spelling: str, part: str, grace: int) ->
 
 
 def risks(
-    plan: PreemptionPlan,
+    plan: SitePreemption,
     lead_time: int | None,
     save_seconds: float | None,
     step_seconds: float | None,

@@ -34,7 +34,7 @@ def test_doctor_reads_the_real_cluster(slurm_cluster: SlurmCluster, tmp_path: Pa
     shown = blocks(done.stdout)
     for part in parts:
         block = shown[f"partition {part.name}"]
-        plan = site.plan_for(conf, part, None)
+        plan = site.site_preemption(conf, part, None)
         assert f"  mode         {plan.mode}" in block
         if site.PREEMPTION in plan.windows:
             assert f"preemption {plan.windows[site.PREEMPTION]:g} s" in block

@@ -14,7 +14,7 @@ from slurmgen.jobs.targets import Target
 from slurmgen.slurm import site
 from slurmgen.slurm.ids import JobId
 
-PLAN = site.plan_from_record(SITE)  # windows: preemption 35 s (grace 30 + KillWait 5), time-limit 60 s
+PLAN = site.site_preemption_from_event(SITE)  # windows: preemption 35 s (grace 30 + KillWait 5), time-limit 60 s
 
 
 def entry(job_id: str, log_dir: Path, array: bool = False) -> Entry:

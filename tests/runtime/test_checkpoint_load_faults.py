@@ -15,7 +15,7 @@ import pytest
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.runtime.checkpoint import layout
 from slurmgen.runtime.checkpoint.commit import CheckpointError
-from slurmgen.runtime.checkpoint.resume_store import CheckpointStore, StoreSettings
+from slurmgen.runtime.checkpoint.store import CheckpointStore, StoreSettings
 from slurmgen.runtime.peers import Peers
 
 from .test_checkpoint_store import make_store

@@ -15,7 +15,7 @@ import pytest
 from slurmgen import contract
 from slurmgen.errors import UsageError
 from slurmgen.runtime.launch import parse_args, run
-from slurmgen.runtime.supervisor import TaskPlan
+from slurmgen.runtime.supervisor import TaskSetup
 
 from .runtime_helpers import base_env, free_low_port
 
@@ -88,9 +88,9 @@ def signal_mask() -> Iterator[None]:
 
 
 def test_run_sets_the_variables_and_supervises(signal_mask: None, tmp_path: Path) -> None:
-    plans: list[TaskPlan] = []
+    plans: list[TaskSetup] = []
 
-    def supervise(plan: TaskPlan) -> int:
+    def supervise(plan: TaskSetup) -> int:
         plans.append(plan)
         return 0
 

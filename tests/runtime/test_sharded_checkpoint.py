@@ -20,7 +20,7 @@ import pytest
 
 from slurmgen import contract
 from slurmgen.runtime.checkpoint import layout
-from slurmgen.runtime.checkpoint.resume_store import KILL_AT
+from slurmgen.runtime.checkpoint.store import KILL_AT
 
 from .runtime_helpers import base_env, free_port
 

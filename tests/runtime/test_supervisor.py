@@ -16,7 +16,7 @@ import pytest
 
 from slurmgen import contract, run_history
 from slurmgen.runtime import supervisor, task_failure
-from slurmgen.runtime.supervisor import Routing, TaskPlan
+from slurmgen.runtime.supervisor import Routing, TaskSetup
 
 from .runtime_helpers import base_env
 
@@ -30,8 +30,8 @@ SigCgt:\t0000000100000202
 """
 
 
-def plan(handler: str = "program", stepwide: frozenset[int] = frozenset({10, 1})) -> TaskPlan:
-    return TaskPlan(("prog",), signal.SIGUSR1, handler, 0, "node1", None, stepwide)
+def plan(handler: str = "program", stepwide: frozenset[int] = frozenset({10, 1})) -> TaskSetup:
+    return TaskSetup(("prog",), signal.SIGUSR1, handler, 0, "node1", None, stepwide)
 
 
 def test_the_signal_masks_of_proc_status() -> None:

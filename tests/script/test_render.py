@@ -129,14 +129,14 @@ def test_template_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_doctor_passes_our_template_and_flags_a_bare_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from slurmgen.script.doctor import doctor
+    from slurmgen.script.checks import check_script
 
     monkeypatch.chdir(ROOT)
     for job in JOBS:
         spec = load_file(job.relative_to(ROOT)).spec
-        assert doctor(spec, render(spec)) == []
+        assert check_script(spec, render(spec)) == []
     (tmp_path / "sbatch.sh.j2").write_text("#!/bin/bash\n{% for d in directives %}{{ d }}\n{% endfor %}{{ step }}\n")
     spec = load_file("jobs/cpu-debug.yaml").spec
-    messages = [p.message for p in doctor(spec, render(spec, tmp_path))]
+    messages = [p.message for p in check_script(spec, render(spec, tmp_path))]
     assert any("the signal goes only to the batch shell" in m for m in messages)
     assert any("never `wait`s" in m for m in messages)

@@ -11,7 +11,7 @@ from recorded import TESTS
 from slurmgen import run_history
 from slurmgen.errors import SchedulerError
 from slurmgen.slurm import site
-from slurmgen.slurm.site import PartitionInfo, PreemptionPlan, SiteConfig
+from slurmgen.slurm.site import PartitionInfo, SiteConfig, SitePreemption
 
 SLURM_DATA = TESTS / "data" / "slurm"
 PRIMARY = "22.05"
@@ -58,7 +58,7 @@ def test_recorded_config_and_partitions_of_each_version(version: str, directory:
     if (directory / "show-partition.out").is_file():  # the block form says the same
         assert site.parse_partitions(text("show-partition.out", directory)) == parts
     for part in parts:
-        plan = site.plan_for(conf, part, 300)
+        plan = site.site_preemption(conf, part, 300)
         assert plan.windows[site.TIME_LIMIT] == 300
         if plan.mode in site.STOPPING_MODES:
             assert plan.windows[site.PREEMPTION] == part.grace_time + conf.kill_wait
@@ -84,7 +84,7 @@ def test_the_recorded_2205_cluster() -> None:
         "low-cancel-grace": ("CANCEL", 10, 1, False),
     }
     assert parts["debug"].raw["TRES"] == "cpu=6,mem=6000M,node=3,billing=6"  # a value with "=" in it
-    plan = site.plan_for(conf, parts["debug"], None)
+    plan = site.site_preemption(conf, parts["debug"], None)
     assert (plan.mode, dict(plan.windows)) == ("OFF", {})
 
 
@@ -175,39 +175,41 @@ def test_mode_word_masks_gang_and_within(printed: str | None, word: str) -> None
 
 def test_windows_by_grace_and_lead() -> None:
     conf = config(kill_wait=30)
-    assert dict(site.plan_for(conf, partition(grace=0), None).windows) == {"preemption": 30.0}
-    grace = site.plan_for(conf, partition(grace=120), 300)
+    assert dict(site.site_preemption(conf, partition(grace=0), None).windows) == {"preemption": 30.0}
+    grace = site.site_preemption(conf, partition(grace=120), 300)
     assert dict(grace.windows) == {"preemption": 150.0, "time-limit": 300.0} and grace.grace == 120
     assert site.window_basis(grace, "preemption") == "GraceTime 120 s + KillWait 30 s"
 
 
 def test_the_partitions_mode_beats_the_clusters() -> None:
     conf = config(preempt_mode="REQUEUE")
-    assert site.plan_for(conf, partition(mode="CANCEL"), None).mode == "CANCEL"
-    assert site.plan_for(conf, partition(mode=None), None).mode == "REQUEUE"
-    assert site.plan_for(conf, partition(mode="OFF"), None).mode == "OFF"
-    assert site.plan_for(conf, None, None).mode == "REQUEUE"
+    assert site.site_preemption(conf, partition(mode="CANCEL"), None).mode == "CANCEL"
+    assert site.site_preemption(conf, partition(mode=None), None).mode == "REQUEUE"
+    assert site.site_preemption(conf, partition(mode="OFF"), None).mode == "OFF"
+    assert site.site_preemption(conf, None, None).mode == "REQUEUE"
 
 
 def test_no_preemption_type_means_no_preemption() -> None:
-    plan = site.plan_for(config(preempt_type="preempt/none", preempt_mode="REQUEUE"), partition(grace=60), 300)
+    plan = site.site_preemption(config(preempt_type="preempt/none", preempt_mode="REQUEUE"), partition(grace=60), 300)
     assert (plan.mode, plan.grace, dict(plan.windows)) == ("OFF", 0, {"time-limit": 300.0})
 
 
 def test_qos_preemption_takes_the_clusters_mode_and_no_grace() -> None:
-    plan = site.plan_for(config(preempt_type="preempt/qos", preempt_mode="CANCEL"), partition("p", "OFF", 60), None)
+    plan = site.site_preemption(
+        config(preempt_type="preempt/qos", preempt_mode="CANCEL"), partition("p", "OFF", 60), None
+    )
     assert (plan.mode, plan.grace, dict(plan.windows)) == ("CANCEL", 0, {"preemption": 30.0})
     assert any("sacctmgr show qos" in r.fix for r in site.risks(plan, None, None, None))
 
 
 def test_the_plan_round_trips_through_a_run_start_record() -> None:
-    plan = site.plan_for(config(user_signal=True), partition(grace=60), 300)
-    assert site.plan_from_record(site.plan_record(plan)) == plan
-    assert site.plan_from_record({"mode": "REQUEUE", "grace": 30, "kill_wait": 5, "windows": {"preemption": 35}}) == (
-        PreemptionPlan(None, "REQUEUE", 30, False, 5, True, {"preemption": 35.0})
-    )
+    plan = site.site_preemption(config(user_signal=True), partition(grace=60), 300)
+    assert site.site_preemption_from_event(site.site_preemption_event(plan)) == plan
+    assert site.site_preemption_from_event(
+        {"mode": "REQUEUE", "grace": 30, "kill_wait": 5, "windows": {"preemption": 35}}
+    ) == (SitePreemption(None, "REQUEUE", 30, False, 5, True, {"preemption": 35.0}))
     for junk in (None, "x", {"mode": "REQUEUE"}, {"windows": {"preemption": "soon"}}):
-        assert site.plan_from_record(junk) is None
+        assert site.site_preemption_from_event(junk) is None
 
 
 def test_causes_are_the_run_historys() -> None:
@@ -218,7 +220,7 @@ def test_causes_are_the_run_historys() -> None:
 
 
 def test_window_problems() -> None:
-    plan = site.plan_for(config(kill_wait=30), partition(grace=0), 60)  # preemption 30 s, time-limit 60 s
+    plan = site.site_preemption(config(kill_wait=30), partition(grace=0), 60)  # preemption 30 s, time-limit 60 s
     assert site.window_problems(plan, 28.0, 2.0) == []  # exactly fits
     assert site.window_problems(plan, 25.0, None) == []
     problems = site.window_problems(plan, 50.0, 12.5)
@@ -234,12 +236,12 @@ def kinds(found: list[site.Risk]) -> list[str]:
 
 
 def test_the_configuration_to_ask_for_has_no_risk() -> None:
-    plan = site.plan_for(config(user_signal=True), partition(grace=60), 300)
+    plan = site.site_preemption(config(user_signal=True), partition(grace=60), 300)
     assert site.risks(plan, 300, 20.0, 1.0, time_limit=3600) == []
 
 
 def test_risks_of_cancel_without_grace_nor_user_signal() -> None:
-    plan = site.plan_for(config(version="24.11.5", job_requeue=False), partition("scav", "CANCEL", 0), 300)
+    plan = site.site_preemption(config(version="24.11.5", job_requeue=False), partition("scav", "CANCEL", 0), 300)
     found = site.risks(plan, 300, 45.0, 1.0, time_limit=3600)
     assert kinds(found) == [
         "PreemptMode=CANCEL", "SIGKILL mid-save", "no user signal at preemption", "GraceTime=0 on partition scav",
@@ -258,26 +260,26 @@ def test_risks_of_cancel_without_grace_nor_user_signal() -> None:
 
 
 def test_cancel_asks_only_for_what_is_missing() -> None:
-    plan = site.plan_for(config(user_signal=True), partition(mode="CANCEL", grace=120), None)
+    plan = site.site_preemption(config(user_signal=True), partition(mode="CANCEL", grace=120), None)
     (cancel,) = site.risks(plan, None, None, None)
     assert cancel.fix == "ask your admins for PreemptMode=REQUEUE"
 
 
 def test_grace_without_user_signal_reaches_only_the_tasks() -> None:
-    plan = site.plan_for(config(), partition(grace=30), None)
+    plan = site.site_preemption(config(), partition(grace=30), None)
     (signal,) = site.risks(plan, None, None, None)
     assert "tasks only, not the batch shell" in signal.what
     assert "SlurmctldParameters=preempt_send_user_signal" in signal.fix  # the 22.05 spelling
 
 
 def test_risks_of_a_slow_save_under_a_time_limit() -> None:
-    plan = site.plan_for(config(preempt_type="preempt/none"), None, 120)
+    plan = site.site_preemption(config(preempt_type="preempt/none"), None, 120)
     (window,) = site.risks(plan, 120, 150.0, 10.0)
     assert window.what.startswith("SIGKILL mid-save: time-limit") and "lead_time to at least 190 s" in window.fix
 
 
 def test_lead_time_near_the_time_limit() -> None:
-    plan = site.plan_for(config(preempt_type="preempt/none"), None, 300)
+    plan = site.site_preemption(config(preempt_type="preempt/none"), None, 300)
     assert site.risks(plan, 300, None, None, time_limit=660) == []  # 300 s of work even if the signal is 60 s early
     (near,) = site.risks(plan, 300, None, None, time_limit=659)
     assert "near the 659 s time limit" in near.what and "299 s into a run" in near.what
@@ -285,7 +287,7 @@ def test_lead_time_near_the_time_limit() -> None:
 
 
 def test_suspend_needs_nothing() -> None:
-    plan = site.plan_for(config(preempt_mode="SUSPEND,GANG"), partition(mode="GANG,SUSPEND"), 300)
+    plan = site.site_preemption(config(preempt_mode="SUSPEND,GANG"), partition(mode="GANG,SUSPEND"), 300)
     (suspend,) = site.risks(plan, 300, 500.0, None)[-1:]
     assert plan.mode == "SUSPEND" and site.PREEMPTION not in plan.windows
     assert suspend.what.startswith("PreemptMode=SUSPEND") and suspend.fix.startswith("nothing to do")

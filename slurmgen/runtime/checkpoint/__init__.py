@@ -10,8 +10,8 @@ committed by directory rename, optionally written in the background.
     write_failure.py  why a write failed, in words: disk full, quota, permission, read-only
     trust.py       only what this user alone could have written is read (ownership, mode, pinned descriptors)
     candidates.py  the states on disk, newest first by the file server's clock; does one look whole
-    resume_load.py the newest state every rank can read, falling back past a corrupt one
-    resume_store.py  what Preemption calls: save, load, sweep
+    loading.py the newest state every rank can read, falling back past a corrupt one
+    store.py  what Preemption calls: save, load, sweep
 
 Importing this package loads only the standard library; torch is imported inside the functions.
 """

@@ -3,7 +3,7 @@
 The thread is not a daemon: a program that returns from main while a save is being written waits for it at
 interpreter exit (threading joins such threads before atexit handlers run), so its last periodic save still
 lands. Errors are kept in the handle; `wait_quietly()` (used before the next save) does not raise them: the save
-reported its own failure when it happened, and the store (resume_store.py) raises it at the next save or wait.
+reported its own failure when it happened, and the store (store.py) raises it at the next save or wait.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from slurmgen.script.render import TEMPLATE
 from slurmgen.spec.model import JobSpec
 
 
-def doctor(spec: JobSpec, script: str) -> list[Problem]:
+def check_script(spec: JobSpec, script: str) -> list[Problem]:
     """Signal-delivery checks on the final script, for templates a user brought (ours pass them all)."""
     if not spec.preemption.enabled:
         return []

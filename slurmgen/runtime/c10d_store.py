@@ -51,7 +51,7 @@ def _wait_for_listener(ip: str, port: int, deadline: float) -> bool:
             time.sleep(0.005)
 
 
-def open_store(prep: Prepared, timeout: float) -> Any:
+def open_c10d_store(prep: Prepared, timeout: float) -> Any:
     import torch.distributed as dist
     from torch._C._distributed_c10d import TCPStore  # typed here; torch.distributed re-exports it implicitly
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from slurmgen import atomic
 from slurmgen.runtime import state as disk
-from slurmgen.runtime.checkpoint import commit, dcp_io, layout, resume_load, state_tree, write_failure
+from slurmgen.runtime.checkpoint import commit, dcp_io, layout, loading, state_tree, write_failure
 from slurmgen.runtime.checkpoint.background import BackgroundSaves, PendingSave
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.record import SaveRecord
@@ -207,5 +207,5 @@ class CheckpointStore:
 
     def load(self, into: Any = None) -> Any:
         """Without `into`: the plain state, or None. With `into`: fill it in place; True if a state was found.
-        The newest state every rank can read; past a corrupt one, the one before, with a warning (resume_load.py)."""
-        return resume_load.Loader(self).load(into)
+        The newest state every rank can read; past a corrupt one, the one before, with a warning (loading.py)."""
+        return loading.Loader(self).load(into)

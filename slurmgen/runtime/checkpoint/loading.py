@@ -26,7 +26,7 @@ from slurmgen.runtime.checkpoint.candidates import NONE, PLAIN
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 
 if TYPE_CHECKING:
-    from slurmgen.runtime.checkpoint.resume_store import CheckpointStore
+    from slurmgen.runtime.checkpoint.store import CheckpointStore
 
 _FOREIGN = object()  # a whole state of another job or spec, at the job-keyed default location: not resumed
 
