@@ -34,9 +34,12 @@ from slurmgen.runtime.peer_loss import leave, peer_loss_line
 
 def torch_dist() -> Any:
     """torch.distributed when a process group is up, else None (torch is never imported here)."""
-    if "torch" not in sys.modules:  # a process group needs torch imported already
+    if sys.modules.get("torch") is None:  # a process group needs torch imported already (None: import blocked)
         return None
-    import torch.distributed as dist
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
 
     return dist if dist.is_available() and dist.is_initialized() else None
 
