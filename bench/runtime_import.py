@@ -57,7 +57,7 @@ def main() -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "slurmgen")], env=env, check=True)
     py = sys.executable
     # Warm the page cache and any .pyc so the first rows are not penalised.
-    wall([py, "-c", "import slurmgen.runtime.launch, slurmgen.runtime.prepare"], 3, env)
+    wall([py, "-c", "import slurmgen.task.launch, slurmgen.task.prepare"], 3, env)
     rows = [
         ("bare interpreter", [py, "-c", "pass"]),
         ("import slurmgen.runtime", [py, "-c", "import slurmgen.runtime"]),
@@ -70,7 +70,7 @@ def main() -> None:
                 "expand_hostlist('n[1-4]'); get_distrib_size({})",
             ],
         ),
-        ("entry point: launch -- true", [py, "-m", "slurmgen.runtime.launch", "--", "true"]),
+        ("entry point: launch -- true", [py, "-m", "slurmgen.task.launch", "--", "true"]),
     ]
     bare = None
     print(f"load average {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} CPUs, {args.runs} runs each, median")
@@ -79,7 +79,7 @@ def main() -> None:
         median = wall(argv, args.runs, env)
         bare = median if bare is None else bare
         print(f"{name:48} {median * 1e3:9.1f} {(median - bare) * 1e3:13.1f}")
-    for module in ("slurmgen.runtime", "slurmgen.runtime.prepare"):
+    for module in ("slurmgen.runtime", "slurmgen.task.prepare"):
         label = f"-X importtime {module} (cumulative)"
         print(f"{label:48} {importtime(module, args.runs, env) * 1e3:9.2f}")
 

@@ -60,7 +60,7 @@ STEP_PID = "SLURMGEN_STEP_PID"
 # point has blocked the preemption signal. The batch shell holds an early preemption signal until all are there.
 READY_DIR = ".ready-run"
 # handler: program, a Python program: the signal number its start-up hook unblocks once the program installs a
-# handler for it (slurmgen.runtime.python_hook; the hook reads the name as its own constant).
+# handler for it (slurmgen.task.python_hook; the hook reads the name as its own constant).
 UNBLOCK_ON_HANDLER = "SLURMGEN_UNBLOCK_ON_HANDLER"
 
 # Set by the runtime entry point in each task (never by the user): the standard torch names.

@@ -3,7 +3,7 @@
 Where they are (templates/sbatch.sh.j2, slurmgen.directives): the batch log is `<output>/<name>-<key>.log` and
 the per-node logs are `<output>/<name>-<key>/<node>.log`, where key is `<array>_<task>` for an array task and
 the job id otherwise; next to them, `rank-<N>.log` holds what rank N's program printed (its supervisor opens it
-for the program: slurmgen.runtime.supervisor). All are opened in append mode, so every requeued run adds to the
+for the program: slurmgen.task.supervisor). All are opened in append mode, so every requeued run adds to the
 same files, and the batch shell starts each run with a `slurmgen: job <key>, run <n>, ...` line. The journal
 knows `<output>` and `<name>` for jobs submitted from here; for other jobs `scontrol show job` gives the batch log
 (StdOut=).

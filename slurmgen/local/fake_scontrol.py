@@ -133,7 +133,7 @@ def show_step(args: Sequence[str], env: Mapping[str, str]) -> str:
 
 
 def show_hostnames(args: Sequence[str], env: Mapping[str, str]) -> str:
-    from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
+    from slurmgen.slurm.hostlist import HostlistError, expand_hostlist
 
     expr = args[0] if args else env.get("SLURM_JOB_NODELIST", "")
     try:

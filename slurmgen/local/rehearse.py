@@ -5,7 +5,7 @@ then writes its stacks and restarts the step). A user sees what their recovery s
 hours.
 
 Which process is rank R's program: below the batch shell, the topmost process whose environment (as it was
-started: /proc/<pid>/environ) has RANK=R. The task's supervisor (slurmgen.runtime.launch) computes RANK for its
+started: /proc/<pid>/environ) has RANK=R. The task's supervisor (slurmgen.task.launch) computes RANK for its
 child and does not carry it in its own start environment, so the process found is the program the user wrote
 (torchrun's worker with launcher torchrun), never slurmgen's supervisor.
 """

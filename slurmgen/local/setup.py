@@ -131,7 +131,7 @@ def timeline(spec: JobSpec, run: int, preempt_after: float | None, rehearse_afte
     return sorted(events, key=lambda e: e.at)
 
 
-# Slurm requeues a job as often as it is asked to; the job's own budgets (slurmgen.runtime.requeue) decide whether
+# Slurm requeues a job as often as it is asked to; the job's own budgets (slurmgen.requeue) decide whether
 # it asks. The runner stops a job that keeps asking anyway (a program calling `scontrol requeue` by itself), so a
 # local run never loops forever.
 RUNAWAY_REQUEUES = 20

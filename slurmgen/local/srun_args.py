@@ -102,7 +102,7 @@ def parse_args(argv: Sequence[str]) -> SrunArgs:
 
 def step_shape(args: SrunArgs, env: Mapping[str, str], step_id: int) -> jobenv.StepShape:
     """The step's nodes and tasks from the options and the job's environment (srun inside an allocation)."""
-    from slurmgen.runtime.hostlist import expand_hostlist
+    from slurmgen.slurm.hostlist import expand_hostlist
 
     job_id = env.get("SLURM_JOB_ID", "")
     job_list = env.get("SLURM_JOB_NODELIST", "")

@@ -19,7 +19,7 @@ if _sys.version_info < MIN_PYTHON:
         f"slurmgen's runtime needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer in the task; this is "
         f"{_sys.version.split()[0]} ({_sys.executable}): use a newer image or set the spec field python"
     )
-    if _sys.argv[:1] == ["-m"]:  # `python -m slurmgen.runtime.launch` (runpy sets argv[0] while it imports)
+    if _sys.argv[:1] == ["-m"]:  # `python -m slurmgen.task.launch` (runpy sets argv[0] while it imports)
         print(f"slurmgen: {_message}", file=_sys.stderr)
         raise SystemExit(1)
     raise ImportError(_message)
@@ -78,22 +78,22 @@ __all__ = [
 
 if TYPE_CHECKING:
     from slurmgen.errors import SlurmgenWarning
-    from slurmgen.runtime.checkpoint.commit import CheckpointError
-    from slurmgen.runtime.checkpoint.record import SaveRecord, fits_window
-    from slurmgen.runtime.checkpoint.state_tree import ModelOptimizerState
-    from slurmgen.runtime.dist import DistInfo, barrier, destroy, init_distributed
-    from slurmgen.runtime.env import (
+    from slurmgen.job_env import (
         get_distrib_size,
         is_rank_zero,
         is_slurm_batch_job,
         job_key,
         restart_count,
     )
-    from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
+    from slurmgen.runtime.checkpoint.commit import CheckpointError
+    from slurmgen.runtime.checkpoint.record import SaveRecord, fits_window
+    from slurmgen.runtime.checkpoint.state_tree import ModelOptimizerState
+    from slurmgen.runtime.dist import DistInfo, barrier, destroy, init_distributed
     from slurmgen.runtime.parallel import build_mesh, seed_everything, wrap_ddp
     from slurmgen.runtime.preemption import Preemption
-    from slurmgen.runtime.signal_block import block_preemption_signal, preemption_signal
     from slurmgen.runtime.store_barrier import BarrierTimeout
+    from slurmgen.slurm.hostlist import HostlistError, expand_hostlist
+    from slurmgen.task.signal_block import block_preemption_signal, preemption_signal
 
 
 def __getattr__(name: str) -> object:

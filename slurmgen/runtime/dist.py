@@ -25,9 +25,9 @@ from datetime import timedelta
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError, SlurmgenWarning
-from slurmgen.runtime.prepare import prepare
 from slurmgen.runtime.store import open_store
 from slurmgen.runtime.store_barrier import StoreBarrier
+from slurmgen.task.prepare import prepare
 
 
 @dataclass(frozen=True)

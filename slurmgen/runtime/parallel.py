@@ -54,8 +54,8 @@ def current_device() -> Any:
     """This rank's device: the one init_distributed chose, else CUDA by local rank when present, else CPU."""
     import torch
 
+    from slurmgen.job_env import read_ranks
     from slurmgen.runtime import dist
-    from slurmgen.runtime.env import read_ranks
 
     info = dist.current_info()
     if info is not None:

@@ -32,15 +32,15 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurmgen import contract, run_history
+from slurmgen.job_env import job_key, restart_count
+from slurmgen.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.layout import keep_count
 from slurmgen.runtime.checkpoint.resume_store import CheckpointStore
 from slurmgen.runtime.dist import process_group_timeout
-from slurmgen.runtime.env import job_key, restart_count
 from slurmgen.runtime.peer_loss import install_peer_loss_hook, leave
-from slurmgen.runtime.requeue import record, requeue_this_job, signal_cause
-from slurmgen.runtime.signal_block import parse_signal_name
-from slurmgen.runtime.watchdog import ProgressMark
+from slurmgen.task.signal_block import parse_signal_name
+from slurmgen.task.watchdog import ProgressMark
 
 if TYPE_CHECKING:
     from slurmgen.runtime.checkpoint.background import PendingSave
@@ -127,10 +127,10 @@ class Preemption:
         install_peer_loss_hook(exit)
         if self.requeue_enabled:
             # Pay for the requeue path now, not in the seconds between the signal and the kill.
-            import slurmgen.runtime.requeue
-            import slurmgen.runtime.slurm_retry
-            import slurmgen.runtime.slurm_view
-            import slurmgen.slurm.client  # noqa: F401
+            import slurmgen.requeue
+            import slurmgen.slurm.client
+            import slurmgen.slurm.retry
+            import slurmgen.slurm.view  # noqa: F401
         # Plain states and sharded checkpoints (runtime/checkpoint/): a path the user named is resumed whoever
         # wrote it; the job-keyed default refuses another job's state (but takes `resume_from`'s).
         self._on_save = on_save
@@ -357,7 +357,7 @@ class Preemption:
         """Slurm's view of this job (slurm_view.SlurmView), or None outside Slurm or without scontrol."""
         if contract.SPEC_HASH not in self._env or job_key(self._env) is None or self._env.get(contract.CONTAINER):
             return None  # outside slurmgen's script, or inside a container image (no scontrol there)
-        from slurmgen.runtime import slurm_view
+        from slurmgen.slurm import view as slurm_view
 
         return slurm_view.look(self.key)
 

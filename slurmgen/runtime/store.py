@@ -17,8 +17,8 @@ from typing import Any
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.runtime.prepare import Prepared
-from slurmgen.runtime.rendezvous import SPEC_PORT_FIELDS
+from slurmgen.task.prepare import Prepared
+from slurmgen.task.rendezvous import SPEC_PORT_FIELDS
 
 
 def _port_in_use(port: int) -> bool:

@@ -23,7 +23,7 @@ TEMPLATE = "sbatch.sh.j2"
 # it within a fraction of a second (Python's start-up), and until then the default action would kill a task.
 STEP_GRACE = 3
 # An early preemption signal is held until every task of the step says it has blocked it (a file each, see
-# slurmgen.runtime.launch.say_ready), which takes longer than STEP_GRACE where the interpreter starts slowly (a
+# slurmgen.task.launch.say_ready), which takes longer than STEP_GRACE where the interpreter starts slowly (a
 # venv on NFS, cold caches). The hold never lasts more than this part of the lead time: the program needs the
 # rest to save. At least STEP_GRACE, as before, where a task's file cannot be seen.
 HOLD_SHARE = 4

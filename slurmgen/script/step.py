@@ -26,24 +26,24 @@ def join(words: list[str]) -> str:
 # Inside an image slurmgen is not installed: put the mounted package on sys.path, then run the entry point.
 CONTAINER_BOOTSTRAP = (
     f'import sys; sys.path.insert(0, "{CONTAINER_RUNTIME_DIR}"); '
-    "from slurmgen.runtime.launch import main; sys.exit(main())"
+    "from slurmgen.task.launch import main; sys.exit(main())"
 )
 
 
 def runtime_entry(spec: JobSpec, *flags: str) -> list[str]:
     if spec.container is not None:
         return [spec.python, "-c", CONTAINER_BOOTSTRAP, *flags]
-    return [spec.python, "-m", "slurmgen.runtime.launch", *flags]
+    return [spec.python, "-m", "slurmgen.task.launch", *flags]
 
 
 def rendezvous_words(spec: JobSpec) -> list[str]:
     """Run in the batch shell (outside any container): prints `MASTER_ADDR MASTER_PORT`."""
-    return [spec.python, "-m", "slurmgen.runtime.launch", "--rendezvous"]
+    return [spec.python, "-m", "slurmgen.task.launch", "--rendezvous"]
 
 
 def batch_words(spec: JobSpec, *args: str) -> list[str]:
-    """The batch shell's own helper (slurmgen.runtime.batch), run outside any container like the rendezvous."""
-    return [spec.python, "-m", "slurmgen.runtime.batch", *args]
+    """The batch shell's own helper (slurmgen.batch.commands), run outside any container like the rendezvous."""
+    return [spec.python, "-m", "slurmgen.batch.commands", *args]
 
 
 def package_dir_words(spec: JobSpec) -> list[str]:

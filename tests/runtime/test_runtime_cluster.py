@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
+from slurmgen.slurm.hostlist import HostlistError, expand_hostlist
 
 from .runtime_helpers import ROOT, WORKER
 

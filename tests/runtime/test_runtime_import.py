@@ -59,7 +59,7 @@ def test_public_names_do_not_load_heavy_dependencies(name: str) -> None:
 
 
 def test_entry_point_does_not_load_torch() -> None:
-    new = loaded_by("import slurmgen.runtime.launch, slurmgen.runtime.prepare")
+    new = loaded_by("import slurmgen.task.launch, slurmgen.task.prepare")
     assert not [m for m in new if m.split(".")[0] in FORBIDDEN[:-1]]
 
 
@@ -103,7 +103,7 @@ def test_an_older_python_is_refused_in_one_line(version: str) -> None:
         f"ImportError: slurmgen's runtime needs Python 3.11 or newer in the task; this is {version}."
     )
     launched = subprocess.run(
-        [found, "-B", "-m", "slurmgen.runtime.launch", "--", "true"], cwd=ROOT, capture_output=True, text=True
+        [found, "-B", "-m", "slurmgen.task.launch", "--", "true"], cwd=ROOT, capture_output=True, text=True
     )
     assert launched.returncode == 1 and len(launched.stderr.strip().splitlines()) == 1, launched.stderr
     assert "slurmgen's runtime needs Python 3.11 or newer" in launched.stderr

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from slurmgen import contract, run_history
-from slurmgen.runtime import batch
-from slurmgen.runtime.requeue import requeue_this_job
-from slurmgen.runtime.slurm_retry import Retry
+from slurmgen.batch import commands as batch
+from slurmgen.requeue import requeue_this_job
 from slurmgen.slurm.client import SlurmClient, run_command
+from slurmgen.slurm.retry import Retry
 
 from .runtime_helpers import base_env
 
@@ -193,7 +193,7 @@ def test_a_requeue_that_never_goes_through_keeps_the_state_and_does_not_complete
 
 def test_a_timed_out_requeue_that_took_effect_is_not_made_twice(tmp_path: Path) -> None:
     """The requeue's reply is lost but slurmctld acted: the retry finds the job pending, which is our requeue."""
-    from slurmgen.runtime.requeue import _scontrol_requeue
+    from slurmgen.requeue import _scontrol_requeue
 
     bin_dir = wrapper(tmp_path, fail=0, how="timeout", only=(), after="PENDING")
     # The first try takes effect and then "times out" (the wrapper requeues, then the client gives up).
@@ -247,7 +247,7 @@ def teardown_trial(where: Path, delay: float) -> int:
         **env_for(where),
         **{contract.PREEMPT_HANDLER: "runtime", contract.STEP_PID: str(os.getpid())},
     )
-    command = [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, "-c", FINISHING]
+    command = [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, "-c", FINISHING]
     rank_log = Path(env[contract.LOG_DIR]) / contract.rank_log_name(0)
     rank_log.parent.mkdir(parents=True, exist_ok=True)  # the program writes its own log there, as in a job
     proc = subprocess.Popen(

@@ -52,7 +52,7 @@ def test_a_bad_recovery_value_names_the_file_and_field() -> None:
 
 
 def test_each_restart_takes_the_next_rendezvous_port_of_the_range() -> None:
-    from slurmgen.runtime.rendezvous import master_port
+    from slurmgen.task.rendezvous import master_port
 
     env = {contract.PORT: "20000", contract.PORT_RANGE: "10", "SLURM_JOB_ID": "19"}
     first = master_port(env, contract.DEFAULT_EPHEMERAL).port

@@ -1,4 +1,4 @@
-"""The batch shell's decisions (slurmgen.runtime.batch) against a slurmctld stand-in that keeps one job's state:
+"""The batch shell's decisions (slurmgen.batch.commands) against a slurmctld stand-in that keeps one job's state:
 which preemption gets which requeue, by whom, within which budget, and what the run history records.
 
 The real cluster runs the same code in tests/runtime/test_preemption_cluster.py; here every configuration is
@@ -16,7 +16,8 @@ from fake_slurm import FakeSlurm, done
 from recorded import recorded_text
 
 from slurmgen import contract, run_history
-from slurmgen.runtime import batch, batch_signal
+from slurmgen.batch import commands as batch
+from slurmgen.batch import signals as batch_signal
 from slurmgen.slurm.client import SlurmClient
 
 PREEMPT_TIME = "2026-11-23T10:00:00"

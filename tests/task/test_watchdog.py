@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from slurmgen import contract
-from slurmgen.runtime import batch_restart, watchdog
+from slurmgen.batch import restart as batch_restart
+from slurmgen.task import watchdog
 
 PY_SPY_DUMP = """rank 1 on n1, pid 42: no progress on any rank for 20 s; this rank last progressed at 12:00:00
 Process 42: python train.py

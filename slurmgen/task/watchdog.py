@@ -113,7 +113,7 @@ def on_hang(env: Mapping[str, str], rank: int, pid: int, started: float, now: fl
             f" s; this rank last progressed at {time.strftime('%H:%M:%S', time.localtime(mine))}\n")  # fmt: skip
     with open(path, "a", encoding="utf-8") as out:
         out.write(head + dump_stacks(pid) + "\n")
-    from slurmgen.runtime.env import restart_count
+    from slurmgen.job_env import restart_count
 
     with contextlib.suppress(OSError):
         run_history.append(log_dir, f"task-{rank}", run_history.HANG, restart_count(env) + 1, now, rank=rank,

@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from runtime.runtime_helpers import base_env
 
 from slurmgen import contract, run_history
-from slurmgen.runtime import supervisor, task_failure
-from slurmgen.runtime.supervisor import Routing, TaskPlan
-
-from .runtime_helpers import base_env
+from slurmgen.batch import task_failure
+from slurmgen.task import supervisor
+from slurmgen.task.supervisor import Routing, TaskPlan
 
 STATUS = """Name:\tpython3
 SigQ:\t0/95755
@@ -136,7 +136,7 @@ def start_python(
         **{contract.LOG_DIR: str(tmp_path), contract.PREEMPT_SIGNAL: "USR1", contract.PREEMPT_HANDLER: handler},
         **extra,
     )
-    command = [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, *flags, "-c", code, *args]
+    command = [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, *flags, "-c", code, *args]
     return subprocess.Popen(command, env=env, start_new_session=True, stderr=subprocess.PIPE)
 
 

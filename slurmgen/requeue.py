@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
 from slurmgen.atomic import write_text
-from slurmgen.runtime.env import job_key, restart_count
+from slurmgen.job_env import job_key, restart_count
 
 if TYPE_CHECKING:
-    from slurmgen.runtime.slurm_retry import Retry
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.retry import Retry
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def requeue_this_job(
     retry: Retry | None = None,
 ) -> RequeueOutcome:
     """Requeue the running job this process belongs to (from one process only: rank 0 or the batch shell)."""
-    from slurmgen.runtime import slurm_view
+    from slurmgen.slurm import view as slurm_view
 
     env = os.environ if mapping is None else mapping
     key = job_key(env)
@@ -179,8 +179,8 @@ def _scontrol_requeue(
     """One requeue, retried while Slurm cannot be reached or does not answer (runtime/slurm_retry.py). Every
     failure is an outcome, never an exception: the caller leaves a marker or keeps the state."""
     from slurmgen.errors import SlurmgenError
-    from slurmgen.runtime.slurm_retry import DEFAULT, retried
     from slurmgen.slurm.client import JobPending, RequeueDisabled, SlurmClient
+    from slurmgen.slurm.retry import DEFAULT, retried
 
     asker = client or SlurmClient(timeout=60)
     met: list[SlurmgenError] = []

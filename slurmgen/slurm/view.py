@@ -23,8 +23,8 @@ from slurmgen.slurm.ids import JobState
 
 if TYPE_CHECKING:
     from slurmgen.interruption import SlurmSays
-    from slurmgen.runtime.slurm_retry import Retry
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.retry import Retry
 
 # Slurm's own states and their meaning for a job that is stopping (slurmgen.slurm.ids.JobState).
 _STILL_RUNNING = frozenset({JobState.RUNNING, JobState.SUSPENDED})
@@ -69,8 +69,8 @@ class SlurmView:
 def look(key: str, client: SlurmClient | None = None, retry: Retry | None = None) -> SlurmView | None:
     """This job as slurmctld sees it; None when it cannot be asked (no scontrol here, inside a container, no
     answer in time, after the retries of runtime/slurm_retry.py) or does not know the job."""
-    from slurmgen.runtime.slurm_retry import DEFAULT, retried
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.retry import DEFAULT, retried
 
     asker = client or SlurmClient(timeout=10.0)
     try:

@@ -16,7 +16,7 @@ means the program has it already.
 The preemption signal, by `preemption.handler` (the child's disposition is set before exec and survives it,
 signal(7) and execve(2)):
 - runtime, auto: blocked; an early one stays pending until Preemption installs its handler and unblocks it;
-- program, a Python program (slurmgen.runtime.python_hook): blocked with the default action, so ``signal.getsignal``
+- program, a Python program (slurmgen.task.python_hook): blocked with the default action, so ``signal.getsignal``
   says SIG_DFL and a framework that installs its handler only where none is set does; a start-up hook unblocks the
   signal once the program installs a handler, and an early one, pending, reaches it then;
 - program, any other program: ignored until the program installs a handler (an early one is discarded, not
@@ -39,8 +39,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurmgen import contract
-from slurmgen.runtime.python_hook import hook_env, hooks_python
-from slurmgen.runtime.signal_block import SUPERVISED
+from slurmgen.task.python_hook import hook_env, hooks_python
+from slurmgen.task.signal_block import SUPERVISED
 
 REPEAT_WINDOW = 5.0  # s: the same signal from a parent this soon after the step's own is that parent passing it on
 WATCH_INTERVAL = 0.05  # s between looks at /proc while a preemption signal waits for the program's handler
@@ -164,7 +164,7 @@ def supervise(plan: TaskPlan, say_err: Callable[[str], None]) -> int:
     if plan.handler == contract.HANDLER_PROGRAM and plan.preempt is not None and hooks_python(path, plan.command):
         plan = replace(plan, hooked=True, env=hook_env(plan.env, plan.preempt))
     watched = set(SUPERVISED) | ({plan.preempt} if plan.preempt else set())
-    from slurmgen.runtime import watchdog  # the hang watchdog (recovery.hang_timeout): README, "When things fail"
+    from slurmgen.task import watchdog  # the hang watchdog (recovery.hang_timeout): README, "When things fail"
 
     if extra := watchdog.nccl_trace_env(plan.env):
         plan = dataclasses.replace(plan, env={**plan.env, **extra})
@@ -303,7 +303,7 @@ def _record_exit(plan: TaskPlan, code: int, sig: int | None = None) -> int:
     log_dir = plan.env.get(contract.LOG_DIR)
     if log_dir and plan.rank is not None:
         from slurmgen import run_history
-        from slurmgen.runtime.env import restart_count
+        from slurmgen.job_env import restart_count
 
         fields: dict[str, object] = {"rank": plan.rank, "node": plan.node, "exit_code": code, "log": plan.log_path}
         if sig is not None:

@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from runtime.runtime_helpers import base_env, free_port
 from slurmgen import contract
 from slurmgen.runtime.checkpoint import layout
 from slurmgen.runtime.checkpoint.resume_store import KILL_AT
-
-from .runtime_helpers import base_env, free_port
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
@@ -95,7 +94,7 @@ def launch(tmp_path: Path) -> Iterator[Launch]:
                 },
             )  # fmt: skip
             full.update(env or {})
-            cmd = [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, str(WORKER), *args]
+            cmd = [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, str(WORKER), *args]
             with open(ranks.dir / f"rank{rank}.out", "wb") as out, open(ranks.dir / f"rank{rank}.err", "wb") as err:
                 ranks.procs.append(subprocess.Popen(cmd, env=full, stdout=out, stderr=err, start_new_session=True))
         launched.append(ranks)

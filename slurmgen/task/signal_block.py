@@ -35,7 +35,7 @@ def preemption_signal(mapping: Mapping[str, str] | None = None) -> signal.Signal
     return parse_signal_name(name) if name.strip() else None
 
 
-# Signals the task's supervisor takes itself (blocked, read with sigwaitinfo; slurmgen.runtime.supervisor): every
+# Signals the task's supervisor takes itself (blocked, read with sigwaitinfo; slurmgen.task.supervisor): every
 # one a step's tasks may be sent whose default action would end the supervisor. Not those that mean a bug in it
 # (SEGV, BUS, ABRT, ...), and not CONT (Slurm sends it before every signal; its default action is harmless).
 SUPERVISED = frozenset(

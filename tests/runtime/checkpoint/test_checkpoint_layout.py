@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from runtime.runtime_helpers import ROOT
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.runtime.checkpoint import layout
 from slurmgen.runtime.checkpoint.layout import keep_count
 from slurmgen.runtime.checkpoint.record import fits_window, window_warning
-
-from .runtime_helpers import ROOT
 
 
 def test_names_and_sequence_numbers() -> None:

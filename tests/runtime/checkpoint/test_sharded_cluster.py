@@ -14,9 +14,8 @@ import pytest
 from conftest import SlurmCluster
 from slurm_versions import Preemption
 
+from runtime.cluster_jobs import PY, job_history, logs, submit, wait_for_text
 from slurmgen.slurm.ids import JobState
-
-from .cluster_jobs import PY, job_history, logs, submit, wait_for_text
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 

@@ -10,7 +10,7 @@ import pytest
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.runtime.env import (
+from slurmgen.job_env import (
     get_distrib_size,
     is_rank_zero,
     is_slurm_batch_job,
@@ -19,7 +19,7 @@ from slurmgen.runtime.env import (
     read_ranks,
     restart_count,
 )
-from slurmgen.runtime.signal_block import block_preemption_signal, parse_signal_name, preemption_signal
+from slurmgen.task.signal_block import block_preemption_signal, parse_signal_name, preemption_signal
 
 # Task 5 of a 2-node x 4-task srun step (node 1).
 SRUN = {
@@ -181,7 +181,7 @@ def test_blocking_survives_exec() -> None:
     child = "import os, signal;os.kill(os.getpid(), signal.SIGUSR2);print(open('/proc/self/status').read())"
     code = (
         "import os, sys;"
-        "from slurmgen.runtime.signal_block import block_preemption_signal;"
+        "from slurmgen.task.signal_block import block_preemption_signal;"
         f"block_preemption_signal({{'{contract.PREEMPT_SIGNAL}': 'USR2'}});"
         f"os.execv(sys.executable, [sys.executable, '-c', {child!r}])"
     )

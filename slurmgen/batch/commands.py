@@ -1,11 +1,11 @@
 """The batch shell's decisions, in Python: what happened to this run, and whether and how the job comes back.
 
-    python3 -m slurmgen.runtime.batch begin          # at the start of every run
-    python3 -m slurmgen.runtime.batch signal SIG [PID]  # in the background: TERM or the preemption signal reached
+    python3 -m slurmgen.batch.commands begin          # at the start of every run
+    python3 -m slurmgen.batch.commands signal SIG [PID]  # in the background: TERM or the preemption signal reached
                                                      # the batch shell; PID is srun's (runtime/batch_signal.py)
-    python3 -m slurmgen.runtime.batch restart RC N   # after a failed step: exit 0 to start it again in the
+    python3 -m slurmgen.batch.commands restart RC N   # after a failed step: exit 0 to start it again in the
                                                      # allocation (runtime/batch_restart.py)
-    python3 -m slurmgen.runtime.batch end RC         # after the step, with its exit code; exits with the job's
+    python3 -m slurmgen.batch.commands end RC         # after the step, with its exit code; exits with the job's
 
 The rendered script keeps only what bash must do (traps, forwarding, waiting); every rule lives here, once,
 with the runtime's own code (budgets, run history, Slurm's view of the job), and is tested as Python.
@@ -39,8 +39,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
-from slurmgen.runtime.env import job_key, restart_count
-from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
+from slurmgen.job_env import job_key, restart_count
+from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 from slurmgen.slurm.site import (
     PreemptionPlan,
     default_partition,
@@ -52,11 +52,11 @@ from slurmgen.slurm.site import (
 )
 
 if TYPE_CHECKING:
-    from slurmgen.runtime.slurm_retry import Retry
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.retry import Retry
 
 WRITER = "batch-shell"
-USAGE = "usage: python3 -m slurmgen.runtime.batch begin | signal SIG [PID] | restart RC ATTEMPT | end RC"
+USAGE = "usage: python3 -m slurmgen.batch.commands begin | signal SIG [PID] | restart RC ATTEMPT | end RC"
 
 
 def _say(line: str) -> None:
@@ -128,8 +128,8 @@ def end(
     run's history), let slurmgen.interruption decide, and carry it out: requeue, record the run's end, remove the
     resume state only when the work is done. Returns the batch shell's exit code."""
     from slurmgen import interruption
-    from slurmgen.runtime import slurm_view
-    from slurmgen.runtime.batch_signal import STOP_ACTIONS, handler_of, never_taken, unanswered
+    from slurmgen.batch.signals import STOP_ACTIONS, handler_of, never_taken, unanswered
+    from slurmgen.slurm import view as slurm_view
 
     key = job_key(env)
     if key is None:
@@ -188,8 +188,8 @@ def end(
 
 def _job_code(rc: int, env: Mapping[str, str], say: Callable[[str], None]) -> tuple[int, str | None]:
     """The job's exit code: the first failing task's own (its supervisor recorded it), else the step's."""
+    from slurmgen.batch import task_failure
     from slurmgen.run_history import RESTART
-    from slurmgen.runtime import task_failure
 
     log_dir = env.get(contract.LOG_DIR)
     if rc == 0 or not log_dir:
@@ -289,11 +289,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         if args == ["begin"]:
             return begin(env)
         if args[:1] == ["signal"] and len(args) in (2, 3) and (len(args) == 2 or args[2].isdigit()):
-            from slurmgen.runtime.batch_signal import on_signal
+            from slurmgen.batch.signals import on_signal
 
             return on_signal(args[1], int(args[2]) if len(args) == 3 else None, env, _say)
         if len(args) == 3 and args[0] == "restart" and args[1].isdigit() and args[2].isdigit():
-            from slurmgen.runtime.batch_restart import restart
+            from slurmgen.batch.restart import restart
 
             return restart(int(args[1]), int(args[2]), env, _say)
         if len(args) == 2 and args[0] == "end" and args[1].isdigit():

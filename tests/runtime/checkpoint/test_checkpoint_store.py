@@ -192,7 +192,7 @@ def test_a_final_save_that_fails_everywhere_still_requeues_and_exits(tmp_path: P
     import subprocess
     import sys
 
-    from .runtime_helpers import base_env
+    from runtime.runtime_helpers import base_env
 
     done = subprocess.run(
         [sys.executable, "-c", FAILING_FINAL_SAVE, str(tmp_path)],

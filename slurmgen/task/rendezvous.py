@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.runtime.hostlist import expand_hostlist
+from slurmgen.slurm.hostlist import expand_hostlist
 
 SPEC_PORT_FIELDS = "distributed.port / distributed.port_range in the job spec"
 _LOCALHOST = "127.0.0.1"

@@ -11,10 +11,9 @@ import subprocess
 import sys
 
 import pytest
+from runtime.runtime_helpers import WORKER, RankProcs, base_env
 
 from slurmgen import contract
-
-from .runtime_helpers import WORKER, RankProcs, base_env
 
 
 def _can_unshare() -> bool:
@@ -43,7 +42,7 @@ TWO_NICS = " && ".join(
     ]
 )
 PROBE = (
-    "import json, ifcfg; from slurmgen.runtime.prepare import prepare; import os;"
+    "import json, ifcfg; from slurmgen.task.prepare import prepare; import os;"
     "p = prepare(os.environ);"
     "print(json.dumps({'iface': p.ifnames.interface, 'source': p.ifnames.source, 'updates': p.updates,"
     " 'warnings': p.warnings, 'ifcfg_default': ifcfg.default_interface()}))"
@@ -80,7 +79,7 @@ def test_no_default_route_never_crashes() -> None:
 def test_entry_point_without_default_route_runs_the_program() -> None:
     show = "import os; print(os.environ.get('GLOO_SOCKET_IFNAME'), os.environ.get('MASTER_ADDR'))"
     env = base_env(MASTER_ADDR="10.9.9.9", MASTER_PORT="20001")
-    done = in_netns(LO_ONLY, [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, "-c", show], env)
+    done = in_netns(LO_ONLY, [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, "-c", show], env)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "None 10.9.9.9\n"
     assert done.stderr.startswith("slurmgen: warning: no interface routes")

@@ -10,9 +10,9 @@ import pytest
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.runtime.iface import choose_ifnames, nccl_matches, parse_proc_route, route_interface
-from slurmgen.runtime.prepare import Host, prepare, resolve_master
-from slurmgen.runtime.rendezvous import master_host, master_port, parse_port_range
+from slurmgen.task.iface import choose_ifnames, nccl_matches, parse_proc_route, route_interface
+from slurmgen.task.prepare import Host, prepare, resolve_master
+from slurmgen.task.rendezvous import master_host, master_port, parse_port_range
 
 DATA = Path(__file__).parent / "data"
 EPHEMERAL = (32768, 60999)

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from runtime.runtime_helpers import base_env
 
 from slurmgen import contract
-from slurmgen.runtime import python_hook
+from slurmgen.task import python_hook
 
-from .runtime_helpers import base_env
 from .test_supervisor import finish, rank_log, start, wait_log
 
 # What Lightning's SignalConnector does (lightning/pytorch/trainer/connectors/signal_connector.py,
@@ -115,7 +115,7 @@ def test_a_non_python_program_keeps_the_ignore_and_send_again_path(tmp_path: Pat
         **{contract.LOG_DIR: str(tmp_path), contract.PREEMPT_SIGNAL: "USR1", contract.PREEMPT_HANDLER: "program"},
     )  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, "-m", "slurmgen.runtime.launch", "--", str(script)], env=env, start_new_session=True
+        [sys.executable, "-m", "slurmgen.task.launch", "--", str(script)], env=env, start_new_session=True
     )
     wait_log(tmp_path, "started", proc)
     os.killpg(proc.pid, signal.SIGUSR1)
@@ -153,7 +153,7 @@ def slow_fork():
     time.sleep(1.0)  # the window between the supervisor's drain of early signals and its fork, made wide
     return real_fork()
 os.fork = slow_fork
-from slurmgen.runtime import launch
+from slurmgen.task import launch
 sys.exit(launch.main(sys.argv[1:]))
 """
 

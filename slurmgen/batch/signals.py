@@ -26,12 +26,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
-from slurmgen.runtime.env import job_key, restart_count
-from slurmgen.runtime.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
+from slurmgen.job_env import job_key, restart_count
+from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 
 if TYPE_CHECKING:
-    from slurmgen.runtime.slurm_view import SlurmView
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.view import SlurmView
 
 WRITER = "batch-shell"
 STOP_ACTIONS = "stop the step with SIGTERM and requeue"  # the batch shell's own stop, in the run history
@@ -97,7 +97,7 @@ def on_signal(
 ) -> int:
     import signal
 
-    from slurmgen.runtime import slurm_view
+    from slurmgen.slurm import view as slurm_view
 
     key = job_key(env)
     if key is None:

@@ -1,24 +1,24 @@
 """The entry point the rendered script runs in every task.
 
-    python3 -m slurmgen.runtime.launch [--torchrun-agent] -- CMD ARGS...
-    python3 -m slurmgen.runtime.launch --rendezvous
+    python3 -m slurmgen.task.launch [--torchrun-agent] -- CMD ARGS...
+    python3 -m slurmgen.task.launch --rendezvous
 
 Without ``--rendezvous`` it sets the variables an unmodified ``env://`` program needs (RANK, LOCAL_RANK,
 WORLD_SIZE, LOCAL_WORLD_SIZE from SLURM's when torchrun's are absent; MASTER_ADDR and MASTER_PORT; the socket
 interface for NCCL and Gloo; TORCH_NCCL_ASYNC_ERROR_HANDLING), never overriding what is already set, and starts the
-command as the child of a thin supervisor (slurmgen.runtime.supervisor): it delivers the preemption signal as
+command as the child of a thin supervisor (slurmgen.task.supervisor): it delivers the preemption signal as
 ``preemption.handler`` says, passes on the signals a parent sent it, writes the program's output to the rank's own
 log, and records a failure of the program's own for the batch shell. The supervisor blocks the signals it handles
 first, before anything slow: a signal sent during start-up waits instead of killing the task.
 
 ``--torchrun-agent``: this task is torchrun's per-node launcher, with the preemption signal blocked (Slurm delivers it
 to every process of the step, workers included, so torchrun need not forward it, and must not die of it while
-starting). ``python -m torch.distributed.run`` runs in this process (slurmgen.runtime.torchrun_agent: one shutdown
+starting). ``python -m torch.distributed.run`` runs in this process (slurmgen.task.torchrun_agent: one shutdown
 and one line when the job ends); any other command is ``exec``'d. torchrun sets the rank variables for its workers
 itself, so none are set here; each worker runs this entry point again and gets its own supervisor.
 
 ``--rendezvous`` prints ``MASTER_ADDR MASTER_PORT`` on one line for the batch shell:
-``read -r MASTER_ADDR MASTER_PORT < <(python3 -m slurmgen.runtime.launch --rendezvous)``.
+``read -r MASTER_ADDR MASTER_PORT < <(python3 -m slurmgen.task.launch --rendezvous)``.
 
 Any startup problem is one ``slurmgen: ...`` line on stderr and a non-zero exit, never a traceback.
 """
@@ -34,11 +34,11 @@ from slurmgen import contract
 from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
 
 if TYPE_CHECKING:
-    from slurmgen.runtime.supervisor import TaskPlan
+    from slurmgen.task.supervisor import TaskPlan
 
 USAGE = (
-    "usage: python3 -m slurmgen.runtime.launch [--torchrun-agent] -- CMD [ARGS...]\n"
-    "       python3 -m slurmgen.runtime.launch --rendezvous"
+    "usage: python3 -m slurmgen.task.launch [--torchrun-agent] -- CMD [ARGS...]\n"
+    "       python3 -m slurmgen.task.launch --rendezvous"
 )
 _FLAGS = ("--rendezvous", "--torchrun-agent")
 EXIT_CANNOT_EXECUTE = 126  # the shell's codes for "found but not executable" and "not found"
@@ -76,7 +76,7 @@ def run(
     err: Callable[[str], object] = lambda line: print(line, file=sys.stderr),
 ) -> int:
     """The entry point with its effects passed in. Returns the exit code (``execvp`` does not return)."""
-    from slurmgen.runtime.signal_block import block_preemption_signal, block_supervised
+    from slurmgen.task.signal_block import block_preemption_signal, block_supervised
 
     flags, command = parse_args(argv)
     agent = "--torchrun-agent" in flags
@@ -90,7 +90,7 @@ def run(
         environ.setdefault(contract.STEP_PID, str(os.getppid()))
         if preempt is not None:
             say_ready(environ)
-    from slurmgen.runtime.prepare import Host, prepare, resolve_master
+    from slurmgen.task.prepare import Host, prepare, resolve_master
 
     if "--rendezvous" in flags:
         master, _, port = resolve_master(environ, Host())
@@ -101,7 +101,7 @@ def run(
         err(f"slurmgen: warning: {warning}")
     environ.update(prepared.updates)
     if not agent:
-        from slurmgen.runtime import supervisor
+        from slurmgen.task import supervisor
 
         plan = supervisor.plan_task(command, environ, prepared.ranks.rank, preempt)
         if supervise is not None:
@@ -111,7 +111,7 @@ def run(
             err(f"slurmgen: {line}")
 
         return supervisor.supervise(plan, say)
-    from slurmgen.runtime import torchrun_agent
+    from slurmgen.task import torchrun_agent
 
     if torchrun_agent.is_torchrun(command):
         return torchrun_agent.run(command[3:], err)  # in this process: one line, not tracebacks, when the job ends

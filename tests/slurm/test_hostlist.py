@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.runtime.hostlist import HostlistError, expand_hostlist
+from slurmgen.slurm.hostlist import HostlistError, expand_hostlist
 
 # (expression, expansion): the rows of the observed table that scontrol 22.05.8 accepts, plus the suffix
 # form that Slurm accepts since 23.11.

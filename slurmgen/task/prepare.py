@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.runtime.env import Ranks, read_ranks, standard_rank_variables
-from slurmgen.runtime.iface import IfChoice, choose_ifnames, parse_proc_route, route_interface
-from slurmgen.runtime.rendezvous import (
+from slurmgen.job_env import Ranks, read_ranks, standard_rank_variables
+from slurmgen.task.iface import IfChoice, choose_ifnames, parse_proc_route, route_interface
+from slurmgen.task.rendezvous import (
     MasterHost,
     MasterPort,
     check_master_ip,

@@ -1,6 +1,6 @@
 """The batch shell's restart inside the allocation: after a failed step, start it again without leaving the queue.
 
-    python3 -m slurmgen.runtime.batch restart RC ATTEMPT   # after the step; exit 0: start the step again
+    python3 -m slurmgen.batch.commands restart RC ATTEMPT   # after the step; exit 0: start the step again
 
 The rendered script loops: start the step, wait, and on a non-zero exit ask here. The decision is
 slurmgen.interruption.decide_restart (a crash is restarted within recovery.max_restarts; never while a stop or a
@@ -51,8 +51,8 @@ def restart(
 ) -> int:
     """0 when the step is to be started again (the restart is recorded), 1 when the run goes on to its end."""
     from slurmgen import interruption
-    from slurmgen.runtime.batch_signal import STOP_ACTIONS
-    from slurmgen.runtime.env import job_key, restart_count
+    from slurmgen.batch.signals import STOP_ACTIONS
+    from slurmgen.job_env import job_key, restart_count
 
     log_dir, key = env.get(contract.LOG_DIR), job_key(env)
     max_restarts = _int(env.get(contract.MAX_RESTARTS))
@@ -100,8 +100,8 @@ def restart(
 
 def failure_of(events: Sequence[Mapping[str, Any]], run: int, since: float, rc: int, env: Mapping[str, str]) -> Failure:
     """The failure of this start of the step: who failed first, its own last line, the save it could resume from."""
+    from slurmgen.batch import task_failure
     from slurmgen.interruption import Failure
-    from slurmgen.runtime import task_failure
 
     first = task_failure.first_failure([e for e in events if float(e.get("time") or 0.0) >= since], run)
     who = f"the step (exit {rc})" if first is None else first.describe()
@@ -153,7 +153,7 @@ def hung_in(stacks_path: str) -> str:
 
 def saved_point(events: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> str:
     """What a restart resumes from, as a comparable text: rank 0's saves so far and the newest resume-state file."""
-    from slurmgen.runtime.env import job_key
+    from slurmgen.job_env import job_key
 
     saves = [e for e in events if e.get("event") == run_history.SAVE]
     newest = 0
@@ -172,7 +172,7 @@ def saved_point(events: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> 
 
 def _saved_at(events: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> float:
     """When the newest save was made (rank 0's save events, the resume state's files), 0.0 if none."""
-    from slurmgen.runtime.env import job_key
+    from slurmgen.job_env import job_key
 
     times = [float(e.get("time") or 0.0) for e in events if e.get("event") == run_history.SAVE]
     state_dir, key = env.get(contract.STATE_DIR), job_key(env)
@@ -193,7 +193,7 @@ def _run_start(events: Sequence[Mapping[str, Any]], run: int) -> float:
 
 
 def _where(events: Sequence[Mapping[str, Any]], run: int, since: float) -> dict[str, Any]:
-    from slurmgen.runtime import task_failure
+    from slurmgen.batch import task_failure
 
     first = task_failure.first_failure([e for e in events if float(e.get("time") or 0.0) >= since], run)
     if first is None:

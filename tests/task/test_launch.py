@@ -11,13 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from runtime.runtime_helpers import base_env, free_low_port
 
 from slurmgen import contract
 from slurmgen.errors import UsageError
-from slurmgen.runtime.launch import parse_args, run
-from slurmgen.runtime.supervisor import TaskPlan
-
-from .runtime_helpers import base_env, free_low_port
+from slurmgen.task.launch import parse_args, run
+from slurmgen.task.supervisor import TaskPlan
 
 SHOW = (
     "import json, os;"
@@ -31,7 +30,7 @@ SHOW = (
 
 def launch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "slurmgen.runtime.launch", *args],
+        [sys.executable, "-m", "slurmgen.task.launch", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -122,7 +121,7 @@ def test_run_reports_a_missing_command(signal_mask: None) -> None:
 def test_unmodified_program_sees_the_standard_variables_as_the_supervisors_child() -> None:
     env = task_env(**{contract.PREEMPT_SIGNAL: "USR1"})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "slurmgen.runtime.launch", "--", sys.executable, "-c", SHOW],
+        [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, "-c", SHOW],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -165,7 +164,7 @@ def test_rendezvous_prints_address_and_port() -> None:
         [
             "bash",
             "-c",
-            f"read -r A P < <({sys.executable} -m slurmgen.runtime.launch --rendezvous); echo $A:$P",
+            f"read -r A P < <({sys.executable} -m slurmgen.task.launch --rendezvous); echo $A:$P",
         ],
         env=env,
         capture_output=True,
