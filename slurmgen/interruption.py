@@ -36,7 +36,7 @@ REQUEUED = "requeued"  # it comes back
 FAILED = "failed"  # the program failed on its own
 UNSURE = "unsure"  # exit 0, but Slurm could not be asked whether it was requeued: the state is kept
 
-# How the batch shell requeues (runtime/requeue.py): `scontrol requeue Incomplete` while the job runs, a plain
+# How the batch shell requeues (slurmgen/requeue.py): `scontrol requeue Incomplete` while the job runs, a plain
 # `scontrol requeue` for a job Slurm is ending (PreemptMode=CANCEL).
 REQUEUE_RUNNING = "running"
 REQUEUE_ENDED = "ended"
@@ -44,7 +44,7 @@ REQUEUE_ENDED = "ended"
 
 @dataclass(frozen=True)
 class SlurmSays:
-    """`scontrol show job` at the end of the run (runtime/slurm_view.py), reduced to what the decision needs."""
+    """`scontrol show job` at the end of the run (slurm/view.py), reduced to what the decision needs."""
 
     running: bool
     preempted: bool  # PreemptTime is set
@@ -211,7 +211,7 @@ class RestartFacts:
     max_restarts: int  # recovery.max_restarts
     failure: Failure
     previous: Failure | None  # the failure that caused the last restart of this run, if any
-    event: str = "crash"  # RESTART_CRASH, or RESTART_HANG: the hang watchdog ended the step (runtime/watchdog.py)
+    event: str = "crash"  # RESTART_CRASH, or RESTART_HANG: the hang watchdog ended the step (task/watchdog.py)
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,7 @@ def requeue_this_job(
 def _scontrol_requeue(
     key: str, cause: str, *, incomplete: bool, client: SlurmClient | None, retry: Retry | None = None
 ) -> RequeueOutcome:
-    """One requeue, retried while Slurm cannot be reached or does not answer (runtime/slurm_retry.py). Every
+    """One requeue, retried while Slurm cannot be reached or does not answer (slurm/retry.py). Every
     failure is an outcome, never an exception: the caller leaves a marker or keeps the state."""
     from slurmgen.errors import SlurmgenError
     from slurmgen.slurm.client import JobPending, RequeueDisabled, SlurmClient

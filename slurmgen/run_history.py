@@ -116,7 +116,7 @@ class Run:
     signals: list[str] = field(default_factory=list)
     failing: str | None = None  # "rank 3 on node2 (exit 1)"
     ended: str | None = None  # how the run ended (slurmgen/interruption.py: completed, stopped, requeued, ...)
-    # The step's restarts inside the allocation (runtime/batch_restart.py): "crash: rank 1 on n2 (killed by SIGKILL),
+    # The step's restarts inside the allocation (batch/restart.py): "crash: rank 1 on n2 (killed by SIGKILL),
     # 12.5 s lost", one per restart; and a failure that repeated and ended the run.
     restarts: list[str] = field(default_factory=list)
     repeated: str | None = None

@@ -1,6 +1,6 @@
 """The end-of-run decision (slurmgen.interruption) as a table: facts in, requeue and ending out, no processes.
 
-The executors run the same decision with real processes: tests/runtime/test_batch.py (the batch shell against a
+The executors run the same decision with real processes: tests/batch/test_batch.py (the batch shell against a
 slurmctld stand-in), tests/runtime/test_stop_faults.py (PATH-wrapped scontrol, signals at teardown) and the
 cluster tests."""
 

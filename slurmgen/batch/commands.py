@@ -2,9 +2,9 @@
 
     python3 -m slurmgen.batch.commands begin          # at the start of every run
     python3 -m slurmgen.batch.commands signal SIG [PID]  # in the background: TERM or the preemption signal reached
-                                                     # the batch shell; PID is srun's (runtime/batch_signal.py)
+                                                     # the batch shell; PID is srun's (batch/signals.py)
     python3 -m slurmgen.batch.commands restart RC N   # after a failed step: exit 0 to start it again in the
-                                                     # allocation (runtime/batch_restart.py)
+                                                     # allocation (batch/restart.py)
     python3 -m slurmgen.batch.commands end RC         # after the step, with its exit code; exits with the job's
 
 The rendered script keeps only what bash must do (traps, forwarding, waiting); every rule lives here, once,
@@ -23,7 +23,7 @@ preemptions that no rank handles (slurm.conf(5) PreemptMode, GraceTime; measured
 - REQUEUE without grace: Slurm requeued the job itself; `end` (or the next run's `begin`) records that it did.
 With `preemption.handler: program` the program decides, and the batch shell requeues none of these.
 
-`end` also gives the job the exit code of the task that failed first (runtime/task_failure.py), and removes the
+`end` also gives the job the exit code of the task that failed first (batch/task_failure.py), and removes the
 resume state only when the work is done (slurmgen/interruption.py has the rule: exit 0, no stop recorded, no
 requeue asked for, and Slurm could be asked); a stopped run keeps it for `slurmgen resume`.
 """
@@ -196,7 +196,7 @@ def _job_code(rc: int, env: Mapping[str, str], say: Callable[[str], None]) -> tu
         return rc, None
     run = restart_count(env) + 1
     events = run_history.read(log_dir)
-    # After restarts inside the allocation (runtime/batch_restart.py), the last start of the step is the one ending.
+    # After restarts inside the allocation (batch/restart.py), the last start of the step is the one ending.
     since = max((float(e.get("time") or 0) for e in events if e.get("run") == run and e.get("event") == RESTART),
                 default=0.0)  # fmt: skip
     failure = task_failure.first_failure([e for e in events if float(e.get("time") or 0) >= since], run)

@@ -117,7 +117,7 @@ def failure_of(events: Sequence[Mapping[str, Any]], run: int, since: float, rc: 
 
 
 def hang_events(events: Sequence[Mapping[str, Any]], run: int, since: float) -> list[Mapping[str, Any]]:
-    """The hang watchdog's events of this start of the step (runtime/watchdog.py), the rank that stopped first
+    """The hang watchdog's events of this start of the step (task/watchdog.py), the rank that stopped first
     (the oldest last progress) first."""
     mine = [e for e in events if e.get("run") == run and e.get("event") == run_history.HANG
             and float(e.get("time") or 0.0) >= since]  # fmt: skip

@@ -6,7 +6,7 @@ The template passes two signals here, in the background so that the shell keeps 
   `slurmgen cancel --signal TERM`), it goes to the step through Slurm (`scancel --signal=TERM <job>.<step>`):
   slurmstepd gives every task SIGTERM and srun returns when they exit. When Slurm itself is ending the job (time
   limit, scancel, a requeue) the tasks have it already. And: is Slurm preempting the job with PreemptMode=CANCEL,
-  which never requeues? Then requeue it at once (runtime/batch.py says why).
+  which never requeues? Then requeue it at once (batch/commands.py says why).
 - the preemption signal, by `preemption.handler` (`preemption_route`):
   runtime and program: forwarded to the step (srun passes it on to every task);
   requeue: the step is stopped with SIGTERM through Slurm, as above, and the job requeued when it has ended (or

@@ -21,7 +21,7 @@ once every rank is done, rank 0 records it in slurmgen's resume state with the k
 values: the step, the epoch), requeues within the budget, and every rank exits.
 
 On CPU, `Accelerator()` joins the job's process group only when told to use the CPU: slurmgen's entry point
-sets `ACCELERATE_USE_CPU=true` in jobs without GPUs (runtime/prepare.py says why). Do not combine with
+sets `ACCELERATE_USE_CPU=true` in jobs without GPUs (task/prepare.py says why). Do not combine with
 `ProjectConfiguration(automatic_checkpoint_naming=True)`: `save_state` then ignores the directory it is given.
 """
 

@@ -105,7 +105,7 @@ class Preemption:
         self.cause: str | None = None  # why this run stops, once decided
         self.step_seconds: float | None = None  # the longest recent interval between two should_stop() calls
         self._last_check: float | None = None
-        self._progress: ProgressMark | None = None  # the hang watchdog's per-step progress (runtime/watchdog.py)
+        self._progress: ProgressMark | None = None  # the hang watchdog's per-step progress (task/watchdog.py)
         if max_requeues is not None:
             env[contract.MAX_REQUEUES] = str(max_requeues)
         # The agreement waits as long as any collective of the training step may (the process-group timeout):
@@ -162,7 +162,7 @@ class Preemption:
             signal.signal(sig, self._handler(actions))
         signal.signal(signal.SIGCONT, signal.SIG_IGN)
         # The entry point blocked the preemption signal across exec so that an early one stays pending
-        # (runtime/signal_block.py); now that a handler exists, let it (and anything pending) in.
+        # (task/signal_block.py); now that a handler exists, let it (and anything pending) in.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, set(wanted))
 
     def _handler(self, actions: int) -> Callable[[int, Any], None]:

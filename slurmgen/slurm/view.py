@@ -68,7 +68,7 @@ class SlurmView:
 
 def look(key: str, client: SlurmClient | None = None, retry: Retry | None = None) -> SlurmView | None:
     """This job as slurmctld sees it; None when it cannot be asked (no scontrol here, inside a container, no
-    answer in time, after the retries of runtime/slurm_retry.py) or does not know the job."""
+    answer in time, after the retries of slurm/retry.py) or does not know the job."""
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.slurm.retry import DEFAULT, retried
 

@@ -12,7 +12,7 @@ to be useful); after it, when no rank has progressed for recovery.hang_timeout s
   dump (faulthandler) would need the program's cooperation; the supervisor is the program's parent, so Linux's
   default Yama ptrace_scope=1 lets it attach;
 - records a `hang` event (rank, node, last progress) in the run history, from which the batch shell says which
-  ranks stopped first (runtime/batch_restart.py);
+  ranks stopped first (batch/restart.py);
 - waits (bounded) until every rank has written its stacks, then kills the program (SIGKILL): the step ends, and
   the batch shell restarts it inside the allocation.
 

@@ -67,7 +67,7 @@ def test_preempted_on_the_cluster_resumes_from_the_frameworks_checkpoint_to_the_
     assert (info.state.name, info.restarts, info.exit_code) == ("COMPLETED", 1, 0), logs[-4000:]
     assert logs.count("batch shell received SIGUSR1") == 1
     check_preempted_once(logs, digest)
-    # No scheduler preemption set PreemptTime: a user signal alone is the job's own request (runtime/requeue.py).
+    # No scheduler preemption set PreemptTime: a user signal alone is the job's own request (slurmgen/requeue.py).
     check_history(tmp_path / "logs" / f"{framework}-{job}", "requested")
     assert re.search(rf"job {job}, run 2,", logs)
     if framework == "lightning":  # Lightning's own SLURM handler never acted: no save, no requeue of its own

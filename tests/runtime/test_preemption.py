@@ -308,7 +308,7 @@ def test_since_24_05_a_grace_time_preemption_is_left_to_slurm_to_requeue(launch,
 
 def test_a_term_of_a_job_slurm_is_ending_saves_and_leaves_the_requeue_to_the_batch_shell(launch) -> None:  # type: ignore[no-untyped-def]
     """PreemptMode=CANCEL (or REQUEUE without grace): the job is COMPLETING when the TERM comes; a requeue
-    Incomplete would be a silent no-op, and the batch shell requeues a cancelled job (runtime/batch.py)."""
+    Incomplete would be a silent no-op, and the batch shell requeues a cancelled job (batch/commands.py)."""
     job = launch(slurm={**PREEMPTED, "completing": ""})
     job.wait_for("READY")
     job.signal(signal.SIGTERM)

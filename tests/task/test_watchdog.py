@@ -1,4 +1,4 @@
-"""The hang watchdog's parts on plain files (runtime/watchdog.py, runtime/batch_restart.py); whole runs with a
+"""The hang watchdog's parts on plain files (task/watchdog.py, batch/restart.py); whole runs with a
 hung rank: tests/local/test_local_recovery.py."""
 
 from __future__ import annotations

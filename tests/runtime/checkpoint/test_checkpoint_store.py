@@ -1,7 +1,7 @@
 """The checkpoint store in one process with real files and real torch.distributed.checkpoint I/O (no process
 group: DCP's single-process mode), and a phase hook that holds a background save at a chosen phase.
 
-Multi-rank behaviour (FSDP2, resharding, kills, preemption) is in tests/runtime/test_sharded_checkpoint.py.
+Multi-rank behaviour (FSDP2, resharding, kills, preemption) is in tests/runtime/checkpoint/test_sharded_checkpoint.py.
 """
 
 from __future__ import annotations
