@@ -73,6 +73,14 @@ LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
 NCCL_SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
 GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"
 
+# --- entry points the rendered script runs (python3 -m NAME) -----------------------------------------------
+BATCH_ENTRY = "slurmgen.batch"  # the batch shell's helper: begin | signal SIG [PID] | restart RC ATTEMPT | end RC
+TASK_ENTRY = "slurmgen.task"  # each task's entry point and supervisor; also `--rendezvous` in the batch shell
+TASK_MAIN = "slurmgen.task.launch"  # where TASK_ENTRY's main() lives (the container bootstrap imports it)
+# The names run by scripts rendered before slurmgen.batch and slurmgen.task existed (slurmgen.runtime held every
+# process): a job queued before an upgrade runs its old script with the new package, so these stay as forwarders.
+LEGACY_ENTRIES = {"slurmgen.runtime.batch": BATCH_ENTRY, "slurmgen.runtime.launch": TASK_ENTRY}
+
 # --- defaults shared by the spec and the runtime ---------------------------------------------------------
 DEFAULT_PORT = 8738
 DEFAULT_PORT_RANGE = 127

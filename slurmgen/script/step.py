@@ -7,6 +7,7 @@ and is single-quoted.
 
 from __future__ import annotations
 
+from slurmgen import contract
 from slurmgen.script.directives import sq
 from slurmgen.spec.model import JobSpec
 
@@ -26,24 +27,24 @@ def join(words: list[str]) -> str:
 # Inside an image slurmgen is not installed: put the mounted package on sys.path, then run the entry point.
 CONTAINER_BOOTSTRAP = (
     f'import sys; sys.path.insert(0, "{CONTAINER_RUNTIME_DIR}"); '
-    "from slurmgen.task.launch import main; sys.exit(main())"
+    f"from {contract.TASK_MAIN} import main; sys.exit(main())"
 )
 
 
 def runtime_entry(spec: JobSpec, *flags: str) -> list[str]:
     if spec.container is not None:
         return [spec.python, "-c", CONTAINER_BOOTSTRAP, *flags]
-    return [spec.python, "-m", "slurmgen.task.launch", *flags]
+    return [spec.python, "-m", contract.TASK_ENTRY, *flags]
 
 
 def rendezvous_words(spec: JobSpec) -> list[str]:
     """Run in the batch shell (outside any container): prints `MASTER_ADDR MASTER_PORT`."""
-    return [spec.python, "-m", "slurmgen.task.launch", "--rendezvous"]
+    return [spec.python, "-m", contract.TASK_ENTRY, "--rendezvous"]
 
 
 def batch_words(spec: JobSpec, *args: str) -> list[str]:
-    """The batch shell's own helper (slurmgen.batch.commands), run outside any container like the rendezvous."""
-    return [spec.python, "-m", "slurmgen.batch.commands", *args]
+    """The batch shell's own helper (slurmgen.batch), run outside any container like the rendezvous."""
+    return [spec.python, "-m", contract.BATCH_ENTRY, *args]
 
 
 def package_dir_words(spec: JobSpec) -> list[str]:

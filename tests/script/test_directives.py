@@ -73,14 +73,14 @@ def test_quoting_is_always_single_quotes() -> None:
 def test_srun_step_one_task_per_gpu() -> None:
     words = step_words(spec("nodes: 2\ngpus_per_node: 4\ncpus_per_task: 6\n"))
     assert words[:5] == ["srun", "--nodes=2", "--ntasks-per-node=4", "--cpus-per-task=6", "--kill-on-bad-exit=1"]
-    assert words[-6:] == ["python3", "-m", "slurmgen.task.launch", "--", "python", "train.py"]
+    assert words[-6:] == ["python3", "-m", "slurmgen.task", "--", "python", "train.py"]
 
 
 def test_torchrun_step() -> None:
     words = step_words(spec("launcher: torchrun\nnodes: 2\ngpus_per_node: 8\npreemption:\n  signal: HUP\n"))
     assert "--ntasks-per-node=1" in words
     agent = words.index("--torchrun-agent")
-    assert words[agent - 3 : agent] == ["python3", "-m", "slurmgen.task.launch"]
+    assert words[agent - 3 : agent] == ["python3", "-m", "slurmgen.task"]
     assert "--nnodes=2" in words and "--nproc-per-node=8" in words
     assert '--rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}"' in words
     assert "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2" in words

@@ -92,12 +92,12 @@ STUB_PYTHON = textwrap.dedent(
     """\
     #!/bin/bash
     # Stands in for python3 in the batch shell: answers the rendezvous and package queries, and the batch
-    # shell's own helper (slurmgen.batch.commands: begin records, end passes the step's exit code on).
+    # shell's own helper (slurmgen.batch: begin records, end passes the step's exit code on).
     case "$*" in
         *--rendezvous*) echo "127.0.0.1 20000" ;;
         *slurmgen.__file__*) echo /opt/fake/slurmgen ;;
-        *slurmgen.batch.commands\\ begin*) ;;
-        *slurmgen.batch.commands\\ end*) exit "${@: -1}" ;;
+        *slurmgen.batch\\ begin*) ;;
+        *slurmgen.batch\\ end*) exit "${@: -1}" ;;
         *) echo "unexpected python3 call: $*" >&2; exit 3 ;;
     esac
     """

@@ -28,7 +28,7 @@ _sg_forward() {
     if [ -n "${_sg_step}" ]; then
         _sg_deliver "$1"
     elif [ "$1" = TERM ] && [ -n "${SLURMGEN_LOG_DIR:-}" ]; then
-        'python3' '-m' 'slurmgen.runtime.batch' 'signal' "$1" &  # no step yet: only whether Slurm is preempting the job
+        'python3' '-m' 'slurmgen.batch' 'signal' "$1" &  # no step yet: only whether Slurm is preempting the job
     fi  # else: no step yet, delivered once it starts
 }
 _sg_deliver() {
@@ -40,15 +40,15 @@ _sg_deliver() {
     fi
     case "$1" in
         USR1|TERM)
-            # How these reach the tasks (and what else they mean) is decided in slurmgen/runtime/batch.py, in
+            # How these reach the tasks (and what else they mean) is decided in slurmgen/batch/commands.py, in
             # the background, so the shell keeps waiting: srun answers SIGTERM by killing the tasks at once.
-            'python3' '-m' 'slurmgen.runtime.batch' 'signal' "$1" "${_sg_step}" &
+            'python3' '-m' 'slurmgen.batch' 'signal' "$1" "${_sg_step}" &
             ;;
         *) kill -s "$1" "${_sg_step}" 2>/dev/null || true ;;
     esac
 }
 _sg_ready() {
-    # One file per task of the step once it has blocked the preemption signal (slurmgen/runtime/launch.py).
+    # One file per task of the step once it has blocked the preemption signal (slurmgen/task/launch.py).
     set -- "${SLURMGEN_LOG_DIR}/.ready-run$((_sg_restarts + 1))"/*
     [ -e "$1" ] && [ "$#" -ge 2 ]
 }
@@ -138,7 +138,7 @@ fi
 _sg_restarts="${SLURM_RESTART_COUNT:-0}"
 echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), started at ${SLURMGEN_START_TIME}, nodes ${SLURM_JOB_NODELIST:-?}, logs in ${SLURMGEN_LOG_DIR}" >&2
 # The run's record (history/ in the log directory): its start, and the requeues Slurm made since the last run.
-'python3' '-m' 'slurmgen.runtime.batch' 'begin' || echo "slurmgen: could not record the start of this run (see above)" >&2
+'python3' '-m' 'slurmgen.batch' 'begin' || echo "slurmgen: could not record the start of this run (see above)" >&2
 # A requeue request left by an earlier run that never reached its end must not requeue this one.
 rm -f "${SLURMGEN_STATE_DIR}/${_sg_key}.requeue"
 
@@ -148,14 +148,14 @@ export RUN_NAME='lr'"${_sg_p_lr}"'-seed'"${_sg_p_seed}"
 
 # --- Start the step; after a crash, start it again inside the allocation (spec field recovery) ---------------
 # Each start gets the next rendezvous port (SLURMGEN_STEP_ATTEMPT). Whether a failed step starts again is decided
-# in slurmgen/runtime/batch_restart.py (exit 0: again); a stop, a requeue or a repeated failure goes to the end.
+# in slurmgen/batch/restart.py (exit 0: again); a stop, a requeue or a repeated failure goes to the end.
 _sg_user_port="${MASTER_PORT:-}"
 _sg_attempt=0
 while :; do
 export SLURMGEN_STEP_ATTEMPT="${_sg_attempt}"
 
 # --- Rendezvous: the first node of the allocation, port = base + (job id + attempt) % range ------------------
-if ! _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" 'python3' '-m' 'slurmgen.runtime.launch' '--rendezvous')"; then
+if ! _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" 'python3' '-m' 'slurmgen.task' '--rendezvous')"; then
     echo "slurmgen: cannot work out the rendezvous address (see above); is slurmgen installed for 'python3' (spec field python)?" >&2
     exit 1
 fi
@@ -183,7 +183,7 @@ case " ${_sg_signals} " in
         ;;
 esac
 'srun' '--nodes=1' '--ntasks-per-node=2' '--cpus-per-task=1' '--kill-on-bad-exit=1' --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' \
-    'python3' '-m' 'slurmgen.runtime.launch' '--' \
+    'python3' '-m' 'slurmgen.task' '--' \
     'python3' 'jobs/train_tiny.py' '--steps' '100' '--step-time' '0.05' '--lr='"${_sg_p_lr}" '--seed='"${_sg_p_seed}" &
 _sg_step=$!
 _sg_step_start=${SECONDS}
@@ -206,13 +206,13 @@ wait "${_sg_step}"
 _sg_rc=$?
 rm -rf "${SLURMGEN_LOG_DIR}/.ready-run$((_sg_restarts + 1))"  # the tasks' ready files: done with
 echo "slurmgen: step ended with exit code ${_sg_rc}" >&2
-if [ "${_sg_rc}" -eq 0 ] || ! SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.runtime.batch' 'restart' "${_sg_rc}" "${_sg_attempt}"; then
+if [ "${_sg_rc}" -eq 0 ] || ! SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.batch' 'restart' "${_sg_rc}" "${_sg_attempt}"; then
     break
 fi
 _sg_step=""
 _sg_attempt=$((_sg_attempt + 1))
 done
 # Whether the job comes back (a task's request, a preemption no rank handled, a failure), the run's record, and
-# the exit code of the job: slurmgen/runtime/batch.py.
-SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.runtime.batch' 'end' "${_sg_rc}"
+# the exit code of the job: slurmgen/batch/commands.py.
+SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.batch' 'end' "${_sg_rc}"
 exit $?
