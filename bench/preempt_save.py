@@ -77,7 +77,7 @@ def slurmgen(directory: Path, gib: float) -> tuple[float, int]:
     cmd = [
         sys.executable,
         "-m",
-        "slurmgen.task.launch",
+        "slurmgen.task",
         "--",
         sys.executable,
         str(WORKER),

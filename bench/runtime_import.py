@@ -1,10 +1,12 @@
-"""What `import slurmgen.runtime` and the entry point cost over a bare interpreter.
+"""What each in-job package costs at import over a bare interpreter: slurmgen.runtime (the user's program),
+slurmgen.task (every task's entry point) and slurmgen.batch (the batch shell's helper).
 
     python bench/runtime_import.py [--runs 30]
 
 Each row is the median wall time of fresh interpreters (subprocess start to exit), so Python's own startup
 is in every row and the "over bare" column is what slurmgen adds. `-X importtime` gives the import's own
-cumulative time as Python measures it, without process start-up noise. Goal: under 10 ms over bare.
+cumulative time as Python measures it, without process start-up noise. Goal: `import slurmgen.runtime` under
+10 ms over bare; the entry points stay in the tens of milliseconds (no torch, no third-party package).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The batch helper's cheapest full run: its usage line and exit 2 (the real commands need a job's environment).
+BATCH_USAGE = (
+    "import runpy, sys; sys.argv = ['x']; sys.stderr = open('/dev/null', 'w')\n"
+    "try: runpy.run_module('slurmgen.batch', run_name='__main__')\nexcept SystemExit: pass"
+)
 
 
 def wall(argv: list[str], runs: int, env: dict[str, str]) -> float:
@@ -70,7 +77,8 @@ def main() -> None:
                 "expand_hostlist('n[1-4]'); get_distrib_size({})",
             ],
         ),
-        ("entry point: launch -- true", [py, "-m", "slurmgen.task.launch", "--", "true"]),
+        ("entry point: python -m slurmgen.task -- true", [py, "-m", "slurmgen.task", "--", "true"]),
+        ("batch helper: python -m slurmgen.batch (usage)", [py, "-c", BATCH_USAGE]),
     ]
     bare = None
     print(f"load average {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} CPUs, {args.runs} runs each, median")
@@ -79,7 +87,7 @@ def main() -> None:
         median = wall(argv, args.runs, env)
         bare = median if bare is None else bare
         print(f"{name:48} {median * 1e3:9.1f} {(median - bare) * 1e3:13.1f}")
-    for module in ("slurmgen.runtime", "slurmgen.task.prepare"):
+    for module in ("slurmgen.runtime", "slurmgen.task.prepare", "slurmgen.task.launch", "slurmgen.batch.commands"):
         label = f"-X importtime {module} (cumulative)"
         print(f"{label:48} {importtime(module, args.runs, env) * 1e3:9.2f}")
 

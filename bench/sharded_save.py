@@ -110,7 +110,7 @@ def launch(directory: Path, ranks: int, args: list[str]) -> list[subprocess.Pope
             "SLURMGEN_MAX_REQUEUES": "5",
             "SLURMGEN_BARRIER_TIMEOUT": "300",
         }
-        cmd = [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, str(WORKER), *args]
+        cmd = [sys.executable, "-m", "slurmgen.task", "--", sys.executable, str(WORKER), *args]
         with open(directory / f"rank{rank}.out", "wb") as out, open(directory / f"rank{rank}.err", "wb") as err:
             procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=err))
     return procs

@@ -37,7 +37,7 @@ def env() -> dict[str, str]:
 
 
 def launch(*flags: str, code: str = "pass") -> list[str]:
-    return [sys.executable, "-m", "slurmgen.task.launch", *flags, "--", sys.executable, "-c", code]
+    return [sys.executable, "-m", "slurmgen.task", *flags, "--", sys.executable, "-c", code]
 
 
 def rss_kib(pid: int) -> int:

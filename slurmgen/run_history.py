@@ -1,6 +1,6 @@
 """The record of a job's runs: who started each run, what stopped it, what it saved, who requeued it.
 
-Written while the job runs by the batch shell (`slurmgen.batch.commands`) and by rank 0 (`Preemption`), read by
+Written while the job runs by the batch shell (`slurmgen.batch`) and by rank 0 (`Preemption`), read by
 the runtime (the requeue budgets, the save window) and by `slurmgen history` and `slurmgen status` after the job
 has left the queue. Standard library only: the in-task runtime writes it.
 

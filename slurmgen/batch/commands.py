@@ -1,11 +1,11 @@
 """The batch shell's decisions, in Python: what happened to this run, and whether and how the job comes back.
 
-    python3 -m slurmgen.batch.commands begin          # at the start of every run
-    python3 -m slurmgen.batch.commands signal SIG [PID]  # in the background: TERM or the preemption signal reached
+    python3 -m slurmgen.batch begin          # at the start of every run
+    python3 -m slurmgen.batch signal SIG [PID]  # in the background: TERM or the preemption signal reached
                                                      # the batch shell; PID is srun's (batch/signals.py)
-    python3 -m slurmgen.batch.commands restart RC N   # after a failed step: exit 0 to start it again in the
+    python3 -m slurmgen.batch restart RC N   # after a failed step: exit 0 to start it again in the
                                                      # allocation (batch/restart.py)
-    python3 -m slurmgen.batch.commands end RC         # after the step, with its exit code; exits with the job's
+    python3 -m slurmgen.batch end RC         # after the step, with its exit code; exits with the job's
 
 The rendered script keeps only what bash must do (traps, forwarding, waiting); every rule lives here, once,
 with the runtime's own code (budgets, run history, Slurm's view of the job), and is tested as Python.
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from slurmgen.slurm.retry import Retry
 
 WRITER = "batch-shell"
-USAGE = "usage: python3 -m slurmgen.batch.commands begin | signal SIG [PID] | restart RC ATTEMPT | end RC"
+USAGE = "usage: python3 -m slurmgen.batch begin | signal SIG [PID] | restart RC ATTEMPT | end RC"
 
 
 def _say(line: str) -> None:

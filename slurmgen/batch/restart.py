@@ -1,6 +1,6 @@
 """The batch shell's restart inside the allocation: after a failed step, start it again without leaving the queue.
 
-    python3 -m slurmgen.batch.commands restart RC ATTEMPT   # after the step; exit 0: start the step again
+    python3 -m slurmgen.batch restart RC ATTEMPT   # after the step; exit 0: start the step again
 
 The rendered script loops: start the step, wait, and on a non-zero exit ask here. The decision is
 slurmgen.interruption.decide_restart (a crash is restarted within recovery.max_restarts; never while a stop or a

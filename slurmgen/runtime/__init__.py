@@ -1,8 +1,15 @@
-"""The runtime that runs inside every task: ranks, rendezvous, interface, process group, barriers.
+"""The library the user's program imports: process group, barriers, Preemption, the checkpoint store.
 
-Importing this package loads nothing but itself: each public name is imported from its module on first use
-(PEP 562), and torch only inside the functions that need it. A task that never calls the runtime pays
-nothing for it; a test checks this in a fresh interpreter.
+Only what a training program calls lives here (dist, store, store_barrier, parallel, state, peer_loss,
+preemption, checkpoint/). The batch shell's helper is slurmgen.batch, each task's entry point and supervisor
+slurmgen.task; ``runtime/batch/`` and ``runtime/launch/`` are only their old names, kept for scripts rendered
+before the split (slurmgen.contract.LEGACY_ENTRIES). Imports point down only: this package may use slurmgen.task
+(rank discovery, rendezvous, the signal mask) and the shared modules, never slurmgen.batch (tests/test_layers.py).
+
+Import-cost rule: importing this package loads nothing but itself (no torch, typer, jinja2, yaml, not even
+typing) and costs under 10 ms (bench/runtime_import.py prints the table): each public name is imported from its
+module on first use (PEP 562), and torch only inside the functions that need it. A task that never calls the
+runtime pays nothing for it; tests/runtime/test_runtime_import.py checks this in a fresh interpreter.
 """
 
 import sys as _sys
@@ -19,21 +26,21 @@ if _sys.version_info < MIN_PYTHON:
         f"slurmgen's runtime needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer in the task; this is "
         f"{_sys.version.split()[0]} ({_sys.executable}): use a newer image or set the spec field python"
     )
-    if _sys.argv[:1] == ["-m"]:  # `python -m slurmgen.task.launch` (runpy sets argv[0] while it imports)
+    if _sys.argv[:1] == ["-m"]:  # `python -m slurmgen.runtime.launch` (runpy sets argv[0] while it imports)
         print(f"slurmgen: {_message}", file=_sys.stderr)
         raise SystemExit(1)
     raise ImportError(_message)
 
 _EXPORTS = {
-    "expand_hostlist": "hostlist",
-    "HostlistError": "hostlist",
-    "get_distrib_size": "env",
-    "restart_count": "env",
-    "job_key": "env",
-    "is_slurm_batch_job": "env",
-    "is_rank_zero": "env",
-    "block_preemption_signal": "signal_block",
-    "preemption_signal": "signal_block",
+    "expand_hostlist": "slurmgen.slurm.hostlist",
+    "HostlistError": "slurmgen.slurm.hostlist",
+    "get_distrib_size": "slurmgen.job_env",
+    "restart_count": "slurmgen.job_env",
+    "job_key": "slurmgen.job_env",
+    "is_slurm_batch_job": "slurmgen.job_env",
+    "is_rank_zero": "slurmgen.job_env",
+    "block_preemption_signal": "slurmgen.task.signal_block",
+    "preemption_signal": "slurmgen.task.signal_block",
     "init_distributed": "dist",
     "barrier": "dist",
     "destroy": "dist",

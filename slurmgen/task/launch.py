@@ -1,7 +1,7 @@
 """The entry point the rendered script runs in every task.
 
-    python3 -m slurmgen.task.launch [--torchrun-agent] -- CMD ARGS...
-    python3 -m slurmgen.task.launch --rendezvous
+    python3 -m slurmgen.task [--torchrun-agent] -- CMD ARGS...
+    python3 -m slurmgen.task --rendezvous
 
 Without ``--rendezvous`` it sets the variables an unmodified ``env://`` program needs (RANK, LOCAL_RANK,
 WORLD_SIZE, LOCAL_WORLD_SIZE from SLURM's when torchrun's are absent; MASTER_ADDR and MASTER_PORT; the socket
@@ -18,7 +18,7 @@ and one line when the job ends); any other command is ``exec``'d. torchrun sets 
 itself, so none are set here; each worker runs this entry point again and gets its own supervisor.
 
 ``--rendezvous`` prints ``MASTER_ADDR MASTER_PORT`` on one line for the batch shell:
-``read -r MASTER_ADDR MASTER_PORT < <(python3 -m slurmgen.task.launch --rendezvous)``.
+``read -r MASTER_ADDR MASTER_PORT < <(python3 -m slurmgen.task --rendezvous)``.
 
 Any startup problem is one ``slurmgen: ...`` line on stderr and a non-zero exit, never a traceback.
 """
@@ -37,8 +37,7 @@ if TYPE_CHECKING:
     from slurmgen.task.supervisor import TaskPlan
 
 USAGE = (
-    "usage: python3 -m slurmgen.task.launch [--torchrun-agent] -- CMD [ARGS...]\n"
-    "       python3 -m slurmgen.task.launch --rendezvous"
+    "usage: python3 -m slurmgen.task [--torchrun-agent] -- CMD [ARGS...]\n       python3 -m slurmgen.task --rendezvous"
 )
 _FLAGS = ("--rendezvous", "--torchrun-agent")
 EXIT_CANNOT_EXECUTE = 126  # the shell's codes for "found but not executable" and "not found"

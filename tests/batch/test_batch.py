@@ -1,4 +1,4 @@
-"""The batch shell's decisions (slurmgen.batch.commands) against a slurmctld stand-in that keeps one job's state:
+"""The batch shell's decisions (slurmgen.batch) against a slurmctld stand-in that keeps one job's state:
 which preemption gets which requeue, by whom, within which budget, and what the run history records.
 
 The real cluster runs the same code in tests/runtime/test_preemption_cluster.py; here every configuration is

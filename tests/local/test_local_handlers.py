@@ -273,9 +273,7 @@ def test_an_early_signal_waits_for_a_slow_interpreter_start(tmp_path: Path, jobs
     """The entry point's interpreter takes 6 s to start (a cold venv on NFS), the preemption signal comes at
     0.5 s: the batch shell holds it until every task has blocked it, not a fixed 3 s after which it killed them."""
     slow = tmp_path / "slow-python"
-    slow.write_text(
-        f'#!/bin/bash\nif [ "$1 $2 $3" = "-m slurmgen.task.launch --" ]; then sleep 6; fi\nexec {PY} "$@"\n'
-    )
+    slow.write_text(f'#!/bin/bash\nif [ "$1 $2 $3" = "-m slurmgen.task --" ]; then sleep 6; fi\nexec {PY} "$@"\n')
     slow.chmod(0o755)
     text = spec([PY, "-c", HANDLES_USR1], preemption="{handler: program}").replace(f"python: {PY}", f"python: {slow}")
     job = LocalJob(tmp_path, text, "--preempt-after", "0.5")

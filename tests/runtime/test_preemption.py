@@ -126,7 +126,7 @@ def launch(tmp_path: Path) -> Iterator[object]:
             }
             cmd = [sys.executable, str(WORKER), *(["--dist"] if world > 1 else []), *args]
             if through_entry:
-                cmd = [sys.executable, "-m", "slurmgen.task.launch", "--", *cmd]
+                cmd = [sys.executable, "-m", "slurmgen.task", "--", *cmd]
                 log = tmp_path / "logs" / contract.rank_log_name(rank)
                 job.offsets[rank] = log.stat().st_size if log.exists() else 0
             with open(job.dir / f"rank{rank}.out", "wb") as out, open(job.dir / f"rank{rank}.err", "wb") as err:

@@ -103,7 +103,7 @@ def test_an_older_python_is_refused_in_one_line(version: str) -> None:
         f"ImportError: slurmgen's runtime needs Python 3.11 or newer in the task; this is {version}."
     )
     launched = subprocess.run(
-        [found, "-B", "-m", "slurmgen.task.launch", "--", "true"], cwd=ROOT, capture_output=True, text=True
+        [found, "-B", "-m", "slurmgen.task", "--", "true"], cwd=ROOT, capture_output=True, text=True
     )
     assert launched.returncode == 1 and len(launched.stderr.strip().splitlines()) == 1, launched.stderr
     assert "slurmgen's runtime needs Python 3.11 or newer" in launched.stderr

@@ -82,7 +82,7 @@ def test_real_torchrun_agent_store(ranks: RankProcs) -> None:
 def test_unmodified_env_script_through_the_entry_point(ranks: RankProcs) -> None:
     ports = port_env()
     for rank in range(WORLD):
-        argv = [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, str(WORKER), "raw"]
+        argv = [sys.executable, "-m", "slurmgen.task", "--", sys.executable, str(WORKER), "raw"]
         ranks.start(argv, srun_env(rank, WORLD, job_id=4244, **ports))
     results = [r.json() for r in ranks.wait_all(120)]
     assert sorted(r["rank"] for r in results) == list(range(WORLD))

@@ -247,7 +247,7 @@ def teardown_trial(where: Path, delay: float) -> int:
         **env_for(where),
         **{contract.PREEMPT_HANDLER: "runtime", contract.STEP_PID: str(os.getpid())},
     )
-    command = [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, "-c", FINISHING]
+    command = [sys.executable, "-m", "slurmgen.task", "--", sys.executable, "-c", FINISHING]
     rank_log = Path(env[contract.LOG_DIR]) / contract.rank_log_name(0)
     rank_log.parent.mkdir(parents=True, exist_ok=True)  # the program writes its own log there, as in a job
     proc = subprocess.Popen(

@@ -30,7 +30,7 @@ SHOW = (
 
 def launch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "slurmgen.task.launch", *args],
+        [sys.executable, "-m", "slurmgen.task", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -121,7 +121,7 @@ def test_run_reports_a_missing_command(signal_mask: None) -> None:
 def test_unmodified_program_sees_the_standard_variables_as_the_supervisors_child() -> None:
     env = task_env(**{contract.PREEMPT_SIGNAL: "USR1"})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, "-c", SHOW],
+        [sys.executable, "-m", "slurmgen.task", "--", sys.executable, "-c", SHOW],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -164,7 +164,7 @@ def test_rendezvous_prints_address_and_port() -> None:
         [
             "bash",
             "-c",
-            f"read -r A P < <({sys.executable} -m slurmgen.task.launch --rendezvous); echo $A:$P",
+            f"read -r A P < <({sys.executable} -m slurmgen.task --rendezvous); echo $A:$P",
         ],
         env=env,
         capture_output=True,

@@ -79,7 +79,7 @@ def test_no_default_route_never_crashes() -> None:
 def test_entry_point_without_default_route_runs_the_program() -> None:
     show = "import os; print(os.environ.get('GLOO_SOCKET_IFNAME'), os.environ.get('MASTER_ADDR'))"
     env = base_env(MASTER_ADDR="10.9.9.9", MASTER_PORT="20001")
-    done = in_netns(LO_ONLY, [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, "-c", show], env)
+    done = in_netns(LO_ONLY, [sys.executable, "-m", "slurmgen.task", "--", sys.executable, "-c", show], env)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "None 10.9.9.9\n"
     assert done.stderr.startswith("slurmgen: warning: no interface routes")

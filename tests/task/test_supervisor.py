@@ -136,7 +136,7 @@ def start_python(
         **{contract.LOG_DIR: str(tmp_path), contract.PREEMPT_SIGNAL: "USR1", contract.PREEMPT_HANDLER: handler},
         **extra,
     )
-    command = [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, *flags, "-c", code, *args]
+    command = [sys.executable, "-m", "slurmgen.task", "--", sys.executable, *flags, "-c", code, *args]
     return subprocess.Popen(command, env=env, start_new_session=True, stderr=subprocess.PIPE)
 
 

@@ -114,9 +114,7 @@ def test_a_non_python_program_keeps_the_ignore_and_send_again_path(tmp_path: Pat
         SLURM_JOB_ID="7", SLURM_PROCID="1", SLURM_NTASKS="2", SLURM_JOB_NODELIST="localhost", MASTER_PORT="29999",
         **{contract.LOG_DIR: str(tmp_path), contract.PREEMPT_SIGNAL: "USR1", contract.PREEMPT_HANDLER: "program"},
     )  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "slurmgen.task.launch", "--", str(script)], env=env, start_new_session=True
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "slurmgen.task", "--", str(script)], env=env, start_new_session=True)
     wait_log(tmp_path, "started", proc)
     os.killpg(proc.pid, signal.SIGUSR1)
     assert finish(proc) == 0, rank_log(tmp_path)

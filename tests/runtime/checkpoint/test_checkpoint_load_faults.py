@@ -211,7 +211,7 @@ def test_two_ranks_fall_back_together_when_a_shard_cannot_be_read(tmp_path: Path
     from runtime.runtime_helpers import base_env, free_port
     from slurmgen import contract
 
-    worker = Path(__file__).parent / "fsdp_worker.py"
+    worker = Path(__file__).parents[1] / "fsdp_worker.py"  # tests/runtime/
     state = tmp_path / "state"
 
     def run(*args: str, restarts: int = 0) -> list[tuple[int, str, str]]:
@@ -222,7 +222,7 @@ def test_two_ranks_fall_back_together_when_a_shard_cannot_be_read(tmp_path: Path
                 SLURM_JOB_NODELIST="localhost", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
                 SLURM_RESTART_COUNT=str(restarts), **{contract.STATE_DIR: str(state), contract.SPEC_HASH: "abc"},
             )  # fmt: skip
-            cmd = [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, str(worker), *args]
+            cmd = [sys.executable, "-m", "slurmgen.task", "--", sys.executable, str(worker), *args]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         try:
             outputs = [p.communicate(timeout=240) for p in procs]

@@ -25,7 +25,7 @@ from slurmgen.runtime.checkpoint.resume_store import KILL_AT
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
-WORKER = Path(__file__).parent / "fsdp_worker.py"
+WORKER = Path(__file__).parents[1] / "fsdp_worker.py"  # tests/runtime/
 MESHES = {"fsdp": (), "hsdp": ("--replicate", "2")}  # dp_shard=4, and dp_replicate=2 x dp_shard=2
 
 
@@ -94,7 +94,7 @@ def launch(tmp_path: Path) -> Iterator[Launch]:
                 },
             )  # fmt: skip
             full.update(env or {})
-            cmd = [sys.executable, "-m", "slurmgen.task.launch", "--", sys.executable, str(WORKER), *args]
+            cmd = [sys.executable, "-m", "slurmgen.task", "--", sys.executable, str(WORKER), *args]
             with open(ranks.dir / f"rank{rank}.out", "wb") as out, open(ranks.dir / f"rank{rank}.err", "wb") as err:
                 ranks.procs.append(subprocess.Popen(cmd, env=full, stdout=out, stderr=err, start_new_session=True))
         launched.append(ranks)

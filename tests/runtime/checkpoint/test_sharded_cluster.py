@@ -19,7 +19,7 @@ from slurmgen.slurm.ids import JobState
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
-WORKER = Path(__file__).parent / "fsdp_worker.py"
+WORKER = Path(__file__).parents[1] / "fsdp_worker.py"  # tests/runtime/
 NODES = "node1,node2"
 STEPS = 80
 
