@@ -26,7 +26,8 @@ if _sys.version_info < MIN_PYTHON:
         f"slurmgen's runtime needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer in the task; this is "
         f"{_sys.version.split()[0]} ({_sys.executable}): use a newer image or set the spec field python"
     )
-    if _sys.argv[:1] == ["-m"]:  # `python -m slurmgen.runtime.launch` (runpy sets argv[0] while it imports)
+    # `python -m slurmgen.runtime.launch`, the legacy name: runpy sets argv[0] to "-m" while it imports.
+    if _sys.argv[:1] == ["-m"]:
         print(f"slurmgen: {_message}", file=_sys.stderr)
         raise SystemExit(1)
     raise ImportError(_message)
