@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--step-time", type=float, default=0.0, help="seconds to sleep per step")
     parser.add_argument("--save-every", type=int, default=100)
     parser.add_argument("--stop-save-seconds", type=float, default=0.0, help="make the stop's save this slow")
+    parser.add_argument("--stop-delay", type=float, default=0.0, help="seconds from seeing the stop to its save")
     parser.add_argument("--lr", type=float, default=0.01, help="learning rate (jobs/sweep-lr.yaml sweeps it)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights")
     args = parser.parse_args()
@@ -85,6 +86,7 @@ def main() -> None:
         if pre.should_stop():
             if info.rank == 0:
                 print(f"{tag}: stopping after step {step + 1}, weights {checksum(model)}", flush=True)
+            time.sleep(args.stop_delay)  # a last step that takes a while to end (0: none)
             final = snapshot(step + 1)
             if args.stop_save_seconds:
                 final["slow"] = SlowToSave(args.stop_save_seconds)

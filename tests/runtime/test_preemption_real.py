@@ -213,11 +213,16 @@ def test_a_preemption_whose_signal_never_reached_the_batch_shell_is_acted_on(
 ) -> None:
     """No user signal reaches the batch shell (send_user_signal off here; on 24.11 it was also lost with it on):
     the shell's watcher sees PreemptTime and sends the signal to the shell itself, which forwards it to the tasks.
-    Here the tasks have Slurm's TERM too, and the watcher looks every 0.2 s, so it finds the job in its grace
-    while the ranks stop: the notice arriving twice still gives one save, one requeue and the same final weights."""
+    Here the tasks have Slurm's TERM too; they take 3 s from the stop to their save (rank 0 requeues after it), so
+    the job stays in its grace with PreemptTime shown for seconds, and the watcher, looking every 0.2 s, finds it
+    there whatever the machine's load (with an instant stop the job was requeued within milliseconds of the TERM,
+    before a look): the notice arriving twice still gives one save, one requeue and the same final weights."""
     name = "pr-watch"
     extra = f"partition: {preemption.requeue_grace}\nsetup: ['export {contract.PREEMPT_POLL}=0.2']\n"
     text = spec_text(tmp_path, name, steps=STEPS, step_time=STEP_TIME, extra=extra)
+    slow = text.replace("'--save-every', '100'", "'--save-every', '100', '--stop-delay', '3'")
+    assert slow != text
+    text = slow
     result = preempt(slurm_cluster, tmp_path, name, preemption.requeue_grace, text=text)
     requeued_by, mode = grace_requeuer(slurm_cluster)
     check(result, tmp_path, name, uninterrupted_weights, requeued_by=requeued_by, mode=mode)
