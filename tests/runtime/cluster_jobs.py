@@ -15,6 +15,7 @@ from slurmgen.spec.load import load_text
 ROOT = Path(__file__).resolve().parent.parent.parent
 TRAIN = ROOT / "jobs" / "train_tiny.py"
 WORKER = ROOT / "tests" / "runtime" / "preempt_worker.py"
+OWN = ROOT / "tests" / "runtime" / "own_checkpoint.py"
 PY = sys.executable
 
 
@@ -82,3 +83,27 @@ def check_resume(text: str) -> None:
     resumes = re.findall(r"resumed weights (\S+) at step (\d+)", text)
     assert stops and resumes, text[-3000:]
     assert (stops[0][0], stops[0][1]) == (resumes[0][1], resumes[0][0])
+
+
+def submit_own(  # type: ignore[no-untyped-def]
+    cluster, tmp: Path, name: str, *, steps: int, tasks_per_node: int, recovery: str, extra: tuple[str, ...] = ()
+) -> str:
+    """Submit tests/runtime/own_checkpoint.py (2 nodes, gloo, a save every 20 steps) with this `recovery:`."""
+    command = [PY, str(OWN), "--steps", str(steps), "--step-time", "0.05", "--save-every", "20",
+               "--snapshot", str(tmp / f"{name}.pt"), *extra]  # fmt: skip
+    text = (
+        f"name: {name}\ncommand: {command!r}\ntime: '00:10:00'\nnodes: 2\ntasks_per_node: {tasks_per_node}\n"
+        f"cpus_per_task: 1\npython: {PY}\noutput: {tmp}/logs\n"
+        "distributed: {backend: gloo, timeout: 60, barrier_timeout: 30}\n"
+        f"recovery: {recovery}\n"
+    )
+    script = tmp / f"{name}.sbatch"
+    script.write_text(render(load_text(text, "test.yaml").spec))
+    (tmp / "logs").mkdir(exist_ok=True)
+    return str(cluster.submit(script))
+
+
+def read_log(tmp: Path, name: str, job: str, file: str) -> str:
+    """A job's batch log (``file`` "batch") or a file of its log directory; "" while it does not exist."""
+    path = tmp / "logs" / (f"{name}-{job}.log" if file == "batch" else f"{name}-{job}/{file}")
+    return path.read_text(errors="replace") if path.exists() else ""

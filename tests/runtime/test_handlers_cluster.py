@@ -14,7 +14,7 @@ from conftest import SlurmCluster
 from slurmgen.script.render import render
 from slurmgen.spec.load import load_text
 
-from .cluster_jobs import PY, ROOT, job_history, scancel
+from .cluster_jobs import PY, ROOT, job_history, read_log, scancel
 
 pytestmark = [pytest.mark.slurm]
 
@@ -34,14 +34,9 @@ def submit_spec(cluster: SlurmCluster, tmp: Path, name: str, command: list[str],
     return str(cluster.submit(script))
 
 
-def read(tmp: Path, name: str, job: str, file: str) -> str:
-    path = tmp / "logs" / (f"{name}-{job}.log" if file == "batch" else f"{name}-{job}/{file}")
-    return path.read_text(errors="replace") if path.exists() else ""
-
-
 def wait_text(tmp: Path, name: str, job: str, file: str, pattern: str, timeout: float = 180) -> str:
     deadline = time.monotonic() + timeout
-    while not re.search(pattern, text := read(tmp, name, job, file)):
+    while not re.search(pattern, text := read_log(tmp, name, job, file)):
         assert time.monotonic() < deadline, f"{pattern!r} never appeared in {file}:\n{text[-3000:]}"
         time.sleep(0.2)
     return text
@@ -53,10 +48,10 @@ def own_command(tmp: Path, *extra: str, steps: int = 160) -> list[str]:
 
 
 def check_resume(tmp: Path, name: str, job: str, steps: int = 160) -> None:
-    rank0 = read(tmp, name, job, "rank-0.log")
+    rank0 = read_log(tmp, name, job, "rank-0.log")
     last_saved = re.findall(r"SAVED (\d+) (\S+)", rank0[: rank0.index("RESUMED")])[-1]
     for rank in range(4):
-        text = read(tmp, name, job, f"rank-{rank}.log")
+        text = read_log(tmp, name, job, f"rank-{rank}.log")
         assert re.findall(r"RESUMED (\d+) (\S+)", text) == [last_saved], (rank, text[-2000:])
         assert re.search(rf"DONE {steps} \S+ rank=\d", text), text[-2000:]
 
@@ -73,7 +68,7 @@ def test_an_unmodified_program_is_stopped_gracefully_requeued_and_resumes_from_i
     wait_text(tmp_path, name, job, "rank-0.log", r"SAVED 40 ")
     scancel(slurm_cluster, "--batch", "--signal=USR1", job)  # as --signal=B: delivers it
     info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal and i.restarts >= 1, timeout=240)
-    batch = read(tmp_path, name, job, "batch")
+    batch = read_log(tmp_path, name, job, "batch")
     assert (info.state.name, info.restarts, info.exit_code) == ("COMPLETED", 1, 0), batch[-3000:]
     run1 = batch[: batch.index("run 2,")]
     assert "SIGUSR1 (requested): stopping the step with SIGTERM; the job is requeued once it has ended" in run1
@@ -96,13 +91,13 @@ def test_a_program_that_handles_the_signal_itself_gets_an_early_one_once_its_han
     wait_text(tmp_path, name, job, "rank-0.log", r"SAVED 20 ")
     scancel(slurm_cluster, "--batch", "--signal=USR1", job)
     info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal and i.restarts >= 1, timeout=240)
-    batch = read(tmp_path, name, job, "batch")
+    batch = read_log(tmp_path, name, job, "batch")
     assert (info.state.name, info.restarts) == ("COMPLETED", 1), batch[-3000:]
     for rank in range(4):
-        text = read(tmp_path, name, job, f"rank-{rank}.log")
+        text = read_log(tmp_path, name, job, f"rank-{rank}.log")
         early = text.index("slurmgen: SIGUSR1 came before the program installed a handler for it")
         assert early < text.index("slurmgen: SIGUSR1 sent to the program, whose handler is now installed"), text
-    rank0 = read(tmp_path, name, job, "rank-0.log")
+    rank0 = read_log(tmp_path, name, job, "rank-0.log")
     assert rank0.index("HANDLER USR1") < rank0.index("STOP ")
     check_resume(tmp_path, name, job)
     assert "requeue issued" not in batch  # the program requeued itself; slurmgen did not
@@ -117,12 +112,12 @@ def test_runtime_forwards_the_signal_to_preemption(slurm_cluster: SlurmCluster, 
     wait_text(tmp_path, name, job, "rank-3.log", r"start at step 0")
     scancel(slurm_cluster, "--batch", "--signal=USR1", job)
     info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal and i.restarts >= 1, timeout=240)
-    batch = read(tmp_path, name, job, "batch")
+    batch = read_log(tmp_path, name, job, "batch")
     assert (info.state.name, info.restarts) == ("COMPLETED", 1), batch[-3000:]
     assert "warning" not in batch
     runs = job_history(tmp_path, name, job)
     assert [(r.cause, r.requeued_by) for r in runs] == [("requested", "rank0"), (None, None)]
-    rank0 = read(tmp_path, name, job, "rank-0.log")
+    rank0 = read_log(tmp_path, name, job, "rank-0.log")
     stopped = re.search(r"stopping after step (\d+), weights (\S+)", rank0)
     resumed = re.search(r"resumed weights (\S+) at step (\d+)", rank0)
     assert stopped and resumed and (resumed[2], resumed[1]) == (stopped[1], stopped[2]), rank0[-3000:]
@@ -136,16 +131,16 @@ def test_every_line_arrives_whole_in_its_ranks_log_and_live(slurm_cluster: Slurm
         wait_text(tmp_path, name, job, f"rank-{rank}.log", rf"READY rank={rank}\n")  # live, while it waits
     go.touch()
     info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=240)
-    assert (info.state.name, info.exit_code) == ("COMPLETED", 0), read(tmp_path, name, job, "batch")
+    assert (info.state.name, info.exit_code) == ("COMPLETED", 0), read_log(tmp_path, name, job, "batch")
     tail = "x" * 60
     for rank in range(4):
-        lines = read(tmp_path, name, job, f"rank-{rank}.log").splitlines()
+        lines = read_log(tmp_path, name, job, f"rank-{rank}.log").splitlines()
         assert lines[0] == f"READY rank={rank}" and lines[-1] == f"LINES DONE rank={rank}"
         body = lines[1:-1]
         bad = [line for i, line in enumerate(body) if line != f"rank={rank} line={i} {tail}"]
         assert len(body) == 20000 and not bad, (len(body), bad[:3])
     for node in ("node1", "node2", "node3"):
-        assert "line=" not in read(tmp_path, name, job, f"{node}.log")
+        assert "line=" not in read_log(tmp_path, name, job, f"{node}.log")
 
 
 def test_the_job_exits_with_the_first_failing_tasks_own_code(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
@@ -153,7 +148,7 @@ def test_the_job_exits_with_the_first_failing_tasks_own_code(slurm_cluster: Slur
     name = "fails"
     job = submit_spec(slurm_cluster, tmp_path, name, [PY, str(PROGRAMS), "fail", "1", "3"], "false")
     info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=180)
-    batch = read(tmp_path, name, job, "batch")
+    batch = read_log(tmp_path, name, job, "batch")
     assert (info.state.name, info.exit_code) == ("FAILED", 3), batch
     node = re.search(r"srun: error: (\S+): task 1: Exited with exit code 3", batch)
     assert node, batch

@@ -12,41 +12,19 @@ import pytest
 from conftest import SlurmCluster
 
 from slurmgen import run_history
-from slurmgen.script.render import render
 from slurmgen.slurm.hostlist import expand_hostlist
-from slurmgen.spec.load import load_text
 
-from .cluster_jobs import PY, ROOT
+from .cluster_jobs import read_log, submit_own
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
-OWN = ROOT / "tests" / "runtime" / "own_checkpoint.py"
 STEPS = 40
 BAD = "node1"
 CHECK = ["sh", "-c", f'test "$SLURMD_NODENAME" != {BAD} || {{ echo "{BAD} is bad"; exit 1; }}']
 
 
-def submit(cluster: SlurmCluster, tmp: Path, name: str, recovery: str) -> str:
-    command = [PY, str(OWN), "--steps", str(STEPS), "--step-time", "0.05", "--save-every", "20",
-               "--snapshot", str(tmp / f"{name}.pt")]  # fmt: skip
-    text = (
-        f"name: {name}\ncommand: {command!r}\ntime: '00:10:00'\nnodes: 2\ntasks_per_node: 1\ncpus_per_task: 1\n"
-        f"python: {PY}\noutput: {tmp}/logs\ndistributed: {{backend: gloo, timeout: 60, barrier_timeout: 30}}\n"
-        f"recovery: {recovery}\n"
-    )
-    script = tmp / f"{name}.sbatch"
-    script.write_text(render(load_text(text, "test.yaml").spec))
-    (tmp / "logs").mkdir(exist_ok=True)
-    return str(cluster.submit(script))
-
-
-def read(tmp: Path, name: str, job: str, file: str) -> str:
-    path = tmp / "logs" / (f"{name}-{job}.log" if file == "batch" else f"{name}-{job}/{file}")
-    return path.read_text(errors="replace") if path.exists() else ""
-
-
 def done_weights(tmp: Path, name: str, job: str) -> list[str]:
-    return re.findall(rf"DONE {STEPS} (\S+) rank=0", read(tmp, name, job, "rank-0.log"))
+    return re.findall(rf"DONE {STEPS} (\S+) rank=0", read_log(tmp, name, job, "rank-0.log"))
 
 
 def test_a_bad_node_is_replaced_by_a_spare_or_the_job_is_requeued_away_from_it(
@@ -55,12 +33,21 @@ def test_a_bad_node_is_replaced_by_a_spare_or_the_job_is_requeued_away_from_it(
     """Three jobs side by side: an uninterrupted reference; 2 nodes + 1 spare whose node1 fails the health check
     (Slurm allocates 3 nodes, the step runs on the other two, one run); and 2 nodes without a spare (requeued
     with node1 in ExcNodeList, the next run on the other nodes). Both end with the reference's final weights."""
-    plain = submit(slurm_cluster, tmp_path, "plain", "{max_restarts: 0}")
-    spared = submit(slurm_cluster, tmp_path, "spare", f"{{spare_nodes: 1, health_check: {CHECK!r}}}")
-    away = submit(slurm_cluster, tmp_path, "away", f"{{health_check: {CHECK!r}}}")
+    plain = submit_own(slurm_cluster, tmp_path, "plain", steps=STEPS, tasks_per_node=1, recovery="{max_restarts: 0}")
+    spared = submit_own(
+        slurm_cluster,
+        tmp_path,
+        "spare",
+        steps=STEPS,
+        tasks_per_node=1,
+        recovery=f"{{spare_nodes: 1, health_check: {CHECK!r}}}",
+    )
+    away = submit_own(
+        slurm_cluster, tmp_path, "away", steps=STEPS, tasks_per_node=1, recovery=f"{{health_check: {CHECK!r}}}"
+    )
     # (a) a spare: NumNodes is nodes + spare, the step ran on the two healthy nodes, no requeue.
     info = slurm_cluster.wait_for(spared, lambda i: i.state.is_terminal, timeout=300)
-    batch = read(tmp_path, "spare", spared, "batch")
+    batch = read_log(tmp_path, "spare", spared, "batch")
     assert (info.state.name, info.restarts, info.exit_code) == ("COMPLETED", 0, 0), batch[-3000:]
     assert info.num_nodes == 3 and slurm_cluster.job_info(spared)["NumNodes"] == "3", info
     healthy = [n for n in expand_hostlist(info.nodes or "") if n != BAD]
@@ -80,7 +67,7 @@ def test_a_bad_node_is_replaced_by_a_spare_or_the_job_is_requeued_away_from_it(
     assert len(expected) == 1 and done_weights(tmp_path, "spare", spared) == expected
     # (b) no spare: requeued once, node1 in ExcNodeList, the next run elsewhere.
     info = slurm_cluster.wait_for(away, lambda i: i.state.is_terminal, timeout=300)
-    batch = read(tmp_path, "away", away, "batch")
+    batch = read_log(tmp_path, "away", away, "batch")
     assert (info.state.name, info.restarts, info.exit_code) == ("COMPLETED", 1, 0), batch[-3000:]
     assert BAD in expand_hostlist(slurm_cluster.job_info(away)["ExcNodeList"])
     assert BAD not in expand_hostlist(info.nodes or ""), info

@@ -10,34 +10,17 @@ import pytest
 from conftest import SlurmCluster
 
 from slurmgen import run_history
-from slurmgen.script.render import render
-from slurmgen.spec.load import load_text
 
-from .cluster_jobs import PY, ROOT
+from .cluster_jobs import read_log as read
+from .cluster_jobs import submit_own
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
-OWN = ROOT / "tests" / "runtime" / "own_checkpoint.py"
 STEPS = 100
 
 
 def submit(cluster: SlurmCluster, tmp: Path, name: str, extra: list[str], recovery: str) -> str:
-    command = [PY, str(OWN), "--steps", str(STEPS), "--step-time", "0.05", "--save-every", "20",
-               "--snapshot", str(tmp / f"{name}.pt"), *extra]  # fmt: skip
-    text = (
-        f"name: {name}\ncommand: {command!r}\ntime: '00:10:00'\nnodes: 2\ntasks_per_node: 2\ncpus_per_task: 1\n"
-        f"python: {PY}\noutput: {tmp}/logs\ndistributed: {{backend: gloo, timeout: 60, barrier_timeout: 30}}\n"
-        f"recovery: {recovery}\n"
-    )
-    script = tmp / f"{name}.sbatch"
-    script.write_text(render(load_text(text, "test.yaml").spec))
-    (tmp / "logs").mkdir(exist_ok=True)
-    return str(cluster.submit(script))
-
-
-def read(tmp: Path, name: str, job: str, file: str) -> str:
-    path = tmp / "logs" / (f"{name}-{job}.log" if file == "batch" else f"{name}-{job}/{file}")
-    return path.read_text(errors="replace") if path.exists() else ""
+    return submit_own(cluster, tmp, name, steps=STEPS, tasks_per_node=2, recovery=recovery, extra=tuple(extra))
 
 
 def test_a_killed_or_hung_rank_is_restarted_inside_the_allocation_and_ends_with_the_uninterrupted_weights(
