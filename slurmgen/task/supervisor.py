@@ -46,6 +46,8 @@ from slurmgen.task.signal_block import SUPERVISED
 
 REPEAT_WINDOW = 5.0  # s: the same signal from a parent this soon after the step's own is that parent passing it on
 WATCH_INTERVAL = 0.05  # s between looks at /proc while a preemption signal waits for the program's handler
+# s a supervisor waits, after its program died of a stopping signal, for its own copy of that signal (_late_stop)
+LATE_STOP_WAIT = 1.0
 # Signals that end a task on purpose: a task that exits non-zero after one is not a failure of its own.
 _STOPPING = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR2})
 
@@ -291,11 +293,13 @@ def _wait_loop(plan: TaskSetup, routing: Routing, child: int, watched: set[int],
                 routing.owed = None
         done, status = os.waitpid(child, os.WNOHANG)
         if done:
-            return _finish(plan, routing, status, say)
+            return _finish(plan, routing, status, say, watched)
 
 
-def _finish(plan: TaskSetup, routing: Routing, status: int, say: Callable[[str], None]) -> int:
+def _finish(plan: TaskSetup, routing: Routing, status: int, say: Callable[[str], None], watched: set[int]) -> int:
     code = os.waitstatus_to_exitcode(status)  # negative: killed by that signal
+    if code < 0 and (-code in _STOPPING or -code == plan.preempt) and not routing.stopped_on_purpose():
+        _late_stop(routing, watched)
     if routing.owed:
         say(f"the program ended before installing a handler for {signal.Signals(routing.owed).name}")
     exit_code = 128 - code if code < 0 else code
@@ -304,6 +308,26 @@ def _finish(plan: TaskSetup, routing: Routing, status: int, say: Callable[[str],
     if code < 0:
         _die_by(-code)
     return exit_code
+
+
+def _late_stop(routing: Routing, watched: set[int]) -> None:
+    """Take a stop signal that is on its way to this process, waiting LATE_STOP_WAIT at most.
+
+    slurmstepd signals a step's processes one at a time, the deepest first: kill_proc_tree
+    (src/plugins/proctrack/linuxproc/kill_tree.c) builds its list by putting each child before its parent. So a
+    program killed by the step's SIGTERM (a requeue, scancel, the time limit) can be reaped here before this
+    process's own copy arrives, on a loaded node most of all; without waiting for it, the stop would be recorded as
+    the program's own failure and the batch log would name it as the task that failed first. A program killed by
+    someone who signalled it alone gets no copy here: that is still its failure, recorded after the wait."""
+    deadline = time.monotonic() + LATE_STOP_WAIT
+    wanted = watched - {signal.SIGCHLD}
+    while (left := deadline - time.monotonic()) > 0:
+        info = signal.sigtimedwait(wanted, left)
+        if info is None:
+            return
+        routing.received.append((info.si_signo, info.si_pid in routing.plan.stepwide, time.monotonic()))
+        if routing.stopped_on_purpose():
+            return
 
 
 def _record_exit(plan: TaskSetup, code: int, sig: int | None = None) -> int:

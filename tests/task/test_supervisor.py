@@ -202,6 +202,34 @@ def test_a_program_killed_by_a_signal_ends_its_supervisor_by_the_same(tmp_path: 
     assert (event["exit_code"], event["signal"]) == (128 + sig, sig.name.removeprefix("SIG"))
 
 
+def program_pid(proc: subprocess.Popen[bytes]) -> int:
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    assert len(children) == 1, children
+    return int(children[0])
+
+
+@pytest.mark.parametrize("supervisor_too", [True, False], ids=["step-wide", "program-alone"])
+def test_a_program_killed_by_the_steps_term_before_its_supervisor_got_it_is_no_failure(
+    tmp_path: Path, supervisor_too: bool
+) -> None:
+    """slurmstepd signals the deepest process of a step first (kill_proc_tree), so on a loaded node the program can
+    die of the step's SIGTERM (a requeue, scancel) and be reaped before the supervisor's own copy arrives: seen on
+    Slurm 26.05 as a requeued job naming rank 0 as failed first. The supervisor waits a moment for that copy; a
+    program killed by someone who signalled it alone still fails on its own."""
+    proc = start(tmp_path, "import time; print('ready', flush=True); time.sleep(60)")
+    wait_log(tmp_path, "ready", proc)
+    os.kill(program_pid(proc), signal.SIGTERM)
+    if supervisor_too:
+        time.sleep(0.3)  # slurmstepd's next kill(), late on a loaded node
+        os.kill(proc.pid, signal.SIGTERM)
+    assert finish(proc) == -signal.SIGTERM  # the task ends by the signal its program ended by, either way
+    events = run_history.read(str(tmp_path)) if (tmp_path / "history").exists() else []
+    if supervisor_too:
+        assert events == []  # a stop, not the program's own failure
+    else:
+        assert [(e["event"], e["signal"], e["exit_code"]) for e in events] == [("task-exit", "TERM", 143)]
+
+
 @pytest.mark.parametrize(
     ("handler", "flags", "blocked", "ignored"),
     [
