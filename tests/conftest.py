@@ -9,7 +9,8 @@ $SLURMGEN_SLURM_VERSIONS, else all three under CI and 22.05 otherwise. A test th
 the first selected version, or on each selected version it names with `@pytest.mark.slurm_versions(...)`
 (no argument: all of them); its id says which (`test_x[slurm-24.11]`). `slurm_preemption` gives a test the
 preemption partitions and the user-signal switch, one preemption test per cluster at a time. With several
-versions selected, each version's cluster tests run in their own pytest-xdist worker (pytest_cmdline_main).
+versions selected, each version's cluster tests run in their own pytest-xdist worker, beside one worker for every
+other test (pytest_cmdline_main). A `slurm`-marked test lives in a `*_cluster.py` module (or tests/cluster/).
 
 Where the cluster cannot run (not root, no apt-get and no packages, no ip/nsenter/unshare), `slurm` tests
 are skipped with the reason. With CI set, that and a failed start are errors: CI must run them all.
@@ -38,6 +39,7 @@ from slurm_versions import (
     Users,
     VersionError,
     healthy,
+    in_cluster_module,
     preemption_lock,
     selected_versions,
     versions_for_test,
@@ -169,11 +171,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns these options into its workers
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """With several Slurm versions selected (CI), run the tests in one pytest-xdist worker per version: the
-    secondary versions' cluster tests side by side with everything else, on their own clusters. Every other
-    test stays in the first worker, one after the other as without xdist: the local tests share this machine's
-    CPUs, ports and job ids, and gain nothing from running together on two cores. An explicit -n/--dist (-n 0:
-    no workers) or `-p no:xdist` is left alone."""
+    """With several Slurm versions selected (CI), run the tests in pytest-xdist workers, one per version for its
+    cluster tests and one for every other test (slurm_versions.worker_group): the cluster tests mostly wait on
+    their own clusters, side by side with the local tests. The local tests stay in one worker, one after the other
+    as without xdist: they share this machine's CPUs, ports and local job ids, and gain nothing from running
+    together on two cores. An explicit -n/--dist (-n 0: no workers) or `-p no:xdist` is left alone."""
     option = config.option
     if not config.pluginmanager.hasplugin("xdist") or option.collectonly or os.environ.get("PYTEST_XDIST_WORKER"):
         return
@@ -181,7 +183,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         return
     versions = _selected(option.slurm_versions)
     if len(versions) > 1:
-        option.numprocesses = len(versions)
+        option.numprocesses = len(versions) + 1
         option.dist = "loadscope"  # the scheduler is pytest_xdist_make_scheduler's
         option.slurm_version_workers = versions
 
@@ -316,10 +318,16 @@ def _has_gpu() -> bool:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests on the real cluster or in network namespaces are slow by nature: the fast lane (-m "not slow")
-    leaves them out without each one saying so."""
+    leaves them out without each one saying so. A cluster test outside a cluster module is refused: its worker
+    would be the local one (slurm_versions.worker_group)."""
+    misplaced = []
     for item in items:
         if item.get_closest_marker("slurm") or item.get_closest_marker("netns"):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slurm") and not in_cluster_module(item.nodeid.partition("::")[0]):
+            misplaced.append(item.nodeid)
+    if misplaced:  # worker_group tells a cluster test by its file's name
+        raise pytest.UsageError(f"slurm-marked tests must live in a *_cluster.py module: {', '.join(misplaced)}")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -60,15 +60,29 @@ def versions_for_test(marker_args: Sequence[str] | None, selected: Sequence[str]
     return [v for v in selected if v in marker_args]
 
 
+LOCAL_GROUP = "local"
+
+
+def in_cluster_module(path: str) -> bool:
+    """Whether a test file holds cluster tests by its name: `*_cluster.py`, or anything under tests/cluster/. Every
+    `slurm`-marked test must live in one (checked at collection, tests/conftest.py), so that a test's worker can be
+    told from its id alone: pytest-xdist's scheduler sees ids, not markers."""
+    return path.endswith("_cluster.py") or "tests/cluster/" in f"/{path}"
+
+
 def worker_group(nodeid: str, selected: Sequence[str]) -> str:
-    """The pytest-xdist worker group of a test, from its id: a secondary version's cluster tests (parameter id
-    ``slurm-24.11``, alone or joined to others by ``-``) run in that version's own worker, every other test (local,
-    and the primary version's cluster tests) in the first one (tests/conftest.py, pytest_cmdline_main)."""
+    """The pytest-xdist worker group of a test, from its id: each version's cluster tests (parameter id
+    ``slurm-24.11``, alone or joined to others by ``-``; for the first version, any test of a cluster module) run in
+    that version's own worker, every other test in the local one (tests/conftest.py, pytest_cmdline_main). The
+    cluster workers mostly wait on their clusters; the local one keeps this machine's CPUs, ports and local job ids
+    to itself, one test at a time."""
     params = nodeid.partition("[")[2]
     for version in selected[1:]:
         if re.search(rf"(^|-)slurm-{re.escape(version)}(-|\]$)", params):
             return f"slurm-{version}"
-    return "primary"
+    if selected and in_cluster_module(nodeid.partition("::")[0]):
+        return f"slurm-{selected[0]}"
+    return LOCAL_GROUP
 
 
 @dataclass(frozen=True)
