@@ -18,10 +18,12 @@ are skipped with the reason. With CI set, that and a failed start are errors: CI
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -284,6 +286,42 @@ def slurm_cluster(slurm_version: str) -> Iterator[SlurmCluster]:
         if users.last_one_out() and started and not keep:
             subprocess.run(["bash", str(DOWN), *select], capture_output=True, timeout=120, check=False)
         users.close()
+
+
+_SETTABLE_SIGNALS = sorted(set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP})
+
+
+@pytest.fixture(autouse=True)
+def restore_signal_state() -> Iterator[None]:
+    """Give the next test the signal dispositions and mask this one found. A test that runs slurmgen's signal code
+    in the test process (Preemption's handlers, the SIGTERM ignored during a requeue) must not hand them on: to the
+    tests after it, nor to the processes those start, which inherit ignored and blocked signals (signal(7),
+    execve(2)); a supervised program started with SIGTERM ignored never ends on the step's SIGTERM."""
+    before = {sig: signal.getsignal(sig) for sig in _SETTABLE_SIGNALS}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    for sig, handler in before.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            with contextlib.suppress(OSError, ValueError):  # one the C library keeps for itself
+                signal.signal(sig, handler)
+
+
+@pytest.fixture(autouse=True)
+def cancel_jobs_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a cluster test, cancel what it submitted (jobs working in its tmp_path) and left in the queue: a test
+    that failed mid-way must not keep nodes busy for the tests after it on the same cluster."""
+    if "slurm_cluster" not in request.fixturenames or "tmp_path" not in request.fixturenames:
+        yield
+        return
+    cluster: SlurmCluster = request.getfixturevalue("slurm_cluster")
+    where: Path = request.getfixturevalue("tmp_path")
+    yield
+    queue = cluster.run(["squeue", "-h", "-o", "%i %Z"])
+    left = [job for job, _, work in (line.partition(" ") for line in queue.stdout.splitlines())
+            if work and Path(work).is_relative_to(where)]  # fmt: skip
+    if left:
+        cluster.run(["scancel", *left])
 
 
 @pytest.fixture
