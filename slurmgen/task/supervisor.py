@@ -120,9 +120,8 @@ class Routing:
 
     def route(self, sig: int, sender: int, now: float, child_catches: Callable[[int], bool]) -> bool:
         """Record a signal; True when it must be sent to the program (it did not reach it)."""
-        stepwide = sender in self.plan.stepwide
         recent = any(s == sig and wide and now - t <= REPEAT_WINDOW for s, wide, t in self.received)
-        self.received.append((sig, stepwide, now))
+        stepwide = self.remember(sig, sender, now)
         preemption = sig == self.plan.preempt
         # Whether the program catches it is asked only where it matters (a /proc read): handler program's signal.
         asks = preemption and self.plan.handler == contract.HANDLER_PROGRAM
@@ -138,8 +137,18 @@ class Routing:
             self.owed = sig  # watched until the program has a handler
         return route.forward
 
+    def remember(self, sig: int, sender: int, now: float) -> bool:
+        """Record a signal and who sent it; True when it came step-wide (the program has it too)."""
+        stepwide = sender in self.plan.stepwide
+        self.received.append((sig, stepwide, now))
+        return stepwide
+
+    def stops(self, sig: int) -> bool:
+        """Whether ``sig`` ends a task on purpose (a stop, or the preemption signal)."""
+        return sig in _STOPPING or sig == self.plan.preempt
+
     def stopped_on_purpose(self) -> bool:
-        return any(s in _STOPPING or s == self.plan.preempt for s, _, _ in self.received)
+        return any(self.stops(s) for s, _, _ in self.received)
 
 
 def say_to(fd: int | None) -> Callable[[str], None]:
@@ -298,7 +307,7 @@ def _wait_loop(plan: TaskSetup, routing: Routing, child: int, watched: set[int],
 
 def _finish(plan: TaskSetup, routing: Routing, status: int, say: Callable[[str], None], watched: set[int]) -> int:
     code = os.waitstatus_to_exitcode(status)  # negative: killed by that signal
-    if code < 0 and (-code in _STOPPING or -code == plan.preempt) and not routing.stopped_on_purpose():
+    if code < 0 and routing.stops(-code) and not routing.stopped_on_purpose():
         _late_stop(routing, watched)
     if routing.owed:
         say(f"the program ended before installing a handler for {signal.Signals(routing.owed).name}")
@@ -325,8 +334,8 @@ def _late_stop(routing: Routing, watched: set[int]) -> None:
         info = signal.sigtimedwait(wanted, left)
         if info is None:
             return
-        routing.received.append((info.si_signo, info.si_pid in routing.plan.stepwide, time.monotonic()))
-        if routing.stopped_on_purpose():
+        routing.remember(info.si_signo, info.si_pid, time.monotonic())
+        if routing.stops(info.si_signo):
             return
 
 
