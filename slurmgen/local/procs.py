@@ -129,9 +129,18 @@ def wait_empty(
     sleep: Callable[[float], object] = time.sleep,
     hurry: Callable[[], bool] = lambda: False,
 ) -> list[int]:
-    """Wait until no live process is left in the group (reaping our own child meanwhile), at most `timeout` s
-    or until `hurry()` says so; the survivors."""
-    return wait_gone(lambda: group_members(pgid), timeout, reap, clock, sleep, hurry)
+    """Wait until no process is left in the group that is alive or still to be reaped here (reaping meanwhile), at
+    most `timeout` s or until `hurry()` says so; the survivors."""
+    return wait_gone(lambda: unreaped(pgid), timeout, reap, clock, sleep, hurry)
+
+
+def unreaped(pgid: int) -> list[int]:
+    """The group's live processes, and its zombies that will be ours to reap: our children, and the children of a
+    member that is exiting. A process killed with its parent reaches this subreaper only once the parent's exit is
+    done, which can be after the parent stopped counting as live; leaving then would hand the zombie to init."""
+    rows = [(pid, state, ppid) for pid, state, ppid, pgrp in processes() if pgrp == pgid]
+    members, me = {pid for pid, _, _ in rows}, os.getpid()
+    return sorted(pid for pid, state, ppid in rows if state not in ("Z", "X") or ppid == me or ppid in members)
 
 
 def wait_gone(
