@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
+from slurmgen import contract
 from slurmgen.local import jobenv, procs
 from slurmgen.local.srun_args import SrunArgs, SrunError, parse_args, step_shape
 
@@ -131,9 +133,10 @@ class Step:
     def _spawn(self, node: int, local: int, fd: int | None) -> None:
         rank = self.shape.rank(node, local)
         env = jobenv.task_env(self.env, self.shape, node, local)
+        command = rehearsed_command(list(self.args.command), self.shape.hosts[node], self.env)
         try:
             proc = subprocess.Popen(  # the task stays in the job's process group: the runner can end it
-                list(self.args.command), env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, close_fds=True
+                command, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, close_fds=True
             )
         except OSError as exc:
             _err(f"error: {self.shape.hosts[node]}: task {rank}: execve(): {self.args.command[0]}: {exc.strerror}")
@@ -173,6 +176,18 @@ class Step:
             procs.signal_leader(pid, signal.SIGCONT)
             procs.signal_leader(pid, signal.SIGTERM)
         self.kill_deadline = time.monotonic() + self.kill_wait
+
+
+def rehearsed_command(command: list[str], host: str, env: Mapping[str, str]) -> list[str]:
+    """The task's command, or on the node `slurmgen run --bad-node` names, for the node-check step, a stand-in
+    that gives that node's verdict as a failed health check would: the node checks themselves (batch/node_check.py)
+    run unchanged, and only the emulator knows which node plays the bad one."""
+    entry = ["-m", contract.NODE_CHECK_ENTRY]
+    checks = any(command[i : i + 2] == entry for i in range(len(command) - 1))
+    if not checks or env.get(jobenv.BAD_NODE) != host:
+        return command
+    verdict = {"node": host, "ok": False, "reason": "health check failed (rehearsal: slurmgen run --bad-node)"}
+    return [sys.executable, "-c", f"print({json.dumps(json.dumps(verdict))}, flush=True)"]
 
 
 def _signal_word(status: int) -> str:

@@ -104,7 +104,6 @@ class Runner:
             (p.control / NO_REQUEUE).touch()
 
     def env(self, restart: int) -> dict[str, str]:
-        from slurmgen.batch.node_check import REHEARSE_BAD_NODE
         from slurmgen.slurm.hostlist import expand_hostlist
 
         excluded = _read(self.job.paths.control / EXCLUDED).strip()
@@ -113,7 +112,7 @@ class Runner:
         env = jobenv.batch_env(shape, self.environ, str(self.job.paths.control), prefix)
         env[jobenv.KILL_WAIT] = f"{self.job.kill_wait:g}"
         if self.job.bad_node is not None:
-            env[REHEARSE_BAD_NODE] = jobenv.node_names(self.job.bad_node)[-1]  # --bad-node N: its checks fail
+            env[jobenv.BAD_NODE] = jobenv.node_names(self.job.bad_node)[-1]  # --bad-node N: its checks fail
         return env
 
     # -- the whole job ---------------------------------------------------------------------------------------

@@ -127,12 +127,6 @@ def test_without_nvidia_smi_the_gpus_slurm_gave_are_counted(tmp_path: Path) -> N
     assert node_check.gpu_problem(0, env_with(tmp_path), 5) is None  # a CPU job: nothing to count
 
 
-def test_the_bad_node_rehearsal_fails_only_its_node() -> None:
-    bad = {"SLURMD_NODENAME": "127.0.0.2", node_check.REHEARSE_BAD_NODE: "127.0.0.2"}
-    assert node_check.verdict(bad, 0, "", 0, 5, [])["ok"] is False
-    assert node_check.verdict({**bad, "SLURMD_NODENAME": "127.0.0.1"}, 0, "", 0, 5, [])["ok"] is True
-
-
 SHOW_NODE = (
     "NodeName=node1 Arch=x86_64 CoresPerSocket=1 State=IDLE ThreadsPerCore=1\n"
     "NodeName=node2 Arch=x86_64 CoresPerSocket=1 State=DOWN* ThreadsPerCore=1 Reason=Not responding\n"
