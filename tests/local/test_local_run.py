@@ -22,7 +22,8 @@ from slurmgen.local import jobenv, procs, setup
 from slurmgen.local.fake_scontrol import NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
 from slurmgen.local.runner import fake_wrapper
 from slurmgen.local.srun_args import SrunError, parse_args, step_shape
-from slurmgen.script.step import Shell, srun_words
+from slurmgen.script.shell_words import Shell
+from slurmgen.script.step import srun_words
 from slurmgen.slurm.client import InvalidJobId, JobPending, RequeueDisabled, SlurmClient
 from slurmgen.slurm.hostlist import expand_hostlist
 from slurmgen.slurm.ids import JobState
