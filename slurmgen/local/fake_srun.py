@@ -84,7 +84,7 @@ class Step:
         # the step's cgroup): torchrun's workers get the signal straight from slurmstepd.
         self.pending.append((signum, len(self.popens)))
         for pid in procs.descendants(list(self.tasks)):
-            procs.signal_leader(pid, signum)
+            procs.signal_process(pid, signum)
 
     def outputs(self) -> dict[tuple[int, int], int]:
         """One descriptor per distinct expanded --output path, by (node, local id); empty without --output."""
@@ -128,7 +128,7 @@ class Step:
         # A signal that came while tasks were starting reaches the ones started after it, too.
         for signum, seen in self.pending:
             for proc in self.popens[seen:]:
-                procs.signal_leader(proc.pid, signum)
+                procs.signal_process(proc.pid, signum)
 
     def _spawn(self, node: int, local: int, fd: int | None) -> None:
         rank = self.shape.rank(node, local)
@@ -152,7 +152,7 @@ class Step:
             if pid == 0:
                 if self.kill_deadline is not None and time.monotonic() >= self.kill_deadline:
                     for other in procs.descendants(list(self.tasks)):
-                        procs.signal_leader(other, signal.SIGKILL)
+                        procs.signal_process(other, signal.SIGKILL)
                     self.kill_deadline = None
                 time.sleep(POLL)
                 continue
@@ -173,8 +173,8 @@ class Step:
         _err(f"error: Terminating StepId={self.shape.job_id}.{self.shape.step_id} (--kill-on-bad-exit)")
         # Every process of the step, as slurmstepd's proctrack signals them, not just the task it started.
         for pid in procs.descendants(list(self.tasks)):
-            procs.signal_leader(pid, signal.SIGCONT)
-            procs.signal_leader(pid, signal.SIGTERM)
+            procs.signal_process(pid, signal.SIGCONT)
+            procs.signal_process(pid, signal.SIGTERM)
         self.kill_deadline = time.monotonic() + self.kill_wait
 
 

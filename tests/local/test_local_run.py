@@ -264,7 +264,7 @@ def session_procs() -> Iterator[list[subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
     yield started
     for proc in started:
-        procs.signal_group(proc.pid, signal.SIGKILL)
+        procs.signal_process(proc.pid, signal.SIGKILL, group=True)
         proc.wait()
 
 
