@@ -1,11 +1,11 @@
 """An FSDP2 training job over build_mesh that saves sharded checkpoints and survives preemption.
 
-For tests/test_sharded_checkpoint.py (local rank processes) and for the cluster tests (srun or torchrun through
-the rendered script). Each rank prints milestones on stdout: `READY`, `RESUMED <step> <hash>`, `SAVED <step>`
-(with --report-saves, `SAVED <step> <hash>` on rank 0), `STOP <step> <hash>`, `DONE <step> <hash>`, where
-<hash> is a SHA-256 over the full (gathered) model weights and optimizer state, printed by rank 0 (`-` elsewhere),
-followed by one JSON line at the end. The data of each step is derived from (step, rank): a run that is
-preempted and resumed on the same world sees the same batches as one that never stopped.
+For tests/runtime/checkpoint/test_sharded_checkpoint.py (local rank processes) and for the cluster tests (srun
+or torchrun through the rendered script). Each rank prints milestones on stdout: `READY`, `RESUMED <step> <hash>`,
+`SAVED <step>` (with --report-saves, `SAVED <step> <hash>` on rank 0), `STOP <step> <hash>`,
+`DONE <step> <hash>`, where <hash> is a SHA-256 over the full (gathered) model weights and optimizer state, printed
+by rank 0 (`-` elsewhere), followed by one JSON line at the end. The data of each step is derived from (step,
+rank): a run that is preempted and resumed on the same world sees the same batches as one that never stopped.
 
     python tests/runtime/fsdp_worker.py [--steps N] [--save-every K] [--async-save] [--replicate R]
         [--width W] [--layers L] [--step-time S] [--path P] [--dump FILE] [--report-saves]
