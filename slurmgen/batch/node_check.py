@@ -142,7 +142,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     parser.add_argument("--timeout", type=float, default=60.0)
     opts = parser.parse_args(own)
     result = verdict(os.environ if env is None else env, opts.gpus, opts.state_dir, opts.need, opts.timeout, health)
-    print(json.dumps(result), flush=True)
+    # One write: the nodes' checks share srun's stdout in a local run, and under PYTHONUNBUFFERED (the script's)
+    # print() writes the line and its newline apart, so two nodes' verdicts could interleave.
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
     return 0
 
 

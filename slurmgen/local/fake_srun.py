@@ -187,7 +187,8 @@ def rehearsed_command(command: list[str], host: str, env: Mapping[str, str]) -> 
     if not checks or env.get(jobenv.BAD_NODE) != host:
         return command
     verdict = {"node": host, "ok": False, "reason": "health check failed (rehearsal: slurmgen run --bad-node)"}
-    return [sys.executable, "-c", f"print({json.dumps(json.dumps(verdict))}, flush=True)"]
+    line = json.dumps(json.dumps(verdict) + "\n")  # one write, as node_check.py gives its own
+    return [sys.executable, "-c", f"import sys; sys.stdout.write({line}); sys.stdout.flush()"]
 
 
 def _signal_word(status: int) -> str:

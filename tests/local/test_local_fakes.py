@@ -72,6 +72,6 @@ def test_the_bad_node_rehearsal_fails_the_checks_of_its_node_only(tmp_path: Path
         ("127.0.0.1", True, ""),
         ("127.0.0.2", False, "health check failed (rehearsal: slurmgen run --bad-node)"),
     ], done.stderr
-    other = [sys.executable, "-c", "import os; print(os.environ['SLURMD_NODENAME'])"]
+    other = [sys.executable, "-c", "import os, sys; sys.stdout.write(os.environ['SLURMD_NODENAME'] + ' ')"]
     done = subprocess.run([*srun, *other], env=env, capture_output=True, text=True, timeout=60, check=True)
     assert sorted(done.stdout.split()) == ["127.0.0.1", "127.0.0.2"], done.stderr
