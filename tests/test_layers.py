@@ -125,12 +125,13 @@ MAY_IMPORT = {
     "integrations": {"runtime", *LOW},
 }
 POLICY_MAY_IMPORT = {"slurmgen.contract", "slurmgen.errors", "slurmgen.run_history", "slurmgen.signal_names"}
-# Arrows up that other changes remove; the entries go with them.
+# Known arrows up, each to be removed with the change that removes it (the test fails once one is gone).
 KNOWN_UP = {
-    "slurmgen.local.array -> slurmgen.cli.output",  # fixed by the interface change
-    "slurmgen.interruption_signal -> slurmgen.slurm.site_config",  # fixed by the policy change
-    # The batch shell records the continuation job it submits in the user's journal, as `slurmgen submit` does:
-    # the journal's record and the submit token belong below jobs/ for the batch shell to use them.
+    # Temporary: fixed by the interface/policy change.
+    "slurmgen.local.array -> slurmgen.cli.output",
+    "slurmgen.interruption_signal -> slurmgen.slurm.site_config",
+    # Not yet fixed by any change: the batch shell records the continuation job it submits in the user's journal,
+    # as `slurmgen submit` does; the journal's record and the submit token belong below jobs/ for it to use them.
     "slurmgen.batch.continuation -> slurmgen.jobs.journal",
     "slurmgen.batch.continuation -> slurmgen.jobs.plan",
 }
@@ -157,7 +158,7 @@ def arrow_points_down(name: str, target: str) -> bool:
         return True
     if here == "policy" and there == "leaf":
         return target in POLICY_MAY_IMPORT
-    return there in MAY_IMPORT[here]
+    return there in MAY_IMPORT.get(here, set())  # an unplaced package: test_the_layers_see_what_they_check says
 
 
 def test_every_import_points_down_the_layers() -> None:
@@ -173,6 +174,8 @@ def test_every_import_points_down_the_layers() -> None:
 
 def test_the_layers_see_what_they_check() -> None:
     """Each place of the table is where it should be, and an arrow of each banned kind is caught."""
+    unplaced = {place(name) for name in modules()} - set(MAY_IMPORT)
+    assert unplaced == set(), "a new place under slurmgen/: say in MAY_IMPORT what it may import"
     assert {place(name) for name in modules()} == set(MAY_IMPORT)
     assert place("slurmgen.interruption_signal") == "policy" and place("slurmgen.contract") == "leaf"
     assert not arrow_points_down("slurmgen.jobs.plan", "slurmgen.cli.app")
