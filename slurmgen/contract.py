@@ -79,6 +79,7 @@ BATCH_ENTRY = (
 )
 TASK_ENTRY = "slurmgen.task"  # each task's entry point and supervisor; also `--rendezvous` in the batch shell
 TASK_MAIN = "slurmgen.task.launch"  # where TASK_ENTRY's main() lives (the container bootstrap imports it)
+NODE_CHECK_ENTRY = "slurmgen.batch.node_check"  # one node's checks, a step of the batch shell's (batch/nodes.py)
 # The names run by scripts rendered before slurmgen.batch and slurmgen.task existed (slurmgen.runtime held every
 # process): a job queued before an upgrade runs its old script with the new package, so these stay as forwarders.
 LEGACY_ENTRIES = {"slurmgen.runtime.batch": BATCH_ENTRY, "slurmgen.runtime.launch": TASK_ENTRY}

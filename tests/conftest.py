@@ -420,3 +420,18 @@ def launcher(tmp_path: Path) -> Iterator[Launcher]:
     launches = Launcher(tmp_path)
     yield launches
     launches.kill()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """tmp_path/state, a real 1 MiB tmpfs of its own (the launches' state directory: test_preemption.py), for full
+    disks and read-only remounts; unmounted at teardown. Mounting needs root (CI is): skipped without it."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(state)], check=True)
+    try:
+        yield state
+    finally:
+        subprocess.run(["umount", "-l", str(state)], check=False)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import slurmgen_argv
 from runtime.runtime_helpers import without_steering
 
 REPO = Path(__file__).resolve().parent.parent
@@ -158,7 +159,7 @@ def test_the_preemption_example_resumes_to_the_weights_of_an_uninterrupted_run(t
         args = ["--preempt-after", "3"] if name == "preempted" else []
         with open(out / "runner.err", "wb") as err:
             runs[name] = subprocess.Popen(
-                [PY, "-m", "slurmgen", "run", str(spec(out, port)), *args], cwd=out, env=without_steering(), stderr=err
+                slurmgen_argv("run", str(spec(out, port)), *args), cwd=out, env=without_steering(), stderr=err
             )
     try:
         codes = {name: proc.wait(timeout=400) for name, proc in runs.items()}

@@ -29,10 +29,6 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-# `slurmgen run --bad-node N` (slurmgen/local): the node whose checks fail, as a rehearsal. Set only by the local
-# runner, never by the rendered script.
-REHEARSE_BAD_NODE = "SLURMGEN_LOCAL_BAD_NODE"
-
 
 def node_name(env: Mapping[str, str]) -> str:
     return env.get("SLURMD_NODENAME") or socket.gethostname()
@@ -117,8 +113,6 @@ def verdict(
     env: Mapping[str, str], gpus: int, state_dir: str, need: int, timeout: float, health: Sequence[str]
 ) -> dict[str, object]:
     node = node_name(env)
-    if env.get(REHEARSE_BAD_NODE) == node:
-        return {"node": node, "ok": False, "reason": "health check failed (rehearsal: slurmgen run --bad-node)"}
     checks: list[Callable[[], str | None]] = [
         lambda: gpu_problem(gpus, env, timeout),
         lambda: _bounded(
@@ -148,7 +142,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     parser.add_argument("--timeout", type=float, default=60.0)
     opts = parser.parse_args(own)
     result = verdict(os.environ if env is None else env, opts.gpus, opts.state_dir, opts.need, opts.timeout, health)
-    print(json.dumps(result), flush=True)
+    # One write: the nodes' checks share srun's stdout in a local run, and under PYTHONUNBUFFERED (the script's)
+    # print() writes the line and its newline apart, so two nodes' verdicts could interleave.
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
     return 0
 
 

@@ -83,7 +83,7 @@ def check_step(
     words = ["srun", f"--nodes={len(hosts)}", f"--ntasks={len(hosts)}", "--ntasks-per-node=1"]
     words += [f"--nodelist={','.join(hosts)}"]
     words += ["--kill-on-bad-exit=0"] + ([f"--gpus-per-node={gpus}"] if gpus > 0 else [])
-    words += [sys.executable, "-m", "slurmgen.batch.node_check", f"--gpus={gpus}", f"--need={need}"]
+    words += [sys.executable, "-m", contract.NODE_CHECK_ENTRY, f"--gpus={gpus}", f"--need={need}"]
     words += [f"--state-dir={env.get(contract.STATE_DIR, '')}", f"--timeout={timeout:g}"]
     health = env.get(contract.HEALTH_CHECK, "")
     if health:

@@ -1,7 +1,7 @@
 """The job commands: submit, requeue, status, logs, cancel. Thin: parse, call a module, print, exit.
 
 Results (a job id, a table, log text) go to stdout and human messages to stderr, so `JOB=$(slurmgen submit x.yaml)`
-works. Errors are raised and printed once by slurmgen.cli.main. Imports are inside the commands: the CLI's start-up
+works. Errors are raised and printed once by slurmgen.cli.app.main. Imports are inside the commands: the CLI's start-up
 must not pay for what another command needs.
 """
 

@@ -1,6 +1,6 @@
 """`slurmgen doctor` and `slurmgen history`: what this cluster does to a job on preemption, and what each run of a
 job did. Thin: parse, call slurmgen.jobs.doctor / .history, print. Reports go to stdout, messages to stderr;
-errors are raised and printed once by slurmgen.cli.main.
+errors are raised and printed once by slurmgen.cli.app.main.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`slurmgen logs`: the batch log, the per-node logs and the ranks' logs of a job, printed or followed.
 
-Where they are (templates/sbatch.sh.j2, slurmgen.directives): the batch log is `<output>/<name>-<key>.log` and
+Where they are (templates/sbatch.sh.j2, slurmgen.script.directives): the batch log is `<output>/<name>-<key>.log` and
 the per-node logs are `<output>/<name>-<key>/<node>.log`, where key is `<array>_<task>` for an array task and
 the job id otherwise; next to them, `rank-<N>.log` holds what rank N's program printed (its supervisor opens it
 for the program: slurmgen.task.supervisor). All are opened in append mode, so every requeued run adds to the

@@ -17,7 +17,7 @@ from slurmgen.jobs.plan import RESOLVED
 from slurmgen.jobs.sweep_plan import expand
 from slurmgen.jobs.sweep_submit import ATTEMPT_KEY, OFFSET_KEY, SWEEP_KEY, TASKS_KEY
 from slurmgen.slurm.ids import JobId, parse_job_id
-from slurmgen.spec.sweep import SweepSpec
+from slurmgen.spec.sweep_points import SweepSpec
 
 
 @dataclass(frozen=True)

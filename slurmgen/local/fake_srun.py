@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
+from slurmgen import contract
 from slurmgen.local import jobenv, procs
 from slurmgen.local.srun_args import SrunArgs, SrunError, parse_args, step_shape
 
@@ -82,7 +84,7 @@ class Step:
         # the step's cgroup): torchrun's workers get the signal straight from slurmstepd.
         self.pending.append((signum, len(self.popens)))
         for pid in procs.descendants(list(self.tasks)):
-            procs.signal_leader(pid, signum)
+            procs.signal_process(pid, signum)
 
     def outputs(self) -> dict[tuple[int, int], int]:
         """One descriptor per distinct expanded --output path, by (node, local id); empty without --output."""
@@ -126,14 +128,15 @@ class Step:
         # A signal that came while tasks were starting reaches the ones started after it, too.
         for signum, seen in self.pending:
             for proc in self.popens[seen:]:
-                procs.signal_leader(proc.pid, signum)
+                procs.signal_process(proc.pid, signum)
 
     def _spawn(self, node: int, local: int, fd: int | None) -> None:
         rank = self.shape.rank(node, local)
         env = jobenv.task_env(self.env, self.shape, node, local)
+        command = rehearsed_command(list(self.args.command), self.shape.hosts[node], self.env)
         try:
             proc = subprocess.Popen(  # the task stays in the job's process group: the runner can end it
-                list(self.args.command), env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, close_fds=True
+                command, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, close_fds=True
             )
         except OSError as exc:
             _err(f"error: {self.shape.hosts[node]}: task {rank}: execve(): {self.args.command[0]}: {exc.strerror}")
@@ -149,7 +152,7 @@ class Step:
             if pid == 0:
                 if self.kill_deadline is not None and time.monotonic() >= self.kill_deadline:
                     for other in procs.descendants(list(self.tasks)):
-                        procs.signal_leader(other, signal.SIGKILL)
+                        procs.signal_process(other, signal.SIGKILL)
                     self.kill_deadline = None
                 time.sleep(POLL)
                 continue
@@ -170,9 +173,22 @@ class Step:
         _err(f"error: Terminating StepId={self.shape.job_id}.{self.shape.step_id} (--kill-on-bad-exit)")
         # Every process of the step, as slurmstepd's proctrack signals them, not just the task it started.
         for pid in procs.descendants(list(self.tasks)):
-            procs.signal_leader(pid, signal.SIGCONT)
-            procs.signal_leader(pid, signal.SIGTERM)
+            procs.signal_process(pid, signal.SIGCONT)
+            procs.signal_process(pid, signal.SIGTERM)
         self.kill_deadline = time.monotonic() + self.kill_wait
+
+
+def rehearsed_command(command: list[str], host: str, env: Mapping[str, str]) -> list[str]:
+    """The task's command, or on the node `slurmgen run --bad-node` names, for the node-check step, a stand-in
+    that gives that node's verdict as a failed health check would: the node checks themselves (batch/node_check.py)
+    run unchanged, and only the emulator knows which node plays the bad one."""
+    entry = ["-m", contract.NODE_CHECK_ENTRY]
+    checks = any(command[i : i + 2] == entry for i in range(len(command) - 1))
+    if not checks or env.get(jobenv.BAD_NODE) != host:
+        return command
+    verdict = {"node": host, "ok": False, "reason": "health check failed (rehearsal: slurmgen run --bad-node)"}
+    line = json.dumps(json.dumps(verdict) + "\n")  # one write, as node_check.py gives its own
+    return [sys.executable, "-c", f"import sys; sys.stdout.write({line}); sys.stdout.flush()"]
 
 
 def _signal_word(status: int) -> str:

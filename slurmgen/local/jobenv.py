@@ -23,6 +23,7 @@ MAX_NODES = 254  # 127.0.0.1 .. 127.0.0.254: one octet keeps the hostlist a sing
 # Private variables between the runner and the fakes (never read by the runtime).
 LOCAL_DIR = "SLURMGEN_LOCAL_DIR"  # the job's control directory: requeue requests, step counter
 LOCAL_GPUS = "SLURMGEN_LOCAL_GPUS"  # GPUs of each emulated node, "0,1;2,3": node i gets group i
+BAD_NODE = "SLURMGEN_LOCAL_BAD_NODE"  # `slurmgen run --bad-node N`: the node whose checks the fake srun fails
 KILL_WAIT = "SLURMGEN_LOCAL_KILL_WAIT"  # seconds between TERM and KILL (Slurm's KillWait)
 DEFAULT_KILL_WAIT = 10.0  # Slurm's default KillWait is 30 s; a laptop needs less, and the runtime saves first
 

@@ -98,10 +98,14 @@ def reap(pids: list[int]) -> None:
             os.waitpid(pid, os.WNOHANG)
 
 
-def signal_group(pgid: int, signum: int) -> bool:
-    """Send to every process of the group; False when the group is gone."""
+def signal_process(target: int, signum: int, *, group: bool = False) -> bool:
+    """Send to one process (the batch shell, as `--signal=B:` does), or with `group` to every process of the
+    process group `target`; False when it is gone."""
     try:
-        os.killpg(pgid, signum)
+        if group:
+            os.killpg(target, signum)
+        else:
+            os.kill(target, signum)
     except ProcessLookupError:
         return False
     return True
@@ -110,15 +114,6 @@ def signal_group(pgid: int, signum: int) -> bool:
 def exit_code(returncode: int) -> int:
     """A return code as shells and srun report it: 128+N for a process killed by signal N."""
     return 128 - returncode if returncode < 0 else returncode
-
-
-def signal_leader(pid: int, signum: int) -> bool:
-    """Send to one process (the batch shell, as `--signal=B:` does); False when it is gone."""
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def wait_empty(
@@ -172,9 +167,9 @@ def end_group(
 ) -> tuple[bool, list[int]]:
     """SIGCONT and SIGTERM to the group, SIGKILL to what is left after `kill_wait` s. Returns (whether KILL was
     needed, the processes still there afterwards: should be none)."""
-    signal_group(pgid, signal.SIGCONT)
-    signal_group(pgid, signal.SIGTERM)
+    signal_process(pgid, signal.SIGCONT, group=True)
+    signal_process(pgid, signal.SIGTERM, group=True)
     if not wait_empty(pgid, kill_wait, reap, clock, sleep, hurry):
         return False, []
-    signal_group(pgid, signal.SIGKILL)
+    signal_process(pgid, signal.SIGKILL, group=True)
     return True, wait_empty(pgid, 5.0, reap, clock, sleep)

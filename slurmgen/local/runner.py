@@ -104,7 +104,6 @@ class Runner:
             (p.control / NO_REQUEUE).touch()
 
     def env(self, restart: int) -> dict[str, str]:
-        from slurmgen.batch.node_check import REHEARSE_BAD_NODE
         from slurmgen.slurm.hostlist import expand_hostlist
 
         excluded = _read(self.job.paths.control / EXCLUDED).strip()
@@ -113,7 +112,7 @@ class Runner:
         env = jobenv.batch_env(shape, self.environ, str(self.job.paths.control), prefix)
         env[jobenv.KILL_WAIT] = f"{self.job.kill_wait:g}"
         if self.job.bad_node is not None:
-            env[REHEARSE_BAD_NODE] = jobenv.node_names(self.job.bad_node)[-1]  # --bad-node N: its checks fail
+            env[jobenv.BAD_NODE] = jobenv.node_names(self.job.bad_node)[-1]  # --bad-node N: its checks fail
         return env
 
     # -- the whole job ---------------------------------------------------------------------------------------
@@ -180,7 +179,7 @@ class Runner:
             return self._supervise(proc)
         finally:
             if procs.group_members(proc.pid):  # an error in slurmgen itself: still leave nothing behind
-                procs.signal_group(proc.pid, signal.SIGKILL)
+                procs.signal_process(proc.pid, signal.SIGKILL, group=True)
                 procs.wait_empty(proc.pid, 5.0, lambda: self._reap(proc))
             self._escaped(proc)
             self._reap(proc)
@@ -199,7 +198,7 @@ class Runner:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             # `live` was listed after the last reap: children of ours not yet reaped, so no pid was reused.
             for pid in live:
-                procs.signal_leader(pid, sig)
+                procs.signal_process(pid, sig)
             live = procs.wait_gone(
                 lambda: procs.adopted(proc.pid)[0], 2.0, lambda: self._reap(proc), self.clock, self.sleep
             )
@@ -277,8 +276,8 @@ class Runner:
         return RunEnd("TIMEOUT", EXIT_TIMEOUT)
 
     def _to_batch_shell(self, pid: int, sig: str) -> None:
-        procs.signal_leader(pid, signal.SIGCONT)
-        procs.signal_leader(pid, getattr(signal, "SIG" + sig))
+        procs.signal_process(pid, signal.SIGCONT)
+        procs.signal_process(pid, getattr(signal, "SIG" + sig))
 
     def _signal_request(self, pid: int) -> None:
         path = self.job.paths.control / SIGNAL_REQUEST

@@ -37,7 +37,8 @@ from slurmgen.progress_mark import ProgressMark
 from slurmgen.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.layout import keep_count
-from slurmgen.runtime.checkpoint.store import CheckpointStore, StoreSettings
+from slurmgen.runtime.checkpoint.settings import StoreSettings
+from slurmgen.runtime.checkpoint.store import CheckpointStore
 from slurmgen.runtime.peer_loss import install_peer_loss_hook
 from slurmgen.runtime.peers import Peers
 from slurmgen.task.signal_block import parse_signal_name
@@ -69,6 +70,7 @@ class Preemption:
         crc32: bool = False,
         keep: int | None = None,
         on_save: Callable[[SaveRecord], None] | None = None,
+        save_phase: Callable[[str], None] | None = None,
         environ: Mapping[str, str] | None = None,
         exit: Callable[[int], Any] = os._exit,
     ) -> None:
@@ -131,7 +133,9 @@ class Preemption:
             weights_only=weights_only, crc32=crc32, resume_from=self.resume_from,
         )  # fmt: skip
         listener = self._reporter = SaveReporter(self.context, self.peers, on_save)
-        self._store = CheckpointStore(self.path, settings, self.peers, listener=listener)
+        # save_phase: called at each phase of a sharded save (checkpoint/dcp_io.py PHASES), on the thread that
+        # saves; the fault tests kill a rank there.
+        self._store = CheckpointStore(self.path, settings, self.peers, listener=listener, phase=save_phase)
         if self.rank == 0:
             for leftover in self._store.sweep():
                 _log(f"removed {leftover}, left by a save that was interrupted")

@@ -9,19 +9,13 @@ from __future__ import annotations
 
 from slurmgen import contract
 from slurmgen.script.directives import sq
+from slurmgen.script.shell_words import Shell, join
+from slurmgen.script.sweep import command_words  # a sweep's placeholders become shell expansions
 from slurmgen.spec.model import JobSpec, node_checks
 
 CONTAINER_RUNTIME_DIR = "/opt/slurmgen"  # where slurmgen's own package is mounted inside a container image
 # torchrun forwards only TERM, INT, HUP and QUIT by default (pytorch#154849); USR1/USR2 must be added.
 _TORCHRUN_DEFAULT_SIGNALS = ("TERM", "INT", "HUP", "QUIT")
-
-
-class Shell(str):
-    """A word the batch shell expands (already quoted as needed)."""
-
-
-def join(words: list[str]) -> str:
-    return " ".join(w if isinstance(w, Shell) else sq(w) for w in words)
 
 
 # Inside an image slurmgen is not installed: put the mounted package on sys.path, then run the entry point.
@@ -135,8 +129,6 @@ def step_groups(spec: JobSpec) -> list[list[str]]:
         groups.append(runtime_entry(spec, "--torchrun-agent", "--"))
         groups.append(torchrun_words(spec))
     groups.append(runtime_entry(spec, "--"))
-    from slurmgen.script.sweep import command_words  # a sweep's placeholders become shell expansions
-
     groups.append(command_words(spec))
     return groups
 

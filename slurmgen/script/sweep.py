@@ -9,9 +9,9 @@ bash words that expand those variables, so every value stays data: it is single-
 from __future__ import annotations
 
 from slurmgen.script.directives import sq
-from slurmgen.script.step import Shell
+from slurmgen.script.shell_words import Shell
 from slurmgen.spec.model import JobSpec
-from slurmgen.spec.sweep import as_text, split_template
+from slurmgen.spec.sweep_points import as_text, split_template
 
 
 def variable(name: str) -> str:

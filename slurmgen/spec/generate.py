@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from slurmgen.spec.sweep import SweepSpec
+    from slurmgen.spec.sweep_points import SweepSpec
 '''
 
 

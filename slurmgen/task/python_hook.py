@@ -1,16 +1,17 @@
-"""``handler: program`` for Python programs: start them with the preemption signal blocked, not ignored.
+"""``handler: program`` for Python programs: the supervisor starts them with the preemption signal blocked, at its
+default action, and a start-up hook unblocks it once the program handles it.
 
-Why not ignored: a framework that handles the signal itself often installs its handler only where none is set.
-Lightning's SignalConnector checks ``signal.getsignal(SIGUSR1) not in (None, SIG_DFL)``; CPython reads the action
-the process started with, so under SIG_IGN it sees a handler, installs none, and the signal is never handled.
-Blocked with the default action, ``getsignal`` says SIG_DFL and an early signal waits, pending (signal(7): the
-mask and the pending set survive execve(2)). Python's ``signal.signal`` does not unblock, so a start-up hook does:
-``pyhook/sitecustomize.py``, first on the program's PYTHONPATH, unblocks the signal once the program installs a
-handler for it.
+Blocked, not ignored: a framework that handles the signal itself often installs its handler only where none is
+set. Lightning's SignalConnector checks ``signal.getsignal(SIGUSR1) not in (None, SIG_DFL)``; CPython reads the
+action the process started with, so under SIG_IGN it would see a handler, install none, and never handle the
+signal. Blocked at the default action, ``getsignal`` says SIG_DFL and an early signal waits, pending (signal(7):
+the mask and the pending set survive execve(2)). Python's ``signal.signal`` does not unblock, so a start-up hook
+does: ``pyhook/sitecustomize.py``, first on the program's PYTHONPATH, unblocks the signal once the program
+installs a handler for it.
 
-Only where the hook will run: the program is a Python interpreter, or a script whose ``#!`` line names one, and
-none of ``-E``, ``-I`` (PYTHONPATH ignored) or ``-S`` (no sitecustomize) is given. Any other program starts with
-the signal ignored, as before, and the supervisor sends it again once /proc shows the program's handler.
+The hook runs only where the program is a Python interpreter, or a script whose ``#!`` line names one, and none
+of ``-E``, ``-I`` (PYTHONPATH ignored) or ``-S`` (no sitecustomize) is given. Any other program starts with the
+signal ignored, and the supervisor sends it again once /proc shows the program's handler.
 """
 
 from __future__ import annotations

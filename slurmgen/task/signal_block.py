@@ -22,7 +22,7 @@ from slurmgen.signal_names import signal_name
 def parse_signal_name(name: str) -> signal.Signals:
     """``"USR1"``, ``"SIGUSR1"``, ``"usr1"`` or ``"10"`` -> ``signal.SIGUSR1``; raises on anything else.
 
-    The spelling rules are slurmgen.signals' (shared with the spec), so both sides read a name alike."""
+    The spelling rules are slurmgen.signal_names' (shared with the spec), so both sides read a name alike."""
     canonical = signal_name(name)
     if canonical is None:
         raise RuntimeSetupError(f"unknown signal {name!r} ({contract.PREEMPT_SIGNAL})")

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen
 
 pytestmark = pytest.mark.slow
 
@@ -21,10 +21,7 @@ PRINT = f"import os; print('ids', *(os.environ.get(n, '-') for n in {NAMES!r}))"
 def run(cwd: Path, **env: str) -> tuple[str, dict[str, str]]:
     """One local job printing the identity variables: its id and what the task saw."""
     base = {k: v for k, v in os.environ.items() if k not in NAMES and k != "SLURMGEN_RESUME_FROM"}
-    result = subprocess.run(
-        [sys.executable, "-m", "slurmgen", "run", "--local", "job.yaml"],
-        cwd=cwd, env={**base, **env}, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    result = run_slurmgen("run", "--local", "job.yaml", cwd=cwd, env={**base, **env})
     assert result.returncode == 0, result.stderr[-3000:]
     job = re.findall(r"local job (\d+):", result.stderr)[0]
     seen = re.findall(r"^ids (.*)$", (cwd / "logs" / f"idj-{job}" / "rank-0.log").read_text(), re.M)

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,24 +71,10 @@ def test_a_missing_health_check_program_fails_the_node() -> None:
     assert got["ok"] is False and "cannot start" in str(got["reason"])
 
 
-@pytest.fixture
-def small_state_dir(tmp_path: Path) -> Iterator[Path]:
-    """A real 1 MiB tmpfs as the state directory."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    state = tmp_path / "state"
-    state.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(state)], check=True)
-    try:
-        yield state
-    finally:
-        subprocess.run(["umount", "-l", str(state)], check=False)
-
-
-def test_a_state_directory_without_room_for_the_last_checkpoint_fails_the_node(small_state_dir: Path) -> None:
-    ok = node_check.verdict({"SLURMD_NODENAME": "n7"}, 0, str(small_state_dir), 512 * 1024, 5, [])
+def test_a_state_directory_without_room_for_the_last_checkpoint_fails_the_node(small_tmpfs: Path) -> None:
+    ok = node_check.verdict({"SLURMD_NODENAME": "n7"}, 0, str(small_tmpfs), 512 * 1024, 5, [])
     assert ok["ok"] is True
-    full = node_check.verdict({"SLURMD_NODENAME": "n7"}, 0, str(small_state_dir), 4 * 1024 * 1024, 5, [])
+    full = node_check.verdict({"SLURMD_NODENAME": "n7"}, 0, str(small_tmpfs), 4 * 1024 * 1024, 5, [])
     assert full["ok"] is False
     assert "KiB free, the newest checkpoint needs 4096 KiB" in str(full["reason"]), full
 
@@ -125,12 +110,6 @@ def test_without_nvidia_smi_the_gpus_slurm_gave_are_counted(tmp_path: Path) -> N
     problem = node_check.gpu_problem(2, env_with(tmp_path, CUDA_VISIBLE_DEVICES="0"), 5)
     assert problem == "1 GPU(s) visible (CUDA_VISIBLE_DEVICES; no nvidia-smi), 2 wanted (gpus_per_node)"
     assert node_check.gpu_problem(0, env_with(tmp_path), 5) is None  # a CPU job: nothing to count
-
-
-def test_the_bad_node_rehearsal_fails_only_its_node() -> None:
-    bad = {"SLURMD_NODENAME": "127.0.0.2", node_check.REHEARSE_BAD_NODE: "127.0.0.2"}
-    assert node_check.verdict(bad, 0, "", 0, 5, [])["ok"] is False
-    assert node_check.verdict({**bad, "SLURMD_NODENAME": "127.0.0.1"}, 0, "", 0, 5, [])["ok"] is True
 
 
 SHOW_NODE = (

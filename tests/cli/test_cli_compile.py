@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import run_slurmgen
 from fake_slurm import FakeSlurm
 from recorded import REPO
 from runtime.runtime_helpers import without_steering
@@ -34,9 +35,7 @@ def warning_lines(text: str) -> list[str]:
 def slurmgen(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**without_steering(), "PYTHONPATH": str(REPO)}
     env.pop("SLURMGEN_HOME", None)
-    return subprocess.run(
-        [sys.executable, "-m", "slurmgen", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+    return run_slurmgen(*args, cwd=cwd, env=env, timeout=300)
 
 
 def test_run_warns_exactly_as_render_does(tmp_path: Path) -> None:

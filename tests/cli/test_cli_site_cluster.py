@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from cli_run import slurmgen_argv
 
 from slurmgen.slurm import site
 
@@ -26,7 +26,7 @@ def blocks(text: str) -> dict[str, str]:
 def test_doctor_reads_the_real_cluster(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     conf = site.parse_config(slurm_cluster.run(["scontrol", "show", "config"], check=True).stdout)
     parts = site.parse_partitions(slurm_cluster.run(["scontrol", "-o", "show", "partition"], check=True).stdout)
-    done = slurm_cluster.run([sys.executable, "-m", "slurmgen", "doctor"], cwd=tmp_path)
+    done = slurm_cluster.run(slurmgen_argv("doctor"), cwd=tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.startswith(f"Slurm {conf.version}: what preemption and the time limit do to a job here\n")
     assert f"  KillWait     {conf.kill_wait} s from SIGTERM to SIGKILL\n" in done.stdout
@@ -41,7 +41,7 @@ def test_doctor_reads_the_real_cluster(slurm_cluster: SlurmCluster, tmp_path: Pa
 
     spec = tmp_path / "job.yaml"
     spec.write_text('name: doc\ncommand: ["true"]\ntime: "00:10:00"\npreemption: {lead_time: 120}\n')
-    done = slurm_cluster.run([sys.executable, "-m", "slurmgen", "doctor", str(spec)], cwd=tmp_path)
+    done = slurm_cluster.run(slurmgen_argv("doctor", str(spec)), cwd=tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
     default = site.default_partition(parts)
     assert default is not None and f"\n\npartition {default.name} (default)\n" in done.stdout

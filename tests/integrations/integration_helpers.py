@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_run import slurmgen_argv
 from runtime.runtime_helpers import free_low_port, without_steering
 
 from slurmgen import run_history
@@ -94,7 +95,7 @@ def start_local(
     spec.write_text(spec_text(framework, out, step_time=step_time, env=env))
     with open(out / "runner.err", "wb") as err:
         return subprocess.Popen(
-            [PY, "-m", "slurmgen", "run", "--local", str(spec), *args], cwd=out, env=without_steering(), stderr=err
+            slurmgen_argv("run", "--local", str(spec), *args), cwd=out, env=without_steering(), stderr=err
         )
 
 

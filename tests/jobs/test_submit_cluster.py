@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from cli_run import run_slurmgen, slurmgen_argv
 
 from slurmgen.slurm.ids import JobState
 from slurmgen.slurm.showjob import JobInfo
@@ -40,7 +41,7 @@ def spec(tmp_path: Path, mode: list[str], nodes: int = 2, tasks: int = 2, extra:
 
 
 def slurmgen(cluster: SlurmCluster, cwd: Path, *args: str, timeout: float = LONG) -> subprocess.CompletedProcess[str]:
-    return cluster.run([sys.executable, "-m", "slurmgen", *args], cwd=cwd, timeout=timeout)
+    return run_slurmgen(*args, cwd=cwd, env=cluster.env, timeout=timeout)
 
 
 def submit(cluster: SlurmCluster, cwd: Path, *args: str) -> str:
@@ -236,7 +237,7 @@ def test_logs_follow_stops_cleanly_on_ctrl_c(slurm_cluster: SlurmCluster, tmp_pa
         printed = tmp_path / "follow.out"
         with printed.open("w") as out:
             follow = subprocess.Popen(
-                [sys.executable, "-m", "slurmgen", "logs", "-f", job],
+                slurmgen_argv("logs", "-f", job),
                 cwd=tmp_path, env=slurm_cluster.env, stdout=out, stderr=subprocess.PIPE, text=True,
                 preexec_fn=ctrl_c_as_at_a_terminal,
             )  # fmt: skip

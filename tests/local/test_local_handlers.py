@@ -5,14 +5,13 @@ tests/runtime/test_handlers_cluster.py."""
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen, slurmgen_argv
 from runtime.runtime_helpers import without_steering
 
 from slurmgen import run_history
@@ -33,7 +32,7 @@ class LocalJob:
         (cwd / "job.yaml").write_text(spec)
         with open(cwd / "runner.err", "wb") as err:
             self.proc = subprocess.Popen(
-                [PY, "-m", "slurmgen", "run", "job.yaml", *args], cwd=cwd, env=without_steering(), stderr=err
+                slurmgen_argv("run", "job.yaml", *args), cwd=cwd, env=without_steering(), stderr=err
             )
 
     @property
@@ -73,10 +72,9 @@ class LocalJob:
         return str(self.wait_for(enough, timeout))
 
     def signal(self, sig: str) -> None:
-        done = subprocess.run(
-            [PY, "-m", "slurmgen", "run", "--job", self.job_id(), "--signal", sig],
-            cwd=self.cwd, env=without_steering(), capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        done = run_slurmgen(
+            "run", "--job", self.job_id(), "--signal", sig, cwd=self.cwd, env=without_steering(), timeout=60
+        )
         assert done.returncode == 0, done.stderr
 
     def finish(self, timeout: float = 400) -> int:
@@ -87,16 +85,6 @@ class LocalJob:
 
     def history(self) -> list[run_history.Run]:
         return run_history.runs(run_history.read(str(self.cwd / "logs" / f"job-{self.job_id()}")))
-
-
-@pytest.fixture
-def jobs() -> Iterator[list[LocalJob]]:
-    started: list[LocalJob] = []
-    yield started
-    for job in started:
-        if job.proc.poll() is None:
-            job.proc.send_signal(signal.SIGINT)
-            job.proc.wait(timeout=60)
 
 
 def spec(command: list[str], *, preemption: str = "{}", extra: str = "") -> str:

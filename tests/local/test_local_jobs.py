@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen, slurmgen_argv
 from runtime.runtime_helpers import without_steering
 
 from slurmgen.errors import UsageError
@@ -152,17 +153,13 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
 
 
 def slurmgen(cwd: Path, env: dict[str, str], *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "slurmgen", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
+    result = run_slurmgen(*args, cwd=cwd, env=env, timeout=60)
     assert result.returncode == code, (args, result.stdout, result.stderr)
     return result
 
 
 def start_run(cwd: Path, env: dict[str, str], spec: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "slurmgen", "run", spec], cwd=cwd, env=env, stderr=subprocess.PIPE, text=True
-    )
+    return subprocess.Popen(slurmgen_argv("run", spec), cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
 
 
 def job_number(work: Path) -> str:
@@ -195,9 +192,7 @@ def test_status_logs_history_cancel_on_a_running_local_job(tmp_path: Path) -> No
         assert slurmgen(work, env, "status", "quick").stdout == status  # a spec name: its last job
         assert f"slurmgen: job {n}, run 1" in slurmgen(work, env, "logs", "quick").stdout  # a spec name: its last job
         assert slurmgen(work, env, "logs", job, "--rank", "0").stdout.endswith("rank-0.log <==\nup\n")
-        follow = subprocess.Popen(
-            [sys.executable, "-m", "slurmgen", "logs", "-f", job], cwd=work, env=env, stdout=subprocess.PIPE
-        )
+        follow = subprocess.Popen(slurmgen_argv("logs", "-f", job), cwd=work, env=env, stdout=subprocess.PIPE)
         cancelled = slurmgen(work, env, "cancel", job)
         assert f"cancelling {job}: its runner" in cancelled.stderr
         assert run.wait(timeout=60) == 143
@@ -217,8 +212,7 @@ def test_status_logs_history_cancel_on_a_running_local_job(tmp_path: Path) -> No
     assert "already ended; nothing to cancel" in slurmgen(work, env, "cancel", job).stderr
     slurmgen(work, env, "requeue", job, code=2)
     assert not (tmp_path / "no-slurm" / "called").exists()  # nothing asked Slurm
-    history = [sys.executable, "-m", "slurmgen", "history", n]
-    plain = subprocess.run(history, cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    plain = run_slurmgen("history", n, cwd=work, env=env, timeout=60)
     assert f"note: {n} is Slurm's job {n}; the job run here is {job}" in plain.stderr  # then Slurm is asked
 
 

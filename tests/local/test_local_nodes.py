@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen
 from runtime.runtime_helpers import without_steering
 
 from slurmgen import run_history
@@ -30,8 +31,7 @@ def spec(where: Path, recovery: str) -> str:
 
 
 def run(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "slurmgen", *args], cwd=where, env=without_steering(), capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
+    return run_slurmgen(*args, cwd=where, env=without_steering())
 
 
 def ranks(where: Path) -> list[tuple[str, str, str]]:

@@ -5,14 +5,12 @@ tests/runtime/test_recovery_cluster.py."""
 from __future__ import annotations
 
 import re
-import signal
-import subprocess
 import sys
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen
 
 from local.test_local_handlers import LocalJob, own_command, spec
 from slurmgen import run_history
@@ -26,16 +24,6 @@ STEPS = 100
 def own_port(where: Path) -> str:
     """A rendezvous port of this test's own: other local jobs on the machine take the default one."""
     return f"distributed: {{port: {20000 + zlib.crc32(str(where).encode()) % 9000}}}\n"
-
-
-@pytest.fixture
-def jobs() -> Iterator[list[LocalJob]]:
-    started: list[LocalJob] = []
-    yield started
-    for job in started:
-        if job.proc.poll() is None:
-            job.proc.send_signal(signal.SIGINT)
-            job.proc.wait(timeout=60)
 
 
 def restarts(job: LocalJob) -> list[dict[str, object]]:
@@ -113,11 +101,9 @@ def test_the_kill_rehearsal_kills_the_ranks_program_and_the_step_restarts(tmp_pa
 
 def test_the_kill_rehearsal_refuses_a_rank_the_job_does_not_have(tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(spec([PY, "-c", "pass"]))
-    done = subprocess.run([PY, "-m", "slurmgen", "run", "job.yaml", "--kill-rank", "4", "--after", "1"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = run_slurmgen("run", "job.yaml", "--kill-rank", "4", "--after", "1", cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and "--kill-rank 4: the job has ranks 0 to 3" in done.stderr, done.stderr
-    alone = subprocess.run([PY, "-m", "slurmgen", "run", "job.yaml", "--kill-rank", "1"],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    alone = run_slurmgen("run", "job.yaml", "--kill-rank", "1", cwd=tmp_path, timeout=60)
     assert alone.returncode == 2 and "--kill-rank R and --after SECONDS go together" in alone.stderr
 
 

@@ -5,12 +5,11 @@ tests/local/test_local_recovery.py; these are the others, and what `status` and 
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen
 from runtime.runtime_helpers import without_steering
 
 from local.test_local_handlers import LocalJob, own_command, spec
@@ -22,19 +21,8 @@ PY = sys.executable
 WORKER = Path(__file__).resolve().parents[1] / "runtime" / "preempt_worker.py"
 
 
-@pytest.fixture
-def jobs() -> Iterator[list[LocalJob]]:
-    started: list[LocalJob] = []
-    yield started
-    for job in started:
-        if job.proc.poll() is None:
-            job.proc.kill()
-            job.proc.wait(timeout=60)
-
-
 def slurmgen(job: LocalJob, *args: str) -> str:
-    done = subprocess.run([PY, "-m", "slurmgen", *args], cwd=job.cwd, env=without_steering(), capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = run_slurmgen(*args, cwd=job.cwd, env=without_steering())
     assert done.returncode == 0, done.stderr
     return done.stdout + done.stderr
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen, slurmgen_argv
 from runtime.runtime_helpers import without_steering
 
 from slurmgen import run_history
@@ -22,7 +23,8 @@ from slurmgen.local import jobenv, procs, setup
 from slurmgen.local.fake_scontrol import NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
 from slurmgen.local.runner import fake_wrapper
 from slurmgen.local.srun_args import SrunError, parse_args, step_shape
-from slurmgen.script.step import Shell, srun_words
+from slurmgen.script.shell_words import Shell
+from slurmgen.script.step import srun_words
 from slurmgen.slurm.client import InvalidJobId, JobPending, RequeueDisabled, SlurmClient
 from slurmgen.slurm.hostlist import expand_hostlist
 from slurmgen.slurm.ids import JobState
@@ -263,7 +265,7 @@ def session_procs() -> Iterator[list[subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
     yield started
     for proc in started:
-        procs.signal_group(proc.pid, signal.SIGKILL)
+        procs.signal_process(proc.pid, signal.SIGKILL, group=True)
         proc.wait()
 
 
@@ -370,9 +372,7 @@ def workdir(tmp_path: Path) -> Path:
 
 def slurmgen_run(cwd: Path, *args: str, stderr: Path) -> subprocess.Popen[bytes]:
     with open(stderr, "wb") as err:
-        return subprocess.Popen(
-            [sys.executable, "-m", "slurmgen", "run", "--local", *args], cwd=cwd, env=clean_env(), stderr=err
-        )
+        return subprocess.Popen(slurmgen_argv("run", "--local", *args), cwd=cwd, env=clean_env(), stderr=err)
 
 
 FAST = 'command=[python3, jobs/train_tiny.py, --steps, "300"]'  # no sleep between steps
@@ -509,8 +509,7 @@ def test_a_cancelled_local_job_resumes_from_its_state_to_the_same_weights(
             assert proc.poll() is None and time.monotonic() < deadline, logs_of(cwd)
             time.sleep(0.1)
         n = job_dir(cwd).name.removeprefix("cpu-debug-")  # 1, unless job 1's rendezvous port was taken
-        cancel = subprocess.run([sys.executable, "-m", "slurmgen", "cancel", f"local-{n}"], cwd=cwd, env=clean_env(),
-                                capture_output=True, text=True, timeout=60)  # fmt: skip
+        cancel = run_slurmgen("cancel", f"local-{n}", cwd=cwd, env=clean_env(), timeout=60)
         assert cancel.returncode == 0, cancel.stderr
         assert proc.wait(timeout=120) == 143, logs_of(cwd)
     finally:
@@ -518,8 +517,7 @@ def test_a_cancelled_local_job_resumes_from_its_state_to_the_same_weights(
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
     assert (cwd / "logs" / "state" / f"{n}.state").is_file()  # kept: the job did not complete
-    resumed_run = subprocess.run([sys.executable, "-m", "slurmgen", "resume", "cpu-debug"], cwd=cwd, env=clean_env(),
-                                 capture_output=True, text=True, timeout=600)  # fmt: skip
+    resumed_run = run_slurmgen("resume", "cpu-debug", cwd=cwd, env=clean_env(), timeout=600)
     assert resumed_run.returncode == 0, logs_of(cwd) + resumed_run.stderr
     assert f"resuming local-{n} (CANCELLED) from its saved state: run 2" in resumed_run.stderr
     assert "COMPLETED, exit code 0, 2 runs in" in resumed_run.stderr

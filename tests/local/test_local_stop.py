@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen, slurmgen_argv
 
 from slurmgen import run_history
 
@@ -47,14 +47,7 @@ def test_a_clean_stop_keeps_the_state_and_a_local_resume_continues_from_it(tmp_p
     job = re.findall(r"local job (\d+): cpu-debug", err)[0]
     rank0 = cwd / "logs" / f"cpu-debug-{job}" / "rank-0.log"
     wait_for(rank0, r"saved state to \S+ \(.*periodic\)", proc)
-    sent = subprocess.run(
-        [sys.executable, "-m", "slurmgen", "run", "--local", "--job", job, "--signal", "USR2"],
-        cwd=cwd,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    sent = run_slurmgen("run", "--local", "--job", job, "--signal", "USR2", cwd=cwd, env=clean_env())
     assert sent.returncode == 0, sent.stderr
     assert finish(proc) == 0, logs_of(cwd)
     err = (cwd / "runner.err").read_text()
@@ -66,9 +59,7 @@ def test_a_clean_stop_keeps_the_state_and_a_local_resume_continues_from_it(tmp_p
     assert [e["ended"] for e in end] == ["stopped"]
     # The resume: the job itself comes back (its id, logs and run history continue) from its last periodic save.
     with open(cwd / "resume.err", "wb") as resume_err:
-        again = subprocess.Popen(
-            [sys.executable, "-m", "slurmgen", "resume", f"local-{job}"], cwd=cwd, env=clean_env(), stderr=resume_err
-        )
+        again = subprocess.Popen(slurmgen_argv("resume", f"local-{job}"), cwd=cwd, env=clean_env(), stderr=resume_err)
     assert finish(again) == 0, logs_of(cwd) + (cwd / "resume.err").read_text()
     log = rank0.read_text()
     assert re.search(r"rank 0/2: start at step [1-9]\d* on \S+, run 2", log), log[-3000:]

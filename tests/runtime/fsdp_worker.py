@@ -1,17 +1,21 @@
 """An FSDP2 training job over build_mesh that saves sharded checkpoints and survives preemption.
 
-For tests/test_sharded_checkpoint.py (local rank processes) and for the cluster tests (srun or torchrun through
-the rendered script). Each rank prints milestones on stdout: `READY`, `RESUMED <step> <hash>`, `SAVED <step>`
-(with --report-saves, `SAVED <step> <hash>` on rank 0), `STOP <step> <hash>`, `DONE <step> <hash>`, where
-<hash> is a SHA-256 over the full (gathered) model weights and optimizer state, printed by rank 0 (`-` elsewhere),
-followed by one JSON line at the end. The data of each step is derived from (step, rank): a run that is
-preempted and resumed on the same world sees the same batches as one that never stopped.
+For tests/runtime/checkpoint/test_sharded_checkpoint.py (local rank processes) and for the cluster tests (srun
+or torchrun through the rendered script). Each rank prints milestones on stdout: `READY`, `RESUMED <step> <hash>`,
+`SAVED <step>` (with --report-saves, `SAVED <step> <hash>` on rank 0), `STOP <step> <hash>`,
+`DONE <step> <hash>`, where <hash> is a SHA-256 over the full (gathered) model weights and optimizer state, printed
+by rank 0 (`-` elsewhere), followed by one JSON line at the end. The data of each step is derived from (step,
+rank): a run that is preempted and resumed on the same world sees the same batches as one that never stopped.
 
     python tests/runtime/fsdp_worker.py [--steps N] [--save-every K] [--async-save] [--replicate R]
         [--width W] [--layers L] [--step-time S] [--path P] [--dump FILE] [--report-saves]
+        [--kill-at PHASE[@RANK][#N]]
 
 --replicate R builds an HSDP mesh (dp_replicate=R x dp_shard=world/R); otherwise dp_shard=world.
 --steps 0 only loads (and dumps, with --dump): the resharding tests load on another world size that way.
+--kill-at makes that rank (default: any) SIGKILL itself the N-th time (default: the first) it reaches that phase
+of a sharded save (slurmgen.runtime.checkpoint.dcp_io.PHASES): a real kill, with no handler and no cleanup, on
+whichever thread the save runs.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,6 +34,25 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 from torch.distributed.fsdp import fully_shard
 
 from slurmgen.runtime import ModelOptimizerState, Preemption, build_mesh, destroy, init_distributed
+
+
+def kill_at(wanted: str, rank: int) -> Callable[[str], None] | None:
+    """The save phase hook for --kill-at (Preemption's save_phase), or None without one."""
+    if not wanted:
+        return None
+    where_who, _, nth = wanted.partition("#")
+    where, _, who = where_who.partition("@")
+    seen = 0
+
+    def phase(name: str) -> None:
+        nonlocal seen
+        if name != where or (who and int(who) != rank):
+            return
+        seen += 1
+        if seen == int(nth or 1):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return phase
 
 
 def make_model(width: int, layers: int, device: str) -> torch.nn.Sequential:
@@ -78,6 +103,7 @@ def main() -> None:
     parser.add_argument("--path", default="")
     parser.add_argument("--dump", default="")
     parser.add_argument("--report-saves", action="store_true")
+    parser.add_argument("--kill-at", default="")
     args = parser.parse_args()
 
     info = init_distributed()
@@ -97,7 +123,7 @@ def main() -> None:
         model_sd, optim_sd = full_state(model, opt)
         return digest(model_sd, optim_sd) if rank == 0 else "-"
 
-    pre = Preemption(path=args.path or None)
+    pre = Preemption(path=args.path or None, save_phase=kill_at(args.kill_at, rank))
     state: dict[str, Any] = {"train": ModelOptimizerState(model, opt), "step": 0}
     if pre.load(into=state):
         print(f"RESUMED {state['step']} {report()}", flush=True)

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cli_run import slurmgen_argv
 
 from slurmgen import contract
 
@@ -204,7 +205,7 @@ def test_a_cancelled_job_is_brought_back_by_slurmgen_resume(slurm_cluster, tmp_p
     assert info.state_name == "CANCELLED" and info.restarts == 0, text[-3000:]
     assert len(re.findall(r"saved state to \S+ \(.*, terminated\)", text)) == 1, text[-3000:]
     assert (tmp_path / "logs" / "state" / f"{job}.state").exists()  # kept: the job did not complete
-    result = slurm_cluster.run([PY, "-m", "slurmgen", "resume", job], cwd=tmp_path)
+    result = slurm_cluster.run(slurmgen_argv("resume", job), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "it resumes from its last saved state" in result.stderr, result.stderr
     info = slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.is_terminal, timeout=240)

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import slurmgen_argv
 
 from slurmgen import run_history
 
-from .cluster_jobs import PY, job_history, logs, scancel, spec_text, submit, wait_for_text
+from .cluster_jobs import job_history, logs, scancel, spec_text, submit, wait_for_text
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
 
@@ -36,7 +37,7 @@ def test_a_clean_stop_keeps_the_state_and_resume_brings_the_job_back(slurm_clust
     assert f"job {job} stopped before its work was done (clean-exit): its resume state is kept" in text
     end = [e for e in run_history.read(str(tmp_path / "logs" / f"{name}-{job}")) if e["event"] == "run-end"]
     assert [e["ended"] for e in end] == ["stopped"]
-    result = slurm_cluster.run([PY, "-m", "slurmgen", "resume", job], cwd=tmp_path)
+    result = slurm_cluster.run(slurmgen_argv("resume", job), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     info = slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.is_terminal, timeout=240)
     text = logs(tmp_path, name, job)

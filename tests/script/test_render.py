@@ -1,7 +1,8 @@
 """Every example in jobs/ renders byte-for-byte to its golden script, passes bash -n and shellcheck, and reads
 back (with Slurm's own directive rules) to exactly the options slurmgen meant to write.
 
-Refresh the golden scripts after an intended change with: SLURMGEN_UPDATE_GOLDEN=1 python -m pytest tests/test_render.py
+Refresh the golden scripts after an intended change with:
+SLURMGEN_UPDATE_GOLDEN=1 python -m pytest tests/script/test_render.py
 """
 
 from __future__ import annotations

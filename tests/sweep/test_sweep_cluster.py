@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen
 from conftest import _skip_or_fail, _tail, cluster_unavailable
 from slurm_versions import DOWN, UP, Users
 
@@ -58,9 +59,7 @@ def small_arrays() -> Iterator[dict[str, str]]:
 
 
 def cli(env: dict[str, str], cwd: Path, *args: str, check: bool = True) -> str:
-    result = subprocess.run(
-        [PY, "-m", "slurmgen", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=60, check=False
-    )
+    result = run_slurmgen(*args, cwd=cwd, env=env, timeout=60)
     assert result.returncode == 0 or not check, f"slurmgen {' '.join(args)}: {result.stderr}"
     return result.stdout
 

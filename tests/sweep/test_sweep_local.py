@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen
 
 from slurmgen.slurm.client import clean_submit_env
 
@@ -23,9 +24,7 @@ def run(tmp: Path, text: str) -> subprocess.CompletedProcess[str]:
     path = tmp / "job.yaml"
     path.write_text(text)
     env = clean_submit_env(os.environ) | {"SLURMGEN_HOME": str(tmp / ".slurmgen")}
-    return subprocess.run(
-        [PY, "-m", "slurmgen", "run", str(path)], capture_output=True, text=True, cwd=tmp, env=env, timeout=120
-    )
+    return run_slurmgen("run", str(path), cwd=tmp, env=env)
 
 
 def records(tmp: Path) -> list[dict[str, object]]:

@@ -9,7 +9,7 @@ from slurmgen.cli.app import main
 from slurmgen.errors import SpecError
 from slurmgen.spec.load import load_text
 from slurmgen.spec.model import JobSpec
-from slurmgen.spec.sweep import fill, split_template
+from slurmgen.spec.sweep_points import fill, split_template
 
 HEAD = "name: sw\ntime: '10'\n"
 

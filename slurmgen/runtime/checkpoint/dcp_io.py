@@ -16,7 +16,6 @@ and rank 0 may commit the directory.
 from __future__ import annotations
 
 import functools
-import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -127,24 +126,3 @@ def describe_failure(exc: BaseException, directory: str | None = None) -> str:
         first = (str(error).strip().splitlines() or [""])[0][:200]
         parts.append(f"rank {rank}: {type(error).__name__}: {first}")
     return "; ".join(parts)
-
-
-def kill_hook(environ: dict[str, str], variable: str, rank: Callable[[], int]) -> Phase:
-    """For fault tests: `<variable>=PHASE[@RANK][#N]` makes that rank (default: any) SIGKILL itself the N-th
-    time (default: the first) it reaches that phase of a sharded save: a real kill, with no handler and no
-    cleanup, on whichever thread the save runs."""
-    wanted, _, nth = environ.get(variable, "").strip().partition("#")
-    where, _, who = wanted.partition("@")
-    seen = 0
-
-    def phase(name: str) -> None:
-        nonlocal seen
-        if name != where or (who and int(who) != rank()):
-            return
-        seen += 1
-        if seen == int(nth or 1):
-            import signal
-
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return phase

@@ -18,15 +18,14 @@ import contextlib
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from slurmgen.runtime import state as disk
 from slurmgen.runtime.checkpoint import candidates, dcp_io, layout, state_tree, trust
 from slurmgen.runtime.checkpoint.candidates import NONE, PLAIN
 from slurmgen.runtime.checkpoint.commit import CheckpointError
-
-if TYPE_CHECKING:
-    from slurmgen.runtime.checkpoint.store import CheckpointStore
+from slurmgen.runtime.checkpoint.settings import StoreSettings
+from slurmgen.runtime.peers import Peers
 
 _FOREIGN = object()  # a whole state of another job or spec, at the job-keyed default location: not resumed
 
@@ -35,8 +34,19 @@ class _Unusable(Exception):
     """This state cannot be read (on some rank); the message is one phrase."""
 
 
+class LoadSource(Protocol):
+    """What loading reads of the store that calls it (store.py's CheckpointStore): where, whose, the ranks."""
+
+    directory: str
+    name: str
+    settings: StoreSettings
+    peers: Peers
+
+    def _warn(self, message: str) -> None: ...
+
+
 class Loader:
-    def __init__(self, store: CheckpointStore) -> None:
+    def __init__(self, store: LoadSource) -> None:
         self.store = store
 
     def load(self, into: Any) -> Any:

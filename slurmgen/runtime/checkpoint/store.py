@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from slurmgen import atomic
@@ -26,30 +25,18 @@ from slurmgen.runtime.checkpoint import commit, dcp_io, layout, loading, state_t
 from slurmgen.runtime.checkpoint.background import BackgroundSaves, PendingSave
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.record import SaveRecord
+from slurmgen.runtime.checkpoint.settings import StoreSettings
 from slurmgen.runtime.peers import Peers
 
-# Test hook (fault tests only): `PHASE` or `PHASE@RANK` SIGKILLs that rank at that phase of a sharded save;
-# phases are dcp_io.PHASES, and the two commit phases happen on rank 0 only.
-KILL_AT = "SLURMGEN_TEST_KILL_AT"
 FORMAT = 1
+
+
+def _no_phase(name: str) -> None:
+    pass
 
 
 def _log(message: str) -> None:
     print(f"slurmgen: {message}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True)
-class StoreSettings:
-    """What a store keeps and accepts: whose state it is, how many checkpoints stay, how files are read."""
-
-    key: str  # this job's key: the default file name and the owner written into every state
-    spec_hash: str = ""  # the spec the state belongs to ("" outside slurmgen's script)
-    run: int = 0  # this run's restart count
-    keep: int = 2  # complete sharded checkpoints kept
-    named: bool = False  # a path the user named: resumed whoever wrote it
-    weights_only: bool = True  # torch.load's safe loader
-    crc32: bool = False  # torch's per-tensor checksum in a plain state file
-    resume_from: str | None = None  # another job key whose state to start from when this job has none
 
 
 class SaveListener(Protocol):
@@ -77,8 +64,9 @@ class CheckpointStore:
         self.last: SaveRecord | None = None  # the newest save known durable on this rank
         self._listener = listener
         self._failure: CheckpointError | None = None  # a background save's, raised at the next save or wait
-        # Called at each phase of a sharded save (dcp_io.PHASES): the fault tests' kill switch by default.
-        self._phase = phase or dcp_io.kill_hook(dict(os.environ), KILL_AT, lambda: peers.rank)
+        # Called at each phase of a sharded save (dcp_io.PHASES; the two commit phases on rank 0 only), on the
+        # thread that saves: where a fault test kills a rank. Nothing by default.
+        self._phase: dcp_io.Phase = phase or _no_phase
         self._staging: Any = None  # torch's stager, made by the first background save
         self._background = BackgroundSaves()
 

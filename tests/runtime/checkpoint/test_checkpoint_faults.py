@@ -27,18 +27,6 @@ from .test_checkpoint_store import Gate, make_store
 pytestmark = pytest.mark.torch
 
 
-@pytest.fixture()
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs of its own (we are root in CI), unmounted at teardown."""
-    mount = tmp_path / "fs"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def test_a_sweep_leaves_the_saves_in_flight_of_another_name_alone(tmp_path: Path, torch_module: Any) -> None:
     """`ckpt` and `ckpt.v2` in one directory: starting `ckpt` must not delete `ckpt.v2`'s saves in progress."""
     torch = torch_module
@@ -111,17 +99,17 @@ def test_a_leftover_that_cannot_be_deleted_is_a_warning_not_a_failed_start(
 
 
 def test_a_read_only_state_directory_is_a_warning_at_start(
-    small_fs: Path, torch_module: Any, capsys: pytest.CaptureFixture[str]
+    small_tmpfs: Path, torch_module: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (small_fs / ".77.state.000002.0badc0de.tmp").mkdir()
-    (small_fs / ".77.state.000002.0badc0de.tmp" / ".metadata").write_bytes(b"m")
-    (small_fs / ".77.state.a1b2c3d4.tmp").write_bytes(b"x")
-    subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
-    assert make_store(small_fs).sweep() == []
+    (small_tmpfs / ".77.state.000002.0badc0de.tmp").mkdir()
+    (small_tmpfs / ".77.state.000002.0badc0de.tmp" / ".metadata").write_bytes(b"m")
+    (small_tmpfs / ".77.state.a1b2c3d4.tmp").write_bytes(b"x")
+    subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
+    assert make_store(small_tmpfs).sweep() == []
     err = capsys.readouterr().err
     assert err.count("Read-only file system; it stays") == 2, err
-    assert os.path.isdir(small_fs / ".77.state.000002.0badc0de.tmp")
-    assert layout.sweep_dirs(str(small_fs), "77.state") == []  # the batch shell's call: no warning asked, no raise
+    assert os.path.isdir(small_tmpfs / ".77.state.000002.0badc0de.tmp")
+    assert layout.sweep_dirs(str(small_tmpfs), "77.state") == []  # the batch shell's call: no warning asked, no raise
 
 
 def fill(directory: Path) -> None:
@@ -137,14 +125,14 @@ def fill(directory: Path) -> None:
 
 
 def test_a_background_save_on_a_full_disk_is_reported_at_once_and_raised_at_the_next_call(
-    small_fs: Path, torch_module: Any, capsys: pytest.CaptureFixture[str]
+    small_tmpfs: Path, torch_module: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     torch = torch_module
     failures: list[tuple[str, bool]] = []
-    store = make_store(small_fs, on_failure=lambda line, background: failures.append((line, background)))
+    store = make_store(small_tmpfs, on_failure=lambda line, background: failures.append((line, background)))
     first = store.save({"w": torch.full((50_000,), 1.0)}, "periodic", async_=True, sharded=False)  # 200 kB
     assert isinstance(first, PendingSave) and first.wait(60) is not None
-    fill(small_fs)
+    fill(small_tmpfs)
     capsys.readouterr()
     second = store.save({"w": torch.full((50_000,), 2.0)}, "periodic", async_=True, sharded=False)
     assert isinstance(second, PendingSave)
@@ -153,7 +141,7 @@ def test_a_background_save_on_a_full_disk_is_reported_at_once_and_raised_at_the_
     # Reported at once, on its own, in one line that names the cause.
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
-    assert err[0].startswith(f"slurmgen: saving the state in the background to {small_fs / '77.state'} failed: ")
+    assert err[0].startswith(f"slurmgen: saving the state in the background to {small_tmpfs / '77.state'} failed: ")
     assert "the disk is full (" in err[0] and err[0].endswith("; the previous state stays")
     assert failures == [(err[0].removeprefix("slurmgen: "), True)]
     # The next save raises it (and writes nothing); the one after that tries again, and fails the same way.
@@ -169,29 +157,29 @@ def test_a_background_save_on_a_full_disk_is_reported_at_once_and_raised_at_the_
     assert loaded is not None and float(loaded["w"][0]) == 1.0  # the previous state stays
 
 
-def test_a_plain_save_on_a_full_disk_names_the_cause(small_fs: Path, torch_module: Any) -> None:
-    store = make_store(small_fs)
-    fill(small_fs)
+def test_a_plain_save_on_a_full_disk_names_the_cause(small_tmpfs: Path, torch_module: Any) -> None:
+    store = make_store(small_tmpfs)
+    fill(small_tmpfs)
     # torch's own error is `RuntimeError: [enforce fail at inline_container.cc:...] unexpected pos ...`.
     with pytest.raises(
         CheckpointError,
         match=r"failed: the disk is full \(\d+ KiB free .*\(RuntimeError: .*; there is no previous state$",
     ):
         store.save({"w": torch_module.ones(100_000)}, "periodic", async_=False, sharded=False)
-    assert sorted(p.name for p in small_fs.iterdir()) == ["filler"]  # nothing half-written left
+    assert sorted(p.name for p in small_tmpfs.iterdir()) == ["filler"]  # nothing half-written left
 
 
-def test_a_plain_save_to_a_read_only_directory_names_the_cause(small_fs: Path, torch_module: Any) -> None:
-    subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+def test_a_plain_save_to_a_read_only_directory_names_the_cause(small_tmpfs: Path, torch_module: Any) -> None:
+    subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)], check=True)
     with pytest.raises(CheckpointError, match=r"failed: the file system is read-only \(OSError: \[Errno 30\]"):
-        make_store(small_fs).save({"w": torch_module.ones(10)}, "periodic", async_=False, sharded=False)
+        make_store(small_tmpfs).save({"w": torch_module.ones(10)}, "periodic", async_=False, sharded=False)
 
 
-def test_a_sharded_save_on_a_full_disk_names_the_cause(small_fs: Path, torch_module: Any) -> None:
-    store = make_store(small_fs)
+def test_a_sharded_save_on_a_full_disk_names_the_cause(small_tmpfs: Path, torch_module: Any) -> None:
+    store = make_store(small_tmpfs)
     store.save({"w": torch_module.ones(1000)}, "periodic", async_=False, sharded=True)
-    fill(small_fs)
+    fill(small_tmpfs)
     # torch's own error is `RuntimeError: [enforce fail at inline_container.cc:...] unexpected pos ...`.
     with pytest.raises(CheckpointError, match=r"failed: rank 0: the disk is full \(.*; the previous checkpoint stays$"):
         store.save({"w": torch_module.ones(1_000_000)}, "periodic", async_=False, sharded=True)
-    assert sorted(p.name for p in small_fs.iterdir()) == ["77.state.000001", "filler"]
+    assert sorted(p.name for p in small_tmpfs.iterdir()) == ["77.state.000001", "filler"]

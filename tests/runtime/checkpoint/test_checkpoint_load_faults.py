@@ -16,7 +16,8 @@ from ranks import Launcher
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.runtime.checkpoint import layout
 from slurmgen.runtime.checkpoint.commit import CheckpointError
-from slurmgen.runtime.checkpoint.store import CheckpointStore, StoreSettings
+from slurmgen.runtime.checkpoint.settings import StoreSettings
+from slurmgen.runtime.checkpoint.store import CheckpointStore
 from slurmgen.runtime.peers import Peers
 
 from .test_checkpoint_store import make_store

@@ -4,8 +4,6 @@ as the state directory. The launcher and its recording `scontrol` are test_preem
 from __future__ import annotations
 
 import signal
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +17,9 @@ from .test_checkpoint_faults import fill
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 
-@pytest.fixture()
-def full_state_dir(tmp_path: Path) -> Iterator[Path]:
-    """The launcher's state directory, a 1 MiB tmpfs (filled by the test when it chooses)."""
-    state = tmp_path / "state"
-    state.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(state)], check=True)
-    try:
-        yield state
-    finally:
-        subprocess.run(["umount", "-l", str(state)], check=False)
-
-
 def test_a_stop_save_on_a_full_disk_keeps_the_previous_state_requeues_and_tells_every_rank(
     launch: Any,  # noqa: F811 - test_preemption's fixture
-    full_state_dir: Path,
+    small_tmpfs: Path,
     tmp_path: Path,
 ) -> None:
     hold = tmp_path / "hold"
@@ -42,15 +28,15 @@ def test_a_stop_save_on_a_full_disk_keeps_the_previous_state_requeues_and_tells_
     for rank in (0, 1):
         job.wait_for("HELD", rank)
     assert "SAVED 0" in job.out(0)
-    saved = (full_state_dir / "77.state").read_bytes()
-    fill(full_state_dir)
+    saved = (small_tmpfs / "77.state").read_bytes()
+    fill(small_tmpfs)
     job.signal(signal.SIGUSR1, rank=0)
     job.wait_for("GOT rank=0 USR1", 0)
     hold.unlink()
     assert job.wait() == [0, 0], job.err(0)[-3000:]
     # rank 0: one line naming the cause, then the requeue as planned.
     failed = [line for line in job.err(0).splitlines() if "failed: the disk is full" in line]
-    assert len(failed) == 1 and failed[0].startswith(f"slurmgen: saving the state to {full_state_dir / '77.state'}")
+    assert len(failed) == 1 and failed[0].startswith(f"slurmgen: saving the state to {small_tmpfs / '77.state'}")
     assert failed[0].endswith("; the previous state stays")
     assert "Traceback" not in job.err(0) and "inline_container" in failed[0]
     assert job.calls() == ["requeue Incomplete 77"]
@@ -58,7 +44,7 @@ def test_a_stop_save_on_a_full_disk_keeps_the_previous_state_requeues_and_tells_
     assert "rank 1: rank 0 could not save the state at the stop: saving the state to" in job.err(1)
     assert "did not finish its save" not in job.err(1)
     # The previous complete state is kept, byte for byte, and the failure is in the run history.
-    assert (full_state_dir / "77.state").read_bytes() == saved
+    assert (small_tmpfs / "77.state").read_bytes() == saved
     events = run_history.read(str(tmp_path / "logs"))
     (event,) = [e for e in events if e["event"] == run_history.SAVE_FAILED]
     assert "the disk is full" in event["error"] and event["background"] is False

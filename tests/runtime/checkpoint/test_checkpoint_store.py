@@ -17,7 +17,8 @@ from slurmgen.runtime.checkpoint.background import PendingSave
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.dcp_io import BEFORE_COMMIT
 from slurmgen.runtime.checkpoint.record import SaveRecord
-from slurmgen.runtime.checkpoint.store import CheckpointStore, StoreSettings
+from slurmgen.runtime.checkpoint.settings import StoreSettings
+from slurmgen.runtime.checkpoint.store import CheckpointStore
 from slurmgen.runtime.peers import Peers
 
 pytestmark = pytest.mark.torch

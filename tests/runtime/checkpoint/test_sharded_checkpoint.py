@@ -21,7 +21,6 @@ from ranks import Launcher, Ranks, recording_scontrol
 from runtime.runtime_helpers import base_env, free_port
 from slurmgen import contract
 from slurmgen.runtime.checkpoint import layout
-from slurmgen.runtime.checkpoint.store import KILL_AT
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
@@ -156,7 +155,7 @@ def test_a_kill_at_each_phase_of_a_save_keeps_a_complete_checkpoint(
     state = tmp_path / "state"
     victim = int(phase.split("@")[1])
     args = ["--steps", "40", "--save-every", "2", "--report-saves", "--step-time", "0.05"]
-    run = launch(2, *args, *(["--async-save"] if background else []), env={KILL_AT: f"{phase}#2"})
+    run = launch(2, *args, *(["--async-save"] if background else []), "--kill-at", f"{phase}#2")
     codes = run.wait()
     assert codes[victim] == -signal.SIGKILL
     # The survivor leaves at once with one line, not after the process-group timeout (600 s): from the thread that
