@@ -1,10 +1,11 @@
 """The manual (docs/) builds with MkDocs in strict mode, where a link to a missing page or anchor is an error; the
-README's links reach real pages and anchors; every bash block parses and passes shellcheck, every YAML block loads,
-and every spec among them validates; the spec page names every field of the schema. Running blocks: test_readme.py.
-"""
+README's links reach real pages and anchors; every bash block parses and passes shellcheck, and its commands that
+touch nothing run; every YAML block loads, and every spec among them validates; the spec page names every field of
+the schema. The blocks that need an install or a job run in tests/test_readme.py."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -99,6 +100,29 @@ def test_every_bash_block_parses_and_passes_shellcheck(block: DocBlock) -> None:
         [shellcheck, "--shell=bash", "--exclude=SC1091", "-"], input=block.code, capture_output=True, text=True
     )
     assert checked.returncode == 0, f"{block.where()}:\n{checked.stdout}"
+
+
+# The commands of the bash blocks that touch nothing: they run here, in a directory with a copy of jobs/.
+SAFE = ("slurmgen render ", "slurmgen validate ", "slurmgen schema")
+SAFE_COMMANDS = [
+    (block, line.split("  #")[0].strip())
+    for block in BASH
+    for line in block.code.splitlines()
+    if line.startswith(SAFE) or (line.startswith("slurmgen submit ") and "--dry-run" in line.split("#")[0])
+]
+
+
+def test_the_bash_blocks_commands_that_touch_nothing_run(tmp_path: Path) -> None:
+    assert len(SAFE_COMMANDS) >= 3, SAFE_COMMANDS
+    shutil.copytree(REPO / "jobs", tmp_path / "jobs")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for block, command in SAFE_COMMANDS:
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, f"{block.where()}: {command}\n{done.stderr[-2000:]}"
+        assert done.stdout.strip(), f"{block.where()}: {command} printed nothing"
+    assert not (tmp_path / ".slurmgen").exists() and not (tmp_path / "logs").exists(), "a dry run wrote files"
 
 
 YAML = blocks("yaml")
