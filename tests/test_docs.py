@@ -54,6 +54,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.slow  # three more builds of the whole manual: they guard mkdocs.yml's validation settings
 @pytest.mark.parametrize("what", list(BROKEN))
 def test_a_broken_link_fails_the_strict_build(what: str, tmp_path: Path) -> None:
     shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
