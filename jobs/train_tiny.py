@@ -50,7 +50,7 @@ def main() -> None:
     # One parameter tensor: DDP's gradient bucket then holds the same layout before and after its first-step
     # rebuild, so a resumed run sums gradients in exactly the order an uninterrupted one does (bit-identical
     # weights). With several tensors the first step after a resume may round differently in the last bits; see
-    # "Bit-identical resumes with DDP" in slurmgen/runtime/README.md.
+    # "Bit-identical resumes with DDP" in docs/runtime-internals.md.
     model = torch.nn.Linear(8, 1, bias=False)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     state = pre.load()

@@ -5,7 +5,7 @@ checkpoint, and the same final weights as the uninterrupted run, bit for bit.
 "Same" is exact here because nothing in a resumed run differs from the uninterrupted one: each step's data is a
 function of the step (and rank), the framework's checkpoint restores weights, optimizer and step counter exactly
 (float32 written and read back), the tiny model has a single parameter tensor (DDP sums it in one bucket, in the
-same order before and after a resume: slurmgen/runtime/README.md, "Bit-identical resumes with DDP"), and gloo's
+same order before and after a resume: docs/runtime-internals.md, "Bit-identical resumes with DDP"), and gloo's
 all-reduce adds the four ranks' gradients in a fixed order.
 """
 
