@@ -73,7 +73,7 @@ def test_the_watchdog_dumps_a_real_programs_stacks_and_kills_it(tmp_path: Path) 
     import sys
 
     if shutil.which("py-spy") is None:
-        pytest.skip("py-spy is not installed (pip install 'slurmgen[torch]')")
+        pytest.skip("py-spy is not installed (pip install 'slurmgen-torch[torch]')")
     log = tmp_path / "rank-0.log"
     code = "import time\ndef waits_forever():\n    time.sleep(600)\nprint('step', flush=True)\nwaits_forever()\n"
     with open(log, "w") as out:
