@@ -21,6 +21,16 @@ from typing import Any
 TORCHRUN_MODULE = "torch.distributed.run"
 
 
+# torch/distributed/elastic/agent/server/api.py: on a SignalException the agent shuts its workers down with
+# PContext.close(death_sig), whose timeout defaults to 30 s before SIGKILL (multiprocessing/api.py).
+WORKER_SHUTDOWN_TIMEOUT = 30
+
+
+def agent_stopped_line(node: str, name: str) -> str:
+    return (f"slurmgen: torchrun agent on {node} stopped by {name}: it passed {name} on to its workers and gave "
+            f"them up to {WORKER_SHUTDOWN_TIMEOUT} s to end before SIGKILL")  # fmt: skip
+
+
 def is_torchrun(command: Sequence[str]) -> bool:
     """`python3 -m torch.distributed.run ...`: the agent the rendered step starts (slurmgen.script.step)."""
     return (
@@ -59,7 +69,7 @@ def run(args: Sequence[str], err: Callable[[str], object]) -> int:
     except api.SignalException as exc:
         name = signal.Signals(exc.sigval).name
         node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
-        err(f"slurmgen: torchrun agent on {node} stopped by {name}: its workers got {name} and its shutdown time")
+        err(agent_stopped_line(node, name))
         return 128 + int(exc.sigval)
     except ChildFailedError as exc:  # a worker failed: torchrun's own summary (ranks, exit codes, error files)
         err(str(exc))

@@ -471,7 +471,7 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     slow = FAST.replace("]", ', --step-time, "0.05"]')
     err = run_to_completion(cwd, "--set", slow, "--preempt-after", after)
     assert f"SIGCONT, SIGUSR1 to the batch shell at {after} s of run 1 (preemption rehearsal)" in err
-    assert re.search(r"requeue requested \(job=\d+ incomplete=1", err)  # the runtime's scontrol requeue Incomplete
+    assert re.search(r"requeue requested \(scontrol requeue Incomplete \d+, from pid \d+ at \d\d:\d\d:\d\d\)", err)
     assert "run 2 started with SLURM_RESTART_COUNT=1" in err
     assert "COMPLETED, exit code 0, 2 runs in" in err
     assert "DUE TO JOB REQUEUE" in job_dir(cwd).with_suffix(".log").read_text()

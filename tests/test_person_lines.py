@@ -1,0 +1,38 @@
+"""Issue 32 item 8: lines a person reads carry words, not raw internals (a record's key=value fields, epoch
+seconds, a sentence cut short, "1 workers")."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from runtime.runtime_helpers import ROOT
+
+from slurmgen.local import setup
+from slurmgen.local.fake_scontrol import requeue_request_text
+from slurmgen.task.torchrun_agent import agent_stopped_line
+
+
+def test_a_requeue_request_reads_as_the_command_who_and_when() -> None:
+    at = 1795770211
+    clock = time.strftime("%H:%M:%S", time.localtime(at))
+    assert requeue_request_text(f"job=2 incomplete=1 pid=9709 time={at}") == (
+        f"scontrol requeue Incomplete 2, from pid 9709 at {clock}"
+    )
+    assert requeue_request_text("job=2_3 incomplete=0 pid=5 time=x") == "scontrol requeue 2_3, from pid 5"
+    assert requeue_request_text("") == "scontrol requeue ?"
+
+
+def test_the_torchrun_agents_stop_line_is_a_whole_sentence() -> None:
+    line = agent_stopped_line("node3", "SIGTERM")
+    assert line == (
+        "slurmgen: torchrun agent on node3 stopped by SIGTERM: it passed SIGTERM on to its workers and gave them up "
+        "to 30 s to end before SIGKILL"
+    )
+
+
+@pytest.mark.parametrize(("gpus", "word"), [("1", "1 task per node"), ("2", "2 tasks per node")])
+def test_a_cpu_fallback_note_counts_in_words(monkeypatch: pytest.MonkeyPatch, gpus: str, word: str) -> None:
+    monkeypatch.chdir(ROOT)
+    loaded = setup.load("jobs/gpu-1node-8gpu.yaml", setup.Options(overrides=(f"gpus_per_node={gpus}",)), [])
+    assert f"keeping {word}" in loaded.notes[0], loaded.notes
