@@ -651,6 +651,10 @@ def test_signal_before_the_limit_then_the_limit_itself(tmp_path: Path) -> None:
     assert "SIGKILL to the processes still running" in err and "TIMEOUT, exit code 124" in err
     batch = (tmp_path / "logs" / "stubborn-1.log").read_text()
     assert batch.index("batch shell received SIGUSR1") < batch.index("DUE TO TIME LIMIT")
+    # Issue 32 item 8: times a person reads are local date and time, as history prints them, not epoch seconds.
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+    assert re.search(rf"run 1, started at {stamp}, nodes ", batch), batch
+    assert re.search(rf"batch shell received SIGUSR1 at {stamp}\n", batch), batch
 
 
 ESCAPER = """\
