@@ -271,9 +271,9 @@ def status_command(
             print(st.table([*extra, *ran]))
             return
         extra += ran
-    from slurmgen.jobs.history import last_failing
+    from slurmgen.jobs.history import last_failing, step_restarts
 
-    rows, unknown = st.rows_for(targets, client, failing=last_failing)
+    rows, unknown = st.rows_for(targets, client, failing=last_failing, step_restarts=step_restarts)
     if unknown and not rows:
         raise unknown_job(unknown[0].job)
     print(st.table([*rows, *extra]))

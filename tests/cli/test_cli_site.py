@@ -170,6 +170,25 @@ def test_status_warns_once_when_the_last_save_does_not_fit(fake: FakeSlurm, caps
     assert run(capsys, "status", "16")[2] == ""  # its save fits
 
 
+def test_status_shows_the_requeues_and_the_step_restarts_apart(
+    fake: FakeSlurm, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32 item 8: RESTARTS showed Slurm's count (requeues) as 0 for a job whose step was restarted twice
+    inside its allocation; the run history's restarts now have their own column."""
+    from slurmgen import run_history
+
+    log_dir = str(submitted(fake, capsys))
+    write_three_runs(Path(log_dir))
+    for at in (10, 20):
+        run_history.append(log_dir, "batch-shell", run_history.RESTART, 1, T0 + at, cause="crash", rank=1)
+    fake.on("scontrol", out=(DATA / "show-job-o-completed.out").read_text())
+    code, out, _ = run(capsys, "status")
+    head, row = out.splitlines()[:2]
+    assert code == 0 and "REQUEUES  STEP RESTARTS" in head, out
+    assert row[head.index("STEP RESTARTS") :].split()[0] == "2", out
+    assert row[head.index("REQUEUES") :].split()[0] == "0", out
+
+
 def test_history_times_are_local_clock_times(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:
     write_three_runs(submitted(fake, capsys))
     first = run(capsys, "history", "15")[1].splitlines()[1]
