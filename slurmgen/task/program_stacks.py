@@ -8,7 +8,7 @@ while the main thread is blocked in C: a sleep, a lock, a collective (faulthandl
 "dump_traceback ... can be called in a signal handler"). It cannot answer a stopped process (SIGSTOP), nor a
 program that is not Python or runs with -E, -I or -S (python_hook.hooks_python).
 
-Where the dump goes: a file of the supervisor's, deleted at once (no directory entry, nothing to clean up), whose
+Where the dump goes: a file of the supervisor's without a name (O_TMPFILE: nothing to clean up), whose
 descriptor the program inherits. Both hold the same open file, so what the program writes the supervisor reads
 back with pread at the offsets it grew by.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 
@@ -36,8 +35,7 @@ class ProgramStacks:
     """The supervisor's end: the file the program's faulthandler writes to, and asking for one dump."""
 
     def __init__(self) -> None:
-        self.file = tempfile.TemporaryFile(prefix="slurmgen-stacks-")  # noqa: SIM115 (open for the program's life)
-        self.fd = self.file.fileno()
+        self.fd = _unnamed_file()
 
     def env(self, env: Mapping[str, str]) -> dict[str, str]:
         """The program's environment with the hook's orders: the descriptor and the signal to register."""
@@ -64,7 +62,20 @@ class ProgramStacks:
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
-            self.file.close()
+            os.close(self.fd)
+
+
+def _unnamed_file() -> int:
+    """A file without a name in $TMPDIR (or /tmp), open for reading and writing. By hand rather than with
+    `tempfile`, whose import (random) costs the supervisor's start tens of ms on a busy node. Raises OSError."""
+    folder = os.environ.get("TMPDIR") or "/tmp"
+    try:
+        return os.open(folder, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    except OSError:  # a file system without O_TMPFILE (open(2)): create it exclusively, then remove its name
+        path = os.path.join(folder, f"slurmgen-stacks-{os.getpid()}-{time.monotonic_ns()}")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        os.unlink(path)
+        return fd
 
 
 def _stopped(pid: int) -> bool:

@@ -193,8 +193,11 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     if python and watchdog.watches(plan.env, plan.rank):
         from slurmgen.task.program_stacks import ProgramStacks
 
-        stacks = ProgramStacks()
-        plan = replace(plan, env=hook_path(stacks.env(plan.env)), stacks_fd=stacks.fd)
+        try:
+            stacks = ProgramStacks()
+            plan = replace(plan, env=hook_path(stacks.env(plan.env)), stacks_fd=stacks.fd)
+        except OSError as exc:  # no temporary file: the watchdog still runs, with py-spy only
+            say(f"no file for the program's own stack dumps ({exc.strerror}); a hang's stacks need py-spy")
 
     if extra := watchdog.nccl_trace_env(plan.env):
         plan = dataclasses.replace(plan, env={**plan.env, **extra})
