@@ -10,7 +10,7 @@ from runtime.runtime_helpers import ROOT
 
 from slurmgen.local import setup
 from slurmgen.local.fake_scontrol import requeue_request_text
-from slurmgen.task.torchrun_agent import agent_stopped_line
+from slurmgen.task.torchrun_agent import agent_stopped_line, shutdown_timeout
 
 
 def test_a_requeue_request_reads_as_the_command_who_and_when() -> None:
@@ -24,11 +24,12 @@ def test_a_requeue_request_reads_as_the_command_who_and_when() -> None:
 
 
 def test_the_torchrun_agents_stop_line_is_a_whole_sentence() -> None:
-    line = agent_stopped_line("node3", "SIGTERM")
+    line = agent_stopped_line("node3", "SIGTERM", shutdown_timeout(["--nnodes=2", "--shutdown-timeout=300", "x"]))
     assert line == (
         "slurmgen: torchrun agent on node3 stopped by SIGTERM: it passed SIGTERM on to its workers and gave them up "
-        "to 30 s to end before SIGKILL"
+        "to 300 s to end before SIGKILL"
     )
+    assert shutdown_timeout(["--shutdown-timeout", "90"]) == "90" and shutdown_timeout([]) == "30"  # torchrun's
 
 
 @pytest.mark.parametrize(("gpus", "word"), [("1", "1 task per node"), ("2", "2 tasks per node")])
