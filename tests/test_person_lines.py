@@ -3,12 +3,18 @@ seconds, a sentence cut short, "1 workers")."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from runtime.runtime_helpers import ROOT
 
-from slurmgen.local import setup
+from slurmgen.local import procs, setup
 from slurmgen.local.fake_scontrol import requeue_request_text
 from slurmgen.task.torchrun_agent import agent_stopped_line, shutdown_timeout
 
@@ -37,3 +43,31 @@ def test_a_cpu_fallback_note_counts_in_words(monkeypatch: pytest.MonkeyPatch, gp
     monkeypatch.chdir(ROOT)
     loaded = setup.load("jobs/gpu-1node-8gpu.yaml", setup.Options(overrides=(f"gpus_per_node={gpus}",)), [])
     assert f"keeping {word}" in loaded.notes[0], loaded.notes
+
+
+def test_the_kill_rehearsal_picks_the_program_not_a_supervisor_started_with_its_rank(tmp_path: Path) -> None:
+    """Under torchrun the agent starts each worker's supervisor with RANK set; `--kill-rank` killed that supervisor,
+    the program died unrecorded with it, and the restart's history note named no rank. The program is the target,
+    so its supervisor records the failure with the rank (srun's launcher already worked so)."""
+    from runtime.runtime_helpers import base_env
+
+    from slurmgen.local import rehearse
+
+    program = f"{sys.executable} -c 'import time; print(1, flush=True); time.sleep(60)'"
+    root = subprocess.Popen(
+        ["sh", "-c", f"RANK=2 WORLD_SIZE=4 {sys.executable} -m slurmgen.task -- {program}; :"],
+        env={k: v for k, v in base_env().items() if k not in ("RANK", "WORLD_SIZE")},
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert root.stdout is not None and root.stdout.readline() == b"1\n"
+        [found] = rehearse.programs_of_rank(root.pid, 2)
+        assert not rehearse.is_supervisor(found)
+        with open(f"/proc/{found}/cmdline", "rb") as handle:
+            assert b"time.sleep(60)" in handle.read()
+    finally:
+        root.kill()
+        for pid in procs.descendants([root.pid]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        root.wait()
