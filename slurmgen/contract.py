@@ -62,6 +62,10 @@ READY_DIR = ".ready-run"
 # handler: program, a Python program: the signal number its start-up hook unblocks once the program installs a
 # handler for it (slurmgen.task.python_hook; the hook reads the name as its own constant).
 UNBLOCK_ON_HANDLER = "SLURMGEN_UNBLOCK_ON_HANDLER"
+# A Python program under the hang watchdog: the descriptor and signal its start-up hook registers faulthandler on,
+# so the supervisor can ask for its stacks without py-spy (slurmgen.task.program_stacks; the hook has its own copy).
+STACKS_FD = "SLURMGEN_STACKS_FD"
+STACKS_SIGNAL = "SLURMGEN_STACKS_SIGNAL"
 
 # Set by the runtime entry point in each task (never by the user): the standard torch names.
 MASTER_ADDR = "MASTER_ADDR"

@@ -160,7 +160,8 @@ def hang_of(hangs: Sequence[Mapping[str, Any]], ctx: JobContext, history: run_hi
 
 
 def hung_in(stacks_path: str) -> str:
-    """The innermost function of the main thread in the last py-spy dump of a stacks file, or ""."""
+    """The innermost function of the main thread in the last dump of a stacks file (py-spy's, else the program's
+    own faulthandler dump), or ""."""
     try:
         with open(stacks_path, encoding="utf-8", errors="replace") as handle:
             text = handle.read()
@@ -168,7 +169,11 @@ def hung_in(stacks_path: str) -> str:
         return ""
     part = text.rsplit('"MainThread"', 1)
     if len(part) < 2:
-        return ""
+        # Without py-spy, the program's own faulthandler dump (slurmgen/task/program_stacks.py): the thread that
+        # took the signal, sent to the process, is its main thread (Linux tries the thread-group leader first).
+        own = text.rsplit("Current thread ", 1)
+        frames = [line for line in own[-1].splitlines()[1:] if line.startswith('  File "')] if len(own) > 1 else []
+        return frames[0].rpartition(" in ")[2].strip() if frames else ""
     frames = [line.strip() for line in part[1].splitlines()[1:] if line.startswith("    ")]
     return frames[0].split(" (", 1)[0] if frames else ""
 

@@ -79,7 +79,7 @@ def _job(target: Target) -> Job:
     return Job.for_target(target)
 
 
-@commands.command("submit")
+@commands.command("submit", short_help="Validate, render and submit a job; print its id.")
 def submit_command(
     spec: SpecArg,
     set_: SetOpt = None,
@@ -193,7 +193,7 @@ class Progress:
             sys.stderr.write("\n")
 
 
-@commands.command("requeue")
+@commands.command("requeue", short_help="Requeue a running job: it restarts with the same id.")
 def requeue_command(
     job: JobArg,
     hold: Annotated[bool, typer.Option("--hold", help="Requeue and hold (scontrol requeuehold).")] = False,
@@ -211,7 +211,7 @@ def requeue_command(
     err(f"done; follow it with: slurmgen status {step.target}")
 
 
-@commands.command("resume")
+@commands.command("resume", short_help="Bring back a job that ended before its work was done.")
 def resume_command(job: JobArg) -> None:
     """Bring back a job that ended before its work was done (cancelled, preempted, timed out), from its last
     saved state: requeued while Slurm knows it, else its script submitted again."""
@@ -229,7 +229,7 @@ def resume_command(job: JobArg) -> None:
     print(new.id, flush=True)
 
 
-@commands.command("status")
+@commands.command("status", short_help="A table of job states: one job, or the recent jobs.")
 def status_command(
     job: Annotated[str | None, typer.Argument(metavar="JOB", help="A job id or spec; default: recent jobs.")] = None,
 ) -> None:
@@ -271,9 +271,9 @@ def status_command(
             print(st.table([*extra, *ran]))
             return
         extra += ran
-    from slurmgen.jobs.history import last_failing
+    from slurmgen.jobs.history import last_failing, step_restarts
 
-    rows, unknown = st.rows_for(targets, client, failing=last_failing)
+    rows, unknown = st.rows_for(targets, client, failing=last_failing, step_restarts=step_restarts)
     if unknown and not rows:
         raise unknown_job(unknown[0].job)
     print(st.table([*rows, *extra]))
@@ -287,7 +287,7 @@ def status_command(
         err(line)
 
 
-@commands.command("logs")
+@commands.command("logs", short_help="Print a job's batch, node and rank logs.")
 def logs_command(
     job: JobArg,
     follow_: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")] = False,
@@ -344,7 +344,15 @@ def _write_bytes(data: bytes) -> None:
     sys.stdout.buffer.flush()
 
 
-@commands.command("cancel")
+# scancel(1): --batch, the default, --full.
+TO_CHOICES = (
+    "batch (the batch shell only; a slurmgen script passes it on to every task, even before they start), "
+    "steps (the tasks of the running steps only, as scancel does by default) or all (the batch shell and every "
+    "task directly)"
+)
+
+
+@commands.command("cancel", short_help="Cancel a job, or send it a signal.")
 def cancel_command(
     job: JobArg,
     signal: Annotated[
@@ -353,7 +361,10 @@ def cancel_command(
     to: Annotated[
         str | None,
         typer.Option(
-            "--to", metavar="WHO", help="batch, steps or all (default: batch for slurmgen jobs' own signals)."
+            "--to",
+            metavar="WHO",
+            help=f"Who gets --signal: {TO_CHOICES}. Default: batch for the signals a slurmgen job's script traps "
+            "(TERM, USR2, its preemption signal), else steps.",
         ),
     ] = None,
     point: PointOpt = None,
@@ -363,7 +374,7 @@ def cancel_command(
     from slurmgen.cli import sweep_commands
 
     if to is not None and to not in ("batch", "steps", "all"):
-        raise UsageError(f"--to {to}: choose batch, steps or all")
+        raise UsageError(f"--to {to}: choose {TO_CHOICES}")
     if to is not None and signal is None:
         raise UsageError("--to needs --signal")
     job = sweep_commands.point_job(job, point, "cancel")

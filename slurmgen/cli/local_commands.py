@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 commands = typer.Typer()
 
 
-@commands.command("run")
+@commands.command("run", short_help="Run a job spec end to end on this machine.")
 def run_local(
     spec: Annotated[
         Path | None, typer.Argument(metavar="SPEC", help="The job spec (YAML).", show_default=False)

@@ -13,12 +13,12 @@ import typer
 from slurmgen.cli.job_commands import _target as job_target
 from slurmgen.cli.options import JobArg, PointOpt, SetOpt
 from slurmgen.cli.output import warn_all
-from slurmgen.errors import UsageError
+from slurmgen.errors import SchedulerMissing, UsageError
 
 commands = typer.Typer()
 
 
-@commands.command("doctor")
+@commands.command("doctor", short_help="What preemption and the time limit do to a job here.")
 def doctor_command(
     spec: Annotated[
         Path | None,
@@ -27,7 +27,9 @@ def doctor_command(
     ] = None,
     set_: SetOpt = None,
 ) -> None:  # fmt: skip
-    """What preemption and the time limit will do to a job here: mode, grace, user signal, windows, risks."""
+    """What preemption and the time limit will do to a job here: whether a preempted job is requeued or
+    cancelled, how long it has to save before it is killed, whether it is warned by its signal first, and what
+    could go wrong, with the fix. Without a Slurm client, with a SPEC: what the spec alone shows."""
     from slurmgen.jobs import doctor
     from slurmgen.jobs.journal import Journal, find_home
     from slurmgen.script.build import check_file
@@ -41,10 +43,18 @@ def doctor_command(
         last = doctor.spec_last_save(Journal(find_home()), spec)
     elif set_:
         raise UsageError("--set needs a SPEC to apply to")
-    print(doctor.render(doctor.examine(SlurmClient(), facts, last)), end="")
+    try:
+        report = doctor.render(doctor.examine(SlurmClient(), facts, last))
+    except SchedulerMissing as exc:
+        if facts is None:
+            raise
+        from slurmgen.jobs.doctor_offline import render_offline
+
+        report = render_offline(facts, last, str(exc))
+    print(report, end="")
 
 
-@commands.command("history")
+@commands.command("history", short_help="One row per run of a job: when, where, how it ended.")
 def history_command(job: JobArg, point: PointOpt = None) -> None:
     """One row per run of a job: start, end, nodes, exit code, cause, who requeued, the save. Works after the job
     has left the queue."""

@@ -35,7 +35,7 @@ def load_and_render(spec: Path, overrides: list[str], templates: Path | None) ->
     return built.spec, built.script
 
 
-@commands.command()
+@commands.command(short_help="Print the sbatch script for a job spec (no cluster).")
 def render(
     spec: SpecArg,
     output: Annotated[
@@ -69,7 +69,7 @@ def render(
     err(f"wrote {output}")
 
 
-@commands.command()
+@commands.command(short_help="Check specs and report every problem of each.")
 def validate(
     specs: Annotated[list[Path], typer.Argument(metavar="SPEC...", help="Job specs to check.", show_default=False)],
     set_: SetOpt = None,
@@ -99,7 +99,7 @@ def validate(
         raise typer.Exit(SpecError(problems).exit_code)
 
 
-@commands.command()
+@commands.command(short_help="Print the JSON Schema of the job spec, for editors.")
 def schema() -> None:
     """Print the JSON Schema of the job spec (for editors: completion and checks in jobs/*.yaml)."""
     from slurmgen.spec.fields import json_schema

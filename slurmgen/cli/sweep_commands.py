@@ -147,7 +147,7 @@ def cancel_sweep(text: str, signal: str | None = None) -> bool:
 PointsOpt = Annotated[str | None, typer.Option("--points", metavar="I,J", help="Rerun these points, e.g. 3,7.")]
 
 
-@commands.command("resubmit")
+@commands.command("resubmit", short_help="Rerun some points of a sweep as a new array.")
 def resubmit_command(
     sweep: Annotated[str, typer.Argument(metavar="SWEEP", help="A sweep id, its spec or name, or any of its job ids.")],
     failed: Annotated[bool, typer.Option("--failed", help="Rerun the points whose latest run failed.")] = False,

@@ -154,20 +154,25 @@ def _site_lines(report: DoctorReport) -> list[str]:
         _row("KillWait", f"{site.kill_wait} s from SIGTERM to SIGKILL"),
         _row("JobRequeue", "1" if site.job_requeue else "0 (slurmgen asks for --requeue itself)"),
     ]
-    if spec is not None:
-        lead = f"lead time {spec.lead_time} s (--signal=B:{spec.signal}@{spec.lead_time})" if spec.lead_time else (
-            "preemption off: no signal before the time limit"
-        )  # fmt: skip
-        limit = format_duration(spec.time_limit)
-        lines.append(_row("spec", f"{spec.source}: job {spec.name}, {lead}, time limit {limit}"))
-        if last is None:
-            lines.append(_row("last save", "none recorded (no save in the run history of the spec's last job)"))
-        else:
-            step = f" + a step of {last.step_seconds:.1f} s" if last.step_seconds else ""
-            size = f", {size_text(last.size)}" if last.size is not None else ""
-            lines.append(_row("last save", f"{last.seconds:.1f} s{step}{size} (job {last.key}, run {last.run})"))
-        if (hang := hang_risk(spec, last)) is not None:
-            lines.append(_row("risk", hang))
+    return lines + (spec_rows(spec, last) if spec is not None else [])
+
+
+def spec_rows(spec: SpecFacts, last: LastSave | None) -> list[str]:
+    """What the spec and its last job say: the lead time, the limit, the last save, and the hang timeout's risk."""
+    lines: list[str] = []
+    lead = f"lead time {spec.lead_time} s (--signal=B:{spec.signal}@{spec.lead_time})" if spec.lead_time else (
+        "preemption off: no signal before the time limit"
+    )  # fmt: skip
+    limit = format_duration(spec.time_limit)
+    lines.append(_row("spec", f"{spec.source}: job {spec.name}, {lead}, time limit {limit}"))
+    if last is None:
+        lines.append(_row("last save", "none recorded (no save in the run history of the spec's last job)"))
+    else:
+        step = f" + a step of {last.step_seconds:.1f} s" if last.step_seconds else ""
+        size = f", {size_text(last.size)}" if last.size is not None else ""
+        lines.append(_row("last save", f"{last.seconds:.1f} s{step}{size} (job {last.key}, run {last.run})"))
+    if (hang := hang_risk(spec, last)) is not None:
+        lines.append(_row("risk", hang))
     return lines
 
 

@@ -42,6 +42,16 @@ def last_failing(target: Target, infos: Sequence[JobInfo]) -> str | None:
     return runs[-1].failing if runs else None
 
 
+def step_restarts(target: Target, infos: Sequence[JobInfo]) -> int | None:
+    """How often the job's step was restarted inside its allocation, over all its runs (the run history's restart
+    events), for status; None for an array job or without a run history."""
+    dirs = job_log_dirs(target, infos)
+    if len(dirs) != 1:
+        return None
+    events = run_history.History.load(str(dirs[0])).events
+    return sum(1 for e in events if e.get("event") == run_history.RESTART) if events else None
+
+
 def no_history(target: Target, log_dirs: Sequence[Path], slurm_knows: bool) -> str:
     """Why there is nothing to show, in one line."""
     if not log_dirs:

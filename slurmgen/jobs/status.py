@@ -17,8 +17,11 @@ from slurmgen.slurm.showjob import JobInfo
 from slurmgen.slurm.times import format_duration
 
 RECENT = 10  # jobs shown by `slurmgen status` without an argument
+# REQUEUES is Slurm's restart count (scontrol's Restarts: the job's requeues); STEP RESTARTS counts the run
+# history's restarts of the step inside the allocation, which Slurm never sees.
 COLUMNS = (
-    "JOB", "NAME", "STATE", "REASON", "RESTARTS", "NODES", "ELAPSED/LIMIT", "EXIT", "FAILED FIRST", "SUBMITTED"
+    "JOB", "NAME", "STATE", "REASON", "REQUEUES", "STEP RESTARTS", "NODES", "ELAPSED/LIMIT", "EXIT",
+    "FAILED FIRST", "SUBMITTED",
 )  # fmt: skip
 
 
@@ -28,7 +31,8 @@ class Row:
     name: str
     state: str
     reason: str = ""
-    restarts: str = ""
+    restarts: str = ""  # Slurm's count: requeues
+    step_restarts: str = ""  # restarts of the step inside the allocation (run history); "" when not known
     nodes: str = ""
     elapsed: str = ""
     exit: str = ""
@@ -36,8 +40,8 @@ class Row:
     submitted: str = ""
 
     def cells(self) -> tuple[str, ...]:
-        return (self.job, self.name, self.state, self.reason, self.restarts, self.nodes, self.elapsed,
-                self.exit, self.failed_first, self.submitted)  # fmt: skip
+        return (self.job, self.name, self.state, self.reason, self.restarts, self.step_restarts, self.nodes,
+                self.elapsed, self.exit, self.failed_first, self.submitted)  # fmt: skip
 
 
 def state_label(info: JobInfo) -> str:
@@ -62,13 +66,16 @@ def when(epoch: float, now: float) -> str:
     return time.strftime(fmt, time.localtime(epoch))
 
 
-def row_from_info(info: JobInfo, entry: Entry | None, now: float, failed_first: str | None = None) -> Row:
+def row_from_info(
+    info: JobInfo, entry: Entry | None, now: float, failed_first: str | None = None, step_restarts: int | None = None
+) -> Row:
     return Row(
         job=str(info.job_id),
         name=info.name,
         state=state_label(info),
         reason=info.reason or "",
         restarts=str(info.restarts),
+        step_restarts="" if step_restarts is None else str(step_restarts),
         nodes=info.nodes or "",
         elapsed=f"{format_duration(info.elapsed or 0)}/{format_duration(info.time_limit)}",
         exit=exit_label(info),
@@ -97,9 +104,11 @@ def rows_for(
     client: SlurmClient,
     clock: Callable[[], float] = time.time,
     failing: Callable[[Target, list[JobInfo]], str | None] = lambda target, infos: None,
+    step_restarts: Callable[[Target, list[JobInfo]], int | None] = lambda target, infos: None,
 ) -> tuple[list[Row], list[Target]]:
     """Rows for each target (an array job gives one per record), and the targets Slurm does not know.
-    ``failing`` names the task that failed first in a job's last run (jobs.history.last_failing)."""
+    ``failing`` names the task that failed first in a job's last run (jobs.history.last_failing);
+    ``step_restarts`` counts the step's restarts inside the allocation (jobs.history.step_restarts)."""
     rows: list[Row] = []
     unknown: list[Target] = []
     now = clock()
@@ -109,7 +118,8 @@ def rows_for(
             infos = [i for i in infos if i.job_id == target.job.without_step()] or infos
         if infos:
             first = failing(target, infos) if len(infos) == 1 and infos[0].state.is_terminal else None
-            rows.extend(row_from_info(info, target.entry, now, first) for info in infos)
+            restarted = step_restarts(target, infos) if len(infos) == 1 else None
+            rows.extend(row_from_info(info, target.entry, now, first, restarted) for info in infos)
         elif target.entry is not None:
             rows.append(row_from_entry(target.entry, now))
         else:

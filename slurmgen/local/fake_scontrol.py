@@ -38,6 +38,18 @@ class ScontrolError(Exception):
     pass
 
 
+def requeue_request_text(record: str) -> str:
+    """A requeue request record (``job=2 incomplete=1 pid=9709 time=1795770211``) in words for a person:
+    ``scontrol requeue Incomplete 2, from pid 9709 at 09:03:11``. The record itself stays as written."""
+    fields = dict(word.partition("=")[::2] for word in record.split())
+    words = (
+        ["scontrol requeue"] + (["Incomplete"] if fields.get("incomplete") == "1" else []) + [fields.get("job", "?")]
+    )
+    when = fields.get("time", "")
+    at = f" at {time.strftime('%H:%M:%S', time.localtime(int(when)))}" if when.isdigit() else ""
+    return " ".join(words) + (f", from pid {fields['pid']}" if fields.get("pid") else "") + at
+
+
 def fake_requeue(args: Sequence[str], env: Mapping[str, str]) -> str:
     """Record a requeue request; returns what to print (nothing, like scontrol). Raises ScontrolError."""
     words = list(args)

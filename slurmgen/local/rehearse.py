@@ -5,14 +5,17 @@ then writes its stacks and restarts the step). A user sees what their recovery s
 hours.
 
 Which process is rank R's program: below the batch shell, the topmost process whose environment (as it was
-started: /proc/<pid>/environ) has RANK=R. The task's supervisor (slurmgen.task.launch) computes RANK for its
-child and does not carry it in its own start environment, so the process found is the program the user wrote
-(torchrun's worker with launcher torchrun), never slurmgen's supervisor.
+started: /proc/<pid>/environ) has RANK=R and that is not slurmgen's supervisor (`python -m slurmgen.task`). Under
+srun the supervisor computes RANK for its child and starts without it; under torchrun the agent starts each
+worker's supervisor with RANK set, so the supervisor is passed over by its command line: the process killed is
+the program the user wrote, as an out-of-memory kill would pick, and its supervisor records the failure with its
+rank (killing the supervisor instead took the program down unrecorded, and the restart named no rank).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 from collections.abc import Callable
@@ -31,14 +34,25 @@ def start_env(pid: int) -> dict[str, str]:
     return {name: value for name, _, value in pairs}
 
 
+def is_supervisor(pid: int) -> bool:
+    """Whether ``pid`` runs slurmgen's task entry point (`python -m slurmgen.task ...`)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            words = handle.read().split(b"\0")
+    except OSError:
+        return False
+    return any(a == b"-m" and b == b"slurmgen.task" for a, b in itertools.pairwise(words))
+
+
 def programs_of_rank(root: int, rank: int) -> list[int]:
-    """The topmost processes below ``root`` started with RANK=rank."""
+    """The topmost processes below ``root`` started with RANK=rank, slurmgen's supervisors passed over."""
     parent = {pid: ppid for pid, _, ppid, _ in procs.processes()}
     found = []
     for pid in procs.descendants([root]):
-        if start_env(pid).get("RANK") != str(rank):
+        if start_env(pid).get("RANK") != str(rank) or is_supervisor(pid):
             continue
-        if start_env(parent.get(pid, 0)).get("RANK") == str(rank):
+        above = parent.get(pid, 0)
+        if start_env(above).get("RANK") == str(rank) and not is_supervisor(above):
             continue  # a child of the program, which goes with it
         found.append(pid)
     return found

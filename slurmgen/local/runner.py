@@ -28,7 +28,14 @@ from typing import Any
 
 from slurmgen.atomic import write_text
 from slurmgen.local import jobenv, procs, setup
-from slurmgen.local.fake_scontrol import ENDING, EXCLUDED, NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
+from slurmgen.local.fake_scontrol import (
+    ENDING,
+    EXCLUDED,
+    NO_REQUEUE,
+    PREEMPTED,
+    REQUEUE_REQUEST,
+    requeue_request_text,
+)
 from slurmgen.local.local_jobs import CANCEL_REQUEST, RUNNER_FILE, SIGNAL_REQUEST
 from slurmgen.spec.model import JobSpec
 
@@ -213,7 +220,9 @@ class Runner:
         while True:
             rc = proc.poll()
             if request.exists():
-                self.say(f"requeue requested ({_read(request)}); ending run {self.runs} as Slurm does")
+                self.say(
+                    f"requeue requested ({requeue_request_text(_read(request))}); ending run {self.runs} as Slurm does"
+                )
                 self._slurmstepd_line("CANCELLED", "DUE TO JOB REQUEUE")
                 self._end(proc, self.job.kill_wait, hurry=lambda: self.interrupts > 0)
                 return RunEnd("REQUEUE", 0)

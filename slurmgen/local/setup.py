@@ -57,10 +57,11 @@ def adapt(spec: JobSpec, gpus: Sequence[str]) -> tuple[list[str], list[str], tup
     if slices is not None:
         return [], [], slices
     per_node = spec.nproc_per_node
+    unit = ("worker" if spec.launcher == "torchrun" else "task") + ("" if per_node == 1 else "s")
     have = f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''} here" if gpus else "no GPU here"
     note = (
         f"{have}, {spec.nodes * spec.gpus_per_node} needed: running on CPU with gpus_per_node=0 and "
-        f"distributed.backend=gloo, keeping {per_node} {'workers' if spec.launcher == 'torchrun' else 'tasks'} "
+        f"distributed.backend=gloo, keeping {per_node} {unit} "
         "per node"
     )
     sets = ["gpus_per_node=0", "distributed.backend=gloo", f"{_tasks_field(spec)}={per_node}"]

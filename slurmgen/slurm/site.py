@@ -263,6 +263,21 @@ def _signal_risks(plan: SitePreemption, spelling: str, part: str, grace: int) ->
     return found
 
 
+def lead_time_risk(lead_time: int | None, time_limit: int | None) -> Risk | None:
+    """A lead time so near the time limit that a run may be signalled before it can start and resume (the spec
+    alone decides it: doctor checks it with or without a cluster)."""
+    if not lead_time or not time_limit or time_limit - lead_time - SIGNAL_EARLY >= MIN_WORK:
+        return None
+    earliest = max(0, time_limit - lead_time - SIGNAL_EARLY)
+    return Risk(
+        f"a lead time of {lead_time} s is near the {time_limit} s time limit: the signal may come up to "
+        f"{SIGNAL_EARLY} s early (sbatch(1) --signal), {earliest} s into a run; a run that needs longer to start "
+        "and resume is requeued before it makes progress, again and again",
+        f"lower preemption.lead_time to at most {max(0, time_limit - SIGNAL_EARLY - MIN_WORK)} s, or give a "
+        "longer time",
+    )
+
+
 def risks(
     plan: SitePreemption,
     lead_time: int | None,
@@ -291,15 +306,8 @@ def risks(
         found += _window_risks(plan, save_seconds, step_seconds, part)
     if plan.mode in STOPPING_MODES:
         found += _signal_risks(plan, spelling, part, grace)
-    if lead_time and time_limit and time_limit - lead_time - SIGNAL_EARLY < MIN_WORK:
-        earliest = max(0, time_limit - lead_time - SIGNAL_EARLY)
-        found.append(Risk(
-            f"a lead time of {lead_time} s is near the {time_limit} s time limit: the signal may come up to "
-            f"{SIGNAL_EARLY} s early (sbatch(1) --signal), {earliest} s into a run; a run that needs longer to start "
-            "and resume is requeued before it makes progress, again and again",
-            f"lower preemption.lead_time to at most {max(0, time_limit - SIGNAL_EARLY - MIN_WORK)} s, or give a "
-            "longer time",
-        ))  # fmt: skip
+    if (near := lead_time_risk(lead_time, time_limit)) is not None:
+        found.append(near)
     if not plan.job_requeue:
         found.append(Risk(
             "JobRequeue=0: Slurm requeues only the jobs that ask for it",

@@ -187,7 +187,9 @@ PREEMPTION = Obj(
         "enabled": Field(Bool(), "false switches preemption handling off (same as `preemption: false`)", default=True),
         "signal": Field(
             Signal(),
-            "the 'checkpoint and requeue' signal Slurm sends before the time limit",
+            "the 'checkpoint and requeue' signal Slurm sends before the time limit; on GPUs (NCCL) writing it, "
+            "even as USR1, says it was chosen knowingly and silences the warning about NCCL 2.12, which caught USR1 "
+            "(use HUP with that NCCL)",
             default="USR1",
         ),
         "handler": Field(

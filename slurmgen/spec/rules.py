@@ -237,6 +237,18 @@ def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) 
     }
 
 
+def _nccl_may_take_usr1(pre: dict[str, Any], dist: dict[str, Any], ctx: Ctx) -> bool:
+    """Whether NCCL 2.12's SIGUSR1 handler (NVIDIA/nccl#704) could hide the preemption signal from the program: only
+    an NCCL program that gets the signal itself (handler requeue stops the step with SIGTERM instead), and only
+    with the default signal: a `signal` written in the spec, USR1 included, is the user's choice made knowingly."""
+    return (
+        pre["signal"] == "USR1"
+        and dist["backend"] == "nccl"
+        and pre["handler"] != contract.HANDLER_REQUEUE
+        and ctx.raw(("preemption", "signal")) is None
+    )
+
+
 def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
     """Warnings: legal specs that are likely mistakes. Each names the field and what to do."""
     warnings: list[Problem] = []
@@ -251,11 +263,18 @@ def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
     if dist["backend"] == "gloo" and f["gpus_per_node"] > 0:
         warn(("distributed", "backend"), "gloo with GPUs only reduces CPU tensors; GPU training wants nccl")
     if pre["enabled"]:
-        if pre["signal"] == "USR1" and dist["backend"] == "nccl":
-            warn(
-                ("preemption", "signal"),
-                "NCCL 2.12 caught USR1 for its own debug dump and hid it from your code (NVIDIA/nccl#704, "
-                "fixed in 2.13); with an older NCCL use signal: HUP",
+        if _nccl_may_take_usr1(pre, dist, ctx):
+            # Where the cause is written: the GPUs (or backend: nccl) that chose NCCL; the signal is not written.
+            cause = ("distributed", "backend") if ctx.raw(("distributed", "backend")) else ("gpus_per_node",)
+            warnings.append(
+                Problem(
+                    ctx.where(cause),
+                    "preemption.signal",
+                    "the default USR1 is lost under NCCL 2.12 only, which caught it for a debug dump "
+                    "(NVIDIA/nccl#704, fixed in 2.13; torch's own wheels never shipped 2.12): with NCCL 2.12 "
+                    "write signal: HUP; with any other NCCL write signal: USR1 to keep it, which also "
+                    "silences this warning",
+                )
             )
         if pre["lead_time"] < TYPICAL_CHECKPOINT:
             warn(

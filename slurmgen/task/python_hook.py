@@ -12,6 +12,8 @@ installs a handler for it.
 The hook runs only where the program is a Python interpreter, or a script whose ``#!`` line names one, and none
 of ``-E``, ``-I`` (PYTHONPATH ignored) or ``-S`` (no sitecustomize) is given. Any other program starts with the
 signal ignored, and the supervisor sends it again once /proc shows the program's handler.
+
+The same hook, for any handler, registers faulthandler for the hang watchdog (slurmgen.task.program_stacks).
 """
 
 from __future__ import annotations
@@ -71,10 +73,15 @@ def hooks_python(path: str, command: Sequence[str]) -> bool:
     return False
 
 
-def hook_env(env: Mapping[str, str], signum: int) -> dict[str, str]:
-    """The program's environment with the hook first on PYTHONPATH and the signal it unblocks."""
+def hook_path(env: Mapping[str, str]) -> dict[str, str]:
+    """The program's environment with the hook first on PYTHONPATH (once, whoever asks for it first)."""
     out = dict(env)
     before = env.get("PYTHONPATH", "")
-    out["PYTHONPATH"] = HOOK_DIR + (os.pathsep + before if before else "")
-    out[contract.UNBLOCK_ON_HANDLER] = str(signum)
+    if before.split(os.pathsep)[0] != HOOK_DIR:
+        out["PYTHONPATH"] = HOOK_DIR + (os.pathsep + before if before else "")
     return out
+
+
+def hook_env(env: Mapping[str, str], signum: int) -> dict[str, str]:
+    """The program's environment with the hook first on PYTHONPATH and the signal it unblocks."""
+    return {**hook_path(env), contract.UNBLOCK_ON_HANDLER: str(signum)}

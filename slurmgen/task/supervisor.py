@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import signal
 import socket
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from slurmgen import contract
 from slurmgen.interruption_signal import task_route
 from slurmgen.job_context import restart_count_from
-from slurmgen.task.python_hook import hook_env, hooks_python
+from slurmgen.task.python_hook import hook_env, hook_path, hooks_python
 from slurmgen.task.signal_block import SUPERVISED
 
 REPEAT_WINDOW = 5.0  # s: the same signal from a parent this soon after the step's own is that parent passing it on
@@ -65,6 +66,7 @@ class TaskSetup:
     stepwide: frozenset[int]  # pids whose signals reached every process of the step: the manager and its ancestors
     env: Mapping[str, str] = field(default_factory=dict)
     hooked: bool = False  # handler program, a Python program: the preemption signal starts blocked (python_hook)
+    stacks_fd: int | None = None  # the program inherits it for its own stack dumps (task/program_stacks.py)
     run: int = 1  # this run's number in the run history (slurmgen/job_context.py, read once in task_setup)
 
 
@@ -181,10 +183,21 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
         say(f"cannot run {plan.command[0]!r}: {'not executable' if there else 'command not found'}")
         return _record_exit(plan, 126 if there else 127)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an inherited SIG_IGN would reap the program behind our back
-    if plan.handler == contract.HANDLER_PROGRAM and plan.preempt is not None and hooks_python(path, plan.command):
+    python = hooks_python(path, plan.command)
+    if plan.handler == contract.HANDLER_PROGRAM and plan.preempt is not None and python:
         plan = replace(plan, hooked=True, env=hook_env(plan.env, plan.preempt))
     watched = set(SUPERVISED) | ({plan.preempt} if plan.preempt else set())
     from slurmgen.task import watchdog  # the hang watchdog (recovery.hang_timeout): README, "When things fail"
+
+    stacks = None
+    if python and watchdog.watches(plan.env, plan.rank):
+        from slurmgen.task.program_stacks import ProgramStacks
+
+        try:
+            stacks = ProgramStacks()
+            plan = replace(plan, env=hook_path(stacks.env(plan.env)), stacks_fd=stacks.fd)
+        except OSError as exc:  # no temporary file: the watchdog still runs, with py-spy only
+            say(f"no file for the program's own stack dumps ({exc.strerror}); a hang's stacks need py-spy")
 
     if extra := watchdog.nccl_trace_env(plan.env):
         plan = dataclasses.replace(plan, env={**plan.env, **extra})
@@ -204,12 +217,15 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
         if sig != signal.SIGCHLD and routing.route(sig, -1, time.monotonic(), lambda s: False):
             _send(child, sig)
     os.close(go_write)  # the child's read returns: it sets its signals and execs
-    watching = watchdog.start(plan.env, plan.rank, child, say)
+    own = None if stacks is None else functools.partial(stacks.dump, child, caught_by(child))
+    watching = watchdog.start(plan.env, plan.rank, child, say, own)
     try:
         return _wait_loop(plan, routing, child, watched, say)
     finally:
         if watching is not None:
             watching.set()
+        if stacks is not None:
+            stacks.close()
 
 
 def _open_log(path: str | None, say: Callable[[str], None]) -> int | None:
@@ -251,6 +267,8 @@ def _exec_child(plan: TaskSetup, path: str, log_fd: int | None, watched: set[int
         if log_fd is not None:
             os.dup2(log_fd, 1)
             os.dup2(log_fd, 2)
+        if plan.stacks_fd is not None:
+            os.set_inheritable(plan.stacks_fd, True)
         keep = set()
         how = child_disposition(plan.handler, plan.preempt, plan.hooked)
         if plan.preempt is not None and how == "ignore":
@@ -276,10 +294,13 @@ def _send(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-def _wait_loop(plan: TaskSetup, routing: Routing, child: int, watched: set[int], say: Callable[[str], None]) -> int:
-    def catches(sig: int) -> bool:
-        return has(child_status(child).get("SigCgt", 0), sig)
+def caught_by(pid: int) -> Callable[[int], bool]:
+    """Whether ``pid`` catches a signal now (/proc SigCgt)."""
+    return lambda sig: has(child_status(pid).get("SigCgt", 0), sig)
 
+
+def _wait_loop(plan: TaskSetup, routing: Routing, child: int, watched: set[int], say: Callable[[str], None]) -> int:
+    catches = caught_by(child)
     while True:
         info = signal.sigtimedwait(watched, WATCH_INTERVAL) if routing.owed else signal.sigwaitinfo(watched)
         if info is not None and info.si_signo != signal.SIGCHLD:

@@ -21,6 +21,27 @@ from typing import Any
 TORCHRUN_MODULE = "torch.distributed.run"
 
 
+# torch/distributed/elastic/agent/server/api.py: on a SignalException the agent shuts its workers down with
+# PContext.close(death_sig), which waits torchrun's --shutdown-timeout (default 30 s) before SIGKILL; slurmgen's
+# script sets it to the lead time (slurmgen/script/step.py).
+WORKER_SHUTDOWN_TIMEOUT = 30
+
+
+def shutdown_timeout(args: Sequence[str]) -> str:
+    """torchrun's --shutdown-timeout among ``args`` (seconds, as written), else its default."""
+    for i, arg in enumerate(args):
+        if arg.startswith("--shutdown-timeout="):
+            return arg.partition("=")[2]
+        if arg == "--shutdown-timeout" and i + 1 < len(args):
+            return args[i + 1]
+    return str(WORKER_SHUTDOWN_TIMEOUT)
+
+
+def agent_stopped_line(node: str, name: str, timeout: str) -> str:
+    return (f"slurmgen: torchrun agent on {node} stopped by {name}: it passed {name} on to its workers and gave "
+            f"them up to {timeout} s to end before SIGKILL")  # fmt: skip
+
+
 def is_torchrun(command: Sequence[str]) -> bool:
     """`python3 -m torch.distributed.run ...`: the agent the rendered step starts (slurmgen.script.step)."""
     return (
@@ -59,7 +80,7 @@ def run(args: Sequence[str], err: Callable[[str], object]) -> int:
     except api.SignalException as exc:
         name = signal.Signals(exc.sigval).name
         node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
-        err(f"slurmgen: torchrun agent on {node} stopped by {name}: its workers got {name} and its shutdown time")
+        err(agent_stopped_line(node, name, shutdown_timeout(args)))
         return 128 + int(exc.sigval)
     except ChildFailedError as exc:  # a worker failed: torchrun's own summary (ranks, exit codes, error files)
         err(str(exc))

@@ -7,10 +7,11 @@ most once a second). Until the first progress of any rank in this start of the s
 hang timeouts (importing torch and loading a model on a busy node can take longer than a hang timeout short enough
 to be useful); after it, when no rank has progressed for recovery.hang_timeout seconds, each supervisor:
 - writes its program's Python stacks, every thread, into `<log dir>/hang/rank-<N>.stacks`, headed by the rank,
-  the node and when the rank last progressed. py-spy reads them from outside (`py-spy dump --pid`), which works
-  for a program that never imports slurmgen and for one stuck in C code or a collective, where an in-process
-  dump (faulthandler) would need the program's cooperation; the supervisor is the program's parent, so Linux's
-  default Yama ptrace_scope=1 lets it attach;
+  the node and when the rank last progressed. A Python program writes its own first: faulthandler, registered on
+  a signal by slurmgen's start-up hook (slurmgen.task.program_stacks), answers from C inside a sleep, a lock or a
+  collective and needs no extra install. py-spy, where installed, reads them from outside too (`py-spy dump
+  --pid`), which also works for a program that never loads the hook (not Python, or -E/-I/-S) and for one that
+  is stopped; the supervisor is the program's parent, so Linux's default Yama ptrace_scope=1 lets it attach;
 - records a `hang` event (rank, node, last progress) in the run history, from which the batch shell says which
   ranks stopped first (batch/restart.py);
 - waits (bounded) until every rank has written its stacks, then kills the program (SIGKILL): the step ends, and
@@ -85,13 +86,33 @@ def own_progress(log_dir: str, rank: int, since: float) -> float:
     return max(times)
 
 
+PY_SPY_MISSING = "py-spy is not installed for this Python (pip install 'slurmgen-torch[torch]' brings it)"
+OWN_HEAD = "Python stacks written by the program itself (faulthandler; every thread, most recent call first):\n"
+
+
+def py_spy() -> str | None:
+    # Installed with slurmgen-torch[torch] next to this interpreter; a job's PATH need not include a virtualenv's bin/.
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return beside if os.access(beside, os.X_OK) else shutil.which("py-spy")
+
+
+def program_stacks(pid: int, own: Callable[[], str] | None) -> str:
+    """The program's stacks: its own faulthandler dump (``own``, when its start-up hook registered one) and py-spy's,
+    each where available, or why there are none."""
+    mine = own() if own is not None else ""
+    if py_spy() is None:
+        if mine:
+            return OWN_HEAD + mine + f"({PY_SPY_MISSING}: no py-spy dump)\n"
+        return (f"{PY_SPY_MISSING}, and the program wrote no stacks of its own (it is not a Python started through "
+                "slurmgen's start-up hook, or it did not answer): no stacks\n")  # fmt: skip
+    return (OWN_HEAD + mine + "\npy-spy dump:\n" if mine else "") + dump_stacks(pid)
+
+
 def dump_stacks(pid: int) -> str:
     """Every thread's Python stack of ``pid`` by py-spy, or why there are none."""
-    # Installed with slurmgen[torch] next to this interpreter; a job's PATH need not include a virtualenv's bin/.
-    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    tool = beside if os.access(beside, os.X_OK) else shutil.which("py-spy")
+    tool = py_spy()
     if tool is None:
-        return "py-spy is not installed for this Python (pip install 'slurmgen[torch]' brings it): no stacks\n"
+        return f"{PY_SPY_MISSING}: no stacks\n"
     try:
         done = subprocess.run([tool, "dump", "--pid", str(pid)], capture_output=True, text=True,
                               timeout=DUMP_TIMEOUT, check=False)  # fmt: skip
@@ -100,7 +121,10 @@ def dump_stacks(pid: int) -> str:
     return done.stdout + (f"py-spy: {done.stderr.strip()}\n" if done.returncode else "")
 
 
-def on_hang(env: Mapping[str, str], rank: int, pid: int, started: float, now: float, run: int) -> str:
+def on_hang(
+    env: Mapping[str, str], rank: int, pid: int, started: float, now: float, run: int,
+    own: Callable[[], str] | None = None,
+) -> str:  # fmt: skip
     """Write the stacks and the hang event; returns the stacks file."""
     log_dir = env[contract.LOG_DIR]
     node = env.get("SLURMD_NODENAME") or socket.gethostname()
@@ -110,21 +134,31 @@ def on_hang(env: Mapping[str, str], rank: int, pid: int, started: float, now: fl
     path = os.path.join(folder, f"rank-{rank}.stacks")
     head = (f"rank {rank} on {node}, pid {pid}: no progress on any rank for {now - last_progress(log_dir, started):.0f}"
             f" s; this rank last progressed at {time.strftime('%H:%M:%S', time.localtime(mine))}\n")  # fmt: skip
+    stacks = program_stacks(pid, own)  # before the file exists: other ranks count the files as dumps done
     with open(path, "a", encoding="utf-8") as out:
-        out.write(head + dump_stacks(pid) + "\n")
+        out.write(head + stacks + "\n")
     with contextlib.suppress(OSError):
         run_history.append(log_dir, f"task-{rank}", run_history.HANG, run, now, rank=rank,
                            node=node, progressed=round(mine, 3), stacks=path)  # fmt: skip
     return path
 
 
-def start(env: Mapping[str, str], rank: int | None, pid: int, say: Callable[[str], None]) -> threading.Event | None:
-    """Watch in a daemon thread while the program runs; set the returned event to stop watching."""
+def watches(env: Mapping[str, str], rank: int | None) -> bool:
+    """Whether this task runs the watchdog: a hang timeout, a log directory and a rank."""
     raw = env.get(contract.HANG_TIMEOUT, "")
-    log_dir = env.get(contract.LOG_DIR)
-    if not raw.isdigit() or int(raw) == 0 or not log_dir or rank is None:
+    return raw.isdigit() and int(raw) > 0 and bool(env.get(contract.LOG_DIR)) and rank is not None
+
+
+def start(
+    env: Mapping[str, str], rank: int | None, pid: int, say: Callable[[str], None],
+    own: Callable[[], str] | None = None,
+) -> threading.Event | None:  # fmt: skip
+    """Watch in a daemon thread while the program runs; set the returned event to stop watching. ``own`` asks the
+    program for its own stacks (slurmgen.task.program_stacks), where its start-up hook registered them."""
+    if not watches(env, rank) or rank is None:
         return None
-    timeout, started, stop = float(raw), time.time(), threading.Event()
+    log_dir = env[contract.LOG_DIR]
+    timeout, started, stop = float(env[contract.HANG_TIMEOUT]), time.time(), threading.Event()
     run = restart_count_from(env) + 1  # read once, at the start of the watch
 
     def watch() -> None:
@@ -134,7 +168,7 @@ def start(env: Mapping[str, str], rank: int | None, pid: int, say: Callable[[str
             limit = timeout if newest > started else START_FACTOR * timeout  # start-up: no rank progressed yet
             if now - newest < limit:
                 continue
-            path = on_hang(env, rank, pid, started, now, run)
+            path = on_hang(env, rank, pid, started, now, run, own)
             # Every rank's stacks before any program dies: a killed rank ends the step (--kill-on-bad-exit), which
             # would stop the others' supervisors before their own dump. They all see the same files, so they all
             # find the hang within one poll interval.

@@ -77,3 +77,30 @@ def test_dash_v_is_the_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_run_help_does_not_show_the_obsolete_local_flag(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "run", "--help")
     assert code == 0 and "--local" not in out and "[default: True]" not in out
+
+
+def test_the_command_list_shows_every_summary_whole_in_80_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 8: click cut 11 of 13 summaries with "..." (a first sentence too long for the column)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run(capsys, "--help")
+    commands = out.split("Commands:", 1)[1].splitlines()[1:]
+    assert code == 0 and len([c for c in commands if c.strip()]) == 13, out
+    assert not [c for c in commands if "..." in c], out
+
+
+def test_cancel_to_says_what_each_value_does_and_a_bad_one_lists_them(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "cancel", "--help")
+    text = " ".join(out.split())
+    assert code == 0 and "batch (the batch shell only;" in text and "steps (the tasks of the running steps" in text
+    code, _, err = run(capsys, "cancel", "7", "--signal", "USR2", "--to", "everyone")
+    assert code == 2 and err.startswith("error: --to everyone: choose batch (the batch shell only;"), err
+    assert "steps (" in err and "or all (the batch shell and every task directly)" in err
+
+
+def test_doctors_help_speaks_plainly(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "doctor", "--help")
+    text = " ".join(out.split())
+    assert code == 0 and "mode, grace, user signal, windows" not in text
+    assert "how long it has to save before it is killed" in text

@@ -82,6 +82,27 @@ def test_doctor_with_no_slurm_here_is_one_line_and_exit_4(fake: FakeSlurm, capsy
     assert err.startswith("error: scontrol show config: no Slurm controller reachable from here")
 
 
+def test_doctor_of_a_spec_without_slurm_says_what_the_spec_alone_shows(
+    fake: FakeSlurm, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32 item 10: no Slurm client here; the lead time against the limit and the last save, and the hang
+    timeout against the save, need only the spec and its run history; the rest is listed as needing the cluster."""
+    write_three_runs(submitted(fake, capsys), last_save=80.0)  # 80 s + a 4 s step: more than the 75 s lead time
+    os.unlink(fake.bin_dir / "scontrol")
+    code, out, err = run(capsys, "doctor", "tiny.yaml", "--set", "recovery.hang_timeout=60")
+    assert (code, err) == (0, ""), err
+    assert out.startswith("No Slurm cluster answers here (scontrol: command not found")
+    assert "  spec         tiny.yaml: job tiny, lead time 75 s (--signal=B:USR1@75), time limit 00:05:00" in out
+    risks = [line for line in out.splitlines() if line.startswith("  risk ")]
+    assert "a lead time of 75 s is near the 300 s time limit" in risks[0]
+    assert "the last save of 80.0 s plus a step of 4.0 s does not fit the 75 s lead time" in risks[1]
+    assert "raise preemption.lead_time to at least 114 s" in risks[1]
+    assert "recovery.hang_timeout 60 s is not longer than the measured save of 80.0 s" in risks[2]
+    assert len(risks) == 3
+    assert "Needs the cluster (run slurmgen doctor where scontrol works):" in out
+    assert "(GraceTime and KillWait)" in out
+
+
 def test_doctor_of_a_spec_whose_partition_is_not_there(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:
     preempting_cluster(fake)
     code, out, err = run(capsys, "doctor", "tiny.yaml", "--set", "partition=gpu")
@@ -147,6 +168,25 @@ def test_status_warns_once_when_the_last_save_does_not_fit(fake: FakeSlurm, caps
     fake.on("sbatch", out="16\n")
     assert run(capsys, "submit", "tiny.yaml")[0] == 0
     assert run(capsys, "status", "16")[2] == ""  # its save fits
+
+
+def test_status_shows_the_requeues_and_the_step_restarts_apart(
+    fake: FakeSlurm, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32 item 8: RESTARTS showed Slurm's count (requeues) as 0 for a job whose step was restarted twice
+    inside its allocation; the run history's restarts now have their own column."""
+    from slurmgen import run_history
+
+    log_dir = str(submitted(fake, capsys))
+    write_three_runs(Path(log_dir))
+    for at in (10, 20):
+        run_history.append(log_dir, "batch-shell", run_history.RESTART, 1, T0 + at, cause="crash", rank=1)
+    fake.on("scontrol", out=(DATA / "show-job-o-completed.out").read_text())
+    code, out, _ = run(capsys, "status")
+    head, row = out.splitlines()[:2]
+    assert code == 0 and "REQUEUES  STEP RESTARTS" in head, out
+    assert row[head.index("STEP RESTARTS") :].split()[0] == "2", out
+    assert row[head.index("REQUEUES") :].split()[0] == "0", out
 
 
 def test_history_times_are_local_clock_times(fake: FakeSlurm, capsys: pytest.CaptureFixture[str]) -> None:

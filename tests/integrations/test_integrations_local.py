@@ -51,7 +51,7 @@ def test_preempted_once_resumes_from_the_frameworks_checkpoint_to_the_same_weigh
     run = run_local(framework, tmp_path, "--preempt-after", after, step_time=STEP_TIME)
     assert run.code == 0, run.runner + run.logs[-4000:]
     assert f"SIGCONT, SIGUSR1 to the batch shell at {after} s of run 1" in run.runner
-    assert run.runner.count(f"requeue requested (job={run.job} incomplete=1") == 1  # scontrol requeue Incomplete, once
+    assert run.runner.count(f"requeue requested (scontrol requeue Incomplete {run.job}, from pid ") == 1  # once
     assert "COMPLETED, exit code 0, 2 runs in" in run.runner
     step = check_preempted_once(run.logs, digest)
     check_history(tmp_path / "logs" / f"{framework}-{run.job}", "preemption")  # the rehearsal sets PreemptTime

@@ -40,7 +40,7 @@ def test_table() -> None:
     rows.append(status.row_from_entry(entry("9"), 0.0))
     rows.append(status.row_from_entry(entry(None, event="unknown"), 0.0))
     lines = status.table(rows).splitlines()
-    assert lines[0].split() == ["JOB", "NAME", "STATE", "REASON", "RESTARTS", "NODES", "ELAPSED/LIMIT", "SUBMITTED"]
+    assert lines[0].split() == ["JOB", "NAME", "STATE", "REASON", "REQUEUES", "NODES", "ELAPSED/LIMIT", "SUBMITTED"]
     assert lines[1].split()[:4] == ["11_[3-5%2]", "arr", "PENDING", "JobArrayTaskLimit"]
     assert lines[2].split()[:3] == ["11_2", "arr", "RUNNING"]
     assert lines[4].split()[:3] == ["9", "train", "gone"]

@@ -471,7 +471,7 @@ def test_preempt_after_saves_requeues_and_resumes_to_the_same_weights(
     slow = FAST.replace("]", ', --step-time, "0.05"]')
     err = run_to_completion(cwd, "--set", slow, "--preempt-after", after)
     assert f"SIGCONT, SIGUSR1 to the batch shell at {after} s of run 1 (preemption rehearsal)" in err
-    assert re.search(r"requeue requested \(job=\d+ incomplete=1", err)  # the runtime's scontrol requeue Incomplete
+    assert re.search(r"requeue requested \(scontrol requeue Incomplete \d+, from pid \d+ at \d\d:\d\d:\d\d\)", err)
     assert "run 2 started with SLURM_RESTART_COUNT=1" in err
     assert "COMPLETED, exit code 0, 2 runs in" in err
     assert "DUE TO JOB REQUEUE" in job_dir(cwd).with_suffix(".log").read_text()
@@ -649,6 +649,10 @@ def test_signal_before_the_limit_then_the_limit_itself(tmp_path: Path) -> None:
     assert "SIGKILL to the processes still running" in err and "TIMEOUT, exit code 124" in err
     batch = (tmp_path / "logs" / "stubborn-1.log").read_text()
     assert batch.index("batch shell received SIGUSR1") < batch.index("DUE TO TIME LIMIT")
+    # Issue 32 item 8: times a person reads are local date and time, as history prints them, not epoch seconds.
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+    assert re.search(rf"run 1, started at {stamp}, nodes ", batch), batch
+    assert re.search(rf"batch shell received SIGUSR1 at {stamp}\n", batch), batch
 
 
 ESCAPER = """\

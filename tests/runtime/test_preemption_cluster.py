@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -89,9 +90,10 @@ def test_time_limit_signal_arrives_in_its_window_and_the_job_completes(slurm_clu
         extra=f"preemption: {{lead_time: {lead}, max_requeues: 3}}\n",
     )
     job = submit(slurm_cluster, tmp_path, text)
-    out = wait_for_text(tmp_path, name, job, r"batch shell received SIGUSR1 at \d+", timeout=240)
-    start = int(re.search(r"run 1, started at (\d+)", out).group(1))  # type: ignore[union-attr]
-    got = int(re.search(r"batch shell received SIGUSR1 at (\d+)", out).group(1))  # type: ignore[union-attr]
+    stamp = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"  # the batch log's local time (the test runs on the same machine)
+    out = wait_for_text(tmp_path, name, job, r"batch shell received SIGUSR1 at " + stamp, timeout=240)
+    start = _epoch(re.search(r"run 1, started at " + stamp, out).group(1))  # type: ignore[union-attr]
+    got = _epoch(re.search(r"batch shell received SIGUSR1 at " + stamp, out).group(1))  # type: ignore[union-attr]
     # Slurm checks every 30 s: the signal comes between lead and lead + 30 s before the end (plus start-up).
     before_end = start + 180 - got
     assert lead - 2 <= before_end <= lead + 30 + 3, before_end
@@ -214,3 +216,7 @@ def test_a_cancelled_job_is_brought_back_by_slurmgen_resume(slurm_cluster, tmp_p
     check_resume(text)
     runs = job_history(tmp_path, name, job)
     assert [(r.run, r.cause, r.requeued_by) for r in runs] == [(1, "terminated", "resume"), (2, None, None)], runs
+
+
+def _epoch(stamp: str) -> int:
+    return int(time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")))

@@ -149,7 +149,7 @@ def test_digest_changes_with_the_spec_and_only_then() -> None:
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        ("gpus_per_node: 2\n", "NCCL 2.12 caught USR1"),
+        ("gpus_per_node: 2\n", "the default USR1 is lost under NCCL 2.12 only"),
         ("gpus_per_node: 2\ndistributed:\n  backend: gloo\n", "gloo with GPUs only reduces CPU tensors"),
         ("preemption:\n  lead_time: 30\n", "30 s is shorter than a typical checkpoint"),
         ("distributed:\n  timeout: 900\n", "900 s is not below preemption.lead_time (300 s)"),
@@ -159,6 +159,22 @@ def test_digest_changes_with_the_spec_and_only_then() -> None:
 )
 def test_warnings(extra: str, expected: str) -> None:
     assert any(expected in w for w in warnings(extra)), warnings(extra)
+
+
+def test_the_nccl_usr1_warning_comes_only_where_it_can_apply_and_can_be_acknowledged() -> None:
+    """Issue 32 item 6: NCCL 2.12 caught USR1 (NVIDIA/nccl#704). The warning comes only for the default signal of an
+    NCCL program that gets the signal itself, points at the line that chose NCCL, and writing the signal (even
+    USR1) acknowledges it, so `validate --strict` passes."""
+    nccl = [w for w in warnings("gpus_per_node: 2\n") if "NCCL 2.12" in w]
+    assert len(nccl) == 1 and nccl[0].startswith("t.yaml:4: preemption.signal: "), nccl
+    assert "write signal: USR1 to keep it" in nccl[0]
+    assert warnings("gpus_per_node: 2\npreemption: {signal: USR1}\n") == []  # acknowledged
+    assert warnings("gpus_per_node: 2\npreemption: {handler: requeue}\n") == []  # the program never gets USR1
+    assert warnings("gpus_per_node: 2\npreemption: {signal: HUP}\n") == []
+    assert warnings("gpus_per_node: 2\npreemption: false\n") == []
+    assert warnings("gpus_per_node: 2\npreemption: {handler: program}\n") == nccl
+    backend = [w for w in warnings("gpus_per_node: 2\ndistributed:\n  backend: nccl\n") if "NCCL 2.12" in w]
+    assert backend and backend[0].startswith("t.yaml:6: "), backend  # the backend line, where it is written
 
 
 def test_shell_pitfalls_in_the_command_warn() -> None:

@@ -32,6 +32,18 @@ def test_the_function_a_rank_hangs_in_is_the_main_threads_innermost(tmp_path: Pa
     assert batch_restart.hung_in(str(tmp_path / "missing")) == ""
 
 
+def test_without_py_spy_the_function_is_the_programs_own_dumps_innermost(tmp_path: Path) -> None:
+    stacks = tmp_path / "rank-0.stacks"
+    stacks.write_text(
+        "rank 0 on n1, pid 42: no progress on any rank for 2 s; this rank last progressed at 12:00:00\n"
+        + watchdog.OWN_HEAD
+        + 'Thread 0x00007f8b833e76c0 (most recent call first):\n  File "<string>", line 8 in helper_thread_sleeps\n\n'
+        + 'Current thread 0x00007f8b84229b80 (most recent call first):\n  File "train.py", line 6 in waits_in_a_lock\n'
+        + '  File "train.py", line 11 in <module>\n(py-spy is not installed ...)\n'
+    )
+    assert batch_restart.hung_in(str(stacks)) == "waits_in_a_lock"
+
+
 def test_progress_is_the_newest_rank_log_or_mark_and_never_before_the_start(tmp_path: Path) -> None:
     (tmp_path / "rank-0.log").write_text("x")
     (tmp_path / watchdog.PROGRESS_DIR).mkdir()
@@ -73,7 +85,7 @@ def test_the_watchdog_dumps_a_real_programs_stacks_and_kills_it(tmp_path: Path) 
     import sys
 
     if shutil.which("py-spy") is None:
-        pytest.skip("py-spy is not installed (pip install 'slurmgen[torch]')")
+        pytest.skip("py-spy is not installed (pip install 'slurmgen-torch[torch]')")
     log = tmp_path / "rank-0.log"
     code = "import time\ndef waits_forever():\n    time.sleep(600)\nprint('step', flush=True)\nwaits_forever()\n"
     with open(log, "w") as out:

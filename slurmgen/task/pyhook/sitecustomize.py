@@ -1,4 +1,5 @@
-"""Runs at the start of a Python program that slurmgen's supervisor started under ``preemption.handler: program``.
+"""Runs at the start of a Python program that slurmgen's supervisor started under ``preemption.handler: program``,
+or under the hang watchdog (then it only registers faulthandler: ``_register_stacks``).
 
 The supervisor starts the program with the preemption signal blocked and its action the default, so
 ``signal.getsignal`` reports SIG_DFL (CPython reads the OS action at start-up) and a program that installs its
@@ -21,6 +22,8 @@ import sys
 from typing import Any
 
 _SIGNAL_VAR = "SLURMGEN_UNBLOCK_ON_HANDLER"  # slurmgen.contract.UNBLOCK_ON_HANDLER
+_STACKS_FD_VAR = "SLURMGEN_STACKS_FD"  # slurmgen.contract.STACKS_FD
+_STACKS_SIGNAL_VAR = "SLURMGEN_STACKS_SIGNAL"  # slurmgen.contract.STACKS_SIGNAL
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -36,6 +39,18 @@ def _install(signum: int) -> None:
         return previous
 
     signal.signal = wrapped  # type: ignore[assignment]  # same call, its result typed loosely
+
+
+def _register_stacks(fd: int, signum: int) -> None:
+    """The hang watchdog's way to this program's stacks without py-spy (slurmgen.task.program_stacks): on
+    ``signum`` faulthandler's C handler writes every thread's Python stack to ``fd``, the supervisor's file."""
+    import faulthandler
+
+    try:
+        os.set_inheritable(fd, False)  # the program's own children must not write into it
+        faulthandler.register(signum, file=fd, all_threads=True)
+    except (OSError, ValueError, RuntimeError):
+        pass  # no dump then: the watchdog says so; the program itself must never fail for it
 
 
 def _forget_this_directory() -> None:
@@ -61,7 +76,10 @@ def _chain() -> None:
 
 
 _name = os.environ.pop(_SIGNAL_VAR, "")
+_stacks_fd, _stacks_signal = os.environ.pop(_STACKS_FD_VAR, ""), os.environ.pop(_STACKS_SIGNAL_VAR, "")
 _forget_this_directory()
 if _name.isdigit():
     _install(int(_name))
+if _stacks_fd.isdigit() and _stacks_signal.isdigit():
+    _register_stacks(int(_stacks_fd), int(_stacks_signal))
 _chain()

@@ -24,7 +24,8 @@ _sg_held=""
 _sg_forward() {
     _sg_signals="${_sg_signals} $1"
     _sg_signal_log="${_sg_signal_log} $1@${EPOCHREALTIME:-0}"
-    echo "slurmgen: batch shell received SIG$1 at ${EPOCHSECONDS:-?}" >&2
+    printf -v _sg_at '%(%Y-%m-%d %H:%M:%S)T' -1  # local time, as history prints it: a bash builtin, no fork
+    echo "slurmgen: batch shell received SIG$1 at ${_sg_at}" >&2
     if [ -n "${SLURMGEN_LOG_DIR:-}" ]; then
         echo "$1" >>"${SLURMGEN_LOG_DIR}/.batch-signals" 2>/dev/null || true
     fi
@@ -120,7 +121,8 @@ if [ -z "${WANDB_RUN_ID:-}" ] || [ "${WANDB_RUN_ID}" = "${_sg_parent_id}" ]; the
 fi
 : >"${SLURMGEN_LOG_DIR}/.batch-signals" 2>/dev/null || true  # this run's signals only
 _sg_restarts="${SLURM_RESTART_COUNT:-0}"
-echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), started at ${SLURMGEN_START_TIME}, nodes ${SLURM_JOB_NODELIST:-?}, logs in ${SLURMGEN_LOG_DIR}" >&2
+printf -v _sg_started '%(%Y-%m-%d %H:%M:%S)T' "${SLURMGEN_START_TIME}"
+echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), started at ${_sg_started}, nodes ${SLURM_JOB_NODELIST:-?}, logs in ${SLURMGEN_LOG_DIR}" >&2
 # The run's record (history/ in the log directory): its start, and the requeues Slurm made since the last run.
 'python3' '-m' 'slurmgen.batch' 'begin' || echo "slurmgen: could not record the start of this run (see above)" >&2
 # A requeue request left by an earlier run that never reached its end must not requeue this one.
