@@ -1,7 +1,5 @@
-"""Sweeps on the command line: submit (and its dry run), status, the --point of logs/cancel/history, resubmit.
-
-`status`, `logs`, `cancel` and `history` call in here first: when their argument names a sweep (its id, spec,
-name, or any of its job ids) this module answers; otherwise the plain job commands do.
+"""Sweeps on the command line: submit (and its dry run) and resubmit. `status`, `logs`, `cancel` and `history` of a
+sweep (and its --point) go through the job interface like any job (slurmgen.jobkind).
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
     from slurmgen.jobs.plan import Plan
-    from slurmgen.jobs.sweep_record import SweepRecord
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
 
@@ -83,67 +80,6 @@ def submit(p: Plan, base: Path) -> None:
     print(done.sweep_id, flush=True)
 
 
-def record_for(text: str) -> SweepRecord | None:
-    """The sweep ``text`` names, from the journal; None when it names no sweep."""
-    from slurmgen.api.sweep import record_of
-
-    return record_of(text)
-
-
-def status(text: str) -> bool:
-    """Print the sweep's table if ``text`` names a sweep; False when it does not."""
-    from slurmgen.jobs import sweep_status as st
-    from slurmgen.slurm.client import SlurmClient
-
-    record = None if _one_task(text) else record_for(text)  # 123_4: that task alone, as for any array
-    if record is None:
-        return False
-    rows = st.point_rows(record, st.query(SlurmClient(), record))
-    print(st.table(rows))
-    print(st.summary(record, rows))
-    return True
-
-
-def _one_task(text: str) -> bool:
-    from slurmgen.slurm.ids import parse_job_id
-
-    try:
-        return parse_job_id(text).array_task is not None
-    except UsageError:
-        return False
-
-
-def point_job(text: str, point: int | None, command: str) -> str:
-    """The job argument to act on: a sweep point's latest array task (`123_4`), or ``text`` for a plain job."""
-    record = None if _one_task(text) and point is None else record_for(text)  # 123_4 is one point already
-    if record is None:
-        if point is not None:
-            raise UsageError(f"--point: {text!r} is not a sweep (see `slurmgen status {text}`)")
-        return text
-    if point is None:
-        if command == "cancel":
-            return text
-        raise UsageError(f"{text!r} is sweep {record.sweep_id}; name one point: slurmgen {command} {text} --point I")
-    return str(record.point_of(point))
-
-
-def cancel_sweep(text: str, signal: str | None = None) -> bool:
-    """Cancel every array of a sweep (every attempt still in Slurm); False when ``text`` names no sweep."""
-    record = None if _one_task(text) else record_for(text)
-    if record is None:
-        return False
-    if signal is not None:
-        raise UsageError(f"--signal goes to one point of sweep {record.sweep_id}: add --point I")
-    from slurmgen.api.sweep import Sweep
-
-    cancelled = Sweep.for_record(record).cancel()
-    for job in cancelled:
-        err(f"cancelled array {job} of sweep {record.sweep_id}")
-    if not cancelled:
-        err(f"sweep {record.sweep_id} has no task left to cancel")
-    return True
-
-
 PointsOpt = Annotated[str | None, typer.Option("--points", metavar="I,J", help="Rerun these points, e.g. 3,7.")]
 
 
@@ -162,7 +98,9 @@ def resubmit_command(
 
     if failed == (points is not None):
         raise UsageError("give exactly one of --failed or --points I,J")
-    record = record_for(sweep)
+    from slurmgen.api.sweep import record_of
+
+    record = record_of(sweep)
     if record is None:
         raise UsageError(f"{sweep!r} is not a sweep in the journal; see `slurmgen status`")
     client = SlurmClient()

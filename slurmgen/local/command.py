@@ -129,7 +129,7 @@ def _start(
                    f"{after:g} s of run 1")  # fmt: skip
     # A journal of their own: the submission journal's ids are Slurm's, and status/cancel/requeue act on them
     # on the cluster, where local job 3 is someone else's job 3.
-    record = _recorder(local_jobs.journal(base), source, spec.name, paths, job_id)
+    record = recorder(local_jobs.journal(base), source, spec.name, paths, job_id)
     given = {"nodes": options.nodes, "tasks_per_node": options.tasks_per_node, "overrides": list(options.overrides),
              "templates": options.templates, "submit_dir": str(submit_dir)}  # fmt: skip
     record("RUNNING", runner_pid=os.getpid(), nodes=job.shape.nodes, tasks_per_node=spec.nproc_per_node, options=given)
@@ -150,7 +150,7 @@ def _start(
     return end.code
 
 
-def _recorder(journal: Journal, source: Path, name: str, paths: setup.Paths, job_id: str) -> Callable[..., None]:
+def recorder(journal: Journal, source: Path, name: str, paths: setup.Paths, job_id: str) -> Callable[..., None]:
     def record(state: str, **extra: object) -> None:
         journal.append(
             Entry(
@@ -195,7 +195,7 @@ def signal_local(job_id: str, sig: str, out: Callable[[str], object], environ: M
         raise UsageError(f"--job {job_id}: a local job id is local-N or N (printed when the job started)")
     control = home(dict(os.environ if environ is None else environ)) / local_jobs.LOCAL_DIR / number
     runner = local_jobs.send_signal(control, name)
-    out(f"slurmgen: local job {number}: SIG{name} delivered to the batch shell by its runner (pid {runner})")
+    out(f"slurmgen: {local_label(number)}: SIG{name} delivered to the batch shell by its runner (pid {runner})")
     return 0
 
 

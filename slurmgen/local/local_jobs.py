@@ -18,6 +18,7 @@ from slurmgen.atomic import write_text
 from slurmgen.errors import UsageError
 from slurmgen.jobs.journal import Entry, Journal
 from slurmgen.jobs.status import Row, when
+from slurmgen.jobs.targets import LOCAL_KEY
 from slurmgen.local import jobenv, procs
 from slurmgen.slurm.ids import local_label
 
@@ -26,6 +27,12 @@ RUNNER_FILE = "runner.json"
 SIGNAL_REQUEST = "signal"  # `slurmgen run --job ID --signal SIG`, `slurmgen cancel --signal SIG local-<n>`
 CANCEL_REQUEST = "cancel"  # `slurmgen cancel local-<n>`: end the job as scancel does
 POLL = 0.05
+# What a local array task's "local" events add (slurmgen.local.array): its key `<array>_<task>`, and for a point of a
+# sweep the sweep's id, the point's index and its values as `slurmgen status SWEEP` shows them.
+KEY_EXTRA = LOCAL_KEY
+SWEEP_EXTRA = "sweep"
+POINT_EXTRA = "point"
+VALUES_EXTRA = "values"
 
 
 @dataclass(frozen=True)
@@ -37,8 +44,14 @@ class LocalRecord:
     runner: int | None  # the live runner's pid
 
     @property
+    def key(self) -> str:
+        """How the job is named: its number, or `<array>_<task>` for an array task (as Slurm names one)."""
+        key = self.entry.extra.get(KEY_EXTRA)
+        return key if isinstance(key, str) and key else self.job_id
+
+    @property
     def label(self) -> str:
-        return local_label(self.job_id)
+        return local_label(self.key)
 
     @property
     def control(self) -> Path:
@@ -95,8 +108,9 @@ def records(base: Path) -> list[LocalRecord]:
 
 
 def find(base: Path, job_id: str) -> LocalRecord:
+    """The local job of a number (`3`) or an array task's key (`3_1`)."""
     for record in records(base):
-        if record.job_id == job_id:
+        if job_id in (record.job_id, record.key):
             return record
     raise UsageError(
         f"no local job {local_label(job_id)} in {journal(base).path}; run `slurmgen status` in the directory you "

@@ -30,6 +30,7 @@ from slurmgen.atomic import write_text
 from slurmgen.local import jobenv, procs, setup
 from slurmgen.local.fake_scontrol import ENDING, EXCLUDED, NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
 from slurmgen.local.local_jobs import CANCEL_REQUEST, RUNNER_FILE, SIGNAL_REQUEST
+from slurmgen.slurm.ids import local_label
 from slurmgen.spec.model import JobSpec
 
 EXIT_TIMEOUT = 124  # as timeout(1): a job that hit its limit never exits 0, whatever its script returned
@@ -84,8 +85,13 @@ class Runner:
         self.cancelled = False
         self.runs = 0
 
+    @property
+    def label(self) -> str:
+        """The id the job commands take (`local-3`), printed at the head of every line: the one to copy."""
+        return local_label(self.job.shape.job_id)
+
     def say(self, line: str) -> None:
-        self._out(f"slurmgen: local job {self.job.shape.job_id}: {line}")
+        self._out(f"slurmgen: {self.label}: {line}")
 
     # -- set-up ----------------------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ def run(cwd: Path, **env: str) -> tuple[str, dict[str, str]]:
         cwd=cwd, env={**base, **env}, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    job = re.findall(r"local job (\d+):", result.stderr)[0]
+    job = re.findall(r"local-(\d+):", result.stderr)[0]
     seen = re.findall(r"^ids (.*)$", (cwd / "logs" / f"idj-{job}" / "rank-0.log").read_text(), re.M)
     assert len(seen) == 1
     return job, dict(zip(NAMES, seen[0].split(), strict=True))
