@@ -37,6 +37,19 @@ def record_of(text: str) -> SweepRecord | None:
     return None if sweep_id is None else load_record(sweep_id, jobs)
 
 
+def dry_run_max_array_size(client: SlurmClient, warn: Warn) -> int:
+    """The cluster's MaxArraySize for a dry run: Slurm's default (and a note) when it cannot be read."""
+    from slurmgen.errors import SchedulerError, SchedulerMissing
+    from slurmgen.jobs.sweep_plan import DEFAULT_MAX_ARRAY_SIZE
+    from slurmgen.jobs.sweep_submit import max_array_size
+
+    try:
+        return max_array_size(client)
+    except (SchedulerError, SchedulerMissing) as exc:
+        warn(f"note: cannot read MaxArraySize ({exc}); the dry run assumes Slurm's default {DEFAULT_MAX_ARRAY_SIZE}")
+        return DEFAULT_MAX_ARRAY_SIZE
+
+
 def submit_planned(p: Plan, base: Path, client: SlurmClient, warn: Warn) -> tuple[SweepSubmission, int]:
     """sbatch every array of a planned sweep (one sbatch per array, split at the cluster's MaxArraySize); the
     submission and its number of points. One `scontrol show config` and one sbatch per array."""

@@ -20,7 +20,6 @@ from slurmgen.errors import UsageError
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle, Report
     from slurmgen.jobs.plan import Plan
-    from slurmgen.jobs.submit import Submission
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.slurm.showjob import JobInfo
 
@@ -35,26 +34,19 @@ def planned(spec: Path, overrides: list[str], templates: Path | None, base: Path
     return api_planned(SpecSource(spec, tuple(overrides)), templates, base, err)
 
 
-def submit_spec(spec: Path, overrides: list[str], templates: Path | None, single: bool = False) -> Submission | None:
-    """Submit a spec through the API's path (slurmgen.submit's): warnings and a summary on stderr, the job id
-    alone on stdout (a sweep: its id, and None)."""
-    from slurmgen.api.submitting import submit_plan
+def submit_spec(spec: Path, overrides: list[str], templates: Path | None, single: bool = False) -> str:
+    """Submit a spec (one job or a sweep) through the API's path (slurmgen.submit's): warnings and a summary on
+    stderr, the id that status/logs/cancel take alone on stdout; that id."""
+    from slurmgen.api.submitting import submit_any
     from slurmgen.jobs.journal import home
 
     base = home()
     p = planned(spec, overrides, templates, base)
-    if p.spec.sweep is not None:
-        from slurmgen.cli import sweep_commands
-
-        if single:
-            raise UsageError("--wait follows one job; follow a sweep with `slurmgen status SWEEP`")
-        sweep_commands.submit(p, base)
-        return None
-    done = submit_plan(p, base, err)
-    cluster = f" on cluster {done.cluster}" if done.cluster else ""
-    err(f"submitted job {done.job_id}{cluster}; run dir {p.run_dir}; logs in {p.log_dir}")
-    print(done.job_id, flush=True)
-    return done
+    done = submit_any(p, base, err, single="--wait follows one job; follow a sweep with `slurmgen status SWEEP`"
+                      if single else None)  # fmt: skip
+    err(done.message)
+    print(done.label, flush=True)
+    return done.label
 
 
 def handle(text: str, point: int | None = None) -> JobHandle:
@@ -99,18 +91,13 @@ def submit_command(
     if not (dry_run or test_only):
         submit_spec(spec, overrides, templates)
         return
+    from slurmgen.api.submitting import dry_run_report
     from slurmgen.jobs.journal import home
-    from slurmgen.jobs.plan import dry_run_lines
 
     p = planned(spec, overrides, templates, home())
-    if dry_run and p.spec.sweep is not None:
-        from slurmgen.cli import sweep_commands
-
-        sweep_commands.dry_run(p)
-        return
     if dry_run:
         sys.stdout.write(p.script)
-        for line in dry_run_lines(p):
+        for line in dry_run_report(p, err):
             err(line)
         return
     from slurmgen.jobs.submit import would_run
@@ -133,9 +120,7 @@ def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -
 
     job = ""
     try:
-        done = submit_spec(spec, overrides, templates, single=True)
-        assert done is not None  # single=True refuses a sweep
-        job = str(done.job_id)
+        job = submit_spec(spec, overrides, templates, single=True)
         _wait(SlurmClient(), job)
     except SlurmgenError as exc:
         report(exc)

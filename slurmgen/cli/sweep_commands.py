@@ -1,11 +1,9 @@
-"""Sweeps on the command line: submit (and its dry run) and resubmit. `status`, `logs`, `cancel` and `history` of a
-sweep (and its --point) go through the job interface like any job (slurmgen.jobkind).
+"""Sweeps on the command line: what `render` says of a sweep, and resubmit. `status`, `logs`, `cancel` and
+`history` of a sweep (and its --point) go through the job interface like any job (slurmgen.jobkind).
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -14,25 +12,9 @@ from slurmgen.cli.output import err
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
-    from slurmgen.jobs.plan import Plan
-    from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
 
 commands = typer.Typer()
-
-
-def _max_array_size(client: SlurmClient, dry_run: bool) -> int:
-    from slurmgen.errors import SchedulerError, SchedulerMissing
-    from slurmgen.jobs.sweep_plan import DEFAULT_MAX_ARRAY_SIZE
-    from slurmgen.jobs.sweep_submit import max_array_size
-
-    if not dry_run:
-        return max_array_size(client)
-    try:
-        return max_array_size(client)
-    except (SchedulerError, SchedulerMissing) as exc:
-        err(f"note: cannot read MaxArraySize ({exc}); the dry run assumes Slurm's default {DEFAULT_MAX_ARRAY_SIZE}")
-        return DEFAULT_MAX_ARRAY_SIZE
 
 
 def render_lines(spec: JobSpec) -> list[str]:
@@ -55,31 +37,6 @@ def render_lines(spec: JobSpec) -> list[str]:
     return lines
 
 
-def dry_run(p: Plan) -> None:
-    """`submit --dry-run` of a sweep: the script on stdout; the arrays and each point's values on stderr."""
-    from slurmgen.jobs.plan import dry_run_lines as plan_lines
-    from slurmgen.jobs.sweep_plan import dry_run_lines, sweep_plan
-    from slurmgen.slurm.client import SlurmClient
-
-    sp = sweep_plan(p, _max_array_size(SlurmClient(), dry_run=True))
-    sys.stdout.write(p.script)
-    for line in plan_lines(p)[:2]:  # the files it would write; the sbatch lines follow, one per array
-        err(line)
-    for line in dry_run_lines(sp):
-        err(line)
-
-
-def submit(p: Plan, base: Path) -> None:
-    """Submit every array of a sweep: its id alone on stdout (status, logs, cancel and resubmit take it)."""
-    from slurmgen.api.sweep import submit_planned
-    from slurmgen.slurm.client import SlurmClient
-
-    done, points = submit_planned(p, base, SlurmClient(), err)
-    err(f"submitted sweep {done.sweep_id}: {points} points as array job(s) {', '.join(map(str, done.jobs))}; "
-        f"run dir {p.run_dir}; follow it with: slurmgen status {done.sweep_id}")  # fmt: skip
-    print(done.sweep_id, flush=True)
-
-
 PointsOpt = Annotated[str | None, typer.Option("--points", metavar="I,J", help="Rerun these points, e.g. 3,7.")]
 
 
@@ -93,7 +50,7 @@ def resubmit_command(
     from slurmgen.jobs import sweep_status as st
     from slurmgen.jobs.journal import Journal, find_home
     from slurmgen.jobs.sweep_resubmit import plan_again
-    from slurmgen.jobs.sweep_submit import submit_sweep
+    from slurmgen.jobs.sweep_submit import max_array_size, submit_sweep
     from slurmgen.slurm.client import SlurmClient
 
     if failed == (points is not None):
@@ -118,7 +75,7 @@ def resubmit_command(
         for index in wanted:
             record.point_of(index)  # refuses an index the sweep does not have
     journal = Journal(find_home())
-    sp = plan_again(record, wanted, _max_array_size(client, dry_run=False))
+    sp = plan_again(record, wanted, max_array_size(client))
     done = submit_sweep(sp, client, journal, fresh=False)
     for problem in done.problems:
         err(f"warning: {problem}")

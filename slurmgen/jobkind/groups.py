@@ -41,8 +41,7 @@ class _Group:
         raise NotImplementedError
 
     def _one_point(self, command: str) -> UsageError:
-        return UsageError(f"{self.label!r} is sweep {self.label}; name one point: slurmgen {command} {self.label} "
-                          "--point I")  # fmt: skip
+        return UsageError(f"{self.label} is a sweep; name one point: slurmgen {command} {self.label} --point I")
 
     def state(self) -> str:
         from slurmgen.jobs.status import fold
