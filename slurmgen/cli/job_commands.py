@@ -1,4 +1,7 @@
-"""The job commands: submit, requeue, status, logs, cancel. Thin: parse, call a module, print, exit.
+"""The job commands: submit, requeue, resume, status, logs, cancel. Thin: parse, call a module, print, exit.
+
+Every command on an existing job asks a handle of the job interface (slurmgen.jobkind), whatever the job is (a
+Slurm job, a job run here, a sweep or one point of it), and never looks at its kind: tests/cli checks that.
 
 Results (a job id, a table, log text) go to stdout and human messages to stderr, so `JOB=$(slurmgen submit x.yaml)`
 works. Errors are raised and printed once by slurmgen.cli.main. Imports are inside the commands: the CLI's start-up

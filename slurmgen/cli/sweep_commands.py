@@ -47,24 +47,18 @@ def resubmit_command(
     points: PointsOpt = None,
 ) -> None:
     """Rerun some points of a sweep as a new array, with the same values (the first submission's script)."""
-    from slurmgen.jobs import sweep_status as st
-    from slurmgen.jobs.journal import Journal, find_home
-    from slurmgen.jobs.sweep_resubmit import plan_again
-    from slurmgen.jobs.sweep_submit import max_array_size, submit_sweep
-    from slurmgen.slurm.client import SlurmClient
+    from slurmgen.jobkind.resolve import group_of
 
     if failed == (points is not None):
         raise UsageError("give exactly one of --failed or --points I,J")
-    from slurmgen.api.sweep import record_of
-
-    record = record_of(sweep)
-    if record is None:
-        raise UsageError(f"{sweep!r} is not a sweep in the journal; see `slurmgen status`")
-    client = SlurmClient()
+    try:
+        group = group_of(sweep)
+    except UsageError:
+        raise UsageError(f"{sweep!r} is not a sweep in the journal; see `slurmgen status`") from None
     if failed:
-        wanted = [r.index for r in st.point_rows(record, st.query(client, record)) if r.failed]
+        wanted = [r.index for r in group.rows() if r.failed]
         if not wanted:
-            err(f"no point of sweep {record.sweep_id} failed; nothing to resubmit")
+            err(f"no point of sweep {group.label} failed; nothing to resubmit")
             return
     else:
         assert points is not None
@@ -72,13 +66,6 @@ def resubmit_command(
             wanted = sorted({int(p) for p in points.split(",") if p.strip()})
         except ValueError:
             raise UsageError(f"--points {points}: give point indexes, e.g. --points 3,7") from None
-        for index in wanted:
-            record.point_of(index)  # refuses an index the sweep does not have
-    journal = Journal(find_home())
-    sp = plan_again(record, wanted, max_array_size(client))
-    done = submit_sweep(sp, client, journal, fresh=False)
-    for problem in done.problems:
-        err(f"warning: {problem}")
-    shown = ",".join(map(str, wanted))
-    err(f"resubmitted points {shown} of sweep {record.sweep_id} as array job(s) {', '.join(map(str, done.jobs))}")
-    print(record.sweep_id, flush=True)
+    arrays = group.resubmit(wanted, err)
+    err(f"resubmitted points {','.join(map(str, wanted))} of sweep {group.label} as array job(s) {', '.join(arrays)}")
+    print(group.label, flush=True)

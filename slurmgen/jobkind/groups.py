@@ -60,6 +60,19 @@ class _Group:
             pause(2.0)
         return self.state()
 
+    def cancel_all(self) -> list[str]:
+        raise NotImplementedError
+
+    def said_cancelled(self, label: str) -> str:
+        raise NotImplementedError
+
+    def cancel(self, signal: str | None, to: str | None) -> Report:
+        """Cancel every point still pending or running; a signal goes to one point (`--point I`)."""
+        if signal is not None:
+            raise UsageError(f"--signal goes to one point of sweep {self.label}: add --point I")
+        notes = [self.said_cancelled(label) for label in self.cancel_all()]
+        return Report(notes=tuple(notes) or (f"sweep {self.label} has no task left to cancel",))
+
     def logs(self, rank: int | None, node: str | None) -> LogView:
         raise self._one_point("logs")
 
@@ -71,6 +84,10 @@ class _Group:
 
     def resume(self, say: Say) -> Report:
         raise self._one_point("resume")
+
+    def resubmit(self, wanted: Sequence[int], warn: Say) -> list[str]:
+        """Run these points again as a new array, with the first submission's script; the new arrays' ids."""
+        raise UsageError(f"sweep {self.label} ran on this machine: run its spec again (`slurmgen run SPEC`)")
 
 
 class SlurmSweep(_Group):
@@ -101,20 +118,44 @@ class SlurmSweep(_Group):
         rows = self.rows()
         return Report(out=(st.table(rows), st.summary(self.record, rows)))
 
-    def cancel(self, signal: str | None, to: str | None) -> Report:
-        """Every array of the sweep that still has a task: scancel of the array job id cancels every task of it."""
-        if signal is not None:
-            raise UsageError(f"--signal goes to one point of sweep {self.label}: add --point I")
+    def cancel_all(self) -> list[str]:
+        """Cancel every array of the sweep that still has a task (scancel of the array job id cancels every task
+        of it); the array ids cancelled. One squeue call and one scancel per live array."""
         from slurmgen.slurm.ids import parse_job_id
 
         arrays = sorted({parse_job_id(str(e.job_id)).job for e in self.record.arrays})
         live = {row.job.job for row in self.client.array_tasks(arrays) if not row.state.is_terminal}
-        notes = []
+        done = []
         for job in arrays:
             if job in live:
                 self.client.cancel(job)
-                notes.append(f"cancelled array {job} of sweep {self.label}")
-        return Report(notes=tuple(notes) or (f"sweep {self.label} has no task left to cancel",))
+                done.append(str(job))
+        return done
+
+    def said_cancelled(self, label: str) -> str:
+        return f"cancelled array {label} of sweep {self.label}"
+
+    @property
+    def size(self) -> int:
+        return len(self.record.sweep.points)
+
+    def resubmit(self, wanted: Sequence[int], warn: Say) -> list[str]:
+        """One `scontrol show config` and one sbatch per array (split at MaxArraySize)."""
+        from slurmgen.jobs.journal import Journal, find_home
+        from slurmgen.jobs.sweep_resubmit import plan_again
+        from slurmgen.jobs.sweep_submit import max_array_size, submit_sweep
+
+        for index in wanted:
+            self.record.point_of(index)  # refuses an index the sweep does not have
+        sp = plan_again(self.record, list(wanted), max_array_size(self.client))
+        done = submit_sweep(sp, self.client, Journal(find_home()), fresh=False)
+        for problem in done.problems:
+            warn(f"warning: {problem}")
+        return [str(job) for job in done.jobs]
+
+    def values(self, index: int) -> dict[str, object]:
+        self.record.point_of(index)  # refuses an index the sweep does not have
+        return dict(self.record.sweep.values(index))
 
     def point(self, index: int) -> JobHandle:
         from slurmgen.jobkind.slurm_job import SlurmJob
@@ -169,27 +210,45 @@ class LocalGroup(_Group):
         parts = ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
         return Report(out=(table(rows), f"sweep {self.label}: {len(rows)} points: {parts}"))
 
-    def cancel(self, signal: str | None, to: str | None) -> Report:
+    def cancel_all(self) -> list[str]:
+        """Ask the runner of every point still running to end it (as scancel does); the points' ids cancelled."""
         from slurmgen.local import local_jobs
 
-        if signal is not None:
-            raise UsageError(f"--signal goes to one point of sweep {self.label}: add --point I")
-        notes = []
-        for task, record in self._latest().items():
+        done = []
+        for record in self._latest().values():
             if local_jobs.live_runner(record.control) is None:
                 continue
             try:
-                runner = local_jobs.cancel(record.control)
+                local_jobs.cancel(record.control)
             except UsageError:  # it ended meanwhile
                 continue
-            notes.append(f"cancelling {record.label} (point {task}): its runner (pid {runner}) ends every process")
-        return Report(notes=tuple(notes) or (f"sweep {self.label} has no task left to cancel",))
+            done.append(record.label)
+        return done
+
+    def said_cancelled(self, label: str) -> str:
+        return f"cancelled {label} of sweep {self.label}: its runner ends every process"
+
+    @property
+    def size(self) -> int:
+        return len(self.records)
+
+    def values(self, index: int) -> dict[str, object]:
+        from slurmgen.local.local_jobs import PARAMS_EXTRA
+
+        latest = self._latest()
+        if index not in latest:
+            raise self._no_point(index, latest)
+        params = latest[index].entry.extra.get(PARAMS_EXTRA)
+        return dict(params) if isinstance(params, dict) else {}
 
     def point(self, index: int) -> JobHandle:
         from slurmgen.jobkind.local_job import LocalJob
 
         latest = self._latest()
         if index not in latest:
-            shown = ", ".join(map(str, latest)) or "none"
-            raise UsageError(f"sweep {self.label} has no point {index}; its points are {shown}")
+            raise self._no_point(index, latest)
         return LocalJob(self.base, latest[index])
+
+    def _no_point(self, index: int, latest: dict[int, LocalRecord]) -> UsageError:
+        shown = ", ".join(map(str, latest)) or "none"
+        return UsageError(f"sweep {self.label} has no point {index}; its points are {shown}")

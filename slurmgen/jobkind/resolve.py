@@ -17,6 +17,7 @@ from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle, Report
+    from slurmgen.jobkind.groups import LocalGroup, SlurmSweep
     from slurmgen.jobs.journal import Entry
     from slurmgen.local.local_jobs import LocalRecord
     from slurmgen.slurm.client import SlurmClient
@@ -69,6 +70,26 @@ def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = 
             notes = (f"note: {text.strip()} is Slurm's job {text.strip()}; the job run here is "
                      f"{local_label(text.strip())}",)  # fmt: skip
     return SlurmJob(Target(target.job, target.entry), client, notes)
+
+
+def group_of(text: str, client: SlurmClient | None = None) -> SlurmSweep | LocalGroup:
+    """`slurmgen.Sweep(text)`: the sweep (or local array) ``text`` names, by its id, spec, name or any job id of it
+    (`123_4` too); a UsageError when it names no sweep. Reads the journals; asks Slurm nothing."""
+    from slurmgen.jobkind.groups import LocalGroup, SlurmSweep
+    from slurmgen.jobs.journal import Journal, find_home
+    from slurmgen.jobs.sweep_record import load_record, sweep_id_of
+
+    jobs = Journal(find_home()).jobs()
+    sweep_id = sweep_id_of(str(text), jobs)
+    if sweep_id is not None:
+        return SlurmSweep(load_record(sweep_id, jobs), client)
+    try:
+        found = handle_of(str(text), client)
+    except UsageError:
+        found = None
+    if isinstance(found, (SlurmSweep, LocalGroup)):
+        return found
+    raise UsageError(f"{text!s}: no sweep of that id, spec, name or job id in the journal")
 
 
 def plain_handle(job_id: str, client: SlurmClient | None = None) -> JobHandle:

@@ -27,7 +27,7 @@ from slurmgen.jobs.logs import label
 from slurmgen.jobs.sweep_plan import expand
 from slurmgen.local import jobenv, local_jobs, setup
 from slurmgen.local.command import recorder
-from slurmgen.local.local_jobs import KEY_EXTRA, POINT_EXTRA, SWEEP_EXTRA, VALUES_EXTRA
+from slurmgen.local.local_jobs import KEY_EXTRA, PARAMS_EXTRA, POINT_EXTRA, SWEEP_EXTRA, VALUES_EXTRA
 from slurmgen.local.runner import LocalJob, Runner
 from slurmgen.slurm.ids import local_label
 from slurmgen.spec.model import JobSpec
@@ -161,9 +161,8 @@ def run_task(task: Task, out: Callable[[str], object]) -> int:
     given = {**task.options, "submit_dir": task.submit_dir}
     point: dict[str, object] = {KEY_EXTRA: key}
     if task.sweep_id is not None and spec.sweep is not None:
-        point.update(
-            {SWEEP_EXTRA: task.sweep_id, POINT_EXTRA: task.task_id, VALUES_EXTRA: spec.sweep.shown(task.task_id)}
-        )
+        shown, params = spec.sweep.shown(task.task_id), dict(spec.sweep.values(task.task_id))
+        point.update({SWEEP_EXTRA: task.sweep_id, POINT_EXTRA: task.task_id, VALUES_EXTRA: shown, PARAMS_EXTRA: params})
     record("RUNNING", runner_pid=os.getpid(), nodes=shape.nodes, tasks_per_node=spec.nproc_per_node, options=given,
            **point)  # fmt: skip
     end = runner.run()

@@ -191,9 +191,11 @@ def signal_local(job_id: str, sig: str, out: Callable[[str], object], environ: M
     if name in ("KILL", "STOP"):
         raise UsageError(f"--signal {sig}: not a signal the batch shell can handle")
     number = parse_local_id(job_id) if not job_id.isdigit() else job_id
-    if not (number and number.isdigit() and number.isascii()):
+    if not (number and number.replace("_", "", 1).isdigit() and number.isascii()):
         raise UsageError(f"--job {job_id}: a local job id is local-N or N (printed when the job started)")
-    control = home(dict(os.environ if environ is None else environ)) / local_jobs.LOCAL_DIR / number
+    base = home(dict(os.environ if environ is None else environ))
+    # an array task (local-3_1) is a local job of its own number: its journal knows which
+    control = local_jobs.find(base, number).control if "_" in number else base / local_jobs.LOCAL_DIR / number
     runner = local_jobs.send_signal(control, name)
     out(f"slurmgen: {local_label(number)}: SIG{name} delivered to the batch shell by its runner (pid {runner})")
     return 0

@@ -28,11 +28,12 @@ SIGNAL_REQUEST = "signal"  # `slurmgen run --job ID --signal SIG`, `slurmgen can
 CANCEL_REQUEST = "cancel"  # `slurmgen cancel local-<n>`: end the job as scancel does
 POLL = 0.05
 # What a local array task's "local" events add (slurmgen.local.array): its key `<array>_<task>`, and for a point of a
-# sweep the sweep's id, the point's index and its values as `slurmgen status SWEEP` shows them.
+# sweep the sweep's id, the point's index, its values as `slurmgen status SWEEP` shows them, and as a dict.
 KEY_EXTRA = LOCAL_KEY
 SWEEP_EXTRA = "sweep"
 POINT_EXTRA = "point"
 VALUES_EXTRA = "values"
+PARAMS_EXTRA = "params"
 
 
 @dataclass(frozen=True)

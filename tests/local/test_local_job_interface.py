@@ -98,7 +98,8 @@ def test_job_local_n_cancels_a_running_job(tmp_path: Path, work: Path) -> None:
             run.kill()
             run.wait()
     assert run.stderr is not None and f"slurmgen: {job}: " in run.stderr.read()
-    assert (handle.state(), handle.exit_code) == ("CANCELLED", 143)
+    ended = slurmgen.Job(job)  # a fresh handle: mypy took the first one's exit_code for None for good
+    assert (ended.state(), ended.exit_code) == ("CANCELLED", 143)
     assert handle.wait(timeout=5) == "CANCELLED"
 
 
@@ -126,4 +127,9 @@ def test_a_local_sweep_is_found_afterwards(tmp_path: Path, work: Path) -> None:
     assert state == []  # before: 3_0.state and 3_1.state, "Slurm could not be asked whether job 3_0 was requeued"
     history = cli(work, env, "history", f"{array}_0").stdout
     assert "could not be asked" not in history and "state kept" not in history
+    sweep = slurmgen.Sweep("sweep-lr")  # the API takes the same names, through the same handles
+    assert (sweep.id, len(sweep), sweep.status()) == (sweep_id, 2, {0: "COMPLETED", 1: "COMPLETED"})
+    assert sweep.values(1) == {"lr": 2} and "lr 2" in sweep.logs(1)
+    assert sweep.job(0) == slurmgen.Job(f"{array}_0") and [r["run"] for r in sweep.job(0).history()] == [1]
+    assert sweep.cancel() == [] and sweep.wait(timeout=5) == {0: "COMPLETED", 1: "COMPLETED"}
     assert not (tmp_path / "no-slurm" / "called").exists()  # nothing asked Slurm
