@@ -49,7 +49,16 @@ def test_run_warns_exactly_as_render_does(tmp_path: Path) -> None:
     assert len(expected) == 2
     assert "time: Slurm rounds seconds up" in expected[0] and "command: missing.py does not exist" in expected[1]
     ran = slurmgen(tmp_path, "run", "warns.yaml")
-    assert ran.returncode == 2, ran.stderr  # python3: can't open file 'missing.py': the job still runs as asked
+    # The job runs here, now: the missing script is one error before anything starts (no run, no restart).
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr == f"error: warns.yaml:2: {expected[1].split(': ', 2)[2]}\n"
+    assert not (tmp_path / "logs").exists() and not (tmp_path / ".slurmgen").exists()
+    (tmp_path / "missing.py").write_text("")
+    rendered = slurmgen(tmp_path, "render", "warns.yaml")
+    expected = warning_lines(rendered.stderr)
+    assert len(expected) == 1
+    ran = slurmgen(tmp_path, "run", "warns.yaml")
+    assert ran.returncode == 0, ran.stderr
     assert warning_lines(ran.stderr) == expected
     assert ran.stderr.startswith("".join(f"{line}\n" for line in expected))  # said before the job starts
 
