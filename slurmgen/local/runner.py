@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmgen.atomic import write_text
-from slurmgen.local import jobenv, procs, setup
+from slurmgen.local import jobenv, procs, rehearse, setup
 from slurmgen.local.fake_scontrol import ENDING, EXCLUDED, NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
 from slurmgen.local.local_jobs import CANCEL_REQUEST, RUNNER_FILE, SIGNAL_REQUEST
 from slurmgen.spec.model import JobSpec
@@ -83,6 +83,8 @@ class Runner:
         self.interrupts = 0
         self.cancelled = False
         self.runs = 0
+        # What became of the rehearsals' moments: "preempt", "rank" -> rehearse.DONE or NOBODY (absent: not reached)
+        self.rehearsed: dict[str, str] = {}
 
     def say(self, line: str) -> None:
         self._out(f"slurmgen: local job {self.job.shape.job_id}: {line}")
@@ -253,9 +255,8 @@ class Runner:
     def _fire(self, event: setup.Event, proc: subprocess.Popen[bytes]) -> RunEnd | None:
         sig = self.job.spec.preemption.signal
         if event.kind == "rehearse" and self.job.rehearse is not None:
-            from slurmgen.local.rehearse import act_on_rank
-
-            act_on_rank(proc.pid, self.job.rehearse[1], self.job.rehearse[0], self.say)
+            acted = rehearse.act_on_rank(proc.pid, self.job.rehearse[1], self.job.rehearse[0], self.say)
+            self.rehearsed["rank"] = rehearse.DONE if acted else rehearse.NOBODY
             return None
         if event.kind in ("preempt", "warn"):
             why = (
@@ -265,6 +266,7 @@ class Runner:
             )
             self.say(f"SIGCONT, SIG{sig} to the batch shell at {event.at:g} s of run {self.runs} ({why})")
             if event.kind == "preempt":  # as slurmctld marks a job it preempts (scontrol show job: PreemptTime)
+                self.rehearsed["preempt"] = rehearse.DONE
                 write_text(self.job.paths.control / PREEMPTED, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
             self._to_batch_shell(proc.pid, sig)
             return None
