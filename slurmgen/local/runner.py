@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmgen.atomic import write_text
-from slurmgen.local import jobenv, procs, rehearse, setup
+from slurmgen.local import handler_notice, jobenv, procs, rehearse, setup
 from slurmgen.local.fake_scontrol import ENDING, EXCLUDED, NO_REQUEUE, PREEMPTED, REQUEUE_REQUEST
 from slurmgen.local.local_jobs import CANCEL_REQUEST, RUNNER_FILE, SIGNAL_REQUEST
 from slurmgen.spec.model import JobSpec
@@ -129,6 +129,7 @@ class Runner:
             self.prepare()
             while True:
                 end = self.run_once(restart)
+                self._say_fallback()
                 if end.state != "REQUEUE":
                     return end
                 if self.interrupts:
@@ -265,6 +266,7 @@ class Runner:
                 else f"--signal=B:{sig}@{self.job.spec.preemption.lead_time}"
             )
             self.say(f"SIGCONT, SIG{sig} to the batch shell at {event.at:g} s of run {self.runs} ({why})")
+            self._auto_notice(sig)
             if event.kind == "preempt":  # as slurmctld marks a job it preempts (scontrol show job: PreemptTime)
                 self.rehearsed["preempt"] = rehearse.DONE
                 write_text(self.job.paths.control / PREEMPTED, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
@@ -278,6 +280,15 @@ class Runner:
         self._end(proc, self.job.kill_wait, hurry=lambda: self.interrupts > 0)
         return RunEnd("TIMEOUT", EXIT_TIMEOUT)
 
+    def _auto_notice(self, sig: str) -> None:
+        line = handler_notice.auto_notice(self.job.spec, str(self.job.paths.task_logs), self.runs, sig)
+        if line is not None:
+            self.say(line)
+
+    def _say_fallback(self) -> None:
+        for line in handler_notice.fallback_lines(str(self.job.paths.task_logs), self.runs):
+            self.say(line)
+
     def _to_batch_shell(self, pid: int, sig: str) -> None:
         procs.signal_leader(pid, signal.SIGCONT)
         procs.signal_leader(pid, getattr(signal, "SIG" + sig))
@@ -290,6 +301,7 @@ class Runner:
         path.unlink(missing_ok=True)
         if sig and hasattr(signal, "SIG" + sig):
             self.say(f"SIGCONT, SIG{sig} to the batch shell (slurmgen run --signal)")
+            self._auto_notice(sig)
             self._to_batch_shell(pid, sig)
 
     def _end(self, proc: subprocess.Popen[bytes], wait: float, hurry: Callable[[], bool] = lambda: False) -> None:
