@@ -107,6 +107,7 @@ class Runner:
 
     def env(self, restart: int) -> dict[str, str]:
         from slurmgen.batch.node_check import REHEARSE_BAD_NODE
+        from slurmgen.batch.restart import NO_GPU_HERE
         from slurmgen.slurm.hostlist import expand_hostlist
 
         excluded = _read(self.job.paths.control / EXCLUDED).strip()
@@ -114,6 +115,8 @@ class Runner:
         prefix = [str(self.job.paths.bin), os.path.dirname(self.python)]
         env = jobenv.batch_env(shape, self.environ, str(self.job.paths.control), prefix)
         env[jobenv.KILL_WAIT] = f"{self.job.kill_wait:g}"
+        if shape.gpus is None:  # a CPU run: a program's failure for want of a GPU is not restarted
+            env[NO_GPU_HERE] = "1"
         if self.job.bad_node is not None:
             env[REHEARSE_BAD_NODE] = jobenv.node_names(self.job.bad_node)[-1]  # --bad-node N: its checks fail
         return env

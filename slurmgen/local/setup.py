@@ -98,6 +98,11 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
             raise UsageError(f"--after {after:g}: want a number of seconds above 0")
     if options.bad_node is not None:
         _check_bad_node(spec, options.bad_node, str(source))
+    if slices is None:  # on CPU: a program written for CUDA only is said first (slurmgen.local.cuda_only)
+        from slurmgen.local.cuda_only import cuda_only_note
+
+        cuda = cuda_only_note(spec, where / spec.chdir if spec.chdir else where)
+        notes[:0] = [cuda] if cuda else []
     if spec.dependency:
         notes.append(f"dependency {spec.dependency} is ignored locally: the job starts at once")
     if spec.container is not None:
