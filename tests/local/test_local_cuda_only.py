@@ -54,6 +54,50 @@ def test_a_cuda_only_program_is_said_first_and_its_failure_is_not_restarted(tmp_
     assert [e for e in events if e["event"] == run_history.RESTART] == []
 
 
+# The recipe the first line gives, applied to the program: the backend slurmgen chose, and the device from it.
+CUDA_SETUP = """def ddp_setup():
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    init_process_group(backend="nccl")"""
+EITHER_SETUP = """BACKEND = os.environ.get("SLURMGEN_BACKEND", "nccl")
+DEVICE = torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if BACKEND == "nccl" else "cpu")
+
+
+def ddp_setup():
+    if BACKEND == "nccl":
+        torch.cuda.set_device(DEVICE)
+    init_process_group(backend=BACKEND)"""
+RECIPE_EDITS = {
+    CUDA_SETUP: EITHER_SETUP,
+    "model.to(self.local_rank)": "model.to(DEVICE)",
+    'map_location=f"cuda:{self.local_rank}"': "map_location=DEVICE",
+    "device_ids=[self.local_rank]": 'device_ids=[self.local_rank] if BACKEND == "nccl" else None',
+    ".to(self.local_rank)": ".to(DEVICE)",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_the_recipe_lets_the_cuda_only_program_run_on_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    text = PROGRAM.read_text()
+    for old, new in RECIPE_EDITS.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    (tmp_path / "multinode.py").write_text(text)
+    port = 20000 + zlib.crc32(str(tmp_path).encode()) % 9000
+    (tmp_path / "job.yaml").write_text(
+        f"name: ddp\ncommand: [{PY}, multinode.py, '4', '1']\ntime: '00:10:00'\nnodes: 2\ngpus_per_node: 1\n"
+        f"python: {PY}\ndistributed: {{port: {port}}}\npreemption: {{handler: requeue}}\n"
+    )
+    done = subprocess.run([PY, "-m", "slurmgen", "run", "job.yaml"], cwd=tmp_path, env=without_steering(),
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "cannot run here" not in done.stderr and "COMPLETED, exit code 0, 1 run" in done.stderr, done.stderr
+    assert (
+        "Epoch 3 | Training snapshot saved at snapshot.pt" in (tmp_path / "logs" / "ddp-1" / "rank-0.log").read_text()
+    )
+
+
 def test_which_programs_are_written_for_cuda_only() -> None:
     cases = {
         'init_process_group(backend="nccl")\n': (1, 'init_process_group(backend="nccl")'),
