@@ -117,3 +117,18 @@ def test_submit_opens_the_spec_once_and_keeps_those_bytes(fake: FakeSlurm, capsy
     assert _opened == ["tiny.yaml"]
     (kept,) = Path(".slurmgen").glob("runs/tiny/*/spec.yaml")
     assert kept.read_bytes() == raw
+
+
+def test_run_refuses_a_missing_script_unless_setup_lines_may_make_it(tmp_path: Path) -> None:
+    """The local run's refusal (slurmgen.local.setup.load): an error naming file, line, field and fix; with setup:
+    lines, which may fetch the file or change directory, it stays render's warning."""
+    from slurmgen.errors import SpecError
+    from slurmgen.local.setup import Options, load
+
+    (tmp_path / "warns.yaml").write_text(WARNS)
+    with pytest.raises(SpecError) as refused:
+        load(tmp_path / "warns.yaml", Options(), [], tmp_path)
+    assert str(refused.value).startswith(f"{tmp_path / 'warns.yaml'}:2: command: missing.py does not exist in ")
+    (tmp_path / "fetches.yaml").write_text(WARNS + "setup: ['curl -O https://example.org/missing.py']\n")
+    loaded = load(tmp_path / "fetches.yaml", Options(), [], tmp_path)
+    assert any("missing.py does not exist" in str(w) for w in loaded.warnings)
