@@ -77,6 +77,10 @@ LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
 NCCL_SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
 GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"
 
+# Set by the local emulator (slurmgen run) on a CPU run: a program that fails for want of a GPU there is not
+# restarted (the batch shell's restart decision reads it; nothing else sets it).
+LOCAL_NO_GPU = "SLURMGEN_LOCAL_NO_GPU"
+
 # --- entry points the rendered script runs (python3 -m NAME) -----------------------------------------------
 BATCH_ENTRY = (
     "slurmgen.batch"  # the batch shell's helper: begin | signal SIG [PID] | restart RC ATTEMPT | watch PID SIG | end RC

@@ -27,6 +27,7 @@ Standard library and the run history's vocabulary (slurmgen.run_history, a stand
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -225,6 +226,7 @@ class RestartFacts:
     failure: Failure
     previous: Failure | None  # the failure that caused the last restart of this run, if any
     event: str = "crash"  # RESTART_CRASH, or RESTART_HANG: the hang watchdog ended the step (task/watchdog.py)
+    no_gpu: bool = False  # the step runs where it has no GPU (a local run on CPU): CUDA errors cannot heal
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,13 @@ class RestartAction:
 RESTART_CRASH = "crash"
 RESTART_HANG = "hang"
 REPEATED = "repeated"
+# A program written for CUDA only, run where there is no GPU: what torch says, on a CPU build and on a CUDA build
+# without a device (init_process_group("nccl"), torch.cuda.set_device, .to("cuda:N"), DDP(device_ids=...)).
+NO_GPU_ERRORS = re.compile(
+    r"doesn't have NCCL built in|Torch not compiled with CUDA enabled|has no attribute '_cuda_|"
+    r"Found no NVIDIA driver|No CUDA GPUs are available|no GPUs found|invalid device ordinal|"
+    r"CUDA driver initialization failed"
+)
 
 
 def decide_restart(facts: RestartFacts) -> RestartAction:
@@ -244,6 +253,11 @@ def decide_restart(facts: RestartFacts) -> RestartAction:
     if facts.step_code == 0 or facts.signals or facts.stopping:
         return RestartAction(False)  # done, or a stop is under way: decide_end owns it
     failure, before = facts.failure, facts.previous
+    if facts.no_gpu and NO_GPU_ERRORS.search(failure.error):
+        # It would fail the same way at once: a restart only doubles the failure (issue 32: a pointless restart).
+        line = (f"{failure.who} failed for want of a GPU ({failure.error!r}), and this run has none: not restarted, "
+                "it would fail the same way; the job ends with the program's exit code")  # fmt: skip
+        return RestartAction(False, None, line)
     if before is not None and failure.error and (failure.error, failure.saved) == (before.error, before.saved):
         line = (f"{failure.who} failed again with the same error at the same saved state ({failure.error!r}): a "
                 "failure that repeats is not restarted; the job ends with the program's exit code")  # fmt: skip

@@ -29,7 +29,8 @@ DIR_NAME = "history"
 RUN_START = "run-start"  # batch shell: nodes, host, partition, site (what Slurm will do on preemption)
 SIGNAL = "signal"  # batch shell: a signal reached it (sig)
 PREEMPTED = "preempted"  # batch shell or rank 0: Slurm is preempting this run (mode, preempt_time, end_time)
-STOP = "stop"  # rank 0: the ranks agreed to stop (cause, actions, signals, step_seconds)
+STOP = "stop"  # rank 0: the ranks agreed to stop (cause, actions, signals, step_seconds); batch shell: its own stop
+#                (cause, actions, signals, and `fallback` when preemption.handler auto waited for the program in vain)
 SAVE = "save"  # rank 0: a state is durable (seconds, bytes, cause, kind)
 SAVE_FAILED = "save-failed"  # rank 0: a save failed, the previous state stays (error: one line, background)
 REQUEUE = "requeue"  # whoever requeued the job, or the batch shell on finding that Slurm did (cause, mode)
@@ -126,6 +127,7 @@ class Run:
     continued_as: str | None = None  # the job that continues this one's work (batch/continuation.py)
     # Nodes excluded in this run (batch/nodes.py): "node2: health check failed (exit 1)", one per node.
     excluded: list[str] = field(default_factory=list)
+    fallback: str | None = None  # preemption.handler auto stopped a program without Preemption (batch/signals.py)
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -147,6 +149,7 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
             if r.cause != PREEMPTION:
                 r.cause = e.get("cause")
             r.step_seconds = e.get("step_seconds", r.step_seconds)
+            r.fallback = e.get("fallback") or r.fallback
         elif kind == SAVE:
             r.save_seconds, r.save_bytes, r.saves = e.get("seconds"), e.get("bytes"), r.saves + 1
         elif kind == REQUEUE:

@@ -37,6 +37,8 @@ WRITER = "batch-shell"
 STEP_GONE_WAIT = 20.0  # seconds to wait for Slurm to show the failed step ended, before killing it
 POLL = 0.5
 TORCH_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s*")
+# Set by the local run (slurmgen.local.runner) when the job runs on CPU, GPUs asked for or not: a failure for want
+# of a GPU is then not restarted (interruption.decide_restart).
 
 
 def _say(line: str) -> None:
@@ -76,6 +78,7 @@ def restart(
         else failure_of(history, run, since, rc, ctx),
         previous=None if not restarts else _failure_from(restarts[-1]),
         event=interruption.RESTART_HANG if hangs else interruption.RESTART_CRASH,
+        no_gpu=ctx.environ.get(contract.LOCAL_NO_GPU) == "1",
     )
     plan = interruption.decide_restart(facts)
     if plan.line:

@@ -49,9 +49,14 @@ def announced(ctx: JobContext) -> bool:
 
 
 def announce_wait(ctx: JobContext) -> float:
-    """How long auto waits for the program to construct Preemption: a quarter of the lead time, at most a minute,
-    so that an unmodified program keeps most of its window to stop."""
-    return min(ANNOUNCE_WAIT, ctx.lead_seconds / 4) if ctx.lead_seconds is not None else ANNOUNCE_WAIT
+    """How long auto waits for the program to construct Preemption (announce_wait_for)."""
+    return announce_wait_for(ctx.lead_seconds)
+
+
+def announce_wait_for(lead_seconds: int | None) -> float:
+    """A quarter of the lead time, at most a minute, so that an unmodified program keeps most of its window to
+    stop. Also said by the local run when it sends the signal (slurmgen.local.runner)."""
+    return min(ANNOUNCE_WAIT, lead_seconds / 4) if lead_seconds is not None else ANNOUNCE_WAIT
 
 
 def fallback_warning(sig: str, waited: float | None) -> str:
@@ -61,6 +66,16 @@ def fallback_warning(sig: str, waited: float | None) -> str:
         "stopping the step with SIGTERM and requeueing the job (preemption.handler: auto); construct Preemption in "
         f"the program to save first, or set preemption.handler: program if it handles SIG{sig} itself, or requeue "
         "if it resumes from its own checkpoints"
+    )
+
+
+def fallback_note(sig: str, waited: float | None) -> str:
+    """auto's fallback as the run history keeps it (STOP's `fallback`), for `slurmgen history`, `status` and the
+    local run's terminal: the batch log alone is where nobody looks (issue 32)."""
+    within = f" within {waited:g} s" if waited is not None else ""
+    return (
+        f"preemption.handler auto: the program did not construct Preemption{within} of SIG{sig}, so the step was "
+        "stopped with SIGTERM and requeued; set preemption.handler: requeue to stop it at once"
     )
 
 
@@ -103,8 +118,10 @@ def on_signal(
         if _announced_within(waited, step_pid, ctx, kill=kill, sleep=sleep, clock=clock):
             return 0
     cause = signal_cause(ctx, None if view is None else view.preempted(), clock())
-    record(ctx, WRITER, run_history.STOP, cause=cause, actions=STOP_ACTIONS, signals=[sig])
-    if handler == contract.HANDLER_AUTO:
+    auto = handler == contract.HANDLER_AUTO
+    note = {"fallback": fallback_note(sig, waited)} if auto else {}
+    record(ctx, WRITER, run_history.STOP, cause=cause, actions=STOP_ACTIONS, signals=[sig], **note)
+    if auto:
         say(fallback_warning(sig, waited))
     say(f"SIG{sig} ({cause}): stopping the step with SIGTERM; the job is requeued once it has ended")
     stop_step("TERM", step_pid, ctx, say, client, kill=kill, sleep=sleep)

@@ -157,8 +157,9 @@ def _known_log_dirs(targets: Iterable[Target]) -> Iterator[tuple[str, Path]]:
 
 
 def restart_lines(targets: Iterable[Target]) -> list[str]:
-    """`slurmgen status`: one line per restart of the step inside the allocation (cause, rank, node, time lost), for
-    the jobs the journal knows; `slurmgen history JOB` shows them per run."""
+    """`slurmgen status`: one line per restart of the step inside the allocation (cause, rank, node, time lost), per
+    excluded node and per stop that preemption.handler auto made for a program without Preemption, for the jobs
+    the journal knows; `slurmgen history JOB` shows them per run."""
     lines = []
     for key, log_dir in _known_log_dirs(targets):
         for run in run_history.History.load(str(log_dir)).runs():
@@ -167,6 +168,8 @@ def restart_lines(targets: Iterable[Target]) -> list[str]:
             if run.repeated is not None:
                 lines.append(f"job {key}: run {run.run}: the same failure repeated ({run.repeated}): not restarted")
             lines += [f"job {key}: run {run.run}, node excluded ({text})" for text in run.excluded]
+            if run.fallback is not None:
+                lines.append(f"job {key}: run {run.run}: {run.fallback}")
     return lines
 
 
@@ -208,6 +211,8 @@ def _note(run: run_history.Run, miss: WindowMiss | None) -> str:
         notes.append(f"! save+step {miss.need:.1f} s > {miss.window:g} s {miss.cause} window ({miss.basis})")
     if run.ended in ENDINGS:
         notes.append(ENDINGS[run.ended])
+    if run.fallback is not None:
+        notes.append(run.fallback)
     if run.refused:
         notes.append(f"requeue refused: {run.refused}")
     for number, restart in enumerate(run.restarts, 1):

@@ -71,6 +71,27 @@ def _path_problem(text: str) -> str | None:
     return None
 
 
+def _bare_shell_ops(text: str) -> list[str]:
+    """The shell operators that stand as words of their own, unquoted, in a string command (`a | b`, not `'|'`)."""
+    masked, quote, escaped = [], "", False
+    for char in text:
+        if escaped:
+            masked.append("x")
+            escaped = False
+        elif char == "\\" and quote != "'":
+            masked.append("x")
+            escaped = True
+        elif quote:
+            masked.append("x")
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            masked.append("x")
+            quote = char
+        else:
+            masked.append(char)
+    return sorted(set("".join(masked).split()) & _SHELL_OPS)
+
+
 def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     """Fill defaults that depend on other fields; record problems that span fields."""
     out = dict(f)
@@ -86,6 +107,15 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
             cmd = ["?"]
         if not cmd:
             ctx.fail(("command",), "is empty; give the program to run, e.g. [python, train.py]")
+        ops = _bare_shell_ops(f["command"])
+        if ops:
+            # The string is split with shell quoting rules but never run by a shell: `python t.py | tee out` ran
+            # t.py with `|`, `tee`, `out` as its arguments, and the job COMPLETED without the file (issue 32).
+            ctx.fail(
+                ("command",),
+                f"{' '.join(ops)} is shell syntax, but the command is not run by a shell (its words become the "
+                "program's arguments); write the command as a list, or put the pipeline in a script and run that",
+            )
     if cmd and not cmd[0].strip():
         ctx.fail(("command", 0), "the program name is empty")
     out["command"] = cmd
