@@ -39,7 +39,7 @@ def test_a_cuda_only_program_is_said_first_and_its_failure_is_not_restarted(tmp_
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     first = done.stderr.splitlines()[0]
     assert first == (
-        "slurmgen: local job 1: multinode.py cannot run here as written: line 18 needs CUDA "
+        "slurmgen: local-1: multinode.py cannot run here as written: line 18 needs CUDA "
         '(torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))), and this run is on CPU with gloo (no GPU here); it '
         "will fail there and is not restarted. To rehearse it on CPU: backend = "
         'os.environ.get("SLURMGEN_BACKEND", "nccl"); device = torch.device(f"cuda:{local_rank}" if backend == "nccl" '
