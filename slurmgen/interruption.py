@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from slurmgen import contract, run_history
+from slurmgen import contract, exit_codes, run_history
 from slurmgen.interruption_signal import slurm_ends_graced_preempted, slurm_requeues_in_grace
 
 # How a run ended, as the batch shell records it (run-end's `ended`) and `slurmgen history` shows it.
@@ -185,7 +185,7 @@ def settle(facts: EndFacts, plan: EndAction, outcome: str | None, key: str) -> E
     resume = f"slurmgen resume {key} brings it back from there"
     if plan.requeue is not None and outcome not in ("disabled", "not-running"):
         # Wanted and not made (over budget, or Slurm did not take it): the work is not done, the state stays.
-        code = contract.EXIT_REQUEUE_BUDGET if plan.stopped or code == 0 else code
+        code = exit_codes.EXIT_REQUEUE_BUDGET if plan.stopped or code == 0 else code
         line = None  # the budget's refusal was said already
         if outcome != "budget":
             line = f"job {key} was not requeued (Slurm did not take the requeue): its resume state is kept; {resume}"

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from slurmgen import contract, run_history
+from slurmgen import contract, exit_codes, run_history
 
 # How close to the end of the time limit a requeue signal counts as the limit's own warning: Slurm sends --signal
 # up to 30 s before the lead time (PERIODIC_TIMEOUT, src/slurmctld/slurmctld.h), and our start time is the batch
@@ -142,7 +142,7 @@ def decide_stop(facts: StopFacts) -> StopPlan:
         # a REQUEUE partition requeues a job that ends in its grace itself: leave it to Slurm.
         requeue, leave = not facts.slurm_requeues, facts.slurm_requeues
     terminated = facts.terminated and not requeue and not facts.preempted
-    return StopPlan(requeue, contract.EXIT_TERMINATED if terminated else 0, leave)
+    return StopPlan(requeue, exit_codes.EXIT_TERMINATED if terminated else 0, leave)
 
 
 @dataclass(frozen=True)

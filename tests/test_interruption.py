@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from slurmgen import contract, interruption
+from slurmgen import exit_codes, interruption
 from slurmgen.interruption import EndAction, EndFacts, RunRecord, SlurmSays
 
 RUNNING = SlurmSays(running=True, preempted=False, requeued=False, mode=None, state_name="RUNNING")
@@ -75,14 +75,14 @@ ROWS = [
         facts(slurm=PREEMPTED),
         ("running", "preemption"),
         "failed",
-        ("stopped", contract.EXIT_REQUEUE_BUDGET, False),
+        ("stopped", exit_codes.EXIT_REQUEUE_BUDGET, False),
     ),
     (
         "budget spent",
         facts(marker="time-limit"),
         ("running", "time-limit"),
         "budget",
-        ("stopped", contract.EXIT_REQUEUE_BUDGET, False),
+        ("stopped", exit_codes.EXIT_REQUEUE_BUDGET, False),
     ),
     (
         "--no-requeue",
@@ -136,7 +136,7 @@ ROWS = [
         facts(step_code=143, job_code=143, run=RunRecord(batch_stop="time-limit")),
         ("running", "time-limit"),
         "budget",
-        ("stopped", contract.EXIT_REQUEUE_BUDGET, False),
+        ("stopped", exit_codes.EXIT_REQUEUE_BUDGET, False),
     ),
     (
         "failure, requeue_on_failure",
@@ -187,7 +187,7 @@ ROWS = [
         facts(slurm=PREEMPTED, run=RunRecord(continue_elsewhere=True)),
         ("continue", "preemption"),
         "failed",
-        ("stopped", contract.EXIT_REQUEUE_BUDGET, False),
+        ("stopped", exit_codes.EXIT_REQUEUE_BUDGET, False),
     ),
     (
         "CANCEL+grace 24.05+, but the program had finished: nothing to continue",

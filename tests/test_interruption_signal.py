@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurmgen import contract, run_history
+from slurmgen import contract, exit_codes, run_history
 from slurmgen.interruption_signal import (
     StopFacts,
     StopPlan,
@@ -121,7 +121,7 @@ def stop(**changes: bool) -> StopFacts:
         (stop(), StopPlan(True, 0, False)),  # a requeue signal: save, requeue, exit 0
         (stop(requeue_enabled=False), StopPlan(False, 0, False)),  # preemption off in the spec: never requeue
         (stop(asked_requeue=False), StopPlan(False, 0, False)),  # USR2: a clean exit
-        (stop(asked_requeue=False, terminated=True), StopPlan(False, contract.EXIT_TERMINATED, False)),
+        (stop(asked_requeue=False, terminated=True), StopPlan(False, exit_codes.EXIT_TERMINATED, False)),
         # SIGTERM in a grace time: preempted and still running, rank 0 requeues once the state is durable
         (stop(asked_requeue=False, terminated=True, preempted=True), StopPlan(True, 0, False)),
         # ... unless the site's Slurm requeues a job ending in its grace itself (24.05 and later)

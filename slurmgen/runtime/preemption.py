@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from slurmgen import contract, interruption_signal, run_history
+from slurmgen import contract, exit_codes, interruption_signal, run_history
 from slurmgen.job_context import JobContext
 from slurmgen.progress_mark import ProgressMark
 from slurmgen.requeue import record, requeue_this_job, signal_cause
@@ -383,10 +383,10 @@ class Preemption:
             outcome = requeue_this_job(self.cause, self.context, self.state_dir, history=history, before=view)
             _log(outcome.message)
             if outcome.action == "budget":
-                code = contract.EXIT_REQUEUE_BUDGET
+                code = exit_codes.EXIT_REQUEUE_BUDGET
         self._wait_for_rank0(failure)
         if self.rank != 0:
-            code = 0  # never non-zero before rank 0 is done: srun would kill it (contract.EXIT_*)
+            code = 0  # never non-zero before rank 0 is done: srun would kill it (exit_codes.EXIT_*)
         sys.stdout.flush()
         sys.stderr.flush()
         self._exit(code)

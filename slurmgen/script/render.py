@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from slurmgen import contract
-from slurmgen.contract import NODES_REQUEUED, NODES_SHORT
-from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
+from slurmgen.errors import SlurmgenError, UsageError
+from slurmgen.exit_codes import EXIT_INVALID, NODES_REQUEUED, NODES_SHORT
 from slurmgen.interruption_signal import STEP_GRACE, hold_limit  # the hold window is an interruption decision
 from slurmgen.job_context import KEY_SHELL
 from slurmgen.script.directives import directives, sq, task_log_stem
