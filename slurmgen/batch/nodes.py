@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if left:
         checked, _ = check_step(left, gpus, env, checkpoint_bytes(ctx, history), timeout)
         failed.update(checked)
-    plan = interruption.decide_nodes(interruption.NodeFacts(tuple(hosts), needed, excluded, failed))
+    plan = interruption.decide(interruption.NodeFacts(tuple(hosts), needed, excluded, failed))
     if plan.line:
         _say(plan.line)
     for node, why in plan.exclude:

@@ -7,7 +7,7 @@ The template passes two signals here, in the background so that the shell keeps 
   slurmstepd gives every task SIGTERM and srun returns when they exit. When Slurm itself is ending the job (time
   limit, scancel, a requeue) the tasks have it already. And: is Slurm preempting the job with PreemptMode=CANCEL,
   which never requeues? Then requeue it at once (batch/commands.py says why).
-- the preemption signal, by `preemption.handler` (slurmgen/interruption_signal.py `preemption_route`):
+- the preemption signal, by `preemption.handler` (slurmgen/interruption/running.py `preemption_route`):
   runtime and program: forwarded to the step (srun passes it on to every task);
   requeue: the step is stopped with SIGTERM through Slurm, as above, and the job requeued when it has ended (or
   at the end of the window, if the program is still saving), within its budget;
@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from slurmgen import contract, interruption_signal, run_history
+from slurmgen import contract, interruption, run_history
+from slurmgen.interruption import BeforeStep, Phase, SignalRoute
 from slurmgen.job_context import JobContext
 from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 
@@ -92,12 +93,12 @@ def on_signal(
         return 0
     if sig != ctx.preempt_signal or step_pid is None:
         return 0
-    route = interruption_signal.preemption_route(handler, announced(ctx))
+    route = interruption.decide(interruption.PreemptionSignalFacts(handler, announced(ctx)))
     waited = None
-    if route in ("forward", "wait"):
+    if route in (SignalRoute.FORWARD, SignalRoute.WAIT):
         with contextlib.suppress(ProcessLookupError):
             kill(step_pid, getattr(signal, f"SIG{sig}"))
-        if route == "forward":
+        if route is SignalRoute.FORWARD:
             return 0
         waited = announce_wait(ctx)
         if _announced_within(waited, step_pid, ctx, kill=kill, sleep=sleep, clock=clock):
@@ -208,10 +209,10 @@ def stop_step(
 
 
 def window_end(ctx: JobContext, view: SlurmView | None, cause: str) -> float | None:
-    """When Slurm ends this run anyway (slurmgen.interruption_signal.window_end): Slurm's EndTime while a preempted
+    """When Slurm ends this run anyway (slurmgen.interruption.window_end): Slurm's EndTime while a preempted
     job runs, else the time limit from this job's start."""
     running_end = view.end_time.timestamp() if view is not None and view.end_time and view.running() else None
-    return interruption_signal.window_end(cause, running_end, ctx.start_time, ctx.time_limit)
+    return interruption.window_end(cause, running_end, ctx.start_time, ctx.time_limit)
 
 
 def _watch(
@@ -249,3 +250,16 @@ def never_taken(ctx: JobContext, signals: list[str], history: run_history.Histor
         "acted on it (preemption.handler: runtime); construct Preemption, or set preemption.handler: auto to stop "
         "and requeue such a program"
     )
+
+
+def before_step(attempt: int, env: JobContext | Mapping[str, str], say: Callable[[str], None]) -> str:
+    """`batch before ATTEMPT`: the batch shell holds signals at a start of the step; what it does is the policy's
+    (slurmgen.interruption.decide_before_step). Printed for the shell to carry out: `start`, `end` (go to the
+    run's end) or `exit CODE`."""
+    ctx = JobContext.of(env)
+    signals = tuple(item.partition("@")[0] for item in ctx.signals.split())
+    phase = Phase.RESTARTING if attempt > 0 else Phase.STARTING
+    plan = interruption.decide(interruption.BeforeStepFacts(signals, phase))
+    if plan.line:
+        say(plan.line)
+    return f"exit {plan.code}" if plan.action is BeforeStep.EXIT else str(plan.action)

@@ -1,24 +1,20 @@
-"""What to do when a signal interrupts a running step: one pure decision per question, tested as a table.
-
-The end of a run and a crash inside the allocation are decided in slurmgen/interruption.py; this is its other half,
-for the moments while the step runs: why a requeue signal came (`signal_cause`), where the batch shell sends the
-preemption signal (`preemption_route`), when Slurm ends the run anyway (`window_end`), whether a requeue is within
-its budget (`budget_refusal`), what the site's Slurm does by itself (`slurm_requeues_in_grace`,
-`slurm_requeue_cause`, `slurm_ends_graced_preempted`), rank 0's stop (`decide_stop`), the supervisor's routing
-(`task_route`) and how long the rendered script holds an early preemption signal (`hold_limit`). The executors (the
-batch shell's `signal`, requeue, Preemption) gather the facts and carry out the answer; nothing here runs a command,
-reads a file or a clock (tests/test_interruption_signal.py).
+"""The decisions taken while a run is under way: before a start of the step (what TERM and USR2 mean then), why a
+requeue signal came (`signal_cause`), where the batch shell sends the preemption signal (`preemption_route`), when
+Slurm ends the run anyway (`window_end`), rank 0's stop (`decide_stop`), the supervisor's routing (`task_route`) and
+how long the rendered script holds an early preemption signal (`hold_limit`). The executors (the batch shell's
+helper, Preemption, each task's supervisor) gather the facts and carry out the answer; nothing here runs a
+command, reads a file or a clock.
 
 Standard library and the run history's vocabulary only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
 from slurmgen import contract, exit_codes, run_history
+from slurmgen.interruption.states import BeforeStep, Event, Phase, SignalRoute
 
 # How close to the end of the time limit a requeue signal counts as the limit's own warning: Slurm sends --signal
 # up to 30 s before the lead time (PERIODIC_TIMEOUT, src/slurmctld/slurmctld.h), and our start time is the batch
@@ -40,15 +36,24 @@ def signal_cause(
     return run_history.REQUESTED if preempted is False else run_history.PREEMPTION
 
 
-def preemption_route(handler: str, program_announced: bool) -> str:
-    """What the preemption signal calls for in the batch shell: "forward" (the program acts on it), "stop" (the
-    batch shell stops the step and requeues), or "wait" (auto, and the program has not said yet whether it takes
-    part: forward, and stop if it does not say soon)."""
-    if handler in (contract.HANDLER_RUNTIME, contract.HANDLER_PROGRAM):
-        return "forward"
-    if handler == contract.HANDLER_AUTO:
-        return "forward" if program_announced else "wait"
-    return "stop"
+@dataclass(frozen=True)
+class PreemptionSignalFacts:
+    """The spec's preemption signal reached the batch shell while the step runs."""
+
+    EVENT: ClassVar[Event] = Event.PREEMPTION_SIGNAL
+    handler: str  # preemption.handler
+    program_announced: bool  # rank 0 constructed Preemption in this run (the run history says so)
+
+
+def preemption_route(facts: PreemptionSignalFacts) -> SignalRoute:
+    """What the preemption signal calls for in the batch shell: FORWARD (the program acts on it), STOP (the batch
+    shell stops the step and requeues), or WAIT (auto, and the program has not said yet whether it takes part:
+    forward, and stop if it does not say soon)."""
+    if facts.handler in (contract.HANDLER_RUNTIME, contract.HANDLER_PROGRAM):
+        return SignalRoute.FORWARD
+    if facts.handler == contract.HANDLER_AUTO:
+        return SignalRoute.FORWARD if facts.program_announced else SignalRoute.WAIT
+    return SignalRoute.STOP
 
 
 def window_end(cause: str, preempt_end: float | None, start: float | None, limit: float | None) -> float | None:
@@ -61,62 +66,11 @@ def window_end(cause: str, preempt_end: float | None, start: float | None, limit
     return None
 
 
-def budget_refusal(
-    cause: str, counts: run_history.Counts, max_requeues: int | None, max_preemptions: int | None
-) -> str | None:
-    """Why a requeue for ``cause`` is over budget, or None when it may go ahead. preemption.max_requeues counts the
-    requeues the job causes itself; preemption.max_preemptions those after a preemption (None: no limit)."""
-    if cause == run_history.PREEMPTION:
-        used, limit, field = counts.preemptions, max_preemptions, "preemption.max_preemptions"
-    else:
-        used, limit, field = counts.own, max_requeues, "preemption.max_requeues"
-    if limit is None or used < limit:
-        return None
-    kind = "preemption" if cause == run_history.PREEMPTION else "requeue"
-    return f"its {kind} budget is used up ({used} of {limit}, {field})"
-
-
-def slurm_requeues_in_grace(site: Mapping[str, Any]) -> bool:
-    """Does Slurm itself requeue a job of this site that ends during its preemption grace time? Since 24.05
-    (SchedMD commit a689104d15, bug 16263: src/slurmctld/proc_req.c) a batch job that completes after the grace
-    time's signal, in a PreemptMode=REQUEUE partition, is treated as preempted and requeued. Before, such a job
-    just completed, and slurmgen had to requeue it. A requeue of our own during the grace would now be one too
-    many: `scontrol requeue` leaves Slurm's grace mark on the job (only a completion clears it), so the next
-    run, ending, is requeued once more (seen on 24.11: a completed job ran a third time from scratch)."""
-    from slurmgen.slurm.site_config import version_tuple
-
-    known = version_tuple(site.get("version"))
-    return site.get("mode") == "REQUEUE" and known is not None and known >= (24, 5)
-
-
-def slurm_ends_graced_preempted(site: Mapping[str, Any]) -> bool:
-    """Does this site's Slurm end a job PREEMPTED, whatever its run does, once a PreemptMode=CANCEL preemption
-    with a grace time has begun? Since 24.05 (commit a689104d15) `_job_complete` (src/slurmctld/job_mgr.c) ends
-    every job carrying GRACE_PREEMPT as PREEMPTED; the flag is set as the grace starts (src/interfaces/preempt.c,
-    `_job_check_grace_internal`) and `scontrol requeue` does not clear it, so a requeued run that finishes the work
-    ends PREEMPTED too. The work then goes on in a continuation job (batch/continuation.py)."""
-    from slurmgen.slurm.site_config import version_tuple
-
-    known = version_tuple(site.get("version"))
-    try:
-        grace = int(site.get("grace") or 0)
-    except (TypeError, ValueError):
-        grace = 0
-    return site.get("mode") == "CANCEL" and grace > 0 and known is not None and known >= (24, 5)
-
-
-def slurm_requeue_cause(preempt_time_seen: bool, mode: str | None) -> str:
-    """Why Slurm requeued a job that did not ask. While Slurm requeues a preempted job its record no longer shows
-    PreemptTime (src/scontrol/info_job.c prints it only while preemptable_time is set), so a requeue of a job in a
-    PreemptMode=REQUEUE partition is taken for a preemption; anywhere else it is someone else's doing (an admin's
-    scontrol requeue, a node failure)."""
-    return run_history.PREEMPTION if preempt_time_seen or mode == "REQUEUE" else run_history.EXTERNAL
-
-
 @dataclass(frozen=True)
 class StopFacts:
     """Rank 0's stop (Preemption.save_and_exit), as every rank learns it."""
 
+    EVENT: ClassVar[Event] = Event.STOP
     asked_requeue: bool  # the signal or the program asked for a requeue
     terminated: bool  # SIGTERM: Slurm (or someone) is ending the job
     requeue_enabled: bool  # preemption is on (or the program runs outside slurmgen's script)
@@ -151,20 +105,31 @@ class TaskRoute:
     owed: bool  # a preemption signal the program cannot take yet: watched until it has a handler
 
 
-def task_route(
-    *, preemption_signal: bool, handler: str, program_catches: bool, hooked: bool, stepwide: bool, recent: bool
-) -> TaskRoute:
+@dataclass(frozen=True)
+class TaskSignalFacts:
+    """A signal reached a task's supervisor."""
+
+    EVENT: ClassVar[Event] = Event.TASK_SIGNAL
+    preemption_signal: bool  # it is the spec's preemption signal
+    handler: str  # preemption.handler
+    program_catches: bool  # the program has a handler for it now
+    hooked: bool  # the program runs under slurmgen's hook, which keeps the signal blocked until its handler is in
+    stepwide: bool  # slurmstepd signalled every process of the step: the program has it already
+    recent: bool  # the same signal came moments ago: a repeat of it
+
+
+def task_route(facts: TaskSignalFacts) -> TaskRoute:
     """Where a signal that reached a task's supervisor goes (task/supervisor.py executes it). A step-wide one
     (slurmstepd signalled every process) reached the program already, and a repeat within moments is the same one;
     under handler requeue the preemption signal is the batch shell's business (it stops the step with SIGTERM);
     under handler program, one the program has no handler for yet is owed to it, and only a hooked program (which
     keeps it blocked until its handler is in) is sent it now."""
-    if preemption_signal and handler == contract.HANDLER_REQUEUE:
+    if facts.preemption_signal and facts.handler == contract.HANDLER_REQUEUE:
         return TaskRoute(False, False)
-    owed = preemption_signal and handler == contract.HANDLER_PROGRAM and not program_catches
-    if owed and not hooked:
+    owed = facts.preemption_signal and facts.handler == contract.HANDLER_PROGRAM and not facts.program_catches
+    if owed and not facts.hooked:
         return TaskRoute(False, True)  # discarded by the program's SIG_IGN: sent again once it has a handler
-    return TaskRoute(not stepwide and not recent, owed)
+    return TaskRoute(not facts.stepwide and not facts.recent, owed)
 
 
 # --- The template's hold window -----------------------------------------------------------------------------
@@ -182,3 +147,40 @@ HOLD_SHARE = 4
 def hold_limit(lead_time: int) -> int:
     """Seconds after the step's start past which an early preemption signal is delivered whatever the tasks say."""
     return max(STEP_GRACE, lead_time // HOLD_SHARE)
+
+
+# --- Signals that came before a start of the step ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BeforeStepFacts:
+    """The batch shell is about to start the step and holds signals that reached it (the template asks only when
+    it holds one: `python -m slurmgen.batch before ATTEMPT`)."""
+
+    EVENT: ClassVar[Event] = Event.SIGNAL_BEFORE_STEP
+    signals: tuple[str, ...]  # the signals that reached the batch shell in this run, in order
+    phase: Phase  # STARTING (the run's first start of the step) or RESTARTING (after a failed start)
+
+
+@dataclass(frozen=True)
+class BeforeStepPlan:
+    action: BeforeStep
+    code: int = 0  # BeforeStep.EXIT: the batch shell's exit code
+    line: str | None = None
+
+
+def decide_before_step(facts: BeforeStepFacts) -> BeforeStepPlan:
+    """What the batch shell does at a start of the step with the signals it holds. TERM (contract.SAVE_EXIT_SIGNAL:
+    Slurm or someone ends the job) and USR2 (contract.CLEAN_EXIT_SIGNAL: a clean exit is asked for) stop the run:
+    before its first start there is no work to save, so the shell leaves with TERM's code or 0; between restarts
+    there is a run to end (its record, its requeue, its state), so it goes to the run's end. Any other signal (the
+    preemption signal) is given to the step once it starts."""
+    stops = {contract.SAVE_EXIT_SIGNAL, contract.CLEAN_EXIT_SIGNAL} & set(facts.signals)
+    if facts.phase is Phase.RESTARTING and stops:
+        return BeforeStepPlan(BeforeStep.END, 0, "a stop signal came while the failed step was being restarted: not "
+                              "started again")  # fmt: skip
+    if contract.SAVE_EXIT_SIGNAL in stops:
+        return BeforeStepPlan(BeforeStep.EXIT, exit_codes.EXIT_TERMINATED, "terminated before the step started")
+    if contract.CLEAN_EXIT_SIGNAL in stops:
+        return BeforeStepPlan(BeforeStep.EXIT, 0, "asked for a clean exit before the step started")
+    return BeforeStepPlan(BeforeStep.START)
