@@ -135,7 +135,7 @@ def end(
     run's history), let slurmgen.interruption decide, and carry it out: requeue, record the run's end, remove the
     resume state only when the work is done. Returns the batch shell's exit code."""
     from slurmgen import interruption
-    from slurmgen.batch.signals import STOP_ACTIONS, never_taken, unanswered
+    from slurmgen.batch.signals import STOP_ACTIONS
     from slurmgen.slurm import view as slurm_view
 
     ctx = JobContext.of(env)
@@ -144,28 +144,31 @@ def end(
         return rc
     restarts = ctx.restart_count
     preemption_on = ctx.preempt_signal is not None
-    signals = _record_signals(ctx)
+    signals = tuple(_record_signals(ctx))
     # One read of the run history for the whole decision (the signals just recorded included).
     history = run_history.History.load(ctx.log_dir)
-    if (unheard := never_taken(ctx, signals, history)) is not None:
+    this_run = interruption.run_record(
+        history, ctx.run, batch_stop_actions=STOP_ACTIONS, site=site_facts(history, ctx.run)
+    )
+    if (unheard := interruption.never_taken(ctx.preempt_signal, signals, ctx.handler, this_run)) is not None:
         say(unheard)
     code, failing = _job_code(rc, ctx, history, say)
     asked = _take_marker(ctx, key)
     view = slurm_view.look(key, client, retry)
-    this_run = interruption.run_record(
-        history, ctx.run, batch_stop_actions=STOP_ACTIONS, site=site_facts(history, ctx.run)
-    )
+    fallback = preemption_on and interruption.unanswered(ctx.preempt_signal, signals, rc, ctx.handler, this_run)
+    if fallback and ctx.preempt_signal:
+        say(interruption.fallback_warning(ctx.preempt_signal, None))
     facts = interruption.EndFacts(
         step_code=rc,
         job_code=code,
         program_decides=ctx.handler == contract.HANDLER_PROGRAM,
         preemption_on=preemption_on,
         requeue_on_failure=ctx.requeue_on_failure,
-        signals=tuple(signals),
+        signals=signals,
         marker=asked,
         slurm=None if view is None else view.says(restarts),
         run=this_run,
-        unanswered=preemption_on and this_run.batch_stop is None and unanswered(ctx, signals, rc, say, history),
+        unanswered=fallback,
         signal_cause=signal_cause(ctx, None if view is None else view.preempted(), time.time()),
         repeated=history.has(ctx.run, run_history.REPEATED),
     )

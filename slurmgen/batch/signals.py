@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, interruption, run_history
-from slurmgen.interruption import BeforeStep, Phase, SignalRoute
+from slurmgen.interruption import BeforeStep, Phase, SignalRoute, fallback_warning
 from slurmgen.job_context import JobContext
 from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 
@@ -53,16 +53,6 @@ def announce_wait(ctx: JobContext) -> float:
     """How long auto waits for the program to construct Preemption: a quarter of the lead time, at most a minute,
     so that an unmodified program keeps most of its window to stop."""
     return min(ANNOUNCE_WAIT, ctx.lead_seconds / 4) if ctx.lead_seconds is not None else ANNOUNCE_WAIT
-
-
-def fallback_warning(sig: str, waited: float | None) -> str:
-    within = f" within {waited:g} s of SIG{sig}" if waited is not None else ""
-    return (
-        f"warning: the program did not construct slurmgen's Preemption{within}, so SIG{sig} cannot make it save: "
-        "stopping the step with SIGTERM and requeueing the job (preemption.handler: auto); construct Preemption in "
-        f"the program to save first, or set preemption.handler: program if it handles SIG{sig} itself, or requeue "
-        "if it resumes from its own checkpoints"
-    )
 
 
 def on_signal(
@@ -137,21 +127,6 @@ def _announced_within(
         if clock() >= deadline:
             return False
         sleep(ANNOUNCE_POLL)
-
-
-def unanswered(
-    ctx: JobContext, signals: list[str], rc: int, say: Callable[[str], None], history: run_history.History
-) -> bool:
-    """After a failed step, under auto: the preemption signal came, the program never constructed Preemption and
-    the batch shell had not decided yet (the step ended first: a program killed by the signal, say). The job
-    comes back as the fallback would have made it; True when so (the warning is said here)."""
-    sig = ctx.preempt_signal
-    if rc == 0 or not sig or sig not in signals or ctx.handler != contract.HANDLER_AUTO:
-        return False
-    if history.announced(ctx.run) or history.stop_by(ctx.run, STOP_ACTIONS) is not None:
-        return False
-    say(fallback_warning(sig, None))
-    return True
 
 
 def _preempted_by_slurm(
@@ -237,19 +212,6 @@ def _watch(
         sleep(WATCH_PAUSE)
     outcome = requeue_this_job(cause, ctx, by=WRITER, client=client)
     say(f"the step is still stopping {STOP_MARGIN:g} s before the end of its window: {outcome.message}")
-
-
-def never_taken(ctx: JobContext, signals: list[str], history: run_history.History) -> str | None:
-    """After the step: a warning when the preemption signal came under handler runtime and the program never
-    constructed Preemption, so nothing ever acted on it (it stayed blocked); else None."""
-    sig = ctx.preempt_signal
-    if not sig or sig not in signals or ctx.handler != contract.HANDLER_RUNTIME or history.announced(ctx.run):
-        return None
-    return (
-        f"warning: SIG{sig} reached the job, but the program never constructed slurmgen's Preemption, so nothing "
-        "acted on it (preemption.handler: runtime); construct Preemption, or set preemption.handler: auto to stop "
-        "and requeue such a program"
-    )
 
 
 def before_step(attempt: int, env: JobContext | Mapping[str, str], say: Callable[[str], None]) -> str:

@@ -16,25 +16,6 @@ from typing import ClassVar
 from slurmgen import contract, exit_codes, run_history
 from slurmgen.interruption.states import BeforeStep, Event, Phase, SignalRoute
 
-# How close to the end of the time limit a requeue signal counts as the limit's own warning: Slurm sends --signal
-# up to 30 s before the lead time (PERIODIC_TIMEOUT, src/slurmctld/slurmctld.h), and our start time is the batch
-# shell's, a second late at most.
-TIME_LIMIT_SLACK = 90
-
-
-def signal_cause(
-    preempted: bool | None, now: float, start: float | None, limit: float | None, lead: float | None
-) -> str:
-    """Why a requeue signal came, for the rank and the batch shell alike. Slurm's PreemptTime is the authority
-    (``preempted``; None when Slurm could not be asked). Within the lead time (and Slurm's slack) of the time limit
-    it is the limit's own warning; any other is someone's request (`scancel --signal`, `slurmgen cancel --signal`)
-    when Slurm says the job is not preempted; unasked, it is taken for a preemption."""
-    if preempted:
-        return run_history.PREEMPTION
-    if start is not None and limit is not None and lead is not None and now >= start + limit - lead - TIME_LIMIT_SLACK:
-        return run_history.TIME_LIMIT
-    return run_history.REQUESTED if preempted is False else run_history.PREEMPTION
-
 
 @dataclass(frozen=True)
 class PreemptionSignalFacts:
