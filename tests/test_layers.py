@@ -79,3 +79,18 @@ def test_no_circle_at_import() -> None:
     arrows = graph("import")
     circles = [name for name in arrows if name in closure(sorted(arrows[name]), arrows)]
     assert circles == []
+
+
+def test_the_interruption_policy_imports_only_its_vocabulary() -> None:
+    """The policy is pure (slurmgen/interruption/__init__.py): the standard library, its own modules and the
+    standard-library leaves that name what it decides on. The facts that need Slurm's own parsing (a version) are
+    passed in by the processes that ask it, so no arrow goes from the policy to slurmgen.slurm or further up."""
+    allowed = ("slurmgen.interruption", "slurmgen.contract", "slurmgen.exit_codes", "slurmgen.run_history")
+    found = [
+        f"{name} -> {target}"
+        for name, targets in graph().items()
+        if within(name, "slurmgen.interruption")
+        for target in sorted(targets)
+        if within(target, "slurmgen") and not any(within(target, ok) for ok in allowed)
+    ]
+    assert found == []
