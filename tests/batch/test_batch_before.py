@@ -6,6 +6,7 @@ script runs it: a fresh interpreter, the signals in SLURMGEN_SIGNALS, the answer
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 
@@ -43,3 +44,34 @@ def test_the_script_is_told_what_to_do_with_the_signals_it_holds(
     done = ask(attempt, signals)
     assert (done.returncode, done.stdout.strip()) == (0, answer), done.stderr
     assert (said is None and done.stderr == "") or (said is not None and said in done.stderr), done.stderr
+
+
+def before_block() -> str:
+    """The rendered script's own lines that ask at a start of the step (from a golden script, which
+    tests/script/test_render.py pins to the template), with this interpreter for `python3`."""
+    text = (REPO / "tests" / "script" / "golden" / "cpu-debug.sh").read_text()
+    start = text.index('if [ -n "${_sg_signals}" ]; then')
+    block = text[start : text.index("\nfi\n", start) + 4]
+    return block.replace("'python3'", shlex.quote(sys.executable))
+
+
+@pytest.mark.parametrize(
+    ("attempt", "signals", "code", "where"),
+    [
+        (0, "TERM", 143, "left"),  # nothing ran: the shell leaves with SIGTERM's code
+        (0, "USR2", 0, "left"),
+        (0, "USR1", 0, "started"),  # the preemption signal: delivered once the step runs
+        (1, "USR2", 0, "at the end"),  # a run to end: the end records, requeues or keeps the state
+    ],
+)
+def test_the_rendered_script_carries_out_the_answer(attempt: int, signals: str, code: int, where: str) -> None:
+    """Real bash, running the rendered lines inside the script's loop: it starts the step, leaves the loop for
+    the run's end, or exits with the code, as the helper said."""
+    script = (
+        f'_sg_attempt={attempt}; _sg_signals=" {signals}"; _sg_signal_log=" {signals}@1.0"\n'
+        f"while :; do\n{before_block()}echo started; exit 0\ndone\necho 'at the end'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SLURMGEN_"))} | {"SLURM_JOB_ID": "77"}
+    done = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    said = done.stdout.strip() or "left"
+    assert (done.returncode, said) == (code, where), done.stderr

@@ -151,7 +151,8 @@ echo "slurmgen: rendezvous at ${MASTER_ADDR}:${MASTER_PORT}" >&2
 
 # --- Launch the step in the background and wait for it (so traps run at once) -----------------------------
 # Signals that came before this start of the step: whether it starts (start), the run goes to its end (end) or
-# the shell leaves (exit CODE) is decided in slurmgen/batch/signals.py; asked only when a signal came.
+# the shell leaves (exit CODE) is the interruption policy's (slurmgen/interruption/running.py), asked through
+# slurmgen/batch/signals.py only when a signal came.
 if [ -n "${_sg_signals}" ]; then
     _sg_before="$(SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.batch' 'before' "${_sg_attempt}")"
     case "${_sg_before}" in
