@@ -18,6 +18,7 @@ from slurmgen.interruption import (
     budget_refusal,
     decide,
     signal_cause,
+    signal_meanings,
     slurm_requeue_cause,
     slurm_requeues_in_grace,
     window_end,
@@ -197,3 +198,16 @@ def test_decide_before_step(signals: tuple[str, ...], phase: Phase, plan: tuple[
     found = decide(BeforeStepFacts(signals, phase))
     assert (found.action, found.code) == plan
     assert (found.line is None) == (found.action is BeforeStep.START)
+
+
+@pytest.mark.parametrize(
+    ("requeue_enabled", "expected"),
+    [
+        (True, {"USR1": (True, True, False), "TERM": (False, True, True), "USR2": (False, False, False)}),
+        (False, {"USR1": (False, True, False), "TERM": (False, True, True), "USR2": (False, False, False)}),
+    ],
+)
+def test_what_each_signal_means_to_rank_0(requeue_enabled: bool, expected: dict[str, tuple[bool, bool, bool]]) -> None:
+    """(requeue, save, terminated) for each signal Preemption takes; every one ends in an exit."""
+    found = signal_meanings("USR1", requeue_enabled)
+    assert {name: (m.requeue, m.save, m.terminated) for name, m in found.items()} == expected

@@ -48,6 +48,27 @@ def window_end(cause: str, preempt_end: float | None, start: float | None, limit
 
 
 @dataclass(frozen=True)
+class SignalMeaning:
+    """What rank 0's Preemption does when a signal reaches the program (every rank records it; rank 0 acts)."""
+
+    requeue: bool  # ask for a requeue once the state is durable
+    save: bool  # save the state first
+    terminated: bool  # Slurm (or someone) is ending the job: exit with EXIT_TERMINATED unless requeued
+
+
+def signal_meanings(preempt_signal: str, requeue_enabled: bool) -> dict[str, SignalMeaning]:
+    """The signals the program's Preemption takes, by name, and what each means; every one ends in an exit. The
+    preemption signal saves and requeues (only saves when preemption is off: no requeue to ask for); TERM
+    (contract.SAVE_EXIT_SIGNAL: the time limit, scancel, a preemption without a user signal) saves and exits; USR2
+    (contract.CLEAN_EXIT_SIGNAL) exits cleanly without a save."""
+    return {
+        preempt_signal: SignalMeaning(requeue=requeue_enabled, save=True, terminated=False),
+        contract.SAVE_EXIT_SIGNAL: SignalMeaning(requeue=False, save=True, terminated=True),
+        contract.CLEAN_EXIT_SIGNAL: SignalMeaning(requeue=False, save=False, terminated=False),
+    }
+
+
+@dataclass(frozen=True)
 class StopFacts:
     """Rank 0's stop (Preemption.save_and_exit), as every rank learns it."""
 

@@ -147,9 +147,13 @@ class Preemption:
     # -- signals --------------------------------------------------------------------------------------------
 
     def _install(self) -> None:
-        wanted = {self.signal: REQUEUE | SAVE | EXIT, signal.SIGTERM: SAVE | EXIT | TERM, signal.SIGUSR2: EXIT}
-        if not self.requeue_enabled:
-            wanted[self.signal] = SAVE | EXIT
+        # What each signal means is the interruption policy's; here it becomes the flags the ranks agree on.
+        meanings = interruption.signal_meanings(signal.Signals(self.signal).name[3:], self.requeue_enabled)
+        wanted = {
+            signal.Signals[f"SIG{name}"]: EXIT | (REQUEUE if m.requeue else 0) | (SAVE if m.save else 0)
+            | (TERM if m.terminated else 0)
+            for name, m in meanings.items()
+        }  # fmt: skip
         for sig, actions in wanted.items():
             signal.signal(sig, self._handler(actions))
         signal.signal(signal.SIGCONT, signal.SIG_IGN)
