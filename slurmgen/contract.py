@@ -114,17 +114,7 @@ BATCH_SIGNALS_FILE = ".batch-signals"
 PREEMPT_POLL = "SLURMGEN_PREEMPT_POLL"
 DEFAULT_PREEMPT_POLL = 10.0
 
-# Exit codes of a task that stops on purpose (sysexits.h meanings). Only rank 0 uses a non-zero one, and only
-# after its save: another rank exiting non-zero first would make srun (--kill-on-bad-exit) kill rank 0 mid-save.
-EXIT_REQUEUE_BUDGET = 75  # EX_TEMPFAIL: stopped for preemption but the requeue budget is spent
-EXIT_PEER_LOST = 76  # EX_PROTOCOL: a peer died or stopped answering during the stop agreement
-EXIT_TERMINATED = 143  # 128 + SIGTERM: saved and exited because Slurm asked the job to end
-
-# Exit codes of the batch shell's node check (batch/nodes.py) besides 0 (start the step on the nodes it
-# prints): the job was requeued away from a bad node; too few healthy nodes and no requeue (the run ends). Any
-# other code is the check's own failure, which blames no node.
-NODES_REQUEUED = 3
-NODES_SHORT = 4
+# Exit codes (a stopping task's, the node check's): slurmgen/exit_codes.py, with every other code.
 
 # The signals the runtime understands; the names are Slurm's and bash's spelling (no SIG prefix).
 CLEAN_EXIT_SIGNAL = "USR2"

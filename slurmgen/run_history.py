@@ -36,7 +36,7 @@ SAVE_FAILED = "save-failed"  # rank 0: a save failed, the previous state stays (
 REQUEUE = "requeue"  # whoever requeued the job, or the batch shell on finding that Slurm did (cause, mode)
 REFUSED = "requeue-refused"  # a requeue that was wanted but not made (why: budget, disabled, ...)
 RUN_END = "run-end"  # batch shell: the job's exit code, the step's (srun's), the task that failed first if any,
-#                      and how it ended (slurmgen/interruption.py: completed, stopped, requeued, failed, unsure)
+#                      and how it ended (slurmgen/interruption/: completed, stopped, requeued, failed, unsure)
 TASK_EXIT = "task-exit"  # a task's supervisor: its program failed on its own (rank, node, exit_code, signal, log)
 HANDLER = "preemption-handler"  # rank 0: the program constructed Preemption (handler: runtime); `auto` reads it
 STATE_REMOVED = "state-removed"  # batch shell: the job completed; its resume state is gone (path)
@@ -119,7 +119,7 @@ class Run:
     step_seconds: float | None = None
     signals: list[str] = field(default_factory=list)
     failing: str | None = None  # "rank 3 on node2 (exit 1)"
-    ended: str | None = None  # how the run ended (slurmgen/interruption.py: completed, stopped, requeued, ...)
+    ended: str | None = None  # how the run ended (slurmgen/interruption/: completed, stopped, requeued, ...)
     # The step's restarts inside the allocation (batch/restart.py): "crash: rank 1 on n2 (killed by SIGKILL),
     # 30 steps lost, 12.5 s lost" (restart_text), one per restart; and a failure that repeated and ended the run.
     restarts: list[str] = field(default_factory=list)

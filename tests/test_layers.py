@@ -125,12 +125,15 @@ MAY_IMPORT = {
     "task": LOW,
     "integrations": {"runtime", *LOW},
 }
-POLICY_MAY_IMPORT = {"slurmgen.contract", "slurmgen.errors", "slurmgen.run_history", "slurmgen.signal_names"}
+POLICY_MAY_IMPORT = {
+    "slurmgen.contract",
+    "slurmgen.errors",
+    "slurmgen.exit_codes",
+    "slurmgen.run_history",
+    "slurmgen.signal_names",
+}
 # Known arrows up, each to be removed with the change that removes it (the test fails once one is gone).
 KNOWN_UP = {
-    # Temporary: fixed by the interface/policy change.
-    "slurmgen.interruption_signal -> slurmgen.slurm.site_config",
-    "slurmgen.local.handler_notice -> slurmgen.batch.signals",  # auto's wait: a policy value, moves with the policy
     # Not yet fixed by any change: the batch shell records the continuation job it submits in the user's journal,
     # as `slurmgen submit` does; the journal's record and the submit token belong below jobs/ for it to use them.
     "slurmgen.batch.continuation -> slurmgen.jobs.journal",
@@ -142,6 +145,8 @@ def place(name: str) -> str:
     parts = name.split(".")
     if len(parts) == 1:
         return "slurmgen"
+    if parts[1] == "interruption":
+        return "policy"
     if modules()[name].parent != PACKAGE:
         return parts[1]
     if parts[1] == "__main__":
@@ -178,10 +183,25 @@ def test_the_layers_see_what_they_check() -> None:
     unplaced = {place(name) for name in modules()} - set(MAY_IMPORT)
     assert unplaced == set(), "a new place under slurmgen/: say in MAY_IMPORT what it may import"
     assert {place(name) for name in modules()} == set(MAY_IMPORT)
-    assert place("slurmgen.interruption_signal") == "policy" and place("slurmgen.contract") == "leaf"
+    assert place("slurmgen.interruption.ending") == "policy" and place("slurmgen.contract") == "leaf"
     assert not arrow_points_down("slurmgen.jobs.plan", "slurmgen.cli.app")
     assert not arrow_points_down("slurmgen.spec.model", "slurmgen.jobs.plan")
     assert not arrow_points_down("slurmgen.slurm.client", "slurmgen.script.render")
     assert not arrow_points_down("slurmgen.interruption", "slurmgen.job_context")
     assert arrow_points_down("slurmgen.__main__", "slurmgen.cli.app")
     assert not arrow_points_down("slurmgen.api.job", "slurmgen.cli.app")
+
+
+def test_the_interruption_policy_imports_only_its_vocabulary() -> None:
+    """The policy is pure (slurmgen/interruption/__init__.py): the standard library, its own modules and the
+    standard-library leaves that name what it decides on. The facts that need Slurm's own parsing (a version) are
+    passed in by the processes that ask it, so no arrow goes from the policy to slurmgen.slurm or further up."""
+    allowed = ("slurmgen.interruption", "slurmgen.contract", "slurmgen.exit_codes", "slurmgen.run_history")
+    found = [
+        f"{name} -> {target}"
+        for name, targets in graph().items()
+        if within(name, "slurmgen.interruption")
+        for target in sorted(targets)
+        if within(target, "slurmgen") and not any(within(target, ok) for ok in allowed)
+    ]
+    assert found == []

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
+from slurmgen.interruption import RequeueResult
 from slurmgen.job_context import JobContext
 from slurmgen.requeue import RequeueOutcome, record
 
@@ -41,7 +42,9 @@ def submit_continuation(key: str, cause: str, env: Mapping[str, str], *, by: str
 
     script = env.get(SCRIPT, "")
     if not script or not os.path.isfile(script):
-        return RequeueOutcome("failed", f"cannot submit a continuation of job {key}: its script is not readable here")
+        return RequeueOutcome(
+            RequeueResult.FAILED, f"cannot submit a continuation of job {key}: its script is not readable here"
+        )
     workdir = env.get("SLURM_SUBMIT_DIR") or os.getcwd()
     args = [f"--chdir={workdir}", f"--export=ALL,{contract.RESUME_FROM}={key}"]
     if env.get("SLURM_ARRAY_TASK_ID"):
@@ -56,13 +59,15 @@ def submit_continuation(key: str, cause: str, env: Mapping[str, str], *, by: str
     try:
         submitted = asker.sbatch(script, args)
     except SlurmgenError as exc:
-        return RequeueOutcome("failed", f"could not submit a continuation of job {key} ({exc}): its resume state is "
-                              f"kept; slurmgen resume {key} brings the work back")  # fmt: skip
+        why = f"could not submit a continuation of job {key} ({exc}): its resume state is kept; slurmgen resume " \
+              f"{key} brings the work back"  # fmt: skip
+        return RequeueOutcome(RequeueResult.FAILED, why)
     new = str(submitted.job_id) + (f"_{env['SLURM_ARRAY_TASK_ID']}" if env.get("SLURM_ARRAY_TASK_ID") else "")
     record(JobContext.of(env), by, run_history.CONTINUED, cause=cause, job=new)
     _journal(env, key, new, token, workdir)
-    return RequeueOutcome("continued", f"submitted job {new} to continue job {key} from its state ({cause}; a requeue "
-                          "would end PREEMPTED on this Slurm whatever the run does)")  # fmt: skip
+    said = f"submitted job {new} to continue job {key} from its state ({cause}; a requeue would end PREEMPTED on " \
+           "this Slurm whatever the run does)"  # fmt: skip
+    return RequeueOutcome(RequeueResult.CONTINUED, said)
 
 
 def _journal_token() -> str:

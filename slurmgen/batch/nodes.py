@@ -2,7 +2,7 @@
 
     python3 -m slurmgen.batch.nodes NODES GPUS ATTEMPT
         # prints the nodes the step starts on (a comma list); exit 0: start it there, 3: the job was requeued away
-        # from a bad node, 4: not enough healthy nodes and no requeue: the run ends (contract.NODES_*); any other
+        # from a bad node, 4: not enough healthy nodes and no requeue: the run ends (exit_codes.NODES_*); any other
         # exit is the check's own failure: the batch shell starts the step on the allocation's nodes
 
 The checks run on all nodes at once, as one job step (`srun --nodes=K --ntasks-per-node=1 --nodelist=...`): one
@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from slurmgen import contract, run_history
+from slurmgen import contract, exit_codes, run_history
 from slurmgen.job_context import JobContext
 
 WRITER = "batch-shell"
@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if left:
         checked, _ = check_step(left, gpus, env, checkpoint_bytes(ctx, history), timeout)
         failed.update(checked)
-    plan = interruption.decide_nodes(interruption.NodeFacts(tuple(hosts), needed, excluded, failed))
+    plan = interruption.decide(interruption.NodeFacts(tuple(hosts), needed, excluded, failed))
     if plan.line:
         _say(plan.line)
     for node, why in plan.exclude:
@@ -209,8 +209,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         print(",".join(plan.run_on), flush=True)
         return 0
     if key is not None and requeue_away(key, plan.requeue_excluding, env, _say):
-        return contract.NODES_REQUEUED
-    return contract.NODES_SHORT
+        return exit_codes.NODES_REQUEUED
+    return exit_codes.NODES_SHORT
 
 
 if __name__ == "__main__":

@@ -77,13 +77,13 @@ def restart(
         if (hangs := hang_events(history, run, since))
         else failure_of(history, run, since, rc, ctx),
         previous=None if not restarts else _failure_from(restarts[-1]),
-        event=interruption.RESTART_HANG if hangs else interruption.RESTART_CRASH,
+        event=interruption.RestartCause.HANG if hangs else interruption.RestartCause.CRASH,
         no_gpu=ctx.environ.get(contract.LOCAL_NO_GPU) == "1",
     )
-    plan = interruption.decide_restart(facts)
+    plan = interruption.decide(facts)
     if plan.line:
         say(plan.line)
-    if plan.cause == interruption.REPEATED:
+    if plan.cause is interruption.RestartCause.REPEATED:
         f = facts.failure
         run_history.append(log_dir, WRITER, run_history.REPEATED, run, time.time(), who=f.who, error=f.error)
     if not plan.restart:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from slurmgen import contract, interruption, run_history
+from slurmgen.interruption import WatchStep
 from slurmgen.job_context import JobContext
 from slurmgen.slurm.retry import Retry
 from slurmgen.slurm.view import look
@@ -100,7 +101,7 @@ def watch(
         if os.getppid() != shell_pid:
             return 0
         got = received(log_dir)
-        if interruption.decide_preempt_watch(False, True, got, preempt_signal) == interruption.WATCH_DONE:
+        if interruption.decide(interruption.WatchFacts(False, True, got, preempt_signal)) is WatchStep.DONE:
             return 0
         view = look(key, retry=ONCE)
         if view is None and not said_unsure:
@@ -108,10 +109,10 @@ def watch(
             say(f"the preemption watcher cannot ask Slurm about job {key} (scontrol failed or timed out): no "
                 "preemption is assumed; it keeps asking quietly")  # fmt: skip
         preempted, running = (None, True) if view is None else (view.preempted(), view.running())
-        action = interruption.decide_preempt_watch(preempted, running, received(log_dir), preempt_signal)
-        if action == interruption.WATCH_DONE:
+        action = interruption.decide(interruption.WatchFacts(preempted, running, received(log_dir), preempt_signal))
+        if action is WatchStep.DONE:
             return 0
-        if action == interruption.WATCH_SIGNAL:
+        if action is WatchStep.SIGNAL:
             assert view is not None and view.preempt_time is not None
             say(
                 f"Slurm shows PreemptTime={view.preempt_time.isoformat()} for job {key} but no SIG{preempt_signal} "

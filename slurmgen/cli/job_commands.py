@@ -118,7 +118,8 @@ def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -
     """Submit, follow the job to its end and exit with its code; slurmgen's own failures exit 125 (wait.py)."""
     from slurmgen.cli.output import report
     from slurmgen.errors import SlurmgenError
-    from slurmgen.jobs.wait import EXIT_WAIT_ERROR, result_line
+    from slurmgen.exit_codes import EXIT_WAIT_ERROR
+    from slurmgen.jobs.wait import result_line
     from slurmgen.slurm.client import SlurmClient
 
     job = ""

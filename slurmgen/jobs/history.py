@@ -198,7 +198,7 @@ def size_text(size: int | None) -> str:
     return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
-# How a run that kept its state ended (run-end's `ended`, slurmgen/interruption.py), as a note.
+# How a run that kept its state ended (run-end's `ended`, slurmgen/interruption/), as a note.
 ENDINGS = {
     "stopped": "stopped before its work was done: state kept (slurmgen resume)",
     "unsure": "state kept: Slurm could not be asked whether it was requeued",

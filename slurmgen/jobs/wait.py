@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slurmgen.errors import EXIT_FAILURE, SchedulerError
+from slurmgen.errors import SchedulerError
+from slurmgen.exit_codes import EXIT_FAILURE
 from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.ids import JobId, JobState
 from slurmgen.slurm.showjob import JobInfo
@@ -19,12 +20,6 @@ from slurmgen.slurm.showjob import JobInfo
 FIRST_POLL = 0.25  # seconds; grows while nothing changes, back to this on every change
 MAX_POLL = 2.0
 GRACE = 15.0  # seconds a just-submitted job may be missing from scontrol before that is an error
-
-
-# `submit --wait` exits with the job's own code; slurmgen's own failures (a refused spec, Slurm failing, a job Slurm
-# forgot) exit with this one instead, as docker run and timeout(1) keep a code of their own (125), and the last line
-# on stdout (`result_line`) tells the two apart even when the job itself exits 125.
-EXIT_WAIT_ERROR = 125
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from slurmgen import run_history
 from slurmgen.errors import UsageError
+from slurmgen.exit_codes import EXIT_REHEARSAL_MISSED
 from slurmgen.jobs.journal import home
 from slurmgen.jobs.logs import label
 from slurmgen.local import jobenv, local_jobs, rehearse, setup
@@ -150,7 +151,7 @@ def _start(
     missed = [] if end.state == "CANCELLED" else _missed_rehearsals(job, options, runner, end.state, started)
     for line in missed:
         runner.say(line)
-    return rehearse.EXIT_REHEARSAL_MISSED if missed and end.code == 0 else end.code
+    return EXIT_REHEARSAL_MISSED if missed and end.code == 0 else end.code
 
 
 def _missed_rehearsals(job: LocalJob, options: setup.Options, runner: Runner, state: str, started: float) -> list[str]:

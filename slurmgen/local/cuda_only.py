@@ -4,7 +4,7 @@ A local run without enough GPUs runs the job on CPU with gloo (slurmgen.local.se
 it chose (SLURMGEN_BACKEND). A program that ignores it and hard-codes `init_process_group("nccl")`, `cuda:N` or
 `torch.cuda.set_device` (pytorch/examples' distributed/ddp-tutorial-series/multinode.py, say) cannot run there. It
 is said before the job starts, naming the line and the change that lets it run on CPU; the failure itself is not
-restarted (slurmgen.interruption.decide_restart, NO_GPU_ERRORS).
+restarted (the interruption policy's restart rule, slurmgen/interruption/allocation.py NO_GPU_ERRORS).
 """
 
 from __future__ import annotations

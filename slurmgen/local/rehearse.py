@@ -79,11 +79,6 @@ def act_on_rank(root: int, rank: int, what: str, say: Callable[[str], None]) -> 
 
 # --- did the rehearsal happen? ---------------------------------------------------------------------------------------
 
-# `slurmgen run`'s exit code when the job ended 0 but a rehearsal it was asked for never happened: a rehearsal's
-# point is to show the failure being handled, so a run that showed nothing must not pass as one that did (issue
-# 32: a program resumed from its own snapshot.pt finished before --preempt-after and printed plain success). The
-# job's own code stays in the COMPLETED line, the journal and `slurmgen status`; a job that failed keeps its code.
-EXIT_REHEARSAL_MISSED = 5
 # What the runner saw of a rehearsal's moment: NOT_REACHED (the job ended first), DONE, or NOBODY (no program of
 # the rank ran then: act_on_rank's False).
 NOT_REACHED, DONE, NOBODY = "not reached", "done", "nobody"

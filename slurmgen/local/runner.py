@@ -28,6 +28,7 @@ from typing import Any
 
 from slurmgen import contract
 from slurmgen.atomic import write_text
+from slurmgen.exit_codes import EXIT_CANCELLED, EXIT_TIMEOUT
 from slurmgen.local import handler_notice, jobenv, procs, rehearse, setup
 from slurmgen.local.fake_scontrol import (
     ENDING,
@@ -41,10 +42,8 @@ from slurmgen.local.local_jobs import CANCEL_REQUEST, RUNNER_FILE, SIGNAL_REQUES
 from slurmgen.slurm.ids import local_label
 from slurmgen.spec.model import JobSpec
 
-EXIT_TIMEOUT = 124  # as timeout(1): a job that hit its limit never exits 0, whatever its script returned
 INTERRUPT_WAIT = 5.0  # after Ctrl-C: TERM, then KILL after this long (a second Ctrl-C: at once)
 POLL = 0.05
-EXIT_CANCELLED = 143  # a job ended by `slurmgen cancel`: SIGTERM's code, as a shell reports it
 FAKES = {
     "srun": "slurmgen.local.fake_srun",
     "scontrol": "slurmgen.local.fake_scontrol",

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from slurmgen import contract
+from slurmgen import exit_codes
 
 # Re-entrant: the excepthook holds it while printing and then leaves through `leave`, on the same thread.
 _LEAVING = threading.RLock()
@@ -54,7 +54,7 @@ def peer_loss_line(rank: int | str, during: str, error: BaseException, timeout: 
     return f"{head}: a peer rank died or stopped answering; exiting"
 
 
-def leave(line: str, exit: Callable[[int], Any], code: int = contract.EXIT_PEER_LOST) -> None:
+def leave(line: str, exit: Callable[[int], Any], code: int = exit_codes.EXIT_PEER_LOST) -> None:
     """Say `line` and end the process with `code`, once: a second thread that gets here waits for the end.
     Returns only when `exit` does (tests replace it)."""
     with _LEAVING:

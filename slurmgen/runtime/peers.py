@@ -14,7 +14,7 @@ with another rank's checkpoint write.
 
 Both are gloo whatever the main backend (CPU tensors, and a timeout of their own). A collective on either that
 fails means a peer died or stopped answering: `lost` says so in the one peer-loss line and ends the process
-with contract.EXIT_PEER_LOST. torch is imported only when a group is made.
+with exit_codes.EXIT_PEER_LOST. torch is imported only when a group is made.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from slurmgen import contract
+from slurmgen import exit_codes
 from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.peer_loss import leave, peer_loss_line
 
@@ -116,4 +116,4 @@ class Peers:
     def lost(self, exc: BaseException, during: str) -> NoReturn:
         """A collective among the peers failed `during` something: the one peer-loss line, then the exit."""
         leave(peer_loss_line(self.rank, during, exc, self.timeout), self._exit)
-        raise SystemExit(contract.EXIT_PEER_LOST)  # only reached when `exit` was replaced (tests)
+        raise SystemExit(exit_codes.EXIT_PEER_LOST)  # only reached when `exit` was replaced (tests)

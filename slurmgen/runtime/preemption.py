@@ -31,10 +31,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from slurmgen import contract, interruption_signal, run_history
+from slurmgen import contract, exit_codes, interruption, run_history
 from slurmgen.job_context import JobContext
 from slurmgen.progress_mark import ProgressMark
-from slurmgen.requeue import record, requeue_this_job, signal_cause
+from slurmgen.requeue import record, requeue_this_job, signal_cause, site_facts
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.layout import keep_count
 from slurmgen.runtime.checkpoint.settings import StoreSettings
@@ -151,9 +151,13 @@ class Preemption:
     # -- signals --------------------------------------------------------------------------------------------
 
     def _install(self) -> None:
-        wanted = {self.signal: REQUEUE | SAVE | EXIT, signal.SIGTERM: SAVE | EXIT | TERM, signal.SIGUSR2: EXIT}
-        if not self.requeue_enabled:
-            wanted[self.signal] = SAVE | EXIT
+        # What each signal means is the interruption policy's; here it becomes the flags the ranks agree on.
+        meanings = interruption.signal_meanings(signal.Signals(self.signal).name[3:], self.requeue_enabled)
+        wanted = {
+            signal.Signals[f"SIG{name}"]: EXIT | (REQUEUE if m.requeue else 0) | (SAVE if m.save else 0)
+            | (TERM if m.terminated else 0)
+            for name, m in meanings.items()
+        }  # fmt: skip
         for sig, actions in wanted.items():
             signal.signal(sig, self._handler(actions))
         signal.signal(signal.SIGCONT, signal.SIG_IGN)
@@ -324,8 +328,8 @@ class Preemption:
             if view is not None:
                 preempted = view.preempted() or self._requeued_by_slurm_for_preemption(view, history)
                 bits = 1 | (2 if preempted else 0) | (4 if view.running() else 0)
-                site = history.site(self.context.run)
-                if preempted and view.running() and interruption_signal.slurm_requeues_in_grace(site):
+                site = site_facts(history, self.context.run)
+                if preempted and view.running() and interruption.slurm_requeues_in_grace(site):
                     bits |= 8
         group = self.peers.side_group()
         if group is not None:
@@ -346,7 +350,7 @@ class Preemption:
         if not view.requeued_since(self.restart_count):
             return False
         mode = history.site_mode(self.context.run)  # as the batch shell recorded it at this run's start
-        return interruption_signal.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
+        return interruption.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
 
     def save_and_exit(self, state: Any = None) -> NoReturn:
         """Save (unless the stop is a clean exit), requeue if the signal asked for it, and end the process."""
@@ -357,8 +361,8 @@ class Preemption:
         for sig in (self.signal, signal.SIGTERM, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_IGN)
         known, preempted, running, slurm_requeues = self._slurm_verdict()
-        plan = interruption_signal.decide_stop(
-            interruption_signal.StopFacts(
+        plan = interruption.decide(
+            interruption.StopFacts(
                 asked_requeue=bool(flags & REQUEUE),
                 terminated=bool(flags & TERM),
                 requeue_enabled=self.requeue_enabled,
@@ -387,10 +391,10 @@ class Preemption:
             outcome = requeue_this_job(self.cause, self.context, self.state_dir, history=history, before=view)
             _log(outcome.message)
             if outcome.action == "budget":
-                code = contract.EXIT_REQUEUE_BUDGET
+                code = exit_codes.EXIT_REQUEUE_BUDGET
         self._wait_for_rank0(failure)
         if self.rank != 0:
-            code = 0  # never non-zero before rank 0 is done: srun would kill it (contract.EXIT_*)
+            code = 0  # never non-zero before rank 0 is done: srun would kill it (exit_codes.EXIT_*)
         sys.stdout.flush()
         sys.stderr.flush()
         self._exit(code)

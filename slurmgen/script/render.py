@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from slurmgen import contract
-from slurmgen.contract import NODES_REQUEUED, NODES_SHORT
-from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
-from slurmgen.interruption_signal import STEP_GRACE, hold_limit  # the hold window is an interruption decision
+from slurmgen.errors import SlurmgenError, UsageError
+from slurmgen.exit_codes import EXIT_INVALID, NODES_REQUEUED, NODES_SHORT
+from slurmgen.interruption import STEP_GRACE, hold_limit  # the hold window is an interruption decision
 from slurmgen.job_context import KEY_SHELL
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.shell_words import join
@@ -117,6 +117,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "batch_begin": join(batch_words(spec, "begin")),
         "batch_signal": join(batch_words(spec, "signal")),
         "batch_restart": join(batch_words(spec, "restart")),
+        "batch_before": join(batch_words(spec, "before")),
         "node_checks": node_checks(spec),
         "nodes_requeued": NODES_REQUEUED,
         "nodes_short": NODES_SHORT,

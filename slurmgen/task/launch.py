@@ -31,7 +31,8 @@ from collections.abc import Callable, MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
 from slurmgen import contract
-from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
+from slurmgen.errors import SlurmgenError, UsageError
+from slurmgen.exit_codes import EXIT_CANNOT_EXECUTE, EXIT_INVALID, EXIT_NOT_FOUND
 
 if TYPE_CHECKING:
     from slurmgen.task.supervisor import TaskSetup
@@ -40,8 +41,6 @@ USAGE = (
     "usage: python3 -m slurmgen.task [--torchrun-agent] -- CMD [ARGS...]\n       python3 -m slurmgen.task --rendezvous"
 )
 _FLAGS = ("--rendezvous", "--torchrun-agent")
-EXIT_CANNOT_EXECUTE = 126  # the shell's codes for "found but not executable" and "not found"
-EXIT_NOT_FOUND = 127
 
 
 def parse_args(argv: Sequence[str]) -> tuple[set[str], list[str]]:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurmgen import contract
-from slurmgen.interruption_signal import task_route
+from slurmgen.interruption import TaskSignalFacts, decide
 from slurmgen.job_context import restart_count_from
 from slurmgen.task.python_hook import hook_env, hook_path, hooks_python
 from slurmgen.task.signal_block import SUPERVISED
@@ -127,13 +127,15 @@ class Routing:
         preemption = sig == self.plan.preempt
         # Whether the program catches it is asked only where it matters (a /proc read): handler program's signal.
         asks = preemption and self.plan.handler == contract.HANDLER_PROGRAM
-        route = task_route(
-            preemption_signal=preemption,
-            handler=self.plan.handler,
-            program_catches=child_catches(sig) if asks else True,
-            hooked=self.plan.hooked,
-            stepwide=stepwide,
-            recent=recent,
+        route = decide(
+            TaskSignalFacts(
+                preemption_signal=preemption,
+                handler=self.plan.handler,
+                program_catches=child_catches(sig) if asks else True,
+                hooked=self.plan.hooked,
+                stepwide=stepwide,
+                recent=recent,
+            )
         )
         if route.owed:
             self.owed = sig  # watched until the program has a handler

@@ -118,8 +118,8 @@ def failure(error: str) -> interruption.Failure:
 
 
 def test_a_failure_for_want_of_a_gpu_is_not_restarted_where_there_is_none() -> None:
-    """decide_restart: on a run without a GPU, torch's CUDA errors are not restarted; any other crash is, and so
-    is a CUDA error where there are GPUs (a device may come back)."""
+    """The restart rule (interruption.decide of RestartFacts): on a run without a GPU, torch's CUDA errors are not
+    restarted; any other crash is, and so is a CUDA error where there are GPUs (a device may come back)."""
     errors = {
         "RuntimeError: Distributed package doesn't have NCCL built in": False,
         "AssertionError: Torch not compiled with CUDA enabled": False,
@@ -131,7 +131,7 @@ def test_a_failure_for_want_of_a_gpu_is_not_restarted_where_there_is_none() -> N
     for error, restarted in errors.items():
         for no_gpu in (True, False):
             facts = interruption.RestartFacts(1, (), False, 0, 2, failure(error), None, no_gpu=no_gpu)
-            plan = interruption.decide_restart(facts)
+            plan = interruption.decide(facts)
             assert plan.restart == (restarted or not no_gpu), (error, no_gpu)
             if not plan.restart:
                 assert plan.line is not None and "failed for want of a GPU" in plan.line

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from runtime.runtime_helpers import without_steering
 
+from slurmgen.exit_codes import EXIT_REHEARSAL_MISSED
 from slurmgen.local import rehearse
 
 PY = sys.executable
@@ -53,7 +54,7 @@ def test_a_rehearsal_that_never_fired_says_so_and_exits_non_zero(
         text = text.replace("nodes: 1\n", "")
     (tmp_path / "job.yaml").write_text(text)
     done = run(tmp_path, *args)
-    assert done.returncode == rehearse.EXIT_REHEARSAL_MISSED, done.stderr
+    assert done.returncode == EXIT_REHEARSAL_MISSED, done.stderr
     assert "COMPLETED, exit code 0, 1 run in" in done.stderr, done.stderr  # the program's own code stays visible
     (said,) = [x for x in done.stderr.splitlines() if "never fired" in x]
     assert line in said and "nothing was rehearsed" in said, said
