@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from slurmgen import contract, interruption_signal, run_history
 from slurmgen.atomic import write_text
 from slurmgen.interruption_signal import budget_refusal
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 
 if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient

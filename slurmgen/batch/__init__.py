@@ -5,7 +5,7 @@ the shell receives, and after every step (commands.py has the rules; signals.py,
 their parts). It decides whether and how the job comes back: budgets, Slurm's view of the job, the run history.
 
 Import-cost rule: standard library and slurmgen's own stdlib-only modules (contract, run_history, interruption,
-requeue, job_env, slurm/) only; never torch, typer, jinja2 or yaml. It runs between a signal and Slurm's
+requeue, job_context/, slurm/) only; never torch, typer, jinja2 or yaml. It runs between a signal and Slurm's
 SIGKILL, where every 100 ms counts. tests/batch/test_batch_import.py checks this in a fresh interpreter. Imports
 point down only: it may use the user library's checkpoint file names (slurmgen.runtime.checkpoint.layout, to
 remove a completed job's resume state), nothing else of slurmgen.runtime and nothing of slurmgen.task

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
 from slurmgen.interruption_signal import slurm_requeue_cause
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 from slurmgen.slurm.site import (
     SitePreemption,

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import RequeueOutcome, record
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from slurmgen import contract, run_history
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 
 WRITER = "batch-shell"
 CHECK_TIMEOUT = 60.0  # seconds per check on a node (SLURMGEN_NODE_CHECK_TIMEOUT overrides)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from slurmgen import contract, run_history
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 
 if TYPE_CHECKING:
     from slurmgen.interruption import Failure

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, interruption_signal, run_history
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 
 if TYPE_CHECKING:

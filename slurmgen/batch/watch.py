@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from slurmgen import contract, interruption, run_history
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 from slurmgen.slurm.retry import Retry
 from slurmgen.slurm.view import look
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurmgen import contract, interruption_signal, run_history
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import ProgressMark
 from slurmgen.requeue import record, requeue_this_job, signal_cause
 from slurmgen.runtime.checkpoint.commit import CheckpointError
@@ -79,7 +79,7 @@ class Preemption:
         # still stops the run cleanly (with a save) but never requeues.
         self.requeue_enabled = bool(configured) or contract.SPEC_HASH not in env
         self.signal = parse_signal_name(signal_name or configured or "USR1")
-        # This process's job, read once (slurmgen/job_context.py); the budget given here replaces the spec's below.
+        # This process's job, read once (slurmgen/job_context/); the budget given here replaces the spec's below.
         self.context = JobContext.from_environ(env)
         self.key = self.context.key or "local"
         # Outside a job (no SLURM_JOB_ID) the default state would be ./local.state, shared by every direct run of

@@ -14,7 +14,7 @@ from slurmgen import contract
 from slurmgen.contract import NODES_REQUEUED, NODES_SHORT
 from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
 from slurmgen.interruption_signal import STEP_GRACE, hold_limit  # the hold window is an interruption decision
-from slurmgen.job_context import KEY_SHELL
+from slurmgen.job_context.values import KEY_SHELL
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.step import batch_words, join, package_dir_words, rendezvous_words, step_line
 from slurmgen.script.sweep import cases, env_words
@@ -109,7 +109,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "grace": STEP_GRACE,
         "hold_limit": hold_limit(pre.lead_time) if pre.enabled else STEP_GRACE,
         "ready_dir": contract.READY_DIR,
-        "job_key_shell": KEY_SHELL,  # the job-key rule, written once (slurmgen/job_context.py)
+        "job_key_shell": KEY_SHELL,  # the job-key rule, written once (slurmgen/job_context/values.py)
         "step_tasks": spec.nodes * spec.tasks_per_node,
         "marker_suffix": contract.REQUEUE_MARKER_SUFFIX,
         "wandb": spec.trackers.wandb,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.job_env import Ranks, read_ranks, standard_rank_variables
+from slurmgen.job_context.ranks import Ranks, read_ranks, standard_rank_variables
 from slurmgen.task.iface import IfChoice, choose_ifnames, parse_proc_route, route_interface
 from slurmgen.task.rendezvous import (
     MasterHost,

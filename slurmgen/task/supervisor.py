@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 
 from slurmgen import contract
 from slurmgen.interruption_signal import task_route
-from slurmgen.job_context import restart_count_from
+from slurmgen.job_context.values import restart_count_from
 from slurmgen.task.python_hook import hook_env, hooks_python
 from slurmgen.task.signal_block import SUPERVISED
 
@@ -65,7 +65,7 @@ class TaskSetup:
     stepwide: frozenset[int]  # pids whose signals reached every process of the step: the manager and its ancestors
     env: Mapping[str, str] = field(default_factory=dict)
     hooked: bool = False  # handler program, a Python program: the preemption signal starts blocked (python_hook)
-    run: int = 1  # this run's number in the run history (slurmgen/job_context.py, read once in task_setup)
+    run: int = 1  # this run's number in the run history (slurmgen/job_context/, read once at the entry point)
 
 
 def child_disposition(handler: str, preempt: signal.Signals | None, hooked: bool = False) -> str | None:

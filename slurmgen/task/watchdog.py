@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from slurmgen import contract, run_history
-from slurmgen.job_context import restart_count_from
+from slurmgen.job_context.values import restart_count_from
 from slurmgen.progress_mark import PROGRESS_DIR, ProgressMark, progress_path, steps_marked
 
 __all__ = ["PROGRESS_DIR", "ProgressMark", "progress_path", "steps_marked"]  # kept here for their readers
