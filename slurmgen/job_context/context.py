@@ -68,11 +68,14 @@ class JobContext:
     step_attempt: int  # the start of the step within this run: 0 first, 1, 2, ... for restarts in the allocation
     master_addr: str | None  # set by the batch shell or the user
     master_port: str | None
+    port: str  # the rendezvous port's base and range as exported ("" when unset); rendezvous checks them
+    port_range: str
     nccl_ifname: str | None
     gloo_ifname: str | None
     task_id: str  # SLURM_PROCID ("" outside a step): this task's index in the step (under torchrun the node's)
     node_name: str | None  # SLURMD_NODENAME: the node as Slurm names it
     nodes: str | None  # SLURM_JOB_NODELIST (a hostlist expression)
+    step_nodes: str | None  # SLURM_STEP_NODELIST: the step's nodes (inside a step)
     partition: str | None
     submit_dir: str | None
     array_task_id: str | None
@@ -131,14 +134,17 @@ class JobContext:
             barrier_timeout=environ.get(contract.BARRIER_TIMEOUT, "").strip(),
             preempt_poll=environ.get(contract.PREEMPT_POLL, ""),
             step_pid=environ.get(contract.STEP_PID) or None,
-            step_attempt=int(attempt) if attempt.isdigit() else 0,
+            step_attempt=int(attempt) if attempt.isdigit() and attempt.isascii() else 0,
             master_addr=environ.get(contract.MASTER_ADDR),
             master_port=text(environ, contract.MASTER_PORT),
+            port=environ.get(contract.PORT, "").strip(),
+            port_range=environ.get(contract.PORT_RANGE, "").strip(),
             nccl_ifname=environ.get(contract.NCCL_SOCKET_IFNAME),
             gloo_ifname=environ.get(contract.GLOO_SOCKET_IFNAME),
             task_id=environ.get("SLURM_PROCID", ""),
             node_name=environ.get("SLURMD_NODENAME") or None,
             nodes=environ.get("SLURM_JOB_NODELIST"),
+            step_nodes=environ.get("SLURM_STEP_NODELIST"),
             partition=environ.get("SLURM_JOB_PARTITION"),
             submit_dir=environ.get("SLURM_SUBMIT_DIR") or None,
             array_task_id=environ.get(ARRAY_TASK_ID) or None,
