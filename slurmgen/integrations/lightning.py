@@ -32,8 +32,8 @@ try:  # the unified package first (it installs the standalone one too), then the
 except ImportError:  # pragma: no cover - depends on which package the user installed
     import pytorch_lightning as pl
 
-from slurmgen import contract
 from slurmgen.integrations import framework_checkpoint
+from slurmgen.job_context.context import JobContext
 from slurmgen.runtime.preemption import Preemption
 
 PATTERN = "run*-step=*.ckpt"
@@ -98,7 +98,7 @@ def wandb_logger(**kwargs: Any) -> Any:
     """Lightning's WandbLogger on this job's one W&B run: `id` is the job's run identity (SLURMGEN_RUN_ID, the
     same after every requeue and `slurmgen resume`) and `resume="allow"`, unless given. Outside a slurmgen job,
     WandbLogger(**kwargs) as it is (Lightning #13524: a requeued job otherwise starts a new run)."""
-    identity = os.environ.get(contract.RUN_ID, "").strip()
+    identity = JobContext.from_environ(os.environ).run_id  # the logger's own read of the job (the program's entry)
     if identity:
         kwargs.setdefault("id", identity)
         kwargs.setdefault("resume", "allow")

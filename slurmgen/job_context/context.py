@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from slurmgen import contract
-from slurmgen.job_context.ranks import Ranks, read_ranks
+from slurmgen.job_context.ranks import Ranks, process_rank, read_ranks
 from slurmgen.job_context.values import (
     ARRAY_TASK_ID,
     JOB_ID,
@@ -98,6 +98,12 @@ class JobContext:
         """Where this process sits: torchrun's variables, else Slurm's, else a single process. Read on first use:
         the batch shell has none, and an inconsistent pair is an error only for a process that asks."""
         return read_ranks(self.environ)
+
+    @cached_property
+    def rank(self) -> int:
+        """This process's rank from the environment, never an error (job_context.ranks.process_rank): for a
+        question about rank 0 or a name in a message; `ranks` where the world size matters."""
+        return process_rank(self.environ)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> JobContext:

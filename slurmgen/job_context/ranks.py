@@ -51,6 +51,20 @@ def read_ranks(mapping: Mapping[str, str]) -> Ranks:
     return ranks
 
 
+def process_rank(mapping: Mapping[str, str]) -> int:
+    """This process's global rank for a question about rank 0 only: `read_ranks`'s, else a lone RANK (torchrun's,
+    first) or SLURM_PROCID without its world size (a program started by hand with RANK=0), else 0."""
+    try:
+        return read_ranks(mapping).rank
+    except RuntimeSetupError:
+        pass
+    for name in (contract.RANK, "SLURM_PROCID"):
+        raw = mapping.get(name, "").strip()
+        if raw.isdigit():
+            return int(raw)
+    return 0
+
+
 def parse_tasks_per_node(value: str) -> list[int]:
     """Expand SLURM_TASKS_PER_NODE, e.g. ``"2(x3),1"`` -> ``[2, 2, 2, 1]``."""
     counts: list[int] = []
