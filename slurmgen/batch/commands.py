@@ -90,9 +90,9 @@ def begin(
         ctx,
         WRITER,
         run_history.RUN_START,
-        nodes=ctx.environ.get("SLURM_JOB_NODELIST"),
+        nodes=ctx.nodes,
         host=socket.gethostname(),
-        partition=ctx.environ.get("SLURM_JOB_PARTITION"),
+        partition=ctx.partition,
         site=None if plan is None else site_preemption_event(plan),
     )
     saved = history.last_save()
@@ -110,7 +110,7 @@ def _site_preemption(ctx: JobContext, client: SlurmClient | None) -> SitePreempt
     if ctx.in_container:
         return None
     asker = client or SlurmClient(timeout=10.0)
-    name = ctx.environ.get("SLURM_JOB_PARTITION")
+    name = ctx.partition
     try:
         site = parse_config(asker.show_config())
         partitions = parse_partitions(asker.show_partitions(name.split(",")[0] if name else None))
@@ -176,7 +176,7 @@ def end(
         if plan.requeue == interruption.CONTINUE:
             from slurmgen.batch.continuation import submit_continuation
 
-            outcome = submit_continuation(key, plan.cause, ctx.environ, by=WRITER, client=client)
+            outcome = submit_continuation(key, plan.cause, ctx, by=WRITER, client=client)
         elif plan.requeue == interruption.REQUEUE_ENDED:
             outcome = requeue_ended_job(key, plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history)
         else:

@@ -29,13 +29,15 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+from slurmgen.job_context.context import LOCAL_BAD_NODE, JobContext
+
 # `slurmgen run --bad-node N` (slurmgen/local): the node whose checks fail, as a rehearsal. Set only by the local
-# runner, never by the rendered script.
-REHEARSE_BAD_NODE = "SLURMGEN_LOCAL_BAD_NODE"
+# runner, never by the rendered script; the context reads it (JobContext.local_bad_node).
+REHEARSE_BAD_NODE = LOCAL_BAD_NODE
 
 
-def node_name(env: Mapping[str, str]) -> str:
-    return env.get("SLURMD_NODENAME") or socket.gethostname()
+def node_name(ctx: JobContext) -> str:
+    return ctx.node_name or socket.gethostname()
 
 
 def gpu_problem(want: int, env: Mapping[str, str], timeout: float) -> str | None:
@@ -114,10 +116,12 @@ def health_problem(argv: Sequence[str], timeout: float) -> str | None:
 
 
 def verdict(
-    env: Mapping[str, str], gpus: int, state_dir: str, need: int, timeout: float, health: Sequence[str]
+    source: JobContext | Mapping[str, str], gpus: int, state_dir: str, need: int, timeout: float, health: Sequence[str]
 ) -> dict[str, object]:
-    node = node_name(env)
-    if env.get(REHEARSE_BAD_NODE) == node:
+    ctx = JobContext.of(source)
+    env = ctx.environ
+    node = node_name(ctx)
+    if ctx.local_bad_node == node:
         return {"node": node, "ok": False, "reason": "health check failed (rehearsal: slurmgen run --bad-node)"}
     checks: list[Callable[[], str | None]] = [
         lambda: gpu_problem(gpus, env, timeout),
@@ -147,7 +151,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     parser.add_argument("--need", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=60.0)
     opts = parser.parse_args(own)
-    result = verdict(os.environ if env is None else env, opts.gpus, opts.state_dir, opts.need, opts.timeout, health)
+    job = JobContext.from_environ(os.environ if env is None else env)  # this process's one read of its job
+    result = verdict(job, opts.gpus, opts.state_dir, opts.need, opts.timeout, health)
     print(json.dumps(result), flush=True)
     return 0
 

@@ -56,7 +56,7 @@ def restart(
 
     ctx = JobContext.of(env)
     log_dir, key = ctx.log_dir, ctx.key
-    max_restarts = _int(ctx.environ.get(contract.MAX_RESTARTS))
+    max_restarts = ctx.max_restarts
     if rc == 0 or not log_dir or key is None or max_restarts == 0:
         return 1
     run = ctx.run
@@ -253,7 +253,3 @@ def _step_gone(
             killed = True
             deadline = time.monotonic() + STEP_GONE_WAIT
         sleep(POLL)
-
-
-def _int(text: str | None) -> int:
-    return int(text) if text and text.isdigit() else 0
