@@ -146,7 +146,7 @@ def _continue_elsewhere(ctx: JobContext, history: run_history.History | None) ->
     """Does this site's Slurm end the job PREEMPTED even if requeued (the run's recorded site)?"""
     if not ctx.log_dir:
         return False
-    site = (history or run_history.History.load(ctx.log_dir)).site(ctx.restart_count + 1)
+    site = (history or run_history.History.load(ctx.log_dir)).site(ctx.run)
     return interruption_signal.slurm_ends_graced_preempted(site)
 
 

@@ -71,7 +71,7 @@ def die_with_parent(shell_pid: int) -> bool:
 
 def site_of_run(log_dir: str, ctx: JobContext) -> Mapping[str, object]:
     """What the site does on preemption, as this run's start recorded it (empty if unknown)."""
-    return run_history.History.load(log_dir).site(ctx.restart_count + 1)
+    return run_history.History.load(log_dir).site(ctx.run)
 
 
 def watch(

@@ -85,7 +85,7 @@ class SlurmgenPreemption(pl.Callback):  # type: ignore[misc]  # mypy sees Lightn
         # What Lightning's own requeue handler does first (signal_connector.py, _slurm_sigusr_handler_fn).
         for logger in trainer.loggers:
             logger.finalize("finished")
-        run = self.preemption.restart_count + 1
+        run = self.preemption.context.run
         path = os.path.join(self.dirpath, f"run{run}-step={trainer.global_step}.ckpt")
         trainer.save_checkpoint(path)  # every rank: the strategy decides who writes, then a barrier
         framework_checkpoint.record_and_exit(self.preemption, path, global_step=trainer.global_step)

@@ -55,7 +55,9 @@ def process_rank(mapping: Mapping[str, str]) -> int:
     """This process's global rank for a question about rank 0 only: `read_ranks`'s, else a lone RANK (torchrun's,
     first) or SLURM_PROCID without its world size (a program started by hand with RANK=0), else 0."""
     try:
-        return read_ranks(mapping).rank
+        ranks = read_ranks(mapping)
+        if ranks.source != "single":
+            return ranks.rank
     except RuntimeSetupError:
         pass
     for name in (contract.RANK, "SLURM_PROCID"):
