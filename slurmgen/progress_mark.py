@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Mapping
 
-from slurmgen import contract
+from slurmgen.job_context.context import JobContext
 
 PROGRESS_DIR = "progress"
 
@@ -24,9 +24,9 @@ class ProgressMark:
     time is the progress the watchdog reads, its text the number of steps this process has made (the batch shell
     counts the steps a restart loses from it: batch/restart.py)."""
 
-    def __init__(self, env: Mapping[str, str], rank: int) -> None:
-        log_dir = env.get(contract.LOG_DIR)
-        self.path = progress_path(log_dir, rank) if log_dir and env.get(contract.HANG_TIMEOUT, "0") != "0" else None
+    def __init__(self, source: JobContext | Mapping[str, str], rank: int) -> None:
+        job = JobContext.of(source)
+        self.path = progress_path(job.log_dir, rank) if job.log_dir and job.hang_timeout is not None else None
         self.last = 0.0
 
     def touch(self, steps: int = 0) -> None:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from slurmgen import contract, interruption, run_history
 from slurmgen.atomic import write_text
 from slurmgen.interruption import RequeueFacts, RequeueResult, RequeueRoute, SiteFacts
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 from slurmgen.slurm.site_config import version_tuple
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ signals.py, restart.py and task_failure.py their parts). It gathers the facts (b
 the run history), asks the interruption policy (slurmgen.interruption.decide) and carries out its answer.
 
 Import-cost rule: standard library and slurmgen's own stdlib-only modules (contract, exit_codes, run_history,
-interruption, requeue, job_env, slurm/) only; never torch, typer, jinja2 or yaml. It runs between a signal and
+interruption, requeue, job_context/, slurm/) only; never torch, typer, jinja2 or yaml. It runs between a signal and
 Slurm's SIGKILL, where every 100 ms counts. tests/batch/test_batch_import.py checks this in a fresh interpreter. Imports
 point down only: it may use the user library's checkpoint file names (slurmgen.runtime.checkpoint.layout, to
 remove a completed job's resume state), nothing else of slurmgen.runtime and nothing of slurmgen.task

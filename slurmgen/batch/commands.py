@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from slurmgen import contract, exit_codes, run_history
 from slurmgen.interruption import slurm_requeue_cause
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
 from slurmgen.slurm.site import (
     SitePreemption,
@@ -94,9 +94,9 @@ def begin(
         ctx,
         WRITER,
         run_history.RUN_START,
-        nodes=ctx.environ.get("SLURM_JOB_NODELIST"),
+        nodes=ctx.nodes,
         host=socket.gethostname(),
-        partition=ctx.environ.get("SLURM_JOB_PARTITION"),
+        partition=ctx.partition,
         site=None if plan is None else site_preemption_event(plan),
     )
     saved = history.last_save()
@@ -114,7 +114,7 @@ def _site_preemption(ctx: JobContext, client: SlurmClient | None) -> SitePreempt
     if ctx.in_container:
         return None
     asker = client or SlurmClient(timeout=10.0)
-    name = ctx.environ.get("SLURM_JOB_PARTITION")
+    name = ctx.partition
     try:
         site = parse_config(asker.show_config())
         partitions = parse_partitions(asker.show_partitions(name.split(",")[0] if name else None))
@@ -185,7 +185,7 @@ def end(
         if plan.requeue is interruption.RequeueHow.CONTINUE:
             from slurmgen.batch.continuation import submit_continuation
 
-            outcome = submit_continuation(key, plan.cause, ctx.environ, by=WRITER, client=client)
+            outcome = submit_continuation(key, plan.cause, ctx, by=WRITER, client=client)
         elif plan.requeue is interruption.RequeueHow.ENDED:
             outcome = requeue_ended_job(key, plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history)
         else:

@@ -23,16 +23,14 @@ from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
 from slurmgen.interruption import RequeueResult
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import RequeueOutcome, record
 
 if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
 
-SCRIPT = "SLURMGEN_BATCH_SCRIPT"  # the batch shell's $0: the script Slurm runs (its spooled copy)
 
-
-def submit_continuation(key: str, cause: str, env: Mapping[str, str], *, by: str, client: SlurmClient | None = None
+def submit_continuation(key: str, cause: str, ctx: JobContext, *, by: str, client: SlurmClient | None = None
                         ) -> RequeueOutcome:  # fmt: skip
     """Submit this job's script again to continue from its state: `continued` (recorded), or `failed` (the state
     is kept and `slurmgen resume` can still bring the work back)."""
@@ -40,21 +38,21 @@ def submit_continuation(key: str, cause: str, env: Mapping[str, str], *, by: str
     from slurmgen.jobs.journal import TOKEN_PREFIX
     from slurmgen.slurm.client import SlurmClient
 
-    script = env.get(SCRIPT, "")
+    script = ctx.batch_script  # the batch shell's $0: the script Slurm runs (its spooled copy)
     if not script or not os.path.isfile(script):
         return RequeueOutcome(
             RequeueResult.FAILED, f"cannot submit a continuation of job {key}: its script is not readable here"
         )
-    workdir = env.get("SLURM_SUBMIT_DIR") or os.getcwd()
+    workdir = ctx.submit_dir or os.getcwd()
     args = [f"--chdir={workdir}", f"--export=ALL,{contract.RESUME_FROM}={key}"]
-    if env.get("SLURM_ARRAY_TASK_ID"):
-        args.append(f"--array={env['SLURM_ARRAY_TASK_ID']}")  # the same task (a sweep's point) of a new array
+    if ctx.array_task_id:
+        args.append(f"--array={ctx.array_task_id}")  # the same task (a sweep's point) of a new array
     token = _journal_token()
     if token:
         args.append(f"--comment={TOKEN_PREFIX}{token}")
     # The environment goes with the new job (--export=ALL; SlurmClient drops Slurm's job variables), less the
     # rendezvous this script exported, which the new job would take for the user's own port.
-    inherited = {name: value for name, value in env.items() if name not in ("MASTER_ADDR", "MASTER_PORT")}
+    inherited = {name: value for name, value in ctx.environ.items() if name not in ("MASTER_ADDR", "MASTER_PORT")}
     asker = client or SlurmClient(env=inherited, timeout=60)
     try:
         submitted = asker.sbatch(script, args)
@@ -62,9 +60,9 @@ def submit_continuation(key: str, cause: str, env: Mapping[str, str], *, by: str
         why = f"could not submit a continuation of job {key} ({exc}): its resume state is kept; slurmgen resume " \
               f"{key} brings the work back"  # fmt: skip
         return RequeueOutcome(RequeueResult.FAILED, why)
-    new = str(submitted.job_id) + (f"_{env['SLURM_ARRAY_TASK_ID']}" if env.get("SLURM_ARRAY_TASK_ID") else "")
-    record(JobContext.of(env), by, run_history.CONTINUED, cause=cause, job=new)
-    _journal(env, key, new, token, workdir)
+    new = str(submitted.job_id) + (f"_{ctx.array_task_id}" if ctx.array_task_id else "")
+    record(ctx, by, run_history.CONTINUED, cause=cause, job=new)
+    _journal(ctx.environ, key, new, token, workdir)
     said = f"submitted job {new} to continue job {key} from its state ({cause}; a requeue would end PREEMPTED on " \
            "this Slurm whatever the run does)"  # fmt: skip
     return RequeueOutcome(RequeueResult.CONTINUED, said)

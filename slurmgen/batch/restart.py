@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from slurmgen import contract, run_history
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 
 if TYPE_CHECKING:
     from slurmgen.interruption import Failure
@@ -58,7 +58,7 @@ def restart(
 
     ctx = JobContext.of(env)
     log_dir, key = ctx.log_dir, ctx.key
-    max_restarts = _int(ctx.environ.get(contract.MAX_RESTARTS))
+    max_restarts = ctx.max_restarts
     if rc == 0 or not log_dir or key is None or max_restarts == 0:
         return 1
     run = ctx.run
@@ -78,7 +78,7 @@ def restart(
         else failure_of(history, run, since, rc, ctx),
         previous=None if not restarts else _failure_from(restarts[-1]),
         event=interruption.RestartCause.HANG if hangs else interruption.RestartCause.CRASH,
-        no_gpu=ctx.environ.get(contract.LOCAL_NO_GPU) == "1",
+        no_gpu=ctx.local_no_gpu,
     )
     plan = interruption.decide(facts)
     if plan.line:
@@ -261,7 +261,3 @@ def _step_gone(
             killed = True
             deadline = time.monotonic() + STEP_GONE_WAIT
         sleep(POLL)
-
-
-def _int(text: str | None) -> int:
-    return int(text) if text and text.isdigit() else 0

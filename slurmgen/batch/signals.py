@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from slurmgen import contract, interruption, run_history
 from slurmgen.interruption import BeforeStep, Phase, SignalRoute, fallback_warning
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 
 if TYPE_CHECKING:

@@ -65,6 +65,15 @@ def leave(line: str, exit: Callable[[int], Any], code: int = exit_codes.EXIT_PEE
         exit(code)
 
 
+def _group_rank() -> int | str:
+    """The failing collective's process group knows this rank; "?" where there is none."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return int(dist.get_rank()) if dist is not None and dist.is_initialized() else "?"
+    except Exception:  # a group torn down by the failure
+        return "?"
+
+
 def install_peer_loss_hook(exit: Callable[[int], Any]) -> None:
     """An uncaught error from a collective means a peer died or stopped answering: say so in one line at the
     end of the traceback and exit at once (interpreter shutdown can hang in NCCL teardown, pytorch #75097)."""
@@ -76,7 +85,7 @@ def install_peer_loss_hook(exit: Callable[[int], Any]) -> None:
         with _LEAVING:  # no other thread leaves while the traceback is being printed
             previous(kind, value, tb)
             if _from_collective(tb):
-                leave(peer_loss_line(os.environ.get("RANK", "?"), "in a collective", value), exit)
+                leave(peer_loss_line(_group_rank(), "in a collective", value), exit)
 
     hook._slurmgen = True  # type: ignore[attr-defined]
     sys.excepthook = hook

@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from slurmgen import contract, exit_codes, interruption, run_history
-from slurmgen.job_context import JobContext
+from slurmgen import exit_codes, interruption, run_history
+from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import ProgressMark
 from slurmgen.requeue import record, requeue_this_job, signal_cause, site_facts
 from slurmgen.runtime.checkpoint.commit import CheckpointError
@@ -74,27 +74,25 @@ class Preemption:
         environ: Mapping[str, str] | None = None,
         exit: Callable[[int], Any] = os._exit,
     ) -> None:
-        env = dict(os.environ if environ is None else environ)
-        self._env = env
-        configured = env.get(contract.PREEMPT_SIGNAL, "").strip()
+        # This process's job, read once (slurmgen/job_context/); the budget given here replaces the spec's below.
+        self.context = JobContext.from_environ(dict(os.environ if environ is None else environ))
+        configured = self.context.preempt_signal
         # Under slurmgen's script without SLURMGEN_PREEMPT_SIGNAL, the spec switched preemption off: the signal
         # still stops the run cleanly (with a save) but never requeues.
-        self.requeue_enabled = bool(configured) or contract.SPEC_HASH not in env
+        self.requeue_enabled = configured is not None or self.context.spec_hash is None
         self.signal = parse_signal_name(signal_name or configured or "USR1")
-        # This process's job, read once (slurmgen/job_context.py); the budget given here replaces the spec's below.
-        self.context = JobContext.from_environ(env)
         self.key = self.context.key or "local"
         # Outside a job (no SLURM_JOB_ID) the default state would be ./local.state, shared by every direct run of
         # the script: the next run would resume from it unasked, whatever its arguments. There, state is kept
         # only at a path the program names (README, "Resume state").
         self.keeps_state = path is not None or self.context.key is not None
         self._said_no_state = False
-        self.spec_hash = env.get(contract.SPEC_HASH, "")
-        self.state_dir = env.get(contract.STATE_DIR) or (os.path.dirname(os.path.abspath(path)) if path else ".")
+        self.spec_hash = self.context.spec_hash or ""
+        self.state_dir = self.context.state_dir or (os.path.dirname(os.path.abspath(path)) if path else ".")
         self.path = os.path.abspath(path or os.path.join(self.state_dir, f"{self.key}.state"))
         # `slurmgen resume` of a job Slurm has forgotten submits its script again; the new job starts from the
         # old one's state (same spec), then saves under its own key.
-        resume_from = env.get(contract.RESUME_FROM, "").strip()
+        resume_from = self.context.resume_from or ""
         self.resume_from = resume_from if path is None and resume_from.replace("_", "").isdigit() else None
         self.restart_count = self.context.restart_count
         self.last_cause = _last_cause(self.context)  # why the previous run stopped, if there was one
@@ -104,10 +102,9 @@ class Preemption:
         self._progress: ProgressMark | None = None  # the hang watchdog's per-step progress (task/watchdog.py)
         self._steps = 0  # should_stop() calls in this process: its steps (a restart's steps lost are counted in them)
         if max_requeues is not None:
-            env[contract.MAX_REQUEUES] = str(max_requeues)
             self.context = dataclasses.replace(self.context, max_requeues=max_requeues)
         # The agreement waits as long as any collective of the training step may (the process-group timeout).
-        self.peers = Peers(env, timeout=timeout, exit=exit)
+        self.peers = Peers(self.context, timeout=timeout, exit=exit)
         self.weights_only = weights_only
         self.crc32 = crc32  # torch's per-tensor checksum in the saved file (costs ~0.3 s/GiB; see state.py)
         self._exit = exit
@@ -129,7 +126,7 @@ class Preemption:
         # Plain states and sharded checkpoints (runtime/checkpoint/): a path the user named is resumed whoever
         # wrote it; the job-keyed default refuses another job's state (but takes `resume_from`'s).
         settings = StoreSettings(
-            self.key, self.spec_hash, self.restart_count, keep_count(keep, env), named=path is not None,
+            self.key, self.spec_hash, self.restart_count, keep_count(keep, self.context), named=path is not None,
             weights_only=weights_only, crc32=crc32, resume_from=self.resume_from,
         )  # fmt: skip
         listener = self._reporter = SaveReporter(self.context, self.peers, on_save)
@@ -191,7 +188,7 @@ class Preemption:
         try:
             rank = self.rank
         except Exception:  # at exit, a torch that is half torn down must not matter
-            rank = int(self._env.get("RANK") or self._env.get("SLURM_PROCID") or 0)
+            rank = self.context.rank
         if rank != 0:
             return
         late = ", ".join(f"SIG{name}" for name in dict.fromkeys(self._received))
@@ -230,7 +227,7 @@ class Preemption:
         if self._decided:
             return True
         if self._progress is None:
-            self._progress = ProgressMark(self._env, self.rank)
+            self._progress = ProgressMark(self.context, self.rank)
         self._steps += 1
         self._progress.touch(self._steps)
         now = time.monotonic()

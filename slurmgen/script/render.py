@@ -14,7 +14,7 @@ from slurmgen import contract
 from slurmgen.errors import SlurmgenError, UsageError
 from slurmgen.exit_codes import EXIT_INVALID, NODES_REQUEUED, NODES_SHORT
 from slurmgen.interruption import STEP_GRACE, hold_limit  # the hold window is an interruption decision
-from slurmgen.job_context import KEY_SHELL
+from slurmgen.job_context.values import KEY_SHELL
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.shell_words import join
 from slurmgen.script.step import batch_words, package_dir_words, rendezvous_words, step_line
@@ -110,7 +110,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "grace": STEP_GRACE,
         "hold_limit": hold_limit(pre.lead_time) if pre.enabled else STEP_GRACE,
         "ready_dir": contract.READY_DIR,
-        "job_key_shell": KEY_SHELL,  # the job-key rule, written once (slurmgen/job_context.py)
+        "job_key_shell": KEY_SHELL,  # the job-key rule, written once (slurmgen/job_context/values.py)
         "step_tasks": spec.nodes * spec.tasks_per_node,
         "marker_suffix": contract.REQUEUE_MARKER_SUFFIX,
         "wandb": spec.trackers.wandb,

@@ -36,7 +36,8 @@ import time
 from collections.abc import Callable, Mapping
 
 from slurmgen import contract, run_history
-from slurmgen.job_context import restart_count_from
+from slurmgen.errors import RuntimeSetupError
+from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import PROGRESS_DIR, ProgressMark, progress_path, steps_marked
 
 __all__ = ["PROGRESS_DIR", "ProgressMark", "progress_path", "steps_marked"]  # kept here for their readers
@@ -122,12 +123,11 @@ def dump_stacks(pid: int) -> str:
 
 
 def on_hang(
-    env: Mapping[str, str], rank: int, pid: int, started: float, now: float, run: int,
+    job: JobContext, log_dir: str, rank: int, pid: int, started: float, now: float,
     own: Callable[[], str] | None = None,
 ) -> str:  # fmt: skip
     """Write the stacks and the hang event; returns the stacks file."""
-    log_dir = env[contract.LOG_DIR]
-    node = env.get("SLURMD_NODENAME") or socket.gethostname()
+    node = job.node_name or socket.gethostname()
     mine = own_progress(log_dir, rank, started)
     folder = os.path.join(log_dir, HANG_DIR)
     os.makedirs(folder, exist_ok=True)
@@ -138,28 +138,28 @@ def on_hang(
     with open(path, "a", encoding="utf-8") as out:
         out.write(head + stacks + "\n")
     with contextlib.suppress(OSError):
-        run_history.append(log_dir, f"task-{rank}", run_history.HANG, run, now, rank=rank,
+        run_history.append(log_dir, f"task-{rank}", run_history.HANG, job.run, now, rank=rank,
                            node=node, progressed=round(mine, 3), stacks=path)  # fmt: skip
     return path
 
 
-def watches(env: Mapping[str, str], rank: int | None) -> bool:
+def watches(source: JobContext | Mapping[str, str], rank: int | None) -> bool:
     """Whether this task runs the watchdog: a hang timeout, a log directory and a rank."""
-    raw = env.get(contract.HANG_TIMEOUT, "")
-    return raw.isdigit() and int(raw) > 0 and bool(env.get(contract.LOG_DIR)) and rank is not None
+    job = JobContext.of(source)
+    return job.hang_timeout is not None and bool(job.log_dir) and rank is not None
 
 
 def start(
-    env: Mapping[str, str], rank: int | None, pid: int, say: Callable[[str], None],
+    source: JobContext | Mapping[str, str], rank: int | None, pid: int, say: Callable[[str], None],
     own: Callable[[], str] | None = None,
 ) -> threading.Event | None:  # fmt: skip
     """Watch in a daemon thread while the program runs; set the returned event to stop watching. ``own`` asks the
     program for its own stacks (slurmgen.task.program_stacks), where its start-up hook registered them."""
-    if not watches(env, rank) or rank is None:
+    job = JobContext.of(source)
+    log_dir = job.log_dir
+    if job.hang_timeout is None or not log_dir or rank is None:
         return None
-    log_dir = env[contract.LOG_DIR]
-    timeout, started, stop = float(env[contract.HANG_TIMEOUT]), time.time(), threading.Event()
-    run = restart_count_from(env) + 1  # read once, at the start of the watch
+    timeout, started, stop = float(job.hang_timeout), time.time(), threading.Event()
 
     def watch() -> None:
         while not stop.wait(poll_interval(timeout)):
@@ -168,13 +168,13 @@ def start(
             limit = timeout if newest > started else START_FACTOR * timeout  # start-up: no rank progressed yet
             if now - newest < limit:
                 continue
-            path = on_hang(env, rank, pid, started, now, run, own)
+            path = on_hang(job, log_dir, rank, pid, started, now, own)
             # Every rank's stacks before any program dies: a killed rank ends the step (--kill-on-bad-exit), which
             # would stop the others' supervisors before their own dump. They all see the same files, so they all
             # find the hang within one poll interval.
-            world = env.get("WORLD_SIZE", "")
+            world = world_size(job)
             deadline = time.monotonic() + 2 * poll_interval(timeout) + DUMP_TIMEOUT
-            while world.isdigit() and dumped_since(log_dir, now - 2 * poll_interval(timeout)) < int(world):
+            while world is not None and dumped_since(log_dir, now - 2 * poll_interval(timeout)) < world:
                 if time.monotonic() > deadline or stop.wait(0.2):
                     break
             say(f"no progress on any rank for {timeout:.0f} s (recovery.hang_timeout): stacks in {path}; "
@@ -187,12 +187,23 @@ def start(
     return stop
 
 
-def nccl_trace_env(env: Mapping[str, str]) -> dict[str, str]:
+def world_size(job: JobContext) -> int | None:
+    """The step's world size, None when the environment's ranks do not say (or say it inconsistently)."""
+    try:
+        return job.ranks.world_size if job.ranks.source != "single" else None
+    except RuntimeSetupError:
+        return None
+
+
+def nccl_trace_env(source: JobContext | Mapping[str, str], env: Mapping[str, str] | None = None) -> dict[str, str]:
     """On GPUs with the watchdog on: torch's NCCL flight recorder (a ring of the last collectives) and its dump when
     a collective times out, into the job's hang directory, one file per rank
-    (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp reads these variables). The user's own settings win."""
-    gpus, log_dir = env.get(contract.GPUS_PER_NODE, "0"), env.get(contract.LOG_DIR)
-    if not gpus.isdigit() or int(gpus) == 0 or not log_dir or env.get(contract.HANG_TIMEOUT, "0") in ("", "0"):
+    (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp reads these variables). The user's own settings (in ``env``,
+    the program's environment; the job's by default) win."""
+    job = JobContext.of(source)
+    env = job.environ if env is None else env
+    log_dir = job.log_dir
+    if not job.gpus_per_node or not log_dir or job.hang_timeout is None:
         return {}
     wanted = {
         "TORCH_NCCL_TRACE_BUFFER_SIZE": NCCL_TRACE_ENTRIES,

@@ -10,15 +10,8 @@ import pytest
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.job_env import (
-    get_distrib_size,
-    is_rank_zero,
-    is_slurm_batch_job,
-    job_key,
-    parse_tasks_per_node,
-    read_ranks,
-    restart_count,
-)
+from slurmgen.job_context.public import get_distrib_size, is_rank_zero, is_slurm_batch_job, job_key, restart_count
+from slurmgen.job_context.ranks import parse_tasks_per_node, read_ranks
 from slurmgen.task.signal_block import block_preemption_signal, parse_signal_name, preemption_signal
 
 # Task 5 of a 2-node x 4-task srun step (node 1).
