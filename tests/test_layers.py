@@ -147,6 +147,8 @@ def place(name: str) -> str:
         return "slurmgen"
     if parts[1] == "interruption":
         return "policy"
+    if parts[1] == "job_context":  # a package of shared modules: what every process reads of its job, once
+        return "leaf"
     if modules()[name].parent != PACKAGE:
         return parts[1]
     if parts[1] == "__main__":

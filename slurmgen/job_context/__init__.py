@@ -15,7 +15,7 @@ to Slurm's variables, and the rendered script computes the same key in bash from
 Standard library only (contract, errors and slurm.ids are standard-library leaves): every process imports it.
 """
 
-# The names callers imported from here when this was one module (slurmgen/job_context.py), given on first use
+# The names callers imported from here when this was one module, given on first use
 # (PEP 562): a package that imports its own modules at import time is a circle (tests/test_layers.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
