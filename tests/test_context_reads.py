@@ -50,7 +50,7 @@ ALLOWED_KEYS = {
     ("slurm/site_config.py", "SLURM_VERSION"): "a key of scontrol's output",
     # Where the CLI keeps its journal: the user's setting on the login node as much as in a job (the continuation
     # job's journal entry), like HOME; no script or Slurm sets it.
-    ("jobs/journal.py", "SLURMGEN_HOME"): "the user's journal directory, not set by the job",
+    ("journal.py", "SLURMGEN_HOME"): "the user's journal directory, not set by the job",
 }
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
 

@@ -35,7 +35,7 @@ def submit_continuation(key: str, cause: str, ctx: JobContext, *, by: str, clien
     """Submit this job's script again to continue from its state: `continued` (recorded), or `failed` (the state
     is kept and `slurmgen resume` can still bring the work back)."""
     from slurmgen.errors import SlurmgenError
-    from slurmgen.jobs.journal import TOKEN_PREFIX
+    from slurmgen.journal import TOKEN_PREFIX
     from slurmgen.slurm.client import SlurmClient
 
     script = ctx.batch_script  # the batch shell's $0: the script Slurm runs (its spooled copy)
@@ -69,7 +69,7 @@ def submit_continuation(key: str, cause: str, ctx: JobContext, *, by: str, clien
 
 
 def _journal_token() -> str:
-    from slurmgen.jobs.plan import new_token
+    from slurmgen.journal import new_token
 
     return new_token()
 
@@ -78,7 +78,7 @@ def _journal(env: Mapping[str, str], key: str, new: str, token: str, workdir: st
     """A `submitted` entry for the new job in the journal of the directory the old job came from, cloned from the
     old job's entry; nothing when that directory has no journal or no entry for the old job."""
     from slurmgen.errors import SlurmgenError
-    from slurmgen.jobs.journal import Entry, Journal, find_home
+    from slurmgen.journal import Entry, Journal, find_home
 
     try:
         journal = Journal(find_home(env, workdir), warn=lambda _line: None)

@@ -1,5 +1,5 @@
 """`slurmgen doctor` and `slurmgen history`: what this cluster does to a job on preemption, and what each run of a
-job did. Thin: parse, call slurmgen.jobs.doctor / .history, print. Reports go to stdout, messages to stderr;
+job did. Thin: parse, call slurmgen.manage.doctor / .history, print. Reports go to stdout, messages to stderr;
 errors are raised and printed once by slurmgen.cli.app.main.
 """
 
@@ -30,8 +30,8 @@ def doctor_command(
     """What preemption and the time limit will do to a job here: whether a preempted job is requeued or
     cancelled, how long it has to save before it is killed, whether it is warned by its signal first, and what
     could go wrong, with the fix. Without a Slurm client, with a SPEC: what the spec alone shows."""
-    from slurmgen.jobs import doctor
-    from slurmgen.jobs.journal import Journal, find_home
+    from slurmgen.journal import Journal, find_home
+    from slurmgen.manage import doctor
     from slurmgen.script.build import check_file
     from slurmgen.slurm.client import SlurmClient
 
@@ -48,7 +48,7 @@ def doctor_command(
     except SchedulerMissing as exc:
         if facts is None:
             raise
-        from slurmgen.jobs.doctor_offline import render_offline
+        from slurmgen.manage.doctor_offline import render_offline
 
         report = render_offline(facts, last, str(exc))
     print(report, end="")
@@ -59,7 +59,7 @@ def history_command(job: JobArg, point: PointOpt = None) -> None:
     """One row per run of a job: start, end, nodes, exit code, cause, who requeued, the save. Works after the job
     has left the queue."""
     from slurmgen import run_history
-    from slurmgen.jobs import history
+    from slurmgen.manage import history
 
     log_dirs, why_none = handle(job, point).history_dirs()
     shown = []

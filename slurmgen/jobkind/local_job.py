@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from slurmgen.errors import UsageError
 from slurmgen.jobkind import LogView, Report, Say
-from slurmgen.jobs.targets import Target, local_target
 from slurmgen.local import local_jobs
+from slurmgen.manage.targets import Target, local_target
 
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle
@@ -42,8 +42,8 @@ class LocalJob:
         return local_jobs.find(self.base, self.record.job_id)
 
     def status(self) -> Report:
-        from slurmgen.jobs import status as st
-        from slurmgen.jobs.history import restart_lines
+        from slurmgen.manage import status as st
+        from slurmgen.manage.history import restart_lines
 
         row = local_jobs.row(self._fresh(), time.time())
         # restarts and excluded nodes (`slurmgen run --kill-rank`, `--bad-node`)
@@ -63,7 +63,7 @@ class LocalJob:
         return self.state()
 
     def logs(self, rank: int | None, node: str | None) -> LogView:
-        from slurmgen.jobs import logs as lg
+        from slurmgen.manage import logs as lg
 
         batch = lg.batch_logs(self.target, [])  # its journal entry knows its logs
         return LogView(
@@ -75,7 +75,7 @@ class LocalJob:
         )
 
     def history_dirs(self) -> tuple[list[Path], str]:
-        from slurmgen.jobs.history import job_log_dirs, no_history
+        from slurmgen.manage.history import job_log_dirs, no_history
 
         log_dirs = job_log_dirs(self.target, [])
         return log_dirs, no_history(self.target, log_dirs, True)

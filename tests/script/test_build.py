@@ -9,9 +9,9 @@ from pathlib import Path
 
 from recorded import REPO
 
-from slurmgen.jobs import plan
-from slurmgen.jobs.submit import write_run_dir
 from slurmgen.local import setup
+from slurmgen.manage import plan
+from slurmgen.manage.submit import write_run_dir
 from slurmgen.script.build import build_file, check_file
 from slurmgen.script.render import render
 

@@ -1,4 +1,4 @@
-"""Carrying out a plan (slurmgen.jobs.plan): check and create the log and state directories, write the run directory,
+"""Carrying out a plan (slurmgen.manage.plan): check and create the log and state directories, write the run directory,
 run sbatch once, and record the job in the journal. `--test-only` asks the scheduler about the same plan instead.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 from slurmgen.atomic import write_bytes, write_text
 from slurmgen.errors import Problem, SchedulerError, SchedulerMissing, SpecError, UsageError
-from slurmgen.jobs.journal import TOKEN_PREFIX, Entry, Journal, unresolved
-from slurmgen.jobs.plan import RESOLVED, SPEC_COPY, Plan
+from slurmgen.journal import TOKEN_PREFIX, Entry, Journal, unresolved
+from slurmgen.manage.plan import RESOLVED, SPEC_COPY, Plan
 from slurmgen.slurm.client import SchedulerTimeout, SlurmClient
 from slurmgen.slurm.ids import JobId
 from slurmgen.slurm.parse import TestOnly

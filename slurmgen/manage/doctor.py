@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmgen.errors import UsageError
-from slurmgen.jobs.history import LastSave, job_log_dirs, read_last_save, size_text
-from slurmgen.jobs.journal import Journal
-from slurmgen.jobs.targets import Target
+from slurmgen.journal import Journal
+from slurmgen.manage.history import LastSave, job_log_dirs, read_last_save, size_text
+from slurmgen.manage.targets import Target
 from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.ids import parse_job_id
 from slurmgen.slurm.site import (

@@ -1,4 +1,4 @@
-"""Submitting a sweep plan (slurmgen.jobs.sweep_plan): one sbatch per array, each recorded in the journal with
+"""Submitting a sweep plan (slurmgen.manage.sweep_plan): one sbatch per array, each recorded in the journal with
 the sweep's id, the array's offset and task ids, so status/logs/cancel/resubmit find every point from any shell.
 """
 
@@ -9,9 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
-from slurmgen.jobs.journal import TOKEN_PREFIX, Entry, Journal
-from slurmgen.jobs.submit import Which, _record, ensure_writable, entry, find_by_token, on_path, prepare, require_sbatch
-from slurmgen.jobs.sweep_plan import DEFAULT_MAX_ARRAY_SIZE, SweepPlan
+from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
+from slurmgen.manage.submit import (
+    Which,
+    _record,
+    ensure_writable,
+    entry,
+    find_by_token,
+    on_path,
+    prepare,
+    require_sbatch,
+)
+from slurmgen.manage.sweep_plan import DEFAULT_MAX_ARRAY_SIZE, SweepPlan
 from slurmgen.slurm.client import SchedulerTimeout, SlurmClient
 from slurmgen.slurm.ids import JobId
 

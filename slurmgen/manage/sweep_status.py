@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from slurmgen.jobs.sweep_plan import expand
-from slurmgen.jobs.sweep_record import SweepRecord
+from slurmgen.manage.sweep_plan import expand
+from slurmgen.manage.sweep_record import SweepRecord
 from slurmgen.slurm.array_queue import TaskRow
 from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.ids import JobState, parse_job_id

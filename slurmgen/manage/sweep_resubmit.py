@@ -9,9 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from slurmgen.errors import UsageError
-from slurmgen.jobs.plan import SCRIPT_NAME, SPEC_COPY, new_token, plan
-from slurmgen.jobs.sweep_plan import SweepPlan, sweep_plan
-from slurmgen.jobs.sweep_record import SweepRecord
+from slurmgen.journal import new_token
+from slurmgen.manage.plan import SCRIPT_NAME, SPEC_COPY, plan
+from slurmgen.manage.sweep_plan import SweepPlan, sweep_plan
+from slurmgen.manage.sweep_record import SweepRecord
 
 
 def plan_again(record: SweepRecord, indexes: list[int], max_array_size: int) -> SweepPlan:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from slurmgen import contract
 from slurmgen.errors import UsageError
-from slurmgen.jobs.journal import Entry
-from slurmgen.jobs.targets import Target
+from slurmgen.journal import Entry
+from slurmgen.manage.targets import Target
 from slurmgen.slurm.showjob import JobInfo
 
 POLL = 0.5  # seconds between looks at the files while following (local reads: cheap)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from slurmgen.contract import CLEAN_EXIT_SIGNAL, SAVE_EXIT_SIGNAL
 from slurmgen.errors import UsageError
-from slurmgen.jobs.journal import TOKEN_PREFIX, Entry
-from slurmgen.jobs.plan import RESOLVED
+from slurmgen.journal import TOKEN_PREFIX, Entry
+from slurmgen.manage.plan import RESOLVED
 from slurmgen.slurm.client import InvalidJobId, JobPending, RequeueDisabled, SlurmClient
 from slurmgen.slurm.ids import JobId, JobState
 from slurmgen.slurm.showjob import JobInfo

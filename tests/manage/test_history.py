@@ -7,10 +7,10 @@ from pathlib import Path
 from history_events import GIB, SITE, T0, write_three_runs
 
 from slurmgen import run_history
-from slurmgen.jobs import history
-from slurmgen.jobs.journal import Entry
-from slurmgen.jobs.status import when
-from slurmgen.jobs.targets import Target
+from slurmgen.journal import Entry
+from slurmgen.manage import history
+from slurmgen.manage.status import when
+from slurmgen.manage.targets import Target
 from slurmgen.slurm import site
 from slurmgen.slurm.ids import JobId
 

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slurmgen.jobs.journal import Entry, Journal, latest_per_job, unresolved
-from slurmgen.jobs.targets import Target
+from slurmgen.journal import Entry, Journal, latest_per_job, unresolved
+from slurmgen.manage.targets import Target
 from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.ids import JobState, parse_job_id, parse_state
 from slurmgen.slurm.showjob import JobInfo
@@ -133,7 +133,7 @@ def recent(
 ) -> tuple[list[Target], list[Row], list[str]]:
     """The journal's last RECENT jobs, rows for submissions without a job id, and notes about submissions whose
     sbatch timed out and that turned up in the queue since. Reads only: the next `submit` records those."""
-    from slurmgen.jobs.submit import find_unresolved
+    from slurmgen.manage.submit import find_unresolved
 
     entries = journal.entries()
     found, notes = find_unresolved(entries, client, clock)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from slurmgen.jobs.doctor import SpecFacts, hang_risk, spec_rows
-from slurmgen.jobs.history import LastSave
+from slurmgen.manage.doctor import SpecFacts, hang_risk, spec_rows
+from slurmgen.manage.history import LastSave
 from slurmgen.slurm.site import HEADROOM, lead_time_risk
 
 # What doctor reads from `scontrol show config` and `scontrol show partition`, in plain words.

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from slurmgen.errors import SlurmgenError, UsageError
-from slurmgen.jobs.journal import Entry, Journal, find_home, home
-from slurmgen.jobs.targets import resolve
+from slurmgen.journal import Entry, Journal, find_home, home
+from slurmgen.manage.targets import resolve
 from slurmgen.slurm.ids import JobId
 
 WRITERS, EACH = 6, 60

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmgen.errors import UsageError
-from slurmgen.jobs.journal import Entry, find, last_for
-from slurmgen.jobs.plan import RESOLVED
-from slurmgen.jobs.sweep_plan import expand
-from slurmgen.jobs.sweep_submit import ATTEMPT_KEY, OFFSET_KEY, SWEEP_KEY, TASKS_KEY
+from slurmgen.journal import Entry, find, last_for
+from slurmgen.manage.plan import RESOLVED
+from slurmgen.manage.sweep_plan import expand
+from slurmgen.manage.sweep_submit import ATTEMPT_KEY, OFFSET_KEY, SWEEP_KEY, TASKS_KEY
 from slurmgen.slurm.ids import JobId, parse_job_id
 from slurmgen.spec.sweep_points import SweepSpec
 

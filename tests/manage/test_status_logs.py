@@ -7,9 +7,9 @@ from pathlib import Path
 
 from recorded import recorded_text
 
-from slurmgen.jobs import logs, status
-from slurmgen.jobs.journal import Entry
-from slurmgen.jobs.targets import Target
+from slurmgen.journal import Entry
+from slurmgen.manage import logs, status
+from slurmgen.manage.targets import Target
 from slurmgen.slurm.ids import JobId
 from slurmgen.slurm.showjob import job_info, parse_show_job
 

@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -207,3 +208,8 @@ def find(jobs: list[Entry], job_id: str) -> Entry | None:
         if entry.job_id in (job_id, base):
             return entry
     return None
+
+
+def new_token(clock: Callable[[], float] = time.time) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock()))
+    return f"{stamp}-{os.urandom(4).hex()}"  # not secrets.token_hex: that import costs more than a submit

@@ -1,17 +1,14 @@
-"""The submission plan: where a run lives and the exact sbatch argv. Pure; slurmgen.jobs.submit carries it out
+"""The submission plan: where a run lives and the exact sbatch argv. Pure; slurmgen.manage.submit carries it out
 and `submit --dry-run` prints it, so a dry run is the real thing minus the side effects.
 """
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurmgen.jobs.journal import TOKEN_PREFIX
+from slurmgen.journal import TOKEN_PREFIX
 
 if TYPE_CHECKING:
     from slurmgen.spec.model import JobSpec
@@ -45,11 +42,6 @@ class Plan:
         from slurmgen.slurm.client import SlurmClient
 
         return SlurmClient.sbatch_argv(self.script_path, self.sbatch_args)
-
-
-def new_token(clock: Callable[[], float] = time.time) -> str:
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(clock()))
-    return f"{stamp}-{os.urandom(4).hex()}"  # not secrets.token_hex: that import costs more than a submit
 
 
 def comment_for(spec: JobSpec, token: str) -> str:

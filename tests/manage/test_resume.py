@@ -11,9 +11,9 @@ from fake_slurm import FakeSlurm
 
 from slurmgen import contract, run_history
 from slurmgen.errors import UsageError
-from slurmgen.jobs.journal import Entry, Journal
-from slurmgen.jobs.resume import resume
-from slurmgen.jobs.targets import Target
+from slurmgen.journal import Entry, Journal
+from slurmgen.manage.resume import resume
+from slurmgen.manage.targets import Target
 from slurmgen.slurm.ids import JobId
 
 SHOW = ("scontrol", "--oneliner", "show", "job")

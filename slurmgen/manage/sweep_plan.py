@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from slurmgen import contract
 from slurmgen.errors import Problem, SpecError
-from slurmgen.jobs.plan import Plan, comment_for
+from slurmgen.manage.plan import Plan, comment_for
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # slurm.conf(5)
 # sbatch refuses a script larger than max_script_size (slurm.conf(5) SchedulerParameters; default 4 MB), and the

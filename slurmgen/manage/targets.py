@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmgen.errors import UsageError
-from slurmgen.jobs.journal import Entry, find, last_for
+from slurmgen.journal import Entry, find, last_for
 from slurmgen.slurm.ids import JobId, local_label, parse_job_id, parse_local_id
 
 

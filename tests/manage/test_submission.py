@@ -14,9 +14,9 @@ from recorded import recorded_text
 from tiny_job import SPEC
 
 from slurmgen.errors import SchedulerError, SchedulerMissing, SpecError, UsageError
-from slurmgen.jobs import plan, status
-from slurmgen.jobs import submit as submission
-from slurmgen.jobs.journal import Entry, Journal
+from slurmgen.journal import Entry, Journal
+from slurmgen.manage import plan, status
+from slurmgen.manage import submit as submission
 from slurmgen.script.render import render
 from slurmgen.slurm.client import SchedulerTimeout, SlurmClient
 from slurmgen.slurm.ids import JobId

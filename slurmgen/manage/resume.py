@@ -19,10 +19,10 @@ from pathlib import Path
 
 from slurmgen import contract, run_history
 from slurmgen.errors import UsageError
-from slurmgen.jobs.control import plan_requeue
-from slurmgen.jobs.journal import TOKEN_PREFIX, Entry, Journal
-from slurmgen.jobs.plan import RESOLVED, SCRIPT_NAME, new_token
-from slurmgen.jobs.targets import Target
+from slurmgen.journal import TOKEN_PREFIX, Entry, Journal, new_token
+from slurmgen.manage.control import plan_requeue
+from slurmgen.manage.plan import RESOLVED, SCRIPT_NAME
+from slurmgen.manage.targets import Target
 from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.ids import JobId
 from slurmgen.slurm.showjob import JobInfo
@@ -119,7 +119,7 @@ def _record_requeue(target: Target, infos: list[JobInfo]) -> None:
     """Credit the requeue to this command in the job's run history (no cause: the run keeps the one it ended
     with, and a resume counts against neither budget), before the next run starts and would take it for an
     admin's. A job whose log directory is not known here keeps Slurm's attribution."""
-    from slurmgen.jobs.history import job_log_dirs
+    from slurmgen.manage.history import job_log_dirs
 
     dirs = job_log_dirs(target, infos)
     if len(dirs) == 1 and (dirs[0] / "history").is_dir():

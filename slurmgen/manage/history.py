@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from slurmgen import run_history
-from slurmgen.jobs.logs import batch_logs
-from slurmgen.jobs.status import when
-from slurmgen.jobs.targets import Target
+from slurmgen.manage.logs import batch_logs
+from slurmgen.manage.status import when
+from slurmgen.manage.targets import Target
 from slurmgen.slurm.showjob import JobInfo
 from slurmgen.slurm.site import SitePreemption, misfits, site_preemption_from_event, window_basis
 
