@@ -42,6 +42,14 @@ def doctor_command(
     elif set_:
         raise UsageError("--set needs a SPEC to apply to")
     print(doctor.render(doctor.examine(SlurmClient(), facts, last)), end="")
+    if spec is not None and checked.spec.container is not None:
+        from slurmgen.jobs.doctor_image import check_image
+
+        found = check_image(checked.spec)  # one short step on a node: the image and its python and torch
+        if found is not None:
+            print(f"\n  {'image':<13}{'ok' if found.ok else 'FAILED'}: {found.line}")
+            if not found.ok:
+                raise typer.Exit(1)
 
 
 @commands.command("history")
