@@ -72,8 +72,8 @@ def verdict(spec: JobSpec, returncode: int, stdout: str, stderr: str) -> ImageCh
     why = found.get("no-torch", "no output from the import")
     return ImageCheck(
         False,
-        f"{c.image}: python {found['python']}, but torch does not import ({why}); fix: install torch in the image, or point "
-        "container.python at an interpreter that has it",
+        f"{c.image}: python {found['python']}, but torch does not import ({why}); fix: install torch in the image, "
+        "or point container.python at an interpreter that has it",
     )
 
 

@@ -28,8 +28,9 @@ APPTAINER_EXEC = {"--nv", "--containall", "--cleanenv", "--writable-tmpfs", "--p
 ENROOT_START = {"--conf", "--env", "--rc", "--root", "--rw", "--mount"}
 ENROOT_CREATE = {"--name"}
 ENROOT_REMOVE = {"--force"}
-PYXIS = {"--container-image", "--container-mounts", "--container-workdir", "--container-name", "--container-env",
-         "--container-mount-home", "--no-container-mount-home", "--container-writable", "--container-readonly"}  # fmt: skip
+PYXIS = {"--container-image", "--container-mounts", "--container-workdir", "--container-name",
+         "--container-env", "--container-mount-home", "--no-container-mount-home", "--container-writable",
+         "--container-readonly"}  # fmt: skip
 
 
 def spec(container: str, extra: str = "") -> JobSpec:
@@ -62,8 +63,8 @@ def test_enroot_lines_use_only_documented_options() -> None:
     s = spec("  runtime: enroot\n  image: /i/t.sqsh\n  writable: true\n  mounts: [/d:/d:ro, /h:/w]\n  env: [TOKEN]\n")
     start = step_groups(s)[1]
     assert start[:2] == ["enroot", "start"] and options(start) <= ENROOT_START
-    assert "--rw" in start and ["--mount", "/d:/d:none:bind,ro"] == start[start.index("/d:/d:none:bind,ro") - 1 :][:2]
-    assert ["--env", "TOKEN"] == start[start.index("TOKEN") - 1 :][:2]
+    assert "--rw" in start and start[start.index("/d:/d:none:bind,ro") - 1 :][:2] == ["--mount", "/d:/d:none:bind,ro"]
+    assert start[start.index("TOKEN") - 1 :][:2] == ["--env", "TOKEN"]
     create, remove = enroot_prepare_line(s), enroot_cleanup_line(s)
     assert "'enroot' 'create' '--name' 'slurmgen-c-'\"${SLURM_JOB_ID}-${SLURM_RESTART_COUNT:-0}\" '/i/t.sqsh'" in create
     assert "'enroot' 'remove' '--force' 'slurmgen-c-'" in remove
@@ -115,7 +116,8 @@ GPU_BOX = "  runtime: apptainer\n  image: /i/t.sif\n  python: /usr/bin/python3\n
          "but torch does not import (ModuleNotFoundError No module named 'torch'); fix: install torch in the image"),
         (255, "", "FATAL:   could not open image /i/t.sif: failed to retrieve path for /i/t.sif: lstat /i/t.sif: "
          "no such file or directory\n", False, "check that /i/t.sif exists on the nodes and has /usr/bin/python3"),
-        (255, "", "FATAL:   stat /usr/bin/python3: no such file or directory\n", False, "could not run /usr/bin/python3"),
+        (255, "", "FATAL:   stat /usr/bin/python3: no such file or directory\n", False,
+         "could not run /usr/bin/python3"),
         (1, "", "srun: error: Unable to allocate resources: Invalid partition name specified\n", False,
          "(srun: error: Unable to allocate resources: Invalid partition name specified); fix: run the same step"),
     ],
