@@ -78,10 +78,12 @@ install_apptainer() {
     log "adding apptainer from sid (Debian has it only there)"
     printf 'deb %s sid main\n' "$MIRROR" >"$dir/etc/apt/sources.list.d/sid.list"
     printf 'APT::Default-Release "%s";\n' "$SUITE" >"$dir/etc/apt/apt.conf.d/99slurmgen-default-release"
+    # Diverted after the install: the package's postinst registers /usr/bin/singularity.apptainer, a link to
+    # apptainer, as an alternative and fails while that link dangles.
     in_chroot "$dir" "export DEBIAN_FRONTEND=noninteractive
-        dpkg-divert --local --rename --divert /usr/bin/apptainer.real --add /usr/bin/apptainer &&
         apt-get ${APT_OPTS[*]} update -qq &&
         apt-get ${APT_OPTS[*]} install -y -qq --no-install-recommends apptainer/sid &&
+        dpkg-divert --local --rename --divert /usr/bin/apptainer.real --add /usr/bin/apptainer &&
         apt-get clean && rm -rf /var/lib/apt/lists/*" >>"$CACHE/build-$SLURM_VERSION.log" 2>&1 ||
         die "apt-get install apptainer/sid failed: see $CACHE/build-$SLURM_VERSION.log"
     # Root here may lack capabilities (this VM's bounding set has no CAP_SYS_RESOURCE), and the default "full"
