@@ -145,7 +145,7 @@ def test_a_killed_rank_restarts_in_place_and_a_hang_gives_the_stacks(
     rank that hangs at step 50 gets its stacks written by py-spy (the host's, bound in) and the step restarts."""
     plain = submit_text(cluster, tmp_path, "plain", own_spec(image, tmp_path, "plain", "false", []))
     crashed = submit_text(cluster, tmp_path, "crash", own_spec(
-        image, tmp_path, "crash", "{max_restarts: 2, health_check: [true]}",
+        image, tmp_path, "crash", "{max_restarts: 2, health_check: [\"true\"]}",
         ["--die-rank", "1", "--die-at", "50", "--die-once", str(tmp_path / "died")]))  # fmt: skip
     hung = submit_text(cluster, tmp_path, "hang", own_spec(
         image, tmp_path, "hang", "{hang_timeout: 30}",
