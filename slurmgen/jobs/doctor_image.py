@@ -60,7 +60,11 @@ def verdict(spec: JobSpec, returncode: int, stdout: str, stderr: str) -> ImageCh
     python = c.python or spec.python
     found = dict(line.split(" ", 1) for line in stdout.splitlines() if " " in line)
     if "python" not in found:
-        said = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), f"exit {returncode}")
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        # The runtime's own reason (apptainer's FATAL/ERROR line) says more than srun's closing "Exited with ...".
+        said = next(
+            (x for x in lines if x.startswith(("FATAL", "ERROR"))), lines[-1] if lines else f"exit {returncode}"
+        )
         if returncode == 127 or "not found" in said or "no such file" in said.lower():
             fix = (f"check that {c.image} exists on the nodes and has {python} "
                    "(spec fields container.image, container.python)")  # fmt: skip

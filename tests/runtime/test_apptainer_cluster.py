@@ -175,3 +175,21 @@ def test_a_killed_rank_restarts_in_place_and_a_hang_gives_the_stacks(
     assert "restarting the step inside the allocation (restart 1 of 3)" in batch, batch[-3000:]
     got = re.findall(rf"DONE {STEPS} (\S+) rank=0", read(tmp_path, "hang", hung, "rank-0.log"))
     assert got == expected
+
+
+def test_doctor_runs_the_images_python_on_a_node(cluster: SlurmCluster, image: str, tmp_path: Path) -> None:
+    """`slurmgen doctor SPEC` runs the image's python3 on one node: it finds torch in the test image, and says what
+    is wrong, with exit 1, for an image that is not there."""
+    good = tmp_path / "good.yaml"
+    good.write_text(spec(image, tmp_path, "good", [IMAGE_PY, "-c", "pass"]))
+    missing = tmp_path / "missing.yaml"
+    missing.write_text(spec(image + "-gone", tmp_path, "missing", [IMAGE_PY, "-c", "pass"]))
+    run = [PY, "-m", "slurmgen", "doctor"]
+    done = subprocess.run([*run, str(good)], env=cluster.env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(rf"image +ok: {re.escape(image)}: python 3\.11\.\d+, torch 2\.\S+", done.stdout), done.stdout
+    done = subprocess.run([*run, str(missing)], env=cluster.env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"image        FAILED: {image}-gone: could not run {IMAGE_PY} in it" in done.stdout, done.stdout
+    assert "fix: check that" in done.stdout, done.stdout

@@ -115,7 +115,9 @@ GPU_BOX = "  runtime: apptainer\n  image: /i/t.sif\n  python: /usr/bin/python3\n
         (0, "python 3.11.2\nno-torch ModuleNotFoundError No module named 'torch'\n", "", False,
          "but torch does not import (ModuleNotFoundError No module named 'torch'); fix: install torch in the image"),
         (255, "", "FATAL:   could not open image /i/t.sif: failed to retrieve path for /i/t.sif: lstat /i/t.sif: "
-         "no such file or directory\n", False, "check that /i/t.sif exists on the nodes and has /usr/bin/python3"),
+         "no such file or directory\nsrun: error: node1: task 0: Exited with exit code 255\n", False,
+         "(FATAL:   could not open image /i/t.sif: failed to retrieve path for /i/t.sif: lstat /i/t.sif: no such "
+         "file or directory); fix: check that /i/t.sif exists on the nodes and has /usr/bin/python3"),
         (255, "", "FATAL:   stat /usr/bin/python3: no such file or directory\n", False,
          "could not run /usr/bin/python3"),
         (1, "", "srun: error: Unable to allocate resources: Invalid partition name specified\n", False,
