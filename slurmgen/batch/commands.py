@@ -31,6 +31,7 @@ requeue asked for, and Slurm could be asked); a stopped run keeps it for `slurmg
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -138,7 +139,9 @@ def end(
     from slurmgen.batch.signals import STOP_ACTIONS
     from slurmgen.slurm import view as slurm_view
 
-    ctx = JobContext.of(env)
+    # SLURMGEN_CONTAINER says the *tasks* run in an image (no scontrol there); this shell runs outside it, and is
+    # the one that requeues for them: with the flag it would only leave itself another marker.
+    ctx = dataclasses.replace(JobContext.of(env), in_container=False)
     key = ctx.key
     if key is None:
         return rc

@@ -50,8 +50,17 @@ def doctor_command(
             raise
         from slurmgen.manage.doctor_offline import render_offline
 
-        report = render_offline(facts, last, str(exc))
+        print(render_offline(facts, last, str(exc)), end="")
+        return  # the image check needs the cluster too: render_offline lists it
     print(report, end="")
+    if spec is not None and checked.spec.container is not None:
+        from slurmgen.manage.doctor_image import check_image
+
+        found = check_image(checked.spec)  # one short step on a node: the image and its python and torch
+        if found is not None:
+            print(f"\n  {'image':<13}{'ok' if found.ok else 'FAILED'}: {found.line}")
+            if not found.ok:
+                raise typer.Exit(1)
 
 
 @commands.command("history", short_help="One row per run of a job: when, where, how it ended.")

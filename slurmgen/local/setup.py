@@ -106,8 +106,10 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
         notes[:0] = [cuda] if cuda else []
     if spec.dependency:
         notes.append(f"dependency {spec.dependency} is ignored locally: the job starts at once")
-    if spec.container is not None:
+    if spec.container is not None and spec.container.runtime == "pyxis":
         notes.append(f"the image {spec.container.image} is not used locally: tasks run on this machine, its files")
+    elif spec.container is not None:  # apptainer and enroot are plain commands: they run here as on a node
+        notes.append(f"tasks run in {spec.container.image} through {spec.container.runtime}, which must work here")
     built = build(checked, options.templates)
     return LocalSetup(spec, built.script, built.warnings, tuple(notes), slices)
 

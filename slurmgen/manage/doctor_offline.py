@@ -1,7 +1,7 @@
 """`slurmgen doctor SPEC` where no Slurm client answers (a laptop, a fresh clone): the checks that need only the spec
 and its last job's run history, and a list of what only the cluster can tell. Pure: the CLI prints the text.
 
-With a cluster the same checks come out of slurmgen.slurm.site.risks and jobs/doctor.hang_risk; this module calls
+With a cluster the same checks come out of slurmgen.slurm.site.risks and manage/doctor.hang_risk; this module calls
 the same rules (lead_time_risk, hang_risk, the time-limit window of site_preemption: the lead time) instead of
 copies of them.
 """
@@ -21,6 +21,7 @@ NEEDS_CLUSTER = (
     "how long a preempted job has to save before it is killed (GraceTime and KillWait)",
     "whether the preemption signal is sent at preemption too, or only SIGTERM",
     "whether Slurm requeues jobs at all (JobRequeue)",
+    "for a container: whether the image exists on the nodes and has python3 and torch",
 )
 
 

@@ -17,7 +17,7 @@ from slurmgen.interruption import STEP_GRACE, hold_limit  # the hold window is a
 from slurmgen.job_context.values import KEY_SHELL
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.shell_words import join
-from slurmgen.script.step import batch_words, package_dir_words, rendezvous_words, step_line
+from slurmgen.script.step import batch_words, container_context, package_dir_words, rendezvous_words, step_line
 from slurmgen.script.sweep import cases, env_words
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.spec.model import JobSpec, node_checks
@@ -104,6 +104,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "rendezvous": join(rendezvous_words(spec)),
         "package_dir": join(package_dir_words(spec)),
         "container": spec.container is not None,
+        **container_context(spec),
         "step": step_line(spec),
         "preemption": pre.enabled,
         "preempt_signal": pre.signal,

@@ -45,6 +45,17 @@ def node_checks(spec: JobSpec) -> bool:
 
 
 # --- hand-written: what the model has beyond the table's fields ---------------------------------------------
+# The container fields added with runtimes enroot and apptainer, and their defaults (spec/fields.py).
+CONTAINER_ADDED: dict[str, Any] = {
+    "runtime": "pyxis",
+    "python": None,
+    "env": (),
+    "writable_tmpfs": None,
+    "cleanenv": None,
+    "containall": None,
+}
+
+
 @dataclass(frozen=True)
 class JobSpec(JobFields):
     """The resolved job spec. Its fields come from the field table (spec/model_fields.py, generated); the
@@ -60,6 +71,11 @@ class JobSpec(JobFields):
         out = asdict(self)
         if self.sweep is None:
             del out["sweep"]  # a job without a sweep keeps the digest it had before sweeps existed
+        if out.get("container") is not None:
+            # A pyxis container that uses none of the fields added with the other runtimes keeps its old digest.
+            for key, default in CONTAINER_ADDED.items():
+                if out["container"][key] == default:
+                    del out["container"][key]
         return out
 
     @cached_property  # frozen: computed once (render and the submit plan both ask for it)
