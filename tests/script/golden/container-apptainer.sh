@@ -25,7 +25,8 @@ _sg_held=""
 _sg_forward() {
     _sg_signals="${_sg_signals} $1"
     _sg_signal_log="${_sg_signal_log} $1@${EPOCHREALTIME:-0}"
-    echo "slurmgen: batch shell received SIG$1 at ${EPOCHSECONDS:-?}" >&2
+    printf -v _sg_at '%(%Y-%m-%d %H:%M:%S)T' -1  # local time, as history prints it: a bash builtin, no fork
+    echo "slurmgen: batch shell received SIG$1 at ${_sg_at}" >&2
     if [ -n "${SLURMGEN_LOG_DIR:-}" ]; then
         echo "$1" >>"${SLURMGEN_LOG_DIR}/.batch-signals" 2>/dev/null || true
     fi
@@ -122,7 +123,8 @@ if [ -z "${WANDB_RUN_ID:-}" ] || [ "${WANDB_RUN_ID}" = "${_sg_parent_id}" ]; the
 fi
 : >"${SLURMGEN_LOG_DIR}/.batch-signals" 2>/dev/null || true  # this run's signals only
 _sg_restarts="${SLURM_RESTART_COUNT:-0}"
-echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), started at ${SLURMGEN_START_TIME}, nodes ${SLURM_JOB_NODELIST:-?}, logs in ${SLURMGEN_LOG_DIR}" >&2
+printf -v _sg_started '%(%Y-%m-%d %H:%M:%S)T' "${SLURMGEN_START_TIME}"
+echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), started at ${_sg_started}, nodes ${SLURM_JOB_NODELIST:-?}, logs in ${SLURMGEN_LOG_DIR}" >&2
 # The run's record (history/ in the log directory): its start, and the requeues Slurm made since the last run.
 'python3' '-m' 'slurmgen.batch' 'begin' || echo "slurmgen: could not record the start of this run (see above)" >&2
 # A requeue request left by an earlier run that never reached its end must not requeue this one.
@@ -171,24 +173,17 @@ export MASTER_ADDR MASTER_PORT
 echo "slurmgen: rendezvous at ${MASTER_ADDR}:${MASTER_PORT}" >&2
 
 # --- Launch the step in the background and wait for it (so traps run at once) -----------------------------
-if [ "${_sg_attempt}" -gt 0 ]; then
-    case " ${_sg_signals} " in
-        *" TERM "* | *" USR2 "*)
-            echo "slurmgen: a stop signal came while the failed step was being restarted: not started again" >&2
-            break
-            ;;
+# Signals that came before this start of the step: whether it starts (start), the run goes to its end (end) or
+# the shell leaves (exit CODE) is the interruption policy's (slurmgen/interruption/running.py), asked through
+# slurmgen/batch/signals.py only when a signal came.
+if [ -n "${_sg_signals}" ]; then
+    _sg_before="$(SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.batch' 'before' "${_sg_attempt}")"
+    case "${_sg_before}" in
+        start) ;;
+        "exit "*) exit "${_sg_before#exit }" ;;
+        *) break ;;  # end, or no answer: the run's end keeps the state and decides
     esac
 fi
-case " ${_sg_signals} " in
-    *" TERM "*)
-        echo "slurmgen: terminated before the step started" >&2
-        exit 143
-        ;;
-    *" USR2 "*)
-        echo "slurmgen: asked for a clean exit before the step started" >&2
-        exit 0
-        ;;
-esac
 'srun' '--nodes=2' '--ntasks-per-node=4' '--cpus-per-task=8' '--kill-on-bad-exit=1' ${_sg_nodes:+"--nodelist=${_sg_nodes}"} --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' \
     'bash' '-c' 'for _sg_v in $(compgen -e); do case "$_sg_v" in SLURM_*|SLURMD_*|SLURMGEN_*|MASTER_ADDR|MASTER_PORT|PYTHONUNBUFFERED|WANDB_API_KEY|HF_HOME) export "APPTAINERENV_$_sg_v=${!_sg_v}";; esac; done; exec "$@"' 'slurmgen-apptainer-env' 'apptainer' 'exec' '--nv' '--containall' '--writable-tmpfs' '--pwd=/workspace' --bind="${_sg_pkg}:/opt/slurmgen/slurmgen:ro" --bind="${SLURMGEN_LOG_DIR}" --bind="${SLURMGEN_STATE_DIR}" ${_sg_pyspy:+"--bind=${_sg_pyspy}:/opt/slurmgen/bin/py-spy:ro"} '--bind=/datasets:/datasets:ro' '--bind=/home/me/project:/workspace' '--env=PYTHONPATH=/opt/slurmgen' '--env=PREPEND_PATH=/opt/slurmgen/bin' '/shared/images/pytorch-24.05.sif' \
     'python3' '-c' 'import sys; sys.path.insert(0, "/opt/slurmgen"); from slurmgen.task.launch import main; sys.exit(main())' '--' \
