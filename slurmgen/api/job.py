@@ -176,6 +176,16 @@ class Job:
                 runs.append({"log_dir": str(log_dir), **asdict(run)})
         return runs
 
+    def report(self) -> dict[str, Any]:
+        """What `slurmgen report JOB --json` prints: goodput, wall_seconds, productive_seconds, buckets,
+        queue_seconds, the runs, the timeline and the checkpoint advice (docs: goodput); an array job's as
+        {"tasks": [...]}. From the run history: no Slurm query for a job submitted from here."""
+        from slurmgen.jobs.goodput_files import job_report, reports_json
+
+        target = self.target
+        known = target.entry is not None and bool(target.entry.log_dir)
+        return reports_json(job_report(target, None if known else self.client))
+
     # --- actions ----------------------------------------------------------------------------------------
 
     def cancel(self, signal: str | None = None) -> None:

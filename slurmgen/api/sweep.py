@@ -91,6 +91,13 @@ class Sweep:
     def __len__(self) -> int:
         return len(self._record.sweep.points)
 
+    def report(self) -> dict[str, Any]:
+        """What `slurmgen report SWEEP --json` prints: the roll-up's goodput, wall and productive seconds, buckets,
+        and each point's report (docs: goodput). From the points' run histories; no Slurm query."""
+        from slurmgen.jobs.goodput_files import sweep_report
+
+        return sweep_report(self._record).to_json()
+
     def values(self, point: int) -> dict[str, Any]:
         """A point's parameter values. No Slurm query."""
         self._record.point_of(point)  # refuses an index the sweep does not have

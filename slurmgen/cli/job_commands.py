@@ -249,6 +249,7 @@ def status_command(
         targets = [_target(job)]
         if targets[0].local:
             print(st.table(local_rows(find_home(), targets[0].label)))
+            _live(targets[0], None)
             from slurmgen.jobs.history import restart_lines
 
             for line in restart_lines(
@@ -277,6 +278,8 @@ def status_command(
     if unknown and not rows:
         raise unknown_job(unknown[0].job)
     print(st.table([*rows, *extra]))
+    if job is not None:
+        _live(targets[0], client)
     from slurmgen.jobs.history import window_warnings
 
     for line in window_warnings(targets):  # a save that would be killed at the next stop
@@ -285,6 +288,22 @@ def status_command(
 
     for line in restart_lines(targets):  # restarts inside the allocation (README, "When things fail")
         err(line)
+
+
+def _live(target: Target, client: SlurmClient | None) -> None:
+    """The job's progress under its table: step, rate, last save, goodput, ETA (slurmgen/goodput/live.py)."""
+    import shutil
+    import time
+
+    from slurmgen.goodput.live import lines, live
+    from slurmgen.jobs.goodput_files import histories
+
+    found = histories(target, client)
+    for h in found:
+        view = live(h.events, time.time())
+        if view is not None:
+            head = [f"==> {h.key} <=="] if len(found) > 1 else []
+            print("\n".join(head + lines(view, sys.stdout.isatty(), shutil.get_terminal_size().columns)))
 
 
 @commands.command("logs")

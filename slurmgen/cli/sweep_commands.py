@@ -101,6 +101,11 @@ def status(text: str) -> bool:
     rows = st.point_rows(record, st.query(SlurmClient(), record))
     print(st.table(rows))
     print(st.summary(record, rows))
+    from slurmgen.jobs.goodput_files import sweep_report
+
+    roll = sweep_report(record).to_json()  # the roll-up of every point's run history (slurmgen report SWEEP)
+    if roll["points"]:
+        print(f"goodput so far: {roll['goodput']:.1%} over {len(roll['points'])} point(s) with a run history")
     return True
 
 

@@ -63,24 +63,29 @@ class Advice:
         """The advice in plain lines (report, doctor)."""
         out = [f"save cost {self.save_seconds:.1f} s (blocking, mean)"]
         if self.mtbf_seconds is None:
-            out.append(f"no interruption seen in {_dur(self.observed_seconds)} of runs ({self.basis}): no optimum "
-                       "yet; saves cost only their own time")  # fmt: skip
+            seen = duration_text(self.observed_seconds)
+            out.append(f"no interruption seen in {seen} of runs ({self.basis}): no optimum yet")
         else:
-            out.append(f"mean time between interruptions {_dur(self.mtbf_seconds)} ({self.interruptions} in "
-                       f"{_dur(self.observed_seconds)}, {self.basis}); restart cost {self.restart_seconds:.0f} s")
+            out.append(
+                f"mean time between interruptions {duration_text(self.mtbf_seconds)} ({self.interruptions} in "
+                f"{duration_text(self.observed_seconds)}, {self.basis}); restart cost {self.restart_seconds:.0f} s"
+            )
         if self.young_seconds is not None and self.daly_seconds is not None:
-            out.append(f"optimum save interval: Young {_dur(self.young_seconds)}, Daly {_dur(self.daly_seconds)}")
+            young, daly = duration_text(self.young_seconds), duration_text(self.daly_seconds)
+            out.append(f"optimum save interval: Young {young}, Daly {daly}")
         if self.interval_seconds is not None and self.goodput_now is not None:
-            out.append(f"current interval {_dur(self.interval_seconds)}: expected goodput {self.goodput_now:.1%}")
+            out.append(
+                f"current interval {duration_text(self.interval_seconds)}: expected goodput {self.goodput_now:.1%}"
+            )
         if self.goodput_optimum is not None:
             out.append(f"at Daly's optimum: expected goodput {self.goodput_optimum:.1%}")
         if self.last_save_by_seconds is not None and self.time_limit_seconds is not None:
-            out.append(f"last save before the time limit ({_dur(self.time_limit_seconds)}): start it by "
-                       f"{_dur(self.last_save_by_seconds)} into the run")  # fmt: skip
+            out.append(f"last save before the time limit ({duration_text(self.time_limit_seconds)}): start it by "
+                       f"{duration_text(self.last_save_by_seconds)} into the run")  # fmt: skip
         return out
 
 
-def _dur(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
     s = round(seconds)
     if s < 120:
         return f"{seconds:.0f} s"

@@ -57,11 +57,21 @@ class Report:
             "queue_seconds": round(self.queue_seconds, 3),
             "redone_steps": self.redone_steps,
             "runs": [
-                {"run": r.run, "start": r.start, "end": r.end, "running": r.running, "ended": r.ended,
-                 "cause": r.cause, "nodes": r.nodes, "steps": r.steps, "step_seconds": r.step_seconds,
-                 "slurm_queue_seconds": r.slurm_queue_seconds, "slurm": dict(r.slurm)}
+                {
+                    "run": r.run,
+                    "start": r.start,
+                    "end": r.end,
+                    "running": r.running,
+                    "ended": r.ended,
+                    "cause": r.cause,
+                    "nodes": r.nodes,
+                    "steps": r.steps,
+                    "step_seconds": r.step_seconds,
+                    "slurm_queue_seconds": r.slurm_queue_seconds,
+                    "slurm": dict(r.slurm),
+                }
                 for r in t.runs
-            ],  # fmt: skip
+            ],
             "segments": [[s.run, round(s.start, 3), round(s.end, 3), s.bucket] for s in t.segments],
             "markers": [{"run": m.run, "time": m.time, "kind": m.kind, "text": m.text} for m in t.markers],
             "advice": None if self.advice is None else dict(self.advice.__dict__),
@@ -84,7 +94,8 @@ def _interval(events: Sequence[Mapping[str, Any]]) -> float | None:
 
 
 def advice_of(events: Sequence[Mapping[str, Any]], line: tl.Timeline, buckets: Mapping[str, float]) -> Advice | None:
-    saves = [float(e["seconds"]) for e in events if e.get("event") == rh.SAVE and isinstance(e.get("seconds"), (int, float))]  # fmt: skip
+    saves = [float(e.get("blocking", e["seconds"])) for e in events
+             if e.get("event") == rh.SAVE and isinstance(e.get("seconds"), (int, float))]  # fmt: skip
     if not saves:
         return None
     restarts = sum(1 for e in events if e.get("event") == rh.RESTART)
@@ -92,7 +103,8 @@ def advice_of(events: Sequence[Mapping[str, Any]], line: tl.Timeline, buckets: M
     interruptions = restarts + requeues
     observed = sum(r.end - r.start for r in line.runs)
     coming_back = sum(buckets[k] for k in (tl.STARTUP, tl.RESTORE, tl.RECOVERY, tl.HANG))
-    limits = [e.get("queue", {}).get("limit") for e in events if e.get("event") == rh.RUN_START and isinstance(e.get("queue"), Mapping)]  # fmt: skip
+    queues = [e["queue"] for e in events if e.get("event") == rh.RUN_START and isinstance(e.get("queue"), Mapping)]
+    limits = [q.get("limit") for q in queues]
     limit = next((float(v) for v in reversed(limits) if isinstance(v, (int, float))), None)
     step = next((r.step_seconds for r in reversed(line.runs) if r.step_seconds is not None), None)
     return advise(sum(saves) / len(saves), interruptions, observed, coming_back / (interruptions + 1),
@@ -111,7 +123,9 @@ def report(job: str, events: Sequence[Mapping[str, Any]], now: float) -> Report:
             buckets[s.bucket] += s.seconds
     wall = (line.runs[-1].end - line.runs[0].start) if line.runs else 0.0
     first = line.runs[0].slurm_queue_seconds if line.runs else None
-    return Report(job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice_of(events, line, buckets))
+    return Report(
+        job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice_of(events, line, buckets)
+    )
 
 
 @dataclass(frozen=True)
@@ -148,6 +162,8 @@ class SweepReport:
             "productive_seconds": round(productive, 3),
             "buckets": {k: round(v, 3) for k, v in self.buckets().items()},
             "queue_seconds": round(queue, 3),
-            "points": {str(p): {k: v for k, v in r.to_json().items() if k not in ("segments", "markers")}
-                       for p, r in self.points},  # fmt: skip
+            "points": {
+                str(p): {k: v for k, v in r.to_json().items() if k not in ("segments", "markers")}
+                for p, r in self.points
+            },
         }

@@ -171,7 +171,11 @@ def _markers(run: int, events: Events) -> list[Marker]:
         if kind == rh.SAVE:
             found.append(Marker(run, t, "save", f"save ({e.get('cause')}): {_num(e.get('seconds')) or 0:.1f} s"
                                 + (f", step {e.get('steps')}" if e.get("steps") else "")))  # fmt: skip
-        elif kind in (rh.PREEMPTED, rh.STOP) and not preempted and (kind == rh.PREEMPTED or e.get("cause") == rh.PREEMPTION):
+        elif (
+            kind in (rh.PREEMPTED, rh.STOP)
+            and not preempted
+            and (kind == rh.PREEMPTED or e.get("cause") == rh.PREEMPTION)
+        ):
             preempted = True
             found.append(Marker(run, t, "preemption", "preempted by Slurm"))
         elif kind == rh.RESTART:

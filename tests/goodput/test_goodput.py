@@ -25,7 +25,13 @@ def crash_hang_preempt() -> list[dict[str, Any]]:
     restarted at 570 (12 steps lost), first step 590, save at 800 (10 s), preempted at 900, saved at the stop 915,
     run ends 1000. Queue 1000-1100. Run 2 (1100-2000): first step 1120, finished 1990, ends 2000."""
     return [
-        ev(rh.RUN_START, 1, 0, "batch-shell", queue={"submit": T0 - 60, "eligible": T0 - 60, "start": T0, "limit": 3600}),
+        ev(
+            rh.RUN_START,
+            1,
+            0,
+            "batch-shell",
+            queue={"submit": T0 - 60, "eligible": T0 - 60, "start": T0, "limit": 3600},
+        ),
         ev(rh.LOAD, 1, 15, seconds=5.0),
         ev(rh.FIRST_STEP, 1, 20, steps=1),
         ev(rh.SAVE, 1, 200, seconds=10.0, cause="periodic", steps=100),
