@@ -22,8 +22,8 @@ commands = typer.Typer()
 def doctor_command(
     spec: Annotated[
         Path | None,
-        typer.Argument(metavar="[SPEC]", help="A job spec: its partition, lead time and last save. Default: every "
-                       "partition.", show_default=False),
+        typer.Argument(metavar="[SPEC|JOB]", help="A job spec: its partition, lead time and last save; or a job: "
+                       "its checkpoint-interval advice. Default: every partition.", show_default=False),
     ] = None,
     set_: SetOpt = None,
 ) -> None:  # fmt: skip
@@ -34,6 +34,9 @@ def doctor_command(
     from slurmgen.slurm.client import SlurmClient
 
     facts, last = None, None
+    if spec is not None and not spec.exists() and not set_:
+        _doctor_job(str(spec))  # a job, not a spec: its checkpoint-interval advice (slurmgen/goodput/advice.py)
+        return
     if spec is not None:
         checked = check_file(spec, set_ or [], Path.cwd())
         warn_all(checked.warnings)  # the same warnings as render, validate, submit and run
@@ -42,6 +45,20 @@ def doctor_command(
     elif set_:
         raise UsageError("--set needs a SPEC to apply to")
     print(doctor.render(doctor.examine(SlurmClient(), facts, last)), end="")
+
+
+def _doctor_job(job: str) -> None:
+    """`slurmgen doctor JOB`: the checkpoint-interval advice from the job's measured saves and interruptions."""
+    from slurmgen.jobs.goodput_files import job_report
+    from slurmgen.slurm.client import SlurmClient
+
+    target = job_target(job)
+    for report in job_report(target, None if target.local else SlurmClient()):
+        print(f"job {report.job}: checkpoint interval")
+        if report.advice is None:
+            print("  no save measured yet: the advice needs at least one save (Preemption.save)")
+            continue
+        print("\n".join(f"  {line}" for line in report.advice.lines()))
 
 
 @commands.command("history")
