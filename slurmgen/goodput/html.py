@@ -67,8 +67,14 @@ def _rows(r: Report) -> str:
 
     parts: list[str] = []
     y = 10
+    marks_of: dict[int, list[tl.Marker]] = {}
+    segments_of: dict[int, list[tl.Segment]] = {}
+    for m in line.markers:
+        marks_of.setdefault(m.run, []).append(m)
+    for seg in line.segments:
+        segments_of.setdefault(seg.run, []).append(seg)
     for run in line.runs:
-        marks = [m for m in line.markers if m.run == run.run]
+        marks = marks_of.get(run.run, [])
         lanes: list[float] = []  # the last x of each lane
         placed = []
         for m in marks:
@@ -86,9 +92,7 @@ def _rows(r: Report) -> str:
                 f'{mx:.1f},{my + 9:.1f}" fill="{MARKS.get(m.kind, "#000")}"><title>{escape(m.text)}</title></polygon>'
             )
         parts.append(f'<text x="4" y="{top + ROW - 8}" class="label">run {run.run}</text>')
-        for s in line.segments:
-            if s.run != run.run:
-                continue
+        for s in segments_of.get(run.run, []):
             w = max(s.seconds * scale, 0.0)
             tip = f"{LABELS.get(s.bucket, s.bucket)}: {s.seconds:.1f} s (run {run.run})"
             parts.append(

@@ -112,24 +112,33 @@ def _paint(segs: list[tuple[float, float, str]], a: float, b: float, bucket: str
     segs[:] = out
 
 
+def _by_kind(events: Events) -> dict[str, list[Mapping[str, Any]]]:
+    found: dict[str, list[Mapping[str, Any]]] = {}
+    for e in events:
+        found.setdefault(str(e.get("event")), []).append(e)
+    return found
+
+
 def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | None, tail: str | None
              ) -> list[tuple[float, float, str]]:  # fmt: skip
     """One start of the program, [a0, a1): ended by ``restart`` (a restart event), or the run's last start with
     ``tail``: "finished", "stopped" (work after the last save kept or redone, as the saves say), "lost" (the
     run failed or ended unsaved and a later run redoes its work), or None (it still runs)."""
     segs = [(a0, a1, STARTUP)]
-    first = min((_t(e) for e in events if e.get("event") == rh.FIRST_STEP), default=None)
+    kinds = _by_kind(events)
+    firsts = kinds.get(rh.FIRST_STEP, [])
+    first = min(_t(e) for e in firsts) if firsts else None
     if first is not None:
         _paint(segs, first, a1, PRODUCTIVE)
-    saves = [e for e in events if e.get("event") == rh.SAVE]
+    saves = kinds.get(rh.SAVE, [])
     work_from = first if first is not None else a1
 
     def last_save_before(t: float) -> float:
         return max([work_from, *(_t(e) for e in saves if _t(e) <= t)])
 
     if restart is not None:
-        hangs = [e for e in events if e.get("event") == rh.HANG]
-        exits = [_t(e) for e in events if e.get("event") == rh.TASK_EXIT]
+        hangs = kinds.get(rh.HANG, [])
+        exits = [_t(e) for e in kinds.get(rh.TASK_EXIT, [])]
         if hangs:
             stalled = min(_num(e.get("progressed")) or _t(e) for e in hangs)
             judged = min(_t(e) for e in hangs)
@@ -141,20 +150,20 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
             _paint(segs, last_save_before(failed), failed, REDONE)
             _paint(segs, failed, a1, RECOVERY)
     elif tail == "finished":
-        done = [_t(e) for e in events if e.get("event") == rh.FINISHED]
+        done = [_t(e) for e in kinds.get(rh.FINISHED, [])]
         if done:
             _paint(segs, min(done), a1, OTHER)
     elif tail in ("stopped", "lost"):
-        stops = [_t(e) for e in events if e.get("event") == rh.STOP]
-        exits = [_t(e) for e in events if e.get("event") == rh.TASK_EXIT]
+        stops = [_t(e) for e in kinds.get(rh.STOP, [])]
+        exits = [_t(e) for e in kinds.get(rh.TASK_EXIT, [])]
         until = min(stops) if stops else (min(exits) if exits else a1)
         saved_at_stop = any(_t(e) >= until for e in saves)
         if tail == "lost" and not saved_at_stop:
             _paint(segs, last_save_before(until), until, REDONE)
         _paint(segs, until, a1, OTHER if stops or not exits else RECOVERY)
-    for e in events:
+    for e in kinds.get(rh.LOAD, []):
         seconds = _num(e.get("seconds"))
-        if seconds is not None and e.get("event") == rh.LOAD:
+        if seconds is not None:
             _paint(segs, _t(e) - seconds, _t(e), RESTORE)
     for e in saves:
         seconds = _num(e.get("blocking", e.get("seconds")))
@@ -212,13 +221,15 @@ def build(events: Events, now: float) -> Timeline:
         end = max(start, now if running else float(summary.end) if summary.end is not None else _t(mine[-1]))
         if previous_end is not None and start > previous_end:
             segments.append(Segment(number, previous_end, start, QUEUE))
-        restarts = [e for e in mine if e.get("event") == rh.RESTART]
+        kinds = _by_kind(mine)
+        restarts = kinds.get(rh.RESTART, [])
         bounds = [start, *(min(max(_t(e), start), end) for e in restarts), end]
-        finished = any(e.get("event") == rh.FINISHED for e in mine) or summary.ended == "completed"
+        finished = rh.FINISHED in kinds or summary.ended == "completed"
         tail = None if running else "finished" if finished else "lost" if later else "stopped"
         for k in range(len(bounds) - 1):
             a0, a1 = bounds[k], bounds[k + 1]
-            inside = [e for e in mine if a0 <= _t(e) < a1 or (k == len(bounds) - 2 and _t(e) == a1)]
+            last = k == len(bounds) - 2
+            inside = mine if not restarts else [e for e in mine if a0 <= _t(e) < a1 or (last and _t(e) == a1)]
             restart = restarts[k] if k < len(restarts) else None
             for s, e2, bucket in _attempt(inside, a0, a1, restart, None if restart else tail):
                 if e2 > s:
@@ -227,16 +238,17 @@ def build(events: Events, now: float) -> Timeline:
             steps = r.get("steps_lost")
             redone_steps += steps if isinstance(steps, int) and not isinstance(steps, bool) else 0
         markers += _markers(number, mine)
-        samples = [e for e in mine if e.get("event") in (rh.PROGRESS, rh.FIRST_STEP)]
-        last = samples[-1] if samples else {}
-        timed = [_num(e.get("step_seconds")) for e in mine if e.get("event") in (rh.PROGRESS, rh.STOP)]
+        samples = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.FIRST_STEP, []), key=_t)
+        sample = samples[-1] if samples else {}
+        timing = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.STOP, []), key=_t)
+        timed = [_num(e.get("step_seconds")) for e in timing]
         step_seconds = next((v for v in reversed(timed) if v is not None), None)
-        start_event = next((e for e in mine if e.get("event") == rh.RUN_START), {})
+        start_event = kinds[rh.RUN_START][0] if rh.RUN_START in kinds else {}
         queue = start_event.get("queue")
         slurm = {k: float(v) for k, v in queue.items() if _num(v) is not None} if isinstance(queue, Mapping) else {}
         runs.append(RunView(
             number, start, end, running, summary.ended, summary.cause, summary.nodes,
-            last.get("steps") if isinstance(last.get("steps"), int) else None,
+            sample.get("steps") if isinstance(sample.get("steps"), int) else None,
             step_seconds, slurm,
         ))  # fmt: skip
         previous_end = end

@@ -38,17 +38,17 @@ def read_png(path: Path) -> list[list[Pixel]]:
     previous = bytearray(stride)
     for y in range(height):
         start = y * (stride + 1)
-        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
+        filter_type, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
         for i in range(stride):
             a = line[i - channels] if i >= channels else 0
             b, c = previous[i], previous[i - channels] if i >= channels else 0
-            if kind == 1:
+            if filter_type == 1:
                 line[i] = (line[i] + a) & 0xFF
-            elif kind == 2:
+            elif filter_type == 2:
                 line[i] = (line[i] + b) & 0xFF
-            elif kind == 3:
+            elif filter_type == 3:
                 line[i] = (line[i] + (a + b) // 2) & 0xFF
-            elif kind == 4:
+            elif filter_type == 4:
                 line[i] = (line[i] + _paeth(a, b, c)) & 0xFF
         rows.append([(line[x], line[x + 1], line[x + 2]) for x in range(0, stride, channels)])
         previous = line

@@ -121,6 +121,7 @@ def test_advice_from_a_constructed_history_uses_its_save_cost_and_interruption_r
     assert a is not None
     assert a.save_seconds == pytest.approx(10.0)
     assert a.interruptions == 3  # a crash, a hang, a preemption
+    assert a.mtbf_seconds is not None and a.daly_seconds is not None
     assert a.mtbf_seconds == pytest.approx((1000 + 900) / 3)
     assert a.young_seconds == pytest.approx(math.sqrt(2 * 10 * a.mtbf_seconds))
     assert a.daly_seconds == pytest.approx(advice.daly(10.0, a.mtbf_seconds))

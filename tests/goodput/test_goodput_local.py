@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 from cli_run import run_slurmgen
+from local.test_local_handlers import LocalJob
 from runtime.runtime_helpers import without_steering
 
-from local.conftest import jobs  # noqa: F401  (the local runs' fixture)
-from local.test_local_handlers import LocalJob
 from slurmgen import run_history
 
 pytestmark = [pytest.mark.slow]
