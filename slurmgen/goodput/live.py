@@ -29,8 +29,8 @@ class Live:
 
 
 def live(events: Sequence[Mapping[str, Any]], now: float) -> Live | None:
-    """The live view of a job, or None before its first run started."""
-    if not events:
+    """The live view of a job, or None before its program's first step (nothing sampled: the table says all)."""
+    if not any(e.get("event") in (rh.FIRST_STEP, rh.PROGRESS) for e in events):
         return None
     rep = report("", events, now)
     last_run = rep.timeline.runs[-1]
