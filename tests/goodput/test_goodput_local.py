@@ -67,3 +67,6 @@ def test_report_after_a_crash_restart_and_a_preemption(tmp_path: Path, jobs: lis
     page = tmp_path / "report.html"
     shown = run_slurmgen("report", f"local-{job.job_id()}", "--html", str(page), cwd=tmp_path, env=without_steering())
     assert shown.returncode == 0 and "<svg" in page.read_text(), shown.stderr
+    doctor = run_slurmgen("doctor", f"local-{job.job_id()}", cwd=tmp_path, env=without_steering())
+    assert doctor.returncode == 0, doctor.stderr
+    assert re.search(r"optimum save interval: Young \S+ \S+, Daly ", doctor.stdout), doctor.stdout
