@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from slurmgen import run_history as rh
-from slurmgen.goodput import advice, summary, timeline
+from slurmgen.goodput import advice, live, summary, timeline
 
 T0 = 1_790_000_000.0
 
@@ -138,3 +138,29 @@ def test_json_has_the_documented_keys() -> None:
     assert set(data["buckets"]) == set(timeline.BUCKETS)
     total = data["productive_seconds"] + sum(data["buckets"].values())
     assert abs(total - data["wall_seconds"]) <= 0.01 * data["wall_seconds"]
+
+
+def test_a_sweeps_roll_up_sums_its_points() -> None:
+    one = summary.report("1_0", crash_hang_preempt(), now=T0 + 5000)
+    two = summary.report("1_1", crash_hang_preempt()[:4], now=T0 + 250)
+    data = summary.SweepReport("1", [(0, one), (1, two)]).to_json()
+    assert data["wall_seconds"] == pytest.approx(one.wall_seconds + two.wall_seconds)
+    assert data["goodput"] == pytest.approx((one.productive_seconds + two.productive_seconds) / data["wall_seconds"])
+    assert data["buckets"]["redone"] == pytest.approx(one.buckets["redone"] + two.buckets["redone"])
+    assert set(data["points"]) == {"0", "1"} and data["points"]["1"]["running"] is True
+
+
+@pytest.mark.parametrize(("terminal", "bar"), [(True, True), (False, False)])
+def test_live_lines_carry_a_bar_only_on_a_terminal(terminal: bool, bar: bool) -> None:
+    events = [
+        ev(rh.RUN_START, 1, 0, "batch-shell", queue={"start": T0, "limit": 600}),
+        ev(rh.FIRST_STEP, 1, 10, steps=1, step=101, total_steps=1000),
+        ev(rh.PROGRESS, 1, 70, steps=601, step=701, step_seconds=0.1, total_steps=1000),
+    ]
+    view = live.live(events, T0 + 75)
+    assert view is not None and (view.step, view.steps_per_second) == (701, pytest.approx(10.0))
+    assert view.eta_end == pytest.approx(29.9) and view.eta_limit == pytest.approx(525.0)  # 299 steps at 10/s
+    text = live.lines(view, terminal, width=40)
+    assert "step: 701/1000 (sampled 5 s ago)" in text and "rate: 10 steps/s" in text
+    assert any(line.startswith("[") for line in text) is bar
+    assert live.live(events[:1], T0 + 5) is None  # nothing sampled yet: the table says all
