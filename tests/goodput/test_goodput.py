@@ -158,7 +158,7 @@ def test_live_lines_carry_a_bar_only_on_a_terminal(terminal: bool, bar: bool) ->
         ev(rh.PROGRESS, 1, 70, steps=601, step=701, step_seconds=0.1, total_steps=1000),
     ]
     view = live.live(events, T0 + 75)
-    assert view is not None and (view.step, view.steps_per_second) == (701, pytest.approx(10.0))
+    assert view is not None and view.step == 701 and view.steps_per_second == pytest.approx(10.0)
     assert view.eta_end == pytest.approx(29.9) and view.eta_limit == pytest.approx(525.0)  # 299 steps at 10/s
     text = live.lines(view, terminal, width=40)
     assert "step: 701/1000 (sampled 5 s ago)" in text and "rate: 10 steps/s" in text
