@@ -46,6 +46,10 @@ REPEATED = "repeated-failure"  # batch shell: the step failed again the same way
 CONTINUED = "continued"  # batch shell: a new job continues this one's work from its state (job: its id; cause)
 FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
 NODE_EXCLUDED = "node-excluded"  # batch shell: a node failed its check or Slurm marks it down (node, reason, spare)
+# What a job's time went to (slurmgen/goodput/): written once per start of the program or sampled, never per step.
+FIRST_STEP = "first-step"  # rank 0: the program's first should_stop() of this start (steps: 1)
+PROGRESS = "progress"  # rank 0: a sample, at 1, 2, 4 ... s then every 60 s (steps, step_seconds: the recent mean)
+LOAD = "load"  # rank 0: a resume state was loaded (seconds: how long the load blocked)
 
 # Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own
 # (preemption.max_preemptions), apart from the requeues the job asks for itself (preemption.max_requeues).

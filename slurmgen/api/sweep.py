@@ -68,6 +68,11 @@ class Sweep:
     def __len__(self) -> int:
         return self._group.size
 
+    def report(self) -> dict[str, Any]:
+        """What `slurmgen report SWEEP --json` prints: the roll-up's goodput, wall and productive seconds, buckets,
+        and each point's report (docs: goodput). From the points' run histories; no Slurm query."""
+        return self._group.goodput().data
+
     def values(self, point: int) -> dict[str, Any]:
         """A point's parameter values. No Slurm query."""
         return self._group.values(point)

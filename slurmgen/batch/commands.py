@@ -91,6 +91,8 @@ def begin(
         how = "after a preemption" if preempted else "by Slurm or an admin (scontrol requeue, a node failure)"
         say(f"run {past} was requeued {how}")
     plan = _site_preemption(ctx, client)
+    from slurmgen.batch.queue_times import queue_times
+
     record(
         ctx,
         WRITER,
@@ -99,6 +101,7 @@ def begin(
         host=socket.gethostname(),
         partition=ctx.partition,
         site=None if plan is None else site_preemption_event(plan),
+        queue=queue_times(ctx, client),  # Slurm's submit, eligible and start times (slurmgen report)
     )
     saved = history.last_save()
     if plan is not None and saved is not None and saved.save_seconds is not None and ctx.preempt_signal:

@@ -22,8 +22,8 @@ commands = typer.Typer()
 def doctor_command(
     spec: Annotated[
         Path | None,
-        typer.Argument(metavar="[SPEC]", help="A job spec: its partition, lead time and last save. Default: every "
-                       "partition.", show_default=False),
+        typer.Argument(metavar="[SPEC|JOB]", help="A job spec: its partition, lead time and last save; or a job: "
+                       "its checkpoint-interval advice. Default: every partition.", show_default=False),
     ] = None,
     set_: SetOpt = None,
 ) -> None:  # fmt: skip
@@ -36,6 +36,9 @@ def doctor_command(
     from slurmgen.slurm.client import SlurmClient
 
     facts, last = None, None
+    if spec is not None and not spec.exists() and not set_:
+        _doctor_job(str(spec))  # a job, not a spec: its checkpoint-interval advice (slurmgen/goodput/advice.py)
+        return
     if spec is not None:
         checked = check_file(spec, set_ or [], Path.cwd())
         warn_all(checked.warnings)  # the same warnings as render, validate, submit and run
@@ -61,6 +64,13 @@ def doctor_command(
             print(f"\n  {'image':<13}{'ok' if found.ok else 'FAILED'}: {found.line}")
             if not found.ok:
                 raise typer.Exit(1)
+
+
+def _doctor_job(job: str) -> None:
+    """`slurmgen doctor JOB`: the checkpoint-interval advice from the job's measured saves and interruptions."""
+    from slurmgen.jobkind.resolve import handle_of
+
+    print("\n".join(handle_of(job).goodput().advice))
 
 
 @commands.command("history", short_help="One row per run of a job: when, where, how it ended.")

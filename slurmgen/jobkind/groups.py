@@ -17,6 +17,7 @@ from slurmgen.jobkind import LogView, Report, Say
 
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle
+    from slurmgen.jobkind.goodput_view import Goodput
     from slurmgen.local.local_jobs import LocalRecord
     from slurmgen.manage.sweep_record import SweepRecord
     from slurmgen.manage.sweep_status import PointRow
@@ -113,10 +114,11 @@ class SlurmSweep(_Group):
         return st.point_rows(self.record, st.query(self.client, self.record))
 
     def status(self) -> Report:
+        from slurmgen.jobkind.goodput_view import sweep_rollup_line
         from slurmgen.manage import sweep_status as st
 
         rows = self.rows()
-        return Report(out=(st.table(rows), st.summary(self.record, rows)))
+        return Report(out=(st.table(rows), st.summary(self.record, rows), *sweep_rollup_line(self.record)))
 
     def cancel_all(self) -> list[str]:
         """Cancel every array of the sweep that still has a task (scancel of the array job id cancels every task
@@ -164,6 +166,11 @@ class SlurmSweep(_Group):
 
         job = self.record.point_of(index)
         return SlurmJob(Target(job, find(list(self.record.arrays), str(job))), self._client)
+
+    def goodput(self) -> Goodput:
+        from slurmgen.jobkind.goodput_view import sweep_goodput
+
+        return sweep_goodput(self.record)
 
 
 class LocalGroup(_Group):
@@ -252,3 +259,11 @@ class LocalGroup(_Group):
     def _no_point(self, index: int, latest: dict[int, LocalRecord]) -> UsageError:
         shown = ", ".join(map(str, latest)) or "none"
         return UsageError(f"sweep {self.label} has no point {index}; its points are {shown}")
+
+    def goodput(self) -> Goodput:
+        """Every task's report, one after the other (a local array has no sweep record to roll up)."""
+        from slurmgen.jobkind.goodput_view import of_jobs
+        from slurmgen.jobkind.local_job import target_of
+        from slurmgen.manage.goodput_files import job_report
+
+        return of_jobs([r for record in self._latest().values() for r in job_report(target_of(record), None)])

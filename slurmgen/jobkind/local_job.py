@@ -15,6 +15,7 @@ from slurmgen.manage.targets import Target, local_target
 
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle
+    from slurmgen.jobkind.goodput_view import Goodput
 
 ENDED_POLL = 0.5  # seconds between looks at the runner while following its logs: a local look, cheap
 
@@ -47,7 +48,10 @@ class LocalJob:
 
         row = local_jobs.row(self._fresh(), time.time())
         # restarts and excluded nodes (`slurmgen run --kill-rank`, `--bad-node`)
-        return Report(out=(st.table([row]),), notes=tuple(restart_lines([self.target])))
+        from slurmgen.jobkind.goodput_view import live_lines
+
+        out = (st.table([row]), *live_lines(self.target, None))
+        return Report(out=out, notes=tuple(restart_lines([self.target])))
 
     def state(self) -> str:
         return self._fresh().state
@@ -117,3 +121,8 @@ class LocalJob:
 
     def point(self, index: int) -> JobHandle:
         raise UsageError(f"--point: {self.label!r} is not a sweep (see `slurmgen status {self.label}`)")
+
+    def goodput(self) -> Goodput:
+        from slurmgen.jobkind.goodput_view import job_goodput
+
+        return job_goodput(self.target, None)

@@ -12,6 +12,7 @@ from slurmgen.jobkind import LogView, Report, Say
 
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle
+    from slurmgen.jobkind.goodput_view import Goodput
     from slurmgen.manage.targets import Target
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.slurm.showjob import JobInfo
@@ -58,7 +59,9 @@ class SlurmJob:
             raise unknown_job(unknown[0].job)
         # a save that would be killed at the next stop; restarts inside the allocation (README, "When things fail")
         notes = (*window_warnings([self.target]), *restart_lines([self.target]))
-        return Report(out=(st.table(rows),), notes=notes)
+        from slurmgen.jobkind.goodput_view import live_lines
+
+        return Report(out=(st.table(rows), *live_lines(self.target, self.client)), notes=notes)
 
     def state(self) -> str:
         from slurmgen.manage.status import fold
@@ -131,3 +134,9 @@ class SlurmJob:
 
     def point(self, index: int) -> JobHandle:
         raise UsageError(f"--point: {self.label!r} is not a sweep (see `slurmgen status {self.label}`)")
+
+    def goodput(self) -> Goodput:
+        from slurmgen.jobkind.goodput_view import job_goodput
+
+        known = self.target.entry is not None and bool(self.target.entry.log_dir)
+        return job_goodput(self.target, None if known else self.client)  # no Slurm query for a job of the journal

@@ -41,6 +41,7 @@ from slurmgen.runtime.checkpoint.settings import StoreSettings
 from slurmgen.runtime.checkpoint.store import CheckpointStore
 from slurmgen.runtime.peer_loss import install_peer_loss_hook
 from slurmgen.runtime.peers import Peers
+from slurmgen.runtime.progress_sample import ProgressSampler
 from slurmgen.task.signal_block import parse_signal_name
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class Preemption:
         save_phase: Callable[[str], None] | None = None,
         environ: Mapping[str, str] | None = None,
         exit: Callable[[int], Any] = os._exit,
+        total_steps: int | None = None,
     ) -> None:
         # This process's job, read once (slurmgen/job_context/); the budget given here replaces the spec's below.
         self.context = JobContext.from_environ(dict(os.environ if environ is None else environ))
@@ -105,6 +107,8 @@ class Preemption:
             self.context = dataclasses.replace(self.context, max_requeues=max_requeues)
         # The agreement waits as long as any collective of the training step may (the process-group timeout).
         self.peers = Peers(self.context, timeout=timeout, exit=exit)
+        # Rank 0's sampled progress for `slurmgen status` and `slurmgen report` (runtime/progress_sample.py).
+        self._sampler = ProgressSampler(self.context, self.rank, total_steps)
         self.weights_only = weights_only
         self.crc32 = crc32  # torch's per-tensor checksum in the saved file (costs ~0.3 s/GiB; see state.py)
         self._exit = exit
@@ -222,8 +226,9 @@ class Preemption:
             self.peers.lost(exc, "while agreeing to stop")
         return sum(int(bit) << i for i, bit in enumerate(bits.tolist()))
 
-    def should_stop(self) -> bool:
-        """True on every rank once any rank got a stop signal. Call it on every rank at every step."""
+    def should_stop(self, step: int | None = None) -> bool:
+        """True on every rank once any rank got a stop signal. Call it on every rank at every step; ``step``, the
+        program's own step number (counted across resumes), makes `slurmgen status` show it and its ETA."""
         if self._decided:
             return True
         if self._progress is None:
@@ -231,6 +236,7 @@ class Preemption:
         self._steps += 1
         self._progress.touch(self._steps)
         now = time.monotonic()
+        self._sampler.step(self._steps, now, step)
         if self._last_check is not None:
             # What one more step costs before a save can start: it decides whether a stop fits its window.
             # The longest of the recent steps, forgetting slowly (a long first step after a load does not stick).
@@ -265,7 +271,12 @@ class Preemption:
         picks the newest complete state and says which; the other ranks follow its choice."""
         if not self.keeps_state:
             return None if into is None else False
-        return self._store.load(into)
+        began = time.monotonic()
+        found = self._store.load(into)
+        if self.rank == 0 and (found if into is not None else found is not None):
+            with contextlib.suppress(OSError):  # the blocking load, for the report's restore bucket
+                record(self.context, "rank0", run_history.LOAD, seconds=round(time.monotonic() - began, 3))
+        return found
 
     def save(
         self, state: Any, cause: str = "periodic", *, async_: bool = False, sharded: bool | None = None
@@ -443,7 +454,8 @@ class SaveReporter:
         if self._peers.rank == 0:
             kind = "file" if saved.kind == "plain" else saved.kind
             record(self._ctx, "rank0", run_history.SAVE, seconds=round(saved.duration_s, 3), bytes=saved.size_bytes,
-                   cause=saved.cause, kind=kind, steps=self.steps_at_save)  # fmt: skip
+                   cause=saved.cause, kind=kind, steps=self.steps_at_save,
+                   blocking=round(saved.blocked_s, 3))  # fmt: skip
         if self._on_save is not None:
             self._on_save(saved)
 
