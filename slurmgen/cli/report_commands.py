@@ -18,7 +18,7 @@ from slurmgen.cli.output import err
 commands = typer.Typer()
 
 
-@commands.command("report")
+@commands.command("report", short_help="Goodput: where a job's time went, and the save advice.")
 def report_command(
     job: JobArg,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON (docs: goodput).")] = False,

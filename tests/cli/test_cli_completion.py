@@ -48,7 +48,7 @@ def test_bash_completion_installs_and_completes_commands_and_options(tmp_path: P
     assert "bash completion installed" in done.stdout
     assert ".bash_completions/slurmgen.sh" in (tmp_path / ".bashrc").read_text()
 
-    assert complete(tmp_path, ["slurmgen", "re"], 1) == ["render", "requeue", "resume", "resubmit"]
+    assert complete(tmp_path, ["slurmgen", "re"], 1) == ["render", "requeue", "resume", "resubmit", "report"]
     everything = complete(tmp_path, ["slurmgen", ""], 1)
     assert {"render", "validate", "submit", "status", "logs", "run", "history", "cancel"} <= set(everything)
     assert complete(tmp_path, ["slurmgen", "render", "jobs/cpu-debug.yaml", "--t"], 3) == ["--templates"]
@@ -86,7 +86,7 @@ def test_the_command_list_shows_every_summary_whole_in_80_columns(
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run(capsys, "--help")
     commands = out.split("Commands:", 1)[1].splitlines()[1:]
-    assert code == 0 and len([c for c in commands if c.strip()]) == 13, out
+    assert code == 0 and len([c for c in commands if c.strip()]) == 14, out
     assert not [c for c in commands if "..." in c], out
 
 
