@@ -73,7 +73,10 @@ def run_array(
     ids, limit = task_ids(spec)
     base = home(env, submit_dir)
     taken = setup.id_taken(spec, base, submit_dir)
-    job_ids = [setup.new_job_id(base, taken) for _ in ids]
+    # Each task is a local job of its own: it claims its id in a shared state directory as a single job does, so
+    # another checkout's task with the same id never resumes this one's state.
+    claim = setup.state_claim(spec, base, submit_dir)
+    job_ids = [setup.new_job_id(base, taken, claim) for _ in ids]
     array_job = job_ids[0]
     sweep_id = f"{spec.name}-local-{array_job}" if spec.sweep is not None else None
     what = f"sweep {sweep_id}" if sweep_id else f"array {array_job}"

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurmgen import contract
+from slurmgen import contract, trust
 from slurmgen.errors import Problem, UsageError
 from slurmgen.local import jobenv
 from slurmgen.script.build import build, check
@@ -232,7 +232,11 @@ def state_claim(spec: JobSpec, home: Path, submit_dir: Path) -> Callable[[str], 
             return True  # no state directory, no state to share
         state_dir = paths(spec, job_id, home, submit_dir).state_dir
         state_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(state_dir / STATE_LEDGER, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        # A shared state directory: another user's ledger, or a link planted in its place, is refused (trust.py).
+        why = trust.why_not_dir(str(state_dir))
+        if why is not None:
+            raise trust.Untrusted(f"{state_dir / STATE_LEDGER}: not believed: {why}")
+        fd = trust.open_write(str(state_dir / STATE_LEDGER), mode=0o644, readable=True)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as handle:

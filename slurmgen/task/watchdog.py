@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from slurmgen import contract, run_history
+from slurmgen import contract, run_history, trust
 from slurmgen.job_context import restart_count_from
 from slurmgen.progress_mark import PROGRESS_DIR, ProgressMark, progress_path, steps_marked
 
@@ -106,13 +106,13 @@ def on_hang(env: Mapping[str, str], rank: int, pid: int, started: float, now: fl
     node = env.get("SLURMD_NODENAME") or socket.gethostname()
     mine = own_progress(log_dir, rank, started)
     folder = os.path.join(log_dir, HANG_DIR)
-    os.makedirs(folder, exist_ok=True)
+    trust.own_dir(folder)
     path = os.path.join(folder, f"rank-{rank}.stacks")
     head = (f"rank {rank} on {node}, pid {pid}: no progress on any rank for {now - last_progress(log_dir, started):.0f}"
             f" s; this rank last progressed at {time.strftime('%H:%M:%S', time.localtime(mine))}\n")  # fmt: skip
-    with open(path, "a", encoding="utf-8") as out:
+    with os.fdopen(trust.open_write(path, mode=0o644), "a", encoding="utf-8") as out:  # never through a link
         out.write(head + dump_stacks(pid) + "\n")
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, trust.Untrusted):
         run_history.append(log_dir, f"task-{rank}", run_history.HANG, run, now, rank=rank,
                            node=node, progressed=round(mine, 3), stacks=path)  # fmt: skip
     return path
