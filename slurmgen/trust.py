@@ -23,6 +23,7 @@ Standard library only (the batch shell, each task and `import slurmgen.runtime` 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -65,7 +66,8 @@ def why_not_file(path: str, info: os.stat_result) -> str | None:
         return f"{path} is not a regular file; remove it"
     uid = _uid()
     if info.st_uid != uid:
-        return f"{path} is owned by uid {info.st_uid}, not by this user (uid {uid}); remove it or use a directory of your own"
+        return (f"{path} is owned by uid {info.st_uid}, not by this user (uid {uid}); remove it or use a directory "
+                "of your own")  # fmt: skip
     if info.st_mode & WRITABLE_BY_OTHERS:
         return f"{path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):o}); `chmod go-w {path}`"
     return None
@@ -134,12 +136,16 @@ def open_write(path: str, append: bool = True, mode: int = 0o600, readable: bool
     """A descriptor to write `path` (created if missing), never through a link and never onto another user's
     file: O_NOFOLLOW, no O_TRUNC before the check (the caller truncates with ftruncate if it wants).
     Raises Untrusted for a planted link or file."""
-    flags = (os.O_RDWR if readable else os.O_WRONLY) | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if append else 0)
+    flags = os.O_RDWR if readable else os.O_WRONLY
+    flags |= os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if append else 0)
     try:
         fd = os.open(path, flags, mode)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _refuse(path, f"{path} is a symbolic link; remove it", "written") from None
+        # ELOOP: O_NOFOLLOW met a link. EACCES: Linux's fs.protected_symlinks / protected_regular refused a link
+        # or another user's file in a sticky directory (proc(5)); said the same way, with what is there.
+        with contextlib.suppress(OSError):
+            if exc.errno in (errno.ELOOP, errno.EACCES) and (why := why_not_file(path, os.lstat(path))):
+                raise _refuse(path, why, "written") from None
         raise
     why = why_not_file(path, os.fstat(fd))
     if why is not None and not why.startswith(f"{path} is writable"):  # our own file with a loose mode is ours

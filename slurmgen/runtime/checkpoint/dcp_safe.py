@@ -81,9 +81,9 @@ def reader(path: str) -> Any:
 def planner(weights_only: bool = True) -> Any:
     """DCP's default load planner, reading non-tensor entries with torch's safe loader."""
     import torch
+    from torch.distributed.checkpoint._traverse import set_element  # as default_planner.py imports it
     from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
     from torch.distributed.checkpoint.planner import ReadItem
-    from torch.distributed.checkpoint._traverse import set_element  # as default_planner.py imports it
 
     class SafePlanner(DefaultLoadPlanner):
         def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
