@@ -142,6 +142,12 @@ class Job:
         return self.log_bytes(rank, node).decode("utf-8", errors="replace")
 
     def log_bytes(self, rank: int | None = None, node: str | None = None) -> bytes:
+        chunks: list[bytes] = []
+        self.write_logs(chunks.append, rank, node)
+        return b"".join(chunks)
+
+    def write_logs(self, out: Callable[[bytes], None], rank: int | None = None, node: str | None = None) -> None:
+        """Stream the job's logs to `out`, a chunk at a time (`slurmgen logs`: a log of any size, little memory)."""
         from slurmgen.errors import UsageError
         from slurmgen.jobs import logs as lg
 
@@ -154,9 +160,7 @@ class Job:
         found = lg.select(batch, node, rank)
         if not found:
             raise UsageError(lg.missing_message(self.target, batch, node, infos, rank))
-        chunks: list[bytes] = []
-        lg.Follower(out=chunks.append, cwd=Path.cwd()).poll(found)
-        return b"".join(chunks)
+        lg.Follower(out=out, cwd=Path.cwd()).poll(found)
 
     def history(self) -> list[dict[str, Any]]:
         """One dict per run of the job, oldest first, from its run history (kept beside its logs, so it outlives

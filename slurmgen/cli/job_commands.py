@@ -302,7 +302,7 @@ def logs_command(
 
     target = _target(point_job(job, point, "logs"))
     if not follow_ and not target.local:
-        _write_bytes(_job(target).log_bytes(rank, node))
+        _job(target).write_logs(_write_bytes, rank, node)
         return
     from slurmgen.jobs import logs as lg
     from slurmgen.slurm.client import SlurmClient

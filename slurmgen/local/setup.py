@@ -84,6 +84,17 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
     spec = checked.spec
     if spec.nodes > jobenv.MAX_NODES:
         raise UsageError(f"--nodes {spec.nodes}: a local run emulates at most {jobenv.MAX_NODES} nodes")
+    tasks = (
+        (spec.nodes + spec.recovery.spare_nodes)
+        * spec.tasks_per_node
+        * (spec.nproc_per_node if spec.launcher == "torchrun" else 1)
+    )
+    if tasks > (cap := local_task_cap()):
+        raise UsageError(
+            f"{source}: {spec.nodes} node(s) x {spec.world_size // max(spec.nodes, 1)} task(s) is {tasks} local "
+            f"processes; this machine runs at most {cap} ({TASKS_PER_CPU} per CPU, {os.cpu_count() or 1} CPUs, "
+            "within the process limit); lower --nodes or --tasks-per-node"
+        )
     if options.preempt_after is not None:
         if options.preempt_after <= 0:
             raise UsageError(f"--preempt-after {options.preempt_after:g}: want a number of seconds above 0")
@@ -103,6 +114,21 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
         notes.append(f"the image {spec.container.image} is not used locally: tasks run on this machine, its files")
     built = build(checked, options.templates)
     return LocalSetup(spec, built.script, built.warnings, tuple(notes), slices)
+
+
+TASKS_PER_CPU = 32  # processes a local run may start per CPU: a rehearsal, not a benchmark
+
+
+def local_task_cap() -> int:
+    """How many task processes a local run may start here: TASKS_PER_CPU per CPU, and at most half of what is
+    left of this user's process limit (RLIMIT_NPROC), so that a typo cannot fork the machine to a halt."""
+    import resource
+
+    cap = TASKS_PER_CPU * (os.cpu_count() or 1)
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if soft != resource.RLIM_INFINITY:
+        cap = min(cap, max(soft // 2, 1))
+    return cap
 
 
 def _check_bad_node(spec: JobSpec, node: int, source: str) -> None:

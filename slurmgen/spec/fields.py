@@ -165,6 +165,17 @@ def _text(**kw: object) -> Str:
     return Str(directive=True, **kw)  # type: ignore[arg-type]
 
 
+# Neither sbatch nor the script's quoting expands `~` (a quoted word is never tilde-expanded: bash(1), Tilde
+# Expansion), so `output: ~/logs` made a directory named `~`. Refused, with what to write.
+_NO_TILDE = r"(?!~).*"
+_NO_TILDE_HINT = "~ is not expanded here (it would make a directory named ~); write the full path, e.g. $HOME's value"
+
+
+def _path(**kw: object) -> Str:
+    """A directory on an #SBATCH line or in the script: text that must not start with ~."""
+    return Str(directive=True, pattern=_NO_TILDE, hint=_NO_TILDE_HINT, **kw)  # type: ignore[arg-type]
+
+
 DISTRIBUTED = Obj(
     {
         "backend": Field(Enum(("nccl", "gloo")), "process-group backend; nccl with GPUs, gloo without", resolved=True),
@@ -222,7 +233,7 @@ PREEMPTION = Obj(
             Bool(), "also requeue (within the budget) when the step fails without a signal", default=False
         ),
         "state_dir": Field(
-            _text(),
+            _path(),
             "directory for the resume state, on a filesystem every node sees (default <output>/state)",
             resolved=True,
         ),
@@ -326,8 +337,8 @@ SPEC = Obj(
         "trackers": Field(
             TRACKERS, "experiment trackers: how the job's run identity (SLURMGEN_RUN_ID) reaches them", resolved=True
         ),
-        "output": Field(_text(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
-        "chdir": Field(_text(max_len=1024), "working directory of the job"),
+        "output": Field(_path(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
+        "chdir": Field(_path(max_len=1024), "working directory of the job"),
         "array": Field(
             ArrayIndexes(directive=True, pattern=ARRAY, numbers_ok=True, hint="e.g. 0-15 or 1,3,5 or 0-99%10"),
             "job array indexes",
