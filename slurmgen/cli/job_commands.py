@@ -111,7 +111,10 @@ def submit_command(
         sweep_commands.dry_run(p)
         return
     if dry_run:
-        sys.stdout.write(p.script)
+        from slurmgen.script.directives import sq
+        from slurmgen.spec.secrets import mask
+
+        sys.stdout.write(mask(p.script, p.spec.env, sq))  # what a terminal or a CI log shows: no token
         for line in dry_run_lines(p):
             err(line)
         return

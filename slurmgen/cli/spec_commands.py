@@ -54,7 +54,10 @@ def render(
         for line in render_lines(built.spec):
             err(line)
     if output is None or str(output) == "-":
-        sys.stdout.write(text)
+        from slurmgen.script.directives import sq
+        from slurmgen.spec.secrets import mask
+
+        sys.stdout.write(mask(text, built.spec.env, sq))  # what a terminal or a CI log shows: no token
         sys.stdout.flush()
         return
     from slurmgen.atomic import shell_mode, write_text

@@ -16,6 +16,7 @@ from slurmgen.errors import Problem, UsageError
 from slurmgen.local import jobenv
 from slurmgen.script.build import build, check
 from slurmgen.script.directives import batch_log, task_log_stem
+from slurmgen.spec import secrets
 from slurmgen.spec.load import read_spec
 from slurmgen.spec.model import JobSpec
 
@@ -82,6 +83,8 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
         extra.append(f"{_tasks_field(first.spec)}={options.tasks_per_node}")
     checked = check(raw, str(source), sets + extra, where) if extra else first
     spec = checked.spec
+    if (absent := secrets.missing(spec.env, os.environ)) is not None:
+        raise UsageError(f"{source}: {absent}")  # the local job gets this environment, as sbatch would pass it
     if spec.nodes > jobenv.MAX_NODES:
         raise UsageError(f"--nodes {spec.nodes}: a local run emulates at most {jobenv.MAX_NODES} nodes")
     tasks = (

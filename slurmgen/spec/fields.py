@@ -11,6 +11,7 @@ from typing import Any
 from slurmgen import contract
 from slurmgen.signal_names import preemption_signal_problem, signal_name
 from slurmgen.slurm.times import format_duration, parse_time
+from slurmgen.spec import secrets
 from slurmgen.spec.recovery import RECOVERY
 from slurmgen.spec.sweep import SweepType
 from slurmgen.spec.types import AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
@@ -138,7 +139,14 @@ class EnvValue(Str):
                 f'is a list, but a variable holds one text; join the items yourself, e.g. {name}: "{joined}"',
             )
         if isinstance(value, dict):
-            return ctx.fail(path, f'is a mapping, but a variable holds one text; give one value, e.g. {name}: "value"')
+            source = value.get(secrets.FROM_ENV)
+            if set(value) == {secrets.FROM_ENV} and isinstance(source, str) and re.fullmatch(ENV_KEY, source):
+                return secrets.Forwarded(source)  # the value stays in the submitting environment (secrets.py)
+            return ctx.fail(
+                path,
+                f'is a mapping, but a variable holds one text; give one value, e.g. {name}: "value", or forward a '
+                f"variable of the submitting environment without writing it: {name}: {{{secrets.FROM_ENV}: {name}}}",
+            )
         if value is None:
             return ctx.fail(path, f'is empty; write {name}: "" for an empty value, or remove the line')
         if isinstance(value, str) and len(value) > self.max_len:
@@ -148,6 +156,12 @@ class EnvValue(Str):
                 "read it in a setup line",
             )
         return super().check(value, ctx, path)
+
+    def schema(self) -> dict[str, Any]:
+        name = {"type": "string", "pattern": f"^(?:{ENV_KEY})$"}
+        forward = {"type": "object", "properties": {secrets.FROM_ENV: name}, "required": [secrets.FROM_ENV],
+                   "additionalProperties": False}  # fmt: skip
+        return {"anyOf": [super().schema(), forward]}
 
 
 class EnvMap(Map):
