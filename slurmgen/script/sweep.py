@@ -35,7 +35,7 @@ def command_words(spec: JobSpec) -> list[str]:
 
 def env_words(spec: JobSpec) -> list[tuple[str, str]]:
     """(name, shell word) of each env entry: a placeholder expands, everything else is single-quoted."""
-    out = []
+    out: list[tuple[str, str]] = []
     for name, value in spec.env:
         if isinstance(value, Forwarded):
             # Slurm propagates the variable itself (#SBATCH --export, secrets.py): only its name is written.

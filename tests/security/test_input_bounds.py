@@ -54,6 +54,7 @@ def test_a_merge_key_bomb_is_counted_before_yaml_flattens_it() -> None:
     lines = ["a0: &a0 {x: 1, y: 2}"] + [f"a{i}: &a{i} {{<<: [*a{i - 1}, *a{i - 1}]}}" for i in range(1, 40)]
     text = BASE + "\n".join(lines) + "\n"
     node = yaml.compose(text, Loader=yaml.SafeLoader)
+    assert node is not None
     assert _merged_size(node.value[-1][1], {}) == 2**40  # what an amplifying flatten would build
     problems = load_yaml(text, "x.yaml")[1]
     assert problems == [] or "alias bomb" in problems[0].message  # 6.0.4 dedups; older versions are refused

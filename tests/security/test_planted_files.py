@@ -78,7 +78,8 @@ def test_another_users_journal_in_a_parent_is_neither_listed_nor_resumed(shared:
         os.chown(shared, NOBODY, NOBODY)
     proof = shared.parent / "code-ran"
     forged = Entry(
-        event="local", token="t",  # noqa: S106 - a journal token, no password name="evil", spec=str(shared / "evil.yaml"), run_dir=str(shared / "ctl"),
+        event="local", token="t",  # noqa: S106 - a journal token, no password
+        name="evil", spec=str(shared / "evil.yaml"), run_dir=str(shared / "ctl"),
         script=str(shared / "ctl" / "job.sbatch"), time=time.time(), job_id="1",
         extra={"state": "COMPLETED", "runs": 1, "exit_code": 0},
     )  # fmt: skip
@@ -243,11 +244,12 @@ def test_a_copied_malicious_checkpoint_never_runs_code(tmp_path: Path, torch_mod
 def test_the_metadata_unpickler_refuses_a_crafted_global_and_reads_a_real_one(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     import torch
-    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import state_dict_saver
 
     from slurmgen.runtime.checkpoint import dcp_safe
 
-    dcp.save({"w": torch.ones(2, dtype=torch.bfloat16), "step": 3}, checkpoint_id=str(tmp_path / "ck"), no_dist=True)
+    state = {"w": torch.ones(2, dtype=torch.bfloat16), "step": 3}
+    state_dict_saver.save(state, checkpoint_id=str(tmp_path / "ck"), no_dist=True)
     metadata = dcp_safe.reader(str(tmp_path / "ck")).read_metadata()
     assert set(metadata.state_dict_metadata) == {"w", "step"}
     with pytest.raises(dcp_safe.RefusedGlobal, match=r"posix\.system"):
