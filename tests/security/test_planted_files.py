@@ -263,3 +263,19 @@ QUICK = 'name: q\ncommand: ["true"]\ntime: "00:10:00"\npreemption: {state_dir: S
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def test_a_state_read_without_torch_never_runs_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without torch the state is a pickle: read by an unpickler that admits plain data only (was pickle.load)."""
+    from slurmgen.errors import RuntimeSetupError
+    from slurmgen.runtime import state as disk
+
+    monkeypatch.setattr(disk, "_torch", lambda: None)
+    proof = tmp_path / "code-ran"
+    path = tmp_path / "7.state"
+    path.write_bytes(pickle.dumps({"slurmgen": {"job": "7"}, "state": {"x": Payload(proof)}}))
+    with pytest.raises(RuntimeSetupError, match=r"Unsupported global: io\.open"):
+        disk.read(str(path))
+    assert not proof.exists()
+    path.write_bytes(pickle.dumps({"slurmgen": {"job": "7"}, "state": {"x": [1, 2.5, "t", b"b", {3}]}}))
+    assert disk.read(str(path)) == {"slurmgen": {"job": "7"}, "state": {"x": [1, 2.5, "t", b"b", {3}]}}
