@@ -8,9 +8,9 @@ the batch shell, each task, the runtime):
 
 - **Read**: a file is believed only when it is a regular file (not a symbolic link: opened with O_NOFOLLOW),
   owned by this user (effective uid), not writable by group or others, in a directory owned by this user or
-  root that is not writable by group or others, or else is sticky (/tmp: others cannot rename or remove what
-  is ours there, unlink(2) and rename(2) on a sticky directory). Anything else is one line naming the path, its
-  owner or mode, and the fix, and is never followed.
+  root that is not writable by group (unless it is the user's private group) or others, or else is sticky
+  (/tmp: others cannot rename or remove what is ours there, unlink(2) and rename(2) on a sticky directory).
+  Anything else is one line naming the path, its owner or mode, and the fix, and is never followed.
 - **Write**: a file in a place others may write is opened with O_NOFOLLOW (a planted link, dangling or not,
   fails with ELOOP instead of creating or appending to the file it points at), without O_TRUNC (a planted file
   is checked before a byte of it changes), and kept only when it is a regular file of this user's; a directory
@@ -42,6 +42,21 @@ def _uid() -> int:
     return os.geteuid()
 
 
+def _private_group(gid: int) -> bool:
+    """Whether `gid` is this user's private group (named as the user, no other member): with umask 002, the
+    usual setting where each user has such a group, slurmgen's own directories are group-writable, and only
+    this user is in the group. A lookup that fails (a container without the user's entry) says no."""
+    import grp
+    import pwd
+
+    try:
+        user = pwd.getpwuid(_uid()).pw_name
+        group = grp.getgrgid(gid)
+    except (KeyError, OSError):
+        return False
+    return group.gr_name == user and set(group.gr_mem) <= {user}
+
+
 def why_not_dir(path: str, info: os.stat_result | None = None) -> str | None:
     """Why directory `path` cannot hold files slurmgen believes, or None when it can."""
     try:
@@ -52,7 +67,8 @@ def why_not_dir(path: str, info: os.stat_result | None = None) -> str | None:
     if info.st_uid not in (uid, 0):
         return (f"its directory {path} is owned by uid {info.st_uid}, not by this user (uid {uid}) or root; "
                 "use a directory of your own")  # fmt: skip
-    if info.st_mode & WRITABLE_BY_OTHERS and not info.st_mode & stat.S_ISVTX:
+    loose = info.st_mode & (stat.S_IWOTH if _private_group(info.st_gid) else WRITABLE_BY_OTHERS)
+    if loose and not info.st_mode & stat.S_ISVTX:
         return (f"its directory {path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):o}) and "
                 f"not sticky; `chmod go-w {path}` or use a directory of your own")  # fmt: skip
     return None

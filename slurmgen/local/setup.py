@@ -260,7 +260,7 @@ def state_claim(spec: JobSpec, home: Path, submit_dir: Path) -> Callable[[str], 
         if not spec.preemption.enabled:
             return True  # no state directory, no state to share
         state_dir = paths(spec, job_id, home, submit_dir).state_dir
-        state_dir.mkdir(parents=True, exist_ok=True)
+        state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
         # A shared state directory: another user's ledger, or a link planted in its place, is refused (trust.py).
         why = trust.why_not_dir(str(state_dir))
         if why is not None:

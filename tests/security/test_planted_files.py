@@ -279,3 +279,24 @@ def test_a_state_read_without_torch_never_runs_code(tmp_path: Path, monkeypatch:
     assert not proof.exists()
     path.write_bytes(pickle.dumps({"slurmgen": {"job": "7"}, "state": {"x": [1, 2.5, "t", b"b", {3}]}}))
     assert disk.read(str(path)) == {"slurmgen": {"job": "7"}, "state": {"x": [1, 2.5, "t", b"b", {3}]}}
+
+
+def test_a_group_writable_directory_is_trusted_only_for_the_users_private_group(tmp_path: Path) -> None:
+    """umask 002 with a private group per user makes slurmgen's own directories group-writable: still ours. A
+    directory that a shared group can write is not (what a colleague in the project group could plant into)."""
+    if _why_not_root():
+        pytest.skip(_why_not_root())
+    import grp
+    import pwd
+
+    mine = tmp_path / "umask-002"
+    mine.mkdir(mode=0o775)
+    mine.chmod(0o775)
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    private = grp.getgrnam(user).gr_gid if user in {g.gr_name for g in grp.getgrall()} else None
+    if private is None:
+        pytest.skip(f"no private group named {user}")
+    os.chown(mine, os.geteuid(), private)
+    assert trust.why_not_dir(str(mine)) is None
+    os.chown(mine, os.geteuid(), NOBODY)  # a group of others (nogroup)
+    assert "writable by group or others (mode 775)" in (trust.why_not_dir(str(mine)) or "")
