@@ -284,8 +284,9 @@ def test_a_state_read_without_torch_never_runs_code(tmp_path: Path, monkeypatch:
 def test_a_group_writable_directory_is_trusted_only_for_the_users_private_group(tmp_path: Path) -> None:
     """umask 002 with a private group per user makes slurmgen's own directories group-writable: still ours. A
     directory that a shared group can write is not (what a colleague in the project group could plant into)."""
-    if _why_not_root():
-        pytest.skip(_why_not_root())
+    why = _why_not_root()
+    if why:
+        pytest.skip(why)
     import grp
     import pwd
 
