@@ -1,7 +1,8 @@
 """The submission journal: one JSON line per event, appended under a lock, read by status/logs/requeue/cancel.
 
 It lives in `.slurmgen/journal.jsonl` under the directory you submit from, or under $SLURMGEN_HOME. Readers
-look in the current directory and then its parents (like git), so `slurmgen status` works from a subdirectory.
+look in the current directory and then its parents (like git), so `slurmgen status` works from a subdirectory; the
+search stops at a directory this user does not own, and a journal is read only under the trust rule (trust.py).
 Appends are single `write` calls of one line on an O_APPEND descriptor under `flock`, so concurrent submissions
 neither interleave nor lose lines; a torn last line (a crash mid-write) is skipped on read.
 
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from slurmgen import trust
 from slurmgen.errors import SlurmgenError
 
 HOME_ENV = "SLURMGEN_HOME"
@@ -84,8 +86,14 @@ def find_home(env: Mapping[str, str] | None = None, cwd: str | Path | None = Non
     if env.get(HOME_ENV):
         return own
     for directory in (own.parent, *own.parent.parents):
+        # Another user's directory (a world-writable /tmp or scratch root) may hold their forged `.slurmgen`:
+        # the search ends where this user's own directories end (trust.py).
+        if not trust.owned_by_me(str(directory)):
+            return own
         # A directory where jobs were only run locally has only the local journal (slurmgen.local.local_jobs).
         if any((directory / DIR_NAME / where / FILE_NAME).is_file() for where in ("", "local")):
+            if not trust.owned_by_me(str(directory / DIR_NAME)):
+                return own  # someone else's `.slurmgen` in a directory of ours: never theirs, never past it
             return directory / DIR_NAME
     return own
 
@@ -104,8 +112,8 @@ class Journal:
     def append(self, entry: Entry) -> None:
         line = (entry.to_json() + "\n").encode()
         try:
-            self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            trust.own_dir(str(self.base), mode=0o700)
+            fd = trust.open_write(str(self.path), readable=True)
         except OSError as exc:
             raise _unusable(self.path, exc) from None
         try:
@@ -124,12 +132,14 @@ class Journal:
     def entries(self) -> list[Entry]:
         """Every readable entry, oldest first. A line that is not one of ours (torn by a crash, non-UTF-8 bytes,
         JSON of another shape) is skipped, the rest kept: one warning per journal names the first such line."""
+        if self.path.is_dir() and not self.path.is_symlink():
+            raise _unusable(self.path, IsADirectoryError())
         try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return []
+            data = trust.read_bytes(str(self.path), "believed")  # a journal names scripts that resume runs
         except OSError as exc:
             raise _unusable(self.path, exc) from None
+        if data is None:
+            return []
         out: list[Entry] = []
         skipped: list[tuple[int, str]] = []
         for number, raw in enumerate(data.splitlines(), start=1):

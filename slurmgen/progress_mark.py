@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import Mapping
 
+from slurmgen import trust
 from slurmgen.job_context.context import JobContext
 
 PROGRESS_DIR = "progress"
@@ -39,13 +40,13 @@ class ProgressMark:
             with contextlib.suppress(OSError):
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
                 self._write(steps)
-        except OSError:
+        except (OSError, trust.Untrusted):  # a planted link: no mark rather than a write through it
             self.path = None
 
     def _write(self, steps: int) -> None:
         assert self.path is not None
-        with open(self.path, "w", encoding="ascii") as handle:
-            handle.write(f"{steps}\n")
+        # Never through a link another user planted in a shared log directory (trust.py).
+        trust.write_whole(self.path, f"{steps}\n".encode(), mode=0o644)
 
 
 def steps_marked(log_dir: str, rank: int, since: float) -> int | None:

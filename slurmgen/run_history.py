@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from slurmgen import trust
 
 FORMAT = 1
 DIR_NAME = "history"
@@ -69,14 +72,18 @@ def history_dir(log_dir: str) -> str:
 def append(log_dir: str, writer: str, event: str, run: int, time: float, **fields: Any) -> None:
     """Append one event to ``writer``'s file. Best effort is not enough here: errors propagate."""
     directory = history_dir(log_dir)
-    os.makedirs(directory, exist_ok=True)
+    trust.own_dir(directory)  # never a link or another user's directory (trust.py)
     record = {"v": FORMAT, "event": event, "run": run, "time": round(time, 3), "by": writer, **fields}
     line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
-    fd = os.open(os.path.join(directory, f"{writer}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = trust.open_write(os.path.join(directory, f"{writer}.jsonl"), mode=0o644)
     try:
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def read(log_dir: str) -> list[dict[str, Any]]:
@@ -89,10 +96,11 @@ def read(log_dir: str) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     for name in names:
         try:
-            with open(os.path.join(directory, name), encoding="utf-8") as handle:
-                lines = handle.read().splitlines()
+            # Another user's file (or link) in the history is never believed: it would steer requeues.
+            data = trust.read_or_warn(os.path.join(directory, name), _stderr, "believed")
         except OSError:
             continue
+        lines = [] if data is None else data.decode("utf-8", "replace").splitlines()
         for line in lines:
             try:
                 record = json.loads(line)

@@ -103,10 +103,23 @@ class Job:
         logs and the ranks' logs, each after a `==> file <==` header; only rank N's program, or one node's log,
         when asked. "" while the job has printed nothing (pending). One scontrol query (none for a job run here).
         Raises UsageError when the job has logs, but none of that rank or node."""
-        from slurmgen.jobkind.logs import check_choice, read_logs
+        from slurmgen.jobkind.logs import check_choice
 
         check_choice(rank, node)
-        return read_logs(self.handle.logs(rank, node)).decode("utf-8", errors="replace")
+        return self.log_bytes(rank, node).decode("utf-8", errors="replace")
+
+    def log_bytes(self, rank: int | None = None, node: str | None = None) -> bytes:
+        chunks: list[bytes] = []
+        self.write_logs(chunks.append, rank, node)
+        return b"".join(chunks)
+
+    def write_logs(self, out: Callable[[bytes], None], rank: int | None = None, node: str | None = None) -> None:
+        """Stream the job's logs to `out`, a chunk at a time (a log of any size, little memory); nothing when the
+        job has printed nothing yet."""
+        from slurmgen.jobkind.logs import check_choice, write_logs
+
+        check_choice(rank, node)
+        write_logs(self.handle.logs(rank, node), out)
 
     def history(self) -> list[dict[str, Any]]:
         """One dict per run of the job, oldest first, from its run history (kept beside its logs, so it outlives

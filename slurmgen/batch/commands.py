@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from slurmgen import contract, exit_codes, run_history
+from slurmgen import contract, exit_codes, run_history, trust
 from slurmgen.interruption import slurm_requeue_cause
 from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
@@ -277,12 +277,19 @@ def _take_marker(ctx: JobContext, key: str) -> str | None:
         return None
     path = os.path.join(state_dir, contract.requeue_marker_name(key))
     try:
-        with open(path, encoding="utf-8") as handle:
-            cause = handle.read().strip() or run_history.PREEMPTION
+        # Another user's marker in a shared state directory must not requeue this job (trust.py).
+        data = trust.read_or_warn(path, _stderr, "believed")
+        if data is None:
+            return None
+        cause = data.decode("utf-8", "replace").strip() or run_history.PREEMPTION
         os.unlink(path)
     except OSError:
         return None
     return cause
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _attribute(ctx: JobContext, history: run_history.History, preempted: bool) -> None:

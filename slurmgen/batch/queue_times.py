@@ -9,7 +9,7 @@ One `scontrol show job` per run; a failed or timed-out question records nothing 
 from __future__ import annotations
 
 from slurmgen.errors import SlurmgenError
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.parse import parse_datetime
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from slurmgen import contract, run_history
+from slurmgen import contract, run_history, trust
 from slurmgen.job_context.context import JobContext
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def restart(
     facts = interruption.RestartFacts(
         step_code=rc,
         signals=tuple(item.partition("@")[0] for item in ctx.signals.split()),
-        stopping=bool(record.stop or record.batch_stop or record.requeued_by) or os.path.exists(marker),
+        stopping=bool(record.stop or record.batch_stop or record.requeued_by) or trust.believed(marker, say),
         restarts=len(restarts),
         max_restarts=max_restarts,
         failure=hang_of(hangs, ctx, history)

@@ -99,7 +99,10 @@ def submit_command(
 
     p = planned(spec, overrides, templates, home())
     if dry_run:
-        sys.stdout.write(p.script)
+        from slurmgen.script.directives import sq
+        from slurmgen.spec.secrets import mask
+
+        sys.stdout.write(mask(p.script, p.spec.env, sq))  # what a terminal or a CI log shows: no token
         for line in dry_run_report(p, err):
             err(line)
         return
@@ -222,16 +225,14 @@ def logs_command(
 ) -> None:
     """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended).
     A job with no log yet (still pending) prints nothing, and says so on stderr."""
-    from slurmgen.jobkind.logs import check_choice, read_logs
+    from slurmgen.jobkind.logs import check_choice, write_logs
     from slurmgen.manage import logs as lg
 
     check_choice(rank, node)
     view = handle(job, point).logs(rank, node)
     if not follow_:
-        data = read_logs(view)
-        if not data:
+        if not write_logs(view, _write_bytes):  # streamed: a log of any size, little memory
             err(f"{view.missing()} Nothing to print yet.")
-        _write_bytes(data)
         return
     follower = lg.Follower(out=_write_bytes, cwd=Path.cwd())
     if not view.files():

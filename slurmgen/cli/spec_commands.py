@@ -39,7 +39,8 @@ def load_and_render(spec: Path, overrides: list[str], templates: Path | None) ->
 def render(
     spec: SpecArg,
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", metavar="FILE", help="Write the script here (atomically).")
+        Path | None,
+        typer.Option("-o", "--output", metavar="FILE", help="Write the script here (atomically); - for stdout."),
     ] = None,
     set_: SetOpt = None,
     templates: TemplatesOpt = None,
@@ -52,14 +53,21 @@ def render(
 
         for line in render_lines(built.spec):
             err(line)
-    if output is None:
-        sys.stdout.write(text)
+    if output is None or str(output) == "-":
+        from slurmgen.script.directives import sq
+        from slurmgen.spec.secrets import mask
+
+        sys.stdout.write(mask(text, built.spec.env, sq))  # what a terminal or a CI log shows: no token
         sys.stdout.flush()
         return
     from slurmgen.atomic import shell_mode, write_text
 
     if output.is_dir():
         raise UsageError(f"-o {output}: is a directory; give a file name, e.g. -o {output / 'job.sbatch'}")
+    if (kind := _not_regular(output)) is not None:
+        # The atomic write renames a new file over the path: a device (-o /dev/null as root), a FIFO or
+        # /proc/self/fd/1 would be replaced by a regular file instead of written to.
+        raise UsageError(f"-o {output}: is {kind}, not a regular file; give a file name, or -o - for standard output")
     try:
         write_text(output, text, mode=shell_mode(output))  # as `slurmgen render x.yaml > FILE` would
     except OSError as exc:
@@ -67,6 +75,19 @@ def render(
             f"-o {output}: cannot write it ({exc.strerror or exc}); check that the directory exists"
         ) from None
     err(f"wrote {output}")
+
+
+def _not_regular(path: Path) -> str | None:
+    """What `path` is when it exists and is not a regular file (after links), else None."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    kinds = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device", stat.S_ISFIFO: "a FIFO",
+             stat.S_ISSOCK: "a socket"}  # fmt: skip
+    return None if stat.S_ISREG(mode) else next((k for test, k in kinds.items() if test(mode)), "not a file")
 
 
 @commands.command(short_help="Check specs and report every problem of each.")

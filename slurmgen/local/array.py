@@ -63,6 +63,14 @@ def task_ids(spec: JobSpec) -> tuple[list[int], int | None]:
     return ids, int(limit) if limit.isdigit() and int(limit) > 0 else None
 
 
+def task_job_ids(spec: JobSpec, count: int, base: Path, submit_dir: Path) -> list[str]:
+    """A local job id for each task. Each task is a local job of its own: it claims its id in a shared state
+    directory as a single job does, so another checkout's task with the same id never resumes this one's state."""
+    taken = setup.id_taken(spec, base, submit_dir)
+    claim = setup.state_claim(spec, base, submit_dir)
+    return [setup.new_job_id(base, taken, claim) for _ in range(count)]
+
+
 def run_array(
     source: Path,
     spec: JobSpec,
@@ -74,8 +82,7 @@ def run_array(
     """Every task, at most ``limit`` at once; returns 0 when every task completed, else the first failure's code."""
     ids, limit = task_ids(spec)
     base = home(env, submit_dir)
-    taken = setup.id_taken(spec, base, submit_dir)
-    job_ids = [setup.new_job_id(base, taken) for _ in ids]
+    job_ids = task_job_ids(spec, len(ids), base, submit_dir)
     array_job = job_ids[0]
     sweep_id = f"{spec.name}-local-{array_job}" if spec.sweep is not None else None
     named = sweep_id or local_label(array_job)  # the id status, logs --point, history and cancel take

@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from slurmgen import contract
+from slurmgen import contract, trust
 from slurmgen.local import jobenv, procs
 from slurmgen.local.srun_args import SrunArgs, SrunError, parse_args, step_shape
 
@@ -90,7 +90,7 @@ class Step:
         """One descriptor per distinct expanded --output path, by (node, local id); empty without --output."""
         if self.args.output is None:
             return {}
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if self.args.open_mode == "append" else os.O_TRUNC)
+        append = self.args.open_mode == "append"
         by_path: dict[str, int] = {}
         fds: dict[tuple[int, int], int] = {}
         user = _user()
@@ -108,11 +108,14 @@ class Step:
                 )
                 if path not in by_path:
                     try:
-                        by_path[path] = os.open(path, flags, 0o644)
-                    except OSError as exc:
+                        by_path[path] = fd = trust.open_write(path, append=append, mode=0o644)  # never a link
+                        if not append:
+                            os.ftruncate(fd, 0)
+                    except (OSError, trust.Untrusted) as exc:
                         for fd in by_path.values():
                             os.close(fd)
-                        raise SrunError(f"Could not open stdout file {path}: {exc.strerror}") from None
+                        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+                        raise SrunError(f"Could not open stdout file {path}: {why}") from None
                 fds[(node, local)] = by_path[path]
         return fds
 

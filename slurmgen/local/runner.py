@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from slurmgen import contract
+from slurmgen import contract, trust
 from slurmgen.atomic import write_text
 from slurmgen.exit_codes import EXIT_CANCELLED, EXIT_TIMEOUT
 from slurmgen.local import handler_notice, jobenv, procs, rehearse, setup
@@ -174,7 +174,7 @@ class Runner:
         for registered in p.control.glob("step-*.pid"):  # a run killed before its srun could clean up
             registered.unlink(missing_ok=True)
         self.runs += 1
-        log = os.open(p.batch_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        log = trust.open_write(str(p.batch_log), mode=0o644)  # a planted (dangling) link creates nothing
         try:
             proc = subprocess.Popen(
                 [str(p.script)],
@@ -335,7 +335,7 @@ class Runner:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         node = jobenv.node_names(1)[0]
         words = ["slurmstepd: error: *** JOB", self.job.shape.job_id, "ON", node, state, "AT", stamp, why, "***"]
-        with open(self.job.paths.batch_log, "a", encoding="utf-8") as handle:
+        with os.fdopen(trust.open_write(str(self.job.paths.batch_log), mode=0o644), "a", encoding="utf-8") as handle:
             handle.write(" ".join(w for w in words if w) + "\n")
 
     def _record(self, batch_pid: int) -> None:

@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurmgen import contract
+from slurmgen import contract, trust
 from slurmgen.errors import Problem, SpecError, UsageError
 from slurmgen.local import jobenv
 from slurmgen.script.build import build, check
 from slurmgen.script.directives import batch_log, task_log_stem
+from slurmgen.spec import secrets
 from slurmgen.spec.load import read_spec
 from slurmgen.spec.model import JobSpec
 
@@ -84,8 +85,21 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
     checked = check(raw, str(source), sets + extra, where) if extra else first
     spec = checked.spec
     _refuse_missing_script(spec, raw, str(source), where)
+    if (absent := secrets.missing(spec.env, os.environ)) is not None:
+        raise UsageError(f"{source}: {absent}")  # the local job gets this environment, as sbatch would pass it
     if spec.nodes > jobenv.MAX_NODES:
         raise UsageError(f"--nodes {spec.nodes}: a local run emulates at most {jobenv.MAX_NODES} nodes")
+    tasks = (
+        (spec.nodes + spec.recovery.spare_nodes)
+        * spec.tasks_per_node
+        * (spec.nproc_per_node if spec.launcher == "torchrun" else 1)
+    )
+    if tasks > (cap := local_task_cap()):
+        raise UsageError(
+            f"{source}: {spec.nodes} node(s) x {spec.world_size // max(spec.nodes, 1)} task(s) is {tasks} local "
+            f"processes; this machine runs at most {cap} ({TASKS_PER_CPU} per CPU, {os.cpu_count() or 1} CPUs, "
+            "within the process limit); lower --nodes or --tasks-per-node"
+        )
     if options.preempt_after is not None:
         if options.preempt_after <= 0:
             raise UsageError(f"--preempt-after {options.preempt_after:g}: want a number of seconds above 0")
@@ -127,6 +141,21 @@ def _refuse_missing_script(spec: JobSpec, raw: bytes, source: str, submit_dir: P
     problem = missing_script(spec, source if line is None else f"{source}:{line}", submit_dir)
     if problem is not None:
         raise SpecError([problem])
+
+
+TASKS_PER_CPU = 32  # processes a local run may start per CPU: a rehearsal, not a benchmark
+
+
+def local_task_cap() -> int:
+    """How many task processes a local run may start here: TASKS_PER_CPU per CPU, and at most half of what is
+    left of this user's process limit (RLIMIT_NPROC), so that a typo cannot fork the machine to a halt."""
+    import resource
+
+    cap = TASKS_PER_CPU * (os.cpu_count() or 1)
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if soft != resource.RLIM_INFINITY:
+        cap = min(cap, max(soft // 2, 1))
+    return cap
 
 
 def _check_bad_node(spec: JobSpec, node: int, source: str) -> None:
@@ -255,8 +284,12 @@ def state_claim(spec: JobSpec, home: Path, submit_dir: Path) -> Callable[[str], 
         if not spec.preemption.enabled:
             return True  # no state directory, no state to share
         state_dir = paths(spec, job_id, home, submit_dir).state_dir
-        state_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(state_dir / STATE_LEDGER, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+        # A shared state directory: another user's ledger, or a link planted in its place, is refused (trust.py).
+        why = trust.why_not_dir(str(state_dir))
+        if why is not None:
+            raise trust.Untrusted(f"{state_dir / STATE_LEDGER}: not believed: {why}")
+        fd = trust.open_write(str(state_dir / STATE_LEDGER), mode=0o644, readable=True)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as handle:

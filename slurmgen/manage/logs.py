@@ -106,6 +106,9 @@ def label(path: Path, cwd: Path) -> str:
         return str(path)
 
 
+CHUNK = 1 << 20  # bytes read and printed at a time
+
+
 @dataclass
 class Follower:
     """Prints what each file gained since the last look; a header whenever the source changes (like tail)."""
@@ -128,15 +131,18 @@ class Follower:
             if size == start:
                 self.offsets.setdefault(path, start)
                 continue
-            with path.open("rb") as handle:
-                handle.seek(start)
-                data = handle.read(size - start)
-            self.offsets[path] = start + len(data)
             if self.current != path:
                 first = self.current is None
                 self.out(f"{'' if first else chr(10)}==> {label(path, self.cwd)} <==\n".encode())
                 self.current = path
-            self.out(data)
+            # In chunks: a log of many GiB streams through a small buffer, never held whole in memory.
+            with path.open("rb") as handle:
+                handle.seek(start)
+                left = size - start
+                while left > 0 and (data := handle.read(min(CHUNK, left))):
+                    self.out(data)
+                    left -= len(data)
+                    self.offsets[path] = start = start + len(data)
             grew = True
         return grew
 

@@ -144,6 +144,10 @@ def submit(
     """Carry out a plan. Never submits twice: a timeout is resolved by looking for the submission's token in
     the queue, not by trying again."""
     require_sbatch(which)
+    from slurmgen.spec.secrets import missing
+
+    if (absent := missing(p.spec.env, os.environ)) is not None:
+        raise UsageError(f"{p.source}: {absent}")  # sbatch would propagate nothing: the job would lack it
     prepare(p, journal.base)
     try:
         journal.append(entry(p, "submitting"))

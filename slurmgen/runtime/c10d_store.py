@@ -33,6 +33,27 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
+def _listen_on(ip: str, port: int) -> int | None:
+    """A listening socket on the job's chosen address only (its descriptor, handed to TCPStore), or None when
+    this host does not have that address (then TCPStore binds as it always did).
+
+    TCPStore's server binds the wildcard address, IPv4 and IPv6 (torch/csrc/distributed/c10d/TCPStoreLibUvBackend
+    .cpp), and its protocol has no authentication: anyone who reaches the port reads and writes the keys. Bound to
+    the interface slurmgen chose, it is reachable from that network only. EADDRINUSE is raised as OSError."""
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as TCPStore does: TIME_WAIT is fine
+        sock.bind((ip, port))
+        sock.listen(socket.SOMAXCONN)
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRNOTAVAIL:
+            return None
+        raise
+    return sock.detach()  # the store owns the descriptor from now on
+
+
 def _wait_for_listener(ip: str, port: int, deadline: float) -> bool:
     """True once something accepts connections on ``ip:port``; False at ``deadline``.
 
@@ -70,6 +91,7 @@ def open_c10d_store(prep: Prepared, timeout: float, agent: bool) -> Any:
     if not server and not _wait_for_listener(prep.master_ip, prep.port.port, time.monotonic() + timeout):
         raise unreachable()
     try:
+        listen_fd = _listen_on(prep.master_ip, prep.port.port) if server else None
         # No wait_for_workers: the arrival barrier below does that wait, and names who is missing.
         return TCPStore(
             prep.master.host,
@@ -79,8 +101,9 @@ def open_c10d_store(prep: Prepared, timeout: float, agent: bool) -> Any:
             timedelta(seconds=timeout),
             wait_for_workers=False,
             multi_tenant=server,
+            master_listen_fd=listen_fd,
         )
-    except dist.DistNetworkError as err:
+    except (dist.DistNetworkError, OSError) as err:
         if server and (getattr(err, "errno", None) == errno.EADDRINUSE or _port_in_use(prep.port.port)):
             raise RuntimeSetupError(
                 f"port {prep.port.port} ({prep.port.source}) is already in use on {socket.gethostname()}; "

@@ -9,7 +9,7 @@ sees at most one write a minute per job from it (no per-step write, no per-rank 
 from __future__ import annotations
 
 from slurmgen import run_history
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import record
 
 MAX_GAP = 60.0  # seconds between two samples once the run is under way

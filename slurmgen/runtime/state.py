@@ -23,6 +23,18 @@ from slurmgen.runtime.checkpoint.write_failure import WriteFailed
 FORMAT = 1
 
 
+class _PlainUnpickler(pickle.Unpickler):
+    """Dicts, lists, tuples, sets, numbers, text and bytes (pickle's own opcodes), and nothing named: a state
+    saved without torch holds plain data, and a name to look up is how a crafted pickle runs code."""
+
+    _ALLOWED = frozenset({("builtins", "complex"), ("builtins", "bytearray"), ("collections", "OrderedDict")})
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"Unsupported global: {module}.{name} (not plain data)")
+        return super().find_class(module, name)
+
+
 def _torch() -> Any:
     try:
         import torch
@@ -92,7 +104,8 @@ def read(path: str, weights_only: bool = True, shown: str | None = None) -> dict
             data = torch.load(path, map_location="cpu", weights_only=weights_only)
         else:
             with open(path, "rb") as handle:
-                data = pickle.load(handle)  # noqa: S301 - our own file (runtime/checkpoint/trust.py)
+                # Without torch, the safe loader's counterpart: plain data only, never a class or a function.
+                data = (_PlainUnpickler(handle) if weights_only else pickle.Unpickler(handle)).load()  # noqa: S301
     except pickle.UnpicklingError as exc:
         # torch's safe loader says "Unsupported global" for an object it refuses in a whole file; for bytes that
         # are no pickle at all (a corrupt file) it gives the same advice to turn it off, which would not help.

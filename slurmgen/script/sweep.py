@@ -11,6 +11,7 @@ from __future__ import annotations
 from slurmgen.script.directives import sq
 from slurmgen.script.shell_words import Shell
 from slurmgen.spec.model import JobSpec
+from slurmgen.spec.secrets import Forwarded
 from slurmgen.spec.sweep_points import as_text, split_template
 
 
@@ -34,8 +35,13 @@ def command_words(spec: JobSpec) -> list[str]:
 
 def env_words(spec: JobSpec) -> list[tuple[str, str]]:
     """(name, shell word) of each env entry: a placeholder expands, everything else is single-quoted."""
-    out = []
+    out: list[tuple[str, str]] = []
     for name, value in spec.env:
+        if isinstance(value, Forwarded):
+            # Slurm propagates the variable itself (#SBATCH --export, secrets.py): only its name is written.
+            if name != value:
+                out.append((name, Shell(f'"${{{value}}}"')))
+            continue
         w = word(value, spec)
         out.append((name, w if isinstance(w, Shell) else sq(w)))
     return out

@@ -34,7 +34,11 @@ class HostlistError(RuntimeSetupError, ValueError):
     def __init__(self, expr: str, problem: str) -> None:
         self.expr = expr
         self.problem = problem
-        super().__init__(f"invalid hostlist {expr!r}: {problem}")
+        shown = expr if len(expr) <= 200 else f"{expr[:200]}... ({len(expr)} characters)"
+        super().__init__(f"invalid hostlist {shown!r}: {problem}")
+
+
+MAX_DIGITS = 18  # a node number; Slurm's own hostlist parser reads it into an unsigned long (src/common/hostlist.c)
 
 
 def expand_hostlist(expr: str, max_hosts: int = MAX_HOSTS) -> list[str]:
@@ -127,7 +131,9 @@ def _expand_group(expr: str, body: str) -> list[str]:
         if not dash:
             hi = lo
         if not (lo.isdigit() and lo.isascii()) or not (hi.isdigit() and hi.isascii()):
-            raise HostlistError(expr, f"bad range {item!r} in '[{body}]' (want N or LO-HI, digits only)")
+            raise HostlistError(expr, f"bad range {item[:40]!r} in '[{body[:40]}]' (want N or LO-HI, digits only)")
+        if max(len(lo), len(hi)) > MAX_DIGITS:  # int() refuses 4,300 digits with a bare ValueError (CPython's limit)
+            raise HostlistError(expr, f"a host number longer than {MAX_DIGITS} digits in '[{body[:40]}...]'")
         low, high = int(lo), int(hi)
         if low > high:
             raise HostlistError(expr, f"decreasing range {item!r} in '[{body}]'")

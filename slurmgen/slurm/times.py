@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 UNLIMITED = ("UNLIMITED", "INFINITE")
+MAX_TIME_CHARS = 32  # the longest real form, D-HH:MM:SS with a large day count, is far shorter
 
 _DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")
 _PLAIN = re.compile(r"^(\d+)(?::(\d+))?(?::(\d+))?$")
@@ -19,6 +20,9 @@ def parse_time(text: str) -> int | None:
     Raises ValueError with a message meant for the user when the text is not one of Slurm's forms.
     """
     value = text.strip()
+    if len(value) > MAX_TIME_CHARS:  # and never int() of thousands of digits (CPython refuses 4,300 of them)
+        raise ValueError(f"{text[:40]!r}... ({len(text)} characters) is not a Slurm time; use MM, MM:SS, HH:MM:SS, "
+                         "D-HH, D-HH:MM or D-HH:MM:SS")  # fmt: skip
     if value.upper() in UNLIMITED:
         return None
     match = _DAYS.match(value)

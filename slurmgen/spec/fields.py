@@ -11,6 +11,7 @@ from typing import Any
 from slurmgen import contract
 from slurmgen.signal_names import preemption_signal_problem, signal_name
 from slurmgen.slurm.times import format_duration, parse_time
+from slurmgen.spec import secrets
 from slurmgen.spec.recovery import RECOVERY
 from slurmgen.spec.sweep import SweepType
 from slurmgen.spec.types import AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
@@ -138,7 +139,14 @@ class EnvValue(Str):
                 f'is a list, but a variable holds one text; join the items yourself, e.g. {name}: "{joined}"',
             )
         if isinstance(value, dict):
-            return ctx.fail(path, f'is a mapping, but a variable holds one text; give one value, e.g. {name}: "value"')
+            source = value.get(secrets.FROM_ENV)
+            if set(value) == {secrets.FROM_ENV} and isinstance(source, str) and re.fullmatch(ENV_KEY, source):
+                return secrets.Forwarded(source)  # the value stays in the submitting environment (secrets.py)
+            return ctx.fail(
+                path,
+                f'is a mapping, but a variable holds one text; give one value, e.g. {name}: "value", or forward a '
+                f"variable of the submitting environment without writing it: {name}: {{{secrets.FROM_ENV}: {name}}}",
+            )
         if value is None:
             return ctx.fail(path, f'is empty; write {name}: "" for an empty value, or remove the line')
         if isinstance(value, str) and len(value) > self.max_len:
@@ -148,6 +156,12 @@ class EnvValue(Str):
                 "read it in a setup line",
             )
         return super().check(value, ctx, path)
+
+    def schema(self) -> dict[str, Any]:
+        name = {"type": "string", "pattern": f"^(?:{ENV_KEY})$"}
+        forward = {"type": "object", "properties": {secrets.FROM_ENV: name}, "required": [secrets.FROM_ENV],
+                   "additionalProperties": False}  # fmt: skip
+        return {"anyOf": [super().schema(), forward]}
 
 
 class EnvMap(Map):
@@ -163,6 +177,17 @@ class EnvMap(Map):
 def _text(**kw: object) -> Str:
     """Text that may land on an #SBATCH line."""
     return Str(directive=True, **kw)  # type: ignore[arg-type]
+
+
+# Neither sbatch nor the script's quoting expands `~` (a quoted word is never tilde-expanded: bash(1), Tilde
+# Expansion), so `output: ~/logs` made a directory named `~`. Refused, with what to write.
+_NO_TILDE = r"(?!~).*"
+_NO_TILDE_HINT = "~ is not expanded here (it would make a directory named ~); write the full path, e.g. $HOME's value"
+
+
+def _path(**kw: object) -> Str:
+    """A directory on an #SBATCH line or in the script: text that must not start with ~."""
+    return Str(directive=True, pattern=_NO_TILDE, hint=_NO_TILDE_HINT, **kw)  # type: ignore[arg-type]
 
 
 DISTRIBUTED = Obj(
@@ -224,7 +249,7 @@ PREEMPTION = Obj(
             Bool(), "also requeue (within the budget) when the step fails without a signal", default=False
         ),
         "state_dir": Field(
-            _text(),
+            _path(),
             "directory for the resume state, on a filesystem every node sees (default <output>/state)",
             resolved=True,
         ),
@@ -356,8 +381,8 @@ SPEC = Obj(
         "trackers": Field(
             TRACKERS, "experiment trackers: how the job's run identity (SLURMGEN_RUN_ID) reaches them", resolved=True
         ),
-        "output": Field(_text(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
-        "chdir": Field(_text(max_len=1024), "working directory of the job"),
+        "output": Field(_path(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
+        "chdir": Field(_path(max_len=1024), "working directory of the job"),
         "array": Field(
             ArrayIndexes(directive=True, pattern=ARRAY, numbers_ok=True, hint="e.g. 0-15 or 1,3,5 or 0-99%10"),
             "job array indexes",

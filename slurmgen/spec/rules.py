@@ -13,6 +13,7 @@ from slurmgen import contract
 from slurmgen.errors import Problem
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
+from slurmgen.spec import secrets
 from slurmgen.spec.container import check_container
 from slurmgen.spec.fields import PREEMPTION, SPEC
 from slurmgen.spec.recovery import resolve_recovery
@@ -327,7 +328,13 @@ def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
     for key, value in f["env"].items():
         if key.startswith("SLURM_"):
             warn(("env", key), "SLURM_* variables are Slurm's own; setting one can change how srun places tasks")
-        elif _SECRET.search(key) and value:
+        elif isinstance(value, str) and secrets.looks_like_token(value):
+            warn(
+                ("env", key),
+                "looks like a token written into the script, where every copy of it can be read; forward it from "
+                f"your environment instead, without writing it: {key}: {{{secrets.FROM_ENV}: {key}}}",
+            )
+        elif _SECRET.search(key) and value and not isinstance(value, secrets.Forwarded):
             warn(
                 ("env", key),
                 "looks like a secret written into the script (Slurm stores scripts, and accounting may keep them); "

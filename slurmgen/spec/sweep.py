@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from slurmgen.spec.sweep_points import PARAM, Placeholder, SweepSpec, Value, split_template
-from slurmgen.spec.types import BAD, Ctx, Type
+from slurmgen.spec.types import BAD, Ctx, Type, bad_char
 from slurmgen.spec.yaml_source import FieldPath
 
 MAX_POINTS = 100_000  # the script's size limits a sweep first (slurmgen.manage.sweep_plan.MAX_SCRIPT_BYTES)
@@ -59,6 +59,9 @@ def _value(value: Any, ctx: Ctx, path: FieldPath) -> Value | None:
     if isinstance(value, bool | int | str) or (isinstance(value, float) and math.isfinite(value)):
         if isinstance(value, str) and any(ord(c) < 32 for c in value):
             ctx.fail(path, "contains a control character or newline; remove it")
+            return None
+        if isinstance(value, str) and (problem := bad_char(value)):
+            ctx.fail(path, f"contains {problem}; remove it")
             return None
         return value
     ctx.fail(path, f"expected a text, number or true/false value, got {type(value).__name__} {value!r}")

@@ -64,7 +64,9 @@ class Ctx:
 
 
 def bad_char(text: str) -> str | None:
-    """Name the first character that must never reach a script: controls (tab allowed), separators, surrogates."""
+    """Name the first character that must never reach a script: controls (tab allowed), separators, surrogates,
+    and invisible format characters (Cf: bidirectional overrides such as U+202E and zero-width characters such
+    as U+200B), which make the script read differently from what it runs (CVE-2021-42574, "Trojan Source")."""
     for ch in text:
         if ch == "\t":
             continue
@@ -72,6 +74,8 @@ def bad_char(text: str) -> str | None:
         if cat in ("Cc", "Cs", "Zl", "Zp"):
             names = {"\n": "a newline", "\r": "a carriage return (CR)", "\x00": "a NUL byte"}
             return names.get(ch, f"the control character U+{ord(ch):04X}")
+        if cat == "Cf":
+            return f"the invisible format character U+{ord(ch):04X} ({unicodedata.name(ch, 'unnamed').lower()})"
     return None
 
 

@@ -26,7 +26,10 @@ _SCALAR_TAGS = {
     "tag:yaml.org,2002:null",
     "tag:yaml.org,2002:timestamp",
 }
-MAX_NODES = 20_000  # aliases can expand a tiny file into millions of values; a job spec is small
+# Aliases (and `<<:` merge keys) can expand a tiny file into millions of values: at most MAX_NODES values may be
+# reached again through an alias. Values written out are bounded by the file's size (load.MAX_SPEC_BYTES), so a
+# large explicit sweep (sweep.MAX_POINTS points) is no bomb.
+MAX_NODES = 20_000
 MAX_DEPTH = 32  # a job spec nests three levels; deeper is a broken or hostile file
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
@@ -76,7 +79,8 @@ class _Builder:
         self.marks: dict[FieldPath, Mark] = {}
         self.lines: dict[FieldPath, int] = {}
         self.problems: list[Problem] = []
-        self.count = 0
+        self.count = 0  # values reached again through an alias (or a merge key)
+        self._built: set[int] = set()  # the nodes built once (an alias is the same node object again)
         self._constructor = yaml.SafeLoader("")
 
     def problem(self, path: FieldPath, line: int, message: str) -> None:
@@ -85,7 +89,9 @@ class _Builder:
 
     def build(self, node: yaml.Node, path: FieldPath) -> Any:
         line = node.start_mark.line + 1
-        self.count += 1
+        if id(node) in self._built:
+            self.count += 1
+        self._built.add(id(node))
         if self.count > MAX_NODES:
             if self.count == MAX_NODES + 1:
                 self.problem((), line, f"more than {MAX_NODES} values (an alias bomb?); a job spec is small")
@@ -117,14 +123,28 @@ class _Builder:
         if node.tag != _MAP_TAG:
             self.problem(path, line, f"the YAML tag {node.tag} is not allowed; remove it")
             return REFUSED
+        # PyYAML 6.0.3 and older flatten nested merge keys by copying: a 458-byte file reached 5.4 GB. Count
+        # what flattening would make first (each mapping once) and refuse a bomb before yaml builds it.
+        if _merged_size(node, {}) > MAX_NODES:
+            self.count = MAX_NODES + 1
+            self.problem((), line, f"merge keys (<<) expand to more than {MAX_NODES} values (an alias bomb?)")
+            return None
+        own = {id(pair[0]) for pair in node.value if pair[0].tag != _MERGE_TAG}
         try:
             self._constructor.flatten_mapping(node)  # resolve `<<: *anchor` merge keys
         except yaml.YAMLError as exc:
             self.problem(path, line, f"bad merge key: {exc}")
             return None
+        # The keys written in this mapping override those merged in (YAML merge key spec); flatten_mapping puts
+        # the merged ones first, so a merged key is taken only when no key of the mapping's own has its name.
+        named = {pair[0].value for pair in node.value if id(pair[0]) in own and isinstance(pair[0], yaml.ScalarNode)}
+        pairs = [
+            p for p in node.value if id(p[0]) in own or not (isinstance(p[0], yaml.ScalarNode) and p[0].value in named)
+        ]
         out: dict[str, Any] = {}
         first_line: dict[str, int] = {}
-        for key_node, value_node in node.value:
+        merged: set[str] = set()
+        for key_node, value_node in pairs:
             key_line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag not in _SCALAR_TAGS:
                 self.problem(path, key_line, "keys must be plain words")
@@ -133,6 +153,10 @@ class _Builder:
             if key_node.tag != "tag:yaml.org,2002:str":
                 # `on: 1` makes the key the boolean True and `1: x` an integer; keys are names, so keep the text.
                 key = str(key_node.value)
+            if key in merged:
+                continue  # two merged mappings with one key: the first listed wins (YAML merge key spec)
+            if id(key_node) not in own:
+                merged.add(key)
             if key in first_line:
                 self.problem(
                     (*path, key),
@@ -143,6 +167,28 @@ class _Builder:
             first_line[key] = key_line
             out[key] = self.build(value_node, (*path, key))
         return out
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _merged_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many key/value pairs `node` holds once its merge keys are flattened (each mapping counted once)."""
+    if not isinstance(node, yaml.MappingNode):
+        return 1
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = 0  # a merge cycle counts nothing more
+    total = 0
+    for key, value in node.value:
+        if key.tag != _MERGE_TAG:
+            total += 1
+        elif isinstance(value, yaml.SequenceNode):
+            total += sum(_merged_size(item, memo) for item in value.value)
+        else:
+            total += _merged_size(value, memo)
+    memo[id(node)] = total
+    return total
 
 
 # YAML 1.1 reads these as line breaks (yaml.reader, "NEL, LS, PS"): inside a quoted value they are folded into a

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from slurmgen import contract
+from slurmgen import contract, trust
 from slurmgen.interruption import TaskSignalFacts, decide
 from slurmgen.job_context.context import JobContext
 from slurmgen.task.python_hook import hook_env, hook_path, hooks_python
@@ -239,9 +239,10 @@ def _open_log(path: str | None, say: Callable[[str], None]) -> int | None:
     if not path:
         return None
     try:
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        say(f"cannot open the rank log {path} ({exc.strerror}); the program writes to the node log instead")
+        return trust.open_write(path, mode=0o644)  # never through a link planted in a shared log directory
+    except (OSError, trust.Untrusted) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        say(f"cannot open the rank log {path} ({why}); the program writes to the node log instead")
         return None
 
 

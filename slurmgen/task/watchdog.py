@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from slurmgen import contract, run_history
+from slurmgen import contract, run_history, trust
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import PROGRESS_DIR, ProgressMark, progress_path, steps_marked
@@ -130,14 +130,14 @@ def on_hang(
     node = job.node_name or socket.gethostname()
     mine = own_progress(log_dir, rank, started)
     folder = os.path.join(log_dir, HANG_DIR)
-    os.makedirs(folder, exist_ok=True)
+    trust.own_dir(folder)
     path = os.path.join(folder, f"rank-{rank}.stacks")
     head = (f"rank {rank} on {node}, pid {pid}: no progress on any rank for {now - last_progress(log_dir, started):.0f}"
             f" s; this rank last progressed at {time.strftime('%H:%M:%S', time.localtime(mine))}\n")  # fmt: skip
     stacks = program_stacks(pid, own)  # before the file exists: other ranks count the files as dumps done
-    with open(path, "a", encoding="utf-8") as out:
+    with os.fdopen(trust.open_write(path, mode=0o644), "a", encoding="utf-8") as out:  # never through a link
         out.write(head + stacks + "\n")
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, trust.Untrusted):
         run_history.append(log_dir, f"task-{rank}", run_history.HANG, job.run, now, rank=rank,
                            node=node, progressed=round(mine, 3), stacks=path)  # fmt: skip
     return path

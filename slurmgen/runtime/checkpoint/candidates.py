@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,18 @@ def newest_first(directory: str, name: str) -> list[Candidate]:
     with contextlib.suppress(FileNotFoundError):
         found.append((os.lstat(plain).st_mtime, -1, Candidate(PLAIN, 0, plain)))
     return [candidate for _, _, candidate in sorted(found, key=lambda item: item[:2], reverse=True)]
+
+
+def planted(candidate: Candidate) -> str | None:
+    """Why this candidate is no state at all (a symbolic link, dangling or not: slurmgen never saves one), or
+    None. A link in a shared state directory was planted: it is never followed, and ignored with a warning rather
+    than a reason to refuse to start (a save renames over it). A file of another user's, or a state of this
+    user's that cannot be read, still stops the job (unusable), so that nothing is overwritten unseen."""
+    try:
+        info = os.lstat(candidate.path)
+    except OSError:
+        return None
+    return f"{candidate.path} is a symbolic link" if stat.S_ISLNK(info.st_mode) else None
 
 
 def read_marker(path: str) -> dict[str, Any]:
@@ -75,10 +88,10 @@ def unusable(candidate: Candidate) -> str | None:
 
 
 def _shards_missing(pinned: str) -> str | None:
-    from torch.distributed.checkpoint.filesystem import FileSystemReader
+    from slurmgen.runtime.checkpoint import dcp_safe
 
     try:
-        metadata = FileSystemReader(pinned).read_metadata()
+        metadata = dcp_safe.reader(pinned).read_metadata()  # never pickle.load: a copied checkpoint is not ours
     except FileNotFoundError:
         return "its .metadata is missing"
     except Exception as exc:

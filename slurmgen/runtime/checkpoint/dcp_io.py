@@ -86,14 +86,18 @@ def write(state: dict[str, Any], directory: str, group: Any, phase: Phase, crc32
         save(state, storage_writer=_writer_class()(directory, phase), process_group=group, no_dist=group is None)
 
 
-def read(into: dict[str, Any], directory: str, group: Any) -> None:
+def read(into: dict[str, Any], directory: str, group: Any, weights_only: bool = True) -> None:
     """Fill `into` in place from the checkpoint in `directory`, resharding to this world's layout: each rank
-    reads the parts of the saved shards that overlap its own (DCP's load planner)."""
+    reads the parts of the saved shards that overlap its own (DCP's load planner). Nothing in the files runs
+    code (dcp_safe.py)."""
     from torch.distributed.checkpoint.state_dict_loader import load
+
+    from slurmgen.runtime.checkpoint import dcp_safe
 
     if group is None:
         _quiet_single_process()
-    load(into, checkpoint_id=directory, process_group=group, no_dist=group is None)
+    load(into, checkpoint_id=directory, storage_reader=dcp_safe.reader(directory),
+         planner=dcp_safe.planner(weights_only), process_group=group, no_dist=group is None)  # fmt: skip
 
 
 def torch_version() -> str:

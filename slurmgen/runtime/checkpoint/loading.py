@@ -89,6 +89,9 @@ class Loader:
                 if key in tried:
                     continue
                 tried.add(key)
+                if (why := candidates.planted(candidate)) is not None:
+                    self.store._warn(f"{why}: not a resume state of this user's; ignored, remove it")
+                    continue
                 reason = candidates.unusable(candidate)
                 if reason is None:
                     return key
@@ -178,7 +181,7 @@ class Loader:
             target = state_tree.top_level(into)
             group = store.peers.save_group()
             try:
-                dcp_io.read(target, pinned, group)
+                dcp_io.read(target, pinned, group, store.settings.weights_only)
             except Exception as exc:  # a broken collective (CheckpointException is no Exception, see dcp_io)
                 if group is not None:
                     store.peers.lost(exc, "while loading a sharded checkpoint")

@@ -97,6 +97,12 @@ if ! mkdir -p "${SLURMGEN_LOG_DIR}" "${SLURMGEN_STATE_DIR}"; then
     echo "slurmgen: cannot create ${SLURMGEN_LOG_DIR} or ${SLURMGEN_STATE_DIR}" >&2
     exit 1
 fi
+# Logs, marks and the run history go only into a directory of this user's own: one that another user created
+# first in a shared output directory (test -O: owned by the effective uid) could hold their links.
+if [ -L "${SLURMGEN_LOG_DIR}" ] || [ ! -O "${SLURMGEN_LOG_DIR}" ]; then
+    echo "slurmgen: ${SLURMGEN_LOG_DIR} is not this user's own directory (a link, or another user's); remove it" >&2
+    exit 1
+fi
 # The job's identity, the same in every run of it (a requeue, a restart, `slurmgen resume`), for experiment
 # trackers: chosen by its first run and kept in its log directory. A first run never takes over a file there: it
 # is an older job's that had the same id (a local run, a reset cluster). A value inherited from the environment

@@ -1,0 +1,203 @@
+"""The trust rule: what slurmgen reads back and acts on, and where it writes, on a cluster shared with other users.
+
+Scratch directories, /tmp and group project directories are writable by others. slurmgen writes journals,
+ledgers, markers, states and the run history there and later acts on them (resume runs the script a journal
+entry names; a requeue marker requeues a job), so a file another user planted must be neither believed nor
+written through. The rule, written once here and called by every reader and writer (the CLI, the local runner,
+the batch shell, each task, the runtime):
+
+- **Read**: a file is believed only when it is a regular file (not a symbolic link: opened with O_NOFOLLOW),
+  owned by this user (effective uid), not writable by group or others, in a directory owned by this user or
+  root that is not writable by group (unless it is the user's private group) or others, or else is sticky
+  (/tmp: others cannot rename or remove what is ours there, unlink(2) and rename(2) on a sticky directory).
+  Anything else is one line naming the path, its owner or mode, and the fix, and is never followed.
+- **Write**: a file in a place others may write is opened with O_NOFOLLOW (a planted link, dangling or not,
+  fails with ELOOP instead of creating or appending to the file it points at), without O_TRUNC (a planted file
+  is checked before a byte of it changes), and kept only when it is a regular file of this user's; a directory
+  slurmgen creates there must be this user's own directory, not a link.
+- **Search**: the search for a `.slurmgen` directory in the parents of the current directory stops at a
+  directory this user does not own (a world-writable /tmp or scratch root holds other users' `.slurmgen`).
+
+Standard library only (the batch shell, each task and `import slurmgen.runtime` use it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Callable
+
+from slurmgen.errors import SlurmgenError
+
+WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
+
+
+class Untrusted(SlurmgenError):
+    """A file or directory another user could have planted or changed; the message is one line: path, why, fix."""
+
+
+def _uid() -> int:
+    return os.geteuid()
+
+
+def _private_group(gid: int) -> bool:
+    """Whether `gid` is this user's private group (named as the user, no other member): with umask 002, the
+    usual setting where each user has such a group, slurmgen's own directories are group-writable, and only
+    this user is in the group. A lookup that fails (a container without the user's entry) says no."""
+    import grp
+    import pwd
+
+    try:
+        user = pwd.getpwuid(_uid()).pw_name
+        group = grp.getgrgid(gid)
+    except (KeyError, OSError):
+        return False
+    return group.gr_name == user and set(group.gr_mem) <= {user}
+
+
+def why_not_dir(path: str, info: os.stat_result | None = None) -> str | None:
+    """Why directory `path` cannot hold files slurmgen believes, or None when it can."""
+    try:
+        info = info or os.stat(path)
+    except FileNotFoundError:
+        return None  # nothing there: nothing planted
+    uid = _uid()
+    if info.st_uid not in (uid, 0):
+        return (f"its directory {path} is owned by uid {info.st_uid}, not by this user (uid {uid}) or root; "
+                "use a directory of your own")  # fmt: skip
+    loose = info.st_mode & (stat.S_IWOTH if _private_group(info.st_gid) else WRITABLE_BY_OTHERS)
+    if loose and not info.st_mode & stat.S_ISVTX:
+        return (f"its directory {path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):o}) and "
+                f"not sticky; `chmod go-w {path}` or use a directory of your own")  # fmt: skip
+    return None
+
+
+def why_not_file(path: str, info: os.stat_result) -> str | None:
+    """Why the file `path` (its lstat or fstat) is not believed, or None when it is."""
+    if stat.S_ISLNK(info.st_mode):
+        return f"{path} is a symbolic link; remove it"
+    if not stat.S_ISREG(info.st_mode):
+        return f"{path} is not a regular file; remove it"
+    uid = _uid()
+    if info.st_uid != uid:
+        return (f"{path} is owned by uid {info.st_uid}, not by this user (uid {uid}); remove it or use a directory "
+                "of your own")  # fmt: skip
+    if info.st_mode & WRITABLE_BY_OTHERS:
+        return f"{path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):o}); `chmod go-w {path}`"
+    return None
+
+
+def _refuse(path: str, why: str, what: str) -> Untrusted:
+    return Untrusted(f"{path}: not {what}: {why}" if not why.startswith(path) else f"not {what}: {why}")
+
+
+def open_read(path: str, what: str = "read") -> int | None:
+    """A descriptor on `path` once it passed the read rule, None when it does not exist; raises Untrusted."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refuse(path, f"{path} is a symbolic link; remove it", what) from None
+        raise
+    try:
+        why = why_not_file(path, os.fstat(fd)) or why_not_dir(os.path.dirname(os.path.abspath(path)))
+    except BaseException:
+        os.close(fd)
+        raise
+    if why is not None:
+        os.close(fd)
+        raise _refuse(path, why, what)
+    return fd
+
+
+def read_bytes(path: str, what: str = "read") -> bytes | None:
+    """The bytes of `path` if it passed the read rule, None when it does not exist; raises Untrusted."""
+    fd = open_read(path, what)
+    if fd is None:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def read_or_warn(path: str, warn: Callable[[str], object], what: str = "read") -> bytes | None:
+    """As read_bytes, but a file that fails the rule is named to `warn` and taken as absent (in-job readers
+    must not die of another user's file)."""
+    try:
+        return read_bytes(path, what)
+    except Untrusted as exc:
+        warn(f"slurmgen: {exc}")
+        return None
+
+
+def believed(path: str, warn: Callable[[str], object]) -> bool:
+    """Whether `path` exists and passes the read rule (a marker whose presence is the message)."""
+    fd = None
+    try:
+        fd = open_read(path, "believed")
+    except Untrusted as exc:
+        warn(f"slurmgen: {exc}")
+    except OSError:
+        return False
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
+
+
+def open_write(path: str, append: bool = True, mode: int = 0o600, readable: bool = False) -> int:
+    """A descriptor to write `path` (created if missing), never through a link and never onto another user's
+    file: O_NOFOLLOW, no O_TRUNC before the check (the caller truncates with ftruncate if it wants).
+    Raises Untrusted for a planted link or file."""
+    flags = os.O_RDWR if readable else os.O_WRONLY
+    flags |= os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if append else 0)
+    try:
+        fd = os.open(path, flags, mode)
+    except OSError as exc:
+        # ELOOP: O_NOFOLLOW met a link. EACCES: Linux's fs.protected_symlinks / protected_regular refused a link
+        # or another user's file in a sticky directory (proc(5)); said the same way, with what is there.
+        with contextlib.suppress(OSError):
+            if exc.errno in (errno.ELOOP, errno.EACCES) and (why := why_not_file(path, os.lstat(path))):
+                raise _refuse(path, why, "written") from None
+        raise
+    why = why_not_file(path, os.fstat(fd))
+    if why is not None and not why.startswith(f"{path} is writable"):  # our own file with a loose mode is ours
+        os.close(fd)
+        raise _refuse(path, why, "written")
+    return fd
+
+
+def write_whole(path: str, data: bytes, mode: int = 0o600) -> None:
+    """Replace the contents of `path` in place (a small mark rewritten often): checked, then truncated."""
+    fd = open_write(path, append=False, mode=mode)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def own_dir(path: str, mode: int = 0o755) -> None:
+    """Make sure `path` is a directory of this user's (created with its parents if missing, mode at most
+    `mode`): a directory another user created in its place, or a link to one, is refused (Untrusted)."""
+    os.makedirs(path, mode=mode, exist_ok=True)
+    info = os.lstat(path)
+    uid = _uid()
+    if stat.S_ISLNK(info.st_mode):
+        raise Untrusted(f"{path}: not used: it is a symbolic link; remove it")
+    if not stat.S_ISDIR(info.st_mode):
+        raise Untrusted(f"{path}: not used: it is not a directory; remove it")
+    if info.st_uid != uid:
+        raise Untrusted(f"{path}: not used: it is owned by uid {info.st_uid}, not by this user (uid {uid}); remove "
+                        "it or choose another output directory")  # fmt: skip
+
+
+def owned_by_me(path: str) -> bool:
+    """Whether directory `path` is this user's (the `.slurmgen` search stops at the first that is not)."""
+    try:
+        return os.stat(path).st_uid == _uid()
+    except OSError:
+        return False
