@@ -1,6 +1,6 @@
 """slurmgen: YAML job specs to SLURM batch scripts, and the runtime that runs inside every task.
 
-The Python API (README "Python API"): `slurmgen.submit(spec)`, `slurmgen.Job(job_id)`, `slurmgen.status(ids)`,
+The Python API (docs/api.md): `slurmgen.submit(spec)`, `slurmgen.Job(job_id)`, `slurmgen.status(ids)`,
 `slurmgen.submit_sweep(spec)` and `slurmgen.Sweep(id)`, and the errors they raise. Every name is loaded on first
 use (PEP 562 `__getattr__`): `import slurmgen`, which every task pays for through `import slurmgen.runtime`,
 imports nothing.

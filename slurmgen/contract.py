@@ -37,7 +37,7 @@ SWEEP_INDEX = "SLURMGEN_SWEEP_INDEX"
 SWEEP_ID = "SLURMGEN_SWEEP_ID"
 SWEEP_OFFSET = "SLURMGEN_SWEEP_OFFSET"
 KEEP = "SLURMGEN_KEEP"  # how many complete sharded checkpoints to keep (preemption.keep)
-# Recovery inside the allocation (spec section recovery:; README, "When things fail"):
+# Recovery inside the allocation (spec section recovery:; docs/reliability.md, "When things fail"):
 MAX_RESTARTS = "SLURMGEN_MAX_RESTARTS"  # restarts of the step per run after a crash; 0 or unset: none
 HANG_TIMEOUT = "SLURMGEN_HANG_TIMEOUT"  # seconds without progress on any rank; 0, empty or unset: no watchdog
 SPARE_NODES = "SLURMGEN_SPARE_NODES"  # nodes allocated beyond the spec's `nodes`; unset: none

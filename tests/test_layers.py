@@ -1,4 +1,4 @@
-"""One package per process, and imports point down only (README, "Where things live"):
+"""One package per process, and imports point down only (docs/development.md, "Where things live"):
 
     slurmgen.runtime  (the user's program)   may use slurmgen.task and the shared modules
     slurmgen.batch    (the batch shell)       may use the shared modules and the checkpoint file names

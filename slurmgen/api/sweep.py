@@ -1,4 +1,4 @@
-"""`slurmgen.Sweep`: a handle on a sweep (README "Sweeps"), its points as array tasks of one or more arrays, submitted
+"""`slurmgen.Sweep`: a handle on a sweep (docs/sweeps.md), its points as array tasks of one or more arrays, submitted
 to Slurm or run here.
 
 Like `slurmgen.Job`, a handle holds only the sweep's id; the journal (where `submit` records every array of the

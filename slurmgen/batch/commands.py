@@ -230,8 +230,8 @@ def _job_code(
 
 
 def _remove_state(ctx: JobContext, key: str, say: Callable[[str], None]) -> None:
-    """The job completed: its resume state has nothing left to resume (README, "Resume state"): the plain state
-    file and every sharded checkpoint directory of it (runtime/checkpoint/layout.py), complete or not."""
+    """The job completed: its resume state has nothing left to resume (docs/preemption.md, "Resume state"): the
+    plain state file and every sharded checkpoint directory of it (runtime/checkpoint/layout.py), complete or not."""
     from slurmgen.runtime.checkpoint import layout
 
     state_dir = ctx.state_dir

@@ -7,10 +7,10 @@ does (does it requeue a job that ends in its grace time), Slurm's view of the jo
 timed out), the run history of this run (read once: `RunRecord`), the signals the batch shell received and a
 task's marker.
 
-The rule for the resume state (README, "Reliability: faults and what they cost"): it is removed only on positive
-evidence that the work is done: the program ended on its own (exit 0), no stop is recorded in the run history
-for this run, no one asked for a requeue, and Slurm could be asked and shows no requeue. Anything else keeps it:
-a stop (USR2, TERM, a user's own signal), a requeue (made, failed or refused), and uncertainty (a Slurm call that
+The rule for the resume state (docs/reliability.md, "Reliability: faults and what they cost"): it is removed only on
+positive evidence that the work is done: the program ended on its own (exit 0), no stop is recorded in the run
+history for this run, no one asked for a requeue, and Slurm could be asked and shows no requeue. Anything else keeps
+it: a stop (USR2, TERM, a user's own signal), a requeue (made, failed or refused), and uncertainty (a Slurm call that
 failed or timed out), which is said in one line.
 
 Standard library and the run history's vocabulary only.

@@ -57,7 +57,8 @@ class SlurmJob:
         rows, unknown = st.rows_for([self.target], self.client, failing=last_failing, step_restarts=step_restarts)
         if unknown and not rows:
             raise unknown_job(unknown[0].job)
-        # a save that would be killed at the next stop; restarts inside the allocation (README, "When things fail")
+        # a save that would be killed at the next stop; restarts inside the allocation
+        # (docs/reliability.md, "When things fail")
         notes = (*window_warnings([self.target]), *restart_lines([self.target]))
         from slurmgen.jobkind.goodput_view import live_lines
 

@@ -1,7 +1,7 @@
-"""Failure rehearsals for `slurmgen run` (README, "When things fail"): `--kill-rank R --after S` kills rank R's
-program with SIGKILL at S seconds of the first run, as an out-of-memory kill or a segfault would; `--hang-rank R
---after S` stops it with SIGSTOP, so it makes no progress while alive, as a deadlock would (the hang watchdog
-then writes its stacks and restarts the step). A user sees what their recovery settings do before spending GPU
+"""Failure rehearsals for `slurmgen run` (docs/reliability.md, "When things fail"): `--kill-rank R --after S` kills
+rank R's program with SIGKILL at S seconds of the first run, as an out-of-memory kill or a segfault would;
+`--hang-rank R --after S` stops it with SIGSTOP, so it makes no progress while alive, as a deadlock would (the hang
+watchdog then writes its stacks and restarts the step). A user sees what their recovery settings do before spending GPU
 hours.
 
 Which process is rank R's program: below the batch shell, the topmost process whose environment (as it was

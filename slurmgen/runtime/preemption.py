@@ -86,7 +86,7 @@ class Preemption:
         self.key = self.context.key or "local"
         # Outside a job (no SLURM_JOB_ID) the default state would be ./local.state, shared by every direct run of
         # the script: the next run would resume from it unasked, whatever its arguments. There, state is kept
-        # only at a path the program names (README, "Resume state").
+        # only at a path the program names (docs/preemption.md, "Resume state").
         self.keeps_state = path is not None or self.context.key is not None
         self._said_no_state = False
         self.spec_hash = self.context.spec_hash or ""

@@ -366,7 +366,8 @@ SPEC = Obj(
         ),
         "recovery": Field(
             AnyOf(((bool, Bool()), (dict, RECOVERY)), "false or a mapping"),
-            "restarts inside the allocation after a crash (README, When things fail); false switches them off",
+            "restarts inside the allocation after a crash (docs/reliability.md, When things fail); "
+            "false switches them off",
             resolved=True,
         ),
         "env": Field(

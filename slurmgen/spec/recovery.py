@@ -1,6 +1,6 @@
 """The spec's `recovery:` section: what the batch shell does when the step fails inside a running allocation.
 
-The names are the contract (README, "When things fail"): `max_restarts`, `hang_timeout`, `spare_nodes`,
+The names are the contract (docs/reliability.md, "When things fail"): `max_restarts`, `hang_timeout`, `spare_nodes`,
 `health_check`. `recovery: false` switches restarts and the hang watchdog off. Defaults are safe: a crashed step is
 started again inside the allocation up to 3 times (a repeated failure, the same error at the same saved state, is
 never restarted: slurmgen/interruption/), and the hang timeout is generous (30 minutes) so that a slow start

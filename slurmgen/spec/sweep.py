@@ -101,7 +101,7 @@ class SweepType(Type):
             missing = [p for p in params if p not in row]
             if missing:
                 return ctx.fail(path, f"point {i} ({row}) gives no value for {', '.join(missing)}; every point "
-                                f"needs every parameter (see the Sweeps section of the README)")  # fmt: skip
+                                f"needs every parameter (see docs/sweeps.md)")  # fmt: skip
         points = tuple(tuple(row[p] for p in params) for row in rows)
         return {"params": params, "points": points, "max_parallel": limit, "where": where}
 

@@ -194,7 +194,8 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     if plan.handler == contract.HANDLER_PROGRAM and plan.preempt is not None and python:
         plan = replace(plan, hooked=True, env=hook_env(plan.env, plan.preempt))
     watched = set(SUPERVISED) | ({plan.preempt} if plan.preempt else set())
-    from slurmgen.task import watchdog  # the hang watchdog (recovery.hang_timeout): README, "When things fail"
+    # the hang watchdog (recovery.hang_timeout): docs/reliability.md, "When things fail"
+    from slurmgen.task import watchdog
 
     stacks = None
     if python and watchdog.watches(plan.job, plan.rank):

@@ -61,7 +61,7 @@ def test_preempted_once_resumes_from_the_frameworks_checkpoint_to_the_same_weigh
         "accelerate": tmp_path / "logs" / "state" / f"{run.job}.accelerate" / "run1",
     }[framework]
     # slurmgen's resume state named the framework's checkpoint (run 2 resumed from it); the job then completed, so
-    # its batch shell removed that state (README, "A completed job's state is removed"), not the checkpoint.
+    # its batch shell removed that state (docs/preemption.md, "A completed job's state is removed"), not the checkpoint.
     assert checkpoint.exists() and f"resuming from the checkpoint {checkpoint}" in run.logs
     state = tmp_path / "logs" / "state" / f"{run.job}.state"
     assert not state.exists() and f"the job completed: removed its resume state {state}" in run.logs

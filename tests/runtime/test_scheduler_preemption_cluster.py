@@ -1,4 +1,4 @@
-"""Real scheduler preemption on the test cluster, one test per site configuration (README, "Preemption on your
+"""Real scheduler preemption on the test cluster, one test per site configuration (docs/site.md, "Preemption on your
 cluster"): a 2-node x 2-rank training job in a low-priority partition is preempted by a `high` job that needs its
 nodes, under PreemptMode REQUEUE or CANCEL, with and without a grace time and the user signal.
 

@@ -52,7 +52,8 @@ class OneOf:
 
 
 ANY_NODE = OneOf("node1", "node2", "node3")
-UNLIMITED_OR_YEAR = OneOf(None, YEAR)  # TimeLimit=UNLIMITED or 365-00:00:00 (README, "Forms that differ")
+# TimeLimit=UNLIMITED or 365-00:00:00 (tests/data/slurm/README.md, "Forms that differ")
+UNLIMITED_OR_YEAR = OneOf(None, YEAR)
 
 
 def test_every_version_has_every_recording() -> None:

@@ -65,8 +65,8 @@ def test_choice_and_uniform_and_values_in_text() -> None:
     assert s.sweep.values(0) == {"opt": "adam", "wd": 0.5, "on": True}
     assert fill("--flag={on} {{literal}}", s.sweep.values(0)) == "--flag=true {literal}"
     assert errors("command: [x, '{a}', '{b}']\nsweep:\n  points: [{a: 1}, {b: 2}]\n") == [
-        "sw.yaml:5: sweep: point 0 ({'a': 1}) gives no value for b; every point needs every parameter (see the "
-        "Sweeps section of the README)"
+        "sw.yaml:5: sweep: point 0 ({'a': 1}) gives no value for b; every point needs every parameter (see "
+        "docs/sweeps.md)"
     ]
 
 
