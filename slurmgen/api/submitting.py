@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from slurmgen.jobs.submit import Submission
     from slurmgen.script.build import Build
     from slurmgen.spec.model import JobSpec
+    from slurmgen.spec.profile import ClusterProfile
 
 Warn = Callable[[str], None]
 
@@ -26,6 +27,7 @@ class SpecSource:
 
     path: Path
     overrides: tuple[str, ...]
+    profile: ClusterProfile | None = None  # a cluster's profile: its defaults go under the spec
 
 
 def override_args(overrides: Mapping[str, object] | None) -> tuple[str, ...]:
@@ -110,7 +112,7 @@ def compiled(source: SpecSource, templates: Path | None, warn: Warn) -> Build:
     script doctor's) go to ``warn``. `slurmgen render` and every submission take this one path."""
     from slurmgen.script.build import build_file
 
-    built = build_file(source.path, list(source.overrides), templates, Path.cwd())
+    built = build_file(source.path, list(source.overrides), templates, Path.cwd(), source.profile)
     for problem in built.warnings:
         warn(f"warning: {problem}")
     return built
