@@ -1,0 +1,130 @@
+"""A real OpenSSH server (Debian's openssh-server) on a loopback port, started and stopped by the tests, with its
+own host key, an authorized key for the test's user, an ssh config file naming it, and its log (accepted logins).
+
+`ensure_sshd()` installs the package with apt-get when missing, as tests/cluster/up.sh installs Slurm."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+SSHD = "/usr/sbin/sshd"
+
+
+def ensure_sshd() -> None:
+    if Path(SSHD).exists() and shutil.which("ssh"):
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip("needs Debian's openssh-server (apt-get install openssh-server), and root to install it")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    done = subprocess.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", "openssh-server"], env=env, capture_output=True
+    )
+    if done.returncode != 0 or not Path(SSHD).exists():
+        pytest.fail(f"apt-get install openssh-server failed: {done.stderr.decode()[-500:]}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Sshd:
+    root: Path
+    port: int
+    alias: str = "cluster-a"
+    noise: str = "Welcome to the login node! (motd)"
+    proc: subprocess.Popen[bytes] | None = None
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def config(self) -> Path:
+        return self.root / "ssh_config"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "sshd.log"
+
+    def accepted(self) -> int:
+        """Logins sshd accepted so far (its log at LogLevel VERBOSE)."""
+        # "Accepted publickey for root from ..." (auth.c auth_log); VERBOSE also logs "Accepted key ..." lines
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return len(re.findall(r"Accepted [\w-]+ for ", text))
+
+    def host_key(self) -> None:
+        key = self.root / "host_ed25519"
+        key.unlink(missing_ok=True)
+        Path(f"{key}.pub").unlink(missing_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+
+    def start(self) -> None:
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # the privilege separation directory sshd demands
+        # ForceCommand prints what a chatty login prints (a banner, an echo in .bashrc) before every command.
+        config = [
+            f"Port {self.port}",
+            "ListenAddress 127.0.0.1",
+            f"HostKey {self.root / 'host_ed25519'}",
+            f"PidFile {self.root / 'sshd.pid'}",
+            f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
+            "StrictModes no",
+            "UsePAM no",
+            "PermitRootLogin yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "LogLevel VERBOSE",
+            "MaxStartups 100",
+            f'ForceCommand echo "{self.noise}"; echo "{self.noise}" >&2; eval "$SSH_ORIGINAL_COMMAND"',
+            *self.extra,
+        ]
+        (self.root / "sshd_config").write_text("\n".join(config) + "\n")
+        log = open(self.log, "ab")  # noqa: SIM115 - closed by the process's end
+        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")], stderr=log)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"sshd did not listen: {self.log.read_text()[-500:]}")
+
+    def stop(self) -> None:
+        """Stop the listener (sshd's per-connection children, the master's among them, live on)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc = None
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_sshd(root: Path | None = None) -> Sshd:
+    """A started server in ``root`` (default: a new short directory under /tmp, as ssh's control socket paths
+    must fit in 108 bytes and pytest's tmp_path is longer)."""
+    ensure_sshd()
+    root = Path(tempfile.mkdtemp(prefix="sg-sshd-", dir="/tmp")) if root is None else root
+    root.mkdir(parents=True, exist_ok=True)
+    server = Sshd(root, free_port())
+    server.host_key()
+    user_key = root / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(user_key)], check=True)
+    shutil.copy(f"{user_key}.pub", root / "authorized_keys")
+    server.config.write_text(
+        f"Host {server.alias}\n  HostName 127.0.0.1\n  Port {server.port}\n  User {os.environ.get('USER', 'root')}\n"
+        f"  IdentityFile {user_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {root / 'known_hosts'}\n"
+        "  StrictHostKeyChecking accept-new\n  ConnectTimeout 5\n"
+    )
+    server.start()
+    return server
