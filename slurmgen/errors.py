@@ -81,6 +81,14 @@ class RuntimeSetupError(SlurmgenError, RuntimeError):
     exit_code = EXIT_FAILURE
 
 
+def error_lines(exc: SlurmgenError) -> list[str]:
+    """What an error says to a person, one `error: ...` line per problem: the CLI's boundary and the local array's
+    task processes (each an entry point of its own) print these same lines."""
+    if isinstance(exc, SpecError):
+        return [f"error: {problem}" for problem in exc.problems]
+    return [f"error: {exc}"]
+
+
 class SlurmgenWarning(UserWarning):
     """Inside a task: a setup choice that will probably hurt (a variable that selects no interface, NCCL's
     asynchronous error handling off)."""

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from slurmgen.slurm.ids import JobId
     from slurmgen.slurm.parse import QueueEntry
 
-UNKNOWN = "UNKNOWN"  # the state of a job Slurm does not know (never did, or it ended over MinJobAge ago)
+from slurmgen.jobs.status import UNKNOWN, fold
+
+__all__ = ["UNKNOWN", "fold", "status"]
 
 
 def _matches(wanted: JobId, row: QueueEntry) -> bool:
@@ -24,19 +26,6 @@ def _matches(wanted: JobId, row: QueueEntry) -> bool:
     if wanted.array_task is not None:
         return row.job_id == wanted
     return row.job_id.job == wanted.job or row.raw_id == wanted.job
-
-
-def fold(names: list[str]) -> str:
-    """One state word for a job's records: a plain job's own; for an array's tasks RUNNING while any task runs,
-    else the first other live word (PENDING...), else the first word other than COMPLETED, else COMPLETED."""
-    if not names:
-        return UNKNOWN
-    from slurmgen.slurm.ids import parse_state
-
-    live = [n for n in names if not parse_state(n).is_terminal]
-    if live:
-        return "RUNNING" if "RUNNING" in live else live[0]
-    return next((n for n in names if n != "COMPLETED"), names[0])
 
 
 def status(ids: Iterable[str | int | JobId], *, client: SlurmClient | None = None) -> dict[str, str]:

@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from slurmgen.api.job import Job
     from slurmgen.jobs.plan import Plan
     from slurmgen.jobs.submit import Submission
+    from slurmgen.jobs.sweep_submit import SweepSubmission
     from slurmgen.script.build import Build
+    from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
     from slurmgen.spec.profile import ClusterProfile
 
@@ -141,12 +143,55 @@ def submit_source(source: SpecSource, templates: Path | None, warn: Warn) -> tup
 
     base = home()
     p = planned(source, templates, base, warn)
-    if p.spec.sweep is not None:
-        raise UsageError(
-            f"{source.path}: sweep: a sweep is many jobs; submit it with slurmgen.submit_sweep (a Sweep handle) or "
-            f"`slurmgen submit {source.path}`"
-        )
-    return p, submit_plan(p, base, warn)
+    refusal = (f"{source.path}: sweep: a sweep is many jobs; submit it with slurmgen.submit_sweep (a Sweep handle) "
+               f"or `slurmgen submit {source.path}`")  # fmt: skip
+    done = submit_any(p, base, warn, single=refusal)
+    assert done.job is not None  # a sweep was refused
+    return p, done.job
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a submission gave: the id status/logs/cancel take (a job id, or a sweep's id), the line that says so,
+    and the job's submission (None for a sweep)."""
+
+    label: str
+    message: str
+    job: Submission | None
+
+
+def submit_any(p: Plan, base: Path, warn: Warn, *, single: str | None = None) -> Submitted:
+    """Submit a planned spec: one job, or a sweep's arrays. The one place where a submission is told a sweep from
+    a single job; ``single`` refuses a sweep with that line (a caller that follows one job, as `submit --wait`,
+    or returns one, as slurmgen.submit, cannot take many)."""
+    if p.spec.sweep is None:
+        done = submit_plan(p, base, warn)
+        cluster = f" on cluster {done.cluster}" if done.cluster else ""
+        message = f"submitted job {done.job_id}{cluster}; run dir {p.run_dir}; logs in {p.log_dir}"
+        return Submitted(str(done.job_id), message, done)
+    if single is not None:
+        raise UsageError(single)
+    from slurmgen.slurm.client import SlurmClient
+
+    swept, points = submit_planned(p, base, SlurmClient(), warn)
+    message = (f"submitted sweep {swept.sweep_id}: {points} points as array job(s) {', '.join(map(str, swept.jobs))}; "
+               f"run dir {p.run_dir}; follow it with: slurmgen status {swept.sweep_id}")  # fmt: skip
+    return Submitted(swept.sweep_id, message, None)
+
+
+def dry_run_report(p: Plan, warn: Warn) -> list[str]:
+    """What `submit --dry-run` says on stderr after the script: the files it would write and the sbatch line(s),
+    one per array for a sweep (split at the cluster's MaxArraySize, or Slurm's default when it cannot be read)."""
+    from slurmgen.jobs.plan import dry_run_lines
+
+    if p.spec.sweep is None:
+        return dry_run_lines(p)
+    from slurmgen.jobs.sweep_plan import dry_run_lines as sweep_lines
+    from slurmgen.jobs.sweep_plan import sweep_plan
+    from slurmgen.slurm.client import SlurmClient
+
+    sp = sweep_plan(p, dry_run_max_array_size(SlurmClient(), warn))
+    return [*dry_run_lines(p)[:2], *sweep_lines(sp)]  # the files it would write; then one sbatch line per array
 
 
 def submit_plan(p: Plan, base: Path, warn: Warn) -> Submission:
@@ -190,3 +235,34 @@ def submit(
 
     _, done = submit_source(spec_source(spec, overrides), None, warn or _ignore)
     return Job(as_job_id(done.job_id))
+
+
+def dry_run_max_array_size(client: SlurmClient, warn: Warn) -> int:
+    """The cluster's MaxArraySize for a dry run: Slurm's default (and a note) when it cannot be read."""
+    from slurmgen.errors import SchedulerError, SchedulerMissing
+    from slurmgen.jobs.sweep_plan import DEFAULT_MAX_ARRAY_SIZE
+    from slurmgen.jobs.sweep_submit import max_array_size
+
+    try:
+        return max_array_size(client)
+    except (SchedulerError, SchedulerMissing) as exc:
+        warn(f"note: cannot read MaxArraySize ({exc}); the dry run assumes Slurm's default {DEFAULT_MAX_ARRAY_SIZE}")
+        return DEFAULT_MAX_ARRAY_SIZE
+
+
+def submit_planned(p: Plan, base: Path, client: SlurmClient, warn: Warn) -> tuple[SweepSubmission, int]:
+    """sbatch every array of a planned sweep (one sbatch per array, split at the cluster's MaxArraySize); the
+    submission and its number of points. One `scontrol show config` and one sbatch per array."""
+    from slurmgen.jobs import submit as submitting
+    from slurmgen.jobs.journal import Journal
+    from slurmgen.jobs.sweep_plan import sweep_plan
+    from slurmgen.jobs.sweep_submit import max_array_size, submit_sweep
+
+    journal = Journal(base)
+    for note in submitting.settle_unresolved(journal, client):
+        warn(note)
+    sp = sweep_plan(p, max_array_size(client))
+    done = submit_sweep(sp, client, journal)
+    for problem in done.problems:
+        warn(f"warning: {problem}")
+    return done, sum(len(a.task_ids) for a in sp.arrays)

@@ -1,4 +1,7 @@
-"""The job commands: submit, requeue, status, logs, cancel. Thin: parse, call a module, print, exit.
+"""The job commands: submit, requeue, resume, status, logs, cancel. Thin: parse, call a module, print, exit.
+
+Every command on an existing job asks a handle of the job interface (slurmgen.jobkind), whatever the job is (a
+Slurm job, a job run here, a sweep or one point of it), and never looks at its kind: tests/cli checks that.
 
 Results (a job id, a table, log text) go to stdout and human messages to stderr, so `JOB=$(slurmgen submit x.yaml)`
 works. Errors are raised and printed once by slurmgen.cli.app.main. Imports are inside the commands: the CLI's start-up
@@ -18,10 +21,8 @@ from slurmgen.cli.output import err
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
-    from slurmgen.api.job import Job
+    from slurmgen.jobkind import JobHandle, Report
     from slurmgen.jobs.plan import Plan
-    from slurmgen.jobs.submit import Submission
-    from slurmgen.jobs.targets import Target
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.slurm.showjob import JobInfo
 
@@ -36,47 +37,39 @@ def planned(spec: Path, overrides: list[str], templates: Path | None, base: Path
     return api_planned(SpecSource(spec, tuple(overrides)), templates, base, err)
 
 
-def submit_spec(spec: Path, overrides: list[str], templates: Path | None, single: bool = False) -> Submission | None:
-    """Submit a spec through the API's path (slurmgen.submit's): warnings and a summary on stderr, the job id
-    alone on stdout (a sweep: its id, and None)."""
-    from slurmgen.api.submitting import submit_plan
+def submit_spec(spec: Path, overrides: list[str], templates: Path | None, single: bool = False) -> str:
+    """Submit a spec (one job or a sweep) through the API's path (slurmgen.submit's): warnings and a summary on
+    stderr, the id that status/logs/cancel take alone on stdout; that id."""
+    from slurmgen.api.submitting import submit_any
     from slurmgen.jobs.journal import home
 
     base = home()
     p = planned(spec, overrides, templates, base)
-    if p.spec.sweep is not None:
-        from slurmgen.cli import sweep_commands
-
-        if single:
-            raise UsageError("--wait follows one job; follow a sweep with `slurmgen status SWEEP`")
-        sweep_commands.submit(p, base)
-        return None
-    done = submit_plan(p, base, err)
-    cluster = f" on cluster {done.cluster}" if done.cluster else ""
-    err(f"submitted job {done.job_id}{cluster}; run dir {p.run_dir}; logs in {p.log_dir}")
-    print(done.job_id, flush=True)
-    return done
+    done = submit_any(p, base, err, single="--wait follows one job; follow a sweep with `slurmgen status SWEEP`"
+                      if single else None)  # fmt: skip
+    err(done.message)
+    print(done.label, flush=True)
+    return done.label
 
 
-def _target(text: str) -> Target:
-    from slurmgen.jobs.journal import Journal, find_home
-    from slurmgen.jobs.targets import resolve
-    from slurmgen.local.local_jobs import records
+def handle(text: str, point: int | None = None) -> JobHandle:
+    """The job, sweep or sweep point a JOB argument (and --point) names, whatever its kind; notes on stderr."""
+    from slurmgen.jobkind.resolve import handle_of
 
-    base = find_home()
-    journal = Journal(base)
-    ran = records(base)
-    target = resolve(text, journal.jobs(), journal.path, local=[r.entry for r in ran])
-    if target.entry is None and any(r.job_id == text.strip() for r in ran):
-        err(f"note: {text.strip()} is Slurm's job {text.strip()}; the job run here is local-{text.strip()}")
-    return target
+    found = handle_of(text)
+    for note in found.notes:
+        err(note)
+    return found if point is None else found.point(point)
 
 
-def _job(target: Target) -> Job:
-    """The API's handle on a (Slurm) job that a JOB argument named."""
-    from slurmgen.api.job import Job
-
-    return Job.for_target(target)
+def show(report: Report) -> None:
+    """Print what a handle said: its results on stdout, its messages on stderr; exit with its code."""
+    for line in report.out:
+        print(line, flush=True)
+    for line in report.notes:
+        err(line)
+    if report.code:
+        raise typer.Exit(report.code)
 
 
 @commands.command("submit", short_help="Validate, render and submit a job; print its id.")
@@ -101,18 +94,13 @@ def submit_command(
     if not (dry_run or test_only):
         submit_spec(spec, overrides, templates)
         return
+    from slurmgen.api.submitting import dry_run_report
     from slurmgen.jobs.journal import home
-    from slurmgen.jobs.plan import dry_run_lines
 
     p = planned(spec, overrides, templates, home())
-    if dry_run and p.spec.sweep is not None:
-        from slurmgen.cli import sweep_commands
-
-        sweep_commands.dry_run(p)
-        return
     if dry_run:
         sys.stdout.write(p.script)
-        for line in dry_run_lines(p):
+        for line in dry_run_report(p, err):
             err(line)
         return
     from slurmgen.jobs.submit import would_run
@@ -135,9 +123,7 @@ def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -
 
     job = ""
     try:
-        done = submit_spec(spec, overrides, templates, single=True)
-        assert done is not None  # single=True refuses a sweep
-        job = str(done.job_id)
+        job = submit_spec(spec, overrides, templates, single=True)
         _wait(SlurmClient(), job)
     except SlurmgenError as exc:
         report(exc)
@@ -148,10 +134,13 @@ def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -
 
 def _wait(client: SlurmClient, job: str) -> None:
     from slurmgen.jobs.history import last_failing
+    from slurmgen.jobs.journal import Journal, find, find_home
+    from slurmgen.jobs.targets import Target
     from slurmgen.jobs.wait import follow, result_line
+    from slurmgen.slurm.ids import parse_job_id
 
     progress = Progress()
-    target = _target(job)
+    target = Target(parse_job_id(job), find(Journal(find_home()).jobs(), job))  # the job just submitted
     try:
         result = follow(client, target.job, progress)
     except KeyboardInterrupt:
@@ -200,91 +189,24 @@ def requeue_command(
     finished: Annotated[bool, typer.Option("--finished", help="Also requeue a job that already ended.")] = False,
 ) -> None:
     """Requeue a running job: it restarts from the top of its script with the same id."""
-    target = _target(job)
-    if target.local:
-        raise UsageError(
-            f"{target.label} ran on this machine: its runner requeues it when it asks; to run it again from its "
-            f"saved state: slurmgen resume {target.label}"
-        )
-    step = _job(target).requeue_step(hold=hold, finished=finished)
-    err(step.message)
-    err(f"done; follow it with: slurmgen status {step.target}")
+    show(handle(job).requeue(hold, finished))
 
 
 @commands.command("resume", short_help="Bring back a job that ended before its work was done.")
 def resume_command(job: JobArg) -> None:
     """Bring back a job that ended before its work was done (cancelled, preempted, timed out), from its last
     saved state: requeued while Slurm knows it, else its script submitted again."""
-    target = _target(job)
-    if target.local:
-        from slurmgen.cli.local_commands import resume_local_job
-
-        resume_local_job(target)
-    step, new = _job(target).resume_step()
-    err(step.message)
-    if new is None:
-        err(f"done; follow it with: slurmgen status {step.requeue_target}")
-        return
-    err(f"submitted job {new.id}; follow it with: slurmgen status {new.id}")
-    print(new.id, flush=True)
+    show(handle(job).resume(err))
 
 
 @commands.command("status", short_help="A table of job states: one job, or the recent jobs.")
 def status_command(
     job: Annotated[str | None, typer.Argument(metavar="JOB", help="A job id or spec; default: recent jobs.")] = None,
 ) -> None:
-    """A table of job states: one job (or array), or the recent jobs of the journal."""
-    from slurmgen.cli import sweep_commands
-    from slurmgen.cli.local_commands import local_rows
-    from slurmgen.jobs import status as st
-    from slurmgen.jobs.control import unknown_job
-    from slurmgen.jobs.journal import Journal, find_home
-    from slurmgen.slurm.client import SlurmClient
+    """A table of job states: one job (or array, or sweep), or the recent jobs of the journal."""
+    from slurmgen.jobkind.resolve import recent
 
-    if job is not None and sweep_commands.status(job):
-        return
-    client = SlurmClient()
-    extra: list[st.Row] = []
-    if job is not None:
-        targets = [_target(job)]
-        if targets[0].local:
-            print(st.table(local_rows(find_home(), targets[0].label)))
-            from slurmgen.jobs.history import restart_lines
-
-            for line in restart_lines(
-                targets
-            ):  # restarts and excluded nodes (`slurmgen run --kill-rank`, `--bad-node`)
-                err(line)
-            return
-    else:
-        base = find_home()
-        journal = Journal(base)
-        targets, extra, notes = st.recent(journal, client)
-        for note in notes:
-            err(note)
-        ran = local_rows(base)
-        if not targets and not extra and not ran:
-            err(f"no jobs in the journal {journal.path}; submit one with `slurmgen submit SPEC` or run one with "
-                "`slurmgen run SPEC`")  # fmt: skip
-            return
-        if not targets:  # only local jobs and unresolved submissions: nothing to ask Slurm
-            print(st.table([*extra, *ran]))
-            return
-        extra += ran
-    from slurmgen.jobs.history import last_failing, step_restarts
-
-    rows, unknown = st.rows_for(targets, client, failing=last_failing, step_restarts=step_restarts)
-    if unknown and not rows:
-        raise unknown_job(unknown[0].job)
-    print(st.table([*rows, *extra]))
-    from slurmgen.jobs.history import window_warnings
-
-    for line in window_warnings(targets):  # a save that would be killed at the next stop
-        err(line)
-    from slurmgen.jobs.history import restart_lines
-
-    for line in restart_lines(targets):  # restarts inside the allocation (README, "When things fail")
-        err(line)
+    show(recent() if job is None else handle(job).status())
 
 
 @commands.command("logs", short_help="Print a job's batch, node and rank logs.")
@@ -297,46 +219,23 @@ def logs_command(
     ] = None,
     point: PointOpt = None,
 ) -> None:
-    """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended)."""
-    from slurmgen.cli.sweep_commands import point_job
-
-    target = _target(point_job(job, point, "logs"))
-    if not follow_ and not target.local:
-        _write_bytes(_job(target).log_bytes(rank, node))
-        return
+    """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended).
+    A job with no log yet (still pending) prints nothing, and says so on stderr."""
+    from slurmgen.jobkind.logs import check_choice, read_logs
     from slurmgen.jobs import logs as lg
-    from slurmgen.slurm.client import SlurmClient
 
-    client = SlurmClient()
-    if node is not None:
-        lg.check_node_name(node)
-    if node is not None and rank is not None:
-        raise UsageError("--node and --rank exclude each other: a rank's log holds only that rank's output")
-    infos = [] if target.local else client.show_jobs(target.job)  # a local job: its journal knows its logs
-    follower = lg.Follower(out=_write_bytes, cwd=Path.cwd())
-
-    def files() -> list[Path]:
-        return lg.select(lg.batch_logs(target, infos), node, rank)
-
-    if not follow_:  # a local job: its journal knows its logs
-        found = files()
-        if not found:
-            raise UsageError(lg.missing_message(target, lg.batch_logs(target, infos), node, infos, rank))
-        follower.poll(found)
+    check_choice(rank, node)
+    view = handle(job, point).logs(rank, node)
+    if not follow_:
+        data = read_logs(view)
+        if not data:
+            err(f"{view.missing()} Nothing to print yet.")
+        _write_bytes(data)
         return
-
-    def finished() -> bool:
-        if target.local:
-            from slurmgen.local.local_jobs import live_runner
-
-            assert target.entry is not None
-            return live_runner(Path(target.entry.run_dir)) is None
-        current = client.show_jobs(target.job)
-        return not current or all(i.state.is_terminal for i in current)
-
-    if not files():
-        err(lg.missing_message(target, lg.batch_logs(target, infos), node, infos, rank) + " Waiting for them...")
-    lg.follow(files, finished, follower, state_poll=lg.POLL if target.local else lg.STATE_POLL)
+    follower = lg.Follower(out=_write_bytes, cwd=Path.cwd())
+    if not view.files():
+        err(view.missing() + " Waiting for them...")
+    lg.follow(view.files, view.ended, follower, state_poll=view.poll)
 
 
 def _write_bytes(data: bytes) -> None:
@@ -371,26 +270,8 @@ def cancel_command(
 ) -> None:
     """Cancel a job, or send it a signal (USR2: a clean exit, without scancel's kill timer). A sweep: every array
     of it, or one point with --point."""
-    from slurmgen.cli import sweep_commands
-
     if to is not None and to not in ("batch", "steps", "all"):
         raise UsageError(f"--to {to}: choose {TO_CHOICES}")
     if to is not None and signal is None:
         raise UsageError("--to needs --signal")
-    job = sweep_commands.point_job(job, point, "cancel")
-    if point is None and sweep_commands.cancel_sweep(job, signal):
-        return
-    target = _target(job)
-    if target.local:
-        from slurmgen.cli.local_commands import cancel_local_job
-        from slurmgen.signal_names import require_signal_name
-
-        sig = None if signal is None else require_signal_name(signal, "--signal")
-        cancel_local_job(target, sig, to)
-        return
-    handle = _job(target)
-    step = handle.cancel_step(signal, to)
-    if step is None:
-        err(f"job {handle.id} already ended; nothing to cancel")
-        return
-    err(step.message)
+    show(handle(job, point).cancel(signal, to))

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from slurmgen.cli.options import SetOpt, TemplatesOpt
 from slurmgen.cli.output import err
-
-if TYPE_CHECKING:
-    from slurmgen.jobs.status import Row
-    from slurmgen.jobs.targets import Target
 
 commands = typer.Typer()
 
@@ -85,49 +81,3 @@ def run_local(
         bad_node,
     )
     raise typer.Exit(command(spec, job, signal, opts, err))
-
-
-# --- the job commands on local jobs (`local-<n>`): called by slurmgen.cli.job_commands -------------------------------
-
-
-def local_rows(base: Path, label: str | None = None) -> list[Row]:
-    """`slurmgen status` rows of the local jobs recorded under `base` (the last RECENT), or of the one named."""
-    import time
-
-    from slurmgen.jobs.status import RECENT
-    from slurmgen.local.local_jobs import records, row
-
-    found = [r for r in records(base) if label is None or r.label == label]
-    now = time.time()
-    return [row(r, now) for r in found[-RECENT:]]
-
-
-def cancel_local_job(target: Target, sig: str | None, to: str | None) -> None:
-    """End a running local job as scancel does, or deliver a signal to its batch shell (SIGCONT first)."""
-    from slurmgen.errors import UsageError
-    from slurmgen.local import local_jobs
-
-    assert target.entry is not None
-    control = Path(target.entry.run_dir)
-    if to not in (None, "batch"):
-        raise UsageError(f"--to {to}: a local job's signal goes to its batch shell (--to batch), which forwards it")
-    if local_jobs.live_runner(control) is None:
-        if sig is None:
-            err(f"job {target.label} already ended; nothing to cancel")
-            return
-        raise UsageError(f"job {target.label} already ended; there is nobody to signal")
-    if sig is not None:
-        runner = local_jobs.send_signal(control, sig)
-        err(f"sending SIG{sig} to {target.label} (batch: its runner, pid {runner}, gives it to the batch shell)")
-        return
-    runner = local_jobs.cancel(control)
-    err(f"cancelling {target.label}: its runner (pid {runner}) ends every process (SIGTERM, SIGKILL after KillWait)")
-
-
-def resume_local_job(target: Target) -> None:
-    """Run a local job that ended before its work was done again, here, from its saved state; exits with its code."""
-    from slurmgen.jobs.journal import find_home
-    from slurmgen.local.command import resume_local
-    from slurmgen.local.local_jobs import find
-
-    raise typer.Exit(resume_local(find(find_home(), str(target.job.job)), err))

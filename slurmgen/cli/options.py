@@ -18,7 +18,9 @@ SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="The job spec (YAM
 JobArg = Annotated[
     str,
     typer.Argument(
-        metavar="JOB", help="A job id (123, 123_4, 123+1), a local job (local-2), or a spec/job name: its last job."
+        metavar="JOB",
+        help="A job id (123, 123_4, 123+1), a local job (local-2, local-2_0), a sweep id, or a spec/job/sweep name: "
+        "its last job or sweep.",
     ),
 ]
 PointOpt = Annotated[

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from slurmgen.errors import Problem, SlurmgenError, SpecError
+from slurmgen.errors import Problem, SlurmgenError, error_lines
 
 
 def err(line: str) -> None:
@@ -19,9 +19,6 @@ def warn_all(warnings: Iterable[Problem]) -> None:
 
 def report(exc: SlurmgenError) -> int:
     """The one place an error becomes lines on stderr and an exit code."""
-    if isinstance(exc, SpecError):
-        for problem in exc.problems:
-            err(f"error: {problem}")
-    else:
-        err(f"error: {exc}")
+    for line in error_lines(exc):
+        err(line)
     return exc.exit_code

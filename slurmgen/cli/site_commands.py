@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from slurmgen.cli.job_commands import _target as job_target
+from slurmgen.cli.job_commands import handle
 from slurmgen.cli.options import JobArg, PointOpt, SetOpt
 from slurmgen.cli.output import warn_all
 from slurmgen.errors import SchedulerMissing, UsageError
@@ -59,21 +59,16 @@ def history_command(job: JobArg, point: PointOpt = None) -> None:
     """One row per run of a job: start, end, nodes, exit code, cause, who requeued, the save. Works after the job
     has left the queue."""
     from slurmgen import run_history
-    from slurmgen.cli.sweep_commands import point_job
     from slurmgen.jobs import history
-    from slurmgen.slurm.client import SlurmClient
 
-    target = job_target(point_job(job, point, "history"))
-    known = target.entry is not None and bool(target.entry.log_dir)
-    infos = [] if known else SlurmClient().show_jobs(target.job)  # only to find the logs of a job not submitted here
-    log_dirs = history.job_log_dirs(target, infos)
+    log_dirs, why_none = handle(job, point).history_dirs()
     shown = []
     for log_dir in log_dirs:
         events = run_history.History.load(str(log_dir)).events
         if events:
             shown.append((log_dir, history.table(history.rows(events))))
     if not shown:
-        raise UsageError(history.no_history(target, log_dirs, bool(infos)))
+        raise UsageError(why_none)
     for log_dir, text in shown:
         if len(log_dirs) > 1:
             print(f"==> {log_dir.name} <==")

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from slurmgen.jobs.journal import Entry, Journal, latest_per_job, unresolved
 from slurmgen.jobs.targets import Target
 from slurmgen.slurm.client import SlurmClient
-from slurmgen.slurm.ids import JobState, parse_job_id
+from slurmgen.slurm.ids import JobState, parse_job_id, parse_state
 from slurmgen.slurm.showjob import JobInfo
 from slurmgen.slurm.times import format_duration
 
+UNKNOWN = "UNKNOWN"  # the state of a job Slurm does not know (never did, or it ended over MinJobAge ago)
 RECENT = 10  # jobs shown by `slurmgen status` without an argument
 # REQUEUES is Slurm's restart count (scontrol's Restarts: the job's requeues); STEP RESTARTS counts the run
 # history's restarts of the step inside the allocation, which Slurm never sees.
@@ -140,6 +141,17 @@ def recent(
     targets = [Target(parse_job_id(e.job_id), e) for e in latest_per_job(seen)[-RECENT:] if e.job_id]
     now = clock()
     return targets, [row_from_entry(e, now) for e in unresolved(seen)], notes
+
+
+def fold(names: list[str]) -> str:
+    """One state word for a job's records: a plain job's own; for an array's tasks RUNNING while any task runs,
+    else the first other live word (PENDING...), else the first word other than COMPLETED, else COMPLETED."""
+    if not names:
+        return UNKNOWN
+    live = [n for n in names if not parse_state(n).is_terminal]
+    if live:
+        return "RUNNING" if "RUNNING" in live else live[0]
+    return next((n for n in names if n != "COMPLETED"), names[0])
 
 
 def table(rows: Sequence[Row]) -> str:

@@ -25,12 +25,21 @@ class Target:
     @property
     def label(self) -> str:
         """The job as the user names it: `local-2`, or Slurm's id."""
-        return local_label(str(self.job.job)) if self.local else str(self.job)
+        return local_label(self.key) if self.local else str(self.job)
 
     @property
     def key(self) -> str:
         """The job's key in log file names: `<array>_<task>` for an array task, else the job id."""
         return str(self.job.without_step())
+
+
+LOCAL_KEY = "key"  # a local array task's entry: its key `<array>_<task>` (slurmgen.local.array)
+
+
+def local_target(entry: Entry) -> Target:
+    """A job run here, by its local journal entry: its number, or its key for an array task (`3_0`)."""
+    key = entry.extra.get(LOCAL_KEY)
+    return Target(parse_job_id(key if isinstance(key, str) and key else str(entry.job_id)), entry, local=True)
 
 
 def resolve(
@@ -42,12 +51,12 @@ def resolve(
     local = local or []
     number = parse_local_id(text)
     if number is not None:
-        entry = find(local, number)
+        entry = next((e for e in reversed(local) if number in (e.job_id, e.extra.get(LOCAL_KEY))), None)
         if entry is None:
             raise UsageError(
                 f"no local job {text} in {journal.parent / 'local'}; run the command in the directory that ran it"
             )
-        return Target(JobId(int(number)), entry, local=True)
+        return local_target(entry)
     try:
         job = parse_job_id(text)
     except UsageError:
@@ -56,7 +65,7 @@ def resolve(
         return Target(job, find(jobs, str(job)))
     submitted, ran = last_for(jobs, text, cwd), last_for(local, text, cwd)
     if ran is not None and ran.job_id and (submitted is None or ran.time >= submitted.time):
-        return Target(JobId(int(ran.job_id)), ran, local=True)
+        return local_target(ran)
     if submitted is None or submitted.job_id is None:
         where = f"the journal {journal}" if jobs or local else f"the journal (none at {journal})"
         raise UsageError(

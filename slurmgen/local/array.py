@@ -25,8 +25,10 @@ from slurmgen.errors import UsageError
 from slurmgen.jobs.journal import home
 from slurmgen.jobs.logs import label
 from slurmgen.jobs.sweep_plan import expand
-from slurmgen.local import jobenv, setup
+from slurmgen.local import jobenv, local_jobs, setup
+from slurmgen.local.local_jobs import KEY_EXTRA, PARAMS_EXTRA, POINT_EXTRA, SWEEP_EXTRA, VALUES_EXTRA
 from slurmgen.local.runner import LocalJob, Runner
+from slurmgen.slurm.ids import local_label
 from slurmgen.spec.model import JobSpec
 
 POLL = 0.1
@@ -76,8 +78,9 @@ def run_array(
     job_ids = [setup.new_job_id(base, taken) for _ in ids]
     array_job = job_ids[0]
     sweep_id = f"{spec.name}-local-{array_job}" if spec.sweep is not None else None
-    what = f"sweep {sweep_id}" if sweep_id else f"array {array_job}"
-    out(f"slurmgen: {what}: {len(ids)} task(s), at most {limit or len(ids)} at once")
+    named = sweep_id or local_label(array_job)  # the id status, logs --point, history and cancel take
+    what = f"sweep {named}" if sweep_id else f"array {named}"
+    out(f"slurmgen: {what}: {len(ids)} task(s), at most {limit or len(ids)} at once; slurmgen status {named}")
     opts = {"nodes": options.nodes, "tasks_per_node": options.tasks_per_node, "overrides": list(options.overrides),
             "templates": options.templates}  # fmt: skip
     waiting = [
@@ -112,7 +115,7 @@ def summary(spec: JobSpec, ended: list[tuple[Task, int]], out: Callable[[str], o
     for task, code in ended:
         values = f" {spec.sweep.shown(task.task_id)}" if spec.sweep is not None else ""
         state = "COMPLETED" if code == 0 else "FAILED"
-        out(f"slurmgen: task {task.array_job_id}_{task.task_id}{values}: {state}, exit code {code}")
+        out(f"slurmgen: task {local_label(f'{task.array_job_id}_{task.task_id}')}{values}: {state}, exit code {code}")
     failed = [code for _task, code in ended if code != 0]
     out(f"slurmgen: {len(ended)} task(s): {len(ended) - len(failed)} completed, {len(failed)} failed")
     return failed[0] if failed else 0
@@ -150,13 +153,29 @@ def run_task(task: Task, out: Callable[[str], object]) -> int:
     )
     runner = ArrayTaskRunner(LocalJob(spec, loaded.script, paths, shape), env, out)
     runner.task = task
-    runner.say(f"array task {key}; batch log {label(paths.batch_log, submit_dir)}")
+    runner.say(f"batch log {label(paths.batch_log, submit_dir)}")
+    # The local journal, as for a plain local run (slurmgen.local.command): without it, status, logs, history
+    # and cancel cannot find the task, its array or its sweep afterwards.
+    record = local_jobs.recorder(local_jobs.journal(base), Path(task.source), spec.name, paths, task.job_id)
+    given = {**task.options, "submit_dir": task.submit_dir}
+    point: dict[str, object] = {KEY_EXTRA: key}
+    if task.sweep_id is not None and spec.sweep is not None:
+        shown, params = spec.sweep.shown(task.task_id), dict(spec.sweep.values(task.task_id))
+        point.update({SWEEP_EXTRA: task.sweep_id, POINT_EXTRA: task.task_id, VALUES_EXTRA: shown, PARAMS_EXTRA: params})
+    record("RUNNING", runner_pid=os.getpid(), nodes=shape.nodes, tasks_per_node=spec.nproc_per_node, options=given,
+           **point)  # fmt: skip
     end = runner.run()
+    record(end.state, exit_code=end.code, runs=runner.runs)
     return end.code
 
 
 class ArrayTaskRunner(Runner):
     task: Task
+
+    @property
+    def label(self) -> str:
+        """`local-<array>_<task>`, as Slurm names an array task by its array's id."""
+        return local_label(f"{self.task.array_job_id}_{self.task.task_id}")
 
     def env(self, restart: int) -> dict[str, str]:
         env = super().env(restart)
@@ -177,15 +196,16 @@ class ArrayTaskRunner(Runner):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from slurmgen.cli.output import report
-    from slurmgen.errors import SlurmgenError
+    from slurmgen.errors import SlurmgenError, error_lines
 
     args = sys.argv[1:] if argv is None else argv
     task = Task(**json.loads(args[0]))
     try:
         return run_task(task, lambda line: print(line, file=sys.stderr, flush=True))
     except SlurmgenError as exc:
-        return report(exc)
+        for line in error_lines(exc):
+            print(line, file=sys.stderr, flush=True)
+        return exc.exit_code
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from slurmgen import run_history
 from slurmgen.errors import UsageError
-from slurmgen.jobs.journal import Entry, Journal, home
+from slurmgen.jobs.journal import home
 from slurmgen.jobs.logs import label
 from slurmgen.local import jobenv, local_jobs, setup
 from slurmgen.local.runner import LocalJob, Runner
@@ -129,7 +129,7 @@ def _start(
                    f"{after:g} s of run 1")  # fmt: skip
     # A journal of their own: the submission journal's ids are Slurm's, and status/cancel/requeue act on them
     # on the cluster, where local job 3 is someone else's job 3.
-    record = _recorder(local_jobs.journal(base), source, spec.name, paths, job_id)
+    record = local_jobs.recorder(local_jobs.journal(base), source, spec.name, paths, job_id)
     given = {"nodes": options.nodes, "tasks_per_node": options.tasks_per_node, "overrides": list(options.overrides),
              "templates": options.templates, "submit_dir": str(submit_dir)}  # fmt: skip
     record("RUNNING", runner_pid=os.getpid(), nodes=job.shape.nodes, tasks_per_node=spec.nproc_per_node, options=given)
@@ -148,27 +148,6 @@ def _start(
         for line in _tail(paths.batch_log):
             out(f"  | {line}")
     return end.code
-
-
-def _recorder(journal: Journal, source: Path, name: str, paths: setup.Paths, job_id: str) -> Callable[..., None]:
-    def record(state: str, **extra: object) -> None:
-        journal.append(
-            Entry(
-                event="local",
-                token=f"local-{job_id}",
-                name=name,
-                spec=str(Path(source).resolve()),
-                run_dir=str(paths.control),
-                script=str(paths.script),
-                time=time.time(),
-                job_id=job_id,
-                cluster=jobenv.CLUSTER_NAME,
-                log_dir=str(paths.batch_log.parent),
-                extra={"state": state, **extra},
-            )
-        )
-
-    return record
 
 
 def _plural(count: int, word: str) -> str:
@@ -191,11 +170,13 @@ def signal_local(job_id: str, sig: str, out: Callable[[str], object], environ: M
     if name in ("KILL", "STOP"):
         raise UsageError(f"--signal {sig}: not a signal the batch shell can handle")
     number = parse_local_id(job_id) if not job_id.isdigit() else job_id
-    if not (number and number.isdigit() and number.isascii()):
+    if not (number and number.replace("_", "", 1).isdigit() and number.isascii()):
         raise UsageError(f"--job {job_id}: a local job id is local-N or N (printed when the job started)")
-    control = home(dict(os.environ if environ is None else environ)) / local_jobs.LOCAL_DIR / number
+    base = home(dict(os.environ if environ is None else environ))
+    # an array task (local-3_1) is a local job of its own number: its journal knows which
+    control = local_jobs.find(base, number).control if "_" in number else base / local_jobs.LOCAL_DIR / number
     runner = local_jobs.send_signal(control, name)
-    out(f"slurmgen: local job {number}: SIG{name} delivered to the batch shell by its runner (pid {runner})")
+    out(f"slurmgen: {local_label(number)}: SIG{name} delivered to the batch shell by its runner (pid {runner})")
     return 0
 
 

@@ -50,6 +50,12 @@ def requeue_request_text(record: str) -> str:
     return " ".join(words) + (f", from pid {fields['pid']}" if fields.get("pid") else "") + at
 
 
+def names_this_job(job: str, env: Mapping[str, str]) -> bool:
+    """Whether ``job`` is this job: its job id, or for an array task its `A_T` too, as scontrol(1) takes both
+    ("<job_id>_<array_id>" for one array task). The batch shell and the runtime ask by the job key."""
+    return job != "" and job in {env.get("SLURM_JOB_ID", ""), key_from(env) or ""}
+
+
 def fake_requeue(args: Sequence[str], env: Mapping[str, str]) -> str:
     """Record a requeue request; returns what to print (nothing, like scontrol). Raises ScontrolError."""
     words = list(args)
@@ -59,10 +65,8 @@ def fake_requeue(args: Sequence[str], env: Mapping[str, str]) -> str:
     if len(words) != 1:
         raise ScontrolError("usage: scontrol requeue [Incomplete] <job_id>")
     job = words[0]
-    # Slurm takes the job id, and an array task's `A_T` too: the job key, by the runtime's own rule.
-    keys = {env.get("SLURM_JOB_ID", ""), key_from(env) or ""}
     control = env.get(jobenv.LOCAL_DIR, "")
-    if not control or job not in keys - {""}:
+    if not control or not names_this_job(job, env):
         raise ScontrolError(f"Invalid job id specified for job {job}")
     if os.path.exists(os.path.join(control, NO_REQUEUE)):
         raise ScontrolError(f"Requested operation is presently disabled for job {job}")
@@ -84,7 +88,7 @@ def show_job(args: Sequence[str], env: Mapping[str, str]) -> str:
     """This job's record, one line (`scontrol --oneliner show job`)."""
     job = args[0] if args else ""
     control = env.get(jobenv.LOCAL_DIR, "")
-    if not control or job != env.get("SLURM_JOB_ID"):
+    if not control or not names_this_job(job, env):
         raise ScontrolError(f"slurm_load_jobs error: Invalid job id specified for job {job}")
     restarts = int(env.get("SLURM_RESTART_COUNT") or 0)
     requeued = os.path.exists(os.path.join(control, REQUEUE_REQUEST))
@@ -99,7 +103,8 @@ def show_job(args: Sequence[str], env: Mapping[str, str]) -> str:
     except OSError:
         ending = ""
     fields = {
-        "JobId": job,
+        "JobId": env.get("SLURM_JOB_ID", job),  # an array task's own id; ArrayJobId/ArrayTaskId name its key
+        **_array_fields(env),
         "JobName": env.get("SLURM_JOB_NAME", "local"),
         "JobState": "COMPLETING" if requeued or ending else "RUNNING",
         "Reason": REASONS.get(ending, "None"),
@@ -112,6 +117,11 @@ def show_job(args: Sequence[str], env: Mapping[str, str]) -> str:
         "ExcNodeList": _read_excluded(control) or "(null)",
     }
     return " ".join(f"{k}={v}" for k, v in fields.items()) + "\n"
+
+
+def _array_fields(env: Mapping[str, str]) -> dict[str, str]:
+    array_job, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    return {"ArrayJobId": array_job, "ArrayTaskId": task} if array_job and task else {}
 
 
 def _read_excluded(control: str) -> str:
@@ -131,7 +141,7 @@ def update_job(args: Sequence[str], env: Mapping[str, str]) -> str:
     control = env.get(jobenv.LOCAL_DIR, "")
     if nodes is None or set(pairs) - {"JobId", "jobid", "ExcNodeList"}:
         raise ScontrolError("only `scontrol update JobId=<job> ExcNodeList=<nodes>` is emulated locally")
-    if not control or job != env.get("SLURM_JOB_ID"):
+    if not control or not names_this_job(job, env):
         raise ScontrolError(f"Invalid job id specified for job {job}")
     if not os.path.exists(os.path.join(control, REQUEUE_REQUEST)):
         raise ScontrolError(f"Job is no longer pending execution for job {job}")
@@ -165,7 +175,7 @@ def show_step(args: Sequence[str], env: Mapping[str, str]) -> str:
     """This job's running steps as `scontrol --oneliner show step` prints them (the fields slurmgen reads)."""
     job = args[0] if args else ""
     control = env.get(jobenv.LOCAL_DIR, "")
-    if not control or job != env.get("SLURM_JOB_ID"):
+    if not control or not names_this_job(job, env):
         raise ScontrolError("slurm_get_job_steps error: Invalid job id specified")
     host = jobenv.node_names(1)[0]
     lines = [f"StepId={job}.batch State=RUNNING SrunHost:Pid=(null):0"]

@@ -13,19 +13,31 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slurmgen.atomic import write_text
 from slurmgen.errors import UsageError
 from slurmgen.jobs.journal import Entry, Journal
 from slurmgen.jobs.status import Row, when
+from slurmgen.jobs.targets import LOCAL_KEY
 from slurmgen.local import jobenv, procs
 from slurmgen.slurm.ids import local_label
+
+if TYPE_CHECKING:
+    from slurmgen.local.setup import Paths
 
 LOCAL_DIR = "local"  # under .slurmgen (or $SLURMGEN_HOME): the local journal, the id counter, the control dirs
 RUNNER_FILE = "runner.json"
 SIGNAL_REQUEST = "signal"  # `slurmgen run --job ID --signal SIG`, `slurmgen cancel --signal SIG local-<n>`
 CANCEL_REQUEST = "cancel"  # `slurmgen cancel local-<n>`: end the job as scancel does
 POLL = 0.05
+# What a local array task's "local" events add (slurmgen.local.array): its key `<array>_<task>`, and for a point of a
+# sweep the sweep's id, the point's index, its values as `slurmgen status SWEEP` shows them, and as a dict.
+KEY_EXTRA = LOCAL_KEY
+SWEEP_EXTRA = "sweep"
+POINT_EXTRA = "point"
+VALUES_EXTRA = "values"
+PARAMS_EXTRA = "params"
 
 
 @dataclass(frozen=True)
@@ -37,8 +49,14 @@ class LocalRecord:
     runner: int | None  # the live runner's pid
 
     @property
+    def key(self) -> str:
+        """How the job is named: its number, or `<array>_<task>` for an array task (as Slurm names one)."""
+        key = self.entry.extra.get(KEY_EXTRA)
+        return key if isinstance(key, str) and key else self.job_id
+
+    @property
     def label(self) -> str:
-        return local_label(self.job_id)
+        return local_label(self.key)
 
     @property
     def control(self) -> Path:
@@ -95,8 +113,9 @@ def records(base: Path) -> list[LocalRecord]:
 
 
 def find(base: Path, job_id: str) -> LocalRecord:
+    """The local job of a number (`3`) or an array task's key (`3_1`)."""
     for record in records(base):
-        if record.job_id == job_id:
+        if job_id in (record.job_id, record.key):
             return record
     raise UsageError(
         f"no local job {local_label(job_id)} in {journal(base).path}; run `slurmgen status` in the directory you "
@@ -171,3 +190,27 @@ def leftover_group(control: Path) -> int | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return batch if procs.group_members(batch) else None
+
+
+def recorder(journal: Journal, source: Path, name: str, paths: Paths, job_id: str) -> Callable[..., None]:
+    """A function that records a local job's state in the local journal (the job commands find it there); a local
+    array task records itself the same way, under its own id."""
+
+    def record(state: str, **extra: object) -> None:
+        journal.append(
+            Entry(
+                event="local",
+                token=f"local-{job_id}",
+                name=name,
+                spec=str(Path(source).resolve()),
+                run_dir=str(paths.control),
+                script=str(paths.script),
+                time=time.time(),
+                job_id=job_id,
+                cluster=jobenv.CLUSTER_NAME,
+                log_dir=str(paths.batch_log.parent),
+                extra={"state": state, **extra},
+            )
+        )
+
+    return record

@@ -37,6 +37,7 @@ from slurmgen.local.fake_scontrol import (
     requeue_request_text,
 )
 from slurmgen.local.local_jobs import CANCEL_REQUEST, RUNNER_FILE, SIGNAL_REQUEST
+from slurmgen.slurm.ids import local_label
 from slurmgen.spec.model import JobSpec
 
 EXIT_TIMEOUT = 124  # as timeout(1): a job that hit its limit never exits 0, whatever its script returned
@@ -91,8 +92,13 @@ class Runner:
         self.cancelled = False
         self.runs = 0
 
+    @property
+    def label(self) -> str:
+        """The id the job commands take (`local-3`), printed at the head of every line: the one to copy."""
+        return local_label(self.job.shape.job_id)
+
     def say(self, line: str) -> None:
-        self._out(f"slurmgen: local job {self.job.shape.job_id}: {line}")
+        self._out(f"slurmgen: {self.label}: {line}")
 
     # -- set-up ----------------------------------------------------------------------------------------------
 
@@ -101,9 +107,7 @@ class Runner:
         p.bin.mkdir(mode=0o700, parents=True, exist_ok=True)
         p.batch_log.parent.mkdir(parents=True, exist_ok=True)
         write_text(p.script, self.job.script, mode=0o700)
-        import slurmgen
-
-        parent = str(Path(slurmgen.__file__).resolve().parent.parent)
+        parent = str(Path(__file__).resolve().parents[2])  # the directory slurmgen is imported from
         for name, module in FAKES.items():
             write_text(p.bin / name, fake_wrapper(self.python, module, parent), mode=0o700)
         (p.control / CANCEL_REQUEST).unlink(missing_ok=True)  # left by an earlier runner of this job

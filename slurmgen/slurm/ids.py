@@ -122,14 +122,16 @@ LOCAL_PREFIX = "local-"
 
 
 def parse_local_id(text: str) -> str | None:
-    """``local-2`` -> ``"2"``; None for any other form (a Slurm id, a spec); a UsageError for a bad local id."""
+    """``local-2`` -> ``"2"``, and a local array task ``local-2_1`` -> ``"2_1"`` (as Slurm names an array task by its
+    array's id); None for any other form (a Slurm id, a spec); a UsageError for a bad local id."""
     text = text.strip()
     if not text.lower().startswith(LOCAL_PREFIX):
         return None
-    number = text[len(LOCAL_PREFIX) :]
-    if not (number.isdigit() and number.isascii() and 0 < int(number) <= _MAX_ID):
+    number, _, task = text[len(LOCAL_PREFIX) :].partition("_")
+    parts = [number, task] if _ else [number]
+    if not all(p.isdigit() and p.isascii() and int(p) <= _MAX_ID for p in parts) or int(number) == 0:
         raise UsageError(f"not a local job id: {text!r} (expected local-N, as `slurmgen run` printed it)")
-    return str(int(number))
+    return "_".join(str(int(p)) for p in parts)
 
 
 def local_label(job_id: str) -> str:

@@ -23,7 +23,7 @@ def run(cwd: Path, **env: str) -> tuple[str, dict[str, str]]:
     base = {k: v for k, v in os.environ.items() if k not in NAMES and k != "SLURMGEN_RESUME_FROM"}
     result = run_slurmgen("run", "--local", "job.yaml", cwd=cwd, env={**base, **env})
     assert result.returncode == 0, result.stderr[-3000:]
-    job = re.findall(r"local job (\d+):", result.stderr)[0]
+    job = re.findall(r"local-(\d+):", result.stderr)[0]
     seen = re.findall(r"^ids (.*)$", (cwd / "logs" / f"idj-{job}" / "rank-0.log").read_text(), re.M)
     assert len(seen) == 1
     return job, dict(zip(NAMES, seen[0].split(), strict=True))

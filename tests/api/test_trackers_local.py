@@ -19,5 +19,5 @@ def test_wandb_and_mlflow_keep_one_run_across_a_local_preemption(tmp_path: Path)
     result = run_slurmgen("run", "--local", "job.yaml", "--preempt-after", "10", cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "COMPLETED, exit code 0, 2 runs" in result.stderr
-    job = result.stderr.split("local job ", 1)[1].split(":", 1)[0]
+    job = result.stderr.split("slurmgen: local-", 1)[1].split(":", 1)[0]
     check_one_run_each(tmp_path, job)

@@ -108,7 +108,7 @@ def finish_local(proc: subprocess.Popen[bytes], framework: str, out: Path, start
             proc.wait(timeout=60)
     seconds = time.monotonic() - started
     runner = (out / "runner.err").read_text()
-    found = re.search(r"local job (\d+):", runner)
+    found = re.search(r"local-(\d+):", runner)
     job = found[1] if found else "?"
     return LocalRun(code, job, runner, job_logs(out, framework, job), seconds)
 

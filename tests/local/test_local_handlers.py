@@ -40,8 +40,8 @@ class LocalJob:
         return (self.cwd / "runner.err").read_text()
 
     def job_id(self) -> str:
-        self.wait_for(lambda: re.search(r"local job (\d+):", self.runner))
-        found = re.search(r"local job (\d+):", self.runner)
+        self.wait_for(lambda: re.search(r"local-(\d+):", self.runner))
+        found = re.search(r"local-(\d+):", self.runner)
         assert found
         return found[1]
 

@@ -92,6 +92,20 @@ def test_local_ids_are_their_own_form() -> None:
             parse_local_id(bad)
 
 
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [("local-3_0", "3_0"), ("local-03_01", "3_1"), ("local-3", "3"), ("3_0", None), ("sweep-lr-local-3", None)],
+)
+def test_a_local_array_task_is_named_as_slurm_names_one(text: str, number: str | None) -> None:
+    assert parse_local_id(text) == number
+
+
+@pytest.mark.parametrize("bad", ["local-3_", "local-_1", "local-0", "local-0_1", "local-3_1_2", "local-3_x"])
+def test_a_bad_local_array_task_id_is_refused(bad: str) -> None:
+    with pytest.raises(UsageError, match="not a local job id"):
+        parse_local_id(bad)
+
+
 def test_a_name_means_its_most_recently_started_job_local_or_submitted(tmp_path: Path) -> None:
     submitted = [Entry("submitted", "t", "train", "/w/train.yaml", "/w/run", "s", 100.0, job_id="2")]
     ran = [local_entry("2", 50.0), local_entry("3", 150.0, name="other")]

@@ -427,8 +427,8 @@ def test_two_nodes_two_tasks_complete_with_correct_ranks(uninterrupted: tuple[in
     code, err, cwd, _ = uninterrupted
     assert code == 0, logs_of(cwd)
     job = job_dir(cwd).name.removeprefix("cpu-debug-")
-    assert f"local job {job}: cpu-debug, 2 nodes x 2 tasks on 127.0.0.[1-2] (gloo)" in err
-    assert f"local job {job}: COMPLETED, exit code 0, 1 run in" in err
+    assert f"local-{job}: cpu-debug, 2 nodes x 2 tasks on 127.0.0.[1-2] (gloo)" in err
+    assert f"local-{job}: COMPLETED, exit code 0, 1 run in" in err
     assert (cwd / "logs" / f"cpu-debug-{job}.log").read_text().count("step ended with exit code 0") == 1
     placed = []
     for rank in range(4):

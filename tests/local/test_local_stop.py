@@ -43,15 +43,15 @@ def finish(proc: subprocess.Popen[bytes]) -> int:
 def test_a_clean_stop_keeps_the_state_and_a_local_resume_continues_from_it(tmp_path: Path) -> None:
     cwd = workdir(tmp_path)
     proc = slurmgen_run(cwd, "jobs/cpu-debug.yaml", "-N", "1", "--set", SLOW, stderr=cwd / "runner.err")
-    err = wait_for(cwd / "runner.err", r"local job (\d+): cpu-debug", proc)
-    job = re.findall(r"local job (\d+): cpu-debug", err)[0]
+    err = wait_for(cwd / "runner.err", r"local-(\d+): cpu-debug", proc)
+    job = re.findall(r"local-(\d+): cpu-debug", err)[0]
     rank0 = cwd / "logs" / f"cpu-debug-{job}" / "rank-0.log"
     wait_for(rank0, r"saved state to \S+ \(.*periodic\)", proc)
     sent = run_slurmgen("run", "--local", "--job", job, "--signal", "USR2", cwd=cwd, env=clean_env())
     assert sent.returncode == 0, sent.stderr
     assert finish(proc) == 0, logs_of(cwd)
     err = (cwd / "runner.err").read_text()
-    assert f"local job {job}: COMPLETED, exit code 0, 1 run in" in err  # a clean stop is what was asked for
+    assert f"local-{job}: COMPLETED, exit code 0, 1 run in" in err  # a clean stop is what was asked for
     batch_log = (cwd / "logs" / f"cpu-debug-{job}.log").read_text()
     assert f"job {job} stopped before its work was done (clean-exit): its resume state is kept" in batch_log
     (state,) = cwd.rglob(f"{job}.state")

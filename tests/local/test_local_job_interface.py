@@ -1,0 +1,135 @@
+"""Jobs run here through the one job interface, with real runs of the runner: the id `slurmgen run` prints is the
+id status/logs/history/cancel take, `slurmgen.Job("local-N")` answers as the CLI does, and a local sweep is found
+afterwards by its id, spec, name or array id, with no state left by its completed points (issue 32)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import slurmgen
+
+from .test_local_jobs import QUICK, cli_env, start_run, wait_for, write
+from .test_local_jobs import slurmgen as cli
+
+pytestmark = pytest.mark.slow
+
+PY = sys.executable
+SHORT = f"""\
+name: short
+command: ["{PY}", "-c", "print('hello from short')"]
+time: "00:05:00"
+python: {PY}
+output: logs
+"""
+# The point's resume state, as a program that saved once leaves it: <state_dir>/<key>.state
+SAVE = (
+    "import os, sys; e = os.environ; key = e['SLURM_ARRAY_JOB_ID'] + '_' + e['SLURM_ARRAY_TASK_ID']; "
+    "open(os.path.join(e['SLURMGEN_STATE_DIR'], key + '.state'), 'w').write('saved'); print('lr', sys.argv[1])"
+)
+# A sweep with the default preemption: each point has resume state, which the batch shell removes once the point
+# completed and the (emulated) scontrol says it was not requeued.
+SWEEP = f"""\
+name: sweep-lr
+command: ["{PY}", "-c", "{SAVE}", "{{lr}}"]
+time: "00:05:00"
+python: {PY}
+output: logs
+sweep:
+  grid: {{lr: [1, 2]}}
+"""
+
+
+def printed_ids(stderr: str) -> list[str]:
+    """Every job id `slurmgen run` printed at the head of its lines, in order, once each."""
+    return list(dict.fromkeys(re.findall(r"^slurmgen: (local-[0-9_]+): ", stderr, re.M)))
+
+
+def run_spec(work: Path, env: dict[str, str], spec: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-m", "slurmgen", "run", spec], cwd=work, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # the API finds the journal from here, as the CLI does
+    monkeypatch.delenv("SLURMGEN_HOME", raising=False)
+    return work
+
+
+def test_the_printed_id_is_the_one_the_commands_and_the_api_take(tmp_path: Path, work: Path) -> None:
+    env = cli_env(tmp_path)
+    write(work / "short.yaml", SHORT)
+    done = run_spec(work, env, "short.yaml")
+    assert done.returncode == 0, done.stderr
+    [job] = printed_ids(done.stderr)  # before: `local job 1: ...`, and `1` is Slurm's job 1
+    assert f"{job}: COMPLETED, exit code 0" in done.stderr
+    assert re.search(rf"^{job} +short +COMPLETED ", cli(work, env, "status", job).stdout, re.M)
+    assert "hello from short" in cli(work, env, "logs", job).stdout
+    assert re.search(r"^1 .* 127\.0\.0\.1 +0", cli(work, env, "history", job).stdout, re.M)
+    handle = slurmgen.Job(job)
+    assert (handle.id, handle.state(), handle.exit_code) == (job, "COMPLETED", 0)
+    assert "hello from short" in handle.logs() and "hello from short" in handle.logs(rank=0)
+    assert [run["run"] for run in handle.history()] == [1]
+    assert slurmgen.Job.from_spec("short.yaml") == handle
+    assert not (tmp_path / "no-slurm" / "called").exists()  # nothing asked Slurm
+
+
+def test_job_local_n_cancels_a_running_job(tmp_path: Path, work: Path) -> None:
+    env = cli_env(tmp_path)
+    write(work / "quick.yaml", QUICK)
+    run = start_run(work, env, "quick.yaml")
+    try:
+        wait_for(work / "up", run)
+        job = slurmgen.Job.from_spec("quick").id  # its last job: the one running
+        handle = slurmgen.Job(job)
+        assert handle.state() == "RUNNING" and handle.exit_code is None
+        handle.cancel()
+        assert run.wait(timeout=60) == 143
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.stderr is not None and f"slurmgen: {job}: " in run.stderr.read()
+    ended = slurmgen.Job(job)  # a fresh handle: mypy took the first one's exit_code for None for good
+    assert (ended.state(), ended.exit_code) == ("CANCELLED", 143)
+    assert handle.wait(timeout=5) == "CANCELLED"
+
+
+def test_a_local_sweep_is_found_afterwards(tmp_path: Path, work: Path) -> None:
+    env = cli_env(tmp_path)
+    write(work / "sweep-lr.yaml", SWEEP)
+    done = run_spec(work, env, "sweep-lr.yaml")
+    assert done.returncode == 0, done.stderr
+    sweep_id = re.findall(r"^slurmgen: sweep (\S+): 2 task", done.stderr, re.M)[0]
+    points = printed_ids(done.stderr)
+    array = points[0].partition("_")[0]  # local-3: the array's id, as Slurm's 123 names its array
+    assert sorted(points) == [f"{array}_0", f"{array}_1"]
+    for name in (sweep_id, "sweep-lr", "sweep-lr.yaml", array):
+        status = cli(work, env, "status", name).stdout
+        assert re.search(rf"^1 +lr=2 +{array}_1 +COMPLETED +0 +0$", status, re.M), (name, status)
+        assert status.splitlines()[-1] == f"sweep {sweep_id}: 2 points: 2 COMPLETED"
+        assert "lr 2" in cli(work, env, "logs", name, "--point", "1").stdout
+        assert re.search(r"^1 .* 127\.0\.0\.1 +0", cli(work, env, "history", name, "--point", "0").stdout, re.M)
+        assert "has no task left to cancel" in cli(work, env, "cancel", name).stderr
+    for point in points:  # each point by the id printed for it
+        assert "lr " in cli(work, env, "logs", point).stdout
+        assert re.search(rf"^{point} +sweep-lr +COMPLETED", cli(work, env, "status", point).stdout, re.M)
+    assert "is a sweep; name one point" in cli(work, env, "logs", "sweep-lr", code=2).stderr
+    state = sorted(p.name for p in (work / "logs" / "state").rglob("*") if p.is_file())
+    assert state == []  # before: 3_0.state and 3_1.state, "Slurm could not be asked whether job 3_0 was requeued"
+    history = cli(work, env, "history", f"{array}_0").stdout
+    assert "could not be asked" not in history and "state kept" not in history
+    sweep = slurmgen.Sweep("sweep-lr")  # the API takes the same names, through the same handles
+    assert (sweep.id, len(sweep), sweep.status()) == (sweep_id, 2, {0: "COMPLETED", 1: "COMPLETED"})
+    assert sweep.values(1) == {"lr": 2} and "lr 2" in sweep.logs(1)
+    assert sweep.job(0) == slurmgen.Job(f"{array}_0") and [r["run"] for r in sweep.job(0).history()] == [1]
+    assert sweep.cancel() == [] and sweep.wait(timeout=5) == {0: "COMPLETED", 1: "COMPLETED"}
+    assert not (tmp_path / "no-slurm" / "called").exists()  # nothing asked Slurm
