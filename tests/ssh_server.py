@@ -47,6 +47,7 @@ class Sshd:
     noise: str = "Welcome to the login node! (motd)"
     proc: subprocess.Popen[bytes] | None = None
     extra: list[str] = field(default_factory=list)
+    path_prepend: str = ""  # a directory put first on PATH for every command (the login node's Slurm commands)
 
     @property
     def config(self) -> Path:
@@ -84,7 +85,9 @@ class Sshd:
             "KbdInteractiveAuthentication no",
             "LogLevel VERBOSE",
             "MaxStartups 100",
-            f'ForceCommand echo "{self.noise}"; echo "{self.noise}" >&2; eval "$SSH_ORIGINAL_COMMAND"',
+            f'ForceCommand echo "{self.noise}"; echo "{self.noise}" >&2; '
+            + (f'export PATH="{self.path_prepend}:$PATH"; ' if self.path_prepend else "")
+            + 'eval "$SSH_ORIGINAL_COMMAND"',
             *self.extra,
         ]
         (self.root / "sshd_config").write_text("\n".join(config) + "\n")
@@ -105,18 +108,23 @@ class Sshd:
             self.proc.wait(10)
         self.proc = None
 
+    def sessions(self) -> int:
+        """Commands run so far (sshd's "Starting session: ..." lines at LogLevel VERBOSE, session.c)."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return text.count("Starting session: ")
+
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_sshd(root: Path | None = None) -> Sshd:
+def start_sshd(root: Path | None = None, path_prepend: str = "") -> Sshd:
     """A started server in ``root`` (default: a new short directory under /tmp, as ssh's control socket paths
     must fit in 108 bytes and pytest's tmp_path is longer)."""
     ensure_sshd()
     root = Path(tempfile.mkdtemp(prefix="sg-sshd-", dir="/tmp")) if root is None else root
     root.mkdir(parents=True, exist_ok=True)
-    server = Sshd(root, free_port())
+    server = Sshd(root, free_port(), path_prepend=path_prepend)
     server.host_key()
     user_key = root / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(user_key)], check=True)
