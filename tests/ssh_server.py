@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -48,6 +49,7 @@ class Sshd:
     proc: subprocess.Popen[bytes] | None = None
     extra: list[str] = field(default_factory=list)
     path_prepend: str = ""  # a directory put first on PATH for every command (the login node's Slurm commands)
+    exports: dict[str, str] = field(default_factory=dict)  # variables every command gets (SLURM_CONF)
 
     @property
     def config(self) -> Path:
@@ -87,6 +89,7 @@ class Sshd:
             "MaxStartups 100",
             f'ForceCommand echo "{self.noise}"; echo "{self.noise}" >&2; '
             + (f'export PATH="{self.path_prepend}:$PATH"; ' if self.path_prepend else "")
+            + "".join(f"export {k}={shlex.quote(v)}; " for k, v in self.exports.items())
             + 'eval "$SSH_ORIGINAL_COMMAND"',
             *self.extra,
         ]
@@ -118,13 +121,13 @@ class Sshd:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_sshd(root: Path | None = None, path_prepend: str = "") -> Sshd:
+def start_sshd(root: Path | None = None, path_prepend: str = "", exports: dict[str, str] | None = None) -> Sshd:
     """A started server in ``root`` (default: a new short directory under /tmp, as ssh's control socket paths
     must fit in 108 bytes and pytest's tmp_path is longer)."""
     ensure_sshd()
     root = Path(tempfile.mkdtemp(prefix="sg-sshd-", dir="/tmp")) if root is None else root
     root.mkdir(parents=True, exist_ok=True)
-    server = Sshd(root, free_port(), path_prepend=path_prepend)
+    server = Sshd(root, free_port(), path_prepend=path_prepend, exports=dict(exports or {}))
     server.host_key()
     user_key = root / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(user_key)], check=True)

@@ -266,3 +266,46 @@ def submit_planned(p: Plan, base: Path, client: SlurmClient, warn: Warn) -> tupl
     for problem in done.problems:
         warn(f"warning: {problem}")
     return done, sum(len(a.task_ids) for a in sp.arrays)
+
+
+def submit_remote_source(
+    source: SpecSource, templates: Path | None, warn: Warn, *, snapshot: bool, code_dir: str | None = None
+) -> Submitted:
+    """Submit to the cluster of ``source.profile`` over ssh (slurmgen.jobs.remote_submit): the snapshot of the
+    project around the current directory (or, without one, the job starts in ``code_dir`` on the cluster)."""
+    from slurmgen.jobs.journal import Journal, home
+    from slurmgen.jobs.plan import new_token
+    from slurmgen.jobs.remote_submit import submit_remote
+    from slurmgen.remote.transport import transport_for
+    from slurmgen.script.build import build_file
+
+    profile = source.profile
+    if profile is None or profile.host is None:
+        raise UsageError("a remote submission needs a cluster profile with a host")
+    if not snapshot and code_dir is None:
+        raise UsageError("--no-snapshot: say where the code is on the cluster with --set chdir=/path/on/the/cluster")
+
+    def compile_spec(extra: list[str]) -> tuple[JobSpec, str]:
+        built = build_file(source.path, [*source.overrides, *extra], templates, Path.cwd(), profile)
+        if not extra:
+            for problem in built.warnings:
+                warn(f"warning: {problem}")
+        return built.spec, built.script
+
+    import time
+
+    done = submit_remote(
+        compile_spec,
+        profile,
+        transport_for(profile.name, profile.host, profile.control_persist),
+        project=Path.cwd() if snapshot else None,
+        code_dir=code_dir,
+        token=new_token(),
+        journal=Journal(home()),
+        spec_path=source.path.resolve(),
+        clock=time.time,
+    )
+    sent = "" if done.upload is None else f" ({done.upload.files_sent} files, {done.upload.bytes_sent} bytes sent)"
+    code = f"snapshot {done.snapshot[:12]}{' dirty' if done.dirty else ''}{sent}" if done.snapshot else done.code_dir
+    message = f"submitted job {done.job_id} on cluster {done.cluster}; code {code}; logs in {done.log_dir}"
+    return Submitted(done.job_id, message, None)

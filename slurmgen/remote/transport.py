@@ -222,4 +222,9 @@ Transport = SshTransport | LocalTransport
 
 
 def transport_for(cluster: str, host: str | None, persist: int = 600) -> Transport:
-    return LocalTransport(cluster) if host is None else SshTransport(cluster, host, persist=persist)
+    """The transport of a profile. `SLURMGEN_SSH_CONFIG` names an ssh config file to use instead of the user's own
+    (`ssh -F`), for tests and for a team's checked-in config."""
+    if host is None:
+        return LocalTransport(cluster)
+    config = os.environ.get("SLURMGEN_SSH_CONFIG")
+    return SshTransport(cluster, host, persist=persist, ssh=("ssh", "-F", config) if config else ("ssh",))

@@ -1,0 +1,96 @@
+"""From a laptop to the test cluster through a real sshd: the login node runs the cluster's Slurm commands; the
+job runs the uncommitted change it was submitted with, a requeue after an edit runs the submitted version, an
+unchanged second submit sends no file content, and the status of the job comes back in one round trip."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_run import run_slurmgen
+from conftest import SlurmCluster
+from ssh_server import Sshd, start_sshd
+
+from slurmgen.remote.remote_status import remote_states
+from slurmgen.remote.transport import SshTransport
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture
+def login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
+    path = slurm_cluster.env["PATH"].split(":")[0]
+    server = start_sshd(path_prepend=path, exports={"SLURM_CONF": str(slurm_cluster.conf)})
+    yield server
+    ssh = ["ssh", "-F", str(server.config), "-o", f"ControlPath={server.root / 'c'}/%C", "-O", "exit", server.alias]
+    subprocess.run(ssh, capture_output=True, check=False)
+    server.remove()
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def logs_of(log_dir: str) -> str:
+    return "".join(p.read_text(errors="replace") for p in Path(log_dir).rglob("*.log"))
+
+
+def wait_state(t: SshTransport, job: str, log_dir: str, want: set[str], timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state = remote_states(t, [job], {job: log_dir})[job].state
+        if state in want:
+            return state
+        time.sleep(1)
+    raise AssertionError(f"job {job} stayed {state}")
+
+
+def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_it(
+    login: Sshd, slurm_cluster: SlurmCluster
+) -> None:
+    repo = login.root / "proj"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "train.py").write_text("print('committed version')\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-qm", "one")
+    (repo / "train.py").write_text("import time\nprint('uncommitted version', flush=True)\ntime.sleep(4)\n")
+    (repo / "job.yaml").write_text('name: remote-t\ncommand: [python3, train.py]\ntime: "5:00"\npreemption: false\n')
+    work = login.root / "work"
+    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {work}\n  control_persist: 60\n")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SBATCH"))},
+        "SLURMGEN_SSH_CONFIG": str(login.config),
+        "SLURMGEN_SSH_DIR": str(login.root / "c"),
+        "XDG_CONFIG_HOME": str(login.root / "no-config"),
+        "SLURMGEN_HOME": str(login.root / "journal"),
+    }
+    first = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+    assert first.returncode == 0, first.stderr
+    job = first.stdout.strip()
+    assert re.search(r"snapshot \w{12} dirty \(\d+ files, [1-9]\d* bytes sent\)", first.stderr), first.stderr
+    t = SshTransport("alpha", login.alias, persist=60, ssh=("ssh", "-F", str(login.config)), environ=env)
+    log_dir = f"{work}/runs/remote-t/logs"
+    wait_state(t, job, log_dir, {"RUNNING", "COMPLETED"})
+    deadline = time.monotonic() + 60
+    while "uncommitted version" not in logs_of(log_dir) and time.monotonic() < deadline:
+        time.sleep(0.5)  # the first run's program has started: the requeue below interrupts a run of it
+    (repo / "train.py").write_text("print('edited after submit')\n")  # the job must not see this
+    assert slurm_cluster.run(["scontrol", "requeue", job]).returncode == 0
+    assert wait_state(t, job, log_dir, {"COMPLETED", "FAILED"}, timeout=120) == "COMPLETED"
+    logs = logs_of(log_dir)
+    assert logs.count("uncommitted version") == 2, logs  # both runs ran the submitted code
+    assert "edited after submit" not in logs
+    (repo / "train.py").write_text("import time\nprint('uncommitted version', flush=True)\ntime.sleep(4)\n")
+    second = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+    assert second.returncode == 0, second.stderr
+    assert "(0 files, 0 bytes sent)" in second.stderr  # unchanged: no file content uploaded
+    journal = (login.root / "journal" / "journal.jsonl").read_text()
+    assert f'"job_id":"{job}"' in journal and '"cluster":"alpha"' in journal and '"dirty":true' in journal
+    assert login.accepted() == 1  # two slurmgen processes, one login
