@@ -124,6 +124,7 @@ def submit_remote(
         "commit": None if snap is None else snap.commit,
         "dirty": None if snap is None else snap.dirty,
         "code_dir": code_dir,
+        "profile": profile.name,  # the cluster profile: status, logs, cancel find the cluster again by it
     }
 
     def entry(event: str, job_id: str | None = None) -> Entry:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,3 +95,47 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
     journal = (login.root / "journal" / "journal.jsonl").read_text()
     assert f'"job_id":"{job}"' in journal and '"cluster":"alpha"' in journal and '"dirty":true' in journal
     assert login.accepted() == 1  # two slurmgen processes, one login
+
+
+def test_status_logs_history_and_cancel_take_just_the_id(login: Sshd, slurm_cluster: SlurmCluster) -> None:
+    repo = login.root / "proj2"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "train.py").write_text(
+        "import time\nfor i in range(200):\n    print('tick', i, flush=True)\n    time.sleep(0.5)\n"
+    )
+    (repo / "job.yaml").write_text('name: remote-u\ncommand: [python3, train.py]\ntime: "5:00"\n')
+    work = login.root / "work"
+    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {work}\n")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SBATCH"))},
+        "SLURMGEN_SSH_CONFIG": str(login.config),
+        "SLURMGEN_SSH_DIR": str(login.root / "c"),
+        "XDG_CONFIG_HOME": str(login.root / "no-config"),
+        "SLURMGEN_HOME": str(login.root / "journal"),
+    }
+    submitted = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        logs = run_slurmgen("logs", job, cwd=repo, env=env)
+        if "tick 2" in logs.stdout:
+            break
+        time.sleep(1)
+    assert "tick 2" in logs.stdout, logs.stderr
+    status = run_slurmgen("status", job, cwd=repo, env=env)
+    assert status.returncode == 0, status.stderr
+    assert "RUNNING" in status.stdout and "(squeue)" in status.stdout
+    assert "cluster alpha; code: snapshot" in status.stderr and "with uncommitted changes" in status.stderr
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "slurmgen", "logs", "-f", job], cwd=repo, env=env, stdout=subprocess.PIPE, text=True
+    )
+    time.sleep(3)
+    cancel = run_slurmgen("cancel", job, cwd=repo, env=env)
+    assert cancel.returncode == 0, cancel.stderr
+    out, _ = follow.communicate(timeout=60)  # logs -f ends with the job
+    assert "tick" in out
+    final = run_slurmgen("status", job, cwd=repo, env=env)
+    assert "CANCELLED" in final.stdout, final.stdout + final.stderr
+    assert login.accepted() == 1
