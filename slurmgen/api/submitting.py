@@ -222,6 +222,7 @@ def submit(
     overrides: Mapping[str, object] | None = None,
     *,
     warn: Warn | None = None,
+    cluster: str | None = None,
 ) -> Job:
     """Validate, render and submit a spec (a file path, a loaded JobSpec, or a mapping of its fields, as
     `yaml.safe_load` gives them); the submitted job's handle.
@@ -229,11 +230,21 @@ def submit(
     ``overrides`` maps dotted field paths to values, like `--set` (`{"nodes": 4}`). Warnings (the spec's and
     the script doctor's) go to ``warn`` (default: dropped; pass `print` to see them). A bad spec raises
     SpecError, whose `str()` is the line the CLI prints; Slurm refusing raises SchedulerError, no Slurm client
-    SchedulerMissing. Costs one sbatch (plus one squeue when an earlier sbatch timed out)."""
+    SchedulerMissing. Costs one sbatch (plus one squeue when an earlier sbatch timed out).
+
+    ``cluster`` names a cluster profile (clusters.yaml), as `--cluster` does: its defaults go under the spec, and
+    with a `host` the job is submitted over ssh with a snapshot of the project around the current directory."""
     from slurmgen.api.job import Job
     from slurmgen.slurm.ids import as_job_id
 
-    _, done = submit_source(spec_source(spec, overrides), None, warn or _ignore)
+    source = spec_source(spec, overrides)
+    if cluster is not None:
+        from slurmgen.spec.profile import find_profile
+
+        source = SpecSource(source.path, source.overrides, find_profile(cluster, source.path.parent))
+        if source.profile is not None and source.profile.host is not None:
+            return Job(as_job_id(submit_remote_source(source, None, warn or _ignore, snapshot=True).label))
+    _, done = submit_source(source, None, warn or _ignore)
     return Job(as_job_id(done.job_id))
 
 

@@ -118,7 +118,13 @@ def plain_handle(job_id: str, client: SlurmClient | None = None) -> JobHandle:
     if parse_local_id(job_id) is not None:
         return handle_of(job_id, client)
     job = parse_job_id(job_id)
-    return SlurmJob(Target(job, find(Journal(find_home()).jobs(), str(job))), client)
+    base = find_home()
+    entry = find(Journal(base).jobs(), str(job))
+    if entry is not None and isinstance(entry.extra.get("profile"), str):
+        remote = _remote_job(Target(job, entry), entry, base)
+        if remote is not None:
+            return remote
+    return SlurmJob(Target(job, entry), client)
 
 
 def _sweep_of(record: LocalRecord) -> str | None:

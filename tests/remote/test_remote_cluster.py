@@ -139,3 +139,31 @@ def test_status_logs_history_and_cancel_take_just_the_id(login: Sshd, slurm_clus
     final = run_slurmgen("status", job, cwd=repo, env=env)
     assert "CANCELLED" in final.stdout, final.stdout + final.stderr
     assert login.accepted() == 1
+
+
+def test_the_python_api_submits_to_a_cluster_and_its_job_handle_follows_it(
+    login: Sshd, slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import slurmgen
+
+    repo = login.root / "proj3"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "train.py").write_text("print('from the api')\n")
+    (repo / "job.yaml").write_text('name: remote-api\ncommand: [python3, train.py]\ntime: "5:00"\n')
+    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {login.root / 'work'}\n")
+    for key, value in {
+        "SLURMGEN_SSH_CONFIG": str(login.config),
+        "SLURMGEN_SSH_DIR": str(login.root / "c"),
+        "XDG_CONFIG_HOME": str(login.root / "no-config"),
+        "SLURMGEN_HOME": str(login.root / "journal"),
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(repo)
+    job = slurmgen.submit(repo / "job.yaml", cluster="alpha")
+    again = slurmgen.Job(str(job.id))
+    deadline = time.monotonic() + 90
+    while again.state() not in ("COMPLETED", "FAILED") and time.monotonic() < deadline:
+        time.sleep(1)
+    assert again.state() == "COMPLETED"
+    assert "from the api" in again.logs()
