@@ -19,7 +19,7 @@ from pathlib import Path
 from slurmgen.errors import SchedulerError
 from slurmgen.jobs.journal import TOKEN_PREFIX, Entry, Journal
 from slurmgen.jobs.plan import comment_for
-from slurmgen.remote.snapshot import Upload, package_snapshot, take_snapshot, upload
+from slurmgen.remote.snapshot import Upload, package_snapshot, snapshot_path, stored, take_snapshot, upload
 from slurmgen.remote.transport import Transport, TransportError
 from slurmgen.spec.model import JobSpec
 from slurmgen.spec.profile import ClusterProfile
@@ -109,11 +109,18 @@ def submit_remote(
     workdir = profile.workdir
     spec, _ = compile_spec([])
     snap = up = None
+    package = package_snapshot()
+    wanted = [package]
     if project is not None:
         snap = take_snapshot(project, profile.snapshot_limit_mb)
-        up = upload(snap, transport, workdir)
+        wanted.append(snap)
+    have = stored(wanted, transport, workdir)  # one round trip when nothing changed
+    if snap is not None:
+        up = Upload(snapshot_path(workdir, snap), 0, 0) if snap.digest in have else upload(snap, transport, workdir)
         code_dir = up.path
-    shipped = upload(package_snapshot(), transport, workdir).path
+    shipped = snapshot_path(workdir, package)
+    if package.digest not in have:
+        upload(package, transport, workdir)
     extra = remote_overrides(spec, workdir, code_dir)
     setup = [*spec.setup, version_setup(spec.python, shipped, __version__)]
     spec, script = compile_spec([*extra, f"setup={json.dumps(setup)}"])

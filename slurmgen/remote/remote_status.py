@@ -20,7 +20,7 @@ from slurmgen.errors import SchedulerError
 from slurmgen.remote.transport import Transport
 from slurmgen.slurm.client import Runner
 from slurmgen.slurm.ids import state_name
-from slurmgen.slurm.parse import SQUEUE_FORMAT, parse_squeue
+from slurmgen.slurm.parse import SQUEUE_FORMAT, SQUEUE_SEPARATOR, parse_squeue
 from slurmgen.slurm.showjob import job_info, parse_show_job
 
 LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STOPPED"})
@@ -46,16 +46,25 @@ def transport_runner(transport: Transport) -> Runner:
 
 
 def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str]) -> str:
-    """The one script: its output is sections (`@@slurmgen-section NAME`) the parser splits."""
+    """The one script: its output is sections (`@@slurmgen-section NAME`) the parser splits. sacct and scontrol
+    run only when squeue has not listed every job, and once each for all of those (a round trip stays a few
+    commands, however many jobs)."""
     ids = ",".join(jobs)
     lines = [
-        f"echo '{SECTION}squeue'",
-        f"squeue --noheader --states=all --jobs={shlex.quote(ids)} --format={shlex.quote(SQUEUE_FORMAT)} 2>/dev/null",
+        f"q=$(squeue --noheader --states=all --jobs={shlex.quote(ids)} --format={shlex.quote(SQUEUE_FORMAT)}"
+        " 2>/dev/null)",
+        f"echo '{SECTION}squeue'; printf '%s\\n' \"$q\"",
+        # live jobs are answered by squeue; the others (ended, or not listed) are asked of sacct and scontrol
+        f"declare -A seen; while IFS=$'\\x{ord(SQUEUE_SEPARATOR):02x}' read -r i _ s _; do case \" $s \" in "
+        + "|".join(f"' {w} '" for w in sorted(LIVE))
+        + ') seen["$i"]=1;; esac; done <<<"$q"',
+        "m=; for j in " + " ".join(shlex.quote(j) for j in jobs) + '; do [ -n "${seen[$j]:-}" ] || m="$m,$j"; done',
         f"echo '{SECTION}sacct'",
-        f"sacct --noheader --parsable2 --allocations --jobs={shlex.quote(ids)} --format=JobID,State,ExitCode"
-        " 2>/dev/null || echo '@@no-accounting'",
+        'if [ -n "$m" ]; then sacct --noheader --parsable2 --allocations --jobs="${m#,}"'
+        " --format=JobID,State,ExitCode 2>/dev/null || echo '@@no-accounting'; fi",
         f"echo '{SECTION}scontrol'",
-        *(f"scontrol show job -o {shlex.quote(j)} 2>/dev/null" for j in jobs),
+        '[ -n "$m" ] && scontrol show job -o 2>/dev/null',
+        "true",
     ]
     for job, log_dir in log_dirs.items():
         path = shlex.quote(f"{log_dir}/history/batch-shell.jsonl")

@@ -171,11 +171,26 @@ def _check(result_code: int, out: bytes, cluster: str, what: str) -> str:
     return text
 
 
+def snapshot_path(workdir: str, snap: Snapshot) -> str:
+    """Where a stored snapshot's files are on the cluster."""
+    return f"{workdir}/snapshots/{snap.digest}/files"
+
+
+def stored(snaps: list[Snapshot], transport: Transport, workdir: str) -> set[str]:
+    """Which of these snapshots the cluster has already, in one round trip (a submit of an unchanged project
+    then costs this call and the submission's)."""
+    names = " ".join(shlex.quote(s.digest) for s in snaps)
+    got = transport.run(
+        f"cd {shlex.quote(workdir)}/snapshots 2>/dev/null && for h in {names}; do [ -d $h ] && echo $h; done; true"
+    )
+    return set(got.stdout.decode().split()) if got.returncode == 0 else set()
+
+
 def upload(snap: Snapshot, transport: Transport, workdir: str) -> Upload:
     """Send what the cluster lacks and build the snapshot there; the snapshot's path on the cluster."""
     cluster = transport.cluster
     w, h = shlex.quote(workdir), snap.digest
-    final = f"{workdir}/snapshots/{h}/files"
+    final = snapshot_path(workdir, snap)
     wanted = "".join(f"{d}\n" for d in sorted({f.digest for f in snap.files})).encode()
     asked = transport.run(_MISSING.format(w=w, h=h), wanted)
     text = _check(asked.returncode, asked.stdout, cluster, "looking up the snapshot")

@@ -145,6 +145,7 @@ class SshTransport:
         self.ssh = list(ssh)
         self.environ = dict(os.environ if environ is None else environ)
         self.socket = str(control_dir(self.environ) / "%C")  # %C: hash of host, port, user (ssh_config(5))
+        self.opened = False  # this process has seen the master answer: later calls skip `ssh -O check`
 
     def options(self, *, master: bool) -> list[str]:
         common = ["-o", f"ControlPath={self.socket}", "-o", f"ControlPersist={self.persist}"]
@@ -175,7 +176,9 @@ class SshTransport:
     def run(self, script: str, stdin: bytes = b"", timeout: float = 120) -> RemoteResult:
         """Run a bash script on the cluster through the master; never prompts. TransportError when ssh fails or the
         connection drops before the script's end (then the caller must assume it may have run)."""
-        self.open()
+        if not self.opened:
+            self.open()
+            self.opened = True
         nonce = secrets.token_hex(8)
         # The script travels as one argument (bash -c), so stdin stays the caller's data.
         remote = "bash -c " + shlex.quote(frame(script, nonce))
@@ -192,6 +195,7 @@ class SshTransport:
         stderr = done.stderr.decode(errors="replace")
         got = unframe(done.stdout, nonce)
         if done.returncode == SSH_FAILED and got is None:
+            self.opened = False  # the master may be gone: the next call looks again
             raise TransportError(ssh_fault(self.cluster, self.host, stderr))
         if got is None:
             raise TransportError(

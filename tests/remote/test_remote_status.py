@@ -78,7 +78,7 @@ def login(tmp_path: Path) -> Iterator[tuple[Sshd, SshTransport]]:
     commands = {
         "squeue": f"cat <<'X'\n{rows}\nX",
         "sacct": "echo '2|COMPLETED|0:0'",
-        "scontrol": f'[ "$1" = show ] || exit 1\ncat <<\'X\' | grep "^JobId=$4 "\n{shows}\nX',
+        "scontrol": f'[ "$1 $2 $3" = "show job -o" ] || exit 1\ncat <<\'X\' | grep "^JobId=${4:-}"\n{shows}\nX',
         "scancel": 'echo "scancel: error: Kill job error on job id $1: Invalid job id specified" >&2; exit 1',
     }
     for name, body in commands.items():
