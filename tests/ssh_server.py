@@ -50,6 +50,8 @@ class Sshd:
     extra: list[str] = field(default_factory=list)
     path_prepend: str = ""  # a directory put first on PATH for every command (the login node's Slurm commands)
     exports: dict[str, str] = field(default_factory=dict)  # variables every command gets (SLURM_CONF)
+    otp_secret: str | None = None  # hex: a TOTP code through PAM (libpam-oath) after the key, as a second factor
+    jump: Sshd | None = None  # reached through this bastion (ProxyJump in the client's config)
 
     @property
     def config(self) -> Path:
@@ -63,13 +65,35 @@ class Sshd:
         """Logins sshd accepted so far (its log at LogLevel VERBOSE)."""
         # "Accepted publickey for root from ..." (auth.c auth_log); VERBOSE also logs "Accepted key ..." lines
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return len(re.findall(r"Accepted [\w-]+ for ", text))
+        return len(re.findall(r"Accepted [\w/-]+ for ", text))  # keyboard-interactive/pam too
 
     def host_key(self) -> None:
         key = self.root / "host_ed25519"
         key.unlink(missing_ok=True)
         Path(f"{key}.pub").unlink(missing_ok=True)
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+
+    @property
+    def pam_service(self) -> str:
+        """sshd names its PAM service after the program's name (OpenSSH auth-pam.h, SSHD_PAM_SERVICE is
+        __progname): started through a link of this name, it reads /etc/pam.d/<this name>."""
+        return f"sg-otp-{self.port}"
+
+    def pam_lines(self) -> list[str]:
+        if self.otp_secret is None:
+            return ["UsePAM no", "KbdInteractiveAuthentication no"]
+        users = self.root / "users.oath"
+        users.write_text(f"HOTP/T30/6 {os.environ.get('USER', 'root')} - {self.otp_secret}\n")
+        users.chmod(0o600)
+        Path(f"/etc/pam.d/{self.pam_service}").write_text(
+            f"auth required pam_oath.so usersfile={users} window=4 digits=6\n"
+            "account required pam_permit.so\nsession required pam_permit.so\n"
+        )
+        return [
+            "UsePAM yes",
+            "KbdInteractiveAuthentication yes",
+            "AuthenticationMethods publickey,keyboard-interactive:pam",
+        ]
 
     def start(self) -> None:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # the privilege separation directory sshd demands
@@ -81,10 +105,9 @@ class Sshd:
             f"PidFile {self.root / 'sshd.pid'}",
             f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
             "StrictModes no",
-            "UsePAM no",
+            *self.pam_lines(),
             "PermitRootLogin yes",
             "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
             "LogLevel VERBOSE",
             "MaxStartups 100",
             f'ForceCommand echo "{self.noise}"; echo "{self.noise}" >&2; '
@@ -95,7 +118,12 @@ class Sshd:
         ]
         (self.root / "sshd_config").write_text("\n".join(config) + "\n")
         log = open(self.log, "ab")  # noqa: SIM115 - closed by the process's end
-        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")], stderr=log)
+        program = SSHD
+        if self.otp_secret is not None:
+            program = str(self.root / self.pam_service)
+            if not Path(program).exists():
+                os.symlink(SSHD, program)
+        self.proc = subprocess.Popen([program, "-D", "-e", "-f", str(self.root / "sshd_config")], stderr=log)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with socket.socket() as s:
@@ -118,24 +146,79 @@ class Sshd:
 
     def remove(self) -> None:
         self.stop()
+        if self.otp_secret is not None:
+            Path(f"/etc/pam.d/{self.pam_service}").unlink(missing_ok=True)
+        if self.jump is not None:
+            self.jump.remove()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_sshd(root: Path | None = None, path_prepend: str = "", exports: dict[str, str] | None = None) -> Sshd:
+def start_sshd(
+    root: Path | None = None,
+    path_prepend: str = "",
+    exports: dict[str, str] | None = None,
+    otp_secret: str | None = None,
+    bastion: bool = False,
+) -> Sshd:
     """A started server in ``root`` (default: a new short directory under /tmp, as ssh's control socket paths
-    must fit in 108 bytes and pytest's tmp_path is longer)."""
+    must fit in 108 bytes and pytest's tmp_path is longer). ``otp_secret``: a TOTP code is asked after the key
+    (needs Debian's libpam-oath, installed like openssh-server). ``bastion``: a second sshd, and the client's config
+    reaches this one through it (ProxyJump)."""
     ensure_sshd()
+    if otp_secret is not None:
+        ensure_package("libpam-oath", Path("/lib/x86_64-linux-gnu/security/pam_oath.so"))
+        ensure_package("oathtool", Path("/usr/bin/oathtool"))
     root = Path(tempfile.mkdtemp(prefix="sg-sshd-", dir="/tmp")) if root is None else root
     root.mkdir(parents=True, exist_ok=True)
-    server = Sshd(root, free_port(), path_prepend=path_prepend, exports=dict(exports or {}))
-    server.host_key()
     user_key = root / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(user_key)], check=True)
+    jump = None
+    if bastion:
+        jump = Sshd(root / "bastion", free_port(), alias="bastion")
+        jump.root.mkdir()
+        jump.host_key()
+        shutil.copy(f"{user_key}.pub", jump.root / "authorized_keys")
+        jump.start()
+    server = Sshd(root, free_port(), path_prepend=path_prepend, exports=dict(exports or {}), otp_secret=otp_secret)
+    server.jump = jump
+    server.host_key()
     shutil.copy(f"{user_key}.pub", root / "authorized_keys")
-    server.config.write_text(
-        f"Host {server.alias}\n  HostName 127.0.0.1\n  Port {server.port}\n  User {os.environ.get('USER', 'root')}\n"
-        f"  IdentityFile {user_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {root / 'known_hosts'}\n"
+    user = os.environ.get("USER", "root")
+    common = (
+        f"  User {user}\n  IdentityFile {user_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {root / 'known_hosts'}\n"
         "  StrictHostKeyChecking accept-new\n  ConnectTimeout 5\n"
     )
+    config = f"Host {server.alias}\n  HostName 127.0.0.1\n  Port {server.port}\n{common}"
+    if jump is not None:
+        config += f"  ProxyJump {jump.alias}\nHost {jump.alias}\n  HostName 127.0.0.1\n  Port {jump.port}\n{common}"
+    server.config.write_text(config)
     server.start()
     return server
+
+
+def ensure_package(package: str, marker: Path) -> None:
+    """apt-get install ``package`` when ``marker`` is missing (as tests/cluster/up.sh installs Slurm)."""
+    if marker.exists():
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip(f"needs Debian's {package} (apt-get install {package}), and root to install it")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    done = subprocess.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", package], env=env, capture_output=True
+    )
+    if done.returncode != 0 or not marker.exists():
+        pytest.fail(f"apt-get install {package} failed: {done.stderr.decode()[-500:]}")
+
+
+def askpass(root: Path, secret: str) -> dict[str, str]:
+    """What makes ssh ask for the code through SSH_ASKPASS (ssh(1)): a script that answers the TOTP code and
+    counts each time it was asked in ``root/prompts``."""
+    script = root / "askpass.sh"
+    script.write_text(f"#!/bin/sh\necho asked >> {root / 'prompts'}\nexec oathtool --totp {secret}\n")
+    script.chmod(0o755)
+    return {"SSH_ASKPASS": str(script), "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"}
+
+
+def prompts(root: Path) -> int:
+    path = root / "prompts"
+    return len(path.read_text().splitlines()) if path.exists() else 0

@@ -15,18 +15,33 @@ from pathlib import Path
 import pytest
 from cli_run import run_slurmgen
 from conftest import SlurmCluster
-from ssh_server import Sshd, start_sshd
+from ssh_server import Sshd, askpass, prompts, start_sshd
 
 from slurmgen.remote.remote_status import remote_states
 from slurmgen.remote.transport import SshTransport
 
 pytestmark = pytest.mark.slurm
+SECRET = "3132333435363738393031323334353637383930"  # noqa: S105 - the RFC 6238 test key, not a credential
+
+
+def client_env(login: Sshd) -> dict[str, str]:
+    """A laptop's environment: the login's ssh config, the one-time code through SSH_ASKPASS (counted)."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SBATCH"))},
+        "SLURMGEN_SSH_CONFIG": str(login.config),
+        "SLURMGEN_SSH_DIR": str(login.root / "c"),
+        "XDG_CONFIG_HOME": str(login.root / "no-config"),
+        "SLURMGEN_HOME": str(login.root / "journal"),
+        **askpass(login.root, SECRET),
+    }
 
 
 @pytest.fixture
 def login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
     path = slurm_cluster.env["PATH"].split(":")[0]
-    server = start_sshd(path_prepend=path, exports={"SLURM_CONF": str(slurm_cluster.conf)})
+    # the login node asks for a TOTP code after the key (PAM, libpam-oath) and is reached through a bastion
+    exports = {"SLURM_CONF": str(slurm_cluster.conf)}
+    server = start_sshd(path_prepend=path, exports=exports, otp_secret=SECRET, bastion=True)
     yield server
     ssh = ["ssh", "-F", str(server.config), "-o", f"ControlPath={server.root / 'c'}/%C", "-O", "exit", server.alias]
     subprocess.run(ssh, capture_output=True, check=False)
@@ -65,13 +80,7 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
     (repo / "job.yaml").write_text('name: remote-t\ncommand: [python3, train.py]\ntime: "5:00"\npreemption: false\n')
     work = login.root / "work"
     (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {work}\n  control_persist: 60\n")
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SBATCH"))},
-        "SLURMGEN_SSH_CONFIG": str(login.config),
-        "SLURMGEN_SSH_DIR": str(login.root / "c"),
-        "XDG_CONFIG_HOME": str(login.root / "no-config"),
-        "SLURMGEN_HOME": str(login.root / "journal"),
-    }
+    env = client_env(login)
     first = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
     assert first.returncode == 0, first.stderr
     job = first.stdout.strip()
@@ -107,13 +116,7 @@ def test_status_logs_history_and_cancel_take_just_the_id(login: Sshd, slurm_clus
     (repo / "job.yaml").write_text('name: remote-u\ncommand: [python3, train.py]\ntime: "5:00"\n')
     work = login.root / "work"
     (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {work}\n")
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SBATCH"))},
-        "SLURMGEN_SSH_CONFIG": str(login.config),
-        "SLURMGEN_SSH_DIR": str(login.root / "c"),
-        "XDG_CONFIG_HOME": str(login.root / "no-config"),
-        "SLURMGEN_HOME": str(login.root / "journal"),
-    }
+    env = client_env(login)
     submitted = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip()
@@ -138,7 +141,12 @@ def test_status_logs_history_and_cancel_take_just_the_id(login: Sshd, slurm_clus
     assert "tick" in out
     final = run_slurmgen("status", job, cwd=repo, env=env)
     assert "CANCELLED" in final.stdout, final.stdout + final.stderr
-    assert login.accepted() == 1
+    second = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+    assert second.returncode == 0, second.stderr
+    assert run_slurmgen("cancel", second.stdout.strip(), cwd=repo, env=env).returncode == 0
+    # submit, logs, status, logs -f, cancel, status, submit, cancel: eight processes, one code asked, one login
+    assert prompts(login.root) == 1
+    assert login.accepted() == 1 and login.jump is not None and login.jump.accepted() == 1
 
 
 def test_the_python_api_submits_to_a_cluster_and_its_job_handle_follows_it(
@@ -152,12 +160,7 @@ def test_the_python_api_submits_to_a_cluster_and_its_job_handle_follows_it(
     (repo / "train.py").write_text("print('from the api')\n")
     (repo / "job.yaml").write_text('name: remote-api\ncommand: [python3, train.py]\ntime: "5:00"\n')
     (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {login.root / 'work'}\n")
-    for key, value in {
-        "SLURMGEN_SSH_CONFIG": str(login.config),
-        "SLURMGEN_SSH_DIR": str(login.root / "c"),
-        "XDG_CONFIG_HOME": str(login.root / "no-config"),
-        "SLURMGEN_HOME": str(login.root / "journal"),
-    }.items():
+    for key, value in client_env(login).items():
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(repo)
     job = slurmgen.submit(repo / "job.yaml", cluster="alpha")

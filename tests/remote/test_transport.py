@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ssh_server import Sshd, start_sshd
+from ssh_server import Sshd, askpass, prompts, start_sshd
 
 from slurmgen.remote.transport import SSH_FAULTS, SshTransport, TransportError, frame, ssh_fault, unframe
 
@@ -107,3 +108,33 @@ def test_the_connection_dropping_mid_command_is_one_line(sshd: Sshd, tmp_path: P
     finally:
         killer.join()
         close(t)
+
+
+SECRET = "3132333435363738393031323334353637383930"  # noqa: S105 - the RFC 6238 test key, not a credential
+
+
+def test_a_second_factor_through_a_bastion_is_asked_once_for_many_processes() -> None:
+    server = start_sshd(otp_secret=SECRET, bastion=True)
+    env = {**os.environ, "SLURMGEN_SSH_DIR": str(server.root / "c"), **askpass(server.root, SECRET)}
+    code = "from slurmgen.remote.transport import SshTransport\nimport sys\n" + (
+        "t = SshTransport('alpha', sys.argv[1], persist=30, ssh=('ssh', '-F', sys.argv[2]))\n"
+        "print(t.run('echo hello').stdout.decode().strip())\n"
+    )
+    try:
+        for _ in range(5):  # five slurmgen processes
+            done = subprocess.run(
+                [sys.executable, "-c", code, server.alias, str(server.config)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert (done.returncode, done.stdout.strip()) == (0, "hello"), done.stderr
+        assert prompts(server.root) == 1  # the code was asked once
+        assert server.accepted() == 1 and server.jump is not None and server.jump.accepted() == 1
+        assert "keyboard-interactive" in server.log.read_text()
+    finally:
+        close_args = ["ssh", "-F", str(server.config), "-o", f"ControlPath={server.root / 'c'}/%C"]
+        subprocess.run([*close_args, "-O", "exit", server.alias], capture_output=True, check=False, env=env)
+        server.remove()
