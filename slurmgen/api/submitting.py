@@ -315,6 +315,7 @@ def submit_remote_source(
         journal=Journal(home()),
         spec_path=source.path.resolve(),
         clock=time.time,
+        warn=warn,
     )
     sent = "" if done.upload is None else f" ({done.upload.files_sent} files, {done.upload.bytes_sent} bytes sent)"
     code = f"snapshot {done.snapshot[:12]}{' dirty' if done.dirty else ''}{sent}" if done.snapshot else done.code_dir

@@ -100,6 +100,7 @@ def submit_remote(
     journal: Journal,
     spec_path: Path,
     clock: Callable[[], float],
+    warn: Callable[[str], object] = lambda line: None,
 ) -> RemoteSubmission:
     """Store the code, then submit once. ``project``: the directory to snapshot (None: --no-snapshot, the job starts
     in ``code_dir``, already on the cluster). ``compile_spec(extra_overrides)`` validates and renders."""
@@ -155,9 +156,10 @@ def submit_remote(
         try:
             got = transport.run(command, script.encode(), timeout=120)
             break
-        except TransportError:
+        except TransportError as exc:
             if attempt == TRIES:
                 raise
+            warn(f"note: {exc}; asking again with the same submission token {token} (never a second job)")
     text = got.stdout.decode(errors="replace").strip()
     if got.returncode != 0 or not text.split(";")[0].isdigit():
         said = (got.stderr.strip().splitlines() or [text or f"status {got.returncode}"])[-1]

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -170,3 +173,79 @@ def test_the_python_api_submits_to_a_cluster_and_its_job_handle_follows_it(
         time.sleep(1)
     assert again.state() == "COMPLETED"
     assert "from the api" in again.logs()
+
+
+@pytest.fixture
+def slow_login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
+    """A login node whose `tar` and `sbatch` take 3 s more (wrappers first on PATH), so that a test can drop the
+    connection in the middle of an upload or of a submission: after sbatch submitted, before its reply."""
+    slurm_bin = slurm_cluster.env["PATH"].split(":")[0]
+    wrappers = Path(tempfile.mkdtemp(prefix="sg-slow-", dir="/tmp"))
+    real_sbatch = subprocess.run(["bash", "-c", f"PATH={slurm_bin}:$PATH command -v sbatch"], capture_output=True,
+                                 text=True, check=True).stdout.strip()  # fmt: skip
+    (wrappers / "tar").write_text('#!/bin/bash\nsleep 3\nexec /usr/bin/tar "$@"\n')
+    # the marker says sbatch has submitted: the test drops the connection then, before the reply
+    (wrappers / "sbatch").write_text(
+        f'#!/bin/bash\n{real_sbatch} "$@"; rc=$?\ntouch {server_root_marker(wrappers)}\nsleep 3\nexit $rc\n'
+    )
+    for name in ("tar", "sbatch"):
+        (wrappers / name).chmod(0o755)
+    server = start_sshd(path_prepend=f"{wrappers}:{slurm_bin}", exports={"SLURM_CONF": str(slurm_cluster.conf)})
+    yield server
+    ssh = ["ssh", "-F", str(server.config), "-o", f"ControlPath={server.root / 'c'}/%C", "-O", "exit", server.alias]
+    subprocess.run(ssh, capture_output=True, check=False)
+    server.remove()
+    shutil.rmtree(wrappers, ignore_errors=True)
+
+
+def server_root_marker(wrappers: Path) -> Path:
+    return wrappers / "submitted"
+
+
+def drop_connection_after(login: Sshd, seconds: float, marker: Path | None = None) -> threading.Thread:
+    """End the shared connection (its master) after ``seconds`` (or once ``marker`` exists), as a dropped network
+    would."""
+    ssh = ["ssh", "-F", str(login.config), "-o", f"ControlPath={login.root / 'c'}/%C", "-O", "exit", login.alias]
+
+    def drop() -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and (marker is None or not marker.exists()):
+            time.sleep(0.05)
+        subprocess.run(ssh, capture_output=True, check=False)
+
+    thread = threading.Thread(target=drop)
+    thread.start()
+    return thread
+
+
+def test_a_connection_dropped_mid_upload_or_mid_submit_loses_nothing_and_submits_once(
+    slow_login: Sshd, slurm_cluster: SlurmCluster
+) -> None:
+    repo = slow_login.root / "proj"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "train.py").write_text("print('once')\n")
+    (repo / "job.yaml").write_text('name: remote-drop\ncommand: [python3, train.py]\ntime: "5:00"\n')
+    work = slow_login.root / "work"
+    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {slow_login.alias}\n  workdir: {work}\n")
+    env = {k: v for k, v in client_env(slow_login).items() if not k.startswith(("SSH_ASKPASS", "DISPLAY"))}
+    timer = drop_connection_after(slow_login, 1.5)  # during the first upload's tar
+    dropped = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+    timer.join()
+    assert dropped.returncode != 0
+    lines = [line for line in dropped.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: cluster alpha: "), dropped.stderr
+    snapshots = work / "snapshots"
+    assert not snapshots.exists() or [p for p in snapshots.iterdir() if not p.name.startswith(".tmp")] == []
+    # the same submit again: the upload completes; the connection drops after sbatch, before its reply
+    before = {e.job_id for e in slurm_cluster.client.squeue(all_states=True)}
+    marker = Path(slow_login.path_prepend.split(":")[0]) / "submitted"
+    timer = drop_connection_after(slow_login, 120, marker)
+    again = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env, timeout=180)
+    timer.join()
+    assert again.returncode == 0, again.stderr
+    job = again.stdout.strip()
+    assert marker.exists() and "asking again with the same submission token" in again.stderr, again.stderr
+    listed = slurm_cluster.client.squeue(all_states=True)
+    ours = [e for e in listed if e.job_id not in before and e.name == "remote-drop"]
+    assert [str(e.job_id) for e in ours] == [job]  # one job, not two
