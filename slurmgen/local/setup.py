@@ -18,6 +18,7 @@ from slurmgen.script.build import build, check
 from slurmgen.script.directives import batch_log, task_log_stem
 from slurmgen.spec.load import read_spec
 from slurmgen.spec.model import JobSpec
+from slurmgen.spec.profile import ClusterProfile
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Options:
     # --kill-rank R --after S or --hang-rank R --after S (slurmgen.local.rehearse): (what, rank, seconds)
     rehearse: tuple[str, int, float] | None = None
     bad_node: int | None = None  # --bad-node N: emulated node N (1 is the first) fails its checks
+    profile: ClusterProfile | None = None  # --cluster NAME: its defaults go under the spec, as on that cluster
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,11 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
     sets = list(options.overrides)
     if options.nodes is not None:
         sets.append(f"nodes={options.nodes}")
-    first = check(raw, str(source), sets, where)
+    first = check(raw, str(source), sets, where, options.profile)
     extra, notes, slices = adapt(first.spec, gpus)
     if options.tasks_per_node is not None:
         extra.append(f"{_tasks_field(first.spec)}={options.tasks_per_node}")
-    checked = check(raw, str(source), sets + extra, where) if extra else first
+    checked = check(raw, str(source), sets + extra, where, options.profile) if extra else first
     spec = checked.spec
     if spec.nodes > jobenv.MAX_NODES:
         raise UsageError(f"--nodes {spec.nodes}: a local run emulates at most {jobenv.MAX_NODES} nodes")

@@ -95,7 +95,8 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
     while "uncommitted version" not in logs_of(log_dir) and time.monotonic() < deadline:
         time.sleep(0.5)  # the first run's program has started: the requeue below interrupts a run of it
     (repo / "train.py").write_text("print('edited after submit')\n")  # the job must not see this
-    assert slurm_cluster.run(["scontrol", "requeue", job]).returncode == 0
+    requeued = run_slurmgen("requeue", job, cwd=repo, env=env)  # through the shared connection
+    assert requeued.returncode == 0, requeued.stderr
     assert wait_state(t, job, log_dir, {"COMPLETED", "FAILED"}, timeout=120) == "COMPLETED"
     logs = logs_of(log_dir)
     assert logs.count("uncommitted version") == 2, logs  # both runs ran the submitted code

@@ -116,3 +116,16 @@ def test_render_cluster_shows_each_value_and_where_it_came_from(tmp_path: Path) 
     assert 'account = "mine"    (spec t.yaml:4)' in done.stderr
     bad = run_slurmgen("validate", "--cluster", "nope", "t.yaml", cwd=tmp_path, env=env)
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_run_and_doctor_take_the_profiles_defaults_here(tmp_path: Path) -> None:
+    profile = "here:\n  workdir: /tmp\n  defaults:\n    env:\n      SITE_MARK: from-profile\n"
+    (tmp_path / "clusters.yaml").write_text(profile)
+    (tmp_path / "t.yaml").write_text('name: t\ncommand: [bash, -c, "echo mark=$SITE_MARK"]\ntime: "10:00"\n')
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "none"), "SLURMGEN_HOME": str(tmp_path / "j")}
+    ran = run_slurmgen("run", "--cluster", "here", "t.yaml", cwd=tmp_path, env=env, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    logs = "".join(p.read_text() for p in tmp_path.rglob("*.log"))
+    assert "mark=from-profile" in logs + ran.stdout + ran.stderr
+    bad = run_slurmgen("doctor", "--cluster", "nowhere", "t.yaml", cwd=tmp_path, env=env)
+    assert bad.returncode != 0 and "nowhere: no such cluster profile" in bad.stderr
