@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurmgen.errors import SchedulerError
+from slurmgen.errors import SchedulerError, UsageError
 from slurmgen.jobs.journal import TOKEN_PREFIX, Entry, Journal
 from slurmgen.jobs.plan import comment_for
 from slurmgen.remote.snapshot import Upload, package_snapshot, snapshot_path, stored, take_snapshot, upload
@@ -109,6 +109,11 @@ def submit_remote(
     __version__ = version("slurmgen-torch")  # the distribution's name (pyproject.toml); `slurmgen` is its package
     workdir = profile.workdir
     spec, _ = compile_spec([])
+    if spec.sweep is not None:
+        raise UsageError(
+            f"{spec_path}: sweep: a sweep over ssh (--cluster {profile.name}) is not supported yet; submit it on the "
+            "cluster's login node, or give the profile no host"
+        )
     snap = up = None
     package = package_snapshot()
     wanted = [package]
