@@ -297,11 +297,23 @@ def submit_remote_source(
         raise UsageError("--no-snapshot: say where the code is on the cluster with --set chdir=/path/on/the/cluster")
 
     def compile_spec(extra: list[str]) -> tuple[JobSpec, str]:
-        built = build_file(source.path, [*source.overrides, *extra], templates, Path.cwd(), profile)
+        """The spec alone first (its output, chdir and setup place the run; no render), then with the run's
+        placement the script: the spec's warnings are said once."""
+        from slurmgen.script.build import check_file
+
         if not extra:
-            for problem in built.warnings:
+            checked = check_file(source.path, list(source.overrides), Path.cwd(), profile)
+            said.update(str(p) for p in checked.warnings)
+            for problem in checked.warnings:
+                warn(f"warning: {problem}")
+            return checked.spec, ""
+        built = build_file(source.path, [*source.overrides, *extra], templates, Path.cwd(), profile)
+        for problem in built.warnings:  # the script doctor's, on the script that is submitted
+            if str(problem) not in said:
                 warn(f"warning: {problem}")
         return built.spec, built.script
+
+    said: set[str] = set()
 
     import time
 

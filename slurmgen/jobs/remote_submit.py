@@ -103,7 +103,8 @@ def submit_remote(
     warn: Callable[[str], object] = lambda line: None,
 ) -> RemoteSubmission:
     """Store the code, then submit once. ``project``: the directory to snapshot (None: --no-snapshot, the job starts
-    in ``code_dir``, already on the cluster). ``compile_spec(extra_overrides)`` validates and renders."""
+    in ``code_dir``, already on the cluster). ``compile_spec(extra_overrides)`` validates, and renders when given
+    overrides."""
     from importlib.metadata import version
 
     __version__ = version("slurmgen-torch")  # the distribution's name (pyproject.toml); `slurmgen` is its package
