@@ -51,6 +51,9 @@ ALLOWED_KEYS = {
     # Where the CLI keeps its journal: the user's setting on the login node as much as in a job (the continuation
     # job's journal entry), like HOME; no script or Slurm sets it.
     ("journal.py", "SLURMGEN_HOME"): "the user's journal directory, not set by the job",
+    # The ssh transport runs on the user's laptop or login node, never inside a job: its settings are the user's.
+    ("remote/transport.py", "SLURMGEN_SSH_DIR"): "where the user's ssh control sockets live, not a job variable",
+    ("remote/transport.py", "SLURMGEN_SSH_CONFIG"): "the user's ssh config file, not a job variable",
 }
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
 

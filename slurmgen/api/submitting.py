@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from slurmgen.script.build import Build
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
+    from slurmgen.spec.profile import ClusterProfile
 
 Warn = Callable[[str], None]
 
@@ -28,6 +29,7 @@ class SpecSource:
 
     path: Path
     overrides: tuple[str, ...]
+    profile: ClusterProfile | None = None  # a cluster's profile: its defaults go under the spec
 
 
 def override_args(overrides: Mapping[str, object] | None) -> tuple[str, ...]:
@@ -112,7 +114,7 @@ def compiled(source: SpecSource, templates: Path | None, warn: Warn) -> Build:
     script doctor's) go to ``warn``. `slurmgen render` and every submission take this one path."""
     from slurmgen.script.build import build_file
 
-    built = build_file(source.path, list(source.overrides), templates, Path.cwd())
+    built = build_file(source.path, list(source.overrides), templates, Path.cwd(), source.profile)
     for problem in built.warnings:
         warn(f"warning: {problem}")
     return built
@@ -221,6 +223,7 @@ def submit(
     overrides: Mapping[str, object] | None = None,
     *,
     warn: Warn | None = None,
+    cluster: str | None = None,
 ) -> Job:
     """Validate, render and submit a spec (a file path, a loaded JobSpec, or a mapping of its fields, as
     `yaml.safe_load` gives them); the submitted job's handle.
@@ -228,11 +231,21 @@ def submit(
     ``overrides`` maps dotted field paths to values, like `--set` (`{"nodes": 4}`). Warnings (the spec's and
     the script doctor's) go to ``warn`` (default: dropped; pass `print` to see them). A bad spec raises
     SpecError, whose `str()` is the line the CLI prints; Slurm refusing raises SchedulerError, no Slurm client
-    SchedulerMissing. Costs one sbatch (plus one squeue when an earlier sbatch timed out)."""
+    SchedulerMissing. Costs one sbatch (plus one squeue when an earlier sbatch timed out).
+
+    ``cluster`` names a cluster profile (clusters.yaml), as `--cluster` does: its defaults go under the spec, and
+    with a `host` the job is submitted over ssh with a snapshot of the project around the current directory."""
     from slurmgen.api.job import Job
     from slurmgen.slurm.ids import as_job_id
 
-    _, done = submit_source(spec_source(spec, overrides), None, warn or _ignore)
+    source = spec_source(spec, overrides)
+    if cluster is not None:
+        from slurmgen.spec.profile import find_profile
+
+        source = SpecSource(source.path, source.overrides, find_profile(cluster, source.path.parent))
+        if source.profile is not None and source.profile.host is not None:
+            return Job(as_job_id(submit_remote_source(source, None, warn or _ignore, snapshot=True).label))
+    _, done = submit_source(source, None, warn or _ignore)
     return Job(as_job_id(done.job_id))
 
 
@@ -265,3 +278,58 @@ def submit_planned(p: Plan, base: Path, client: SlurmClient, warn: Warn) -> tupl
     for problem in done.problems:
         warn(f"warning: {problem}")
     return done, sum(len(a.task_ids) for a in sp.arrays)
+
+
+def submit_remote_source(
+    source: SpecSource, templates: Path | None, warn: Warn, *, snapshot: bool, code_dir: str | None = None
+) -> Submitted:
+    """Submit to the cluster of ``source.profile`` over ssh (slurmgen.manage.remote_submit): the snapshot of the
+    project around the current directory (or, without one, the job starts in ``code_dir`` on the cluster)."""
+    from slurmgen.journal import Journal, home, new_token
+    from slurmgen.manage.remote_submit import submit_remote
+    from slurmgen.remote.transport import transport_for
+    from slurmgen.script.build import build_file
+
+    profile = source.profile
+    if profile is None or profile.host is None:
+        raise UsageError("a remote submission needs a cluster profile with a host")
+    if not snapshot and code_dir is None:
+        raise UsageError("--no-snapshot: say where the code is on the cluster with --set chdir=/path/on/the/cluster")
+
+    def compile_spec(extra: list[str]) -> tuple[JobSpec, str]:
+        """The spec alone first (its output, chdir and setup place the run; no render), then with the run's
+        placement the script: the spec's warnings are said once."""
+        from slurmgen.script.build import check_file
+
+        if not extra:
+            checked = check_file(source.path, list(source.overrides), Path.cwd(), profile)
+            said.update(str(p) for p in checked.warnings)
+            for problem in checked.warnings:
+                warn(f"warning: {problem}")
+            return checked.spec, ""
+        built = build_file(source.path, [*source.overrides, *extra], templates, Path.cwd(), profile)
+        for problem in built.warnings:  # the script doctor's, on the script that is submitted
+            if str(problem) not in said:
+                warn(f"warning: {problem}")
+        return built.spec, built.script
+
+    said: set[str] = set()
+
+    import time
+
+    done = submit_remote(
+        compile_spec,
+        profile,
+        transport_for(profile.name, profile.host, profile.control_persist),
+        project=Path.cwd() if snapshot else None,
+        code_dir=code_dir,
+        token=new_token(),
+        journal=Journal(home()),
+        spec_path=source.path.resolve(),
+        clock=time.time,
+        warn=warn,
+    )
+    sent = "" if done.upload is None else f" ({done.upload.files_sent} files, {done.upload.bytes_sent} bytes sent)"
+    code = f"snapshot {done.snapshot[:12]}{' dirty' if done.dirty else ''}{sent}" if done.snapshot else done.code_dir
+    message = f"submitted job {done.job_id} on cluster {done.cluster}; code {code}; logs in {done.log_dir}"
+    return Submitted(done.job_id, message, None)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from slurmgen.cli.options import JobArg, PointOpt, SetOpt, SpecArg, TemplatesOpt
+from slurmgen.cli.options import ClusterOpt, JobArg, PointOpt, SetOpt, SpecArg, TemplatesOpt
 from slurmgen.cli.output import err
 from slurmgen.errors import UsageError
 
@@ -82,8 +82,15 @@ def submit_command(
         bool, typer.Option("--test-only", help="Ask the scheduler whether and when the job could run; submit nothing.")
     ] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Follow the job to its end; exit with its exit code.")] = False,
+    cluster: ClusterOpt = None,
+    no_snapshot: Annotated[
+        bool, typer.Option("--no-snapshot", help="With --cluster: run in --set chdir=DIR, already on the cluster.")
+    ] = False,
 ) -> None:
     """Validate, render and submit a job; print its id alone on stdout."""
+    if cluster is not None:
+        _submit_to_cluster(spec, list(set_ or []), templates, cluster, no_snapshot, dry_run or test_only or wait)
+        return
     if dry_run and (test_only or wait):
         raise UsageError("--dry-run submits nothing: it cannot be combined with --test-only or --wait")
     if test_only and wait:
@@ -115,6 +122,38 @@ def submit_command(
         f"job {p.spec.name} can run: it would start at {start} on {result.nodes} "
         f"(partition {result.partition}, {result.processors} processors)"
     )
+
+
+def _submit_to_cluster(
+    spec: Path, overrides: list[str], templates: Path | None, cluster: str, no_snapshot: bool, other: bool
+) -> None:
+    """`submit --cluster NAME`: over ssh to the profile's host; a profile without host is this machine, where the
+    submission is the usual one with the profile's defaults under the spec."""
+    import json
+
+    from slurmgen.api.submitting import SpecSource, submit_any, submit_remote_source
+    from slurmgen.cli.spec_commands import cluster_profile
+    from slurmgen.journal import home
+
+    profile = cluster_profile(cluster, spec)
+    assert profile is not None
+    source = SpecSource(spec, tuple(overrides), profile)
+    if profile.host is None:
+        from slurmgen.api.submitting import planned as api_planned
+
+        done = submit_any(api_planned(source, templates, home(), err), home(), err)
+    else:
+        if other:
+            raise UsageError(
+                "--cluster with a host submits over ssh: --dry-run, --test-only and --wait are not there yet"
+            )
+        code_dir = None
+        if no_snapshot:
+            chdir = [o.partition("=")[2] for o in overrides if o.partition("=")[0].strip() == "chdir"]
+            code_dir = json.loads(chdir[-1]) if chdir and chdir[-1].startswith('"') else (chdir[-1] if chdir else None)
+        done = submit_remote_source(source, templates, err, snapshot=not no_snapshot, code_dir=code_dir)
+    err(done.message)
+    print(done.label, flush=True)
 
 
 def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from slurmgen.cli.options import SetOpt, TemplatesOpt
+from slurmgen.cli.options import ClusterOpt, SetOpt, TemplatesOpt
 from slurmgen.cli.output import err
 
 commands = typer.Typer()
@@ -59,8 +59,10 @@ def run_local(
     signal: Annotated[
         str | None, typer.Option("--signal", metavar="SIG", help="Deliver SIG to a running local job (--job).")
     ] = None,
+    cluster: ClusterOpt = None,
 ) -> None:
     """Run a job spec end to end on this machine: the real script, emulated nodes, signals and requeues."""
+    from slurmgen.cli.spec_commands import cluster_profile
     from slurmgen.errors import UsageError
     from slurmgen.local.command import command
     from slurmgen.local.setup import Options
@@ -79,5 +81,6 @@ def run_local(
         None if templates is None else str(templates),
         rehearse,
         bad_node,
+        None if cluster is None or spec is None else cluster_profile(cluster, spec),  # its defaults, run here
     )
     raise typer.Exit(command(spec, job, signal, opts, err))

@@ -26,3 +26,11 @@ JobArg = Annotated[
 PointOpt = Annotated[
     int | None, typer.Option("--point", metavar="I", min=0, help="A sweep's point I (its latest run).")
 ]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        metavar="NAME",
+        help="Use the cluster profile NAME (clusters.yaml): its defaults go under the spec.",
+    ),
+]

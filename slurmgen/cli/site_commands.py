@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from slurmgen.cli.job_commands import handle
-from slurmgen.cli.options import JobArg, PointOpt, SetOpt
+from slurmgen.cli.options import ClusterOpt, JobArg, PointOpt, SetOpt
 from slurmgen.cli.output import warn_all
 from slurmgen.errors import SchedulerMissing, UsageError
 
@@ -26,6 +26,7 @@ def doctor_command(
                        "its checkpoint-interval advice. Default: every partition.", show_default=False),
     ] = None,
     set_: SetOpt = None,
+    cluster: ClusterOpt = None,
 ) -> None:  # fmt: skip
     """What preemption and the time limit will do to a job here: whether a preempted job is requeued or
     cancelled, how long it has to save before it is killed, whether it is warned by its signal first, and what
@@ -39,15 +40,26 @@ def doctor_command(
     if spec is not None and not spec.exists() and not set_:
         _doctor_job(str(spec))  # a job, not a spec: its checkpoint-interval advice (slurmgen/goodput/advice.py)
         return
+    profile = None
+    if cluster is not None:
+        from slurmgen.spec.profile import find_profile
+
+        profile = find_profile(cluster, None if spec is None else spec.parent)
+    client = SlurmClient()
+    if profile is not None and profile.host is not None:  # that cluster's Slurm, through its shared connection
+        from slurmgen.remote.remote_status import transport_runner
+        from slurmgen.remote.transport import transport_for
+
+        client = SlurmClient(run=transport_runner(transport_for(profile.name, profile.host, profile.control_persist)))
     if spec is not None:
-        checked = check_file(spec, set_ or [], Path.cwd())
+        checked = check_file(spec, set_ or [], Path.cwd(), profile)
         warn_all(checked.warnings)  # the same warnings as render, validate, submit and run
         facts = doctor.SpecFacts.of(str(spec), checked.spec)
         last = doctor.spec_last_save(Journal(find_home()), spec)
     elif set_:
         raise UsageError("--set needs a SPEC to apply to")
     try:
-        report = doctor.render(doctor.examine(SlurmClient(), facts, last))
+        report = doctor.render(doctor.examine(client, facts, last))
     except SchedulerMissing as exc:
         if facts is None:
             raise

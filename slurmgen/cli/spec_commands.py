@@ -9,24 +9,34 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from slurmgen.cli.options import SetOpt, SpecArg, TemplatesOpt
+from slurmgen.cli.options import ClusterOpt, SetOpt, SpecArg, TemplatesOpt
 from slurmgen.cli.output import err, warn_all
 from slurmgen.errors import Problem, SpecError, UsageError
 
 if TYPE_CHECKING:
     from slurmgen.script.build import Build
     from slurmgen.spec.model import JobSpec
+    from slurmgen.spec.profile import ClusterProfile
 
 commands = typer.Typer()
 
 
-def compiled(spec: Path, overrides: list[str], templates: Path | None) -> Build:
+def cluster_profile(cluster: str | None, spec: Path) -> ClusterProfile | None:
+    """The profile of `--cluster NAME`, looked up in the user's clusters.yaml, then the one beside the spec."""
+    if cluster is None:
+        return None
+    from slurmgen.spec.profile import find_profile
+
+    return find_profile(cluster, spec.parent)
+
+
+def compiled(spec: Path, overrides: list[str], templates: Path | None, cluster: str | None = None) -> Build:
     """The compile step (slurmgen.script.build) from this directory, through the API's path; its warnings go to
     stderr."""
     from slurmgen.api.submitting import SpecSource
     from slurmgen.api.submitting import compiled as api_compiled
 
-    return api_compiled(SpecSource(spec, tuple(overrides)), templates, err)
+    return api_compiled(SpecSource(spec, tuple(overrides), cluster_profile(cluster, spec)), templates, err)
 
 
 def load_and_render(spec: Path, overrides: list[str], templates: Path | None) -> tuple[JobSpec, str]:
@@ -44,9 +54,13 @@ def render(
     ] = None,
     set_: SetOpt = None,
     templates: TemplatesOpt = None,
+    cluster: ClusterOpt = None,
 ) -> None:
-    """Print the sbatch script for a job spec (no cluster needed)."""
-    built = compiled(spec, set_ or [], templates)
+    """Print the sbatch script for a job spec (no cluster needed). With --cluster, stderr first lists every
+    field given and where it came from (the profile, the spec or --set)."""
+    built = compiled(spec, set_ or [], templates, cluster)
+    for field, value, origin in built.origins:
+        err(f"{field} = {json.dumps(value)}    ({origin})")
     text = built.script
     if built.spec.sweep is not None:
         from slurmgen.cli.sweep_commands import render_lines
@@ -95,6 +109,7 @@ def validate(
     specs: Annotated[list[Path], typer.Argument(metavar="SPEC...", help="Job specs to check.", show_default=False)],
     set_: SetOpt = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
+    cluster: ClusterOpt = None,
 ) -> None:
     """Check many specs at once and report every problem of every file, in the order given."""
     from slurmgen.script.build import check_file
@@ -102,7 +117,7 @@ def validate(
     problems: list[Problem] = []
     for path in specs:
         try:
-            checked = check_file(path, set_ or [], Path.cwd())
+            checked = check_file(path, set_ or [], Path.cwd(), cluster_profile(cluster, path))
         except SpecError as exc:
             problems.extend(exc.problems)
             for problem in exc.problems:

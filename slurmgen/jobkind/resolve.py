@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from slurmgen.jobkind.groups import LocalGroup, SlurmSweep
     from slurmgen.journal import Entry
     from slurmgen.local.local_jobs import LocalRecord
+    from slurmgen.manage.targets import Target
     from slurmgen.slurm.client import SlurmClient
 
 
@@ -69,7 +70,21 @@ def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = 
         if target.entry is None and any(r.job_id == text.strip() for r in ran):
             notes = (f"note: {text.strip()} is Slurm's job {text.strip()}; the job run here is "
                      f"{local_label(text.strip())}",)  # fmt: skip
+    if target.entry is not None and isinstance(target.entry.extra.get("profile"), str):
+        remote = _remote_job(Target(target.job, target.entry), target.entry, base)
+        if remote is not None:
+            return remote
     return SlurmJob(Target(target.job, target.entry), client, notes)
+
+
+def _remote_job(target: Target, entry: Entry, base: Path) -> JobHandle | None:
+    """The job submitted over ssh to the cluster whose profile its journal entry names (`profile`; the entry's
+    `cluster` is Slurm's own cluster name of a federation); None for a profile without host (a plain Slurm job)."""
+    from slurmgen.jobkind.remote_job import RemoteJob
+    from slurmgen.spec.profile import find_profile
+
+    profile = find_profile(str(entry.extra["profile"]), Path(entry.spec).parent)
+    return None if profile.host is None else RemoteJob(target, entry, profile, base)
 
 
 def group_of(text: str, client: SlurmClient | None = None) -> SlurmSweep | LocalGroup:
@@ -103,7 +118,13 @@ def plain_handle(job_id: str, client: SlurmClient | None = None) -> JobHandle:
     if parse_local_id(job_id) is not None:
         return handle_of(job_id, client)
     job = parse_job_id(job_id)
-    return SlurmJob(Target(job, find(Journal(find_home()).jobs(), str(job))), client)
+    base = find_home()
+    entry = find(Journal(base).jobs(), str(job))
+    if entry is not None and isinstance(entry.extra.get("profile"), str):
+        remote = _remote_job(Target(job, entry), entry, base)
+        if remote is not None:
+            return remote
+    return SlurmJob(Target(job, entry), client)
 
 
 def _sweep_of(record: LocalRecord) -> str | None:

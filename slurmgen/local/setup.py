@@ -19,6 +19,7 @@ from slurmgen.script.directives import batch_log, task_log_stem
 from slurmgen.spec import secrets
 from slurmgen.spec.load import read_spec
 from slurmgen.spec.model import JobSpec
+from slurmgen.spec.profile import ClusterProfile
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Options:
     # --kill-rank R --after S or --hang-rank R --after S (slurmgen.local.rehearse): (what, rank, seconds)
     rehearse: tuple[str, int, float] | None = None
     bad_node: int | None = None  # --bad-node N: emulated node N (1 is the first) fails its checks
+    profile: ClusterProfile | None = None  # --cluster NAME: its defaults go under the spec, as on that cluster
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,11 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
     sets = list(options.overrides)
     if options.nodes is not None:
         sets.append(f"nodes={options.nodes}")
-    first = check(raw, str(source), sets, where)
+    first = check(raw, str(source), sets, where, options.profile)
     extra, notes, slices = adapt(first.spec, gpus)
     if options.tasks_per_node is not None:
         extra.append(f"{_tasks_field(first.spec)}={options.tasks_per_node}")
-    checked = check(raw, str(source), sets + extra, where) if extra else first
+    checked = check(raw, str(source), sets + extra, where, options.profile) if extra else first
     spec = checked.spec
     _refuse_missing_script(spec, raw, str(source), where)
     if (absent := secrets.missing(spec.env, os.environ)) is not None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from slurmgen.errors import Problem
 from slurmgen.spec.load import load_bytes, read_spec
 from slurmgen.spec.model import JobSpec
+from slurmgen.spec.profile import ClusterProfile
 from slurmgen.spec.where import missing_script
 
 
@@ -24,6 +26,7 @@ class Checked:
     text: bytes  # the exact bytes validated; a submission keeps these, never a second read of the file
     spec: JobSpec
     warnings: tuple[Problem, ...]  # the spec's own, then those about the files where the job runs
+    origins: tuple[tuple[str, Any, str], ...] = ()  # with a cluster profile: (field, value, where it came from)
 
 
 @dataclass(frozen=True)
@@ -33,15 +36,18 @@ class Build:
     spec: JobSpec
     script: str
     warnings: tuple[Problem, ...]  # Checked.warnings, then the script doctor's
+    origins: tuple[tuple[str, Any, str], ...] = ()  # as Checked.origins
 
 
-def check(raw: bytes, source: str, overrides: Sequence[str], submit_dir: Path) -> Checked:
+def check(
+    raw: bytes, source: str, overrides: Sequence[str], submit_dir: Path, profile: ClusterProfile | None = None
+) -> Checked:
     """Validate the bytes with the overrides; ``submit_dir`` is where the job is submitted from (its files are
     looked at: the command's script must be there). Raises SpecError with every problem."""
-    loaded = load_bytes(raw, source, overrides)
+    loaded = load_bytes(raw, source, overrides, profile)
     missing = missing_script(loaded.spec, source, submit_dir)
     warnings = loaded.warnings if missing is None else (*loaded.warnings, missing)
-    return Checked(source, raw, loaded.spec, warnings)
+    return Checked(source, raw, loaded.spec, warnings, loaded.origins)
 
 
 def build(checked: Checked, templates: str | Path | None) -> Build:
@@ -51,14 +57,22 @@ def build(checked: Checked, templates: str | Path | None) -> Build:
 
     script = render(checked.spec, templates)
     warnings = (*checked.warnings, *check_script(checked.spec, script))
-    return Build(checked.source, checked.text, checked.spec, script, warnings)
+    return Build(checked.source, checked.text, checked.spec, script, warnings, checked.origins)
 
 
-def check_file(path: str | Path, overrides: Sequence[str], submit_dir: Path) -> Checked:
-    """Read the spec file once and check it."""
-    return check(read_spec(path), str(path), overrides, submit_dir)
+def check_file(
+    path: str | Path, overrides: Sequence[str], submit_dir: Path, profile: ClusterProfile | None = None
+) -> Checked:
+    """Read the spec file once and check it (over a cluster profile's defaults when given)."""
+    return check(read_spec(path), str(path), overrides, submit_dir, profile)
 
 
-def build_file(path: str | Path, overrides: Sequence[str], templates: str | Path | None, submit_dir: Path) -> Build:
+def build_file(
+    path: str | Path,
+    overrides: Sequence[str],
+    templates: str | Path | None,
+    submit_dir: Path,
+    profile: ClusterProfile | None = None,
+) -> Build:
     """Read the spec file once, check it and render it."""
-    return build(check_file(path, overrides, submit_dir), templates)
+    return build(check_file(path, overrides, submit_dir, profile), templates)

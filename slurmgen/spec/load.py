@@ -14,6 +14,7 @@ from typing import Any
 from slurmgen.errors import Problem, SpecError
 from slurmgen.spec.fields import SPEC
 from slurmgen.spec.model import JobSpec, LoadedSpec
+from slurmgen.spec.profile import ClusterProfile, layer_profile, origins
 from slurmgen.spec.rules import cross_check, resolve
 from slurmgen.spec.sweep import check_uses
 from slurmgen.spec.types import BAD, Ctx
@@ -63,8 +64,11 @@ def _apply(data: dict[str, Any], path: FieldPath, value: Any) -> str | None:
     return None
 
 
-def load_text(text: str, source: str, overrides: list[str] | None = None) -> LoadedSpec:
-    """Validate one spec given as text. Raises SpecError with every problem found."""
+def load_text(
+    text: str, source: str, overrides: list[str] | None = None, profile: ClusterProfile | None = None
+) -> LoadedSpec:
+    """Validate one spec given as text, over a cluster profile's defaults when given (precedence: profile, spec,
+    --set). Raises SpecError with every problem found, a profile's value named by the profile's file and line."""
     loaded, problems = load_yaml(text, source)
     if loaded is None:
         raise SpecError(problems)
@@ -73,6 +77,14 @@ def load_text(text: str, source: str, overrides: list[str] | None = None) -> Loa
         raise SpecError([Problem(source, "", "must be a mapping of fields (name: ..., command: ..., time: ...)")])
     marks = dict(loaded.marks)
     lines = dict(loaded.lines)
+    from_profile: dict[FieldPath, str] = {}
+    if profile is not None:
+        layered = layer_profile(profile, data)
+        data, from_profile = layered.data, layered.from_profile
+        marks.update(layered.marks)
+        given = data
+    else:
+        given = None
     parsed, set_problems = parse_overrides(overrides or [])
     override_paths = set()
     for path, value, value_marks in parsed:
@@ -83,7 +95,14 @@ def load_text(text: str, source: str, overrides: list[str] | None = None) -> Loa
         override_paths.add(path)
         for rel, mark in value_marks.items():
             marks[(*path, *rel)] = mark
-    ctx = Ctx(source=source, marks=marks, lines=lines, override_paths=frozenset(override_paths))
+    shown = () if given is None else tuple(origins(data, from_profile, source, lines, frozenset(override_paths)))
+    ctx = Ctx(
+        source=source,
+        marks=marks,
+        lines=lines,
+        override_paths=frozenset(override_paths),
+        elsewhere={p: w for p, w in from_profile.items() if p not in lines},
+    )
     ctx.problems.extend(problems)
     ctx.problems.extend(set_problems)
     checked = SPEC.check(data, ctx, ())
@@ -96,7 +115,7 @@ def load_text(text: str, source: str, overrides: list[str] | None = None) -> Loa
             warnings = cross_check(spec_fields, ctx)
     if ctx.problems:
         raise SpecError(ctx.problems)
-    return LoadedSpec(spec=_build(spec_fields), warnings=tuple(warnings))
+    return LoadedSpec(spec=_build(spec_fields), warnings=tuple(warnings), origins=shown)
 
 
 MAX_SPEC_BYTES = 1 << 20  # a job spec is a page of text; 1 MiB leaves room and keeps a runaway file out
@@ -135,7 +154,9 @@ def read_spec(path: str | Path) -> bytes:
     return read_spec_bytes(str(path))
 
 
-def load_bytes(raw: bytes, source: str, overrides: Sequence[str] | None = None) -> LoadedSpec:
+def load_bytes(
+    raw: bytes, source: str, overrides: Sequence[str] | None = None, profile: ClusterProfile | None = None
+) -> LoadedSpec:
     """Validate a spec file's bytes (UTF-8; CRLF line ends are fine)."""
     try:
         text = raw.decode("utf-8")
@@ -143,7 +164,7 @@ def load_bytes(raw: bytes, source: str, overrides: Sequence[str] | None = None) 
         raise SpecError([Problem(source, "", f"is not UTF-8 text (byte {exc.start}); save it as UTF-8")]) from None
     if "\r" in text:
         text = text.replace("\r\n", "\n")  # a CRLF file is fine; a lone CR inside a value is caught per field
-    return load_text(text, source, list(overrides or []))
+    return load_text(text, source, list(overrides or []), profile)
 
 
 def load_file(path: str | Path, overrides: list[str] | None = None) -> LoadedSpec:

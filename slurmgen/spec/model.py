@@ -89,3 +89,5 @@ class JobSpec(JobFields):
 class LoadedSpec:
     spec: JobSpec
     warnings: tuple[Problem, ...]
+    # (field, value, where it came from) for every field given, when a cluster profile was layered under the spec
+    origins: tuple[tuple[str, Any, str], ...] = ()

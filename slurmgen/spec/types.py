@@ -37,6 +37,8 @@ class Ctx:
     lines: Mapping[FieldPath, int]
     problems: list[Problem] = field(default_factory=list)
     override_paths: frozenset[FieldPath] = frozenset()
+    # values written in another file (a cluster profile's defaults): field path -> "file:line"
+    elsewhere: Mapping[FieldPath, str] = field(default_factory=dict)
 
     def fail(self, path: FieldPath, message: str) -> Bad:
         self.problems.append(Problem(self.where(path), dotted(path), message))
@@ -47,6 +49,8 @@ class Ctx:
             if path[:i] in self.override_paths:
                 return "--set"
         for i in range(len(path), 0, -1):
+            if path[:i] in self.elsewhere:
+                return self.elsewhere[path[:i]]
             line = self.lines.get(path[:i])
             if line is not None:
                 return f"{self.source}:{line}"

@@ -1,0 +1,102 @@
+"""A job submitted to a cluster over ssh (`submit --cluster NAME`): Slurm's commands run there through the
+cluster's one shared connection; its state comes from one remote call (squeue, sacct, scontrol, then the run's
+own records: slurmgen.remote.remote_status); its logs are copied here as they grow (slurmgen.remote.mirror) and
+read like a local job's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from slurmgen.jobkind import LogView, Report, Say
+from slurmgen.jobkind.slurm_job import SlurmJob
+
+if TYPE_CHECKING:
+    from slurmgen.journal import Entry
+    from slurmgen.manage.targets import Target
+    from slurmgen.remote.remote_status import RemoteState
+    from slurmgen.remote.transport import Transport
+    from slurmgen.spec.profile import ClusterProfile
+
+LOG_POLL = 2.0  # seconds between looks while `logs -f` finds nothing new: one round trip each
+
+
+class RemoteJob(SlurmJob):
+    def __init__(self, target: Target, entry: Entry, profile: ClusterProfile, base: Path) -> None:
+        from slurmgen.remote.remote_status import transport_runner
+        from slurmgen.remote.transport import transport_for
+        from slurmgen.slurm.client import SlurmClient
+
+        self.transport: Transport = transport_for(profile.name, profile.host, profile.control_persist)
+        super().__init__(target, SlurmClient(run=transport_runner(self.transport)))
+        self.entry = entry
+        self.profile = profile
+        self.copies = base / "remote" / profile.name / str(target.key)
+
+    def remote_state(self) -> RemoteState:
+        from slurmgen.remote.remote_status import remote_states
+
+        key = str(self.target.key)
+        return remote_states(self.transport, [key], {key: self._job_dir()})[key]
+
+    def _job_dir(self) -> str:
+        return f"{self.entry.log_dir}/{self.entry.name}-{self.target.key}"
+
+    def status(self) -> Report:
+        from slurmgen.manage import status as st
+
+        now = self.remote_state()
+        extra = self.entry.extra
+        code = "code: " + (
+            f"snapshot {str(extra.get('snapshot'))[:12]} of commit {str(extra.get('commit'))[:12]}"
+            f"{' with uncommitted changes' if extra.get('dirty') else ''}"
+            if extra.get("snapshot")
+            else f"{extra.get('code_dir')} (no snapshot)"
+        )
+        exit_text = "" if now.exit_code is None else str(now.exit_code)
+        row = st.Row(self.label, self.entry.name, now.state, reason=f"({now.source})", exit=exit_text)
+        return Report(out=(st.table([row]),), notes=(f"cluster {self.profile.name}; {code}",))
+
+    def state(self) -> str:
+        return self.remote_state().state
+
+    def exit_code(self) -> int | None:
+        from slurmgen.remote.remote_status import LIVE
+
+        now = self.remote_state()
+        return None if now.state in LIVE or now.state == "UNKNOWN" else now.exit_code
+
+    def logs(self, rank: int | None, node: str | None) -> LogView:
+        from slurmgen.manage import logs as lg
+        from slurmgen.remote.mirror import mirror
+        from slurmgen.remote.remote_status import LIVE
+
+        prefix = f"{self.entry.name}-{self.target.key}"
+        batch = [self.copies / f"{prefix}.log"]
+
+        def files() -> list[Path]:
+            mirror(self.transport, str(self.entry.log_dir), prefix, self.copies)
+            return lg.select(batch, node, rank)
+
+        def ended() -> bool:
+            return self.remote_state().state not in LIVE
+
+        return LogView(
+            files=files,
+            others=lambda: lg.select(batch, None),
+            ended=ended,
+            poll=LOG_POLL,
+            missing=lambda: f"job {self.label} on cluster {self.profile.name}: no log files yet",
+        )
+
+    def history_dirs(self) -> tuple[list[Path], str]:
+        from slurmgen.remote.mirror import mirror
+
+        prefix = f"{self.entry.name}-{self.target.key}"
+        mirror(self.transport, str(self.entry.log_dir), prefix, self.copies)
+        return [self.copies / prefix], f"job {self.label}: no run history on cluster {self.profile.name} yet"
+
+    def resume(self, say: Say) -> Report:
+        from slurmgen.errors import UsageError
+
+        raise UsageError(f"resume of a job on cluster {self.profile.name}: submit it again with --cluster")

@@ -1,0 +1,186 @@
+"""`slurmgen submit --cluster NAME` for a profile with a `host`: the snapshot and slurmgen's own in-job modules are
+stored on the cluster (slurmgen.remote.snapshot), then one idempotent remote call writes the script and runs sbatch.
+
+Never submitted twice: the call holds a lock in the run's directory on the cluster (named by the submission's
+token), answers the job id written there by an earlier try, else looks for a job whose comment carries the token
+(an sbatch whose reply was lost with the connection), and only then runs sbatch. So when the connection drops
+mid-submit, the same call is simply made again with the same token.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurmgen.errors import SchedulerError, UsageError
+from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
+from slurmgen.manage.plan import comment_for
+from slurmgen.remote.snapshot import Upload, package_snapshot, snapshot_path, stored, take_snapshot, upload
+from slurmgen.remote.transport import Transport, TransportError
+from slurmgen.spec.model import JobSpec
+from slurmgen.spec.profile import ClusterProfile
+
+TRIES = 3  # a dropped connection is retried with the same token: the remote call is idempotent
+
+
+@dataclass(frozen=True)
+class RemoteSubmission:
+    job_id: str
+    cluster: str
+    run_dir: str  # on the cluster
+    log_dir: str
+    code_dir: str  # where the job starts: the snapshot, or the directory given with --no-snapshot
+    snapshot: str | None
+    commit: str | None
+    dirty: bool
+    upload: Upload | None
+
+
+def remote_overrides(spec: JobSpec, workdir: str, code_dir: str | None) -> list[str]:
+    """`--set` values that place a remote run: it starts in the snapshot, and writes its logs and state under the
+    workdir (the snapshot is read-only). Pure."""
+    out = []
+    if code_dir is not None:
+        start = posixpath.join(code_dir, spec.chdir) if spec.chdir else code_dir
+        out.append(f"chdir={json.dumps(start)}")
+    if not posixpath.isabs(spec.output):
+        out.append(f"output={json.dumps(posixpath.join(workdir, 'runs', spec.name, spec.output))}")
+    return out
+
+
+def version_setup(python: str, shipped: str, version: str) -> str:
+    """The setup line that puts the shipped slurmgen first and says so when the job's environment has another."""
+    check = shlex.quote("import slurmgen; print(slurmgen.__version__)")
+    return (
+        f"export PYTHONPATH={shlex.quote(shipped)}${{PYTHONPATH:+:$PYTHONPATH}}; "
+        f"_sg_v=$(cd / && PYTHONPATH= {shlex.quote(python)} -c {check} 2>/dev/null) && "
+        f'[ "$_sg_v" != {shlex.quote(version)} ] && echo "slurmgen: this job runs slurmgen {version} shipped with it '
+        f'({shipped}); its environment has slurmgen $_sg_v installed" >&2 || true'
+    )
+
+
+_SUBMIT = """set -u
+r={run}; mkdir -p "$r" {log_dir} || exit 3; cd "$r" || exit 3
+exec 9>"$r/lock"; flock 9
+if [ -s jobid ]; then cat jobid; exit 0; fi
+j=$(squeue --me --noheader --format='%i %k' 2>/dev/null | awk -v t={marker} '$NF == t {{print $1; exit}}')
+if [ -n "$j" ]; then echo "$j" > jobid; cat jobid; exit 0; fi
+cat > job.sbatch.tmp && mv job.sbatch.tmp job.sbatch || exit 3
+PYTHONPATH={ship}${{PYTHONPATH:+:$PYTHONPATH}} sbatch --parsable {args} job.sbatch > jobid.tmp || exit 5
+cut -d';' -f1 jobid.tmp > jobid && rm -f jobid.tmp && cat jobid
+"""
+
+
+def submit_script(run_dir: str, log_dir: str, shipped: str, spec: JobSpec, token: str) -> str:
+    args = shlex.join([f"--comment={comment_for(spec, token)}"])
+    return _SUBMIT.format(
+        run=shlex.quote(run_dir),
+        log_dir=shlex.quote(log_dir),
+        marker=shlex.quote(f"{TOKEN_PREFIX}{token}"),
+        ship=shlex.quote(shipped),
+        args=args,
+    )
+
+
+Compile = Callable[[list[str]], tuple[JobSpec, str]]
+
+
+def submit_remote(
+    compile_spec: Compile,
+    profile: ClusterProfile,
+    transport: Transport,
+    *,
+    project: Path | None,
+    code_dir: str | None,
+    token: str,
+    journal: Journal,
+    spec_path: Path,
+    clock: Callable[[], float],
+    warn: Callable[[str], object] = lambda line: None,
+) -> RemoteSubmission:
+    """Store the code, then submit once. ``project``: the directory to snapshot (None: --no-snapshot, the job starts
+    in ``code_dir``, already on the cluster). ``compile_spec(extra_overrides)`` validates, and renders when given
+    overrides."""
+    from importlib.metadata import version
+
+    __version__ = version("slurmgen-torch")  # the distribution's name (pyproject.toml); `slurmgen` is its package
+    workdir = profile.workdir
+    spec, _ = compile_spec([])
+    if spec.sweep is not None:
+        raise UsageError(
+            f"{spec_path}: sweep: a sweep over ssh (--cluster {profile.name}) is not supported yet; submit it on the "
+            "cluster's login node, or give the profile no host"
+        )
+    snap = up = None
+    package = package_snapshot()
+    wanted = [package]
+    if project is not None:
+        snap = take_snapshot(project, profile.snapshot_limit_mb)
+        wanted.append(snap)
+    have = stored(wanted, transport, workdir)  # one round trip when nothing changed
+    if snap is not None:
+        up = Upload(snapshot_path(workdir, snap), 0, 0) if snap.digest in have else upload(snap, transport, workdir)
+        code_dir = up.path
+    shipped = snapshot_path(workdir, package)
+    if package.digest not in have:
+        upload(package, transport, workdir)
+    extra = remote_overrides(spec, workdir, code_dir)
+    setup = [*spec.setup, version_setup(spec.python, shipped, __version__)]
+    spec, script = compile_spec([*extra, f"setup={json.dumps(setup)}"])
+    run_dir = posixpath.join(workdir, "runs", spec.name, token)
+    log_dir = spec.output
+    record = {
+        "snapshot": None if snap is None else snap.digest,
+        "commit": None if snap is None else snap.commit,
+        "dirty": None if snap is None else snap.dirty,
+        "code_dir": code_dir,
+        "profile": profile.name,  # the cluster profile: status, logs, cancel find the cluster again by it
+    }
+
+    def entry(event: str, job_id: str | None = None) -> Entry:
+        return Entry(
+            event=event,
+            token=token,
+            name=spec.name,
+            spec=str(spec_path),
+            run_dir=run_dir,
+            script="job.sbatch",
+            time=clock(),
+            job_id=job_id,
+            cluster=profile.name,
+            log_dir=log_dir,
+            extra=record,
+        )
+
+    journal.append(entry("submitting"))
+    command = submit_script(run_dir, log_dir, shipped, spec, token)
+    for attempt in range(1, TRIES + 1):
+        try:
+            got = transport.run(command, script.encode(), timeout=120)
+            break
+        except TransportError as exc:
+            if attempt == TRIES:
+                raise
+            warn(f"note: {exc}; asking again with the same submission token {token} (never a second job)")
+    text = got.stdout.decode(errors="replace").strip()
+    if got.returncode != 0 or not text.split(";")[0].isdigit():
+        said = (got.stderr.strip().splitlines() or [text or f"status {got.returncode}"])[-1]
+        journal.append(entry("failed"))
+        raise SchedulerError(f"cluster {profile.name}: sbatch refused the job: {said}")
+    job_id = text.split(";")[0]
+    journal.append(entry("submitted", job_id))
+    return RemoteSubmission(
+        job_id=job_id,
+        cluster=profile.name,
+        run_dir=run_dir,
+        log_dir=log_dir,
+        code_dir=str(code_dir),
+        snapshot=None if snap is None else snap.digest,
+        commit=None if snap is None else snap.commit,
+        dirty=bool(snap and snap.dirty),
+        upload=up,
+    )

@@ -1,0 +1,156 @@
+"""The state of many remote jobs in one round trip, and Slurm's client commands run through a transport.
+
+One script asks, in order: `squeue` for every job (live ones), then `sacct` for those squeue no longer lists
+(finished ones, where accounting is on), then `scontrol show job` for those sacct could not answer (accounting
+off: Slurm keeps a finished job there MinJobAge seconds, slurm.conf(5)), then the run's own records on the cluster
+(`<log dir>/history/batch-shell.jsonl`, slurmgen.run_history) for what Slurm has forgotten. Choosing among the
+answers is pure (`decide`). COMPLETING is not final: the job's processes may still be running (squeue(1) JOB STATE
+CODES), so a COMPLETING job is live whatever else says.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from slurmgen.errors import SchedulerError
+from slurmgen.remote.transport import Transport
+from slurmgen.slurm.client import Runner
+from slurmgen.slurm.ids import state_name
+from slurmgen.slurm.parse import SQUEUE_FORMAT, SQUEUE_SEPARATOR, parse_squeue
+from slurmgen.slurm.showjob import job_info, parse_show_job
+
+LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STOPPED"})
+SECTION = "@@slurmgen-section "
+
+
+def transport_runner(transport: Transport) -> Runner:
+    """A SlurmClient runner that runs each argv on the cluster (quoted, never through a user's shell words).
+    ``env`` is not sent: the cluster's own Slurm configuration applies there."""
+
+    def run(argv: Sequence[str], env: Mapping[str, str] | None, timeout: float) -> subprocess.CompletedProcess[str]:
+        del env
+        # The command's stderr goes to a section of its own: the login's noise on ssh's stderr never mixes in.
+        script = (
+            f'e=$(mktemp); {shlex.join(argv)} 2>"$e"; rc=$?; echo "{SECTION}stderr"; cat "$e"; rm -f "$e"; exit $rc'
+        )
+        got = transport.run(script, timeout=timeout + 30)
+        text = got.stdout.decode(errors="replace")
+        out, _, err = text.partition(SECTION + "stderr\n")
+        return subprocess.CompletedProcess(list(argv), got.returncode, out, err)
+
+    return run
+
+
+def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str]) -> str:
+    """The one script: its output is sections (`@@slurmgen-section NAME`) the parser splits. sacct and scontrol
+    run only when squeue has not listed every job, and once each for all of those (a round trip stays a few
+    commands, however many jobs)."""
+    ids = ",".join(jobs)
+    lines = [
+        f"q=$(squeue --noheader --states=all --jobs={shlex.quote(ids)} --format={shlex.quote(SQUEUE_FORMAT)}"
+        " 2>/dev/null)",
+        f"echo '{SECTION}squeue'; printf '%s\\n' \"$q\"",
+        # live jobs are answered by squeue; the others (ended, or not listed) are asked of sacct and scontrol
+        f"declare -A seen; while IFS=$'\\x{ord(SQUEUE_SEPARATOR):02x}' read -r i _ s _; do case \" $s \" in "
+        + "|".join(f"' {w} '" for w in sorted(LIVE))
+        + ') seen["$i"]=1;; esac; done <<<"$q"',
+        "m=; for j in " + " ".join(shlex.quote(j) for j in jobs) + '; do [ -n "${seen[$j]:-}" ] || m="$m,$j"; done',
+        f"echo '{SECTION}sacct'",
+        'if [ -n "$m" ]; then sacct --noheader --parsable2 --allocations --jobs="${m#,}"'
+        " --format=JobID,State,ExitCode 2>/dev/null || echo '@@no-accounting'; fi",
+        f"echo '{SECTION}scontrol'",
+        '[ -n "$m" ] && scontrol show job -o 2>/dev/null',
+        "true",
+    ]
+    for job, log_dir in log_dirs.items():
+        path = shlex.quote(f"{log_dir}/history/batch-shell.jsonl")
+        lines += [f"echo '{SECTION}record {job}'", f"tail -n 200 {path} 2>/dev/null"]
+    return "\n".join(lines)
+
+
+def sections(text: str) -> dict[str, str]:
+    found: dict[str, list[str]] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.startswith(SECTION):
+            name = line[len(SECTION) :]
+            found.setdefault(name, [])
+        elif name:
+            found[name].append(line)
+    return {k: "\n".join(v) for k, v in found.items()}
+
+
+@dataclass(frozen=True)
+class RemoteState:
+    state: str
+    source: str  # squeue, sacct, scontrol, record, none
+    exit_code: int | None = None
+
+
+def _from_record(text: str) -> RemoteState | None:
+    """The last run's end in the run's own record; None when no run ended there."""
+    ends = []
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a full disk or a crash: the others still count
+        if isinstance(event, dict) and event.get("event") == "run-end":
+            ends.append(event)
+    if not ends:
+        return None
+    last = ends[-1]
+    code = last.get("exit_code")
+    state = "COMPLETED" if code == 0 else "REQUEUED" if last.get("ended") == "requeued" else "FAILED"
+    return RemoteState(state, "record", code if isinstance(code, int) else None)
+
+
+def decide(jobs: Sequence[str], text: str) -> dict[str, RemoteState]:
+    """Each job's state from the sections of the one call. Pure."""
+    parts = sections(text)
+    queue = {str(e.job_id): e for e in parse_squeue(parts.get("squeue", ""))}
+    accounting = {}
+    for line in parts.get("sacct", "").splitlines():
+        fields = line.split("|")
+        if len(fields) == 3:
+            accounting[fields[0]] = fields
+    shown = {}
+    for rec in parse_show_job(parts.get("scontrol", "")):
+        try:
+            info = job_info(rec)
+        except SchedulerError:
+            continue  # a record without id or state answers for no job
+        shown[str(info.job_id)] = info
+    out: dict[str, RemoteState] = {}
+    for job in jobs:
+        entry = queue.get(job)
+        if entry is not None and entry.state_name in LIVE:
+            out[job] = RemoteState(entry.state_name, "squeue")
+            continue
+        if job in accounting:
+            _, state, exit_code = accounting[job]
+            name = state_name(state)
+            if name not in LIVE or name == "COMPLETING":
+                code = exit_code.split(":")[0]
+                out[job] = RemoteState(name, "sacct", int(code) if code.isdigit() and name not in LIVE else None)
+                continue
+        kept = shown.get(job)
+        if kept is not None:
+            out[job] = RemoteState(kept.state_name, "scontrol", kept.exit_code if kept.state_name not in LIVE else None)
+            continue
+        if entry is not None:  # squeue --states=all still lists it, finished
+            out[job] = RemoteState(entry.state_name, "squeue")
+            continue
+        record = _from_record(parts.get(f"record {job}", ""))
+        out[job] = record if record is not None else RemoteState("UNKNOWN", "none")
+    return out
+
+
+def remote_states(transport: Transport, jobs: Sequence[str], log_dirs: Mapping[str, str]) -> dict[str, RemoteState]:
+    """Every job's state in one round trip over the transport."""
+    got = transport.run(status_script(jobs, log_dirs))
+    return decide(jobs, got.stdout.decode(errors="replace"))

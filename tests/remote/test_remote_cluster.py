@@ -1,0 +1,252 @@
+"""From a laptop to the test cluster through a real sshd: the login node runs the cluster's Slurm commands; the
+job runs the uncommitted change it was submitted with, a requeue after an edit runs the submitted version, an
+unchanged second submit sends no file content, and the status of the job comes back in one round trip."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_run import run_slurmgen
+from conftest import SlurmCluster
+from ssh_server import Sshd, askpass, prompts, start_sshd
+
+from slurmgen.remote.remote_status import remote_states
+from slurmgen.remote.transport import SshTransport
+
+pytestmark = pytest.mark.slurm
+SECRET = "3132333435363738393031323334353637383930"  # noqa: S105 - the RFC 6238 test key, not a credential
+
+
+def client_env(login: Sshd) -> dict[str, str]:
+    """A laptop's environment: the login's ssh config, the one-time code through SSH_ASKPASS (counted)."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SBATCH"))},
+        "SLURMGEN_SSH_CONFIG": str(login.config),
+        "SLURMGEN_SSH_DIR": str(login.root / "c"),
+        "XDG_CONFIG_HOME": str(login.root / "no-config"),
+        "SLURMGEN_HOME": str(login.root / "journal"),
+        **askpass(login.root, SECRET),
+    }
+
+
+@pytest.fixture
+def login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
+    path = slurm_cluster.env["PATH"].split(":")[0]
+    # the login node asks for a TOTP code after the key (PAM, libpam-oath) and is reached through a bastion
+    exports = {"SLURM_CONF": str(slurm_cluster.conf)}
+    server = start_sshd(path_prepend=path, exports=exports, otp_secret=SECRET, bastion=True)
+    yield server
+    ssh = ["ssh", "-F", str(server.config), "-o", f"ControlPath={server.root / 'c'}/%C", "-O", "exit", server.alias]
+    subprocess.run(ssh, capture_output=True, check=False)
+    server.remove()
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def logs_of(log_dir: str) -> str:
+    return "".join(p.read_text(errors="replace") for p in Path(log_dir).rglob("*.log"))
+
+
+def wait_state(t: SshTransport, job: str, log_dir: str, want: set[str], timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state = remote_states(t, [job], {job: log_dir})[job].state
+        if state in want:
+            return state
+        time.sleep(1)
+    raise AssertionError(f"job {job} stayed {state}")
+
+
+def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_it(
+    login: Sshd, slurm_cluster: SlurmCluster
+) -> None:
+    repo = login.root / "proj"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "train.py").write_text("print('committed version')\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-qm", "one")
+    (repo / "train.py").write_text("import time\nprint('uncommitted version', flush=True)\ntime.sleep(4)\n")
+    (repo / "job.yaml").write_text('name: remote-t\ncommand: [python3, train.py]\ntime: "5:00"\npreemption: false\n')
+    work = login.root / "work"
+    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {work}\n  control_persist: 60\n")
+    env = client_env(login)
+    first = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+    assert first.returncode == 0, first.stderr
+    job = first.stdout.strip()
+    assert re.search(r"snapshot \w{12} dirty \(\d+ files, [1-9]\d* bytes sent\)", first.stderr), first.stderr
+    t = SshTransport("alpha", login.alias, persist=60, ssh=("ssh", "-F", str(login.config)), environ=env)
+    log_dir = f"{work}/runs/remote-t/logs"
+    wait_state(t, job, log_dir, {"RUNNING", "COMPLETED"})
+    deadline = time.monotonic() + 60
+    while "uncommitted version" not in logs_of(log_dir) and time.monotonic() < deadline:
+        time.sleep(0.5)  # the first run's program has started: the requeue below interrupts a run of it
+    (repo / "train.py").write_text("print('edited after submit')\n")  # the job must not see this
+    requeued = run_slurmgen("requeue", job, cwd=repo, env=env)  # through the shared connection
+    assert requeued.returncode == 0, requeued.stderr
+    assert wait_state(t, job, log_dir, {"COMPLETED", "FAILED"}, timeout=120) == "COMPLETED"
+    logs = logs_of(log_dir)
+    assert logs.count("uncommitted version") == 2, logs  # both runs ran the submitted code
+    assert "edited after submit" not in logs
+    (repo / "train.py").write_text("import time\nprint('uncommitted version', flush=True)\ntime.sleep(4)\n")
+    second = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+    assert second.returncode == 0, second.stderr
+    assert "(0 files, 0 bytes sent)" in second.stderr  # unchanged: no file content uploaded
+    journal = (login.root / "journal" / "journal.jsonl").read_text()
+    assert f'"job_id":"{job}"' in journal and '"cluster":"alpha"' in journal and '"dirty":true' in journal
+    assert login.accepted() == 1  # two slurmgen processes, one login
+
+
+def test_status_logs_history_and_cancel_take_just_the_id(login: Sshd, slurm_cluster: SlurmCluster) -> None:
+    repo = login.root / "proj2"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "train.py").write_text(
+        "import time\nfor i in range(200):\n    print('tick', i, flush=True)\n    time.sleep(0.5)\n"
+    )
+    (repo / "job.yaml").write_text('name: remote-u\ncommand: [python3, train.py]\ntime: "5:00"\n')
+    work = login.root / "work"
+    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {work}\n")
+    env = client_env(login)
+    submitted = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        logs = run_slurmgen("logs", job, cwd=repo, env=env)
+        if "tick 2" in logs.stdout:
+            break
+        time.sleep(1)
+    assert "tick 2" in logs.stdout, logs.stderr
+    status = run_slurmgen("status", job, cwd=repo, env=env)
+    assert status.returncode == 0, status.stderr
+    assert "RUNNING" in status.stdout and "(squeue)" in status.stdout
+    assert "cluster alpha; code: snapshot" in status.stderr and "with uncommitted changes" in status.stderr
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "slurmgen", "logs", "-f", job], cwd=repo, env=env, stdout=subprocess.PIPE, text=True
+    )
+    time.sleep(3)
+    cancel = run_slurmgen("cancel", job, cwd=repo, env=env)
+    assert cancel.returncode == 0, cancel.stderr
+    out, _ = follow.communicate(timeout=60)  # logs -f ends with the job
+    assert "tick" in out
+    final = run_slurmgen("status", job, cwd=repo, env=env)
+    assert "CANCELLED" in final.stdout, final.stdout + final.stderr
+    second = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+    assert second.returncode == 0, second.stderr
+    assert run_slurmgen("cancel", second.stdout.strip(), cwd=repo, env=env).returncode == 0
+    # submit, logs, status, logs -f, cancel, status, submit, cancel: eight processes, one code asked, one login
+    assert prompts(login.root) == 1
+    assert login.accepted() == 1 and login.jump is not None and login.jump.accepted() == 1
+
+
+def test_the_python_api_submits_to_a_cluster_and_its_job_handle_follows_it(
+    login: Sshd, slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import slurmgen
+
+    repo = login.root / "proj3"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "train.py").write_text("print('from the api')\n")
+    (repo / "job.yaml").write_text('name: remote-api\ncommand: [python3, train.py]\ntime: "5:00"\n')
+    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {login.root / 'work'}\n")
+    for key, value in client_env(login).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(repo)
+    job = slurmgen.submit(repo / "job.yaml", cluster="alpha")
+    again = slurmgen.Job(str(job.id))
+    deadline = time.monotonic() + 90
+    while again.state() not in ("COMPLETED", "FAILED") and time.monotonic() < deadline:
+        time.sleep(1)
+    assert again.state() == "COMPLETED"
+    assert "from the api" in again.logs()
+
+
+@pytest.fixture
+def slow_login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
+    """A login node whose `tar` and `sbatch` take 3 s more (wrappers first on PATH), so that a test can drop the
+    connection in the middle of an upload or of a submission: after sbatch submitted, before its reply."""
+    slurm_bin = slurm_cluster.env["PATH"].split(":")[0]
+    wrappers = Path(tempfile.mkdtemp(prefix="sg-slow-", dir="/tmp"))
+    real_sbatch = subprocess.run(["bash", "-c", f"PATH={slurm_bin}:$PATH command -v sbatch"], capture_output=True,
+                                 text=True, check=True).stdout.strip()  # fmt: skip
+    (wrappers / "tar").write_text('#!/bin/bash\nsleep 3\nexec /usr/bin/tar "$@"\n')
+    # the marker says sbatch has submitted: the test drops the connection then, before the reply
+    (wrappers / "sbatch").write_text(
+        f'#!/bin/bash\n{real_sbatch} "$@"; rc=$?\ntouch {server_root_marker(wrappers)}\nsleep 3\nexit $rc\n'
+    )
+    for name in ("tar", "sbatch"):
+        (wrappers / name).chmod(0o755)
+    server = start_sshd(path_prepend=f"{wrappers}:{slurm_bin}", exports={"SLURM_CONF": str(slurm_cluster.conf)})
+    yield server
+    ssh = ["ssh", "-F", str(server.config), "-o", f"ControlPath={server.root / 'c'}/%C", "-O", "exit", server.alias]
+    subprocess.run(ssh, capture_output=True, check=False)
+    server.remove()
+    shutil.rmtree(wrappers, ignore_errors=True)
+
+
+def server_root_marker(wrappers: Path) -> Path:
+    return wrappers / "submitted"
+
+
+def drop_connection_after(login: Sshd, seconds: float, marker: Path | None = None) -> threading.Thread:
+    """End the shared connection (its master) after ``seconds`` (or once ``marker`` exists), as a dropped network
+    would."""
+    ssh = ["ssh", "-F", str(login.config), "-o", f"ControlPath={login.root / 'c'}/%C", "-O", "exit", login.alias]
+
+    def drop() -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and (marker is None or not marker.exists()):
+            time.sleep(0.05)
+        subprocess.run(ssh, capture_output=True, check=False)
+
+    thread = threading.Thread(target=drop)
+    thread.start()
+    return thread
+
+
+def test_a_connection_dropped_mid_upload_or_mid_submit_loses_nothing_and_submits_once(
+    slow_login: Sshd, slurm_cluster: SlurmCluster
+) -> None:
+    repo = slow_login.root / "proj"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "train.py").write_text("print('once')\n")
+    (repo / "job.yaml").write_text('name: remote-drop\ncommand: [python3, train.py]\ntime: "5:00"\n')
+    work = slow_login.root / "work"
+    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {slow_login.alias}\n  workdir: {work}\n")
+    env = {k: v for k, v in client_env(slow_login).items() if not k.startswith(("SSH_ASKPASS", "DISPLAY"))}
+    timer = drop_connection_after(slow_login, 1.5)  # during the first upload's tar
+    dropped = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+    timer.join()
+    assert dropped.returncode != 0
+    lines = [line for line in dropped.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: cluster alpha: "), dropped.stderr
+    snapshots = work / "snapshots"
+    assert not snapshots.exists() or [p for p in snapshots.iterdir() if not p.name.startswith(".tmp")] == []
+    # the same submit again: the upload completes; the connection drops after sbatch, before its reply
+    before = {e.job_id for e in slurm_cluster.client.squeue(all_states=True)}
+    marker = Path(slow_login.path_prepend.split(":")[0]) / "submitted"
+    timer = drop_connection_after(slow_login, 120, marker)
+    again = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env, timeout=180)
+    timer.join()
+    assert again.returncode == 0, again.stderr
+    job = again.stdout.strip()
+    assert marker.exists() and "asking again with the same submission token" in again.stderr, again.stderr
+    listed = slurm_cluster.client.squeue(all_states=True)
+    ours = [e for e in listed if e.job_id not in before and e.name == "remote-drop"]
+    assert [str(e.job_id) for e in ours] == [job]  # one job, not two

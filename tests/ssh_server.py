@@ -1,0 +1,224 @@
+"""A real OpenSSH server (Debian's openssh-server) on a loopback port, started and stopped by the tests, with its
+own host key, an authorized key for the test's user, an ssh config file naming it, and its log (accepted logins).
+
+`ensure_sshd()` installs the package with apt-get when missing, as tests/cluster/up.sh installs Slurm."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+SSHD = "/usr/sbin/sshd"
+
+
+def ensure_sshd() -> None:
+    if Path(SSHD).exists() and shutil.which("ssh"):
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip("needs Debian's openssh-server (apt-get install openssh-server), and root to install it")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    done = subprocess.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", "openssh-server"], env=env, capture_output=True
+    )
+    if done.returncode != 0 or not Path(SSHD).exists():
+        pytest.fail(f"apt-get install openssh-server failed: {done.stderr.decode()[-500:]}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Sshd:
+    root: Path
+    port: int
+    alias: str = "cluster-a"
+    noise: str = "Welcome to the login node! (motd)"
+    proc: subprocess.Popen[bytes] | None = None
+    extra: list[str] = field(default_factory=list)
+    path_prepend: str = ""  # a directory put first on PATH for every command (the login node's Slurm commands)
+    exports: dict[str, str] = field(default_factory=dict)  # variables every command gets (SLURM_CONF)
+    otp_secret: str | None = None  # hex: a TOTP code through PAM (libpam-oath) after the key, as a second factor
+    jump: Sshd | None = None  # reached through this bastion (ProxyJump in the client's config)
+
+    @property
+    def config(self) -> Path:
+        return self.root / "ssh_config"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "sshd.log"
+
+    def accepted(self) -> int:
+        """Logins sshd accepted so far (its log at LogLevel VERBOSE)."""
+        # "Accepted publickey for root from ..." (auth.c auth_log); VERBOSE also logs "Accepted key ..." lines
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return len(re.findall(r"Accepted [\w/-]+ for ", text))  # keyboard-interactive/pam too
+
+    def host_key(self) -> None:
+        key = self.root / "host_ed25519"
+        key.unlink(missing_ok=True)
+        Path(f"{key}.pub").unlink(missing_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+
+    @property
+    def pam_service(self) -> str:
+        """sshd names its PAM service after the program's name (OpenSSH auth-pam.h, SSHD_PAM_SERVICE is
+        __progname): started through a link of this name, it reads /etc/pam.d/<this name>."""
+        return f"sg-otp-{self.port}"
+
+    def pam_lines(self) -> list[str]:
+        if self.otp_secret is None:
+            return ["UsePAM no", "KbdInteractiveAuthentication no"]
+        users = self.root / "users.oath"
+        users.write_text(f"HOTP/T30/6 {os.environ.get('USER', 'root')} - {self.otp_secret}\n")
+        users.chmod(0o600)
+        Path(f"/etc/pam.d/{self.pam_service}").write_text(
+            f"auth required pam_oath.so usersfile={users} window=4 digits=6\n"
+            "account required pam_permit.so\nsession required pam_permit.so\n"
+        )
+        return [
+            "UsePAM yes",
+            "KbdInteractiveAuthentication yes",
+            "AuthenticationMethods publickey,keyboard-interactive:pam",
+        ]
+
+    def start(self) -> None:
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # the privilege separation directory sshd demands
+        # ForceCommand prints what a chatty login prints (a banner, an echo in .bashrc) before every command.
+        config = [
+            f"Port {self.port}",
+            "ListenAddress 127.0.0.1",
+            f"HostKey {self.root / 'host_ed25519'}",
+            f"PidFile {self.root / 'sshd.pid'}",
+            f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
+            "StrictModes no",
+            *self.pam_lines(),
+            "PermitRootLogin yes",
+            "PasswordAuthentication no",
+            "LogLevel VERBOSE",
+            "MaxStartups 100",
+            f'ForceCommand echo "{self.noise}"; echo "{self.noise}" >&2; '
+            + (f'export PATH="{self.path_prepend}:$PATH"; ' if self.path_prepend else "")
+            + "".join(f"export {k}={shlex.quote(v)}; " for k, v in self.exports.items())
+            + 'eval "$SSH_ORIGINAL_COMMAND"',
+            *self.extra,
+        ]
+        (self.root / "sshd_config").write_text("\n".join(config) + "\n")
+        log = open(self.log, "ab")  # noqa: SIM115 - closed by the process's end
+        program = SSHD
+        if self.otp_secret is not None:
+            program = str(self.root / self.pam_service)
+            if not Path(program).exists():
+                os.symlink(SSHD, program)
+        self.proc = subprocess.Popen([program, "-D", "-e", "-f", str(self.root / "sshd_config")], stderr=log)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"sshd did not listen: {self.log.read_text()[-500:]}")
+
+    def stop(self) -> None:
+        """Stop the listener (sshd's per-connection children, the master's among them, live on)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc = None
+
+    def sessions(self) -> int:
+        """Commands run so far (sshd's "Starting session: ..." lines at LogLevel VERBOSE, session.c)."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return text.count("Starting session: ")
+
+    def remove(self) -> None:
+        self.stop()
+        if self.otp_secret is not None:
+            Path(f"/etc/pam.d/{self.pam_service}").unlink(missing_ok=True)
+        if self.jump is not None:
+            self.jump.remove()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_sshd(
+    root: Path | None = None,
+    path_prepend: str = "",
+    exports: dict[str, str] | None = None,
+    otp_secret: str | None = None,
+    bastion: bool = False,
+) -> Sshd:
+    """A started server in ``root`` (default: a new short directory under /tmp, as ssh's control socket paths
+    must fit in 108 bytes and pytest's tmp_path is longer). ``otp_secret``: a TOTP code is asked after the key
+    (needs Debian's libpam-oath, installed like openssh-server). ``bastion``: a second sshd, and the client's config
+    reaches this one through it (ProxyJump)."""
+    ensure_sshd()
+    if otp_secret is not None:
+        ensure_package("libpam-oath", Path("/lib/x86_64-linux-gnu/security/pam_oath.so"))
+        ensure_package("oathtool", Path("/usr/bin/oathtool"))
+    root = Path(tempfile.mkdtemp(prefix="sg-sshd-", dir="/tmp")) if root is None else root
+    root.mkdir(parents=True, exist_ok=True)
+    user_key = root / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(user_key)], check=True)
+    jump = None
+    if bastion:
+        jump = Sshd(root / "bastion", free_port(), alias="bastion")
+        jump.root.mkdir()
+        jump.host_key()
+        shutil.copy(f"{user_key}.pub", jump.root / "authorized_keys")
+        jump.start()
+    server = Sshd(root, free_port(), path_prepend=path_prepend, exports=dict(exports or {}), otp_secret=otp_secret)
+    server.jump = jump
+    server.host_key()
+    shutil.copy(f"{user_key}.pub", root / "authorized_keys")
+    user = os.environ.get("USER", "root")
+    common = (
+        f"  User {user}\n  IdentityFile {user_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {root / 'known_hosts'}\n"
+        "  StrictHostKeyChecking accept-new\n  ConnectTimeout 5\n"
+    )
+    config = f"Host {server.alias}\n  HostName 127.0.0.1\n  Port {server.port}\n{common}"
+    if jump is not None:
+        config += f"  ProxyJump {jump.alias}\nHost {jump.alias}\n  HostName 127.0.0.1\n  Port {jump.port}\n{common}"
+    server.config.write_text(config)
+    server.start()
+    return server
+
+
+def ensure_package(package: str, marker: Path) -> None:
+    """apt-get install ``package`` when ``marker`` is missing (as tests/cluster/up.sh installs Slurm)."""
+    if marker.exists():
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip(f"needs Debian's {package} (apt-get install {package}), and root to install it")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    done = subprocess.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", package], env=env, capture_output=True
+    )
+    if done.returncode != 0 or not marker.exists():
+        pytest.fail(f"apt-get install {package} failed: {done.stderr.decode()[-500:]}")
+
+
+def askpass(root: Path, secret: str) -> dict[str, str]:
+    """What makes ssh ask for the code through SSH_ASKPASS (ssh(1)): a script that answers the TOTP code and
+    counts each time it was asked in ``root/prompts``."""
+    script = root / "askpass.sh"
+    script.write_text(f"#!/bin/sh\necho asked >> {root / 'prompts'}\nexec oathtool --totp {secret}\n")
+    script.chmod(0o755)
+    return {"SSH_ASKPASS": str(script), "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"}
+
+
+def prompts(root: Path) -> int:
+    path = root / "prompts"
+    return len(path.read_text().splitlines()) if path.exists() else 0
