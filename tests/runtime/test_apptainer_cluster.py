@@ -8,11 +8,13 @@ Every job runs its program with the image's /usr/bin/python3; slurmgen's runtime
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen
 from conftest import SlurmCluster
 
 from slurmgen import run_history
@@ -193,3 +195,27 @@ def test_doctor_runs_the_images_python_on_a_node(cluster: SlurmCluster, image: s
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"image        FAILED: {image}-gone: could not run {IMAGE_PY} in it" in done.stdout, done.stdout
     assert "fix: check that" in done.stdout, done.stdout
+
+
+def test_a_forwarded_secret_reaches_the_program_inside_a_containall_image_and_is_written_nowhere(
+    cluster: SlurmCluster, image: str, tmp_path: Path
+) -> None:
+    """Issue 29: `env: {HF_TOKEN: {from_env: HF_TOKEN}}`, submitted by `slurmgen submit` with the value only in its
+    environment: sbatch --export carries it to the job, the per-task shell hands it into --containall by name, and
+    the image's Python sees it (it writes the value's sha256, never the value). No file under the submit dir has it."""
+    secret = "hf_" + "Jk4" * 12
+    seen = tmp_path / "seen.sha256"
+    program = (
+        "import hashlib, os, pathlib; "
+        f"pathlib.Path({str(seen)!r}).write_text(hashlib.sha256(os.environ['HF_TOKEN'].encode()).hexdigest())"
+    )
+    text = spec(image, tmp_path, "sec", [IMAGE_PY, "-c", program], box=", containall: true")
+    text = text.replace("nodes: 2\ntasks_per_node: 2", "nodes: 1\ntasks_per_node: 1")
+    (tmp_path / "sec.yaml").write_text(text + "env:\n  HF_TOKEN: {from_env: HF_TOKEN}\n")
+    done = run_slurmgen("submit", "sec.yaml", "--wait", cwd=tmp_path, env={**cluster.env, "HF_TOKEN": secret},
+                        timeout=300)  # fmt: skip
+    job = done.stdout.split()[0] if done.stdout else ""
+    assert done.returncode == 0, done.stdout + done.stderr + logs(tmp_path, "sec", job)[-3000:]
+    assert seen.read_text() == hashlib.sha256(secret.encode()).hexdigest()
+    assert secret not in done.stdout + done.stderr
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()] == []

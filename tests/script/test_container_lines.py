@@ -5,8 +5,10 @@ tests/script/golden/); the jobs themselves run in tests/runtime/test_apptainer_c
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from slurmgen.manage.doctor_image import probe_argv, verdict
 from slurmgen.script.container_apptainer import env_shell
 from slurmgen.script.container_enroot import enroot_cleanup_line, enroot_prepare_line
+from slurmgen.script.render import render
 from slurmgen.script.step import step_groups
 from slurmgen.spec.load import load_text
 from slurmgen.spec.model import JobSpec
@@ -138,3 +141,32 @@ def test_doctor_probe_for_pyxis_and_none_for_enroot_or_no_container() -> None:
     assert argv is not None and "--container-image=nvcr.io#nvidia/pytorch:24.05-py3" in argv
     assert probe_argv(spec("  runtime: enroot\n  image: /i/t.sqsh\n")) is None
     assert probe_argv(load_text(BASE, "c.yaml").spec) is None
+
+
+SECRET = "hf_" + "Wv3" * 12  # a Hugging Face token's shape; only this test knows it
+
+
+@pytest.mark.parametrize("clean", ["cleanenv", "containall"])
+def test_a_forwarded_secret_enters_a_clean_apptainer_by_name_only(clean: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: under cleanenv/containall a forwarded secret (`env: {X: {from_env: Y}}`) is handed in by its name
+    (an APPTAINERENV_ copy the per-task shell makes from the task's own environment), never as a value on a
+    command line, where `ps` shows it to every user of the node. Rendered with the value set here, then the task's
+    shell run for real with `python` standing in for apptainer: the value is in its environment, not its argv."""
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    monkeypatch.setenv("MY_KEY", SECRET[::-1])
+    box = f"  runtime: apptainer\n  image: /i/t.sif\n  {clean}: true\n"
+    job = spec(box, "env: {HF_TOKEN: {from_env: HF_TOKEN}, WANDB_API_KEY: {from_env: MY_KEY}}\n")
+    script = render(job)
+    assert SECRET not in script and SECRET[::-1] not in script
+    assert "#SBATCH --export='ALL,HF_TOKEN,MY_KEY'" in script and 'export WANDB_API_KEY="${MY_KEY}"' in script
+    words = step_groups(job)[1]
+    exec_words = words[words.index("exec") + 1 : words.index("/i/t.sif")]
+    assert [w for w in exec_words if "HF_TOKEN" in w or "WANDB_API_KEY" in w] == []  # no --env=NAME=value
+    assert "|HF_TOKEN|WANDB_API_KEY)" in words[2]  # the per-task shell's list of names to hand in
+    show = "import json, os, sys; print(json.dumps([sys.argv, {k: v for k, v in os.environ.items()}]))"
+    task_env = {"PATH": os.environ["PATH"], "HF_TOKEN": SECRET, "WANDB_API_KEY": SECRET[::-1]}
+    done = subprocess.run([*env_shell(job), sys.executable, "-c", show, *exec_words], env=task_env,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    argv, environ = json.loads(done.stdout)
+    assert SECRET not in " ".join(argv) and SECRET[::-1] not in " ".join(argv)
+    assert environ["APPTAINERENV_HF_TOKEN"] == SECRET and environ["APPTAINERENV_WANDB_API_KEY"] == SECRET[::-1]
