@@ -19,6 +19,7 @@ from doc_blocks import DOCS, README, REPO, DocBlock, blocks
 
 from slurmgen.spec.fields import json_schema
 from slurmgen.spec.load import load_text
+from slurmgen.spec.profile import PROFILE_KEYS, parse_profiles
 
 
 def mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
@@ -133,8 +134,13 @@ REQUIRED = {"name": "docs-example", "command": ["python3", "train.py"], "time": 
 
 @pytest.mark.parametrize("block", YAML, ids=block_ids(YAML))
 def test_every_yaml_block_loads_and_validates_as_a_spec(block: DocBlock) -> None:
+    """A spec, a fragment of one, or a cluster profile file (`clusters.yaml`: every value a profile), which is
+    checked by the profile loader, defaults included."""
     data = yaml.safe_load(block.code)
     assert isinstance(data, dict), block.where()
+    if data and all(isinstance(v, dict) and set(v) <= set(PROFILE_KEYS) and "workdir" in v for v in data.values()):
+        assert set(parse_profiles(block.code, block.where())) == set(data)
+        return
     unknown = set(data) - set(json_schema()["properties"])
     assert not unknown, f"{block.where()}: not fields of a spec: {unknown}"
     spec: dict[str, Any] = {**REQUIRED, **data}
