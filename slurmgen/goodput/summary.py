@@ -111,9 +111,10 @@ def advice_of(events: Sequence[Mapping[str, Any]], line: tl.Timeline, buckets: M
                   _interval(events), limit, step)  # fmt: skip
 
 
-def report(job: str, events: Sequence[Mapping[str, Any]], now: float) -> Report:
-    """The report of one job (every run of it) from its run history."""
-    line = tl.build(events, now)
+def report(job: str, events: Sequence[Mapping[str, Any]], now: float, detail: bool = True) -> Report:
+    """The report of one job (every run of it) from its run history; without `detail` (a point of a sweep's
+    roll-up) it has neither markers nor advice, which cost a third of a point's report."""
+    line = tl.build(events, now, markers=detail)
     buckets = dict.fromkeys(tl.BUCKETS, 0.0)
     productive = 0.0
     for s in line.segments:
@@ -123,9 +124,8 @@ def report(job: str, events: Sequence[Mapping[str, Any]], now: float) -> Report:
             buckets[s.bucket] += s.seconds
     wall = (line.runs[-1].end - line.runs[0].start) if line.runs else 0.0
     first = line.runs[0].slurm_queue_seconds if line.runs else None
-    return Report(
-        job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice_of(events, line, buckets)
-    )
+    advice = advice_of(events, line, buckets) if detail else None
+    return Report(job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice)
 
 
 @dataclass(frozen=True)

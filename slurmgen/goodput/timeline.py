@@ -198,8 +198,9 @@ def _markers(run: int, events: Events) -> list[Marker]:
     return found
 
 
-def build(events: Events, now: float) -> Timeline:
-    """The timeline of a job from its run history (every writer's events, as run_history.read returns them)."""
+def build(events: Events, now: float, markers: bool = True) -> Timeline:
+    """The timeline of a job from its run history (every writer's events, as run_history.read returns them);
+    without `markers` (a sweep's roll-up of thousands of points) none is made."""
     by_run: dict[int, list[Mapping[str, Any]]] = {}
     for e in events:
         by_run.setdefault(int(e["run"]), []).append(e)
@@ -207,7 +208,7 @@ def build(events: Events, now: float) -> Timeline:
     summaries = {r.run: r for r in rh.runs(events)}
     runs: list[RunView] = []
     segments: list[Segment] = []
-    markers: list[Marker] = []
+    found: list[Marker] = []
     redone_steps = 0
     previous_end: float | None = None
     for index, number in enumerate(numbers):
@@ -237,7 +238,8 @@ def build(events: Events, now: float) -> Timeline:
         for r in restarts:
             steps = r.get("steps_lost")
             redone_steps += steps if isinstance(steps, int) and not isinstance(steps, bool) else 0
-        markers += _markers(number, mine)
+        if markers:
+            found += _markers(number, mine)
         samples = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.FIRST_STEP, []), key=_t)
         sample = samples[-1] if samples else {}
         timing = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.STOP, []), key=_t)
@@ -252,4 +254,4 @@ def build(events: Events, now: float) -> Timeline:
             step_seconds, slurm,
         ))  # fmt: skip
         previous_end = end
-    return Timeline(tuple(runs), tuple(segments), tuple(markers), redone_steps)
+    return Timeline(tuple(runs), tuple(segments), tuple(found), redone_steps)

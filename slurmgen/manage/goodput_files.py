@@ -51,8 +51,9 @@ def job_report(target: Target, client: SlurmClient | None, now: float | None = N
     return [report(h.key, h.events, moment) for h in found]
 
 
-def sweep_report(record: SweepRecord, now: float | None = None) -> SweepReport:
-    """Every point's report (its latest array task) and the roll-up; points that never started are left out."""
+def sweep_report(record: SweepRecord, now: float | None = None, detail: bool = True) -> SweepReport:
+    """Every point's report (its latest array task) and the roll-up; points that never started are left out.
+    Without `detail` the points' reports have neither markers nor advice (summary.report)."""
     moment = time.time() if now is None else now
     by_array = {e.job_id: e for e in record.arrays if e.job_id}
     points = []
@@ -61,7 +62,7 @@ def sweep_report(record: SweepRecord, now: float | None = None) -> SweepReport:
         if entry is None:
             continue
         for h in histories(Target(job, entry), None):
-            points.append((point, report(h.key, h.events, moment)))
+            points.append((point, report(h.key, h.events, moment, detail)))
     return SweepReport(record.sweep_id, points)
 
 
