@@ -93,15 +93,30 @@ def _interval(events: Sequence[Mapping[str, Any]]) -> float | None:
     return sum(gaps) / len(gaps) if gaps else None
 
 
+def interruption_rate(events: Sequence[Mapping[str, Any]], line: tl.Timeline) -> tuple[int, float]:
+    """(interruptions, seconds of runs): the step's restarts and the runs that did not complete but had a next."""
+    restarts = sum(1 for e in events if e.get("event") == rh.RESTART)
+    requeues = sum(1 for r in line.runs[:-1] if r.ended != "completed")
+    return restarts + requeues, sum(r.end - r.start for r in line.runs)
+
+
+def rate_of(events: Sequence[Mapping[str, Any]], now: float) -> tuple[int, float]:
+    """interruption_rate of another job's run history (a peer of the pooled advice)."""
+    return interruption_rate(events, tl.build(events, now, markers=False))
+
+
+def partition_of(events: Sequence[Mapping[str, Any]]) -> str | None:
+    """The partition the job's last run started in (its run-start event), None when not recorded."""
+    found = [e.get("partition") for e in events if e.get("event") == rh.RUN_START]
+    return next((p for p in reversed(found) if isinstance(p, str) and p), None)
+
+
 def advice_of(events: Sequence[Mapping[str, Any]], line: tl.Timeline, buckets: Mapping[str, float]) -> Advice | None:
     saves = [float(e.get("blocking", e["seconds"])) for e in events
              if e.get("event") == rh.SAVE and isinstance(e.get("seconds"), (int, float))]  # fmt: skip
     if not saves:
         return None
-    restarts = sum(1 for e in events if e.get("event") == rh.RESTART)
-    requeues = sum(1 for r in line.runs[:-1] if r.ended != "completed")
-    interruptions = restarts + requeues
-    observed = sum(r.end - r.start for r in line.runs)
+    interruptions, observed = interruption_rate(events, line)
     coming_back = sum(buckets[k] for k in (tl.STARTUP, tl.RESTORE, tl.RECOVERY, tl.HANG))
     queues = [e["queue"] for e in events if e.get("event") == rh.RUN_START and isinstance(e.get("queue"), Mapping)]
     limits = [q.get("limit") for q in queues]

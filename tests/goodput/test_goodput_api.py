@@ -4,13 +4,15 @@ interface with no Slurm query (the client is absent)."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import slurmgen
-from goodput.test_goodput import T0, crash_hang_preempt
+from goodput.test_goodput import T0, crash_hang_preempt, ev
 from slurmgen import run_history as rh
 from slurmgen.goodput import summary
 from slurmgen.journal import Entry, Journal
@@ -57,3 +59,30 @@ def test_sweep_report_rolls_up_its_points(tmp_path: Path) -> None:
         assert got["buckets"][name] == pytest.approx(sum(r.buckets[name] for r in alone), abs=0.01), name
     assert got["points"]["0"]["goodput"] == round(alone[0].goodput, 6)
     assert got["points"]["0"]["advice"] is None  # the roll-up leaves the points' advice to doctor SWEEP
+
+
+def one_run(partition: str, restarts: int, seconds: float) -> list[dict[str, Any]]:
+    """One run in `partition` of `seconds`, a 10 s save and `restarts` crash restarts, ended (completed)."""
+    events = [ev(rh.RUN_START, 1, 0, "batch-shell", partition=partition), ev(rh.FIRST_STEP, 1, 5, steps=1),
+              ev(rh.SAVE, 1, 50, seconds=10.0, cause="periodic", steps=40)]  # fmt: skip
+    events += [ev(rh.RESTART, 1, 60 + k, "batch-shell", cause="crash", steps_lost=1) for k in range(restarts)]
+    return [*events, ev(rh.RUN_END, 1, seconds, "batch-shell", exit_code=0, ended="completed")]
+
+
+def test_job_advice_pools_the_journals_jobs_on_its_cluster_and_partition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURMGEN_HOME", str(tmp_path / ".slurmgen"))
+    journal = Journal(tmp_path / ".slurmgen")
+    jobs = {"300": ("gpu", 1, 1000.0), "301": ("gpu", 4, 3000.0), "302": ("cpu", 9, 500.0), "303": ("gpu", 7, 500.0)}
+    for job, (partition, restarts, seconds) in jobs.items():
+        cluster = "other" if job == "303" else None  # same partition name, another cluster: not pooled
+        journal.append(replace(entry(tmp_path, job), cluster=cluster))
+        write(tmp_path / "logs" / f"job-{job}", one_run(partition, restarts, seconds))
+    got = slurmgen.Job("300").report()["advice"]
+    assert (got["interruptions"], got["observed_seconds"]) == (5, 4000.0), got
+    assert got["mtbf_seconds"] == 800.0 and got["basis"] == "this job and 1 other job(s) on this cluster/gpu"
+    assert got["young_seconds"] == pytest.approx(math.sqrt(2 * 10.0 * 800.0))
+    # a job with enough interruptions of its own keeps its own rate
+    own = slurmgen.Job("301").report()["advice"]
+    assert (own["interruptions"], own["basis"]) == (4, "this job")
