@@ -73,7 +73,9 @@ class Report:
                 for r in t.runs
             ],
             "segments": [[s.run, round(s.start, 3), round(s.end, 3), s.bucket] for s in t.segments],
-            "markers": [{"run": m.run, "time": m.time, "kind": m.kind, "text": m.text} for m in t.markers],
+            "markers": [
+                {"run": m.run, "time": m.time, "kind": m.kind, "text": m.text, "node": m.node} for m in t.markers
+            ],
             "advice": None if self.advice is None else dict(self.advice.__dict__),
         }
 

@@ -50,6 +50,7 @@ class Marker:
     time: float
     kind: str  # save, preemption, crash, hang, excluded, requeue
     text: str  # the hover text: what happened, with its numbers
+    node: str | None = None  # the node it happened on (a crash's, a hang's, an excluded node); None: the job's
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,11 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
     return segs
 
 
+def _node(event: Mapping[str, Any]) -> str | None:
+    node = event.get("node")
+    return node if isinstance(node, str) and node else None
+
+
 def _markers(run: int, events: Events) -> list[Marker]:
     found: list[Marker] = []
     preempted = requeued = False
@@ -189,9 +195,9 @@ def _markers(run: int, events: Events) -> list[Marker]:
             found.append(Marker(run, t, "preemption", "preempted by Slurm"))
         elif kind == rh.RESTART:
             what = "hang" if e.get("cause") == "hang" else "crash"
-            found.append(Marker(run, t, what, f"{rh.restart_text(e)}; restarted"))
+            found.append(Marker(run, t, what, f"{rh.restart_text(e)}; restarted", _node(e)))
         elif kind == rh.NODE_EXCLUDED:
-            found.append(Marker(run, t, "excluded", f"node excluded: {e.get('node')} ({e.get('reason')})"))
+            found.append(Marker(run, t, "excluded", f"node excluded: {e.get('node')} ({e.get('reason')})", _node(e)))
         elif kind == rh.REQUEUE and not requeued:
             requeued = True
             found.append(Marker(run, t, "requeue", f"requeued ({e.get('cause')}) by {e.get('by')}"))
