@@ -16,8 +16,9 @@ from goodput.test_goodput import T0, crash_hang_preempt, ev
 from slurmgen import run_history as rh
 from slurmgen.goodput import summary
 from slurmgen.journal import Entry, Journal
-from slurmgen.manage.sweep_record import SweepRecord, SweepSpec
+from slurmgen.manage.sweep_record import SweepRecord
 from slurmgen.manage.sweep_submit import OFFSET_KEY, SWEEP_KEY, TASKS_KEY
+from slurmgen.spec.sweep_points import SweepSpec
 
 
 def write(log_dir: Path, events: list[dict[str, Any]]) -> None:
