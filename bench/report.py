@@ -6,7 +6,8 @@
    requeue; every tenth run also a crash restart), its history written to disk by run_history.append as the
    job writes it: read + report + JSON + table + HTML. Goal: under 1 s for 1,000 runs.
 2. A sweep of --points points (one run each), every point's history on disk: read all + every report + the
-   roll-up's JSON. Goal: under 2 s for 10,000 points.
+   roll-up's JSON, as `slurmgen report SWEEP --json` makes it (each history read once, its points' reports
+   without markers and advice: manage/goodput_files.sweep_report(detail=False)). Goal: under 2 s for 10,000.
 3. `Preemption.should_stop()` per step, one process (no process group), log directory and hang watchdog on (so
    the progress mark is written as in a job), with this tree's slurmgen and with --before's (`git archive` of
    that revision), interleaved, median of --reps: the sampled recording must not show in a step.
@@ -87,7 +88,7 @@ def bench_sweep(points: int) -> tuple[float, float]:
             dirs.append(d)
 
         def work() -> None:
-            reports = [(p, summary.report(f"1_{p}", rh.read(d), T0 + 500)) for p, d in enumerate(dirs)]
+            reports = [(p, summary.report(f"1_{p}", rh.read(d), T0 + 500, detail=False)) for p, d in enumerate(dirs)]
             json.dumps(summary.SweepReport("1", reports).to_json())
 
         return min((timed(work) for _ in range(2)), key=lambda pair: pair[1])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import stat
 from collections.abc import Callable
@@ -43,14 +44,20 @@ def _uid() -> int:
 
 
 def _private_group(gid: int) -> bool:
+    return _private_group_of(_uid(), gid)
+
+
+@functools.lru_cache(maxsize=64)
+def _private_group_of(uid: int, gid: int) -> bool:
     """Whether `gid` is this user's private group (named as the user, no other member): with umask 002, the
     usual setting where each user has such a group, slurmgen's own directories are group-writable, and only
-    this user is in the group. A lookup that fails (a container without the user's entry) says no."""
+    this user is in the group. A lookup that fails (a container without the user's entry) says no. Cached: the
+    passwd and group lookups cost more than the rest of a file's check, and a report reads thousands of files."""
     import grp
     import pwd
 
     try:
-        user = pwd.getpwuid(_uid()).pw_name
+        user = pwd.getpwuid(uid).pw_name
         group = grp.getgrgid(gid)
     except (KeyError, OSError):
         return False
@@ -93,8 +100,9 @@ def _refuse(path: str, why: str, what: str) -> Untrusted:
     return Untrusted(f"{path}: not {what}: {why}" if not why.startswith(path) else f"not {what}: {why}")
 
 
-def open_read(path: str, what: str = "read") -> int | None:
-    """A descriptor on `path` once it passed the read rule, None when it does not exist; raises Untrusted."""
+def open_read(path: str, what: str = "read", dir_checked: bool = False) -> int | None:
+    """A descriptor on `path` once it passed the read rule, None when it does not exist; raises Untrusted.
+    `dir_checked`: the caller checked the directory (why_not_dir) once for all the files it reads there."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -104,7 +112,9 @@ def open_read(path: str, what: str = "read") -> int | None:
             raise _refuse(path, f"{path} is a symbolic link; remove it", what) from None
         raise
     try:
-        why = why_not_file(path, os.fstat(fd)) or why_not_dir(os.path.dirname(os.path.abspath(path)))
+        why = why_not_file(path, os.fstat(fd))
+        if why is None and not dir_checked:
+            why = why_not_dir(os.path.dirname(os.path.abspath(path)))
     except BaseException:
         os.close(fd)
         raise
@@ -114,20 +124,21 @@ def open_read(path: str, what: str = "read") -> int | None:
     return fd
 
 
-def read_bytes(path: str, what: str = "read") -> bytes | None:
+def read_bytes(path: str, what: str = "read", dir_checked: bool = False) -> bytes | None:
     """The bytes of `path` if it passed the read rule, None when it does not exist; raises Untrusted."""
-    fd = open_read(path, what)
+    fd = open_read(path, what, dir_checked)
     if fd is None:
         return None
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
 
 
-def read_or_warn(path: str, warn: Callable[[str], object], what: str = "read") -> bytes | None:
+def read_or_warn(path: str, warn: Callable[[str], object], what: str = "read", dir_checked: bool = False
+                 ) -> bytes | None:  # fmt: skip
     """As read_bytes, but a file that fails the rule is named to `warn` and taken as absent (in-job readers
     must not die of another user's file)."""
     try:
-        return read_bytes(path, what)
+        return read_bytes(path, what, dir_checked)
     except Untrusted as exc:
         warn(f"slurmgen: {exc}")
         return None

@@ -82,7 +82,7 @@ def _doctor_job(job: str) -> None:
     """`slurmgen doctor JOB`: the checkpoint-interval advice from the job's measured saves and interruptions."""
     from slurmgen.jobkind.resolve import handle_of
 
-    print("\n".join(handle_of(job).goodput().advice))
+    print("\n".join(handle_of(job).goodput().advice()))
 
 
 @commands.command("history", short_help="One row per run of a job: when, where, how it ended.")

@@ -9,12 +9,16 @@ interruptions M and what an interruption costs to come back from R (start-up, re
   Without interruptions (M -> infinity) it is T / (T + C), the cost of saving alone.
 
 The same formulas as LLNL SCR's scr_ckpt_interval.py. Pure: numbers in, numbers out.
+
+M is this job's own while it has seen ENOUGH interruptions; before that, the rate of every journal job on the same
+cluster and partition pooled with it (pooled_rate), and the advice says which (Advice.basis).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 
 def young(save_seconds: float, mtbf_seconds: float) -> float:
@@ -111,3 +115,35 @@ def advise(save_seconds: float, interruptions: int, observed_seconds: float, res
         last = max(time_limit_seconds - save_seconds - (step_seconds or 0.0), 0.0)
     return Advice(save_seconds, mtbf, interruptions, observed_seconds, restart_seconds, interval_seconds,
                   y, d, now, best, time_limit_seconds, last, basis)  # fmt: skip
+
+
+ENOUGH = 3  # interruptions: below this, one job's mean time between them is mostly chance
+
+
+def pooled_rate(own: tuple[int, float], peers: Sequence[tuple[int, float]], where: str) -> tuple[int, float, str]:
+    """(interruptions, observed seconds, basis) for M: `own` (this job's interruptions and run time) while it has
+    ENOUGH interruptions or no peer helps, else `own` plus every peer's (other journal jobs on `where`, the
+    cluster and partition), when together they have more interruptions than this job alone."""
+    n, seconds = own
+    helping = [(k, s) for k, s in peers if s > 0]
+    if n >= ENOUGH or not helping:
+        return n, seconds, "this job"
+    total = n + sum(k for k, _ in helping)
+    if total <= n:
+        return n, seconds, "this job"
+    return total, seconds + sum(s for _, s in helping), f"this job and {len(helping)} other job(s) on {where}"
+
+
+def rebased(a: Advice, interruptions: int, observed_seconds: float, basis: str) -> Advice:
+    """`a` with its interruption rate measured over another basis (pooled_rate); the save cost, the interval,
+    the restart cost and the last save before the limit stay this job's."""
+    mtbf = observed_seconds / interruptions if interruptions > 0 and observed_seconds > 0 else None
+    y = d = best = None
+    if mtbf is not None and a.save_seconds > 0:
+        y, d = young(a.save_seconds, mtbf), daly(a.save_seconds, mtbf)
+        best = expected_goodput(d, a.save_seconds, mtbf, a.restart_seconds)
+    now = None
+    if a.interval_seconds is not None:
+        now = expected_goodput(a.interval_seconds, a.save_seconds, mtbf, a.restart_seconds)
+    return replace(a, mtbf_seconds=mtbf, interruptions=interruptions, observed_seconds=observed_seconds,
+                   young_seconds=y, daly_seconds=d, goodput_now=now, goodput_optimum=best, basis=basis)  # fmt: skip

@@ -8,12 +8,13 @@ each file, or a CDN fetch, and a dependency to a tool that otherwise needs none.
 The page: the goodput figure (text and a gauge whose filled width is the goodput), one timeline row per run
 whose segments are coloured by bucket (the queue between runs on the row of the run it preceded), markers above
 each row for saves, preemptions, crashes, hangs, excluded nodes and requeues (staggered so none hides another),
+under a run one thin row per node its history names, carrying the markers of what happened on that node,
 the bucket table and the checkpoint advice. Colours are fixed per bucket and marker kind (COLOURS, MARKS).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
 
 from slurmgen.goodput import timeline as tl
@@ -41,7 +42,14 @@ MARKS = {  # marker kind -> colour (a downward triangle above the row)
     "requeue": "#00b8d4",
 }
 GAUGE = "#1b5e20"  # the goodput gauge's filled part
-WIDTH, LEFT, ROW, LANE = 960, 70, 26, 11  # px: chart width, label column, bar height, marker lane height
+NODE_BAR = "#cfd8dc"  # a node's row under its run: the run's extent, thin, with that node's markers above it
+WIDTH, LEFT, ROW, LANE, NODE_ROW = (
+    960,
+    70,
+    26,
+    11,
+    8,
+)  # px: chart width, label column, bar height, marker lane, node row
 STYLE = (
     """body{font:14px sans-serif;margin:16px;color:#222;background:#fff}
 h1{font-size:18px;margin:0 0 8px}.figure{font-size:28px;font-weight:bold}
@@ -52,6 +60,34 @@ table{border-collapse:collapse;margin:12px 0}td,th{padding:2px 10px;text-align:r
 .key{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}
 ul{margin:4px 0}"""
 )
+
+
+def _marker_lanes(
+    marks: list[tl.Marker], x: Callable[[float], float]
+) -> tuple[list[tuple[tl.Marker, float, int]], int]:
+    """Each marker's x and lane (staggered so that none hides another), and the number of lanes (at least one)."""
+    lanes: list[float] = []  # the last x of each lane
+    placed = []
+    for m in marks:
+        mx = x(m.time)
+        lane = next((k for k, last in enumerate(lanes) if mx - last >= 12), len(lanes))
+        if lane < len(lanes):
+            lanes[lane] = mx
+        else:
+            lanes.append(mx)
+        placed.append((m, mx, lane))
+    return placed, max(len(lanes), 1)
+
+
+def _marker_svg(placed: list[tuple[tl.Marker, float, int]], y: float) -> list[str]:
+    parts = []
+    for m, mx, lane in placed:
+        my = y + LANE * lane
+        parts.append(
+            f'<polygon class="marker m-{m.kind}" points="{mx - 5:.1f},{my:.1f} {mx + 5:.1f},{my:.1f} '
+            f'{mx:.1f},{my + 9:.1f}" fill="{MARKS.get(m.kind, "#000")}"><title>{escape(m.text)}</title></polygon>'
+        )
+    return parts
 
 
 def _rows(r: Report) -> str:
@@ -75,22 +111,9 @@ def _rows(r: Report) -> str:
         segments_of.setdefault(seg.run, []).append(seg)
     for run in line.runs:
         marks = marks_of.get(run.run, [])
-        lanes: list[float] = []  # the last x of each lane
-        placed = []
-        for m in marks:
-            mx = x(m.time)
-            lane = next((k for k, last in enumerate(lanes) if mx - last >= 12), len(lanes))
-            lanes[lane : lane + 1] = [mx] if lane < len(lanes) else []
-            if lane == len(lanes):
-                lanes.append(mx)
-            placed.append((m, mx, lane))
-        top = y + LANE * max(len(lanes), 1)
-        for m, mx, lane in placed:
-            my = y + LANE * lane
-            parts.append(
-                f'<polygon class="marker m-{m.kind}" points="{mx - 5:.1f},{my:.1f} {mx + 5:.1f},{my:.1f} '
-                f'{mx:.1f},{my + 9:.1f}" fill="{MARKS.get(m.kind, "#000")}"><title>{escape(m.text)}</title></polygon>'
-            )
+        placed, lanes = _marker_lanes([m for m in marks if m.node is None], x)
+        parts += _marker_svg(placed, y)
+        top = y + LANE * lanes
         parts.append(f'<text x="4" y="{top + ROW - 8}" class="label">run {run.run}</text>')
         for s in segments_of.get(run.run, []):
             w = max(s.seconds * scale, 0.0)
@@ -99,7 +122,21 @@ def _rows(r: Report) -> str:
                 f'<rect class="seg b-{s.bucket}" x="{x(s.start):.2f}" y="{top}" width="{w:.2f}" height="{ROW}" '
                 f'fill="{COLOURS[s.bucket]}"><title>{escape(tip)}</title></rect>'
             )
-        y = top + ROW + 12
+        y = top + ROW + 4
+        # One row per node the run's history names (a crash's or a hang's node, an excluded node), under the
+        # run, with that node's markers: which node failed shows at a glance.
+        for node in dict.fromkeys(m.node for m in marks if m.node is not None):
+            placed, lanes = _marker_lanes([m for m in marks if m.node == node], x)
+            parts += _marker_svg(placed, y)
+            bar = y + LANE * lanes
+            parts.append(f'<text x="14" y="{bar + NODE_ROW - 1}" font-size="11" class="node-label">'
+                         f"{escape(node)}</text>")  # fmt: skip
+            parts.append(
+                f'<rect class="node-row" x="{x(run.start):.2f}" y="{bar}" width="{(run.end - run.start) * scale:.2f}" '
+                f'height="{NODE_ROW}" fill="{NODE_BAR}"><title>{escape(f"node {node} (run {run.run})")}</title></rect>'
+            )
+            y = bar + NODE_ROW + 4
+        y += 8
     for k in range(6):
         t = span * k / 5
         anchor = "start" if k == 0 else "end" if k == 5 else "middle"

@@ -73,7 +73,9 @@ class Report:
                 for r in t.runs
             ],
             "segments": [[s.run, round(s.start, 3), round(s.end, 3), s.bucket] for s in t.segments],
-            "markers": [{"run": m.run, "time": m.time, "kind": m.kind, "text": m.text} for m in t.markers],
+            "markers": [
+                {"run": m.run, "time": m.time, "kind": m.kind, "text": m.text, "node": m.node} for m in t.markers
+            ],
             "advice": None if self.advice is None else dict(self.advice.__dict__),
         }
 
@@ -93,15 +95,30 @@ def _interval(events: Sequence[Mapping[str, Any]]) -> float | None:
     return sum(gaps) / len(gaps) if gaps else None
 
 
+def interruption_rate(events: Sequence[Mapping[str, Any]], line: tl.Timeline) -> tuple[int, float]:
+    """(interruptions, seconds of runs): the step's restarts and the runs that did not complete but had a next."""
+    restarts = sum(1 for e in events if e.get("event") == rh.RESTART)
+    requeues = sum(1 for r in line.runs[:-1] if r.ended != "completed")
+    return restarts + requeues, sum(r.end - r.start for r in line.runs)
+
+
+def rate_of(events: Sequence[Mapping[str, Any]], now: float) -> tuple[int, float]:
+    """interruption_rate of another job's run history (a peer of the pooled advice)."""
+    return interruption_rate(events, tl.build(events, now, markers=False))
+
+
+def partition_of(events: Sequence[Mapping[str, Any]]) -> str | None:
+    """The partition the job's last run started in (its run-start event), None when not recorded."""
+    found = [e.get("partition") for e in events if e.get("event") == rh.RUN_START]
+    return next((p for p in reversed(found) if isinstance(p, str) and p), None)
+
+
 def advice_of(events: Sequence[Mapping[str, Any]], line: tl.Timeline, buckets: Mapping[str, float]) -> Advice | None:
     saves = [float(e.get("blocking", e["seconds"])) for e in events
              if e.get("event") == rh.SAVE and isinstance(e.get("seconds"), (int, float))]  # fmt: skip
     if not saves:
         return None
-    restarts = sum(1 for e in events if e.get("event") == rh.RESTART)
-    requeues = sum(1 for r in line.runs[:-1] if r.ended != "completed")
-    interruptions = restarts + requeues
-    observed = sum(r.end - r.start for r in line.runs)
+    interruptions, observed = interruption_rate(events, line)
     coming_back = sum(buckets[k] for k in (tl.STARTUP, tl.RESTORE, tl.RECOVERY, tl.HANG))
     queues = [e["queue"] for e in events if e.get("event") == rh.RUN_START and isinstance(e.get("queue"), Mapping)]
     limits = [q.get("limit") for q in queues]
@@ -111,9 +128,10 @@ def advice_of(events: Sequence[Mapping[str, Any]], line: tl.Timeline, buckets: M
                   _interval(events), limit, step)  # fmt: skip
 
 
-def report(job: str, events: Sequence[Mapping[str, Any]], now: float) -> Report:
-    """The report of one job (every run of it) from its run history."""
-    line = tl.build(events, now)
+def report(job: str, events: Sequence[Mapping[str, Any]], now: float, detail: bool = True) -> Report:
+    """The report of one job (every run of it) from its run history; without `detail` (a point of a sweep's
+    roll-up) it has neither markers nor advice, which cost a third of a point's report."""
+    line = tl.build(events, now, markers=detail)
     buckets = dict.fromkeys(tl.BUCKETS, 0.0)
     productive = 0.0
     for s in line.segments:
@@ -123,9 +141,8 @@ def report(job: str, events: Sequence[Mapping[str, Any]], now: float) -> Report:
             buckets[s.bucket] += s.seconds
     wall = (line.runs[-1].end - line.runs[0].start) if line.runs else 0.0
     first = line.runs[0].slurm_queue_seconds if line.runs else None
-    return Report(
-        job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice_of(events, line, buckets)
-    )
+    advice = advice_of(events, line, buckets) if detail else None
+    return Report(job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ class Marker:
     time: float
     kind: str  # save, preemption, crash, hang, excluded, requeue
     text: str  # the hover text: what happened, with its numbers
+    node: str | None = None  # the node it happened on (a crash's, a hang's, an excluded node); None: the job's
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,11 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
     return segs
 
 
+def _node(event: Mapping[str, Any]) -> str | None:
+    node = event.get("node")
+    return node if isinstance(node, str) and node else None
+
+
 def _markers(run: int, events: Events) -> list[Marker]:
     found: list[Marker] = []
     preempted = requeued = False
@@ -189,17 +195,18 @@ def _markers(run: int, events: Events) -> list[Marker]:
             found.append(Marker(run, t, "preemption", "preempted by Slurm"))
         elif kind == rh.RESTART:
             what = "hang" if e.get("cause") == "hang" else "crash"
-            found.append(Marker(run, t, what, f"{rh.restart_text(e)}; restarted"))
+            found.append(Marker(run, t, what, f"{rh.restart_text(e)}; restarted", _node(e)))
         elif kind == rh.NODE_EXCLUDED:
-            found.append(Marker(run, t, "excluded", f"node excluded: {e.get('node')} ({e.get('reason')})"))
+            found.append(Marker(run, t, "excluded", f"node excluded: {e.get('node')} ({e.get('reason')})", _node(e)))
         elif kind == rh.REQUEUE and not requeued:
             requeued = True
             found.append(Marker(run, t, "requeue", f"requeued ({e.get('cause')}) by {e.get('by')}"))
     return found
 
 
-def build(events: Events, now: float) -> Timeline:
-    """The timeline of a job from its run history (every writer's events, as run_history.read returns them)."""
+def build(events: Events, now: float, markers: bool = True) -> Timeline:
+    """The timeline of a job from its run history (every writer's events, as run_history.read returns them);
+    without `markers` (a sweep's roll-up of thousands of points) none is made."""
     by_run: dict[int, list[Mapping[str, Any]]] = {}
     for e in events:
         by_run.setdefault(int(e["run"]), []).append(e)
@@ -207,7 +214,7 @@ def build(events: Events, now: float) -> Timeline:
     summaries = {r.run: r for r in rh.runs(events)}
     runs: list[RunView] = []
     segments: list[Segment] = []
-    markers: list[Marker] = []
+    found: list[Marker] = []
     redone_steps = 0
     previous_end: float | None = None
     for index, number in enumerate(numbers):
@@ -237,7 +244,8 @@ def build(events: Events, now: float) -> Timeline:
         for r in restarts:
             steps = r.get("steps_lost")
             redone_steps += steps if isinstance(steps, int) and not isinstance(steps, bool) else 0
-        markers += _markers(number, mine)
+        if markers:
+            found += _markers(number, mine)
         samples = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.FIRST_STEP, []), key=_t)
         sample = samples[-1] if samples else {}
         timing = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.STOP, []), key=_t)
@@ -252,4 +260,4 @@ def build(events: Events, now: float) -> Timeline:
             step_seconds, slurm,
         ))  # fmt: skip
         previous_end = end
-    return Timeline(tuple(runs), tuple(segments), tuple(markers), redone_steps)
+    return Timeline(tuple(runs), tuple(segments), tuple(found), redone_steps)

@@ -23,12 +23,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Goodput:
     """`data`: what `--json` prints (docs: goodput); `lines`: the terminal table; `page()`: the offline timeline
-    page (`--html`); `advice`: the checkpoint-interval advice, one block per job or task (`doctor JOB`)."""
+    page (`--html`); `advice()`: the checkpoint-interval advice, one block per job or task (`doctor JOB`). The
+    page and the advice are made on demand: a sweep's roll-up leaves its points' markers and advice out."""
 
     data: dict[str, Any]
     lines: tuple[str, ...]
     page: Callable[[], str]
-    advice: tuple[str, ...]
+    advice: Callable[[], tuple[str, ...]]
 
 
 def of_jobs(reports: Sequence[Report]) -> Goodput:
@@ -45,15 +46,19 @@ def of_jobs(reports: Sequence[Report]) -> Goodput:
             advice.append("  no save measured yet: the advice needs at least one save (Preemption.save)")
         else:
             advice += [f"  {line}" for line in r.advice.lines()]
-    return Goodput(reports_json(found), tuple(lines), lambda: html.job_page(found), tuple(advice))
+    return Goodput(reports_json(found), tuple(lines), lambda: html.job_page(found), lambda: tuple(advice))
 
 
-def of_sweep(sweep: SweepReport) -> Goodput:
-    """A sweep's roll-up and its points' reports."""
+def of_sweep(sweep: SweepReport, detailed: Callable[[], SweepReport]) -> Goodput:
+    """A sweep's roll-up (`sweep`: its points' reports without markers and advice) and, on demand, the page and
+    the advice from `detailed()` (every point's whole report, read again)."""
     from slurmgen.goodput import html, text
 
-    advice = tuple(f"point {point}: {line}" for point, r in sweep.points if r.advice for line in r.advice.lines())
-    return Goodput(sweep.to_json(), tuple(text.sweep_lines(sweep)), lambda: html.sweep_page(sweep), advice)
+    def advice() -> tuple[str, ...]:
+        points = detailed().points
+        return tuple(f"point {point}: {line}" for point, r in points if r.advice for line in r.advice.lines())
+
+    return Goodput(sweep.to_json(), tuple(text.sweep_lines(sweep)), lambda: html.sweep_page(detailed()), advice)
 
 
 def job_goodput(target: Target, client: SlurmClient | None) -> Goodput:
@@ -65,7 +70,7 @@ def job_goodput(target: Target, client: SlurmClient | None) -> Goodput:
 def sweep_goodput(record: SweepRecord) -> Goodput:
     from slurmgen.manage.goodput_files import sweep_report
 
-    return of_sweep(sweep_report(record))
+    return of_sweep(sweep_report(record, detail=False), lambda: sweep_report(record))
 
 
 def live_lines(target: Target, client: SlurmClient | None) -> tuple[str, ...]:
@@ -88,7 +93,7 @@ def sweep_rollup_line(record: SweepRecord) -> tuple[str, ...]:
     """The sweep's goodput so far, under its status table (slurmgen report SWEEP has the whole roll-up)."""
     from slurmgen.manage.goodput_files import sweep_report
 
-    roll = sweep_report(record).to_json()
+    roll = sweep_report(record, detail=False).to_json()
     if not roll["points"]:
         return ()
     return (f"goodput so far: {roll['goodput']:.1%} over {len(roll['points'])} point(s) with a run history",)

@@ -6,13 +6,14 @@ knows (submitted or run here); one scontrol question to find another job's logs.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slurmgen import run_history
 from slurmgen.errors import UsageError
-from slurmgen.goodput.summary import Report, SweepReport, report
+from slurmgen.goodput.advice import ENOUGH, pooled_rate, rebased
+from slurmgen.goodput.summary import Report, SweepReport, partition_of, rate_of, report
 from slurmgen.manage.history import job_log_dirs, no_history
 from slurmgen.manage.targets import Target
 from slurmgen.slurm.ids import JobId
@@ -48,11 +49,35 @@ def job_report(target: Target, client: SlurmClient | None, now: float | None = N
     if not found:
         raise UsageError(no_history(target, job_log_dirs(target, []), client is not None))
     moment = time.time() if now is None else now
-    return [report(h.key, h.events, moment) for h in found]
+    return [pooled(target, h, report(h.key, h.events, moment), moment) for h in found]
 
 
-def sweep_report(record: SweepRecord, now: float | None = None) -> SweepReport:
-    """Every point's report (its latest array task) and the roll-up; points that never started are left out."""
+def pooled(target: Target, own: JobHistory, r: Report, now: float) -> Report:
+    """`r` with its advice's interruption rate pooled with the journal's other jobs on the same cluster and
+    partition when this job alone has seen too few interruptions (advice.pooled_rate); `r` as it is otherwise.
+    Reads the peers' histories only then; the journal is the one this job was found in."""
+    entry = target.entry
+    partition = partition_of(own.events)
+    if r.advice is None or r.advice.interruptions >= ENOUGH or entry is None or target.local or partition is None:
+        return r
+    from slurmgen.journal import Journal, find_home
+    from slurmgen.slurm.ids import parse_job_id
+
+    peers = []
+    for e in Journal(find_home()).jobs():
+        if e.job_id is None or e.job_id == entry.job_id or not e.log_dir or e.cluster != entry.cluster:
+            continue
+        for h in histories(Target(parse_job_id(e.job_id), e), None):
+            if partition_of(h.events) == partition:
+                peers.append(rate_of(h.events, now))
+    where = f"{entry.cluster or 'this cluster'}/{partition}"
+    n, seconds, basis = pooled_rate((r.advice.interruptions, r.advice.observed_seconds), peers, where)
+    return r if basis == r.advice.basis else replace(r, advice=rebased(r.advice, n, seconds, basis))
+
+
+def sweep_report(record: SweepRecord, now: float | None = None, detail: bool = True) -> SweepReport:
+    """Every point's report (its latest array task) and the roll-up; points that never started are left out.
+    Without `detail` the points' reports have neither markers nor advice (summary.report)."""
     moment = time.time() if now is None else now
     by_array = {e.job_id: e for e in record.arrays if e.job_id}
     points = []
@@ -61,7 +86,7 @@ def sweep_report(record: SweepRecord, now: float | None = None) -> SweepReport:
         if entry is None:
             continue
         for h in histories(Target(job, entry), None):
-            points.append((point, report(h.key, h.events, moment)))
+            points.append((point, report(h.key, h.events, moment, detail)))
     return SweepReport(record.sweep_id, points)
 
 

@@ -164,3 +164,29 @@ def test_live_lines_carry_a_bar_only_on_a_terminal(terminal: bool, bar: bool) ->
     assert "step: 701/1000 (sampled 5 s ago)" in text and "rate: 10 steps/s" in text
     assert any(line.startswith("[") for line in text) is bar
     assert live.live(events[:1], T0 + 5) is None  # nothing sampled yet: the table says all
+
+
+@pytest.mark.parametrize(
+    ("own", "peers", "expected"),
+    [
+        ((3, 900.0), [(10, 1000.0)], (3, 900.0, "this job")),  # enough of its own: the peers are not asked
+        ((1, 900.0), [], (1, 900.0, "this job")),  # too few, but no peer on the cluster and partition
+        ((1, 900.0), [(0, 500.0)], (1, 900.0, "this job")),  # peers with no interruption add nothing
+        ((1, 900.0), [(4, 1000.0), (0, 100.0)], (5, 2000.0, "this job and 2 other job(s) on c/p")),
+        ((0, 900.0), [(2, 300.0), (1, 0.0)], (2, 1200.0, "this job and 1 other job(s) on c/p")),  # no run time
+    ],
+)
+def test_the_interruption_rate_is_pooled_only_when_this_job_has_too_few(
+    own: tuple[int, float], peers: list[tuple[int, float]], expected: tuple[int, float, str]
+) -> None:
+    assert advice.pooled_rate(own, peers, "c/p") == expected
+
+
+def test_rebased_advice_keeps_the_jobs_save_cost_and_uses_the_pooled_rate() -> None:
+    a = advice.advise(10.0, 1, 900.0, 5.0, 120.0, 3600.0, 1.0)
+    b = advice.rebased(a, 5, 2000.0, "pooled")
+    assert b.mtbf_seconds == 400.0 and b.basis == "pooled" and b.save_seconds == 10.0
+    assert b.young_seconds == pytest.approx(math.sqrt(2 * 10.0 * 400.0))
+    assert b.daly_seconds == pytest.approx(advice.daly(10.0, 400.0))
+    assert b.last_save_by_seconds == a.last_save_by_seconds
+    assert "5 in" in b.lines()[1] and "pooled" in b.lines()[1]

@@ -1,6 +1,7 @@
 """The HTML report in a real headless browser (Debian's `chromium`): a screenshot of the page shows one timeline
 row per run, one marker per event (counted by colour in the pixels), and the goodput gauge filled to the goodput;
-the page's text shows the goodput figure. The page loads nothing: it is written to a directory and opened as a
+under each run one thin row per node its history names, with that node's markers on it; the page's text shows
+the goodput figure. The page loads nothing: it is written to a directory and opened as a
 file, with the network off."""
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from goodput.png_pixels import Pixel, read_png
-from goodput.test_goodput import T0, crash_hang_preempt
+from goodput.test_goodput import T0, crash_hang_preempt, ev
+from slurmgen import run_history as rh
 from slurmgen.goodput import html, summary
 
 pytestmark = pytest.mark.slow
@@ -70,8 +73,21 @@ def components(pixels: set[tuple[int, int]]) -> int:
     return count
 
 
+def with_nodes() -> list[dict[str, Any]]:
+    """crash_hang_preempt with the nodes its history names: the crash on n2, the hang on n1 (run 1), and n3
+    excluded at the start of run 2."""
+    events = []
+    for e in crash_hang_preempt():
+        if e["event"] == rh.RESTART:
+            e = {**e, "node": "n2" if e["cause"] == "crash" else "n1"}
+        events.append(e)
+        if e["event"] == rh.RUN_START and e["run"] == 2:
+            events.append(ev(rh.NODE_EXCLUDED, 2, 1105, "batch-shell", node="n3", reason="health check failed"))
+    return events
+
+
 def test_the_picture_shows_a_row_per_run_a_marker_per_event_and_the_goodput(tmp_path: Path) -> None:
-    report = summary.report("42", crash_hang_preempt(), now=T0 + 5000)
+    report = summary.report("42", with_nodes(), now=T0 + 5000)
     page = tmp_path / "report.html"
     page.write_text(html.job_page([report]), encoding="utf-8")
     shot = tmp_path / "shot.png"
@@ -84,12 +100,28 @@ def test_the_picture_shows_a_row_per_run_a_marker_per_event_and_the_goodput(tmp_
     band_rows = [y for y, row in enumerate(image) if sum(p in buckets for p in row) > 300]
     bands = [y for k, y in enumerate(band_rows) if k == 0 or band_rows[k - 1] != y - 1]
     assert len(bands) == len(report.timeline.runs) == 2, bands
-    chart_bottom = band_rows[-1]
+    # Node rows: thin bands of the node colour, one per node a run's history names, under that run's row.
+    node_rows = [y for y, row in enumerate(image) if sum(p == rgb(html.NODE_BAR) for p in row) > 100]
+    node_bands = [y for k, y in enumerate(node_rows) if k == 0 or node_rows[k - 1] != y - 1]
+    nodes = {(m.run, m.node) for m in report.timeline.markers if m.node is not None}
+    assert nodes == {(1, "n1"), (1, "n2"), (2, "n3")}
+    assert len(node_bands) == len(nodes), node_bands
+    # top to bottom: each run's nodes in the order their first event happened
+    order = dict.fromkeys((m.run, m.node) for m in report.timeline.markers if m.node)
+    node_band_of = dict(zip(order, node_bands, strict=True))
+    assert bands[0] < node_bands[0] < node_bands[1] < bands[1] < node_bands[2], (bands, node_bands)
+    chart_bottom = node_rows[-1]
 
     expected = Counter(m.kind for m in report.timeline.markers)
     for kind, colour in html.MARKS.items():
         where = {(x, y) for y, row in enumerate(image[:chart_bottom]) for x, p in enumerate(row) if p == rgb(colour)}
         assert components(where) == expected.get(kind, 0), kind
+        # a node's event is drawn over that node's row: below its run's bar, above the next row
+        for node in {(m.run, m.node) for m in report.timeline.markers if m.kind == kind and m.node is not None}:
+            ys = sorted(y for _, y in where)
+            own = node_band_of[node]
+            above = max(b for b in [*bands, *node_bands] if b < own)
+            assert above < ys[0] and ys[-1] < own, (kind, node, above, ys, own)
 
     gauge = max(sum(p == rgb(html.GAUGE) for p in row) for row in image)
     assert abs(gauge / 400 - report.goodput) <= 2 / 400, (gauge, report.goodput)

@@ -148,3 +148,15 @@ def test_a_restart_shows_the_steps_it_lost_when_they_are_known() -> None:
     unknown = {**event, "steps_lost": None}  # a program that never calls should_stop(): no progress marks
     assert run_history.restart_text(unknown) == "crash: rank 1 on n2 (killed by SIGKILL), 12.5 s lost"
     assert run_history.restart_text({"cause": "hang", "who": "no progress"}) == "hang: no progress"
+
+
+def test_a_torn_line_and_a_foreign_record_are_skipped_the_rest_is_read(tmp_path: Path) -> None:
+    # read parses a whole file at once and falls back to line by line: a crash mid-write tears the last line
+    run_history.append(str(tmp_path), "rank0", run_history.SAVE, 1, T0, seconds=1.0)
+    run_history.append(str(tmp_path), "rank0", run_history.SAVE, 1, T0 + 5, seconds=2.0)
+    path = Path(run_history.history_dir(str(tmp_path))) / "rank0.jsonl"
+    with path.open("a", encoding="utf-8") as f:
+        f.write('[1, 2]\n{"event": "save", "run": "x"}\n{"v":1,"event":"save","run":1,"ti')
+    assert [e["seconds"] for e in run_history.read(str(tmp_path))] == [1.0, 2.0]
+    path.write_text("", encoding="utf-8")
+    assert run_history.read(str(tmp_path)) == []
