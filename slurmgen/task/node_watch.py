@@ -1,0 +1,221 @@
+"""What the hang watchdog knows of progress, at a cost that does not grow with the job (task/watchdog.py).
+
+Every task's supervisor keeps its rank's chatter in the node's own directory (progress_mark.node_dir, in
+/dev/shm): the program's progress mark (progress_mark.ProgressMark) and `out-<rank>`, touched when the program's
+output grew (its stdout and stderr offsets, read from /proc: the rank log itself is never stat'ed). The newest
+time in that directory is the node's progress; reading it costs the shared file system nothing.
+
+One supervisor per node, the leader (LOCAL_RANK, else SLURM_LOCALID, 0; or any supervisor that sees the leader's
+`lead` file go stale), speaks for the node across nodes through one shared file, `<log dir>/progress/heartbeat`:
+- it publishes the node's newest progress there, rewritten in place through a descriptor it keeps open, at most
+  once every `publish_period` seconds and only when there is news: at most one write per node per 10 s;
+- it reads it (open, read, close: NFS's close-to-open consistency makes the open fetch it fresh, where a stat may
+  answer from the attribute cache for up to a minute) only while its node has been idle for the hang limit, at
+  most once per period, and once more, fresh, before it calls a hang.
+Progress not yet published is at most `period + poll` seconds old, so a node calls a hang only when the
+heartbeat is that much older than the limit: no hang is called that the old every-rank scan would not have
+called, and every node calls it within about a poll of the others.
+
+On a hang the leader writes `hang` in the node directory; every supervisor of the node dumps its rank's stacks
+and touches `dumped-<rank>` there; when all the node's ranks have, the leader appends one byte to the shared
+`hang/dumped.run-<R>` and waits (one fresh open a second) until every node's byte is there or a bound has
+passed, then writes `release`, and each supervisor kills its program. O_APPEND is not atomic on NFS: a lost byte
+only makes the wait run to its bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Mapping
+
+from slurmgen import contract
+from slurmgen.progress_mark import PROGRESS_DIR, node_dir, write_node_file
+
+HEARTBEAT = "heartbeat"
+WaitFn = Callable[[float], bool]  # waits so many seconds; True when the watch is to stop
+START_FACTOR = 4  # before any rank's first progress the limit is this many hang timeouts: start-up is slow
+LEAD_STALE_POLLS = 3  # a leader that has not polled for this many intervals is gone: another supervisor leads
+
+
+def poll_interval(timeout: float) -> float:
+    return max(0.2, min(5.0, timeout / 10))
+
+
+def publish_period(timeout: float) -> float:
+    """Seconds between two writes of a node's heartbeat: 10 s, shorter for a hang timeout under 40 s."""
+    return max(poll_interval(timeout), min(10.0, timeout / 4))
+
+
+def local_ranks(env: Mapping[str, str]) -> int:
+    """How many ranks run on this node: torchrun's LOCAL_WORLD_SIZE, else the Slurm task ids of this node."""
+    for raw in (env.get(contract.LOCAL_WORLD_SIZE, ""), str(len(env["SLURM_GTIDS"].split(","))) if env.get(
+            "SLURM_GTIDS") else "", env.get("WORLD_SIZE", "") if not env.get("SLURM_GTIDS") else ""):  # fmt: skip
+        if raw.isdigit() and int(raw) > 0:
+            return int(raw)
+    return 1
+
+
+def step_nodes(env: Mapping[str, str]) -> int:
+    raw = env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_NNODES") or "1"
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 1
+
+
+def output_offset(pid: int) -> int | None:
+    """How far the program has written into its stdout and stderr (their file offsets, from /proc; node-local)."""
+    total, seen = 0, False
+    for fd in (1, 2):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as info:
+                for line in info:
+                    if line.startswith("pos:"):
+                        total, seen = total + int(line.split()[1]), True
+                        break
+        except (OSError, ValueError):
+            continue
+    return total if seen else None
+
+
+def newest_in(folder: str, prefixes: tuple[str, ...], since: float) -> float:
+    newest = since
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.startswith(prefixes):
+                    with contextlib.suppress(OSError):
+                        newest = max(newest, entry.stat().st_mtime)
+    except OSError:
+        pass
+    return newest
+
+
+def count_since(folder: str, prefix: str, since: float) -> int:
+    try:
+        with os.scandir(folder) as entries:
+            return sum(1 for e in entries if e.name.startswith(prefix) and e.stat().st_mtime >= since)
+    except OSError:
+        return 0
+
+
+def mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+class NodeWatch:
+    """One supervisor's view of progress: its node's, and the other nodes' through the shared heartbeat."""
+
+    def __init__(self, env: Mapping[str, str], rank: int, pid: int, started: float, timeout: float) -> None:
+        self.log_dir, self.dir, self.rank, self.pid = env[contract.LOG_DIR], node_dir(env), rank, pid
+        self.started, self.timeout = started, timeout
+        self.poll, self.period = poll_interval(timeout), publish_period(timeout)
+        local = env.get(contract.LOCAL_RANK) or env.get("SLURM_LOCALID") or "0"
+        self.leader_by_id = local == "0"
+        self.heartbeat = os.path.join(self.log_dir, PROGRESS_DIR, HEARTBEAT)
+        self.offset: int | None = None
+        self.published, self.published_at, self.heard, self.read_at = started, -1e18, started, -1e18
+        self._fd: int | None = None
+
+    def node_path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    def leads(self, now: float) -> bool:
+        if self.leader_by_id:
+            with contextlib.suppress(OSError):
+                write_node_file(self.node_path("lead"), "")
+            return True
+        return now - mtime(self.node_path("lead")) > LEAD_STALE_POLLS * self.poll
+
+    def local_progress(self, now: float) -> float:
+        """The node's newest progress; notes this rank's output growth first."""
+        offset = output_offset(self.pid)
+        if offset is not None and self.offset is not None and offset > self.offset:
+            with contextlib.suppress(OSError):
+                write_node_file(self.node_path(f"out-{self.rank}"), "")
+        self.offset = offset if offset is not None else self.offset
+        return newest_in(self.dir, ("rank-", "out-"), self.started)
+
+    def publish(self, local: float, now: float) -> None:
+        if local <= self.published or now - self.published_at < self.period:
+            return
+        try:
+            if self._fd is None:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(os.path.dirname(self.heartbeat))
+                self._fd = os.open(self.heartbeat, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            os.pwrite(self._fd, f"{local:020.3f}\n".encode(), 0)  # fixed width: rewritten in place, no truncate
+            with contextlib.suppress(OSError):
+                os.fsync(self._fd)  # on the server now: another node's open sees it
+            self.published, self.published_at = local, now
+        except OSError:
+            pass
+
+    def read_heartbeat(self, now: float) -> None:
+        self.read_at = now
+        try:
+            with open(self.heartbeat, encoding="ascii") as handle:
+                self.heard = max(self.heard, float(handle.read().strip() or 0.0))
+        except (OSError, ValueError):
+            pass
+
+    def newest(self, now: float) -> tuple[float, bool]:
+        """One poll: (the newest progress of any rank as far as this node can tell, whether a hang is called)."""
+        local = self.local_progress(now)
+        if not self.leads(now):
+            called = mtime(self.node_path("hang")) >= self.started
+            return local, called
+        self.publish(local, now)
+        lag = self.period + self.poll  # how old progress not yet in the heartbeat can be
+        progressed = max(local, self.heard) > self.started
+        limit = self.timeout if progressed else START_FACTOR * self.timeout  # start-up: no rank progressed yet
+        if now - local >= limit and now - self.read_at >= self.period:
+            self.read_heartbeat(now)
+        idle = min(now - local, now - self.heard - lag)
+        if idle >= limit and now - self.read_at > self.poll:
+            self.read_heartbeat(now)  # fresh, before calling it
+            idle = min(now - local, now - self.heard - lag)
+        if idle < limit:
+            return max(local, self.heard), False
+        with contextlib.suppress(OSError):
+            write_node_file(self.node_path("hang"), f"{now}\n")
+        return max(local, self.heard), True
+
+    def note_dumped(self) -> None:
+        with contextlib.suppress(OSError):
+            write_node_file(self.node_path(f"dumped-{self.rank}"), "")
+
+    def wait_all_dumped(self, env: Mapping[str, str], run: int, deadline: float, wait: WaitFn) -> None:
+        """Block until every rank of every node has written its stacks, or ``deadline`` (monotonic) passed."""
+        since = mtime(self.node_path("hang"))
+        mine = local_ranks(env)
+        while count_since(self.dir, "dumped-", since) < mine:
+            if time.monotonic() > deadline or wait(0.2):
+                return
+        if self.leads(time.time()):
+            self._wait_nodes(step_nodes(env), run, deadline, wait)
+            with contextlib.suppress(OSError):
+                write_node_file(self.node_path("release"), "")
+            return
+        while mtime(self.node_path("release")) < since:
+            if time.monotonic() > deadline or wait(0.2):
+                return
+
+    def _wait_nodes(self, nodes: int, run: int, deadline: float, wait: WaitFn) -> None:
+        if nodes <= 1:
+            return
+        path = os.path.join(self.log_dir, "hang", f"dumped.run-{run}")
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            try:
+                os.write(fd, b"+")
+            finally:
+                os.close(fd)
+        while time.monotonic() <= deadline:
+            with contextlib.suppress(OSError), open(path, "rb") as handle:  # a fresh open: NFS revalidates
+                if os.fstat(handle.fileno()).st_size >= nodes:
+                    return
+            if wait(1.0):
+                return
