@@ -126,6 +126,7 @@ class NodeWatch:
         if self.leader_by_id:
             with contextlib.suppress(OSError):
                 write_node_file(self.node_path("lead"), "")
+                os.utime(self.node_path("lead"), (now, now))  # the poll's clock: the others compare it with theirs
             return True
         return now - mtime(self.node_path("lead")) > LEAD_STALE_POLLS * self.poll
 

@@ -118,7 +118,8 @@ def on_hang(
     with open(path, "a", encoding="utf-8") as out:
         out.write(head + stacks + "\n")
     with contextlib.suppress(OSError):
-        run_history.append(log_dir, f"task-{rank}", run_history.HANG, run, now, rank=rank,
+        # One history file per node, not per rank: the batch shell reads one file per node (run_history.py).
+        run_history.append(log_dir, f"node-{node}", run_history.HANG, run, now, rank=rank,
                            node=node, progressed=round(mine, 3), stacks=path)  # fmt: skip
     return path
 
