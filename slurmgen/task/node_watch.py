@@ -8,13 +8,15 @@ time in that directory is the node's progress; reading it costs the shared file 
 One supervisor per node, the leader (LOCAL_RANK, else SLURM_LOCALID, 0; or any supervisor that sees the leader's
 `lead` file go stale), speaks for the node across nodes through one shared file, `<log dir>/progress/heartbeat`:
 - it publishes the node's newest progress there, rewritten in place through a descriptor it keeps open, at most
-  once every `publish_period` seconds and only when there is news: at most one write per node per 10 s;
+  once every `publish_period` seconds while the node progresses, and once at the first poll that sees it stop:
+  at most one write per node per 10 s in steady state;
 - it reads it (open, read, close: NFS's close-to-open consistency makes the open fetch it fresh, where a stat may
   answer from the attribute cache for up to a minute) only while its node has been idle for the hang limit, at
   most once per period, and once more, fresh, before it calls a hang.
-Progress not yet published is at most `period + poll` seconds old, so a node calls a hang only when the
-heartbeat is that much older than the limit: no hang is called that the old every-rank scan would not have
-called, and every node calls it within about a poll of the others.
+A node that still progresses keeps the heartbeat younger than the period plus a poll, well inside the limit; the
+progress of a node that stopped is in the heartbeat within 2 polls. So a node calls a hang when its own ranks and
+the heartbeat have been idle for the limit, the heartbeat 2 polls longer: no hang is called that the old
+every-rank scan would not have called, and every node calls it within about a poll of the others.
 
 On a hang the leader writes `hang` in the node directory; every supervisor of the node dumps its rank's stacks
 and touches `dumped-<rank>` there; when all the node's ranks have, the leader appends one byte to the shared
@@ -40,7 +42,8 @@ LEAD_STALE_POLLS = 3  # a leader that has not polled for this many intervals is 
 
 
 def poll_interval(timeout: float) -> float:
-    return max(0.2, min(5.0, timeout / 10))
+    # A poll reads only the node's own memory and /proc: it can be frequent (a call comes within 2 polls of the limit).
+    return max(0.2, min(5.0, timeout / 20))
 
 
 def publish_period(timeout: float) -> float:
@@ -115,7 +118,8 @@ class NodeWatch:
         local = env.get(contract.LOCAL_RANK) or env.get("SLURM_LOCALID") or "0"
         self.leader_by_id = local == "0"
         self.heartbeat = os.path.join(self.log_dir, PROGRESS_DIR, HEARTBEAT)
-        self.offset: int | None = None
+        self.offset = output_offset(pid)  # what the program had written when the watch began
+        self.last_local = started
         self.published, self.published_at, self.heard, self.read_at = started, -1e18, started, -1e18
         self._fd: int | None = None
 
@@ -133,14 +137,18 @@ class NodeWatch:
     def local_progress(self, now: float) -> float:
         """The node's newest progress; notes this rank's output growth first."""
         offset = output_offset(self.pid)
-        if offset is not None and self.offset is not None and offset > self.offset:
+        if offset is not None and offset > (self.offset or 0):
             with contextlib.suppress(OSError):
                 write_node_file(self.node_path(f"out-{self.rank}"), "")
         self.offset = offset if offset is not None else self.offset
         return newest_in(self.dir, ("rank-", "out-"), self.started)
 
     def publish(self, local: float, now: float) -> None:
-        if local <= self.published or now - self.published_at < self.period:
+        """Rewrite the heartbeat with the node's newest progress: at most once a period while the node progresses,
+        and at the first poll that sees it stop (so progress not yet published is at most 2 polls old, or the node
+        still progresses and published within the period)."""
+        stopped, self.last_local = local == self.last_local, local
+        if local <= self.published or (now - self.published_at < self.period and not stopped):
             return
         try:
             if self._fd is None:
@@ -169,7 +177,7 @@ class NodeWatch:
             called = mtime(self.node_path("hang")) >= self.started
             return local, called
         self.publish(local, now)
-        lag = self.period + self.poll  # how old progress not yet in the heartbeat can be
+        lag = 2 * self.poll  # how old the progress of a stopped node not yet in the heartbeat can be
         progressed = max(local, self.heard) > self.started
         limit = self.timeout if progressed else START_FACTOR * self.timeout  # start-up: no rank progressed yet
         if now - local >= limit and now - self.read_at >= self.period:
