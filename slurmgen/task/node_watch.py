@@ -11,8 +11,9 @@ One supervisor per node, the leader (LOCAL_RANK, else SLURM_LOCALID, 0; or any s
   once every `publish_period` seconds while the node progresses, and once at the first poll that sees it stop:
   at most one write per node per 10 s in steady state;
 - it reads it (open, read, close: NFS's close-to-open consistency makes the open fetch it fresh, where a stat may
-  answer from the attribute cache for up to a minute) only while its node has been idle for the hang limit, at
-  most once per period, and once more, fresh, before it calls a hang.
+  answer from the attribute cache for up to a minute) only while its node has been idle for a hang timeout (a
+  node whose ranks print nothing: all the time), at most once per period, and once more, fresh, before it calls
+  a hang.
 A node that still progresses keeps the heartbeat younger than the period plus a poll, well inside the limit; the
 progress of a node that stopped is in the heartbeat within 2 polls. So a node calls a hang when its own ranks and
 the heartbeat have been idle for the limit, the heartbeat 2 polls longer: no hang is called that the old
@@ -180,8 +181,12 @@ class NodeWatch:
         lag = 2 * self.poll  # how old the progress of a stopped node not yet in the heartbeat can be
         progressed = max(local, self.heard) > self.started
         limit = self.timeout if progressed else START_FACTOR * self.timeout  # start-up: no rank progressed yet
-        if now - local >= limit and now - self.read_at >= self.period:
+        # A node whose own ranks print nothing (often all but rank 0) learns from the heartbeat that the job
+        # progresses, and so leaves the start-up limit: once a period, when idle for a hang timeout.
+        if now - local >= self.timeout and now - self.read_at >= self.period:
             self.read_heartbeat(now)
+            progressed = max(local, self.heard) > self.started
+            limit = self.timeout if progressed else START_FACTOR * self.timeout
         idle = min(now - local, now - self.heard - lag)
         if idle >= limit and now - self.read_at > self.poll:
             self.read_heartbeat(now)  # fresh, before calling it
