@@ -115,8 +115,9 @@ class Row:
 def env_of(log: str, node: int, local: int, per_node: int, nodes: int) -> dict[str, str]:
     first = node * per_node
     return {contract.LOG_DIR: log, contract.HANG_TIMEOUT: str(int(HANG_TIMEOUT)), "SLURMD_NODENAME": f"n{node:05d}",
-            "SLURM_LOCALID": str(local), "SLURM_GTIDS": ",".join(str(first + i) for i in range(per_node)),
-            "SLURM_STEP_NUM_NODES": str(nodes)}  # fmt: skip
+            "SLURM_LOCALID": str(local), "SLURM_PROCID": str(first + local), "SLURM_NTASKS": str(nodes * per_node),
+            "SLURM_NODEID": str(node), "SLURM_STEP_TASKS_PER_NODE": f"{per_node}(x{nodes})",
+            "SLURM_STEP_NODELIST": f"n[00000-{nodes - 1:05d}]"}  # fmt: skip
 
 
 def old_last_progress(log_dir: str, since: float) -> float:

@@ -39,7 +39,7 @@ SWEEP_OFFSET = "SLURMGEN_SWEEP_OFFSET"
 KEEP = "SLURMGEN_KEEP"  # how many complete sharded checkpoints to keep (preemption.keep)
 # Recovery inside the allocation (spec section recovery:; README, "When things fail"):
 MAX_RESTARTS = "SLURMGEN_MAX_RESTARTS"  # restarts of the step per run after a crash; 0 or unset: none
-HANG_TIMEOUT = "SLURMGEN_HANG_TIMEOUT"  # seconds without progress on any rank; 0 or unset: no watchdog
+HANG_TIMEOUT = "SLURMGEN_HANG_TIMEOUT"  # seconds without progress on any rank; 0, empty or unset: no watchdog
 SPARE_NODES = "SLURMGEN_SPARE_NODES"  # nodes allocated beyond the spec's `nodes`; unset: none
 HEALTH_CHECK = "SLURMGEN_HEALTH_CHECK"  # the user's node check, one shell-quoted command line; unset: none
 # Set by the batch shell for each start of the step within one run (never by the user): 0 for the first start,
@@ -77,6 +77,10 @@ LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
 NCCL_SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
 GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"
 
+# Set by the local emulator (slurmgen run) on a CPU run: a program that fails for want of a GPU there is not
+# restarted (the batch shell's restart decision reads it; nothing else sets it).
+LOCAL_NO_GPU = "SLURMGEN_LOCAL_NO_GPU"
+
 # --- entry points the rendered script runs (python3 -m NAME) -----------------------------------------------
 BATCH_ENTRY = (
     "slurmgen.batch"  # the batch shell's helper: begin | signal SIG [PID] | restart RC ATTEMPT | watch PID SIG | end RC
@@ -110,17 +114,7 @@ BATCH_SIGNALS_FILE = ".batch-signals"
 PREEMPT_POLL = "SLURMGEN_PREEMPT_POLL"
 DEFAULT_PREEMPT_POLL = 10.0
 
-# Exit codes of a task that stops on purpose (sysexits.h meanings). Only rank 0 uses a non-zero one, and only
-# after its save: another rank exiting non-zero first would make srun (--kill-on-bad-exit) kill rank 0 mid-save.
-EXIT_REQUEUE_BUDGET = 75  # EX_TEMPFAIL: stopped for preemption but the requeue budget is spent
-EXIT_PEER_LOST = 76  # EX_PROTOCOL: a peer died or stopped answering during the stop agreement
-EXIT_TERMINATED = 143  # 128 + SIGTERM: saved and exited because Slurm asked the job to end
-
-# Exit codes of the batch shell's node check (batch/nodes.py) besides 0 (start the step on the nodes it
-# prints): the job was requeued away from a bad node; too few healthy nodes and no requeue (the run ends). Any
-# other code is the check's own failure, which blames no node.
-NODES_REQUEUED = 3
-NODES_SHORT = 4
+# Exit codes (a stopping task's, the node check's): slurmgen/exit_codes.py, with every other code.
 
 # The signals the runtime understands; the names are Slurm's and bash's spelling (no SIG prefix).
 CLEAN_EXIT_SIGNAL = "USR2"

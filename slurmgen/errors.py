@@ -5,10 +5,7 @@ Every error knows its exit code, so the CLI never guesses.
 
 from __future__ import annotations
 
-EXIT_FAILURE = 1
-EXIT_INVALID = 2  # invalid input: a spec, an override, an argument
-EXIT_SCHEDULER = 3  # the scheduler refused or failed
-EXIT_NO_SCHEDULER = 4  # sbatch/scontrol not installed or not reachable
+from slurmgen.exit_codes import EXIT_FAILURE, EXIT_INVALID, EXIT_NO_SCHEDULER, EXIT_SCHEDULER
 
 
 class SlurmgenError(Exception):

@@ -17,7 +17,8 @@ import time
 import zlib
 from collections.abc import Mapping
 
-from slurmgen import contract
+from slurmgen.errors import RuntimeSetupError
+from slurmgen.job_context.context import JobContext
 
 PROGRESS_DIR = "progress"
 SHARED_MARK_PERIOD = 10.0  # seconds between two writes of a node's shared mark
@@ -28,23 +29,27 @@ def progress_path(log_dir: str, rank: int) -> str:
     return os.path.join(log_dir, PROGRESS_DIR, f"rank-{rank}")
 
 
-def node_dir(env: Mapping[str, str]) -> str:
+def node_dir(source: JobContext | Mapping[str, str]) -> str:
     """This node's private directory for this job's per-rank chatter: one per user, log directory (one per job)
     and node name (a local run's emulated nodes share one machine's /dev/shm)."""
-    log_dir = env.get(contract.LOG_DIR, "")
-    node = env.get("SLURMD_NODENAME") or os.uname().nodename
-    root = NODE_ROOT if os.path.isdir(NODE_ROOT) else (env.get("TMPDIR") or "/tmp")
-    key = zlib.crc32(os.path.abspath(log_dir).encode())
+    job = JobContext.of(source)
+    node = job.node_name or os.uname().nodename
+    root = NODE_ROOT if os.path.isdir(NODE_ROOT) else (os.environ.get("TMPDIR") or "/tmp")
+    key = zlib.crc32(os.path.abspath(job.log_dir or "").encode())
     return os.path.join(root, f"slurmgen-{os.getuid()}-{key:08x}-{node.replace('/', '_')}")
 
 
-def node_mark_path(env: Mapping[str, str], rank: int) -> str:
-    return os.path.join(node_dir(env), f"rank-{rank}")
+def node_mark_path(source: JobContext | Mapping[str, str], rank: int) -> str:
+    return os.path.join(node_dir(source), f"rank-{rank}")
 
 
-def leads_node(env: Mapping[str, str]) -> bool:
-    """Whether this task speaks for its node on the shared file system: SLURM_LOCALID 0 (or no Slurm task id)."""
-    return env.get("SLURM_LOCALID", "0") in ("", "0")
+def leads_node(job: JobContext) -> bool:
+    """Whether this task speaks for its node on the shared file system: local rank 0 (torchrun's, else Slurm's),
+    or a process whose ranks the environment does not say."""
+    try:
+        return job.ranks.local_rank == 0
+    except RuntimeSetupError:
+        return True
 
 
 def write_node_file(path: str, text: str) -> None:
@@ -66,11 +71,11 @@ class ProgressMark:
     mark at most every SHARED_MARK_PERIOD seconds: its text, the steps made, is what the batch shell counts the
     steps a restart loses from (batch/restart.py)."""
 
-    def __init__(self, env: Mapping[str, str], rank: int) -> None:
-        log_dir = env.get(contract.LOG_DIR)
-        on = bool(log_dir) and env.get(contract.HANG_TIMEOUT, "0") != "0"
-        self.node_path = node_mark_path(env, rank) if on else None
-        self.path = progress_path(str(log_dir), rank) if on and leads_node(env) else None
+    def __init__(self, source: JobContext | Mapping[str, str], rank: int) -> None:
+        job = JobContext.of(source)
+        on = bool(job.log_dir) and job.hang_timeout is not None
+        self.node_path = node_mark_path(job, rank) if on else None
+        self.path = progress_path(str(job.log_dir), rank) if on and leads_node(job) else None
         self.last = self.shared_last = -SHARED_MARK_PERIOD
         self._fd: int | None = None
 

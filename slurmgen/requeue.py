@@ -6,7 +6,8 @@
   requeue never restarts a finished job. A job that Slurm is ending after a PreemptMode=CANCEL preemption is
   requeued with a plain `scontrol requeue`, which takes back a completing or finished job (scontrol(1);
   src/slurmctld/job_mgr.c `_job_requeue_op`: "we support requeue of done/exit/exiting jobs").
-- Budgets (decided in slurmgen/interruption_signal.py, budget_refusal): preemption.max_requeues counts the
+- Budgets (decided once, in the interruption policy: slurmgen/interruption/requeue_route.py, which also says the
+  route this module carries out): preemption.max_requeues counts the
   requeues the job causes itself (its time limit, a failure, its own request); preemption.max_preemptions counts
   requeues after the scheduler preempted it (not the job's fault, so unlimited unless the spec says otherwise).
   Requeues made by someone else (an admin's `scontrol requeue`, a node failure) count against neither. The counts
@@ -25,10 +26,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from slurmgen import contract, interruption_signal, run_history
+from slurmgen import contract, interruption, run_history
 from slurmgen.atomic import write_text
-from slurmgen.interruption_signal import budget_refusal
-from slurmgen.job_context import JobContext
+from slurmgen.interruption import RequeueFacts, RequeueResult, RequeueRoute, SiteFacts
+from slurmgen.job_context.context import JobContext
+from slurmgen.slurm.site_config import version_tuple
 
 if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RequeueOutcome:
-    action: str  # "requeued", "batch-shell", "budget", "disabled", "not-running", "not-slurm", "failed"
+    action: RequeueResult
     message: str
 
 
@@ -51,10 +53,6 @@ class Budgets:
     def of(cls, ctx: JobContext) -> Budgets:
         return cls(ctx.max_requeues, ctx.max_preemptions)
 
-    def refusal(self, cause: str, counts: run_history.Counts) -> str | None:
-        """Why a requeue for ``cause`` is over budget, or None when it may go ahead (slurmgen.interruption_signal)."""
-        return budget_refusal(cause, counts, self.max_requeues, self.max_preemptions)
-
     def describe(self, cause: str, counts: run_history.Counts) -> str:
         """`requeue 2 of 5` for the message that announces a requeue."""
         if cause == run_history.PREEMPTION:
@@ -65,8 +63,42 @@ class Budgets:
 
 
 def signal_cause(ctx: JobContext, preempted: bool | None, now: float) -> str:
-    """Why a requeue signal came (slurmgen.interruption_signal.signal_cause), from this job's start, limit and lead."""
-    return interruption_signal.signal_cause(preempted, now, ctx.start_time, ctx.time_limit, ctx.lead_time)
+    """Why a requeue signal came (slurmgen.interruption.signal_cause), from this job's start, limit and lead."""
+    return interruption.signal_cause(preempted, now, ctx.start_time, ctx.time_limit, ctx.lead_time)
+
+
+def site_facts(history: run_history.History, run: int) -> SiteFacts:
+    """What the site's Slurm does on preemption, as the batch shell recorded it at ``run``'s start (its version
+    parsed here, by slurm/site_config.py, so that the policy parses nothing)."""
+    site = history.site(run)
+    return SiteFacts.of(site, version_tuple(site.get("version")))
+
+
+def _route(
+    ctx: JobContext, cause: str, history: run_history.History, *, by: str, ending: bool, has_scontrol: bool = True
+) -> interruption.RequeuePlan:
+    """Ask the policy which way this requeue goes (its budget first: refused once, there, for every caller)."""
+    return interruption.decide(
+        RequeueFacts(
+            cause=cause,
+            key=ctx.key,
+            counts=history.counts(),
+            max_requeues=ctx.max_requeues,
+            max_preemptions=ctx.max_preemptions,
+            by_batch_shell=by == "batch-shell",
+            ending=ending,
+            continue_elsewhere=bool(ctx.log_dir)
+            and interruption.slurm_ends_graced_preempted(site_facts(history, ctx.restart_count + 1)),
+            in_container=ctx.in_container,
+            has_scontrol=has_scontrol,
+        )
+    )
+
+
+def _refused(ctx: JobContext, by: str, cause: str, plan: interruption.RequeuePlan) -> RequeueOutcome:
+    """Carry out a refusal: record it, say why (the policy's line)."""
+    record(ctx, by, run_history.REFUSED, cause=cause, why="budget")
+    return RequeueOutcome(RequeueResult.BUDGET, plan.refusal or "not requeued: over budget")
 
 
 def record(ctx: JobContext, writer: str, event: str, **fields: object) -> None:
@@ -100,54 +132,51 @@ def requeue_this_job(
     from slurmgen.slurm import view as slurm_view
 
     ctx = JobContext.of(os.environ if mapping is None else mapping)
-    key = ctx.key
-    if key is None:
-        return RequeueOutcome("not-slurm", "not inside a Slurm job: nothing to requeue")
-    budgets, counts = Budgets.of(ctx), (history or run_history.History.load(ctx.log_dir)).counts()
-    refused = budgets.refusal(cause, counts)
-    if refused is not None:
-        record(ctx, by, run_history.REFUSED, cause=cause, why="budget")
-        return RequeueOutcome("budget", f"not requeueing job {key} ({cause}): {refused}")
+    history = history or run_history.History.load(ctx.log_dir)
+    plan = _route(ctx, cause, history, by=by, ending=False, has_scontrol=client is not None or bool(which("scontrol")))
+    key, counts, budgets = ctx.key, history.counts(), Budgets.of(ctx)
+    if plan.route is RequeueRoute.NOT_SLURM or key is None:
+        return RequeueOutcome(RequeueResult.NOT_SLURM, "not inside a Slurm job: nothing to requeue")
+    if plan.route is RequeueRoute.REFUSED:
+        return _refused(ctx, by, cause, plan)
     state_dir = state_dir or ctx.state_dir or "."
-    if cause == run_history.PREEMPTION and by != "batch-shell" and _continue_elsewhere(ctx, history):
-        # A requeue would end PREEMPTED anyway on this Slurm (interruption_signal.slurm_ends_graced_preempted): the
-        # batch shell submits a continuation job once the step has ended (batch/continuation.py).
+    if plan.route is RequeueRoute.ASK_BATCH_SHELL:
         ask_batch_shell(state_dir, key, cause)
-        return RequeueOutcome("batch-shell", f"asked the batch shell to continue job {key} in a new job ({cause}; "
-                              "PreemptMode=CANCEL with a grace time ends a requeued job PREEMPTED)")  # fmt: skip
-    if ctx.in_container or (client is None and which("scontrol") is None):
-        ask_batch_shell(state_dir, key, cause)
+        if plan.continues:
+            # A requeue would end PREEMPTED anyway on this Slurm (interruption.slurm_ends_graced_preempted): the
+            # batch shell submits a continuation job once the step has ended (batch/continuation.py).
+            said = f"asked the batch shell to continue job {key} in a new job ({cause}; PreemptMode=CANCEL with a " \
+                   "grace time ends a requeued job PREEMPTED)"  # fmt: skip
+            return RequeueOutcome(RequeueResult.BATCH_SHELL, said)
         where = "inside a container" if ctx.in_container else "scontrol is not on PATH"
-        return RequeueOutcome("batch-shell", f"asked the batch shell to requeue job {key} ({cause}; {where})")
+        return RequeueOutcome(
+            RequeueResult.BATCH_SHELL, f"asked the batch shell to requeue job {key} ({cause}; {where})"
+        )
     run = ctx.restart_count
     if before is None:
         before = slurm_view.look(key, client, retry)
     if before is not None and not before.running():
         # Requeued already (by Slurm's PreemptMode=REQUEUE, say) or ending: `requeue Incomplete` would be a silent
         # no-op, and claiming it would credit this run with a requeue it did not make.
-        return RequeueOutcome("not-running", f"job {key} is {before.state_name} already; no requeue from here")
+        return RequeueOutcome(
+            RequeueResult.NOT_RUNNING, f"job {key} is {before.state_name} already; no requeue from here"
+        )
     outcome = _scontrol_requeue(key, cause, incomplete=True, client=client, retry=retry)
-    if outcome.action == "failed" and by != "batch-shell":
+    if outcome.action is RequeueResult.FAILED and by != "batch-shell":
         # Let the batch shell try once the step has ended; it runs outside any container.
         ask_batch_shell(state_dir, key, cause)
-        return RequeueOutcome("batch-shell", f"{outcome.message}; asked the batch shell to requeue")
-    if outcome.action != "requeued":
-        if outcome.action == "disabled":
+        return RequeueOutcome(RequeueResult.BATCH_SHELL, f"{outcome.message}; asked the batch shell to requeue")
+    if outcome.action is not RequeueResult.REQUEUED:
+        if outcome.action is RequeueResult.DISABLED:
             record(ctx, by, run_history.REFUSED, cause=cause, why="disabled")
         return outcome
     after = slurm_view.look(key, client, retry)
     if after is not None and not after.requeued_since(run):
-        return RequeueOutcome("not-running", f"job {key} was no longer running; the requeue had no effect")
+        return RequeueOutcome(RequeueResult.NOT_RUNNING, f"job {key} was no longer running; the requeue had no effect")
     record(ctx, by, run_history.REQUEUE, cause=cause)
-    return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause}; {budgets.describe(cause, counts)})")
-
-
-def _continue_elsewhere(ctx: JobContext, history: run_history.History | None) -> bool:
-    """Does this site's Slurm end the job PREEMPTED even if requeued (the run's recorded site)?"""
-    if not ctx.log_dir:
-        return False
-    site = (history or run_history.History.load(ctx.log_dir)).site(ctx.restart_count + 1)
-    return interruption_signal.slurm_ends_graced_preempted(site)
+    return RequeueOutcome(
+        RequeueResult.REQUEUED, f"requeue issued for job {key} ({cause}; {budgets.describe(cause, counts)})"
+    )
 
 
 def _scontrol_requeue(
@@ -164,14 +193,16 @@ def _scontrol_requeue(
     try:
         retried(lambda: asker.requeue(key, incomplete=incomplete), retry or DEFAULT, failed=met)
     except RequeueDisabled:
-        return RequeueOutcome("disabled", f"job {key} was submitted with --no-requeue; not requeued")
+        return RequeueOutcome(RequeueResult.DISABLED, f"job {key} was submitted with --no-requeue; not requeued")
     except JobPending:
         if met:  # a try that timed out took effect after all: the job is back in the queue
-            return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause}; after {len(met)} retries)")
-        return RequeueOutcome("not-running", f"job {key} is already pending (requeued by someone else)")
+            return RequeueOutcome(
+                RequeueResult.REQUEUED, f"requeue issued for job {key} ({cause}; after {len(met)} retries)"
+            )
+        return RequeueOutcome(RequeueResult.NOT_RUNNING, f"job {key} is already pending (requeued by someone else)")
     except SlurmgenError as exc:  # a time-out, an unreachable controller, Slurm's refusal: after the retries
-        return RequeueOutcome("failed", f"scontrol requeue {key} failed ({exc})")
-    return RequeueOutcome("requeued", f"requeue issued for job {key} ({cause})")
+        return RequeueOutcome(RequeueResult.FAILED, f"scontrol requeue {key} failed ({exc})")
+    return RequeueOutcome(RequeueResult.REQUEUED, f"requeue issued for job {key} ({cause})")
 
 
 def requeue_ended_job(
@@ -185,15 +216,15 @@ def requeue_ended_job(
     history: run_history.History | None = None,
 ) -> RequeueOutcome:
     """Requeue a job Slurm is ending (PreemptMode=CANCEL): a plain `scontrol requeue`, within the budgets."""
-    budgets, counts = Budgets.of(ctx), (history or run_history.History.load(ctx.log_dir)).counts()
-    refused = budgets.refusal(cause, counts)
-    if refused is not None:
-        record(ctx, by, run_history.REFUSED, cause=cause, why="budget")
-        return RequeueOutcome("budget", f"not requeueing job {key} ({cause}): {refused}")
+    history = history or run_history.History.load(ctx.log_dir)
+    plan = _route(ctx, cause, history, by=by, ending=True)
+    if plan.route is RequeueRoute.REFUSED:
+        return _refused(ctx, by, cause, plan)
     outcome = _scontrol_requeue(key, cause, incomplete=False, client=client, retry=retry)
-    if outcome.action == "requeued":
+    if outcome.action is RequeueResult.REQUEUED:
         record(ctx, by, run_history.REQUEUE, cause=cause, mode="CANCEL")
-        return RequeueOutcome("requeued", f"{outcome.message.removesuffix(')')}; {budgets.describe(cause, counts)})")
-    if outcome.action == "disabled":
+        message = f"{outcome.message.removesuffix(')')}; {Budgets.of(ctx).describe(cause, history.counts())})"
+        return RequeueOutcome(RequeueResult.REQUEUED, message)
+    if outcome.action is RequeueResult.DISABLED:
         record(ctx, by, run_history.REFUSED, cause=cause, why="disabled")
     return outcome

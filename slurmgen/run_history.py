@@ -30,13 +30,14 @@ DIR_NAME = "history"
 RUN_START = "run-start"  # batch shell: nodes, host, partition, site (what Slurm will do on preemption)
 SIGNAL = "signal"  # batch shell: a signal reached it (sig)
 PREEMPTED = "preempted"  # batch shell or rank 0: Slurm is preempting this run (mode, preempt_time, end_time)
-STOP = "stop"  # rank 0: the ranks agreed to stop (cause, actions, signals, step_seconds)
+STOP = "stop"  # rank 0: the ranks agreed to stop (cause, actions, signals, step_seconds); batch shell: its own stop
+#                (cause, actions, signals, and `fallback` when preemption.handler auto waited for the program in vain)
 SAVE = "save"  # rank 0: a state is durable (seconds, bytes, cause, kind)
 SAVE_FAILED = "save-failed"  # rank 0: a save failed, the previous state stays (error: one line, background)
 REQUEUE = "requeue"  # whoever requeued the job, or the batch shell on finding that Slurm did (cause, mode)
 REFUSED = "requeue-refused"  # a requeue that was wanted but not made (why: budget, disabled, ...)
 RUN_END = "run-end"  # batch shell: the job's exit code, the step's (srun's), the task that failed first if any,
-#                      and how it ended (slurmgen/interruption.py: completed, stopped, requeued, failed, unsure)
+#                      and how it ended (slurmgen/interruption/: completed, stopped, requeued, failed, unsure)
 TASK_EXIT = "task-exit"  # a task's supervisor: its program failed on its own (rank, node, exit_code, signal, log)
 HANDLER = "preemption-handler"  # rank 0: the program constructed Preemption (handler: runtime); `auto` reads it
 STATE_REMOVED = "state-removed"  # batch shell: the job completed; its resume state is gone (path)
@@ -46,6 +47,10 @@ REPEATED = "repeated-failure"  # batch shell: the step failed again the same way
 CONTINUED = "continued"  # batch shell: a new job continues this one's work from its state (job: its id; cause)
 FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
 NODE_EXCLUDED = "node-excluded"  # batch shell: a node failed its check or Slurm marks it down (node, reason, spare)
+# What a job's time went to (slurmgen/goodput/): written once per start of the program or sampled, never per step.
+FIRST_STEP = "first-step"  # rank 0: the program's first should_stop() of this start (steps: 1)
+PROGRESS = "progress"  # rank 0: a sample, at 1, 2, 4 ... s then every 60 s (steps, step_seconds: the recent mean)
+LOAD = "load"  # rank 0: a resume state was loaded (seconds: how long the load blocked)
 
 # Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own
 # (preemption.max_preemptions), apart from the requeues the job asks for itself (preemption.max_requeues).
@@ -119,7 +124,7 @@ class Run:
     step_seconds: float | None = None
     signals: list[str] = field(default_factory=list)
     failing: str | None = None  # "rank 3 on node2 (exit 1)"
-    ended: str | None = None  # how the run ended (slurmgen/interruption.py: completed, stopped, requeued, ...)
+    ended: str | None = None  # how the run ended (slurmgen/interruption/: completed, stopped, requeued, ...)
     # The step's restarts inside the allocation (batch/restart.py): "crash: rank 1 on n2 (killed by SIGKILL),
     # 30 steps lost, 12.5 s lost" (restart_text), one per restart; and a failure that repeated and ended the run.
     restarts: list[str] = field(default_factory=list)
@@ -127,6 +132,7 @@ class Run:
     continued_as: str | None = None  # the job that continues this one's work (batch/continuation.py)
     # Nodes excluded in this run (batch/nodes.py): "node2: health check failed (exit 1)", one per node.
     excluded: list[str] = field(default_factory=list)
+    fallback: str | None = None  # preemption.handler auto stopped a program without Preemption (batch/signals.py)
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -148,6 +154,7 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
             if r.cause != PREEMPTION:
                 r.cause = e.get("cause")
             r.step_seconds = e.get("step_seconds", r.step_seconds)
+            r.fallback = e.get("fallback") or r.fallback
         elif kind == SAVE:
             r.save_seconds, r.save_bytes, r.saves = e.get("seconds"), e.get("bytes"), r.saves + 1
         elif kind == REQUEUE:

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from slurmgen import contract, interruption
-from slurmgen.interruption import EndAction, EndFacts, RunRecord, SlurmSays
+from slurmgen import exit_codes, interruption
+from slurmgen.interruption import EndAction, EndFacts, RunRecord, Settle, SlurmSays
 
 RUNNING = SlurmSays(running=True, preempted=False, requeued=False, mode=None, state_name="RUNNING")
 PREEMPTED = replace(RUNNING, preempted=True)
@@ -75,14 +75,14 @@ ROWS = [
         facts(slurm=PREEMPTED),
         ("running", "preemption"),
         "failed",
-        ("stopped", contract.EXIT_REQUEUE_BUDGET, False),
+        ("stopped", exit_codes.EXIT_REQUEUE_BUDGET, False),
     ),
     (
         "budget spent",
         facts(marker="time-limit"),
         ("running", "time-limit"),
         "budget",
-        ("stopped", contract.EXIT_REQUEUE_BUDGET, False),
+        ("stopped", exit_codes.EXIT_REQUEUE_BUDGET, False),
     ),
     (
         "--no-requeue",
@@ -136,7 +136,7 @@ ROWS = [
         facts(step_code=143, job_code=143, run=RunRecord(batch_stop="time-limit")),
         ("running", "time-limit"),
         "budget",
-        ("stopped", contract.EXIT_REQUEUE_BUDGET, False),
+        ("stopped", exit_codes.EXIT_REQUEUE_BUDGET, False),
     ),
     (
         "failure, requeue_on_failure",
@@ -187,7 +187,7 @@ ROWS = [
         facts(slurm=PREEMPTED, run=RunRecord(continue_elsewhere=True)),
         ("continue", "preemption"),
         "failed",
-        ("stopped", contract.EXIT_REQUEUE_BUDGET, False),
+        ("stopped", exit_codes.EXIT_REQUEUE_BUDGET, False),
     ),
     (
         "CANCEL+grace 24.05+, but the program had finished: nothing to continue",
@@ -207,9 +207,9 @@ def test_end_of_run(
     outcome: str | None,
     ended: tuple[str, int, bool],
 ) -> None:
-    plan = interruption.decide_end(given)
+    plan = interruption.decide(given)
     assert (plan.requeue, plan.cause) == planned
-    ending = interruption.settle(given, plan, outcome, "77")
+    ending = interruption.decide(Settle(given, plan, outcome, "77"))
     assert (ending.ended, ending.code, ending.remove_state) == ended
     assert ending.requeued == (ended[0] == "requeued")
 
@@ -217,23 +217,23 @@ def test_end_of_run(
 def test_the_state_is_removed_only_on_positive_evidence() -> None:
     """Every row that removes the state has exit 0, no stop, no marker, no requeue wanted and a known Slurm."""
     for _, given, _, outcome, _ in ROWS:
-        plan = interruption.decide_end(given)
-        if interruption.settle(given, plan, outcome, "77").remove_state:
+        plan = interruption.decide(given)
+        if interruption.decide(Settle(given, plan, outcome, "77")).remove_state:
             assert given.job_code == 0 and given.slurm is not None and given.marker is None
             assert given.run.stop is None and plan.requeue is None and given.run.requeued_by is None
 
 
 def test_uncertainty_and_stops_are_said_in_one_line() -> None:
-    unsure = interruption.settle(facts(slurm=None), EndAction(), None, "77")
+    unsure = interruption.decide(Settle(facts(slurm=None), EndAction(), None, "77"))
     assert unsure.line == (
         "Slurm could not be asked whether job 77 was requeued: its resume state is kept (remove it by hand once "
         "the job is known to be done)"
     )
-    stopped = interruption.settle(facts(run=RunRecord(stop="clean-exit")), EndAction(), None, "77")
+    stopped = interruption.decide(Settle(facts(run=RunRecord(stop="clean-exit")), EndAction(), None, "77"))
     assert stopped.line == (
         "job 77 stopped before its work was done (clean-exit): its resume state is kept; slurmgen resume 77 "
         "brings it back from there"
     )
     failed = facts(slurm=PREEMPTED)
-    line = interruption.settle(failed, interruption.decide_end(failed), "failed", "77").line
+    line = interruption.decide(Settle(failed, interruption.decide(failed), "failed", "77")).line
     assert line is not None and line.startswith("job 77 was not requeued (Slurm did not take the requeue)")

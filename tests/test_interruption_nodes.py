@@ -1,4 +1,5 @@
-"""The bad-node decision as a table (slurmgen.interruption.decide_nodes): before every start of the step."""
+"""The bad-node decision as a table (slurmgen.interruption.decide_nodes, asked through
+slurmgen.interruption.decide): before every start of the step."""
 
 from __future__ import annotations
 
@@ -32,17 +33,17 @@ def test_node_table(
     newly: tuple[str, ...],
     away: tuple[str, ...],
 ) -> None:
-    plan = interruption.decide_nodes(NodeFacts(HOSTS, needed, excluded, failed))
+    plan = interruption.decide(NodeFacts(HOSTS, needed, excluded, failed))
     assert plan.run_on == run_on
     assert tuple(n for n, _ in plan.exclude) == newly
     assert plan.requeue_excluding == away
 
 
 def test_each_exclusion_says_why_and_where_the_step_runs() -> None:
-    spare = interruption.decide_nodes(NodeFacts(HOSTS, 2, {}, {"n2": SICK}))
+    spare = interruption.decide(NodeFacts(HOSTS, 2, {}, {"n2": SICK}))
     assert spare.line == f"excluding n2: {SICK}; the step runs on n1, n3 (0 spare nodes left)"
     assert spare.exclude == (("n2", SICK),)
-    requeue = interruption.decide_nodes(NodeFacts(HOSTS[:2], 2, {}, {"n1": SICK}))
+    requeue = interruption.decide(NodeFacts(HOSTS[:2], 2, {}, {"n1": SICK}))
     assert requeue.line == f"excluding n1: {SICK}; 1 healthy node of 2 needed, no spare left: requeueing the job " \
                            "away from n1"  # fmt: skip
-    assert interruption.decide_nodes(NodeFacts(HOSTS, 2, {}, {})).line is None
+    assert interruption.decide(NodeFacts(HOSTS, 2, {}, {})).line is None

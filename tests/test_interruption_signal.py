@@ -1,22 +1,29 @@
-"""The decisions taken while the step runs (slurmgen/interruption_signal.py), as tables: no processes, no Slurm."""
+"""The decisions taken while the step runs (slurmgen/interruption/running.py, requeue_route.py), as tables: no
+processes, no Slurm. Each question goes through the policy's one entry point, slurmgen.interruption.decide."""
 
 from __future__ import annotations
 
 import pytest
 
-from slurmgen import contract, run_history
-from slurmgen.interruption_signal import (
+from slurmgen import contract, exit_codes, run_history
+from slurmgen.interruption import (
+    BeforeStep,
+    BeforeStepFacts,
+    Phase,
+    PreemptionSignalFacts,
+    SiteFacts,
     StopFacts,
     StopPlan,
+    TaskSignalFacts,
     budget_refusal,
-    decide_stop,
-    preemption_route,
+    decide,
     signal_cause,
+    signal_meanings,
     slurm_requeue_cause,
     slurm_requeues_in_grace,
-    task_route,
     window_end,
 )
+from slurmgen.slurm.site_config import version_tuple
 
 P, T, R = run_history.PREEMPTION, run_history.TIME_LIMIT, run_history.REQUESTED
 START, LIMIT, LEAD = 1000.0, 3600.0, 120.0  # the limit's warning comes at 4480; with Slurm's slack from 4390
@@ -54,7 +61,7 @@ def test_signal_cause_without_a_known_limit_is_never_the_limit() -> None:
     ],
 )
 def test_preemption_route(handler: str, announced: bool, route: str) -> None:
-    assert preemption_route(handler, announced) == route
+    assert decide(PreemptionSignalFacts(handler, announced)) == route
 
 
 @pytest.mark.parametrize(
@@ -99,7 +106,7 @@ def test_budget_refusal(
     ],
 )
 def test_slurm_requeues_in_grace(site: dict[str, str], requeues: bool) -> None:
-    assert slurm_requeues_in_grace(site) is requeues
+    assert slurm_requeues_in_grace(SiteFacts.of(site, version_tuple(site.get("version")))) is requeues
 
 
 def test_slurm_requeue_cause() -> None:
@@ -121,7 +128,7 @@ def stop(**changes: bool) -> StopFacts:
         (stop(), StopPlan(True, 0, False)),  # a requeue signal: save, requeue, exit 0
         (stop(requeue_enabled=False), StopPlan(False, 0, False)),  # preemption off in the spec: never requeue
         (stop(asked_requeue=False), StopPlan(False, 0, False)),  # USR2: a clean exit
-        (stop(asked_requeue=False, terminated=True), StopPlan(False, contract.EXIT_TERMINATED, False)),
+        (stop(asked_requeue=False, terminated=True), StopPlan(False, exit_codes.EXIT_TERMINATED, False)),
         # SIGTERM in a grace time: preempted and still running, rank 0 requeues once the state is durable
         (stop(asked_requeue=False, terminated=True, preempted=True), StopPlan(True, 0, False)),
         # ... unless the site's Slurm requeues a job ending in its grace itself (24.05 and later)
@@ -132,12 +139,12 @@ def stop(**changes: bool) -> StopFacts:
     ],
 )
 def test_decide_stop(facts: StopFacts, plan: StopPlan) -> None:
-    assert decide_stop(facts) == plan
+    assert decide(facts) == plan
 
 
 def route(handler: str, **facts: bool) -> tuple[bool, bool]:
     base = {"preemption_signal": True, "program_catches": True, "hooked": False, "stepwide": False, "recent": False}
-    found = task_route(handler=handler, **(base | facts))
+    found = decide(TaskSignalFacts(handler=handler, **(base | facts)))
     return found.forward, found.owed
 
 
@@ -168,7 +175,39 @@ def test_the_hold_window_is_a_quarter_of_the_lead_time_and_never_under_the_step_
 ) -> None:
     """An early preemption signal is held until every task has blocked it, but never past a quarter of the lead
     time (the program needs the rest to save) and at least the step grace (a task's file may not be seen)."""
-    from slurmgen.interruption_signal import STEP_GRACE, hold_limit
+    from slurmgen.interruption import STEP_GRACE, hold_limit
 
     assert STEP_GRACE == 3
     assert hold_limit(lead_time) == hold
+
+
+@pytest.mark.parametrize(
+    ("signals", "phase", "plan"),
+    [
+        ((), Phase.STARTING, (BeforeStep.START, 0)),
+        (("USR1",), Phase.STARTING, (BeforeStep.START, 0)),  # the preemption signal: given to the step once it runs
+        (("TERM",), Phase.STARTING, (BeforeStep.EXIT, exit_codes.EXIT_TERMINATED)),  # nothing ran: leave with 143
+        (("USR2",), Phase.STARTING, (BeforeStep.EXIT, 0)),  # a clean exit asked for before any work
+        (("USR2", "TERM"), Phase.STARTING, (BeforeStep.EXIT, exit_codes.EXIT_TERMINATED)),  # TERM wins
+        (("USR1",), Phase.RESTARTING, (BeforeStep.START, 0)),
+        (("TERM",), Phase.RESTARTING, (BeforeStep.END, 0)),  # a run to end: its record, requeue and state
+        (("USR2",), Phase.RESTARTING, (BeforeStep.END, 0)),
+    ],
+)
+def test_decide_before_step(signals: tuple[str, ...], phase: Phase, plan: tuple[BeforeStep, int]) -> None:
+    found = decide(BeforeStepFacts(signals, phase))
+    assert (found.action, found.code) == plan
+    assert (found.line is None) == (found.action is BeforeStep.START)
+
+
+@pytest.mark.parametrize(
+    ("requeue_enabled", "expected"),
+    [
+        (True, {"USR1": (True, True, False), "TERM": (False, True, True), "USR2": (False, False, False)}),
+        (False, {"USR1": (False, True, False), "TERM": (False, True, True), "USR2": (False, False, False)}),
+    ],
+)
+def test_what_each_signal_means_to_rank_0(requeue_enabled: bool, expected: dict[str, tuple[bool, bool, bool]]) -> None:
+    """(requeue, save, terminated) for each signal Preemption takes; every one ends in an exit."""
+    found = signal_meanings("USR1", requeue_enabled)
+    assert {name: (m.requeue, m.save, m.terminated) for name, m in found.items()} == expected

@@ -1,11 +1,15 @@
-"""The preemption watcher's decision (slurmgen.interruption.decide_preempt_watch) as a table. The watcher process
-itself, with a real batch shell and a scontrol stand-in, is tests/batch/test_batch_watch.py."""
+"""The preemption watcher's decision (slurmgen.interruption.decide_preempt_watch, through decide) as a
+table. The watcher process itself, with a real batch shell and a scontrol stand-in, is
+tests/batch/test_batch_watch.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from slurmgen.interruption import WATCH_DONE, WATCH_SIGNAL, WATCH_WAIT, decide_preempt_watch, preempt_watch_needed
+from slurmgen.interruption import SiteFacts, WatchFacts, WatchStep, decide, preempt_watch_needed
+from slurmgen.slurm.site_config import version_tuple
+
+WATCH_DONE, WATCH_SIGNAL, WATCH_WAIT = WatchStep.DONE, WatchStep.SIGNAL, WatchStep.WAIT
 
 # (name, PreemptTime set (None: Slurm not answering), job running, signals the shell received, decision)
 ROWS = [
@@ -22,12 +26,12 @@ ROWS = [
 
 @pytest.mark.parametrize(("preempted", "running", "got", "expected"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
 def test_decide_preempt_watch(preempted: bool | None, running: bool, got: set[str], expected: str) -> None:
-    assert decide_preempt_watch(preempted, running, frozenset(got), "USR1") == expected
+    assert decide(WatchFacts(preempted, running, frozenset(got), "USR1")) == expected
 
 
 def test_another_preemption_signal_counts_as_the_notice() -> None:
-    assert decide_preempt_watch(True, True, frozenset({"USR1"}), "URG") == WATCH_SIGNAL
-    assert decide_preempt_watch(True, True, frozenset({"URG"}), "URG") == WATCH_DONE
+    assert decide(WatchFacts(True, True, frozenset({"USR1"}), "URG")) == WATCH_SIGNAL
+    assert decide(WatchFacts(True, True, frozenset({"URG"}), "URG")) == WATCH_DONE
 
 
 # (name, the site recorded at the run's start, whether the watcher has anything to wait for)
@@ -69,6 +73,8 @@ GRACE_MARKED = [
 
 @pytest.mark.parametrize(("site", "expected"), [r[1:] for r in GRACE_MARKED], ids=[r[0] for r in GRACE_MARKED])
 def test_slurm_ends_graced_preempted(site: dict[str, object], expected: bool) -> None:
-    from slurmgen.interruption_signal import slurm_ends_graced_preempted
+    from slurmgen.interruption import slurm_ends_graced_preempted
 
-    assert slurm_ends_graced_preempted(site) is expected
+    version = site.get("version")
+    facts = SiteFacts.of(site, version_tuple(version if isinstance(version, str) else None))
+    assert slurm_ends_graced_preempted(facts) is expected

@@ -10,7 +10,8 @@ from history_events import write_three_runs
 
 from slurmgen import contract, run_history
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.job_context import KEY_SHELL, JobContext, key_from
+from slurmgen.job_context.context import JobContext
+from slurmgen.job_context.values import KEY_SHELL, key_from
 from slurmgen.local.fake_scontrol import ScontrolError, fake_requeue
 from slurmgen.slurm.ids import parse_job_id
 

@@ -5,7 +5,7 @@
     slurmgen.task     (each task)             may use the shared modules only
     shared: slurmgen/*.py, slurmgen/slurm/    use none of the three
 
-and the layers of the whole tree, top to bottom: slurmgen.cli (and `python -m slurmgen`); slurmgen.api; slurmgen.jobs
+and the layers of the whole tree, top to bottom: slurmgen.cli (and `python -m slurmgen`); slurmgen.api; slurmgen.manage
 and slurmgen.local; slurmgen.script, slurmgen.spec and slurmgen.slurm; the shared modules (slurmgen/*.py), of which
 the interruption policy (slurmgen/interruption*.py) uses only the contract, the errors, the run history and the
 signal names. No module reaches itself again through these arrows.
@@ -109,12 +109,13 @@ def test_no_circle_at_all() -> None:
 LOW = {"slurm", "leaf", "policy"}
 MAY_IMPORT = {
     "__main__": {"cli"},
-    "cli": {"api", "jobkind", "jobs", "local", "script", "spec", *LOW},
+    "cli": {"api", "goodput", "jobkind", "manage", "local", "script", "spec", *LOW},
     "slurmgen": {"api", *LOW},  # the package's lazy names (slurmgen.Job, ...)
-    "api": {"jobkind", "jobs", "local", "script", "spec", *LOW},
-    "jobkind": {"jobs", "local", "script", "spec", *LOW},  # the one job interface, over every kind of job
-    "jobs": {"script", "spec", *LOW},
-    "local": {"jobs", "script", "spec", *LOW},
+    "api": {"goodput", "jobkind", "manage", "local", "script", "spec", *LOW},
+    "jobkind": {"goodput", "manage", "local", "script", "spec", *LOW},  # the one job interface, over every kind of job
+    "manage": {"goodput", "script", "spec", *LOW},
+    "goodput": LOW,  # pure numbers and pictures of a run history (slurmgen/goodput/)
+    "local": {"manage", "script", "spec", *LOW},
     "script": {"spec", *LOW},
     "spec": LOW,
     "slurm": LOW,
@@ -125,22 +126,25 @@ MAY_IMPORT = {
     "task": LOW,
     "integrations": {"runtime", *LOW},
 }
-POLICY_MAY_IMPORT = {"slurmgen.contract", "slurmgen.errors", "slurmgen.run_history", "slurmgen.signal_names"}
-# Known arrows up, each to be removed with the change that removes it (the test fails once one is gone).
-KNOWN_UP = {
-    # Temporary: fixed by the interface/policy change.
-    "slurmgen.interruption_signal -> slurmgen.slurm.site_config",
-    # Not yet fixed by any change: the batch shell records the continuation job it submits in the user's journal,
-    # as `slurmgen submit` does; the journal's record and the submit token belong below jobs/ for it to use them.
-    "slurmgen.batch.continuation -> slurmgen.jobs.journal",
-    "slurmgen.batch.continuation -> slurmgen.jobs.plan",
+POLICY_MAY_IMPORT = {
+    "slurmgen.contract",
+    "slurmgen.errors",
+    "slurmgen.exit_codes",
+    "slurmgen.run_history",
+    "slurmgen.signal_names",
 }
+# Known arrows up, each to be removed with the change that removes it (the test fails once one is gone).
+KNOWN_UP: set[str] = set()
 
 
 def place(name: str) -> str:
     parts = name.split(".")
     if len(parts) == 1:
         return "slurmgen"
+    if parts[1] == "interruption":
+        return "policy"
+    if parts[1] == "job_context":  # a package of shared modules: what every process reads of its job, once
+        return "leaf"
     if modules()[name].parent != PACKAGE:
         return parts[1]
     if parts[1] == "__main__":
@@ -177,10 +181,25 @@ def test_the_layers_see_what_they_check() -> None:
     unplaced = {place(name) for name in modules()} - set(MAY_IMPORT)
     assert unplaced == set(), "a new place under slurmgen/: say in MAY_IMPORT what it may import"
     assert {place(name) for name in modules()} == set(MAY_IMPORT)
-    assert place("slurmgen.interruption_signal") == "policy" and place("slurmgen.contract") == "leaf"
-    assert not arrow_points_down("slurmgen.jobs.plan", "slurmgen.cli.app")
-    assert not arrow_points_down("slurmgen.spec.model", "slurmgen.jobs.plan")
+    assert place("slurmgen.interruption.ending") == "policy" and place("slurmgen.contract") == "leaf"
+    assert not arrow_points_down("slurmgen.manage.plan", "slurmgen.cli.app")
+    assert not arrow_points_down("slurmgen.spec.model", "slurmgen.manage.plan")
     assert not arrow_points_down("slurmgen.slurm.client", "slurmgen.script.render")
     assert not arrow_points_down("slurmgen.interruption", "slurmgen.job_context")
     assert arrow_points_down("slurmgen.__main__", "slurmgen.cli.app")
     assert not arrow_points_down("slurmgen.api.job", "slurmgen.cli.app")
+
+
+def test_the_interruption_policy_imports_only_its_vocabulary() -> None:
+    """The policy is pure (slurmgen/interruption/__init__.py): the standard library, its own modules and the
+    standard-library leaves that name what it decides on. The facts that need Slurm's own parsing (a version) are
+    passed in by the processes that ask it, so no arrow goes from the policy to slurmgen.slurm or further up."""
+    allowed = ("slurmgen.interruption", "slurmgen.contract", "slurmgen.exit_codes", "slurmgen.run_history")
+    found = [
+        f"{name} -> {target}"
+        for name, targets in graph().items()
+        if within(name, "slurmgen.interruption")
+        for target in sorted(targets)
+        if within(target, "slurmgen") and not any(within(target, ok) for ok in allowed)
+    ]
+    assert found == []

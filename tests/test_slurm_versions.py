@@ -11,10 +11,10 @@ ALL = ("22.05", "24.11", "26.05")
 @pytest.mark.parametrize(
     ("nodeid", "group"),
     [
-        ("tests/jobs/test_submit_cluster.py::test_wait[slurm-24.11]", "slurm-24.11"),
-        ("tests/jobs/test_submit_cluster.py::test_wait[slurm-26.05]", "slurm-26.05"),
+        ("tests/manage/test_submit_cluster.py::test_wait[slurm-24.11]", "slurm-24.11"),
+        ("tests/manage/test_submit_cluster.py::test_wait[slurm-26.05]", "slurm-26.05"),
         ("tests/runtime/test_x.py::test_mode[REQUEUE-slurm-26.05-grace]", "slurm-26.05"),
-        ("tests/jobs/test_submit_cluster.py::test_wait[slurm-22.05]", "slurm-22.05"),  # the primary version
+        ("tests/manage/test_submit_cluster.py::test_wait[slurm-22.05]", "slurm-22.05"),  # the primary version
         ("tests/sweep/test_sweep_cluster.py::test_grid", "slurm-22.05"),  # a cluster module's own cluster
         ("tests/cluster/test_harness.py::test_up[slurm-22.05]", "slurm-22.05"),
         ("tests/slurm/test_slurm_client.py::test_show_job[slurm-22.05]", "local"),  # recorded output

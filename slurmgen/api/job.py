@@ -123,6 +123,12 @@ class Job:
                 runs.append({"log_dir": str(log_dir), **asdict(run)})
         return runs
 
+    def report(self) -> dict[str, Any]:
+        """What `slurmgen report JOB --json` prints: goodput, wall_seconds, productive_seconds, buckets,
+        queue_seconds, the runs, the timeline and the checkpoint advice (docs: goodput); an array job's as
+        {"tasks": [...]}. From the run history: no Slurm query for a job submitted from here."""
+        return self.handle.goodput().data
+
     # --- actions ----------------------------------------------------------------------------------------
 
     def cancel(self, signal: str | None = None) -> None:

@@ -12,9 +12,9 @@ from slurmgen.errors import Problem, SpecError, UsageError
 
 if TYPE_CHECKING:
     from slurmgen.api.job import Job
-    from slurmgen.jobs.plan import Plan
-    from slurmgen.jobs.submit import Submission
-    from slurmgen.jobs.sweep_submit import SweepSubmission
+    from slurmgen.manage.plan import Plan
+    from slurmgen.manage.submit import Submission
+    from slurmgen.manage.sweep_submit import SweepSubmission
     from slurmgen.script.build import Build
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
@@ -85,7 +85,7 @@ def spec_source(spec: str | Path | JobSpec | Mapping[str, Any], overrides: Mappi
     else:
         raise UsageError(f"submit: a spec is a file path, a JobSpec or a mapping of fields, not {type(spec).__name__}")
     from slurmgen.atomic import write_text
-    from slurmgen.jobs.journal import home
+    from slurmgen.journal import home
     from slurmgen.spec.load import load_text
 
     try:
@@ -127,7 +127,8 @@ def load_and_render(source: SpecSource, templates: Path | None, warn: Warn) -> t
 def planned(source: SpecSource, templates: Path | None, base: Path, warn: Warn) -> Plan:
     """Validate and render (warnings to ``warn``), then plan a submission recorded under ``base``; the plan keeps
     the exact bytes that were validated (the spec file is read once)."""
-    from slurmgen.jobs.plan import new_token, plan
+    from slurmgen.journal import new_token
+    from slurmgen.manage.plan import plan
 
     built = compiled(source, templates, warn)
     return plan(source.path, built.spec, built.script, base, Path.cwd(), new_token(), source.overrides, built.text)
@@ -137,7 +138,7 @@ def submit_source(source: SpecSource, templates: Path | None, warn: Warn) -> tup
     """Carry out the plan: settle earlier submissions whose sbatch timed out, then sbatch once. Costs one squeue
     (only when the journal holds an unresolved submission) and one sbatch; a timed-out sbatch adds up to three
     squeue lookups by the submission's token, never a second sbatch."""
-    from slurmgen.jobs.journal import home
+    from slurmgen.journal import home
 
     base = home()
     p = planned(source, templates, base, warn)
@@ -180,12 +181,12 @@ def submit_any(p: Plan, base: Path, warn: Warn, *, single: str | None = None) ->
 def dry_run_report(p: Plan, warn: Warn) -> list[str]:
     """What `submit --dry-run` says on stderr after the script: the files it would write and the sbatch line(s),
     one per array for a sweep (split at the cluster's MaxArraySize, or Slurm's default when it cannot be read)."""
-    from slurmgen.jobs.plan import dry_run_lines
+    from slurmgen.manage.plan import dry_run_lines
 
     if p.spec.sweep is None:
         return dry_run_lines(p)
-    from slurmgen.jobs.sweep_plan import dry_run_lines as sweep_lines
-    from slurmgen.jobs.sweep_plan import sweep_plan
+    from slurmgen.manage.sweep_plan import dry_run_lines as sweep_lines
+    from slurmgen.manage.sweep_plan import sweep_plan
     from slurmgen.slurm.client import SlurmClient
 
     sp = sweep_plan(p, dry_run_max_array_size(SlurmClient(), warn))
@@ -194,8 +195,8 @@ def dry_run_report(p: Plan, warn: Warn) -> list[str]:
 
 def submit_plan(p: Plan, base: Path, warn: Warn) -> Submission:
     """sbatch one planned job (not a sweep), after settling earlier submissions whose sbatch timed out."""
-    from slurmgen.jobs import submit as submitting
-    from slurmgen.jobs.journal import Journal
+    from slurmgen.journal import Journal
+    from slurmgen.manage import submit as submitting
     from slurmgen.slurm.client import SlurmClient
 
     client, journal = SlurmClient(), Journal(base)
@@ -238,8 +239,8 @@ def submit(
 def dry_run_max_array_size(client: SlurmClient, warn: Warn) -> int:
     """The cluster's MaxArraySize for a dry run: Slurm's default (and a note) when it cannot be read."""
     from slurmgen.errors import SchedulerError, SchedulerMissing
-    from slurmgen.jobs.sweep_plan import DEFAULT_MAX_ARRAY_SIZE
-    from slurmgen.jobs.sweep_submit import max_array_size
+    from slurmgen.manage.sweep_plan import DEFAULT_MAX_ARRAY_SIZE
+    from slurmgen.manage.sweep_submit import max_array_size
 
     try:
         return max_array_size(client)
@@ -251,10 +252,10 @@ def dry_run_max_array_size(client: SlurmClient, warn: Warn) -> int:
 def submit_planned(p: Plan, base: Path, client: SlurmClient, warn: Warn) -> tuple[SweepSubmission, int]:
     """sbatch every array of a planned sweep (one sbatch per array, split at the cluster's MaxArraySize); the
     submission and its number of points. One `scontrol show config` and one sbatch per array."""
-    from slurmgen.jobs import submit as submitting
-    from slurmgen.jobs.journal import Journal
-    from slurmgen.jobs.sweep_plan import sweep_plan
-    from slurmgen.jobs.sweep_submit import max_array_size, submit_sweep
+    from slurmgen.journal import Journal
+    from slurmgen.manage import submit as submitting
+    from slurmgen.manage.sweep_plan import sweep_plan
+    from slurmgen.manage.sweep_submit import max_array_size, submit_sweep
 
     journal = Journal(base)
     for note in submitting.settle_unresolved(journal, client):

@@ -18,8 +18,8 @@ from slurmgen.errors import UsageError
 if TYPE_CHECKING:
     from slurmgen.api.job import Job
     from slurmgen.jobkind.groups import LocalGroup, SlurmSweep
-    from slurmgen.jobs.sweep_record import SweepRecord
-    from slurmgen.jobs.sweep_status import PointRow
+    from slurmgen.manage.sweep_record import SweepRecord
+    from slurmgen.manage.sweep_status import PointRow
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
 
@@ -29,8 +29,8 @@ Warn = Callable[[str], None]
 def record_of(text: str) -> SweepRecord | None:
     """The sweep ``text`` names (its id, spec file, job name, or any job id of it), from the journal; None when it
     names no sweep. No Slurm query."""
-    from slurmgen.jobs.journal import Journal, find_home
-    from slurmgen.jobs.sweep_record import load_record, sweep_id_of
+    from slurmgen.journal import Journal, find_home
+    from slurmgen.manage.sweep_record import load_record, sweep_id_of
 
     jobs = Journal(find_home()).jobs()
     sweep_id = sweep_id_of(text, jobs)
@@ -68,6 +68,11 @@ class Sweep:
     def __len__(self) -> int:
         return self._group.size
 
+    def report(self) -> dict[str, Any]:
+        """What `slurmgen report SWEEP --json` prints: the roll-up's goodput, wall and productive seconds, buckets,
+        and each point's report (docs: goodput). From the points' run histories; no Slurm query."""
+        return self._group.goodput().data
+
     def values(self, point: int) -> dict[str, Any]:
         """A point's parameter values. No Slurm query."""
         return self._group.values(point)
@@ -103,7 +108,7 @@ class Sweep:
     def wait(self, timeout: float | None = None, *, sleep: Callable[[float], None] = time.sleep) -> dict[int, str]:
         """Wait until no point is pending or running; the final states. One squeue call per poll, every 2 s backing
         off to 30 s while nothing changes; TimeoutError after ``timeout`` seconds (the sweep goes on)."""
-        from slurmgen.jobs.sweep_status import GONE
+        from slurmgen.manage.sweep_status import GONE
         from slurmgen.slurm.ids import JobState
 
         finals = {s.name for s in JobState if s.is_terminal} | {GONE}
@@ -167,7 +172,7 @@ def submit_sweep(
     """Validate, render and submit a spec with `sweep:` as Slurm job arrays (see slurmgen.submit for ``spec``,
     ``overrides`` and ``warn``); the sweep's handle. One `scontrol show config` and one sbatch per array."""
     from slurmgen.api.submitting import planned, spec_source, submit_planned
-    from slurmgen.jobs.journal import home
+    from slurmgen.journal import home
     from slurmgen.slurm.client import SlurmClient
 
     source = spec_source(spec, overrides)

@@ -1,6 +1,7 @@
 """The batch shell's decisions, in Python: what happened to this run, and whether and how the job comes back.
 
     python3 -m slurmgen.batch begin          # at the start of every run
+    python3 -m slurmgen.batch before N       # a signal came before start N of the step: start, end, exit CODE
     python3 -m slurmgen.batch signal SIG [PID]  # in the background: TERM or the preemption signal reached
                                                      # the batch shell; PID is srun's (batch/signals.py)
     python3 -m slurmgen.batch restart RC N   # after a failed step: exit 0 to start it again in the
@@ -24,12 +25,13 @@ preemptions that no rank handles (slurm.conf(5) PreemptMode, GraceTime; measured
 With `preemption.handler: program` the program decides, and the batch shell requeues none of these.
 
 `end` also gives the job the exit code of the task that failed first (batch/task_failure.py), and removes the
-resume state only when the work is done (slurmgen/interruption.py has the rule: exit 0, no stop recorded, no
+resume state only when the work is done (slurmgen/interruption/ has the rule: exit 0, no stop recorded, no
 requeue asked for, and Slurm could be asked); a stopped run keeps it for `slurmgen resume`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -38,10 +40,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from slurmgen import contract, run_history
-from slurmgen.interruption_signal import slurm_requeue_cause
-from slurmgen.job_context import JobContext
-from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
+from slurmgen import contract, exit_codes, run_history
+from slurmgen.interruption import slurm_requeue_cause
+from slurmgen.job_context.context import JobContext
+from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
 from slurmgen.slurm.site import (
     SitePreemption,
     default_partition,
@@ -57,7 +59,10 @@ if TYPE_CHECKING:
     from slurmgen.slurm.retry import Retry
 
 WRITER = "batch-shell"
-USAGE = "usage: python3 -m slurmgen.batch begin | signal SIG [PID] | restart RC ATTEMPT | watch SHELL_PID SIG | end RC"
+USAGE = (
+    "usage: python3 -m slurmgen.batch begin | before ATTEMPT | signal SIG [PID] | restart RC ATTEMPT | "
+    "watch SHELL_PID SIG | end RC"
+)
 
 
 def _say(line: str) -> None:
@@ -86,14 +91,17 @@ def begin(
         how = "after a preemption" if preempted else "by Slurm or an admin (scontrol requeue, a node failure)"
         say(f"run {past} was requeued {how}")
     plan = _site_preemption(ctx, client)
+    from slurmgen.batch.queue_times import queue_times
+
     record(
         ctx,
         WRITER,
         run_history.RUN_START,
-        nodes=ctx.environ.get("SLURM_JOB_NODELIST"),
+        nodes=ctx.nodes,
         host=socket.gethostname(),
-        partition=ctx.environ.get("SLURM_JOB_PARTITION"),
+        partition=ctx.partition,
         site=None if plan is None else site_preemption_event(plan),
+        queue=queue_times(ctx, client),  # Slurm's submit, eligible and start times (slurmgen report)
     )
     saved = history.last_save()
     if plan is not None and saved is not None and saved.save_seconds is not None and ctx.preempt_signal:
@@ -110,7 +118,7 @@ def _site_preemption(ctx: JobContext, client: SlurmClient | None) -> SitePreempt
     if ctx.in_container:
         return None
     asker = client or SlurmClient(timeout=10.0)
-    name = ctx.environ.get("SLURM_JOB_PARTITION")
+    name = ctx.partition
     try:
         site = parse_config(asker.show_config())
         partitions = parse_partitions(asker.show_partitions(name.split(",")[0] if name else None))
@@ -131,39 +139,46 @@ def end(
     run's history), let slurmgen.interruption decide, and carry it out: requeue, record the run's end, remove the
     resume state only when the work is done. Returns the batch shell's exit code."""
     from slurmgen import interruption
-    from slurmgen.batch.signals import STOP_ACTIONS, never_taken, unanswered
+    from slurmgen.batch.signals import STOP_ACTIONS
     from slurmgen.slurm import view as slurm_view
 
-    ctx = JobContext.of(env)
+    # SLURMGEN_CONTAINER says the *tasks* run in an image (no scontrol there); this shell runs outside it, and is
+    # the one that requeues for them: with the flag it would only leave itself another marker.
+    ctx = dataclasses.replace(JobContext.of(env), in_container=False)
     key = ctx.key
     if key is None:
         return rc
     restarts = ctx.restart_count
     preemption_on = ctx.preempt_signal is not None
-    signals = _record_signals(ctx)
+    signals = tuple(_record_signals(ctx))
     # One read of the run history for the whole decision (the signals just recorded included).
     history = run_history.History.load(ctx.log_dir)
-    if (unheard := never_taken(ctx, signals, history)) is not None:
+    this_run = interruption.run_record(
+        history, ctx.run, batch_stop_actions=STOP_ACTIONS, site=site_facts(history, ctx.run)
+    )
+    if (unheard := interruption.never_taken(ctx.preempt_signal, signals, ctx.handler, this_run)) is not None:
         say(unheard)
     code, failing = _job_code(rc, ctx, history, say)
     asked = _take_marker(ctx, key)
     view = slurm_view.look(key, client, retry)
-    this_run = interruption.run_record(history, ctx.run, batch_stop_actions=STOP_ACTIONS)
+    fallback = preemption_on and interruption.unanswered(ctx.preempt_signal, signals, rc, ctx.handler, this_run)
+    if fallback and ctx.preempt_signal:
+        say(interruption.fallback_warning(ctx.preempt_signal, None))
     facts = interruption.EndFacts(
         step_code=rc,
         job_code=code,
         program_decides=ctx.handler == contract.HANDLER_PROGRAM,
         preemption_on=preemption_on,
         requeue_on_failure=ctx.requeue_on_failure,
-        signals=tuple(signals),
+        signals=signals,
         marker=asked,
         slurm=None if view is None else view.says(restarts),
         run=this_run,
-        unanswered=preemption_on and this_run.batch_stop is None and unanswered(ctx, signals, rc, say, history),
+        unanswered=fallback,
         signal_cause=signal_cause(ctx, None if view is None else view.preempted(), time.time()),
         repeated=history.has(ctx.run, run_history.REPEATED),
     )
-    plan = interruption.decide_end(facts)
+    plan = interruption.decide(facts)
     if plan.attribute and view is not None:
         _attribute(ctx, history, view.preempted())
     mode = None if view is None else view.mode(restarts)
@@ -173,11 +188,11 @@ def end(
         say(plan.line)
     outcome = None
     if plan.requeue is not None and plan.cause is not None:
-        if plan.requeue == interruption.CONTINUE:
+        if plan.requeue is interruption.RequeueHow.CONTINUE:
             from slurmgen.batch.continuation import submit_continuation
 
-            outcome = submit_continuation(key, plan.cause, ctx.environ, by=WRITER, client=client)
-        elif plan.requeue == interruption.REQUEUE_ENDED:
+            outcome = submit_continuation(key, plan.cause, ctx, by=WRITER, client=client)
+        elif plan.requeue is interruption.RequeueHow.ENDED:
             outcome = requeue_ended_job(key, plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history)
         else:
             outcome = requeue_this_job(
@@ -185,7 +200,7 @@ def end(
             )
         say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}" if plan.preempted else
             outcome.message)  # fmt: skip
-    ending = interruption.settle(facts, plan, None if outcome is None else outcome.action, key)
+    ending = interruption.decide(interruption.Settle(facts, plan, None if outcome is None else outcome.action, key))
     if ending.line:
         say(ending.line)
     recorded = code if ending.requeued else ending.code
@@ -291,6 +306,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         env = JobContext.from_environ(os.environ if environ is None else environ)  # read once for the whole step
         if args == ["begin"]:
             return begin(env)
+        if len(args) == 2 and args[0] == "before" and args[1].isdigit():
+            from slurmgen.batch.signals import before_step
+
+            print(before_step(int(args[1]), env, _say), flush=True)
+            return 0
         if args[:1] == ["signal"] and len(args) in (2, 3) and (len(args) == 2 or args[2].isdigit()):
             from slurmgen.batch.signals import on_signal
 
@@ -309,6 +329,12 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         _say(f"internal error in the batch shell's {args[0] if args else ''} step ({type(error).__name__}): {error}")
         if args[:1] == ["restart"]:
             return 1  # no restart: the run goes on to its end, which keeps the state
+        if args[:1] == ["before"]:
+            # No new start on an unknown answer: after a failed start the run's end keeps the state and decides;
+            # before the first, nothing ran and nothing is left to keep: the job fails.
+            restarting = len(args) == 2 and args[1].isdigit() and int(args[1]) > 0
+            print("end" if restarting else f"exit {exit_codes.EXIT_FAILURE}", flush=True)
+            return 0
         return int(args[1]) if len(args) == 2 and args[0] == "end" and args[1].isdigit() else 0
     print(USAGE, file=sys.stderr)
     return 2

@@ -22,51 +22,54 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
-from slurmgen.job_context import JobContext
+from slurmgen.interruption import RequeueResult
+from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import RequeueOutcome, record
 
 if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
 
-SCRIPT = "SLURMGEN_BATCH_SCRIPT"  # the batch shell's $0: the script Slurm runs (its spooled copy)
 
-
-def submit_continuation(key: str, cause: str, env: Mapping[str, str], *, by: str, client: SlurmClient | None = None
+def submit_continuation(key: str, cause: str, ctx: JobContext, *, by: str, client: SlurmClient | None = None
                         ) -> RequeueOutcome:  # fmt: skip
     """Submit this job's script again to continue from its state: `continued` (recorded), or `failed` (the state
     is kept and `slurmgen resume` can still bring the work back)."""
     from slurmgen.errors import SlurmgenError
-    from slurmgen.jobs.journal import TOKEN_PREFIX
+    from slurmgen.journal import TOKEN_PREFIX
     from slurmgen.slurm.client import SlurmClient
 
-    script = env.get(SCRIPT, "")
+    script = ctx.batch_script  # the batch shell's $0: the script Slurm runs (its spooled copy)
     if not script or not os.path.isfile(script):
-        return RequeueOutcome("failed", f"cannot submit a continuation of job {key}: its script is not readable here")
-    workdir = env.get("SLURM_SUBMIT_DIR") or os.getcwd()
+        return RequeueOutcome(
+            RequeueResult.FAILED, f"cannot submit a continuation of job {key}: its script is not readable here"
+        )
+    workdir = ctx.submit_dir or os.getcwd()
     args = [f"--chdir={workdir}", f"--export=ALL,{contract.RESUME_FROM}={key}"]
-    if env.get("SLURM_ARRAY_TASK_ID"):
-        args.append(f"--array={env['SLURM_ARRAY_TASK_ID']}")  # the same task (a sweep's point) of a new array
+    if ctx.array_task_id:
+        args.append(f"--array={ctx.array_task_id}")  # the same task (a sweep's point) of a new array
     token = _journal_token()
     if token:
         args.append(f"--comment={TOKEN_PREFIX}{token}")
     # The environment goes with the new job (--export=ALL; SlurmClient drops Slurm's job variables), less the
     # rendezvous this script exported, which the new job would take for the user's own port.
-    inherited = {name: value for name, value in env.items() if name not in ("MASTER_ADDR", "MASTER_PORT")}
+    inherited = {name: value for name, value in ctx.environ.items() if name not in ("MASTER_ADDR", "MASTER_PORT")}
     asker = client or SlurmClient(env=inherited, timeout=60)
     try:
         submitted = asker.sbatch(script, args)
     except SlurmgenError as exc:
-        return RequeueOutcome("failed", f"could not submit a continuation of job {key} ({exc}): its resume state is "
-                              f"kept; slurmgen resume {key} brings the work back")  # fmt: skip
-    new = str(submitted.job_id) + (f"_{env['SLURM_ARRAY_TASK_ID']}" if env.get("SLURM_ARRAY_TASK_ID") else "")
-    record(JobContext.of(env), by, run_history.CONTINUED, cause=cause, job=new)
-    _journal(env, key, new, token, workdir)
-    return RequeueOutcome("continued", f"submitted job {new} to continue job {key} from its state ({cause}; a requeue "
-                          "would end PREEMPTED on this Slurm whatever the run does)")  # fmt: skip
+        why = f"could not submit a continuation of job {key} ({exc}): its resume state is kept; slurmgen resume " \
+              f"{key} brings the work back"  # fmt: skip
+        return RequeueOutcome(RequeueResult.FAILED, why)
+    new = str(submitted.job_id) + (f"_{ctx.array_task_id}" if ctx.array_task_id else "")
+    record(ctx, by, run_history.CONTINUED, cause=cause, job=new)
+    _journal(ctx.environ, key, new, token, workdir)
+    said = f"submitted job {new} to continue job {key} from its state ({cause}; a requeue would end PREEMPTED on " \
+           "this Slurm whatever the run does)"  # fmt: skip
+    return RequeueOutcome(RequeueResult.CONTINUED, said)
 
 
 def _journal_token() -> str:
-    from slurmgen.jobs.plan import new_token
+    from slurmgen.journal import new_token
 
     return new_token()
 
@@ -75,7 +78,7 @@ def _journal(env: Mapping[str, str], key: str, new: str, token: str, workdir: st
     """A `submitted` entry for the new job in the journal of the directory the old job came from, cloned from the
     old job's entry; nothing when that directory has no journal or no entry for the old job."""
     from slurmgen.errors import SlurmgenError
-    from slurmgen.jobs.journal import Entry, Journal, find_home
+    from slurmgen.journal import Entry, Journal, find_home
 
     try:
         journal = Journal(find_home(env, workdir), warn=lambda _line: None)

@@ -29,9 +29,11 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+from slurmgen.job_context.context import JobContext
 
-def node_name(env: Mapping[str, str]) -> str:
-    return env.get("SLURMD_NODENAME") or socket.gethostname()
+
+def node_name(ctx: JobContext) -> str:
+    return ctx.node_name or socket.gethostname()
 
 
 def gpu_problem(want: int, env: Mapping[str, str], timeout: float) -> str | None:
@@ -110,9 +112,11 @@ def health_problem(argv: Sequence[str], timeout: float) -> str | None:
 
 
 def verdict(
-    env: Mapping[str, str], gpus: int, state_dir: str, need: int, timeout: float, health: Sequence[str]
+    source: JobContext | Mapping[str, str], gpus: int, state_dir: str, need: int, timeout: float, health: Sequence[str]
 ) -> dict[str, object]:
-    node = node_name(env)
+    ctx = JobContext.of(source)
+    env = ctx.environ
+    node = node_name(ctx)
     checks: list[Callable[[], str | None]] = [
         lambda: gpu_problem(gpus, env, timeout),
         lambda: _bounded(
@@ -141,7 +145,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     parser.add_argument("--need", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=60.0)
     opts = parser.parse_args(own)
-    result = verdict(os.environ if env is None else env, opts.gpus, opts.state_dir, opts.need, opts.timeout, health)
+    job = JobContext.from_environ(os.environ if env is None else env)  # this process's one read of its job
+    result = verdict(job, opts.gpus, opts.state_dir, opts.need, opts.timeout, health)
     # One write: the nodes' checks share srun's stdout in a local run, and under PYTHONUNBUFFERED (the script's)
     # print() writes the line and its newline apart, so two nodes' verdicts could interleave.
     sys.stdout.write(json.dumps(result) + "\n")

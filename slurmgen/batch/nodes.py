@@ -2,7 +2,7 @@
 
     python3 -m slurmgen.batch.nodes NODES GPUS ATTEMPT
         # prints the nodes the step starts on (a comma list); exit 0: start it there, 3: the job was requeued away
-        # from a bad node, 4: not enough healthy nodes and no requeue: the run ends (contract.NODES_*); any other
+        # from a bad node, 4: not enough healthy nodes and no requeue: the run ends (exit_codes.NODES_*); any other
         # exit is the check's own failure: the batch shell starts the step on the allocation's nodes
 
 The checks run on all nodes at once, as one job step (`srun --nodes=K --ntasks-per-node=1 --nodelist=...`): one
@@ -28,6 +28,7 @@ the other nodes. Every excluded node is recorded in the run history (event `node
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -39,8 +40,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from slurmgen import contract, run_history
-from slurmgen.job_context import JobContext
+from slurmgen import contract, exit_codes, run_history
+from slurmgen.job_context.context import JobContext
 
 WRITER = "batch-shell"
 CHECK_TIMEOUT = 60.0  # seconds per check on a node (SLURMGEN_NODE_CHECK_TIMEOUT overrides)
@@ -76,16 +77,17 @@ def checkpoint_bytes(ctx: JobContext, history: run_history.History) -> int:
 
 
 def check_step(
-    hosts: Sequence[str], gpus: int, env: Mapping[str, str], need: int, timeout: float
+    hosts: Sequence[str], gpus: int, source: JobContext | Mapping[str, str], need: int, timeout: float
 ) -> tuple[dict[str, str], bool]:
     """Run the checks on ``hosts``: (failed node -> reason, whether any node answered)."""
+    ctx = JobContext.of(source)
     # --ntasks: srun would take SLURM_NTASKS, the whole allocation's, when the check runs on fewer nodes.
     words = ["srun", f"--nodes={len(hosts)}", f"--ntasks={len(hosts)}", "--ntasks-per-node=1"]
     words += [f"--nodelist={','.join(hosts)}"]
     words += ["--kill-on-bad-exit=0"] + ([f"--gpus-per-node={gpus}"] if gpus > 0 else [])
     words += [sys.executable, "-m", contract.NODE_CHECK_ENTRY, f"--gpus={gpus}", f"--need={need}"]
-    words += [f"--state-dir={env.get(contract.STATE_DIR, '')}", f"--timeout={timeout:g}"]
-    health = env.get(contract.HEALTH_CHECK, "")
+    words += [f"--state-dir={ctx.state_dir or ''}", f"--timeout={timeout:g}"]
+    health = ctx.health_check
     if health:
         words += ["--", *shlex.split(health)]
     limit = 3 * timeout + STEP_START
@@ -155,7 +157,7 @@ def down_nodes(hosts: Sequence[str], run: Callable[[Sequence[str]], str] | None 
     return found
 
 
-def requeue_away(key: str, away: Sequence[str], env: Mapping[str, str], say: Callable[[str], None]) -> bool:
+def requeue_away(key: str, away: Sequence[str], ctx: JobContext, say: Callable[[str], None]) -> bool:
     """Requeue the job and add ``away`` to its ExcNodeList; True when it was requeued."""
     from slurmgen.requeue import requeue_this_job
     from slurmgen.slurm.hostlist import expand_hostlist
@@ -164,7 +166,7 @@ def requeue_away(key: str, away: Sequence[str], env: Mapping[str, str], say: Cal
     old = re.search(r"\bExcNodeList=(\S+)", _scontrol(["scontrol", "-o", "show", "job", key]))
     kept = [] if old is None or old.group(1) == "(null)" else expand_hostlist(old.group(1))
     # The batch shell runs outside any container: it asks Slurm itself, never through a task's marker.
-    outcome = requeue_this_job(run_history.BAD_NODE, {**env, contract.CONTAINER: ""}, by=WRITER)
+    outcome = requeue_this_job(run_history.BAD_NODE, dataclasses.replace(ctx, in_container=False), by=WRITER)
     say(outcome.message)
     if outcome.action != "requeued":
         return False
@@ -185,20 +187,19 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     from slurmgen.slurm.hostlist import expand_hostlist
 
     args = list(sys.argv[1:] if argv is None else argv)
-    env = os.environ if env is None else env
+    ctx = JobContext.from_environ(os.environ if env is None else env)  # read once
     needed, gpus, attempt = (int(a) for a in args[:3])
-    hosts = expand_hostlist(env.get("SLURM_JOB_NODELIST", ""))
-    ctx = JobContext.from_environ(env)  # read once
+    hosts = expand_hostlist(ctx.nodes or "")
     log_dir, key, run = ctx.log_dir or "", ctx.key, ctx.run
     history = run_history.History.load(log_dir)  # one read for the whole decision
     excluded = {str(e.get("node")): str(e.get("reason")) for e in history.of_run(run, run_history.NODE_EXCLUDED)}
     failed = down_nodes([h for h in hosts if h not in excluded]) if attempt > 0 else {}
     left = [h for h in hosts if h not in excluded and h not in failed]
-    timeout = float(env.get("SLURMGEN_NODE_CHECK_TIMEOUT") or CHECK_TIMEOUT)
+    timeout = ctx.node_check_timeout or CHECK_TIMEOUT
     if left:
-        checked, _ = check_step(left, gpus, env, checkpoint_bytes(ctx, history), timeout)
+        checked, _ = check_step(left, gpus, ctx, checkpoint_bytes(ctx, history), timeout)
         failed.update(checked)
-    plan = interruption.decide_nodes(interruption.NodeFacts(tuple(hosts), needed, excluded, failed))
+    plan = interruption.decide(interruption.NodeFacts(tuple(hosts), needed, excluded, failed))
     if plan.line:
         _say(plan.line)
     for node, why in plan.exclude:
@@ -208,9 +209,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if plan.run_on:
         print(",".join(plan.run_on), flush=True)
         return 0
-    if key is not None and requeue_away(key, plan.requeue_excluding, env, _say):
-        return contract.NODES_REQUEUED
-    return contract.NODES_SHORT
+    if key is not None and requeue_away(key, plan.requeue_excluding, ctx, _say):
+        return exit_codes.NODES_REQUEUED
+    return exit_codes.NODES_SHORT
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from slurmgen import contract, run_history
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 
 if TYPE_CHECKING:
     from slurmgen.interruption import Failure
@@ -37,6 +37,8 @@ WRITER = "batch-shell"
 STEP_GONE_WAIT = 20.0  # seconds to wait for Slurm to show the failed step ended, before killing it
 POLL = 0.5
 TORCH_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s*")
+# Set by the local run (slurmgen.local.runner) when the job runs on CPU, GPUs asked for or not: a failure for want
+# of a GPU is then not restarted (interruption.decide_restart).
 
 
 def _say(line: str) -> None:
@@ -56,7 +58,7 @@ def restart(
 
     ctx = JobContext.of(env)
     log_dir, key = ctx.log_dir, ctx.key
-    max_restarts = _int(ctx.environ.get(contract.MAX_RESTARTS))
+    max_restarts = ctx.max_restarts
     if rc == 0 or not log_dir or key is None or max_restarts == 0:
         return 1
     run = ctx.run
@@ -75,12 +77,13 @@ def restart(
         if (hangs := hang_events(history, run, since))
         else failure_of(history, run, since, rc, ctx),
         previous=None if not restarts else _failure_from(restarts[-1]),
-        event=interruption.RESTART_HANG if hangs else interruption.RESTART_CRASH,
+        event=interruption.RestartCause.HANG if hangs else interruption.RestartCause.CRASH,
+        no_gpu=ctx.local_no_gpu,
     )
-    plan = interruption.decide_restart(facts)
+    plan = interruption.decide(facts)
     if plan.line:
         say(plan.line)
-    if plan.cause == interruption.REPEATED:
+    if plan.cause is interruption.RestartCause.REPEATED:
         f = facts.failure
         run_history.append(log_dir, WRITER, run_history.REPEATED, run, time.time(), who=f.who, error=f.error)
     if not plan.restart:
@@ -258,7 +261,3 @@ def _step_gone(
             killed = True
             deadline = time.monotonic() + STEP_GONE_WAIT
         sleep(POLL)
-
-
-def _int(text: str | None) -> int:
-    return int(text) if text and text.isdigit() else 0

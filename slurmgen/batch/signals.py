@@ -7,7 +7,7 @@ The template passes two signals here, in the background so that the shell keeps 
   slurmstepd gives every task SIGTERM and srun returns when they exit. When Slurm itself is ending the job (time
   limit, scancel, a requeue) the tasks have it already. And: is Slurm preempting the job with PreemptMode=CANCEL,
   which never requeues? Then requeue it at once (batch/commands.py says why).
-- the preemption signal, by `preemption.handler` (slurmgen/interruption_signal.py `preemption_route`):
+- the preemption signal, by `preemption.handler` (slurmgen/interruption/running.py `preemption_route`):
   runtime and program: forwarded to the step (srun passes it on to every task);
   requeue: the step is stopped with SIGTERM through Slurm, as above, and the job requeued when it has ended (or
   at the end of the window, if the program is still saving), within its budget;
@@ -25,8 +25,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from slurmgen import contract, interruption_signal, run_history
-from slurmgen.job_context import JobContext
+from slurmgen import contract, interruption, run_history
+from slurmgen.interruption import BeforeStep, Phase, SignalRoute, fallback_warning
+from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
 
 if TYPE_CHECKING:
@@ -39,7 +40,6 @@ STEP_LOOKUPS = 20  # tries to find the step in Slurm (a step that just started m
 LOOKUP_PAUSE = 0.5  # s
 STOP_MARGIN = 10.0  # s before the end of the window at which a step still saving is left to Slurm's requeue
 WATCH_PAUSE = 0.5  # s between looks at the step while it stops
-ANNOUNCE_WAIT = 60.0  # s at most that auto gives a program to construct Preemption after the signal came
 ANNOUNCE_POLL = 1.0  # s between looks at the run history meanwhile
 
 
@@ -49,19 +49,8 @@ def announced(ctx: JobContext) -> bool:
 
 
 def announce_wait(ctx: JobContext) -> float:
-    """How long auto waits for the program to construct Preemption: a quarter of the lead time, at most a minute,
-    so that an unmodified program keeps most of its window to stop."""
-    return min(ANNOUNCE_WAIT, ctx.lead_seconds / 4) if ctx.lead_seconds is not None else ANNOUNCE_WAIT
-
-
-def fallback_warning(sig: str, waited: float | None) -> str:
-    within = f" within {waited:g} s of SIG{sig}" if waited is not None else ""
-    return (
-        f"warning: the program did not construct slurmgen's Preemption{within}, so SIG{sig} cannot make it save: "
-        "stopping the step with SIGTERM and requeueing the job (preemption.handler: auto); construct Preemption in "
-        f"the program to save first, or set preemption.handler: program if it handles SIG{sig} itself, or requeue "
-        "if it resumes from its own checkpoints"
-    )
+    """How long auto waits for the program to construct Preemption (announce_wait_for)."""
+    return interruption.announce_wait_for(ctx.lead_seconds)
 
 
 def on_signal(
@@ -92,19 +81,21 @@ def on_signal(
         return 0
     if sig != ctx.preempt_signal or step_pid is None:
         return 0
-    route = interruption_signal.preemption_route(handler, announced(ctx))
+    route = interruption.decide(interruption.PreemptionSignalFacts(handler, announced(ctx)))
     waited = None
-    if route in ("forward", "wait"):
+    if route in (SignalRoute.FORWARD, SignalRoute.WAIT):
         with contextlib.suppress(ProcessLookupError):
             kill(step_pid, getattr(signal, f"SIG{sig}"))
-        if route == "forward":
+        if route is SignalRoute.FORWARD:
             return 0
         waited = announce_wait(ctx)
         if _announced_within(waited, step_pid, ctx, kill=kill, sleep=sleep, clock=clock):
             return 0
     cause = signal_cause(ctx, None if view is None else view.preempted(), clock())
-    record(ctx, WRITER, run_history.STOP, cause=cause, actions=STOP_ACTIONS, signals=[sig])
-    if handler == contract.HANDLER_AUTO:
+    auto = handler == contract.HANDLER_AUTO
+    note = {"fallback": interruption.fallback_note(sig, waited)} if auto else {}
+    record(ctx, WRITER, run_history.STOP, cause=cause, actions=STOP_ACTIONS, signals=[sig], **note)
+    if auto:
         say(fallback_warning(sig, waited))
     say(f"SIG{sig} ({cause}): stopping the step with SIGTERM; the job is requeued once it has ended")
     stop_step("TERM", step_pid, ctx, say, client, kill=kill, sleep=sleep)
@@ -136,21 +127,6 @@ def _announced_within(
         if clock() >= deadline:
             return False
         sleep(ANNOUNCE_POLL)
-
-
-def unanswered(
-    ctx: JobContext, signals: list[str], rc: int, say: Callable[[str], None], history: run_history.History
-) -> bool:
-    """After a failed step, under auto: the preemption signal came, the program never constructed Preemption and
-    the batch shell had not decided yet (the step ended first: a program killed by the signal, say). The job
-    comes back as the fallback would have made it; True when so (the warning is said here)."""
-    sig = ctx.preempt_signal
-    if rc == 0 or not sig or sig not in signals or ctx.handler != contract.HANDLER_AUTO:
-        return False
-    if history.announced(ctx.run) or history.stop_by(ctx.run, STOP_ACTIONS) is not None:
-        return False
-    say(fallback_warning(sig, None))
-    return True
 
 
 def _preempted_by_slurm(
@@ -208,10 +184,10 @@ def stop_step(
 
 
 def window_end(ctx: JobContext, view: SlurmView | None, cause: str) -> float | None:
-    """When Slurm ends this run anyway (slurmgen.interruption_signal.window_end): Slurm's EndTime while a preempted
+    """When Slurm ends this run anyway (slurmgen.interruption.window_end): Slurm's EndTime while a preempted
     job runs, else the time limit from this job's start."""
     running_end = view.end_time.timestamp() if view is not None and view.end_time and view.running() else None
-    return interruption_signal.window_end(cause, running_end, ctx.start_time, ctx.time_limit)
+    return interruption.window_end(cause, running_end, ctx.start_time, ctx.time_limit)
 
 
 def _watch(
@@ -238,14 +214,14 @@ def _watch(
     say(f"the step is still stopping {STOP_MARGIN:g} s before the end of its window: {outcome.message}")
 
 
-def never_taken(ctx: JobContext, signals: list[str], history: run_history.History) -> str | None:
-    """After the step: a warning when the preemption signal came under handler runtime and the program never
-    constructed Preemption, so nothing ever acted on it (it stayed blocked); else None."""
-    sig = ctx.preempt_signal
-    if not sig or sig not in signals or ctx.handler != contract.HANDLER_RUNTIME or history.announced(ctx.run):
-        return None
-    return (
-        f"warning: SIG{sig} reached the job, but the program never constructed slurmgen's Preemption, so nothing "
-        "acted on it (preemption.handler: runtime); construct Preemption, or set preemption.handler: auto to stop "
-        "and requeue such a program"
-    )
+def before_step(attempt: int, env: JobContext | Mapping[str, str], say: Callable[[str], None]) -> str:
+    """`batch before ATTEMPT`: the batch shell holds signals at a start of the step; what it does is the policy's
+    (slurmgen.interruption.decide_before_step). Printed for the shell to carry out: `start`, `end` (go to the
+    run's end) or `exit CODE`."""
+    ctx = JobContext.of(env)
+    signals = tuple(item.partition("@")[0] for item in ctx.signals.split())
+    phase = Phase.RESTARTING if attempt > 0 else Phase.STARTING
+    plan = interruption.decide(interruption.BeforeStepFacts(signals, phase))
+    if plan.line:
+        say(plan.line)
+    return f"exit {plan.code}" if plan.action is BeforeStep.EXIT else str(plan.action)

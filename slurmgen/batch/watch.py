@@ -34,7 +34,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from slurmgen import contract, interruption, run_history
-from slurmgen.job_context import JobContext
+from slurmgen.interruption import WatchStep
+from slurmgen.job_context.context import JobContext
 from slurmgen.slurm.retry import Retry
 from slurmgen.slurm.view import look
 
@@ -42,7 +43,6 @@ ONCE = Retry(tries=1, pauses=())
 MIN_POLL = 0.1  # seconds; below this the looks would cost slurmctld more than a lost grace costs the job
 MAX_POLL = 300.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-LOCAL_RUN = "SLURMGEN_LOCAL_DIR"  # set inside `slurmgen run` (slurmgen/local/jobenv.py LOCAL_DIR)
 
 
 def received(log_dir: str) -> frozenset[str]:
@@ -54,9 +54,9 @@ def received(log_dir: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-def poll_seconds(env: Mapping[str, str]) -> float:
+def poll_seconds(source: JobContext | Mapping[str, str]) -> float:
     try:
-        value = float(env.get(contract.PREEMPT_POLL, "") or contract.DEFAULT_PREEMPT_POLL)
+        value = float(JobContext.of(source).preempt_poll or contract.DEFAULT_PREEMPT_POLL)
     except ValueError:
         return contract.DEFAULT_PREEMPT_POLL
     return min(max(value, MIN_POLL), MAX_POLL) if value > 0 else contract.DEFAULT_PREEMPT_POLL
@@ -72,7 +72,7 @@ def die_with_parent(shell_pid: int) -> bool:
 
 def site_of_run(log_dir: str, ctx: JobContext) -> Mapping[str, object]:
     """What the site does on preemption, as this run's start recorded it (empty if unknown)."""
-    return run_history.History.load(log_dir).site(ctx.restart_count + 1)
+    return run_history.History.load(log_dir).site(ctx.run)
 
 
 def watch(
@@ -86,21 +86,20 @@ def watch(
     if not die_with_parent(shell_pid):
         return 0
     ctx = JobContext.of(source)
-    env = ctx.environ
     key, log_dir = ctx.key, ctx.log_dir or ""
     if key is None or not log_dir or shutil.which("scontrol") is None:
         return 0
-    if env.get(LOCAL_RUN):
+    if ctx.local_dir:
         return 0  # `slurmgen run`: its emulated preemption always delivers the signal; each look would cost a process
     if not interruption.preempt_watch_needed(site_of_run(log_dir, ctx)):
         return 0
-    pause, said_unsure = poll_seconds(env), False
+    pause, said_unsure = poll_seconds(ctx), False
     while True:
         sleep(pause)
         if os.getppid() != shell_pid:
             return 0
         got = received(log_dir)
-        if interruption.decide_preempt_watch(False, True, got, preempt_signal) == interruption.WATCH_DONE:
+        if interruption.decide(interruption.WatchFacts(False, True, got, preempt_signal)) is WatchStep.DONE:
             return 0
         view = look(key, retry=ONCE)
         if view is None and not said_unsure:
@@ -108,10 +107,10 @@ def watch(
             say(f"the preemption watcher cannot ask Slurm about job {key} (scontrol failed or timed out): no "
                 "preemption is assumed; it keeps asking quietly")  # fmt: skip
         preempted, running = (None, True) if view is None else (view.preempted(), view.running())
-        action = interruption.decide_preempt_watch(preempted, running, received(log_dir), preempt_signal)
-        if action == interruption.WATCH_DONE:
+        action = interruption.decide(interruption.WatchFacts(preempted, running, received(log_dir), preempt_signal))
+        if action is WatchStep.DONE:
             return 0
-        if action == interruption.WATCH_SIGNAL:
+        if action is WatchStep.SIGNAL:
             assert view is not None and view.preempt_time is not None
             say(
                 f"Slurm shows PreemptTime={view.preempt_time.isoformat()} for job {key} but no SIG{preempt_signal} "

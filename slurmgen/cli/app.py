@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from slurmgen.cli import job_commands, local_commands, site_commands, spec_commands, sweep_commands
+from slurmgen.cli import job_commands, local_commands, report_commands, site_commands, spec_commands, sweep_commands
 from slurmgen.cli.output import err, report
 from slurmgen.errors import SlurmgenError
 
@@ -75,6 +75,7 @@ app.add_typer(job_commands.commands)  # submit, requeue, status, logs, cancel
 app.add_typer(local_commands.commands)  # run
 app.add_typer(site_commands.commands)  # doctor, history
 app.add_typer(sweep_commands.commands)  # resubmit
+app.add_typer(report_commands.commands)  # report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle, Report
-    from slurmgen.jobs.plan import Plan
+    from slurmgen.manage.plan import Plan
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.slurm.showjob import JobInfo
 
@@ -41,7 +41,7 @@ def submit_spec(spec: Path, overrides: list[str], templates: Path | None, single
     """Submit a spec (one job or a sweep) through the API's path (slurmgen.submit's): warnings and a summary on
     stderr, the id that status/logs/cancel take alone on stdout; that id."""
     from slurmgen.api.submitting import submit_any
-    from slurmgen.jobs.journal import home
+    from slurmgen.journal import home
 
     base = home()
     p = planned(spec, overrides, templates, base)
@@ -95,7 +95,7 @@ def submit_command(
         submit_spec(spec, overrides, templates)
         return
     from slurmgen.api.submitting import dry_run_report
-    from slurmgen.jobs.journal import home
+    from slurmgen.journal import home
 
     p = planned(spec, overrides, templates, home())
     if dry_run:
@@ -103,7 +103,7 @@ def submit_command(
         for line in dry_run_report(p, err):
             err(line)
         return
-    from slurmgen.jobs.submit import would_run
+    from slurmgen.manage.submit import would_run
     from slurmgen.slurm.client import SlurmClient
 
     result = would_run(p, SlurmClient())
@@ -118,7 +118,8 @@ def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -
     """Submit, follow the job to its end and exit with its code; slurmgen's own failures exit 125 (wait.py)."""
     from slurmgen.cli.output import report
     from slurmgen.errors import SlurmgenError
-    from slurmgen.jobs.wait import EXIT_WAIT_ERROR, result_line
+    from slurmgen.exit_codes import EXIT_WAIT_ERROR
+    from slurmgen.manage.wait import result_line
     from slurmgen.slurm.client import SlurmClient
 
     job = ""
@@ -133,10 +134,10 @@ def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -
 
 
 def _wait(client: SlurmClient, job: str) -> None:
-    from slurmgen.jobs.history import last_failing
-    from slurmgen.jobs.journal import Journal, find, find_home
-    from slurmgen.jobs.targets import Target
-    from slurmgen.jobs.wait import follow, result_line
+    from slurmgen.journal import Journal, find, find_home
+    from slurmgen.manage.history import last_failing
+    from slurmgen.manage.targets import Target
+    from slurmgen.manage.wait import follow, result_line
     from slurmgen.slurm.ids import parse_job_id
 
     progress = Progress()
@@ -166,7 +167,7 @@ class Progress:
         self.start = self.clock()
 
     def __call__(self, infos: list[JobInfo]) -> None:
-        from slurmgen.jobs.wait import describe
+        from slurmgen.manage.wait import describe
         from slurmgen.slurm.times import format_duration
 
         line = describe(infos)
@@ -222,7 +223,7 @@ def logs_command(
     """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended).
     A job with no log yet (still pending) prints nothing, and says so on stderr."""
     from slurmgen.jobkind.logs import check_choice, read_logs
-    from slurmgen.jobs import logs as lg
+    from slurmgen.manage import logs as lg
 
     check_choice(rank, node)
     view = handle(job, point).logs(rank, node)

@@ -1,5 +1,5 @@
 """`slurmgen doctor` and `slurmgen history`: what this cluster does to a job on preemption, and what each run of a
-job did. Thin: parse, call slurmgen.jobs.doctor / .history, print. Reports go to stdout, messages to stderr;
+job did. Thin: parse, call slurmgen.manage.doctor / .history, print. Reports go to stdout, messages to stderr;
 errors are raised and printed once by slurmgen.cli.app.main.
 """
 
@@ -22,20 +22,23 @@ commands = typer.Typer()
 def doctor_command(
     spec: Annotated[
         Path | None,
-        typer.Argument(metavar="[SPEC]", help="A job spec: its partition, lead time and last save. Default: every "
-                       "partition.", show_default=False),
+        typer.Argument(metavar="[SPEC|JOB]", help="A job spec: its partition, lead time and last save; or a job: "
+                       "its checkpoint-interval advice. Default: every partition.", show_default=False),
     ] = None,
     set_: SetOpt = None,
 ) -> None:  # fmt: skip
     """What preemption and the time limit will do to a job here: whether a preempted job is requeued or
     cancelled, how long it has to save before it is killed, whether it is warned by its signal first, and what
     could go wrong, with the fix. Without a Slurm client, with a SPEC: what the spec alone shows."""
-    from slurmgen.jobs import doctor
-    from slurmgen.jobs.journal import Journal, find_home
+    from slurmgen.journal import Journal, find_home
+    from slurmgen.manage import doctor
     from slurmgen.script.build import check_file
     from slurmgen.slurm.client import SlurmClient
 
     facts, last = None, None
+    if spec is not None and not spec.exists() and not set_:
+        _doctor_job(str(spec))  # a job, not a spec: its checkpoint-interval advice (slurmgen/goodput/advice.py)
+        return
     if spec is not None:
         checked = check_file(spec, set_ or [], Path.cwd())
         warn_all(checked.warnings)  # the same warnings as render, validate, submit and run
@@ -48,10 +51,26 @@ def doctor_command(
     except SchedulerMissing as exc:
         if facts is None:
             raise
-        from slurmgen.jobs.doctor_offline import render_offline
+        from slurmgen.manage.doctor_offline import render_offline
 
-        report = render_offline(facts, last, str(exc))
+        print(render_offline(facts, last, str(exc)), end="")
+        return  # the image check needs the cluster too: render_offline lists it
     print(report, end="")
+    if spec is not None and checked.spec.container is not None:
+        from slurmgen.manage.doctor_image import check_image
+
+        found = check_image(checked.spec)  # one short step on a node: the image and its python and torch
+        if found is not None:
+            print(f"\n  {'image':<13}{'ok' if found.ok else 'FAILED'}: {found.line}")
+            if not found.ok:
+                raise typer.Exit(1)
+
+
+def _doctor_job(job: str) -> None:
+    """`slurmgen doctor JOB`: the checkpoint-interval advice from the job's measured saves and interruptions."""
+    from slurmgen.jobkind.resolve import handle_of
+
+    print("\n".join(handle_of(job).goodput().advice))
 
 
 @commands.command("history", short_help="One row per run of a job: when, where, how it ended.")
@@ -59,7 +78,7 @@ def history_command(job: JobArg, point: PointOpt = None) -> None:
     """One row per run of a job: start, end, nodes, exit code, cause, who requeued, the save. Works after the job
     has left the queue."""
     from slurmgen import run_history
-    from slurmgen.jobs import history
+    from slurmgen.manage import history
 
     log_dirs, why_none = handle(job, point).history_dirs()
     shown = []

@@ -20,7 +20,7 @@ commands = typer.Typer()
 def render_lines(spec: JobSpec) -> list[str]:
     """What `render` says of a sweep on stderr: the arrays it would make (with Slurm's default MaxArraySize;
     submit reads the cluster's) and each point's values."""
-    from slurmgen.jobs.sweep_plan import DEFAULT_MAX_ARRAY_SIZE, split
+    from slurmgen.manage.sweep_plan import DEFAULT_MAX_ARRAY_SIZE, split
 
     sweep = spec.sweep
     assert sweep is not None

@@ -82,6 +82,6 @@ class SlurmgenPreemption:
             self.preemption.should_stop()
         if "save" not in self.preemption.stop_actions:
             self.preemption.save_and_exit()  # a clean exit (USR2): nothing to save
-        path = os.path.join(self.directory, f"run{self.preemption.restart_count + 1}")
+        path = os.path.join(self.directory, f"run{self.preemption.context.run}")
         self.accelerator.save_state(path)
         framework_checkpoint.record_and_exit(self.preemption, path, **extra)

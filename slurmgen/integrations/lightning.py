@@ -32,8 +32,8 @@ try:  # the unified package first (it installs the standalone one too), then the
 except ImportError:  # pragma: no cover - depends on which package the user installed
     import pytorch_lightning as pl
 
-from slurmgen import contract
 from slurmgen.integrations import framework_checkpoint
+from slurmgen.job_context.context import JobContext
 from slurmgen.runtime.preemption import Preemption
 
 PATTERN = "run*-step=*.ckpt"
@@ -85,7 +85,7 @@ class SlurmgenPreemption(pl.Callback):  # type: ignore[misc]  # mypy sees Lightn
         # What Lightning's own requeue handler does first (signal_connector.py, _slurm_sigusr_handler_fn).
         for logger in trainer.loggers:
             logger.finalize("finished")
-        run = self.preemption.restart_count + 1
+        run = self.preemption.context.run
         path = os.path.join(self.dirpath, f"run{run}-step={trainer.global_step}.ckpt")
         trainer.save_checkpoint(path)  # every rank: the strategy decides who writes, then a barrier
         framework_checkpoint.record_and_exit(self.preemption, path, global_step=trainer.global_step)
@@ -98,7 +98,7 @@ def wandb_logger(**kwargs: Any) -> Any:
     """Lightning's WandbLogger on this job's one W&B run: `id` is the job's run identity (SLURMGEN_RUN_ID, the
     same after every requeue and `slurmgen resume`) and `resume="allow"`, unless given. Outside a slurmgen job,
     WandbLogger(**kwargs) as it is (Lightning #13524: a requeued job otherwise starts a new run)."""
-    identity = os.environ.get(contract.RUN_ID, "").strip()
+    identity = JobContext.from_environ(os.environ).run_id  # the logger's own read of the job (the program's entry)
     if identity:
         kwargs.setdefault("id", identity)
         kwargs.setdefault("resume", "allow")

@@ -26,19 +26,19 @@ from typing import Any
 import mlflow
 from mlflow.exceptions import MlflowException
 
-from slurmgen import contract
 from slurmgen.atomic import write_text
+from slurmgen.job_context.context import JobContext
 
 TAG = "slurmgen.run_id"  # the run identity, as a tag of the MLflow run
 
 
-def record_path(environ: Mapping[str, str] | None = None) -> str | None:
+def record_path(environ: JobContext | Mapping[str, str] | None = None) -> str | None:
     """Where the MLflow run id of this job is kept; None outside a slurmgen job (no SLURMGEN_RUN_ID)."""
-    env = os.environ if environ is None else environ
-    run_id = env.get(contract.RUN_ID, "").strip()
+    job = _job(environ)
+    run_id = job.run_id
     if not run_id:
         return None
-    state, logs = env.get(contract.STATE_DIR, ""), env.get(contract.LOG_DIR, "")
+    state, logs = job.state_dir or "", job.log_dir or ""
     directory = state if state and os.path.isdir(state) else logs
     return os.path.join(directory, f"{run_id}.mlflow-run") if directory else None
 
@@ -51,18 +51,19 @@ def recorded_run(path: str) -> str | None:
         return None
 
 
-def _is_rank_zero(env: Mapping[str, str]) -> bool:
-    return env.get(contract.RANK, env.get("SLURM_PROCID", "0")) == "0"
+def _job(environ: JobContext | Mapping[str, str] | None) -> JobContext:
+    """The job context of these functions, each of which the user's program calls as its own entry point."""
+    return JobContext.of(os.environ if environ is None else environ)
 
 
-def start_run(environ: Mapping[str, str] | None = None, **kwargs: Any) -> mlflow.ActiveRun | None:
+def start_run(environ: JobContext | Mapping[str, str] | None = None, **kwargs: Any) -> mlflow.ActiveRun | None:
     """Start this job's MLflow run on its first run; resume the same run in every later run. On rank 0 only
     (None elsewhere). ``kwargs`` go to `mlflow.start_run` (experiment_id, run_name, tags...); set the tracking URI
     and experiment as usual (MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME, mlflow.set_experiment)."""
-    env = os.environ if environ is None else environ
-    if not _is_rank_zero(env):
+    job = _job(environ)
+    if job.rank != 0:
         return None
-    path = record_path(env)
+    path = record_path(job)
     if path is None:
         return mlflow.start_run(**kwargs)
     known = recorded_run(path)
@@ -76,7 +77,7 @@ def start_run(environ: Mapping[str, str] | None = None, **kwargs: Any) -> mlflow
         else:
             print(f"slurmgen: resuming the MLflow run {known} of this job", file=sys.stderr, flush=True)
             return active
-    tags = {**dict(kwargs.pop("tags", None) or {}), TAG: env[contract.RUN_ID]}
+    tags = {**dict(kwargs.pop("tags", None) or {}), TAG: str(job.run_id)}
     active = mlflow.start_run(tags=tags, **kwargs)
     record = {"run_id": active.info.run_id, "experiment_id": active.info.experiment_id,
               "tracking_uri": mlflow.get_tracking_uri()}  # fmt: skip
@@ -85,14 +86,16 @@ def start_run(environ: Mapping[str, str] | None = None, **kwargs: Any) -> mlflow
 
 
 def job_run_id(
-    experiment_name: str | None = None, tracking_uri: str | None = None, environ: Mapping[str, str] | None = None
+    experiment_name: str | None = None,
+    tracking_uri: str | None = None,
+    environ: JobContext | Mapping[str, str] | None = None,
 ) -> str | None:
     """The id of this job's MLflow run, created (not started) by the job's first run in ``experiment_name`` (else
     MLflow's current experiment): what MLFlowLogger(run_id=...) resumes. On rank 0 only; None elsewhere and
     outside a slurmgen job. Uses the current tracking URI (MLFLOW_TRACKING_URI, mlflow.set_tracking_uri)."""
-    env = os.environ if environ is None else environ
-    path = record_path(env)
-    if path is None or not _is_rank_zero(env):
+    job = _job(environ)
+    path = record_path(job)
+    if path is None or job.rank != 0:
         return None
     known = recorded_run(path)
     if known is not None:
@@ -105,7 +108,7 @@ def job_run_id(
         from mlflow.tracking.fluent import _get_experiment_id
 
         experiment = _get_experiment_id() or "0"  # MLflow's Default experiment
-    run = client.create_run(experiment, tags={TAG: env[contract.RUN_ID]})
+    run = client.create_run(experiment, tags={TAG: str(job.run_id)})
     record = {"run_id": run.info.run_id, "experiment_id": experiment, "tracking_uri": client.tracking_uri}
     write_text(path, json.dumps(record) + "\n")
     return str(run.info.run_id)

@@ -16,7 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from slurmgen.jobkind.goodput_view import Goodput
 
 Say = Callable[[str], object]
 
@@ -96,4 +99,8 @@ class JobHandle(Protocol):
 
     def point(self, index: int) -> JobHandle:
         """Point (or array task) ``index`` of a sweep; a UsageError for a plain job."""
+        ...
+
+    def goodput(self) -> Goodput:
+        """Where its time went, from its run histories (slurmgen report): goodput, badput buckets, timeline, advice."""
         ...

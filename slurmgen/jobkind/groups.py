@@ -1,7 +1,7 @@
 """A sweep (or a local array) as a job handle: status is one row per point, cancel ends every point, and a point
 (`--point I`) is a job handle of its own kind. Logs, history, requeue and resume name one point.
 
-A Slurm sweep is read from the submission journal (slurmgen.jobs.sweep_record) and asked about in one squeue call;
+A Slurm sweep is read from the submission journal (slurmgen.manage.sweep_record) and asked about in one squeue call;
 a local one from the local journal, where each point's runner recorded itself (slurmgen.local.array).
 """
 
@@ -17,9 +17,10 @@ from slurmgen.jobkind import LogView, Report, Say
 
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle
-    from slurmgen.jobs.sweep_record import SweepRecord
-    from slurmgen.jobs.sweep_status import PointRow
+    from slurmgen.jobkind.goodput_view import Goodput
     from slurmgen.local.local_jobs import LocalRecord
+    from slurmgen.manage.sweep_record import SweepRecord
+    from slurmgen.manage.sweep_status import PointRow
     from slurmgen.slurm.client import SlurmClient
 
 FINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
@@ -44,7 +45,7 @@ class _Group:
         return UsageError(f"{self.label} is a sweep; name one point: slurmgen {command} {self.label} --point I")
 
     def state(self) -> str:
-        from slurmgen.jobs.status import fold
+        from slurmgen.manage.status import fold
 
         return fold([r.state.split(" ")[0] for r in self.rows() if r.state != "gone"])
 
@@ -108,15 +109,16 @@ class SlurmSweep(_Group):
         return self._client
 
     def rows(self) -> list[PointRow]:
-        from slurmgen.jobs import sweep_status as st
+        from slurmgen.manage import sweep_status as st
 
         return st.point_rows(self.record, st.query(self.client, self.record))
 
     def status(self) -> Report:
-        from slurmgen.jobs import sweep_status as st
+        from slurmgen.jobkind.goodput_view import sweep_rollup_line
+        from slurmgen.manage import sweep_status as st
 
         rows = self.rows()
-        return Report(out=(st.table(rows), st.summary(self.record, rows)))
+        return Report(out=(st.table(rows), st.summary(self.record, rows), *sweep_rollup_line(self.record)))
 
     def cancel_all(self) -> list[str]:
         """Cancel every array of the sweep that still has a task (scancel of the array job id cancels every task
@@ -141,9 +143,9 @@ class SlurmSweep(_Group):
 
     def resubmit(self, wanted: Sequence[int], warn: Say) -> list[str]:
         """One `scontrol show config` and one sbatch per array (split at MaxArraySize)."""
-        from slurmgen.jobs.journal import Journal, find_home
-        from slurmgen.jobs.sweep_resubmit import plan_again
-        from slurmgen.jobs.sweep_submit import max_array_size, submit_sweep
+        from slurmgen.journal import Journal, find_home
+        from slurmgen.manage.sweep_resubmit import plan_again
+        from slurmgen.manage.sweep_submit import max_array_size, submit_sweep
 
         for index in wanted:
             self.record.point_of(index)  # refuses an index the sweep does not have
@@ -159,11 +161,16 @@ class SlurmSweep(_Group):
 
     def point(self, index: int) -> JobHandle:
         from slurmgen.jobkind.slurm_job import SlurmJob
-        from slurmgen.jobs.journal import find
-        from slurmgen.jobs.targets import Target
+        from slurmgen.journal import find
+        from slurmgen.manage.targets import Target
 
         job = self.record.point_of(index)
         return SlurmJob(Target(job, find(list(self.record.arrays), str(job))), self._client)
+
+    def goodput(self) -> Goodput:
+        from slurmgen.jobkind.goodput_view import sweep_goodput
+
+        return sweep_goodput(self.record)
 
 
 class LocalGroup(_Group):
@@ -186,8 +193,8 @@ class LocalGroup(_Group):
         return dict(sorted(by_task.items()))
 
     def rows(self) -> list[PointRow]:
-        from slurmgen.jobs.sweep_status import FAILED_STATES, PointRow
         from slurmgen.local.local_jobs import VALUES_EXTRA
+        from slurmgen.manage.sweep_status import FAILED_STATES, PointRow
         from slurmgen.slurm.ids import parse_state
 
         rows = []
@@ -203,7 +210,7 @@ class LocalGroup(_Group):
         return rows
 
     def status(self) -> Report:
-        from slurmgen.jobs.sweep_status import table
+        from slurmgen.manage.sweep_status import table
 
         rows = self.rows()
         counts = Counter(r.state for r in rows)
@@ -252,3 +259,11 @@ class LocalGroup(_Group):
     def _no_point(self, index: int, latest: dict[int, LocalRecord]) -> UsageError:
         shown = ", ".join(map(str, latest)) or "none"
         return UsageError(f"sweep {self.label} has no point {index}; its points are {shown}")
+
+    def goodput(self) -> Goodput:
+        """Every task's report, one after the other (a local array has no sweep record to roll up)."""
+        from slurmgen.jobkind.goodput_view import of_jobs
+        from slurmgen.jobkind.local_job import target_of
+        from slurmgen.manage.goodput_files import job_report
+
+        return of_jobs([r for record in self._latest().values() for r in job_report(target_of(record), None)])

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 
 from slurmgen.errors import UsageError
 from slurmgen.jobkind import LogView, Report, Say
-from slurmgen.jobs.targets import Target, local_target
 from slurmgen.local import local_jobs
+from slurmgen.manage.targets import Target, local_target
 
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle
+    from slurmgen.jobkind.goodput_view import Goodput
 
 ENDED_POLL = 0.5  # seconds between looks at the runner while following its logs: a local look, cheap
 
@@ -42,12 +43,15 @@ class LocalJob:
         return local_jobs.find(self.base, self.record.job_id)
 
     def status(self) -> Report:
-        from slurmgen.jobs import status as st
-        from slurmgen.jobs.history import restart_lines
+        from slurmgen.manage import status as st
+        from slurmgen.manage.history import restart_lines
 
         row = local_jobs.row(self._fresh(), time.time())
         # restarts and excluded nodes (`slurmgen run --kill-rank`, `--bad-node`)
-        return Report(out=(st.table([row]),), notes=tuple(restart_lines([self.target])))
+        from slurmgen.jobkind.goodput_view import live_lines
+
+        out = (st.table([row]), *live_lines(self.target, None))
+        return Report(out=out, notes=tuple(restart_lines([self.target])))
 
     def state(self) -> str:
         return self._fresh().state
@@ -63,7 +67,7 @@ class LocalJob:
         return self.state()
 
     def logs(self, rank: int | None, node: str | None) -> LogView:
-        from slurmgen.jobs import logs as lg
+        from slurmgen.manage import logs as lg
 
         batch = lg.batch_logs(self.target, [])  # its journal entry knows its logs
         return LogView(
@@ -75,7 +79,7 @@ class LocalJob:
         )
 
     def history_dirs(self) -> tuple[list[Path], str]:
-        from slurmgen.jobs.history import job_log_dirs, no_history
+        from slurmgen.manage.history import job_log_dirs, no_history
 
         log_dirs = job_log_dirs(self.target, [])
         return log_dirs, no_history(self.target, log_dirs, True)
@@ -117,3 +121,8 @@ class LocalJob:
 
     def point(self, index: int) -> JobHandle:
         raise UsageError(f"--point: {self.label!r} is not a sweep (see `slurmgen status {self.label}`)")
+
+    def goodput(self) -> Goodput:
+        from slurmgen.jobkind.goodput_view import job_goodput
+
+        return job_goodput(self.target, None)

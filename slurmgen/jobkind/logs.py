@@ -10,7 +10,7 @@ from slurmgen.jobkind import LogView
 
 def check_choice(rank: int | None, node: str | None) -> None:
     """--rank and --node: a valid node name, and not both (a rank's log holds only that rank's output)."""
-    from slurmgen.jobs.logs import check_node_name
+    from slurmgen.manage.logs import check_node_name
 
     if node is not None:
         check_node_name(node)
@@ -22,7 +22,7 @@ def read_logs(view: LogView) -> bytes:
     """Every file of the view, each after a `==> file <==` header. Empty when the job has printed nothing yet (it
     is pending, or has not started its first step); a UsageError when it has logs but not of the rank or node
     asked for (a typo, not a wait)."""
-    from slurmgen.jobs.logs import Follower
+    from slurmgen.manage.logs import Follower
 
     found = view.files()
     if not found:

@@ -18,7 +18,7 @@ from slurmgen.errors import UsageError
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle, Report
     from slurmgen.jobkind.groups import LocalGroup, SlurmSweep
-    from slurmgen.jobs.journal import Entry
+    from slurmgen.journal import Entry
     from slurmgen.local.local_jobs import LocalRecord
     from slurmgen.slurm.client import SlurmClient
 
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = None) -> JobHandle:
     from slurmgen.jobkind.local_job import LocalJob
     from slurmgen.jobkind.slurm_job import SlurmJob
-    from slurmgen.jobs.journal import Journal, find_home
-    from slurmgen.jobs.targets import Target, resolve
+    from slurmgen.journal import Journal, find_home
     from slurmgen.local.local_jobs import records
+    from slurmgen.manage.targets import Target, resolve
     from slurmgen.slurm.ids import local_label, parse_job_id, parse_local_id
 
     base = find_home() if base is None else base
@@ -76,8 +76,8 @@ def group_of(text: str, client: SlurmClient | None = None) -> SlurmSweep | Local
     """`slurmgen.Sweep(text)`: the sweep (or local array) ``text`` names, by its id, spec, name or any job id of it
     (`123_4` too); a UsageError when it names no sweep. Reads the journals; asks Slurm nothing."""
     from slurmgen.jobkind.groups import LocalGroup, SlurmSweep
-    from slurmgen.jobs.journal import Journal, find_home
-    from slurmgen.jobs.sweep_record import load_record, sweep_id_of
+    from slurmgen.journal import Journal, find_home
+    from slurmgen.manage.sweep_record import load_record, sweep_id_of
 
     jobs = Journal(find_home()).jobs()
     sweep_id = sweep_id_of(str(text), jobs)
@@ -96,8 +96,8 @@ def plain_handle(job_id: str, client: SlurmClient | None = None) -> JobHandle:
     """`slurmgen.Job(id)`: a job id as it is, never the sweep its array belongs to; a local id as handle_of reads
     it. Reads the journal (for the job's logs and script); asks Slurm nothing."""
     from slurmgen.jobkind.slurm_job import SlurmJob
-    from slurmgen.jobs.journal import Journal, find, find_home
-    from slurmgen.jobs.targets import Target
+    from slurmgen.journal import Journal, find, find_home
+    from slurmgen.manage.targets import Target
     from slurmgen.slurm.ids import parse_job_id, parse_local_id
 
     if parse_local_id(job_id) is not None:
@@ -127,7 +127,7 @@ def _local_group(
 def _slurm_sweep(text: str, jobs: list[Entry], client: SlurmClient | None) -> JobHandle | None:
     """The Slurm sweep ``text`` names (its id, spec, name, or its array's job id; `123_4` is one point's task)."""
     from slurmgen.jobkind.groups import SlurmSweep
-    from slurmgen.jobs.sweep_record import load_record, sweep_id_of
+    from slurmgen.manage.sweep_record import load_record, sweep_id_of
     from slurmgen.slurm.ids import parse_job_id
 
     try:
@@ -144,10 +144,10 @@ def recent(client: SlurmClient | None = None) -> Report:
     import time
 
     from slurmgen.jobkind import Report
-    from slurmgen.jobs import status as st
-    from slurmgen.jobs.history import last_failing, restart_lines, step_restarts, window_warnings
-    from slurmgen.jobs.journal import Journal, find_home
+    from slurmgen.journal import Journal, find_home
     from slurmgen.local.local_jobs import records, row
+    from slurmgen.manage import status as st
+    from slurmgen.manage.history import last_failing, restart_lines, step_restarts, window_warnings
     from slurmgen.slurm.client import SlurmClient
 
     base = find_home()
@@ -163,7 +163,7 @@ def recent(client: SlurmClient | None = None) -> Report:
         return Report(out=(st.table([*extra, *ran]),), notes=tuple(notes))
     rows, unknown = st.rows_for(targets, client, failing=last_failing, step_restarts=step_restarts)
     if unknown and not rows:
-        from slurmgen.jobs.control import unknown_job
+        from slurmgen.manage.control import unknown_job
 
         raise unknown_job(unknown[0].job)
     lines = (*notes, *window_warnings(targets), *restart_lines(targets))

@@ -12,7 +12,8 @@ from slurmgen.jobkind import LogView, Report, Say
 
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle
-    from slurmgen.jobs.targets import Target
+    from slurmgen.jobkind.goodput_view import Goodput
+    from slurmgen.manage.targets import Target
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.slurm.showjob import JobInfo
 
@@ -49,35 +50,37 @@ class SlurmJob:
         return infos
 
     def status(self) -> Report:
-        from slurmgen.jobs import status as st
-        from slurmgen.jobs.control import unknown_job
-        from slurmgen.jobs.history import last_failing, restart_lines, step_restarts, window_warnings
+        from slurmgen.manage import status as st
+        from slurmgen.manage.control import unknown_job
+        from slurmgen.manage.history import last_failing, restart_lines, step_restarts, window_warnings
 
         rows, unknown = st.rows_for([self.target], self.client, failing=last_failing, step_restarts=step_restarts)
         if unknown and not rows:
             raise unknown_job(unknown[0].job)
         # a save that would be killed at the next stop; restarts inside the allocation (README, "When things fail")
         notes = (*window_warnings([self.target]), *restart_lines([self.target]))
-        return Report(out=(st.table(rows),), notes=notes)
+        from slurmgen.jobkind.goodput_view import live_lines
+
+        return Report(out=(st.table(rows), *live_lines(self.target, self.client)), notes=notes)
 
     def state(self) -> str:
-        from slurmgen.jobs.status import fold
+        from slurmgen.manage.status import fold
 
         return fold([info.state_name for info in self.records()])
 
     def exit_code(self) -> int | None:
-        from slurmgen.jobs.wait import done, outcome
+        from slurmgen.manage.wait import done, outcome
 
         infos = self.records()
         return outcome(infos).exit_code if done(infos) else None
 
     def wait(self, pause: Callable[[float], None]) -> str:
-        from slurmgen.jobs.wait import follow
+        from slurmgen.manage.wait import follow
 
         return follow(self.client, self.target.job, lambda infos: None, sleep=pause).state
 
     def logs(self, rank: int | None, node: str | None) -> LogView:
-        from slurmgen.jobs import logs as lg
+        from slurmgen.manage import logs as lg
 
         infos = self.client.show_jobs(self.target.job)
         batch = lg.batch_logs(self.target, infos)
@@ -95,7 +98,7 @@ class SlurmJob:
         )
 
     def history_dirs(self) -> tuple[list[Path], str]:
-        from slurmgen.jobs.history import job_log_dirs, no_history
+        from slurmgen.manage.history import job_log_dirs, no_history
 
         known = self.target.entry is not None and bool(self.target.entry.log_dir)
         infos = [] if known else self.client.show_jobs(self.target.job)  # only to find the logs of another's job
@@ -103,7 +106,7 @@ class SlurmJob:
         return log_dirs, no_history(self.target, log_dirs, bool(infos))
 
     def cancel(self, signal: str | None, to: str | None) -> Report:
-        from slurmgen.jobs.control import cancel_job, trapped_signals
+        from slurmgen.manage.control import cancel_job, trapped_signals
         from slurmgen.signal_names import require_signal_name
 
         sig = None if signal is None else require_signal_name(signal, "--signal")
@@ -113,14 +116,14 @@ class SlurmJob:
         return Report(notes=(step.message,))
 
     def requeue(self, hold: bool, finished: bool) -> Report:
-        from slurmgen.jobs.control import requeue_job
+        from slurmgen.manage.control import requeue_job
 
         step = requeue_job(self.client, self.target.job, hold=hold, finished=finished)
         return Report(notes=(step.message, f"done; follow it with: slurmgen status {step.target}"))
 
     def resume(self, say: Say) -> Report:
-        from slurmgen.jobs.journal import Journal, find_home
-        from slurmgen.jobs.resume import resume
+        from slurmgen.journal import Journal, find_home
+        from slurmgen.manage.resume import resume
 
         step, new = resume(self.client, self.target, Journal(find_home()))
         if new is None:
@@ -131,3 +134,9 @@ class SlurmJob:
 
     def point(self, index: int) -> JobHandle:
         raise UsageError(f"--point: {self.label!r} is not a sweep (see `slurmgen status {self.label}`)")
+
+    def goodput(self) -> Goodput:
+        from slurmgen.jobkind.goodput_view import job_goodput
+
+        known = self.target.entry is not None and bool(self.target.entry.log_dir)
+        return job_goodput(self.target, None if known else self.client)  # no Slurm query for a job of the journal

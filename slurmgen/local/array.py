@@ -22,12 +22,12 @@ from typing import Any
 
 from slurmgen import contract
 from slurmgen.errors import UsageError
-from slurmgen.jobs.journal import home
-from slurmgen.jobs.logs import label
-from slurmgen.jobs.sweep_plan import expand
+from slurmgen.journal import home
 from slurmgen.local import jobenv, local_jobs, setup
 from slurmgen.local.local_jobs import KEY_EXTRA, PARAMS_EXTRA, POINT_EXTRA, SWEEP_EXTRA, VALUES_EXTRA
 from slurmgen.local.runner import LocalJob, Runner
+from slurmgen.manage.logs import label
+from slurmgen.manage.sweep_plan import expand
 from slurmgen.slurm.ids import local_label
 from slurmgen.spec.model import JobSpec
 

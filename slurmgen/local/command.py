@@ -11,10 +11,11 @@ from pathlib import Path
 
 from slurmgen import run_history
 from slurmgen.errors import UsageError
-from slurmgen.jobs.journal import home
-from slurmgen.jobs.logs import label
-from slurmgen.local import jobenv, local_jobs, setup
+from slurmgen.exit_codes import EXIT_REHEARSAL_MISSED
+from slurmgen.journal import home
+from slurmgen.local import jobenv, local_jobs, rehearse, setup
 from slurmgen.local.runner import LocalJob, Runner
+from slurmgen.manage.logs import label
 from slurmgen.slurm.ids import local_label, parse_local_id
 from slurmgen.spec.model import JobSpec
 
@@ -147,7 +148,30 @@ def _start(
     if end.state not in ("COMPLETED", "CANCELLED"):
         for line in _tail(paths.batch_log):
             out(f"  | {line}")
-    return end.code
+    missed = [] if end.state == "CANCELLED" else _missed_rehearsals(job, options, runner, end.state, started)
+    for line in missed:
+        runner.say(line)
+    return EXIT_REHEARSAL_MISSED if missed and end.code == 0 else end.code
+
+
+def _missed_rehearsals(job: LocalJob, options: setup.Options, runner: Runner, state: str, started: float) -> list[str]:
+    """A line for each rehearsal asked for that never happened (slurmgen.local.rehearse.missed_lines)."""
+    seconds = time.monotonic() - started
+    lines = []
+    if options.preempt_after is not None:
+        outcome = runner.rehearsed.get("preempt", rehearse.NOT_REACHED)
+        asked = (f"--preempt-after {options.preempt_after:g}", "preempt")
+        lines += rehearse.missed_lines(asked, outcome, state, seconds)
+    if options.rehearse is not None:
+        what, rank, after = options.rehearse
+        outcome = runner.rehearsed.get("rank", rehearse.NOT_REACHED)
+        asked = (f"--{what}-rank {rank} --after {after:g}", what)
+        lines += rehearse.missed_lines(asked, outcome, state, seconds, rank)
+    if options.bad_node is not None:
+        node = jobenv.node_names(options.bad_node)[-1]
+        outcome = rehearse.DONE if rehearse.bad_node_checked(str(job.paths.task_logs), node) else rehearse.NOT_REACHED
+        lines += rehearse.missed_lines((f"--bad-node {options.bad_node}", "bad-node"), outcome, state, seconds)
+    return lines
 
 
 def _plural(count: int, word: str) -> str:
@@ -227,7 +251,7 @@ def resume_local(
     shape = _shape(loaded.spec, record.job_id, submit_dir, loaded.gpus)
     job = LocalJob(loaded.spec, script, paths, shape)
     if (paths.task_logs / "history").is_dir():
-        # Credited to this command, as `slurmgen resume` credits a cluster requeue (slurmgen.jobs.resume), before
+        # Credited to this command, as `slurmgen resume` credits a cluster requeue (slurmgen.manage.resume), before
         # the next run starts and would take the restart for someone else's.
         run_history.append(str(paths.task_logs), "resume", run_history.REQUEUE, record.runs, time.time())
     return _start(job, source, options, base, (*loaded.notes, *notes), env, out, clock, restart=record.runs)

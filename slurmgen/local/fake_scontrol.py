@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from slurmgen.job_context import key_from
+from slurmgen.job_context.values import key_from
 from slurmgen.local import jobenv
 
 REQUEUE_REQUEST = "requeue"  # file names inside the control directory

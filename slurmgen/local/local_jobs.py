@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from slurmgen.atomic import write_text
 from slurmgen.errors import UsageError
-from slurmgen.jobs.journal import Entry, Journal
-from slurmgen.jobs.status import Row, when
-from slurmgen.jobs.targets import LOCAL_KEY
+from slurmgen.journal import Entry, Journal
 from slurmgen.local import jobenv, procs
+from slurmgen.manage.status import Row, when
+from slurmgen.manage.targets import LOCAL_KEY
 from slurmgen.slurm.ids import local_label
 
 if TYPE_CHECKING:

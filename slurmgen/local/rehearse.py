@@ -75,3 +75,40 @@ def act_on_rank(root: int, rank: int, what: str, say: Callable[[str], None]) -> 
             os.kill(pid, sig)
     say(f"{what} rehearsal: {sig.name} to rank {rank}'s program (pid {', '.join(map(str, found))})")
     return True
+
+
+# --- did the rehearsal happen? ---------------------------------------------------------------------------------------
+
+# What the runner saw of a rehearsal's moment: NOT_REACHED (the job ended first), DONE, or NOBODY (no program of
+# the rank ran then: act_on_rank's False).
+NOT_REACHED, DONE, NOBODY = "not reached", "done", "nobody"
+
+
+def missed_lines(
+    asked: tuple[str, str], outcome: str, state: str, seconds: float, rank: int | None = None
+) -> list[str]:
+    """The line saying that rehearsal ``asked`` (its option as typed, e.g. ("--preempt-after 30", "preempt"))
+    never fired, what happened instead, and the fix; [] when it fired. ``state``: how the job ended."""
+    option, kind = asked
+    if outcome == DONE:
+        return []
+    ended = {"COMPLETED": "completed", "FAILED": "failed", "TIMEOUT": "hit its time limit"}.get(state, state.lower())
+    if kind == "bad-node":
+        why = f"the job {ended} after {seconds:.1f} s without checking its nodes"
+        fix = "check that the job reaches its step (its setup: lines), or see the batch log"
+    elif outcome == NOBODY:
+        why = f"no program of rank {rank} was running then"
+        fix = "give an --after at which the program runs (after its start-up), or see the batch log"
+    else:
+        why = f"the job {ended} after {seconds:.1f} s, before it"
+        fix = "use a smaller value"
+        if kind == "preempt":
+            fix += " (a program that resumes from its own checkpoint, e.g. snapshot.pt, finishes sooner: remove it)"
+    return [f"{option} never fired: {why}; nothing was rehearsed; {fix}"]
+
+
+def bad_node_checked(log_dir: str, node: str) -> bool:
+    """Did the node check of ``node`` fail in some run, as --bad-node asks (the run history's node-excluded)?"""
+    from slurmgen import run_history
+
+    return any(e.get("event") == run_history.NODE_EXCLUDED and e.get("node") == node for e in run_history.read(log_dir))

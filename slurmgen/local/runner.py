@@ -26,8 +26,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from slurmgen import contract
 from slurmgen.atomic import write_text
-from slurmgen.local import jobenv, procs, setup
+from slurmgen.exit_codes import EXIT_CANCELLED, EXIT_TIMEOUT
+from slurmgen.local import handler_notice, jobenv, procs, rehearse, setup
 from slurmgen.local.fake_scontrol import (
     ENDING,
     EXCLUDED,
@@ -40,10 +42,8 @@ from slurmgen.local.local_jobs import CANCEL_REQUEST, RUNNER_FILE, SIGNAL_REQUES
 from slurmgen.slurm.ids import local_label
 from slurmgen.spec.model import JobSpec
 
-EXIT_TIMEOUT = 124  # as timeout(1): a job that hit its limit never exits 0, whatever its script returned
 INTERRUPT_WAIT = 5.0  # after Ctrl-C: TERM, then KILL after this long (a second Ctrl-C: at once)
 POLL = 0.05
-EXIT_CANCELLED = 143  # a job ended by `slurmgen cancel`: SIGTERM's code, as a shell reports it
 FAKES = {
     "srun": "slurmgen.local.fake_srun",
     "scontrol": "slurmgen.local.fake_scontrol",
@@ -91,6 +91,8 @@ class Runner:
         self.interrupts = 0
         self.cancelled = False
         self.runs = 0
+        # What became of the rehearsals' moments: "preempt", "rank" -> rehearse.DONE or NOBODY (absent: not reached)
+        self.rehearsed: dict[str, str] = {}
 
     @property
     def label(self) -> str:
@@ -122,6 +124,8 @@ class Runner:
         prefix = [str(self.job.paths.bin), os.path.dirname(self.python)]
         env = jobenv.batch_env(shape, self.environ, str(self.job.paths.control), prefix)
         env[jobenv.KILL_WAIT] = f"{self.job.kill_wait:g}"
+        if shape.gpus is None:  # a CPU run: a program's failure for want of a GPU is not restarted
+            env[contract.LOCAL_NO_GPU] = "1"
         if self.job.bad_node is not None:
             env[jobenv.BAD_NODE] = jobenv.node_names(self.job.bad_node)[-1]  # --bad-node N: its checks fail
         return env
@@ -137,6 +141,7 @@ class Runner:
             self.prepare()
             while True:
                 end = self.run_once(restart)
+                self._say_fallback()
                 if end.state != "REQUEUE":
                     return end
                 if self.interrupts:
@@ -265,9 +270,8 @@ class Runner:
     def _fire(self, event: setup.Event, proc: subprocess.Popen[bytes]) -> RunEnd | None:
         sig = self.job.spec.preemption.signal
         if event.kind == "rehearse" and self.job.rehearse is not None:
-            from slurmgen.local.rehearse import act_on_rank
-
-            act_on_rank(proc.pid, self.job.rehearse[1], self.job.rehearse[0], self.say)
+            acted = rehearse.act_on_rank(proc.pid, self.job.rehearse[1], self.job.rehearse[0], self.say)
+            self.rehearsed["rank"] = rehearse.DONE if acted else rehearse.NOBODY
             return None
         if event.kind in ("preempt", "warn"):
             why = (
@@ -276,7 +280,9 @@ class Runner:
                 else f"--signal=B:{sig}@{self.job.spec.preemption.lead_time}"
             )
             self.say(f"SIGCONT, SIG{sig} to the batch shell at {event.at:g} s of run {self.runs} ({why})")
+            self._auto_notice(sig)
             if event.kind == "preempt":  # as slurmctld marks a job it preempts (scontrol show job: PreemptTime)
+                self.rehearsed["preempt"] = rehearse.DONE
                 write_text(self.job.paths.control / PREEMPTED, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
             self._to_batch_shell(proc.pid, sig)
             return None
@@ -287,6 +293,15 @@ class Runner:
         self._ending("TIMEOUT")
         self._end(proc, self.job.kill_wait, hurry=lambda: self.interrupts > 0)
         return RunEnd("TIMEOUT", EXIT_TIMEOUT)
+
+    def _auto_notice(self, sig: str) -> None:
+        line = handler_notice.auto_notice(self.job.spec, str(self.job.paths.task_logs), self.runs, sig)
+        if line is not None:
+            self.say(line)
+
+    def _say_fallback(self) -> None:
+        for line in handler_notice.fallback_lines(str(self.job.paths.task_logs), self.runs):
+            self.say(line)
 
     def _to_batch_shell(self, pid: int, sig: str) -> None:
         procs.signal_process(pid, signal.SIGCONT)
@@ -300,6 +315,7 @@ class Runner:
         path.unlink(missing_ok=True)
         if sig and hasattr(signal, "SIG" + sig):
             self.say(f"SIGCONT, SIG{sig} to the batch shell (slurmgen run --signal)")
+            self._auto_notice(sig)
             self._to_batch_shell(pid, sig)
 
     def _end(self, proc: subprocess.Popen[bytes], wait: float, hurry: Callable[[], bool] = lambda: False) -> None:

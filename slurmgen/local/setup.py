@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmgen import contract
-from slurmgen.errors import Problem, UsageError
+from slurmgen.errors import Problem, SpecError, UsageError
 from slurmgen.local import jobenv
 from slurmgen.script.build import build, check
 from slurmgen.script.directives import batch_log, task_log_stem
@@ -83,6 +83,7 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
         extra.append(f"{_tasks_field(first.spec)}={options.tasks_per_node}")
     checked = check(raw, str(source), sets + extra, where) if extra else first
     spec = checked.spec
+    _refuse_missing_script(spec, raw, str(source), where)
     if spec.nodes > jobenv.MAX_NODES:
         raise UsageError(f"--nodes {spec.nodes}: a local run emulates at most {jobenv.MAX_NODES} nodes")
     if options.preempt_after is not None:
@@ -98,12 +99,34 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
             raise UsageError(f"--after {after:g}: want a number of seconds above 0")
     if options.bad_node is not None:
         _check_bad_node(spec, options.bad_node, str(source))
+    if slices is None:  # on CPU: a program written for CUDA only is said first (slurmgen.local.cuda_only)
+        from slurmgen.local.cuda_only import cuda_only_note
+
+        cuda = cuda_only_note(spec, where / spec.chdir if spec.chdir else where)
+        notes[:0] = [cuda] if cuda else []
     if spec.dependency:
         notes.append(f"dependency {spec.dependency} is ignored locally: the job starts at once")
-    if spec.container is not None:
+    if spec.container is not None and spec.container.runtime == "pyxis":
         notes.append(f"the image {spec.container.image} is not used locally: tasks run on this machine, its files")
+    elif spec.container is not None:  # apptainer and enroot are plain commands: they run here as on a node
+        notes.append(f"tasks run in {spec.container.image} through {spec.container.runtime}, which must work here")
     built = build(checked, options.templates)
     return LocalSetup(spec, built.script, built.warnings, tuple(notes), slices)
+
+
+def _refuse_missing_script(spec: JobSpec, raw: bytes, source: str, submit_dir: Path) -> None:
+    """The job runs here, now: a script that is not where it runs is an error before anything starts, not the
+    warning `validate` gives for a cluster (where the file may appear before the job starts). Without this, run 1
+    failed, was restarted, and failed again some 17 lines later (issue 32). `setup:` lines may fetch or create
+    the file, or change directory, so with them it stays a warning."""
+    from slurmgen.spec.where import missing_script
+
+    if spec.setup:
+        return
+    line = next((n for n, text in enumerate(raw.splitlines(), 1) if text.startswith(b"command:")), None)
+    problem = missing_script(spec, source if line is None else f"{source}:{line}", submit_dir)
+    if problem is not None:
+        raise SpecError([problem])
 
 
 def _check_bad_node(spec: JobSpec, node: int, source: str) -> None:

@@ -35,11 +35,11 @@ if _sys.version_info < MIN_PYTHON:
 _EXPORTS = {
     "expand_hostlist": "slurmgen.slurm.hostlist",
     "HostlistError": "slurmgen.slurm.hostlist",
-    "get_distrib_size": "slurmgen.job_env",
-    "restart_count": "slurmgen.job_env",
-    "job_key": "slurmgen.job_env",
-    "is_slurm_batch_job": "slurmgen.job_env",
-    "is_rank_zero": "slurmgen.job_env",
+    "get_distrib_size": "slurmgen.job_context.public",
+    "restart_count": "slurmgen.job_context.public",
+    "job_key": "slurmgen.job_context.public",
+    "is_slurm_batch_job": "slurmgen.job_context.public",
+    "is_rank_zero": "slurmgen.job_context.public",
     "block_preemption_signal": "slurmgen.task.signal_block",
     "preemption_signal": "slurmgen.task.signal_block",
     "init_distributed": "dist",
@@ -86,7 +86,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from slurmgen.errors import SlurmgenWarning
-    from slurmgen.job_env import (
+    from slurmgen.job_context.public import (
         get_distrib_size,
         is_rank_zero,
         is_slurm_batch_job,

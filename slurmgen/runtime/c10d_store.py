@@ -9,7 +9,6 @@ because torch's ``DistNetworkError`` carries no errno and its text changes betwe
 from __future__ import annotations
 
 import errno
-import os
 import socket
 import time
 from datetime import timedelta
@@ -51,11 +50,11 @@ def _wait_for_listener(ip: str, port: int, deadline: float) -> bool:
             time.sleep(0.005)
 
 
-def open_c10d_store(prep: Prepared, timeout: float) -> Any:
+def open_c10d_store(prep: Prepared, timeout: float, agent: bool) -> Any:
+    """The job's TCPStore: hosted by rank 0, unless ``agent`` (torchrun's agent hosts it), else joined."""
     import torch.distributed as dist
     from torch._C._distributed_c10d import TCPStore  # typed here; torch.distributed re-exports it implicitly
 
-    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"  # torchrun's agent hosts the store
     server = prep.ranks.rank == 0 and not agent
 
     def unreachable() -> RuntimeSetupError:

@@ -25,6 +25,7 @@ from datetime import timedelta
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError, SlurmgenWarning
+from slurmgen.job_context.context import JobContext
 from slurmgen.runtime.c10d_store import open_c10d_store
 from slurmgen.runtime.store_barrier import StoreBarrier
 from slurmgen.task.prepare import prepare
@@ -62,14 +63,12 @@ def current_info() -> DistInfo | None:
     return None if _session is None else _session.info
 
 
-def _seconds(
-    value: float | timedelta | None, variable: str, default: int, environ: Mapping[str, str] | None = None
-) -> float:
+def _seconds(value: float | timedelta | None, variable: str, default: int, raw: str = "") -> float:
+    """The argument, else ``raw`` (``variable``'s value in the job context), else ``default``."""
     if isinstance(value, timedelta):
         return value.total_seconds()
     if value is not None:
         return float(value)
-    raw = (os.environ if environ is None else environ).get(variable, "").strip()
     try:
         return float(raw) if raw else float(default)
     except ValueError:
@@ -112,14 +111,15 @@ def init_distributed(
         if _session is not None:
             return _session.info
         raise RuntimeSetupError("the default process group was already started outside init_distributed()")
-    prep = prepare(os.environ)
+    job = JobContext.from_environ(os.environ)  # the program's one read of its job, for the process group
+    prep = prepare(job)
     for text in prep.warnings:
         warnings.warn(text, SlurmgenWarning, stacklevel=2)
     os.environ.update(prep.updates)
-    pg_timeout = _seconds(timeout, contract.PG_TIMEOUT, contract.DEFAULT_PG_TIMEOUT)
-    wait = _seconds(barrier_timeout, contract.BARRIER_TIMEOUT, contract.DEFAULT_BARRIER_TIMEOUT)
+    pg_timeout = _seconds(timeout, contract.PG_TIMEOUT, contract.DEFAULT_PG_TIMEOUT, job.pg_timeout)
+    wait = _seconds(barrier_timeout, contract.BARRIER_TIMEOUT, contract.DEFAULT_BARRIER_TIMEOUT, job.barrier_timeout)
     cuda = torch.cuda.is_available()
-    backend = backend or os.environ.get(contract.BACKEND, "").strip() or ("nccl" if cuda else "gloo")
+    backend = backend or job.backend or ("nccl" if cuda else "gloo")
     device = "cpu"
     if cuda:
         index = select_device_index(prep.ranks.local_rank, torch.cuda.device_count())
@@ -139,9 +139,9 @@ def init_distributed(
         hostname,
     )
     started = time.monotonic()
-    store = open_c10d_store(prep, wait)
+    store = open_c10d_store(prep, wait, job.elastic_agent_store)
     # Under torchrun the agent's store outlives a worker restart: keep each attempt's keys apart.
-    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    restart = job.elastic_restart_count
     barrier = StoreBarrier(store, f"slurmgen/{restart}/", info.rank, info.world_size, _describe(info))
     barrier.wait(max(wait - (time.monotonic() - started), 1.0), "start (init_distributed)")
     store.set_timeout(timedelta(seconds=pg_timeout))
@@ -156,11 +156,12 @@ def init_distributed(
     return info
 
 
-def process_group_timeout(environ: Mapping[str, str] | None = None) -> float:
+def process_group_timeout(environ: JobContext | Mapping[str, str] | None = None) -> float:
     """The process-group timeout in seconds: init_distributed's, else SLURMGEN_TIMEOUT, else the default."""
     if _session is not None:
         return _session.pg_timeout
-    return _seconds(None, contract.PG_TIMEOUT, contract.DEFAULT_PG_TIMEOUT, environ)
+    job = JobContext.of(os.environ if environ is None else environ)
+    return _seconds(None, contract.PG_TIMEOUT, contract.DEFAULT_PG_TIMEOUT, job.pg_timeout)
 
 
 def _describe(info: DistInfo) -> str:

@@ -54,7 +54,7 @@ def current_device() -> Any:
     """This rank's device: the one init_distributed chose, else CUDA by local rank when present, else CPU."""
     import torch
 
-    from slurmgen.job_env import read_ranks
+    from slurmgen.job_context.ranks import read_ranks
     from slurmgen.runtime import dist
 
     info = dist.current_info()

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from slurmgen import contract
+from slurmgen import exit_codes
 
 # Re-entrant: the excepthook holds it while printing and then leaves through `leave`, on the same thread.
 _LEAVING = threading.RLock()
@@ -54,7 +54,7 @@ def peer_loss_line(rank: int | str, during: str, error: BaseException, timeout: 
     return f"{head}: a peer rank died or stopped answering; exiting"
 
 
-def leave(line: str, exit: Callable[[int], Any], code: int = contract.EXIT_PEER_LOST) -> None:
+def leave(line: str, exit: Callable[[int], Any], code: int = exit_codes.EXIT_PEER_LOST) -> None:
     """Say `line` and end the process with `code`, once: a second thread that gets here waits for the end.
     Returns only when `exit` does (tests replace it)."""
     with _LEAVING:
@@ -63,6 +63,15 @@ def leave(line: str, exit: Callable[[int], Any], code: int = contract.EXIT_PEER_
                 stream.flush()  # type: ignore[union-attr]
         write_stderr(line)
         exit(code)
+
+
+def _group_rank() -> int | str:
+    """The failing collective's process group knows this rank; "?" where there is none."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return int(dist.get_rank()) if dist is not None and dist.is_initialized() else "?"
+    except Exception:  # a group torn down by the failure
+        return "?"
 
 
 def install_peer_loss_hook(exit: Callable[[int], Any]) -> None:
@@ -76,7 +85,7 @@ def install_peer_loss_hook(exit: Callable[[int], Any]) -> None:
         with _LEAVING:  # no other thread leaves while the traceback is being printed
             previous(kind, value, tb)
             if _from_collective(tb):
-                leave(peer_loss_line(os.environ.get("RANK", "?"), "in a collective", value), exit)
+                leave(peer_loss_line(_group_rank(), "in a collective", value), exit)
 
     hook._slurmgen = True  # type: ignore[attr-defined]
     sys.excepthook = hook

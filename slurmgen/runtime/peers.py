@@ -14,7 +14,7 @@ with another rank's checkpoint write.
 
 Both are gloo whatever the main backend (CPU tensors, and a timeout of their own). A collective on either that
 fails means a peer died or stopped answering: `lost` says so in the one peer-loss line and ends the process
-with contract.EXIT_PEER_LOST. torch is imported only when a group is made.
+with exit_codes.EXIT_PEER_LOST. torch is imported only when a group is made.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, NoReturn
 
-from slurmgen import contract
+from slurmgen import exit_codes
+from slurmgen.job_context.context import JobContext
 from slurmgen.runtime.dist import process_group_timeout
 from slurmgen.runtime.peer_loss import leave, peer_loss_line
 
@@ -48,9 +49,13 @@ class Peers:
     """This rank and the others: rank, world, the side and save groups, their timeout, the peer-loss exit."""
 
     def __init__(
-        self, environ: Mapping[str, str], *, timeout: float | None = None, exit: Callable[[int], Any] = os._exit
+        self,
+        environ: JobContext | Mapping[str, str],
+        *,
+        timeout: float | None = None,
+        exit: Callable[[int], Any] = os._exit,
     ) -> None:
-        self._env = environ
+        self._job = JobContext.of(environ)
         # Read when used, so peers made before init_distributed(timeout=...) still follow it.
         self._timeout = None if timeout is None else float(timeout)
         self._exit = exit
@@ -61,7 +66,7 @@ class Peers:
         dist = torch_dist()
         if dist is not None:
             return int(dist.get_rank())
-        return int(self._env.get("RANK") or self._env.get("SLURM_PROCID") or 0)
+        return self._job.rank
 
     @property
     def world(self) -> int:
@@ -73,7 +78,7 @@ class Peers:
         """Seconds a collective among the peers may take: the process group's unless given. A rank that is
         merely slow (a long periodic save on rank 0) must not look lost; a dead one is seen at once anyway (its
         connections close and gloo raises)."""
-        return self._timeout if self._timeout is not None else process_group_timeout(self._env)
+        return self._timeout if self._timeout is not None else process_group_timeout(self._job)
 
     def side_group(self) -> Any:
         """The group for the calling thread's collectives; None when this process is alone."""
@@ -116,4 +121,4 @@ class Peers:
     def lost(self, exc: BaseException, during: str) -> NoReturn:
         """A collective among the peers failed `during` something: the one peer-loss line, then the exit."""
         leave(peer_loss_line(self.rank, during, exc, self.timeout), self._exit)
-        raise SystemExit(contract.EXIT_PEER_LOST)  # only reached when `exit` was replaced (tests)
+        raise SystemExit(exit_codes.EXIT_PEER_LOST)  # only reached when `exit` was replaced (tests)

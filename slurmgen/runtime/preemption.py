@@ -31,16 +31,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from slurmgen import contract, interruption_signal, run_history
-from slurmgen.job_context import JobContext
+from slurmgen import exit_codes, interruption, run_history
+from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import ProgressMark
-from slurmgen.requeue import record, requeue_this_job, signal_cause
+from slurmgen.requeue import record, requeue_this_job, signal_cause, site_facts
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.layout import keep_count
 from slurmgen.runtime.checkpoint.settings import StoreSettings
 from slurmgen.runtime.checkpoint.store import CheckpointStore
 from slurmgen.runtime.peer_loss import install_peer_loss_hook
 from slurmgen.runtime.peers import Peers
+from slurmgen.runtime.progress_sample import ProgressSampler
 from slurmgen.task.signal_block import parse_signal_name
 
 if TYPE_CHECKING:
@@ -73,28 +74,27 @@ class Preemption:
         save_phase: Callable[[str], None] | None = None,
         environ: Mapping[str, str] | None = None,
         exit: Callable[[int], Any] = os._exit,
+        total_steps: int | None = None,
     ) -> None:
-        env = dict(os.environ if environ is None else environ)
-        self._env = env
-        configured = env.get(contract.PREEMPT_SIGNAL, "").strip()
+        # This process's job, read once (slurmgen/job_context/); the budget given here replaces the spec's below.
+        self.context = JobContext.from_environ(dict(os.environ if environ is None else environ))
+        configured = self.context.preempt_signal
         # Under slurmgen's script without SLURMGEN_PREEMPT_SIGNAL, the spec switched preemption off: the signal
         # still stops the run cleanly (with a save) but never requeues.
-        self.requeue_enabled = bool(configured) or contract.SPEC_HASH not in env
+        self.requeue_enabled = configured is not None or self.context.spec_hash is None
         self.signal = parse_signal_name(signal_name or configured or "USR1")
-        # This process's job, read once (slurmgen/job_context.py); the budget given here replaces the spec's below.
-        self.context = JobContext.from_environ(env)
         self.key = self.context.key or "local"
         # Outside a job (no SLURM_JOB_ID) the default state would be ./local.state, shared by every direct run of
         # the script: the next run would resume from it unasked, whatever its arguments. There, state is kept
         # only at a path the program names (README, "Resume state").
         self.keeps_state = path is not None or self.context.key is not None
         self._said_no_state = False
-        self.spec_hash = env.get(contract.SPEC_HASH, "")
-        self.state_dir = env.get(contract.STATE_DIR) or (os.path.dirname(os.path.abspath(path)) if path else ".")
+        self.spec_hash = self.context.spec_hash or ""
+        self.state_dir = self.context.state_dir or (os.path.dirname(os.path.abspath(path)) if path else ".")
         self.path = os.path.abspath(path or os.path.join(self.state_dir, f"{self.key}.state"))
         # `slurmgen resume` of a job Slurm has forgotten submits its script again; the new job starts from the
         # old one's state (same spec), then saves under its own key.
-        resume_from = env.get(contract.RESUME_FROM, "").strip()
+        resume_from = self.context.resume_from or ""
         self.resume_from = resume_from if path is None and resume_from.replace("_", "").isdigit() else None
         self.restart_count = self.context.restart_count
         self.last_cause = _last_cause(self.context)  # why the previous run stopped, if there was one
@@ -104,10 +104,11 @@ class Preemption:
         self._progress: ProgressMark | None = None  # the hang watchdog's per-step progress (task/watchdog.py)
         self._steps = 0  # should_stop() calls in this process: its steps (a restart's steps lost are counted in them)
         if max_requeues is not None:
-            env[contract.MAX_REQUEUES] = str(max_requeues)
             self.context = dataclasses.replace(self.context, max_requeues=max_requeues)
         # The agreement waits as long as any collective of the training step may (the process-group timeout).
-        self.peers = Peers(env, timeout=timeout, exit=exit)
+        self.peers = Peers(self.context, timeout=timeout, exit=exit)
+        # Rank 0's sampled progress for `slurmgen status` and `slurmgen report` (runtime/progress_sample.py).
+        self._sampler = ProgressSampler(self.context, self.rank, total_steps)
         self.weights_only = weights_only
         self.crc32 = crc32  # torch's per-tensor checksum in the saved file (costs ~0.3 s/GiB; see state.py)
         self._exit = exit
@@ -129,7 +130,7 @@ class Preemption:
         # Plain states and sharded checkpoints (runtime/checkpoint/): a path the user named is resumed whoever
         # wrote it; the job-keyed default refuses another job's state (but takes `resume_from`'s).
         settings = StoreSettings(
-            self.key, self.spec_hash, self.restart_count, keep_count(keep, env), named=path is not None,
+            self.key, self.spec_hash, self.restart_count, keep_count(keep, self.context), named=path is not None,
             weights_only=weights_only, crc32=crc32, resume_from=self.resume_from,
         )  # fmt: skip
         listener = self._reporter = SaveReporter(self.context, self.peers, on_save)
@@ -151,9 +152,13 @@ class Preemption:
     # -- signals --------------------------------------------------------------------------------------------
 
     def _install(self) -> None:
-        wanted = {self.signal: REQUEUE | SAVE | EXIT, signal.SIGTERM: SAVE | EXIT | TERM, signal.SIGUSR2: EXIT}
-        if not self.requeue_enabled:
-            wanted[self.signal] = SAVE | EXIT
+        # What each signal means is the interruption policy's; here it becomes the flags the ranks agree on.
+        meanings = interruption.signal_meanings(signal.Signals(self.signal).name[3:], self.requeue_enabled)
+        wanted = {
+            signal.Signals[f"SIG{name}"]: EXIT | (REQUEUE if m.requeue else 0) | (SAVE if m.save else 0)
+            | (TERM if m.terminated else 0)
+            for name, m in meanings.items()
+        }  # fmt: skip
         for sig, actions in wanted.items():
             signal.signal(sig, self._handler(actions))
         signal.signal(signal.SIGCONT, signal.SIG_IGN)
@@ -187,7 +192,7 @@ class Preemption:
         try:
             rank = self.rank
         except Exception:  # at exit, a torch that is half torn down must not matter
-            rank = int(self._env.get("RANK") or self._env.get("SLURM_PROCID") or 0)
+            rank = self.context.rank
         if rank != 0:
             return
         late = ", ".join(f"SIG{name}" for name in dict.fromkeys(self._received))
@@ -221,15 +226,17 @@ class Preemption:
             self.peers.lost(exc, "while agreeing to stop")
         return sum(int(bit) << i for i, bit in enumerate(bits.tolist()))
 
-    def should_stop(self) -> bool:
-        """True on every rank once any rank got a stop signal. Call it on every rank at every step."""
+    def should_stop(self, step: int | None = None) -> bool:
+        """True on every rank once any rank got a stop signal. Call it on every rank at every step; ``step``, the
+        program's own step number (counted across resumes), makes `slurmgen status` show it and its ETA."""
         if self._decided:
             return True
         if self._progress is None:
-            self._progress = ProgressMark(self._env, self.rank)
+            self._progress = ProgressMark(self.context, self.rank)
         self._steps += 1
         self._progress.touch(self._steps)
         now = time.monotonic()
+        self._sampler.step(self._steps, now, step)
         if self._last_check is not None:
             # What one more step costs before a save can start: it decides whether a stop fits its window.
             # The longest of the recent steps, forgetting slowly (a long first step after a load does not stick).
@@ -264,7 +271,12 @@ class Preemption:
         picks the newest complete state and says which; the other ranks follow its choice."""
         if not self.keeps_state:
             return None if into is None else False
-        return self._store.load(into)
+        began = time.monotonic()
+        found = self._store.load(into)
+        if self.rank == 0 and (found if into is not None else found is not None):
+            with contextlib.suppress(OSError):  # the blocking load, for the report's restore bucket
+                record(self.context, "rank0", run_history.LOAD, seconds=round(time.monotonic() - began, 3))
+        return found
 
     def save(
         self, state: Any, cause: str = "periodic", *, async_: bool = False, sharded: bool | None = None
@@ -324,8 +336,8 @@ class Preemption:
             if view is not None:
                 preempted = view.preempted() or self._requeued_by_slurm_for_preemption(view, history)
                 bits = 1 | (2 if preempted else 0) | (4 if view.running() else 0)
-                site = history.site(self.context.run)
-                if preempted and view.running() and interruption_signal.slurm_requeues_in_grace(site):
+                site = site_facts(history, self.context.run)
+                if preempted and view.running() and interruption.slurm_requeues_in_grace(site):
                     bits |= 8
         group = self.peers.side_group()
         if group is not None:
@@ -346,7 +358,7 @@ class Preemption:
         if not view.requeued_since(self.restart_count):
             return False
         mode = history.site_mode(self.context.run)  # as the batch shell recorded it at this run's start
-        return interruption_signal.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
+        return interruption.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
 
     def save_and_exit(self, state: Any = None) -> NoReturn:
         """Save (unless the stop is a clean exit), requeue if the signal asked for it, and end the process."""
@@ -357,8 +369,8 @@ class Preemption:
         for sig in (self.signal, signal.SIGTERM, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_IGN)
         known, preempted, running, slurm_requeues = self._slurm_verdict()
-        plan = interruption_signal.decide_stop(
-            interruption_signal.StopFacts(
+        plan = interruption.decide(
+            interruption.StopFacts(
                 asked_requeue=bool(flags & REQUEUE),
                 terminated=bool(flags & TERM),
                 requeue_enabled=self.requeue_enabled,
@@ -387,10 +399,10 @@ class Preemption:
             outcome = requeue_this_job(self.cause, self.context, self.state_dir, history=history, before=view)
             _log(outcome.message)
             if outcome.action == "budget":
-                code = contract.EXIT_REQUEUE_BUDGET
+                code = exit_codes.EXIT_REQUEUE_BUDGET
         self._wait_for_rank0(failure)
         if self.rank != 0:
-            code = 0  # never non-zero before rank 0 is done: srun would kill it (contract.EXIT_*)
+            code = 0  # never non-zero before rank 0 is done: srun would kill it (exit_codes.EXIT_*)
         sys.stdout.flush()
         sys.stderr.flush()
         self._exit(code)
@@ -442,7 +454,8 @@ class SaveReporter:
         if self._peers.rank == 0:
             kind = "file" if saved.kind == "plain" else saved.kind
             record(self._ctx, "rank0", run_history.SAVE, seconds=round(saved.duration_s, 3), bytes=saved.size_bytes,
-                   cause=saved.cause, kind=kind, steps=self.steps_at_save)  # fmt: skip
+                   cause=saved.cause, kind=kind, steps=self.steps_at_save,
+                   blocking=round(saved.blocked_s, 3))  # fmt: skip
         if self._on_save is not None:
             self._on_save(saved)
 

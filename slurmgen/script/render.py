@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from slurmgen import contract
-from slurmgen.contract import NODES_REQUEUED, NODES_SHORT
-from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
-from slurmgen.interruption_signal import STEP_GRACE, hold_limit  # the hold window is an interruption decision
-from slurmgen.job_context import KEY_SHELL
+from slurmgen.errors import SlurmgenError, UsageError
+from slurmgen.exit_codes import EXIT_INVALID, NODES_REQUEUED, NODES_SHORT
+from slurmgen.interruption import STEP_GRACE, hold_limit  # the hold window is an interruption decision
+from slurmgen.job_context.values import KEY_SHELL
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.shell_words import join
-from slurmgen.script.step import batch_words, package_dir_words, rendezvous_words, step_line
+from slurmgen.script.step import batch_words, container_context, package_dir_words, rendezvous_words, step_line
 from slurmgen.script.sweep import cases, env_words
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.spec.model import JobSpec, node_checks
@@ -104,19 +104,21 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "rendezvous": join(rendezvous_words(spec)),
         "package_dir": join(package_dir_words(spec)),
         "container": spec.container is not None,
+        **container_context(spec),
         "step": step_line(spec),
         "preemption": pre.enabled,
         "preempt_signal": pre.signal,
         "grace": STEP_GRACE,
         "hold_limit": hold_limit(pre.lead_time) if pre.enabled else STEP_GRACE,
         "ready_dir": contract.READY_DIR,
-        "job_key_shell": KEY_SHELL,  # the job-key rule, written once (slurmgen/job_context.py)
+        "job_key_shell": KEY_SHELL,  # the job-key rule, written once (slurmgen/job_context/values.py)
         "step_tasks": spec.nodes * spec.tasks_per_node,
         "marker_suffix": contract.REQUEUE_MARKER_SUFFIX,
         "wandb": spec.trackers.wandb,
         "batch_begin": join(batch_words(spec, "begin")),
         "batch_signal": join(batch_words(spec, "signal")),
         "batch_restart": join(batch_words(spec, "restart")),
+        "batch_before": join(batch_words(spec, "before")),
         "node_checks": node_checks(spec),
         "nodes_requeued": NODES_REQUEUED,
         "nodes_short": NODES_SHORT,

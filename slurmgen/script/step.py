@@ -1,4 +1,5 @@
-"""The step's command line: srun, optionally pyxis options, optionally torchrun, then the runtime entry point.
+"""The step's command line: srun, optionally a container (pyxis options, `enroot start` or `apptainer exec`),
+optionally torchrun, then the runtime entry point.
 
 Computed here as words so tests can read it without parsing shell; the template joins them. A `Shell` word is
 emitted as written (it holds `"${VAR}"` expansions that the batch shell must perform); every other word is data
@@ -8,12 +9,13 @@ and is single-quoted.
 from __future__ import annotations
 
 from slurmgen import contract
+from slurmgen.script.container_apptainer import CONTAINER_RUNTIME_DIR, apptainer_words
+from slurmgen.script.container_enroot import enroot_start_words
 from slurmgen.script.directives import sq
 from slurmgen.script.shell_words import Shell, join
 from slurmgen.script.sweep import command_words  # a sweep's placeholders become shell expansions
 from slurmgen.spec.model import JobSpec, node_checks
 
-CONTAINER_RUNTIME_DIR = "/opt/slurmgen"  # where slurmgen's own package is mounted inside a container image
 # torchrun forwards only TERM, INT, HUP and QUIT by default (pytorch#154849); USR1/USR2 must be added.
 _TORCHRUN_DEFAULT_SIGNALS = ("TERM", "INT", "HUP", "QUIT")
 
@@ -27,8 +29,13 @@ CONTAINER_BOOTSTRAP = (
 
 def runtime_entry(spec: JobSpec, *flags: str) -> list[str]:
     if spec.container is not None:
-        return [spec.python, "-c", CONTAINER_BOOTSTRAP, *flags]
+        return [inside_python(spec), "-c", CONTAINER_BOOTSTRAP, *flags]
     return [spec.python, "-m", contract.TASK_ENTRY, *flags]
+
+
+def inside_python(spec: JobSpec) -> str:
+    """The interpreter of the step's tasks: the image's (container.python) when they run in one."""
+    return (spec.container.python if spec.container else None) or spec.python
 
 
 def rendezvous_words(spec: JobSpec) -> list[str]:
@@ -65,7 +72,7 @@ def srun_words(spec: JobSpec) -> list[str]:
     # One log per node, appended across requeued runs, in the per-job directory the batch shell created.
     words.append(Shell('--output="${SLURMGEN_LOG_DIR}/%N.log"'))
     words.append("--open-mode=append")
-    if spec.container is not None:
+    if spec.container is not None and spec.container.runtime == "pyxis":
         words.extend(container_words(spec))
     return words
 
@@ -81,6 +88,9 @@ def container_words(spec: JobSpec) -> list[str]:
     words.append(Shell(ours + (sq("," + ",".join(c.mounts)) if c.mounts else "")))
     if c.workdir:
         words.append(f"--container-workdir={c.workdir}")
+    if c.env:
+        # pyxis: these variables take the job's value over the image's (pyxis' --container-env).
+        words.append("--container-env=" + ",".join(c.env))
     if c.name:
         words.append(f"--container-name={c.name}")
     if c.mount_home is False:
@@ -99,7 +109,7 @@ def torchrun_words(spec: JobSpec) -> list[str]:
         extra.insert(0, spec.preemption.signal)
     signals += [s for s in extra if s not in signals]
     words = [
-        spec.python,
+        inside_python(spec),
         "-m",
         "torch.distributed.run",
         f"--nnodes={spec.nodes}",
@@ -122,9 +132,14 @@ def torchrun_words(spec: JobSpec) -> list[str]:
 
 
 def step_groups(spec: JobSpec) -> list[list[str]]:
-    """The whole step command, in groups for one line each: srun [+ container], [agent entry, torchrun],
+    """The whole step command, in groups for one line each: srun [+ pyxis options], [apptainer exec or enroot
+    start], [agent entry, torchrun],
     the runtime entry point, the user's command."""
     groups = [srun_words(spec)]
+    if spec.container is not None and spec.container.runtime == "apptainer":
+        groups.append(apptainer_words(spec))
+    elif spec.container is not None and spec.container.runtime == "enroot":
+        groups.append(enroot_start_words(spec))
     if spec.launcher == "torchrun":
         groups.append(runtime_entry(spec, "--torchrun-agent", "--"))
         groups.append(torchrun_words(spec))
@@ -140,3 +155,16 @@ def step_words(spec: JobSpec) -> list[str]:
 def step_line(spec: JobSpec) -> str:
     """The step as shell text, one group per line, continued with backslashes."""
     return " \\\n    ".join(join(group) for group in step_groups(spec))
+
+
+def container_context(spec: JobSpec) -> dict[str, str]:
+    """The batch shell's container lines besides the step: apptainer's py-spy lookup, enroot's create/remove."""
+    from slurmgen.script.container_apptainer import pyspy_words
+    from slurmgen.script.container_enroot import enroot_cleanup_line, enroot_prepare_line
+
+    runtime = spec.container.runtime if spec.container else None
+    return {
+        "container_tools": join(pyspy_words(spec)) if runtime == "apptainer" else "",
+        "container_prepare": enroot_prepare_line(spec) if runtime == "enroot" else "",
+        "container_cleanup": enroot_cleanup_line(spec) if runtime == "enroot" else "",
+    }

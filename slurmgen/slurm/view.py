@@ -59,7 +59,7 @@ class SlurmView:
         return None if self.running() else "CANCEL"
 
     def says(self, restart_count: int) -> SlurmSays:
-        """This view as the interruption decision takes it (slurmgen/interruption.py)."""
+        """This view as the interruption decision takes it (slurmgen/interruption/)."""
         from slurmgen.interruption import SlurmSays
 
         running, requeued, mode = self.running(), self.requeued_since(restart_count), self.mode(restart_count)

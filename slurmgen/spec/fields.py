@@ -244,17 +244,45 @@ TRACKERS = Obj(
     model="TrackersSpec",
 )
 
+# The container runtimes (spec/container.py checks which fields each takes; script/step.py and
+# script/container_apptainer.py write their command lines).
+CONTAINER_RUNTIMES = ("pyxis", "enroot", "apptainer")
+
 CONTAINER = Obj(
     {
-        "image": Field(_text(max_len=1024), "container image (pyxis --container-image)", required=True),
+        "runtime": Field(
+            Enum(CONTAINER_RUNTIMES),
+            "pyxis: srun --container-* options; enroot: enroot create/start without pyxis; apptainer: apptainer exec",
+            default="pyxis",
+        ),
+        "image": Field(
+            _text(max_len=1024),
+            "container image (pyxis --container-image; enroot: a squashfs file; apptainer: a .sif file, a sandbox "
+            "directory or a docker://, oras://, library:// reference)",
+            required=True,
+        ),
+        "python": Field(
+            _text(max_len=1024),
+            "the image's interpreter that runs slurmgen's runtime inside (default: the spec field python)",
+        ),
         "mounts": Field(
             List(_text(pattern=MOUNT, hint="write /host/path:/container/path[:ro]")),
-            "bind mounts, /host:/container[:flags]",
+            "bind mounts, /host:/container[:flags] (apptainer --bind, pyxis --container-mounts, enroot --mount)",
+        ),
+        "env": Field(
+            List(_text(pattern=ENV_KEY, hint="a variable name: letters, digits, _")),
+            "variables of the job's environment passed into the container by name, besides SLURM_*, SLURMGEN_*, "
+            "MASTER_* and the spec's env (which always are)",
         ),
         "workdir": Field(_text(pattern=r"/.*", hint="must be an absolute path"), "working directory"),
         "name": Field(_text(pattern=NAME, hint="letters, digits, ._-"), "named container, reused across steps"),
         "mount_home": Field(Bool(), "mount the user's home directory (pyxis default: yes)"),
-        "writable": Field(Bool(), "make the container filesystem writable"),
+        "writable": Field(Bool(), "make the container filesystem writable (pyxis, enroot)"),
+        "writable_tmpfs": Field(Bool(), "apptainer --writable-tmpfs: writes go to memory and vanish with the task"),
+        "cleanenv": Field(Bool(), "apptainer --cleanenv: the host's environment stays out (slurmgen passes its own)"),
+        "containall": Field(
+            Bool(), "apptainer --containall: own PID, IPC and mount namespaces, no host environment or home"
+        ),
     },
     model="ContainerSpec",
 )
@@ -324,7 +352,7 @@ SPEC = Obj(
             AnyOf(((str, Str(max_len=65536)), (list, List(Str(max_len=65536)))), "shell lines"),
             "shell lines run in the batch shell before launch (the one place for raw shell)",
         ),
-        "container": Field(CONTAINER, "run every task inside this image (pyxis/enroot)"),
+        "container": Field(CONTAINER, "run every task inside this image (pyxis, enroot or apptainer)"),
         "trackers": Field(
             TRACKERS, "experiment trackers: how the job's run identity (SLURMGEN_RUN_ID) reaches them", resolved=True
         ),

@@ -1,6 +1,6 @@
 """The job spec as the rest of slurmgen sees it: frozen values with every default resolved.
 
-Built by slurmgen.spec.load from a YAML file; rendered by slurmgen.script, planned by slurmgen.jobs. The fields
+Built by slurmgen.spec.load from a YAML file; rendered by slurmgen.script, planned by slurmgen.manage. The fields
 are declared once, in the field table (spec/fields.py); spec/model_fields.py is generated from it.
 """
 
@@ -45,6 +45,17 @@ def node_checks(spec: JobSpec) -> bool:
 
 
 # --- hand-written: what the model has beyond the table's fields ---------------------------------------------
+# The container fields added with runtimes enroot and apptainer, and their defaults (spec/fields.py).
+CONTAINER_ADDED: dict[str, Any] = {
+    "runtime": "pyxis",
+    "python": None,
+    "env": (),
+    "writable_tmpfs": None,
+    "cleanenv": None,
+    "containall": None,
+}
+
+
 @dataclass(frozen=True)
 class JobSpec(JobFields):
     """The resolved job spec. Its fields come from the field table (spec/model_fields.py, generated); the
@@ -60,6 +71,11 @@ class JobSpec(JobFields):
         out = asdict(self)
         if self.sweep is None:
             del out["sweep"]  # a job without a sweep keeps the digest it had before sweeps existed
+        if out.get("container") is not None:
+            # A pyxis container that uses none of the fields added with the other runtimes keeps its old digest.
+            for key, default in CONTAINER_ADDED.items():
+                if out["container"][key] == default:
+                    del out["container"][key]
         return out
 
     @cached_property  # frozen: computed once (render and the submit plan both ask for it)

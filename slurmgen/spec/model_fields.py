@@ -46,12 +46,18 @@ class RecoverySpec:
 
 @dataclass(frozen=True)
 class ContainerSpec:
+    runtime: str
     image: str
+    python: str | None
     mounts: tuple[str, ...]
+    env: tuple[str, ...]
     workdir: str | None
     name: str | None
     mount_home: bool | None
     writable: bool | None
+    writable_tmpfs: bool | None
+    cleanenv: bool | None
+    containall: bool | None
 
 
 @dataclass(frozen=True)

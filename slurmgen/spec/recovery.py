@@ -3,7 +3,7 @@
 The names are the contract (README, "When things fail"): `max_restarts`, `hang_timeout`, `spare_nodes`,
 `health_check`. `recovery: false` switches restarts and the hang watchdog off. Defaults are safe: a crashed step is
 started again inside the allocation up to 3 times (a repeated failure, the same error at the same saved state, is
-never restarted: slurmgen/interruption.py), and the hang timeout is generous (30 minutes) so that a slow start
+never restarted: slurmgen/interruption/), and the hang timeout is generous (30 minutes) so that a slow start
 (loading a model, compiling) is never taken for a hang.
 """
 

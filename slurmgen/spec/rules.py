@@ -13,6 +13,7 @@ from slurmgen import contract
 from slurmgen.errors import Problem
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
+from slurmgen.spec.container import check_container
 from slurmgen.spec.fields import PREEMPTION, SPEC
 from slurmgen.spec.recovery import resolve_recovery
 from slurmgen.spec.types import AnyOf, Ctx, Obj
@@ -71,6 +72,27 @@ def _path_problem(text: str) -> str | None:
     return None
 
 
+def _bare_shell_ops(text: str) -> list[str]:
+    """The shell operators that stand as words of their own, unquoted, in a string command (`a | b`, not `'|'`)."""
+    masked, quote, escaped = [], "", False
+    for char in text:
+        if escaped:
+            masked.append("x")
+            escaped = False
+        elif char == "\\" and quote != "'":
+            masked.append("x")
+            escaped = True
+        elif quote:
+            masked.append("x")
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            masked.append("x")
+            quote = char
+        else:
+            masked.append(char)
+    return sorted(set("".join(masked).split()) & _SHELL_OPS)
+
+
 def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     """Fill defaults that depend on other fields; record problems that span fields."""
     out = dict(f)
@@ -86,6 +108,15 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
             cmd = ["?"]
         if not cmd:
             ctx.fail(("command",), "is empty; give the program to run, e.g. [python, train.py]")
+        ops = _bare_shell_ops(f["command"])
+        if ops:
+            # The string is split with shell quoting rules but never run by a shell: `python t.py | tee out` ran
+            # t.py with `|`, `tee`, `out` as its arguments, and the job COMPLETED without the file (issue 32).
+            ctx.fail(
+                ("command",),
+                f"{' '.join(ops)} is shell syntax, but the command is not run by a shell (its words become the "
+                "program's arguments); write the command as a list, or put the pipeline in a script and run that",
+            )
     if cmd and not cmd[0].strip():
         ctx.fail(("command", 0), "the program name is empty")
     out["command"] = cmd
@@ -108,6 +139,8 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     for i, line in enumerate(out["setup"]):
         if "\r" in line:
             ctx.fail(("setup", i), "contains a carriage return (CR); save the file with Unix line ends")
+    if isinstance(f.get("container"), dict):
+        check_container(f["container"], ctx)
     out["trackers"] = {"wandb": f.get("trackers", {}).get("wandb", True)}
     out["output"] = _given(f, SPEC, "output")
     for key in ("output", "chdir"):

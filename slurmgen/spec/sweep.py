@@ -18,7 +18,7 @@ from slurmgen.spec.sweep_points import PARAM, Placeholder, SweepSpec, Value, spl
 from slurmgen.spec.types import BAD, Ctx, Type
 from slurmgen.spec.yaml_source import FieldPath
 
-MAX_POINTS = 100_000  # the script's size limits a sweep first (slurmgen.jobs.sweep_plan.MAX_SCRIPT_BYTES)
+MAX_POINTS = 100_000  # the script's size limits a sweep first (slurmgen.manage.sweep_plan.MAX_SCRIPT_BYTES)
 DISTRIBUTIONS = ("choice", "uniform", "loguniform", "randint")
 KEYS = ("grid", "points", "random", "max_parallel")
 

@@ -28,10 +28,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from slurmgen import contract
-from slurmgen.errors import EXIT_INVALID, SlurmgenError, UsageError
+from slurmgen.errors import SlurmgenError, UsageError
+from slurmgen.exit_codes import EXIT_CANNOT_EXECUTE, EXIT_INVALID, EXIT_NOT_FOUND
+from slurmgen.job_context.context import JobContext
 
 if TYPE_CHECKING:
     from slurmgen.task.supervisor import TaskSetup
@@ -40,8 +43,6 @@ USAGE = (
     "usage: python3 -m slurmgen.task [--torchrun-agent] -- CMD [ARGS...]\n       python3 -m slurmgen.task --rendezvous"
 )
 _FLAGS = ("--rendezvous", "--torchrun-agent")
-EXIT_CANNOT_EXECUTE = 126  # the shell's codes for "found but not executable" and "not found"
-EXIT_NOT_FOUND = 127
 
 
 def parse_args(argv: Sequence[str]) -> tuple[set[str], list[str]]:
@@ -80,29 +81,31 @@ def run(
     flags, command = parse_args(argv)
     agent = "--torchrun-agent" in flags
     preempt = None
+    job = JobContext.from_environ(environ)  # this task's one read of its environment; passed down from here
     if "--rendezvous" not in flags:
         # First, before anything slow: until the program has a handler, a signal's default action would end the
         # task. Blocked, it waits (signal(7)).
-        preempt = block_preemption_signal(environ) if agent else block_supervised(environ)
+        preempt = block_preemption_signal(job) if agent else block_supervised(job)
         # The process that signals every process of the step (slurmstepd, or the local fake srun) is the parent
         # of the outermost entry point; torchrun's workers learn it from their agent's.
-        environ.setdefault(contract.STEP_PID, str(os.getppid()))
+        job = replace(job, step_pid=job.step_pid or str(os.getppid()))
+        environ.setdefault(contract.STEP_PID, str(job.step_pid))
         if preempt is not None:
-            say_ready(environ)
+            say_ready(job)
     from slurmgen.task.prepare import Host, prepare, resolve_master
 
     if "--rendezvous" in flags:
-        master, _, port = resolve_master(environ, Host())
+        master, _, port = resolve_master(job, Host())
         out(f"{master.host} {port.port}")
         return 0
-    prepared = prepare(environ, agent=agent)
+    prepared = prepare(job, agent=agent)
     for warning in prepared.warnings:
         err(f"slurmgen: warning: {warning}")
     environ.update(prepared.updates)
     if not agent:
         from slurmgen.task import supervisor
 
-        plan = supervisor.task_setup(command, environ, prepared.ranks.rank, preempt)
+        plan = supervisor.task_setup(command, environ, prepared.ranks.rank, preempt, job)
         if supervise is not None:
             return supervise(plan)
 
@@ -113,7 +116,7 @@ def run(
     from slurmgen.task import torchrun_agent
 
     if torchrun_agent.is_torchrun(command):
-        return torchrun_agent.run(command[3:], err)  # in this process: one line, not tracebacks, when the job ends
+        return torchrun_agent.run(command[3:], err, job)  # in this process: one line, not tracebacks, when the job ends
     try:
         execvp(command[0], command)
     except FileNotFoundError:
@@ -125,16 +128,15 @@ def run(
     return 0
 
 
-def say_ready(environ: MutableMapping[str, str]) -> None:
+def say_ready(job: JobContext) -> None:
     """Tell the batch shell this task holds the preemption signal now (blocked, so no longer fatal): an empty file
     per task in the run's ready directory. The shell holds an early signal until every task's file is there (or
     for at most a part of the lead time), however slowly the interpreter started (a cold venv on NFS). A task
     that cannot write it still runs: the shell then holds to its limit."""
-    log_dir, task = environ.get(contract.LOG_DIR), environ.get("SLURM_PROCID", "")
+    log_dir, task = job.log_dir, job.task_id
     if not log_dir or not task.isdigit():
         return
-    run = environ.get("SLURM_RESTART_COUNT", "0")
-    ready = os.path.join(log_dir, f"{contract.READY_DIR}{int(run) + 1 if run.isdigit() else 1}")
+    ready = os.path.join(log_dir, f"{contract.READY_DIR}{job.run}")
     try:
         os.makedirs(ready, exist_ok=True)
         os.close(os.open(os.path.join(ready, task), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))

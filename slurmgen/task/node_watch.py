@@ -33,8 +33,9 @@ import os
 import time
 from collections.abc import Callable, Mapping
 
-from slurmgen import contract
-from slurmgen.progress_mark import PROGRESS_DIR, node_dir, write_node_file
+from slurmgen.errors import RuntimeSetupError
+from slurmgen.job_context.context import JobContext
+from slurmgen.progress_mark import PROGRESS_DIR, leads_node, node_dir, write_node_file
 
 HEARTBEAT = "heartbeat"
 WaitFn = Callable[[float], bool]  # waits so many seconds; True when the watch is to stop
@@ -52,18 +53,26 @@ def publish_period(timeout: float) -> float:
     return max(poll_interval(timeout), min(10.0, timeout / 4))
 
 
-def local_ranks(env: Mapping[str, str]) -> int:
-    """How many ranks run on this node: torchrun's LOCAL_WORLD_SIZE, else the Slurm task ids of this node."""
-    for raw in (env.get(contract.LOCAL_WORLD_SIZE, ""), str(len(env["SLURM_GTIDS"].split(","))) if env.get(
-            "SLURM_GTIDS") else "", env.get("WORLD_SIZE", "") if not env.get("SLURM_GTIDS") else ""):  # fmt: skip
-        if raw.isdigit() and int(raw) > 0:
-            return int(raw)
-    return 1
+def local_ranks(job: JobContext) -> int:
+    """How many ranks run on this node: torchrun's LOCAL_WORLD_SIZE, else Slurm's tasks of this node; 1 when the
+    environment does not say."""
+    try:
+        ranks = job.ranks
+    except RuntimeSetupError:
+        return 1
+    if ranks.local_world_size:
+        return ranks.local_world_size
+    return ranks.world_size if ranks.source != "slurm" and ranks.world_size > 0 else 1
 
 
-def step_nodes(env: Mapping[str, str]) -> int:
-    raw = env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_NNODES") or "1"
-    return int(raw) if raw.isdigit() and int(raw) > 0 else 1
+def step_nodes(job: JobContext) -> int:
+    """How many nodes the step runs on (its node list; 1 outside a step)."""
+    from slurmgen.slurm.hostlist import HostlistError, expand_hostlist
+
+    try:
+        return max(1, len(expand_hostlist(job.step_nodes or job.nodes or "")))
+    except (HostlistError, ValueError):
+        return 1
 
 
 def output_offset(pid: int) -> int | None:
@@ -112,12 +121,14 @@ def mtime(path: str) -> float:
 class NodeWatch:
     """One supervisor's view of progress: its node's, and the other nodes' through the shared heartbeat."""
 
-    def __init__(self, env: Mapping[str, str], rank: int, pid: int, started: float, timeout: float) -> None:
-        self.log_dir, self.dir, self.rank, self.pid = env[contract.LOG_DIR], node_dir(env), rank, pid
+    def __init__(
+        self, source: JobContext | Mapping[str, str], rank: int, pid: int, started: float, timeout: float
+    ) -> None:
+        self.job = job = JobContext.of(source)
+        self.log_dir, self.dir, self.rank, self.pid = str(job.log_dir), node_dir(job), rank, pid
         self.started, self.timeout = started, timeout
         self.poll, self.period = poll_interval(timeout), publish_period(timeout)
-        local = env.get(contract.LOCAL_RANK) or env.get("SLURM_LOCALID") or "0"
-        self.leader_by_id = local == "0"
+        self.leader_by_id = leads_node(job)
         self.heartbeat = os.path.join(self.log_dir, PROGRESS_DIR, HEARTBEAT)
         self.offset = output_offset(pid)  # what the program had written when the watch began
         self.last_local = started
@@ -201,15 +212,15 @@ class NodeWatch:
         with contextlib.suppress(OSError):
             write_node_file(self.node_path(f"dumped-{self.rank}"), "")
 
-    def wait_all_dumped(self, env: Mapping[str, str], run: int, deadline: float, wait: WaitFn) -> None:
+    def wait_all_dumped(self, deadline: float, wait: WaitFn) -> None:
         """Block until every rank of every node has written its stacks, or ``deadline`` (monotonic) passed."""
         since = mtime(self.node_path("hang"))
-        mine = local_ranks(env)
+        mine, run = local_ranks(self.job), self.job.run
         while count_since(self.dir, "dumped-", since) < mine:
             if time.monotonic() > deadline or wait(0.2):
                 return
         if self.leads(time.time()):
-            self._wait_nodes(step_nodes(env), run, deadline, wait)
+            self._wait_nodes(step_nodes(self.job), run, deadline, wait)
             with contextlib.suppress(OSError):
                 write_node_file(self.node_path("release"), "")
             return

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
-from slurmgen.job_env import Ranks, read_ranks, standard_rank_variables
+from slurmgen.job_context.context import JobContext
+from slurmgen.job_context.ranks import Ranks, standard_rank_variables
 from slurmgen.task.iface import IfChoice, choose_ifnames, parse_proc_route, route_interface
 from slurmgen.task.rendezvous import (
     MasterHost,
@@ -98,10 +99,11 @@ class Prepared:
     warnings: tuple[str, ...] = ()
 
 
-def resolve_master(mapping: Mapping[str, str], host: Host) -> tuple[MasterHost, str, MasterPort]:
+def resolve_master(mapping: JobContext | Mapping[str, str], host: Host) -> tuple[MasterHost, str, MasterPort]:
     """Master address, its resolved IP and the port; the part ``--rendezvous`` prints."""
-    master = master_host(mapping)
-    port = master_port(mapping, host.ephemeral_range())
+    ctx = JobContext.of(mapping)
+    master = master_host(ctx)
+    port = master_port(ctx, host.ephemeral_range())
     try:
         ip = host.resolve(master.host)
     except (OSError, UnicodeError) as err:
@@ -113,19 +115,21 @@ def resolve_master(mapping: Mapping[str, str], host: Host) -> tuple[MasterHost, 
     return master, ip, port
 
 
-def prepare(mapping: Mapping[str, str], host: Host | None = None, *, agent: bool = False) -> Prepared:
+def prepare(mapping: JobContext | Mapping[str, str], host: Host | None = None, *, agent: bool = False) -> Prepared:
     """Compute the variables a task needs. ``agent``: this is torchrun's per-node launcher, not a rank."""
     host = host or Host()
-    ranks = read_ranks(mapping)
-    master, ip, port = resolve_master(mapping, host)
+    ctx = JobContext.of(mapping)
+    present = ctx.environ  # what is set already: the updates never override it
+    ranks = ctx.ranks
+    master, ip, port = resolve_master(ctx, host)
     interfaces = host.interfaces()
     detected = route_interface(ip, parse_proc_route(host.route_table()))
     source = f"route to {ip}"
     if detected is None:
         detected, source = host.default_interface(), "default route (ifcfg)"
     ifnames = choose_ifnames(
-        mapping.get(contract.NCCL_SOCKET_IFNAME),
-        mapping.get(contract.GLOO_SOCKET_IFNAME),
+        ctx.nccl_ifname,
+        ctx.gloo_ifname,
         detected,
         source,
         interfaces,
@@ -139,7 +143,7 @@ def prepare(mapping: Mapping[str, str], host: Host | None = None, *, agent: bool
         # leaving it hung until the time limit (pytorch #97191).
         ASYNC_ERROR_HANDLING: "1",
     }
-    if mapping.get(contract.GPUS_PER_NODE, "").strip() == "0":
+    if ctx.gpus_per_node == 0:
         # A job without GPUs. accelerate (and so transformers' Trainer) makes a process group out of RANK,
         # WORLD_SIZE and LOCAL_RANK only on a GPU or when told to use the CPU: without either, every rank trains
         # alone, silently (accelerate/state.py, PartialState._prepare_backend). Its own launcher sets this
@@ -148,10 +152,10 @@ def prepare(mapping: Mapping[str, str], host: Host | None = None, *, agent: bool
     if ranks.source == "slurm" and not agent:
         wanted.update(standard_rank_variables(ranks))
     warnings = list(ifnames.warnings)
-    if mapping.get(ASYNC_ERROR_HANDLING, "").strip() == "0":
+    if present.get(ASYNC_ERROR_HANDLING, "").strip() == "0":
         warnings.append(
             f"{ASYNC_ERROR_HANDLING}=0: a failed or stuck NCCL collective will hang until the "
             "process-group timeout or the time limit instead of raising; unset it or set 1"
         )
-    updates = {k: v for k, v in wanted.items() if v is not None and not mapping.get(k, "").strip()}
+    updates = {k: v for k, v in wanted.items() if v is not None and not present.get(k, "").strip()}
     return Prepared(ranks, master, ip, port, ifnames, updates, tuple(warnings))

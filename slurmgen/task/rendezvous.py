@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
+from slurmgen.job_context.context import JobContext
 from slurmgen.slurm.hostlist import expand_hostlist
 
 SPEC_PORT_FIELDS = "distributed.port / distributed.port_range in the job spec"
@@ -40,16 +41,18 @@ class MasterPort:
     source: str
 
 
-def master_host(mapping: Mapping[str, str]) -> MasterHost:
+def master_host(mapping: JobContext | Mapping[str, str]) -> MasterHost:
     """MASTER_ADDR if set, else the first host of the step's (then the job's) node list, else localhost."""
+    ctx = JobContext.of(mapping)
     nodes = 1
-    nodelist_var = next((v for v in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST") if mapping.get(v)), None)
+    lists = (("SLURM_STEP_NODELIST", ctx.step_nodes), ("SLURM_JOB_NODELIST", ctx.nodes))
+    nodelist_var, nodelist = next(((name, value) for name, value in lists if value), (None, ""))
     hosts: list[str] = []
     if nodelist_var is not None:
-        hosts = expand_hostlist(mapping[nodelist_var])
+        hosts = expand_hostlist(nodelist)
         nodes = max(len(hosts), 1)
     one_machine = bool(hosts) and all(_loopback_literal(h) for h in hosts)
-    explicit = mapping.get(contract.MASTER_ADDR)
+    explicit = ctx.master_addr
     if explicit is not None:
         if not explicit.strip():
             raise RuntimeSetupError(f"{contract.MASTER_ADDR} is set but empty")
@@ -57,7 +60,7 @@ def master_host(mapping: Mapping[str, str]) -> MasterHost:
     if nodelist_var is None:
         return MasterHost(_LOCALHOST, "default (no Slurm node list)", 1)
     if not hosts:
-        raise RuntimeSetupError(f"{nodelist_var}={mapping[nodelist_var]!r} names no host")
+        raise RuntimeSetupError(f"{nodelist_var}={nodelist!r} names no host")
     return MasterHost(hosts[0], nodelist_var, nodes, one_machine)
 
 
@@ -69,8 +72,7 @@ def _loopback_literal(host: str) -> bool:
         return False
 
 
-def _port_int(mapping: Mapping[str, str], name: str, default: int) -> int:
-    raw = mapping.get(name, "").strip()
+def _port_int(raw: str, name: str, default: int) -> int:
     if not raw:
         return default
     try:
@@ -79,15 +81,16 @@ def _port_int(mapping: Mapping[str, str], name: str, default: int) -> int:
         raise RuntimeSetupError(f"{name}={raw!r} is not an integer ({SPEC_PORT_FIELDS})") from None
 
 
-def master_port(mapping: Mapping[str, str], ephemeral: tuple[int, int]) -> MasterPort:
+def master_port(mapping: JobContext | Mapping[str, str], ephemeral: tuple[int, int]) -> MasterPort:
     """MASTER_PORT if set, else base + job id % range; refuses a range that reaches into ``ephemeral``."""
-    if mapping.get(contract.MASTER_PORT, "").strip():
-        raw = mapping[contract.MASTER_PORT].strip()
+    ctx = JobContext.of(mapping)
+    if ctx.master_port:
+        raw = ctx.master_port
         if not (raw.isdigit() and raw.isascii() and 0 < int(raw) < 65536):
             raise RuntimeSetupError(f"{contract.MASTER_PORT}={raw!r} is not a port number (1-65535)")
         return MasterPort(int(raw), contract.MASTER_PORT)
-    base = _port_int(mapping, contract.PORT, contract.DEFAULT_PORT)
-    size = _port_int(mapping, contract.PORT_RANGE, contract.DEFAULT_PORT_RANGE)
+    base = _port_int(ctx.port, contract.PORT, contract.DEFAULT_PORT)
+    size = _port_int(ctx.port_range, contract.PORT_RANGE, contract.DEFAULT_PORT_RANGE)
     last = base + size - 1
     if size < 1 or base < 1 or last > 65535:
         raise RuntimeSetupError(f"ports {base}..{last} are not valid port numbers ({SPEC_PORT_FIELDS})")
@@ -98,11 +101,10 @@ def master_port(mapping: Mapping[str, str], ephemeral: tuple[int, int]) -> Maste
             f"(/proc/sys/net/ipv4/ip_local_port_range), where any outgoing connection may take them; "
             f"choose {SPEC_PORT_FIELDS} outside it"
         )
-    job = mapping.get("SLURM_JOB_ID", "").strip()
+    job = ctx.job_id.strip()
     if job and not (job.isdigit() and job.isascii()):
         raise RuntimeSetupError(f"SLURM_JOB_ID={job!r} is not a number")
-    attempt = mapping.get(contract.STEP_ATTEMPT, "").strip()
-    start = int(attempt) if attempt.isdigit() and attempt.isascii() else 0
+    start = ctx.step_attempt
     port = contract.job_port(base, size, int(job or 0), start)
     shown = f"{contract.PORT} + (SLURM_JOB_ID + {contract.STEP_ATTEMPT}) % {contract.PORT_RANGE}"
     return MasterPort(port, shown if start else f"{contract.PORT} + SLURM_JOB_ID % {contract.PORT_RANGE}")

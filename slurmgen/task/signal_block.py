@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
+from slurmgen.job_context.context import JobContext
 from slurmgen.signal_names import signal_name
 
 
@@ -29,10 +30,10 @@ def parse_signal_name(name: str) -> signal.Signals:
     return signal.Signals[f"SIG{canonical}"]
 
 
-def preemption_signal(mapping: Mapping[str, str] | None = None) -> signal.Signals | None:
+def preemption_signal(mapping: JobContext | Mapping[str, str] | None = None) -> signal.Signals | None:
     """The signal named by SLURMGEN_PREEMPT_SIGNAL, or None when preemption handling is off."""
-    name = (os.environ if mapping is None else mapping).get(contract.PREEMPT_SIGNAL, "")
-    return parse_signal_name(name) if name.strip() else None
+    name = JobContext.of(os.environ if mapping is None else mapping).preempt_signal
+    return parse_signal_name(name) if name is not None else None
 
 
 # Signals the task's supervisor takes itself (blocked, read with sigwaitinfo; slurmgen.task.supervisor): every
@@ -45,14 +46,14 @@ SUPERVISED = frozenset(
 )
 
 
-def block_supervised(mapping: Mapping[str, str] | None = None) -> signal.Signals | None:
+def block_supervised(mapping: JobContext | Mapping[str, str] | None = None) -> signal.Signals | None:
     """Block what the supervisor handles, the preemption signal included. Returns the preemption signal or None."""
     sig = preemption_signal(mapping)
     signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED | ({sig} if sig is not None else set()))
     return sig
 
 
-def block_preemption_signal(mapping: Mapping[str, str] | None = None) -> signal.Signals | None:
+def block_preemption_signal(mapping: JobContext | Mapping[str, str] | None = None) -> signal.Signals | None:
     """Block the preemption signal in this thread (and in what it ``exec``s). Returns it, or None if off."""
     sig = preemption_signal(mapping)
     if sig is not None:

@@ -40,8 +40,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurmgen import contract
-from slurmgen.interruption_signal import task_route
-from slurmgen.job_context import restart_count_from
+from slurmgen.interruption import TaskSignalFacts, decide
+from slurmgen.job_context.context import JobContext
 from slurmgen.task.python_hook import hook_env, hook_path, hooks_python
 from slurmgen.task.signal_block import SUPERVISED
 
@@ -67,7 +67,12 @@ class TaskSetup:
     env: Mapping[str, str] = field(default_factory=dict)
     hooked: bool = False  # handler program, a Python program: the preemption signal starts blocked (python_hook)
     stacks_fd: int | None = None  # the program inherits it for its own stack dumps (task/program_stacks.py)
-    run: int = 1  # this run's number in the run history (slurmgen/job_context.py, read once in task_setup)
+    job: JobContext = field(default_factory=lambda: JobContext.from_environ({}))  # read once at the entry point
+
+    @property
+    def run(self) -> int:
+        """This run's number in the run history."""
+        return self.job.run
 
 
 def child_disposition(handler: str, preempt: signal.Signals | None, hooked: bool = False) -> str | None:
@@ -127,13 +132,15 @@ class Routing:
         preemption = sig == self.plan.preempt
         # Whether the program catches it is asked only where it matters (a /proc read): handler program's signal.
         asks = preemption and self.plan.handler == contract.HANDLER_PROGRAM
-        route = task_route(
-            preemption_signal=preemption,
-            handler=self.plan.handler,
-            program_catches=child_catches(sig) if asks else True,
-            hooked=self.plan.hooked,
-            stepwide=stepwide,
-            recent=recent,
+        route = decide(
+            TaskSignalFacts(
+                preemption_signal=preemption,
+                handler=self.plan.handler,
+                program_catches=child_catches(sig) if asks else True,
+                hooked=self.plan.hooked,
+                stepwide=stepwide,
+                recent=recent,
+            )
         )
         if route.owed:
             self.owed = sig  # watched until the program has a handler
@@ -190,7 +197,7 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     from slurmgen.task import watchdog  # the hang watchdog (recovery.hang_timeout): README, "When things fail"
 
     stacks = None
-    if python and watchdog.watches(plan.env, plan.rank):
+    if python and watchdog.watches(plan.job, plan.rank):
         from slurmgen.task.program_stacks import ProgramStacks
 
         try:
@@ -199,7 +206,7 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
         except OSError as exc:  # no temporary file: the watchdog still runs, with py-spy only
             say(f"no file for the program's own stack dumps ({exc.strerror}); a hang's stacks need py-spy")
 
-    if extra := watchdog.nccl_trace_env(plan.env):
+    if extra := watchdog.nccl_trace_env(plan.job, plan.env):
         plan = dataclasses.replace(plan, env={**plan.env, **extra})
     # A signal that came before the fork is pending here and not in the child (fork(2): the child's pending set
     # starts empty), even when slurmstepd sent it to every process of the step. So the child waits, every signal
@@ -218,7 +225,7 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
             _send(child, sig)
     os.close(go_write)  # the child's read returns: it sets its signals and execs
     own = None if stacks is None else functools.partial(stacks.dump, child, caught_by(child))
-    watching = watchdog.start(plan.env, plan.rank, child, say, own)
+    watching = watchdog.start(plan.job, plan.rank, child, say, own)
     try:
         return _wait_loop(plan, routing, child, watched, say)
     finally:
@@ -363,7 +370,7 @@ def _late_stop(routing: Routing, watched: set[int]) -> None:
 def _record_exit(plan: TaskSetup, code: int, sig: int | None = None) -> int:
     """A failure of the task's own (no one asked it to stop): the run history's task-exit event, which the batch
     shell reads to name the task that failed first and give the job its exit code."""
-    log_dir = plan.env.get(contract.LOG_DIR)
+    log_dir = plan.job.log_dir
     if log_dir and plan.rank is not None:
         from slurmgen import run_history
 
@@ -389,26 +396,26 @@ def _die_by(sig: int) -> None:
         os.kill(os.getpid(), sig)
 
 
-def node_name(env: Mapping[str, str]) -> str:
-    return env.get("SLURMD_NODENAME") or socket.gethostname()
+def node_name(job: JobContext) -> str:
+    return job.node_name or socket.gethostname()
 
 
 def task_setup(
-    command: Sequence[str], env: Mapping[str, str], rank: int | None, preempt: signal.Signals | None
+    command: Sequence[str], env: Mapping[str, str], rank: int | None, preempt: signal.Signals | None, job: JobContext
 ) -> TaskSetup:
-    """The plan for this task from its environment (pure but for reading /proc for the step's ancestry)."""
-    log_dir = env.get(contract.LOG_DIR)
-    manager = env.get(contract.STEP_PID, "")
+    """The plan for this task from its job context (pure but for reading /proc for the step's ancestry); ``env`` is
+    the environment the program gets."""
+    log_dir = job.log_dir
+    manager = job.step_pid or ""
     stepwide = ancestry(int(manager), proc_parent) if manager.isdigit() else frozenset()
-    handler = env.get(contract.PREEMPT_HANDLER, contract.HANDLER_AUTO) if preempt is not None else ""
     return TaskSetup(
         command=tuple(command),
         preempt=preempt,
-        handler=handler if handler in contract.HANDLERS or not handler else contract.HANDLER_AUTO,
+        handler=job.handler if preempt is not None else "",
         rank=rank,
-        node=node_name(env),
+        node=node_name(job),
         log_path=os.path.join(log_dir, contract.rank_log_name(rank)) if log_dir and rank is not None else None,
         stepwide=stepwide,
         env=dict(env),
-        run=restart_count_from(env) + 1,
+        job=job,
     )

@@ -16,7 +16,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from slurmgen.job_context.context import JobContext
 
 TORCHRUN_MODULE = "torch.distributed.run"
 
@@ -62,13 +65,13 @@ def once(handler: Callable[[int, Any], None], signals: Sequence[int]) -> Callabl
     return first
 
 
-def run(args: Sequence[str], err: Callable[[str], object]) -> int:
+def run(args: Sequence[str], err: Callable[[str], object], job: JobContext) -> int:
     """torchrun with ``args`` in this process; its exit code."""
     import torch.distributed.run as torchrun
     from torch.distributed.elastic.multiprocessing import api
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    names = os.environ.get("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT")
+    names = job.elastic_signals
     if "--signals-to-handle" in " ".join(args):
         names = next(a.partition("=")[2] for a in args if a.startswith("--signals-to-handle="))
     death = [getattr(signal, n.strip()) for n in names.split(",") if hasattr(signal, n.strip())]
@@ -79,7 +82,7 @@ def run(args: Sequence[str], err: Callable[[str], object]) -> int:
         torchrun.main(list(args))
     except api.SignalException as exc:
         name = signal.Signals(exc.sigval).name
-        node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+        node = job.node_name or os.uname().nodename
         err(agent_stopped_line(node, name, shutdown_timeout(args)))
         return 128 + int(exc.sigval)
     except ChildFailedError as exc:  # a worker failed: torchrun's own summary (ranks, exit codes, error files)

@@ -38,8 +38,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from slurmgen import contract, run_history
-from slurmgen.job_context import restart_count_from
+from slurmgen import run_history
+from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import PROGRESS_DIR, ProgressMark, node_dir, progress_path, steps_marked
 from slurmgen.task.node_watch import START_FACTOR, NodeWatch, poll_interval
 
@@ -57,12 +57,12 @@ DUMP_TIMEOUT = 30.0  # seconds for one py-spy dump
 NCCL_TRACE_ENTRIES = "2000"
 
 
-def own_progress(env: Mapping[str, str], rank: int, since: float) -> float:
+def own_progress(source: JobContext | Mapping[str, str], rank: int, since: float) -> float:
     """This rank's newest progress: its mark or its output growth, both in the node's directory."""
     times = [since]
     for name in (f"rank-{rank}", f"out-{rank}"):
         with contextlib.suppress(OSError):
-            times.append(os.stat(os.path.join(node_dir(env), name)).st_mtime)
+            times.append(os.stat(os.path.join(node_dir(source), name)).st_mtime)
     return max(times)
 
 
@@ -102,13 +102,12 @@ def dump_stacks(pid: int) -> str:
 
 
 def on_hang(
-    env: Mapping[str, str], rank: int, pid: int, newest: float, now: float, run: int,
+    job: JobContext, log_dir: str, rank: int, pid: int, newest: float, now: float,
     own: Callable[[], str] | None = None,
 ) -> str:  # fmt: skip
     """Write the stacks and the hang event; returns the stacks file."""
-    log_dir = env[contract.LOG_DIR]
-    node = env.get("SLURMD_NODENAME") or socket.gethostname()
-    mine = own_progress(env, rank, min(newest, now))
+    node = job.node_name or socket.gethostname()
+    mine = own_progress(job, rank, min(newest, now))
     folder = os.path.join(log_dir, HANG_DIR)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"rank-{rank}.stacks")
@@ -119,42 +118,43 @@ def on_hang(
         out.write(head + stacks + "\n")
     with contextlib.suppress(OSError):
         # One history file per node, not per rank: the batch shell reads one file per node (run_history.py).
-        run_history.append(log_dir, f"node-{node}", run_history.HANG, run, now, rank=rank,
+        run_history.append(log_dir, f"node-{node}", run_history.HANG, job.run, now, rank=rank,
                            node=node, progressed=round(mine, 3), stacks=path)  # fmt: skip
     return path
 
 
-def watches(env: Mapping[str, str], rank: int | None) -> bool:
+def watches(source: JobContext | Mapping[str, str], rank: int | None) -> bool:
     """Whether this task runs the watchdog: a hang timeout, a log directory and a rank."""
-    raw = env.get(contract.HANG_TIMEOUT, "")
-    return raw.isdigit() and int(raw) > 0 and bool(env.get(contract.LOG_DIR)) and rank is not None
+    job = JobContext.of(source)
+    return job.hang_timeout is not None and bool(job.log_dir) and rank is not None
 
 
 def start(
-    env: Mapping[str, str], rank: int | None, pid: int, say: Callable[[str], None],
+    source: JobContext | Mapping[str, str], rank: int | None, pid: int, say: Callable[[str], None],
     own: Callable[[], str] | None = None,
 ) -> threading.Event | None:  # fmt: skip
     """Watch in a daemon thread while the program runs; set the returned event to stop watching. ``own`` asks the
     program for its own stacks (slurmgen.task.program_stacks), where its start-up hook registered them."""
-    if not watches(env, rank) or rank is None:
+    job = JobContext.of(source)
+    log_dir = job.log_dir
+    if job.hang_timeout is None or not log_dir or rank is None:
         return None
-    timeout, started, stop = float(env[contract.HANG_TIMEOUT]), time.time(), threading.Event()
-    run = restart_count_from(env) + 1  # read once, at the start of the watch
+    timeout, started, stop = float(job.hang_timeout), time.time(), threading.Event()
+    view = NodeWatch(job, rank, pid, started, timeout)  # now: what the program has written so far is no progress
 
     def watch() -> None:
-        view = NodeWatch(env, rank, pid, started, timeout)
         while not stop.wait(poll_interval(timeout)):
             now = time.time()
             newest, called = view.newest(now)
             if not called:
                 continue
-            path = on_hang(env, rank, pid, newest, now, run, own)
+            path = on_hang(job, log_dir, rank, pid, newest, now, own)
             view.note_dumped()
             # Every rank's stacks before any program dies: a killed rank ends the step (--kill-on-bad-exit), which
             # would stop the others' supervisors before their own dump. Every node reads the same heartbeat, so
             # they all call the hang within about a poll of each other (task/node_watch.py).
             deadline = time.monotonic() + 4 * poll_interval(timeout) + view.period + DUMP_TIMEOUT
-            view.wait_all_dumped(env, run, deadline, stop.wait)
+            view.wait_all_dumped(deadline, stop.wait)
             say(f"no progress on any rank for {timeout:.0f} s (recovery.hang_timeout): stacks in {path}; "
                 "ending the program so the step restarts")  # fmt: skip
             with contextlib.suppress(ProcessLookupError):
@@ -165,12 +165,15 @@ def start(
     return stop
 
 
-def nccl_trace_env(env: Mapping[str, str]) -> dict[str, str]:
+def nccl_trace_env(source: JobContext | Mapping[str, str], env: Mapping[str, str] | None = None) -> dict[str, str]:
     """On GPUs with the watchdog on: torch's NCCL flight recorder (a ring of the last collectives) and its dump when
     a collective times out, into the job's hang directory, one file per rank
-    (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp reads these variables). The user's own settings win."""
-    gpus, log_dir = env.get(contract.GPUS_PER_NODE, "0"), env.get(contract.LOG_DIR)
-    if not gpus.isdigit() or int(gpus) == 0 or not log_dir or env.get(contract.HANG_TIMEOUT, "0") in ("", "0"):
+    (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp reads these variables). The user's own settings (in ``env``,
+    the program's environment; the job's by default) win."""
+    job = JobContext.of(source)
+    env = job.environ if env is None else env
+    log_dir = job.log_dir
+    if not job.gpus_per_node or not log_dir or job.hang_timeout is None:
         return {}
     wanted = {
         "TORCH_NCCL_TRACE_BUFFER_SIZE": NCCL_TRACE_ENTRIES,

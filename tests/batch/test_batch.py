@@ -223,6 +223,20 @@ def test_a_task_inside_a_container_asks_through_the_marker(tmp_path: Path) -> No
     assert (run.cause, run.requeued_by) == ("time-limit", "batch-shell")
 
 
+def test_the_batch_shell_of_a_container_job_requeues_itself(tmp_path: Path) -> None:
+    """The script exports SLURMGEN_CONTAINER=1 for its tasks, and the batch shell's helper sees it too; it runs
+    outside the image all the same, so it requeues with scontrol instead of leaving itself another marker (found
+    by the first job that ran in a real container: tests/runtime/test_apptainer_cluster.py)."""
+    (tmp_path / "state").mkdir()
+    marker = tmp_path / "state" / contract.requeue_marker_name("77")
+    marker.write_text("requested\n")
+    job, said = OneJob(), list[str]()
+    assert batch.end(0, env_for(tmp_path) | {contract.CONTAINER: "1"}, said.append, job.client()) == 0
+    assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]] and not marker.exists(), said
+    (run,) = history(tmp_path)
+    assert (run.cause, run.requeued_by) == ("requested", "batch-shell")
+
+
 def test_a_task_that_could_not_ask_slurm_is_corrected_by_slurms_answer(tmp_path: Path) -> None:
     """Without scontrol a task takes any requeue signal for a preemption; Slurm shows no PreemptTime, so the batch
     shell requeues it as the request it was (counted against max_requeues, not max_preemptions)."""

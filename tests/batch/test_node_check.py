@@ -15,7 +15,7 @@ import pytest
 from slurmgen import run_history
 from slurmgen.batch import node_check
 from slurmgen.batch import nodes as batch_nodes
-from slurmgen.job_context import JobContext
+from slurmgen.job_context.context import JobContext
 
 
 def tool(where: Path, name: str, body: str) -> None:

@@ -48,7 +48,16 @@ def test_run_warns_exactly_as_render_does(tmp_path: Path) -> None:
     assert len(expected) == 2
     assert "time: Slurm rounds seconds up" in expected[0] and "command: missing.py does not exist" in expected[1]
     ran = slurmgen(tmp_path, "run", "warns.yaml")
-    assert ran.returncode == 2, ran.stderr  # python3: can't open file 'missing.py': the job still runs as asked
+    # The job runs here, now: the missing script is one error before anything starts (no run, no restart).
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stderr == f"error: warns.yaml:2: {expected[1].split(': ', 2)[2]}\n"
+    assert not (tmp_path / "logs").exists() and not (tmp_path / ".slurmgen").exists()
+    (tmp_path / "missing.py").write_text("")
+    rendered = slurmgen(tmp_path, "render", "warns.yaml")
+    expected = warning_lines(rendered.stderr)
+    assert len(expected) == 1
+    ran = slurmgen(tmp_path, "run", "warns.yaml")
+    assert ran.returncode == 0, ran.stderr
     assert warning_lines(ran.stderr) == expected
     assert ran.stderr.startswith("".join(f"{line}\n" for line in expected))  # said before the job starts
 
@@ -107,3 +116,18 @@ def test_submit_opens_the_spec_once_and_keeps_those_bytes(fake: FakeSlurm, capsy
     assert _opened == ["tiny.yaml"]
     (kept,) = Path(".slurmgen").glob("runs/tiny/*/spec.yaml")
     assert kept.read_bytes() == raw
+
+
+def test_run_refuses_a_missing_script_unless_setup_lines_may_make_it(tmp_path: Path) -> None:
+    """The local run's refusal (slurmgen.local.setup.load): an error naming file, line, field and fix; with setup:
+    lines, which may fetch the file or change directory, it stays render's warning."""
+    from slurmgen.errors import SpecError
+    from slurmgen.local.setup import Options, load
+
+    (tmp_path / "warns.yaml").write_text(WARNS)
+    with pytest.raises(SpecError) as refused:
+        load(tmp_path / "warns.yaml", Options(), [], tmp_path)
+    assert str(refused.value).startswith(f"{tmp_path / 'warns.yaml'}:2: command: missing.py does not exist in ")
+    (tmp_path / "fetches.yaml").write_text(WARNS + "setup: ['curl -O https://example.org/missing.py']\n")
+    loaded = load(tmp_path / "fetches.yaml", Options(), [], tmp_path)
+    assert any("missing.py does not exist" in str(w) for w in loaded.warnings)

@@ -17,7 +17,7 @@ CLI = Path(slurmgen.__file__).parent / "cli"
 JOB_COMMANDS = ("job_commands.py", "site_commands.py")  # submit/requeue/resume/status/logs/cancel; history
 KIND_WORDS = {"local", "slurm", "sweep", "remote"}
 KIND_MODULES = ("slurmgen.local", "slurmgen.jobkind.local_job", "slurmgen.jobkind.slurm_job", "slurmgen.jobkind.groups",
-                "slurmgen.jobs.sweep_record", "slurmgen.api.sweep", "slurmgen.cli.sweep_commands")  # fmt: skip
+                "slurmgen.manage.sweep_record", "slurmgen.api.sweep", "slurmgen.cli.sweep_commands")  # fmt: skip
 
 
 def kind_branches(source: str) -> list[str]:

@@ -37,9 +37,61 @@ MOUNT_FILES=(etc/hosts etc/resolv.conf etc/nsswitch.conf)
 # snapshot older than that is refused ("Release file ... is expired", apt.conf(5) Acquire::Check-Valid-Until).
 APT_OPTS=(-o Acquire::Check-Valid-Until=false -o Dpkg::Use-Pty=0)
 
+# Apptainer for the container tests (tests/runtime/test_apptainer_cluster.py), in the 26.05 chroot only. Debian
+# ships it in sid alone (not in forky): sid is added as a second source, pinned below forky, and only apptainer
+# and what forky lacks come from it.
+APPTAINER_VERSIONS=(26.05)
+with_apptainer() { [[ " ${APPTAINER_VERSIONS[*]} " == *" $SLURM_VERSION "* ]]; }
+
 recipe() {
     printf 'recipe %s\nsuite %s\nvariant minbase\npackages %s\n' "$RECIPE_VERSION" "$SUITE" \
         "${PACKAGES[*]} ${EXTRA_PACKAGES[*]}"
+    if with_apptainer; then printf 'apptainer sid %s\n' "$(apptainer_wrapper | sha256sum | cut -c1-10)"; fi
+}
+
+# /usr/bin/apptainer in the chroot (the package's binary is diverted to apptainer.real). Apptainer refuses to run
+# in a "weak chroot": its starter setns()es into the container's mount namespace, which moves it to that
+# namespace's root mount, and aborts when that is not the "/" it started from (starter.c; the message is
+# "Running inside a weak chrooted environment, prefer pivot_root instead of chroot"). slurmd starts every task
+# with chroot(2), so the task's "/" is the chroot, while its mount namespace's root is the host's "/". The
+# wrapper makes the chroot the root mount of a private mount namespace: unshare(1) a new one, nsenter(1) into it
+# (setns puts us at its root mount, the host's "/"), cd to the chroot (fd 9, opened before, names it from
+# there), pivot_root(8) with new and old root the same directory and detach the old one (pivot_root(2), NOTES:
+# "pivot_root(".", ".")"); every mount under the chroot (/proc, /dev, /tmp, the node's /etc/hosts) stays.
+apptainer_wrapper() {
+    cat <<'WRAPPER'
+#!/bin/sh
+# Written by tests/cluster/chroot.sh (see the comment above apptainer_wrapper there): re-root, then apptainer.
+exec 9</
+# shellcheck disable=SC2016 # expanded by the inner sh, at the host's root
+exec unshare --mount --propagation private -- nsenter --mount=/proc/self/ns/mnt -- /bin/sh -c '
+    PATH=/usr/sbin:/usr/bin:/sbin:/bin
+    cd "$(readlink /proc/self/fd/9)" && pivot_root . . && umount -l . && cd "$1" || exit 255
+    shift
+    exec 9<&-
+    exec /usr/bin/apptainer.real "$@"' apptainer-pivot "$PWD" "$@"
+WRAPPER
+}
+
+install_apptainer() {
+    local dir=$1
+    log "adding apptainer from sid (Debian has it only there)"
+    printf 'deb %s sid main\n' "$MIRROR" >"$dir/etc/apt/sources.list.d/sid.list"
+    printf 'APT::Default-Release "%s";\n' "$SUITE" >"$dir/etc/apt/apt.conf.d/99slurmgen-default-release"
+    # Diverted after the install: the package's postinst registers /usr/bin/singularity.apptainer, a link to
+    # apptainer, as an alternative and fails while that link dangles.
+    in_chroot "$dir" "export DEBIAN_FRONTEND=noninteractive
+        apt-get ${APT_OPTS[*]} update -qq &&
+        apt-get ${APT_OPTS[*]} install -y -qq --no-install-recommends apptainer/sid &&
+        dpkg-divert --local --rename --divert /usr/bin/apptainer.real --add /usr/bin/apptainer &&
+        apt-get clean && rm -rf /var/lib/apt/lists/*" >>"$CACHE/build-$SLURM_VERSION.log" 2>&1 ||
+        die "apt-get install apptainer/sid failed: see $CACHE/build-$SLURM_VERSION.log"
+    # Root here may lack capabilities (this VM's bounding set has no CAP_SYS_RESOURCE), and the default "full"
+    # asks for every one: "Requesting capability set ... while permitted capability set is ..." (apptainer.conf(5):
+    # root default capabilities = full | file | no).
+    sed -i 's/^root default capabilities = .*/root default capabilities = no/' "$dir/etc/apptainer/apptainer.conf"
+    apptainer_wrapper >"$dir/usr/bin/apptainer"
+    chmod 755 "$dir/usr/bin/apptainer"
 }
 
 # chroot_dir: the cache directory of this version's recipe.
@@ -98,6 +150,7 @@ build() {
         apt-get ${APT_OPTS[*]} install -y -qq --no-install-recommends ${PACKAGES[*]} ${EXTRA_PACKAGES[*]} &&
         apt-get clean" >>"$CACHE/build-$SLURM_VERSION.log" 2>&1 ||
         die "apt-get install in the $SUITE chroot failed: see $CACHE/build-$SLURM_VERSION.log"
+    if with_apptainer; then install_apptainer "$partial"; fi
     local got
     # shellcheck disable=SC2016 # a dpkg-query format, not a shell expansion
     got=$(chroot "$partial" dpkg-query -W -f='${Version}' slurmctld)

@@ -170,7 +170,8 @@ leftovers() {
 # bind-mounted at their own paths (cluster-ns.sh); a directory below one already listed comes with it.
 # SLURMGEN_CLUSTER_BINDS adds more (colon-separated).
 bind_paths() {
-    local candidates=(/tmp /work /root /home /usr/local "$REPO") py real prefix p q out=()
+    # The container tests' images (image.sh) are read on the nodes at their host paths too.
+    local candidates=(/tmp /work /root /home /usr/local "$REPO" "$IMAGE_CACHE") py real prefix p q out=()
     # The interpreter tests run jobs with: the project's venv (sys.executable) or python3 from PATH. A venv
     # links to a base install (pyenv, /usr/local, /opt/...) whose libpython and stdlib jobs need too.
     for py in "$REPO/.venv/bin/python" "$(command -v python3 || true)"; do
@@ -197,6 +198,8 @@ bind_paths() {
 
 prepare_chroot() {
     ROOT=$("$HERE/chroot.sh" --slurm "$SLURM_VERSION") || die "no chroot for Slurm $SLURM_VERSION"
+    IMAGE_CACHE=${SLURMGEN_IMAGE_CACHE:-/var/cache/slurmgen/images}
+    mkdir -p "$IMAGE_CACHE" # bound now, so an image built after the cluster started is seen on the nodes
     BINDS=$(bind_paths)
     local p
     IFS=: read -r -a paths <<<"$BINDS"

@@ -14,10 +14,10 @@ from cli_run import run_slurmgen, slurmgen_argv
 from runtime.runtime_helpers import without_steering
 
 from slurmgen.errors import UsageError
-from slurmgen.jobs.journal import Entry, find_home
-from slurmgen.jobs.targets import resolve
+from slurmgen.journal import Entry, find_home
 from slurmgen.local import setup
 from slurmgen.local.fake_scontrol import ENDING, show_job
+from slurmgen.manage.targets import resolve
 from slurmgen.slurm.ids import parse_local_id
 from slurmgen.slurm.showjob import job_info, parse_show_job
 from slurmgen.spec.load import load_file

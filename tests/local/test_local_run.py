@@ -135,6 +135,9 @@ def test_overrides_and_cpu_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (torchrun.spec.tasks_per_node, torchrun.spec.nproc_per_node, torchrun.spec.gpus_per_node) == (1, 2, 0)
     container = setup.load("jobs/container.yaml", setup.Options(), [])
     assert container.notes[1].startswith("the image nvcr.io#nvidia/pytorch:24.05-py3 is not used locally")
+    apptainer = setup.load("jobs/container-apptainer.yaml", setup.Options(), [])
+    assert apptainer.notes[1] == ("tasks run in /shared/images/pytorch-24.05.sif through apptainer, which must work "
+                                  "here")  # fmt: skip
     enough = setup.load("jobs/gpu-1node-8gpu.yaml", setup.Options(), [str(i) for i in range(8)])
     assert (enough.spec.gpus_per_node, enough.gpus, enough.notes) == (8, (tuple(str(i) for i in range(8)),), ())
 

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from ranks import Launcher, Ranks
 
-from slurmgen import contract
+from slurmgen import exit_codes
 
 from .runtime_helpers import base_env, free_port
 
@@ -72,7 +72,7 @@ def test_a_thread_leaving_while_torch_prints_a_traceback_keeps_both(launcher: La
     _python(ranks, LEAVE_WHILE_TORCH_PRINTS, free_port())
     [proc] = ranks.results(120)
     err = proc.stderr
-    assert proc.returncode == contract.EXIT_PEER_LOST, err
+    assert proc.returncode == exit_codes.EXIT_PEER_LOST, err
     # The traceback came out whole (through torch's rank prefix), and the one line after it.
     assert "[rank0]: __main__.Lost: the main thread's error" in err or "[rank0]: Lost: the main thread's error" in err
     line = "slurmgen: rank 0: lost the other ranks during a sharded save; exiting"
@@ -87,7 +87,7 @@ def test_a_failed_functional_collective_leaves_with_the_peer_loss_line(launcher:
     results = ranks.results(120)
     assert results[1].returncode == 0, results[1].stderr
     out, err = results[0].stdout, results[0].stderr
-    assert results[0].returncode == contract.EXIT_PEER_LOST, err
+    assert results[0].returncode == exit_codes.EXIT_PEER_LOST, err
     assert "NOT REACHED" not in out
     assert "_functional_collectives.py" in err  # the error came out of the functional layer
     assert "a peer rank died or stopped answering; exiting" in err.splitlines()[-1]

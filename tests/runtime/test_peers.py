@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmgen import contract
+from slurmgen import exit_codes
 
 from .runtime_helpers import base_env, free_port
 
@@ -106,7 +106,7 @@ def test_a_killed_peer_gives_one_peer_loss_line_on_every_other_rank(tmp_path: Pa
     assert results[victim][0] == -9
     for rank in (0, 2):
         code, out, err = results[rank]
-        assert code == contract.EXIT_PEER_LOST, err[-3000:]
+        assert code == exit_codes.EXIT_PEER_LOST, err[-3000:]
         assert "NOT REACHED" not in out
         assert err.count(LINE) == 1, err[-3000:]
         line = next(line for line in err.splitlines() if LINE in line)

@@ -18,7 +18,7 @@ import pytest
 from ranks import Launcher, Ranks
 
 from runtime.runtime_helpers import base_env, free_port
-from slurmgen import contract, run_history
+from slurmgen import contract, exit_codes, run_history
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
@@ -184,7 +184,7 @@ def test_term_saves_and_exits_without_requeue(launch) -> None:  # type: ignore[n
     job = launch()
     job.wait_for("READY")
     job.signal(signal.SIGTERM)
-    assert job.wait() == [contract.EXIT_TERMINATED]
+    assert job.wait() == [exit_codes.EXIT_TERMINATED]
     assert saves(job) == 1 and job.calls() == []
     assert "EXIT rank=0 code=143 cause=terminated" in job.out()
 
@@ -223,7 +223,7 @@ def test_the_jobs_own_requeue_budget_ends_it_with_a_message(launch, tmp_path: Pa
     job = launch(env={"SLURM_RESTART_COUNT": "3", **near_the_time_limit()})
     job.wait_for("READY")
     job.signal(signal.SIGUSR1)
-    assert job.wait() == [contract.EXIT_REQUEUE_BUDGET]
+    assert job.wait() == [exit_codes.EXIT_REQUEUE_BUDGET]
     assert saves(job) == 1 and job.calls() == []
     assert "(time-limit): its requeue budget is used up (3 of 3, preemption.max_requeues)" in job.err()
     assert job.history()[-1].refused == "budget"
@@ -244,7 +244,7 @@ def test_the_preemption_budget_when_the_spec_sets_one(launch, tmp_path: Path) ->
     job = launch(env={"SLURM_RESTART_COUNT": "3", contract.MAX_PREEMPTIONS: "2"}, slurm=PREEMPTED)
     job.wait_for("READY")
     job.signal(signal.SIGUSR1)
-    assert job.wait() == [contract.EXIT_REQUEUE_BUDGET]
+    assert job.wait() == [exit_codes.EXIT_REQUEUE_BUDGET]
     assert "its preemption budget is used up (2 of 2, preemption.max_preemptions)" in job.err()
 
 
@@ -389,7 +389,7 @@ def test_a_dead_rank_makes_the_others_exit_with_the_message(launch) -> None:  # 
     codes = [job.procs[r].wait(timeout=30) for r in (0, 2)]
     # At once: the dead rank's connections close (the process-group timeout here is the default 600 s).
     assert time.monotonic() - started < 20  # not the process-group timeout (600 s): about 1 s on a quiet machine
-    assert codes == [contract.EXIT_PEER_LOST, contract.EXIT_PEER_LOST]
+    assert codes == [exit_codes.EXIT_PEER_LOST, exit_codes.EXIT_PEER_LOST]
     for rank in (0, 2):
         assert "a peer rank died or stopped answering" in job.err(rank) or "lost the other ranks" in job.err(rank)
     assert all(p.poll() is not None for p in job.procs)
@@ -401,7 +401,7 @@ def test_a_stuck_rank_makes_the_others_exit_after_the_process_group_timeout(laun
         job.wait_for("READY", rank)
     job.signal(signal.SIGSTOP, rank=1)  # alive, connections open, never answers
     started = time.monotonic()
-    assert job.procs[0].wait(timeout=60) == contract.EXIT_PEER_LOST
+    assert job.procs[0].wait(timeout=60) == exit_codes.EXIT_PEER_LOST
     assert 6 - 1 < time.monotonic() - started < 6 + 20  # the process-group timeout, plus a busy machine's slack
     assert "did not answer within 6 s" in job.err(0) or "a peer rank died or stopped answering" in job.err(0)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cli_run import slurmgen_argv
 
-from slurmgen import contract
+from slurmgen import exit_codes
 
 from .cluster_jobs import PY, TRAIN, WORKER, check_resume, job_history, logs, scancel, spec_text, submit, wait_for_text
 
@@ -133,7 +133,7 @@ def test_past_the_budget_the_job_ends_and_says_why(slurm_cluster, tmp_path: Path
     assert info.restarts == 1 and info.state.name == "FAILED"
     out = logs(tmp_path, name, job)
     assert "its requeue budget is used up (1 of 1, preemption.max_requeues)" in out
-    assert info.exit_code == contract.EXIT_REQUEUE_BUDGET
+    assert info.exit_code == exit_codes.EXIT_REQUEUE_BUDGET
 
 
 def test_requeueing_one_array_task_leaves_the_others_alone(slurm_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

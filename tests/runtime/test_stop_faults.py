@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmgen import contract, run_history
+from slurmgen import contract, exit_codes, run_history
 from slurmgen.batch import commands as batch
 from slurmgen.requeue import requeue_this_job
 from slurmgen.slurm.client import SlurmClient, run_command
@@ -182,7 +182,7 @@ def test_a_requeue_that_never_goes_through_keeps_the_state_and_does_not_complete
     (tmp_path / "state" / contract.requeue_marker_name("77")).write_text("preemption\n")
     bin_dir = wrapper(tmp_path, fail=99, how="unreachable", only=("requeue",), preempt="2026-11-23T10:00:00")
     said: list[str] = []
-    assert batch.end(0, env_for(tmp_path), said.append, client(bin_dir), NO_WAIT) == contract.EXIT_REQUEUE_BUDGET
+    assert batch.end(0, env_for(tmp_path), said.append, client(bin_dir), NO_WAIT) == exit_codes.EXIT_REQUEUE_BUDGET
     assert state.exists()
     assert said[-1] == (
         "job 77 was not requeued (Slurm did not take the requeue): its resume state is kept; slurmgen resume 77 "
@@ -319,7 +319,7 @@ def test_a_clean_stop_keeps_the_state_and_says_how_to_resume(tmp_path: Path, pre
 
 
 def test_history_tells_a_stopped_run_from_a_completed_one(tmp_path: Path) -> None:
-    from slurmgen.jobs.history import rows
+    from slurmgen.manage.history import rows
 
     logs = str(tmp_path / "logs")
     run_history.append(logs, "batch-shell", run_history.RUN_END, 1, 5.0, exit_code=0, ended="stopped")

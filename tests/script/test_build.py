@@ -9,9 +9,9 @@ from pathlib import Path
 
 from recorded import REPO
 
-from slurmgen.jobs import plan
-from slurmgen.jobs.submit import write_run_dir
 from slurmgen.local import setup
+from slurmgen.manage import plan
+from slurmgen.manage.submit import write_run_dir
 from slurmgen.script.build import build_file, check_file
 from slurmgen.script.render import render
 
@@ -52,11 +52,14 @@ def test_warnings_of_the_spec_then_of_the_files_then_of_the_script(tmp_path: Pat
 
 
 def test_the_local_setup_warns_as_render_does(tmp_path: Path) -> None:
+    """The same warning (the time limit rounded up to a minute), once the script exists: a missing script is an error
+    before a local run starts (tests/cli/test_cli_compile.py) and only a warning for render."""
     source = tmp_path / "built.yaml"
     source.write_text(SPEC)
+    (tmp_path / "train.py").write_text("")
     local = setup.load(source, setup.Options(), [], tmp_path)
     built = build_file(source, [], None, tmp_path)
-    assert local.warnings == built.warnings and len(local.warnings) == 2
+    assert local.warnings == built.warnings and len(local.warnings) == 1
     assert local.script == built.script
 
 

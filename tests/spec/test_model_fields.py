@@ -49,7 +49,9 @@ preemption: false
     assert spec.command == ("python3", "train.py")
     assert spec.env == (("B", "2"), ("A", "1"))  # the file's order
     assert spec.setup == ("module load cuda",)
-    assert spec.container == ContainerSpec("nvcr.io#nvidia/pytorch:24.05-py3", (), None, None, None, None)
+    assert spec.container == ContainerSpec(
+        "pyxis", "nvcr.io#nvidia/pytorch:24.05-py3", None, (), (), None, None, None, None, None, None, None
+    )
     assert spec.sbatch == (("exclusive", None), ("mail-type", "END"))
     assert spec.preemption.enabled is False and isinstance(spec.distributed, DistributedSpec)
     assert spec.cpus_per_task is None and spec.time_seconds == 600

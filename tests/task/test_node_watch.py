@@ -29,7 +29,7 @@ def node_dirs() -> Iterator[list[str]]:
 
 def node_env(log: Path, node: str, local_id: int = 0, **extra: str) -> dict[str, str]:
     return {contract.LOG_DIR: str(log), contract.HANG_TIMEOUT: "20", "SLURMD_NODENAME": node,
-            "SLURM_LOCALID": str(local_id), **extra}  # fmt: skip
+            "SLURM_LOCALID": str(local_id), "SLURM_PROCID": str(local_id), "SLURM_NTASKS": "4096", **extra}  # fmt: skip
 
 
 def mark(env: dict[str, str], rank: int, when: float, made: list[str]) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from slurmgen import contract
 from slurmgen.atomic import fsync_dir
 from slurmgen.errors import RuntimeSetupError
+from slurmgen.job_context.context import JobContext
 
 MARKER = "slurmgen.json"  # whose checkpoint this is; written last, before the rename
 SEQ_WIDTH = 6
@@ -66,9 +67,9 @@ def next_seq(name: str, entries: Iterable[str]) -> int:
     return max(used) + 1
 
 
-def keep_count(keep: int | None, environ: Mapping[str, str]) -> int:
+def keep_count(keep: int | None, environ: JobContext | Mapping[str, str]) -> int:
     """How many complete sharded checkpoints to keep: the argument, else SLURMGEN_KEEP, else 2."""
-    raw = str(keep) if keep is not None else environ.get(contract.KEEP, "").strip()
+    raw = str(keep) if keep is not None else JobContext.of(environ).keep
     if not raw:
         return contract.DEFAULT_KEEP
     if not raw.isdigit() or int(raw) < 1:

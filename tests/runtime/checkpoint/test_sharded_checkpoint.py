@@ -19,7 +19,7 @@ import pytest
 from ranks import Launcher, Ranks, recording_scontrol
 
 from runtime.runtime_helpers import base_env, free_port
-from slurmgen import contract
+from slurmgen import contract, exit_codes
 from slurmgen.runtime.checkpoint import layout
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
@@ -160,7 +160,7 @@ def test_a_kill_at_each_phase_of_a_save_keeps_a_complete_checkpoint(
     assert codes[victim] == -signal.SIGKILL
     # The survivor leaves at once with one line, not after the process-group timeout (600 s): from the thread that
     # found the loss first, the save's or the training loop's (whose next collective fails too).
-    assert codes[1 - victim] == contract.EXIT_PEER_LOST, run.err(1 - victim)[-2000:]
+    assert codes[1 - victim] == exit_codes.EXIT_PEER_LOST, run.err(1 - victim)[-2000:]
     last = (run.err(1 - victim).splitlines() or [""])[-1]
     assert "lost the other ranks" in last or "a peer rank died or stopped answering" in last, last
     committed = phase.startswith("after-commit")

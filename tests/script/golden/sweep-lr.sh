@@ -175,24 +175,17 @@ export MASTER_ADDR MASTER_PORT
 echo "slurmgen: rendezvous at ${MASTER_ADDR}:${MASTER_PORT}" >&2
 
 # --- Launch the step in the background and wait for it (so traps run at once) -----------------------------
-if [ "${_sg_attempt}" -gt 0 ]; then
-    case " ${_sg_signals} " in
-        *" TERM "* | *" USR2 "*)
-            echo "slurmgen: a stop signal came while the failed step was being restarted: not started again" >&2
-            break
-            ;;
+# Signals that came before this start of the step: whether it starts (start), the run goes to its end (end) or
+# the shell leaves (exit CODE) is the interruption policy's (slurmgen/interruption/running.py), asked through
+# slurmgen/batch/signals.py only when a signal came.
+if [ -n "${_sg_signals}" ]; then
+    _sg_before="$(SLURMGEN_SIGNALS="${_sg_signal_log}" 'python3' '-m' 'slurmgen.batch' 'before' "${_sg_attempt}")"
+    case "${_sg_before}" in
+        start) ;;
+        "exit "*) exit "${_sg_before#exit }" ;;
+        *) break ;;  # end, or no answer: the run's end keeps the state and decides
     esac
 fi
-case " ${_sg_signals} " in
-    *" TERM "*)
-        echo "slurmgen: terminated before the step started" >&2
-        exit 143
-        ;;
-    *" USR2 "*)
-        echo "slurmgen: asked for a clean exit before the step started" >&2
-        exit 0
-        ;;
-esac
 'srun' '--nodes=1' '--ntasks-per-node=2' '--cpus-per-task=1' '--kill-on-bad-exit=1' --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' \
     'python3' '-m' 'slurmgen.task' '--' \
     'python3' 'jobs/train_tiny.py' '--steps' '100' '--step-time' '0.05' '--lr='"${_sg_p_lr}" '--seed='"${_sg_p_seed}" &

@@ -1,0 +1,151 @@
+"""What `slurmgen report` costs, and what its recording costs a training step.
+
+    python bench/report.py [--runs 1000] [--points 10000] [--steps 200000] [--before main]
+
+1. The report of one job with --runs runs (each: start, first step, progress samples, two saves, a stop, a
+   requeue; every tenth run also a crash restart), its history written to disk by run_history.append as the
+   job writes it: read + report + JSON + table + HTML. Goal: under 1 s for 1,000 runs.
+2. A sweep of --points points (one run each), every point's history on disk: read all + every report + the
+   roll-up's JSON. Goal: under 2 s for 10,000 points.
+3. `Preemption.should_stop()` per step, one process (no process group), log directory and hang watchdog on (so
+   the progress mark is written as in a job), with this tree's slurmgen and with --before's (`git archive` of
+   that revision), interleaved, median of --reps: the sampled recording must not show in a step.
+
+Prints one line per measure and a JSON summary last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from slurmgen import run_history as rh  # noqa: E402
+
+T0 = 1_790_000_000.0
+
+
+def write_job(log_dir: str, runs: int) -> None:
+    a, t = rh.append, T0
+    for run in range(1, runs + 1):
+        a(log_dir, "batch-shell", rh.RUN_START, run, t, nodes="n[1-4]", queue={"submit": t - 30, "start": t})
+        a(log_dir, "rank0", rh.FIRST_STEP, run, t + 20, steps=1, step=run * 1000)
+        for k in range(3):
+            a(log_dir, "rank0", rh.PROGRESS, run, t + 60 + 60 * k, steps=60 * k, step_seconds=1.0)
+        a(log_dir, "rank0", rh.SAVE, run, t + 200, seconds=10.0, blocking=10.0, cause="periodic", steps=180)
+        if run % 10 == 0:
+            a(log_dir, "task-1", rh.TASK_EXIT, run, t + 250, rank=1, exit_code=-9)
+            a(log_dir, "batch-shell", rh.RESTART, run, t + 260, cause="crash", who="rank 1", steps_lost=40)
+            a(log_dir, "rank0", rh.FIRST_STEP, run, t + 280, steps=1)
+        a(log_dir, "rank0", rh.STOP, run, t + 400, cause=rh.PREEMPTION, step_seconds=1.0)
+        a(log_dir, "rank0", rh.SAVE, run, t + 412, seconds=10.0, cause=rh.PREEMPTION, steps=380)
+        a(log_dir, "rank0", rh.REQUEUE, run, t + 413, cause=rh.PREEMPTION)
+        a(log_dir, "batch-shell", rh.RUN_END, run, t + 420, exit_code=0, ended="requeued")
+        t += 500
+
+
+def timed(work: Callable[[], None]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one call: on a shared machine the CPU time is the cost, the wall time the wait."""
+    began, cpu = time.perf_counter(), time.process_time()
+    work()
+    return time.perf_counter() - began, time.process_time() - cpu
+
+
+def bench_job(runs: int) -> tuple[float, float]:
+    from slurmgen.goodput import html, summary, text
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_job(tmp, runs)
+
+        def work() -> None:
+            r = summary.report("1", rh.read(tmp), T0 + 500 * runs)
+            json.dumps(r.to_json())
+            text.report_lines(r)
+            html.job_page([r])
+
+        return min((timed(work) for _ in range(3)), key=lambda pair: pair[1])
+
+
+def bench_sweep(points: int) -> tuple[float, float]:
+    from slurmgen.goodput import summary
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dirs = []
+        for p in range(points):
+            d = os.path.join(tmp, f"job-1_{p}")
+            write_job(d, 1)
+            dirs.append(d)
+
+        def work() -> None:
+            reports = [(p, summary.report(f"1_{p}", rh.read(d), T0 + 500)) for p, d in enumerate(dirs)]
+            json.dumps(summary.SweepReport("1", reports).to_json())
+
+        return min((timed(work) for _ in range(2)), key=lambda pair: pair[1])
+
+
+STEP_LOOP = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+from slurmgen.runtime import Preemption
+pre = Preemption(path=os.path.join(sys.argv[2], "state.pt"))
+n = int(sys.argv[3])
+for _ in range(1000):
+    pre.should_stop()
+began = time.perf_counter()
+for _ in range(n):
+    pre.should_stop()
+print((time.perf_counter() - began) / n * 1e9)
+"""
+
+
+def step_cost(tree: str, steps: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "SLURMGEN_LOG_DIR": tmp, "SLURMGEN_HANG_TIMEOUT": "300", "PYTHONPATH": tree}
+        env.pop("SLURM_JOB_ID", None)
+        out = subprocess.run([sys.executable, "-c", STEP_LOOP, tree, tmp, str(steps)], env=env, check=True,
+                             capture_output=True, text=True).stdout  # fmt: skip
+        return float(out.split()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--points", type=int, default=10000)
+    parser.add_argument("--steps", type=int, default=200000)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--before", default="main", help="the revision whose should_stop() is the baseline")
+    args = parser.parse_args()
+    job = bench_job(args.runs)
+    load = os.getloadavg()[0]
+    print(f"load average {load:.1f} on {os.cpu_count()} CPUs (the wall time waits for the CPU beyond that)")
+    print(f"report of a job with {args.runs} runs: {job[0]:.3f} s wall, {job[1]:.3f} s CPU (goal < 1 s)")
+    sweep = bench_sweep(args.points)
+    print(f"report of a sweep of {args.points} points: {sweep[0]:.3f} s wall, {sweep[1]:.3f} s CPU (goal < 2 s)")
+    with tempfile.TemporaryDirectory() as before:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before, "slurmgen"], check=True,
+                                 capture_output=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", before], input=archive, check=True)
+        now_ns, before_ns = [], []
+        for _ in range(args.reps):
+            before_ns.append(step_cost(before, args.steps))
+            now_ns.append(step_cost(str(ROOT), args.steps))
+    b, n = statistics.median(before_ns), statistics.median(now_ns)
+    print(f"should_stop() per step: {b:.0f} ns before ({args.before}), {n:.0f} ns now ({n - b:+.0f} ns)")
+    print(json.dumps({"job_runs": args.runs, "job_seconds": round(job[0], 4), "job_cpu_seconds": round(job[1], 4),
+                      "sweep_points": args.points, "sweep_seconds": round(sweep[0], 4),
+                      "sweep_cpu_seconds": round(sweep[1], 4), "should_stop_ns_before": round(b),
+                      "should_stop_ns_now": round(n), "load": load}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""The live lines of `slurmgen status JOB`: the step, the recent rate, the time since the last save, goodput so
+far and the ETAs, from rank 0's sampled progress (runtime/progress_sample.py). A bar on a terminal, plain
+`key: value` lines otherwise (for grep and logs). Pure: events, the clock and the width in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slurmgen import run_history as rh
+from slurmgen.goodput.advice import duration_text
+from slurmgen.goodput.summary import report
+
+
+@dataclass(frozen=True)
+class Live:
+    run: int
+    step: int | None  # the program's step (should_stop(step=...)) or its steps in this start of the program
+    sampled_ago: float  # seconds since that sample
+    steps_per_second: float | None  # over the last sampling interval
+    since_save: float | None  # seconds since the newest durable save, of any run
+    goodput: float
+    total_steps: int | None
+    eta_end: float | None  # seconds to total_steps at the recent rate
+    eta_limit: float | None  # seconds to the run's time limit
+    running: bool
+
+
+def live(events: Sequence[Mapping[str, Any]], now: float) -> Live | None:
+    """The live view of a job, or None before its program's first step (nothing sampled: the table says all)."""
+    if not any(e.get("event") in (rh.FIRST_STEP, rh.PROGRESS) for e in events):
+        return None
+    rep = report("", events, now)
+    last_run = rep.timeline.runs[-1]
+    mine = [e for e in events if e.get("run") == last_run.run]
+    samples = [e for e in mine if e.get("event") in (rh.FIRST_STEP, rh.PROGRESS)]
+    sample: Mapping[str, Any] = samples[-1] if samples else {}
+    step = sample.get("step", sample.get("steps"))
+    step = step if isinstance(step, int) else None
+    timed = [e["step_seconds"] for e in samples if isinstance(e.get("step_seconds"), float | int)]
+    seconds = float(timed[-1]) if timed else None
+    rate = 1.0 / seconds if seconds else None
+    total = next((e.get("total_steps") for e in reversed(samples) if isinstance(e.get("total_steps"), int)), None)
+    saves = [float(e["time"]) for e in events if e.get("event") == rh.SAVE]
+    eta_end = None
+    if total is not None and step is not None and rate:
+        eta_end = max(total - step, 0) / rate
+    limit = last_run.slurm.get("limit")
+    eta_limit = None if limit is None or not last_run.running else max(last_run.start + limit - now, 0.0)
+    return Live(
+        last_run.run, step, now - float(sample.get("time", now)), rate, now - max(saves) if saves else None,
+        rep.goodput, total, eta_end, eta_limit, last_run.running,
+    )  # fmt: skip
+
+
+def bar(fraction: float, width: int) -> str:
+    width = max(width, 10)
+    filled = round(min(max(fraction, 0.0), 1.0) * width)
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def lines(view: Live, terminal: bool, width: int = 80) -> list[str]:
+    """`step: 420/1000`, `rate: 3.2 steps/s`, ... (plain); on a terminal, the step line carries a bar."""
+    step = "?" if view.step is None else str(view.step)
+    if view.total_steps is not None:
+        step += f"/{view.total_steps}"
+    step += f" (sampled {duration_text(view.sampled_ago)} ago)" if view.step is not None else " (no step sampled yet)"
+    out = [f"run: {view.run}{'' if view.running else ' (ended)'}", f"step: {step}"]
+    if terminal and view.total_steps and view.step is not None:
+        fraction = view.step / view.total_steps
+        out.append(f"{bar(fraction, width - 8)} {fraction:4.0%}")
+    out.append("rate: " + ("?" if view.steps_per_second is None else f"{view.steps_per_second:.3g} steps/s"))
+    out.append("last save: " + ("none yet" if view.since_save is None else f"{duration_text(view.since_save)} ago"))
+    out.append(f"goodput so far: {view.goodput:.1%}")
+    if view.eta_end is not None:
+        out.append(f"eta to total_steps: {duration_text(view.eta_end)}")
+    if view.eta_limit is not None:
+        out.append(f"time limit in: {duration_text(view.eta_limit)}")
+    return out

@@ -1,0 +1,255 @@
+"""A job's run history painted into a timeline: per run, segments that tile it from its start to its end, each
+productive or one badput bucket, and the markers of what happened (saves, preemptions, crashes, hangs, excluded
+nodes, requeues). Pure: events and the clock in, values out.
+
+The buckets follow Google's ml-goodput-measurement (src/goodput.py), adapted to what the run history records:
+
+- queue: between the end of one run and the start of the next (the requeue and Slurm's wait);
+- startup: from a start of the program (the run's, or a restart's inside the allocation) to its first step;
+- restore: the blocking load of the resume state (rank 0's `load` event), inside the start-up;
+- save: the blocking part of each save (rank 0's `save` event: `seconds` before it was durable);
+- redone: the work after the last save before an interruption, which the next start does again;
+- recovery: from the failure (a task's exit, or the hang watchdog's verdict) to the next start of the step;
+- hang: from the last progress of a hung step to the watchdog's verdict (recovery.hang_timeout);
+- other: after the program's last step to the run's end (the stop, the requeue, the shutdown).
+
+Each start of the program is painted in that order of precedence (later paints win), so the segments of a run
+tile it exactly and productive time plus the buckets is the wall time by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slurmgen import run_history as rh
+
+PRODUCTIVE = "productive"
+QUEUE, STARTUP, SAVE, RESTORE, REDONE, RECOVERY, HANG, OTHER = (
+    "queue", "startup", "save", "restore", "redone", "recovery", "hang", "other",
+)  # fmt: skip
+BUCKETS = (QUEUE, STARTUP, SAVE, RESTORE, REDONE, RECOVERY, HANG, OTHER)
+
+
+@dataclass(frozen=True)
+class Segment:
+    run: int
+    start: float
+    end: float
+    bucket: str  # PRODUCTIVE or one of BUCKETS
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Marker:
+    run: int
+    time: float
+    kind: str  # save, preemption, crash, hang, excluded, requeue
+    text: str  # the hover text: what happened, with its numbers
+
+
+@dataclass(frozen=True)
+class RunView:
+    run: int
+    start: float
+    end: float  # the clock's now while the run goes on
+    running: bool
+    ended: str | None  # run-end's `ended`: completed, requeued, failed, stopped, unsure
+    cause: str | None  # why it stopped (run_history.Run.cause)
+    nodes: str | None
+    steps: int | None  # the steps rank 0 had made at its last sample
+    step_seconds: float | None  # rank 0's recent mean step time at its last sample
+    slurm: Mapping[str, float]  # Slurm's submit, eligible and start times of this run (epoch seconds), as recorded
+
+    @property
+    def slurm_queue_seconds(self) -> float | None:
+        """The wait Slurm reports for this run: StartTime - SubmitTime (scontrol show job)."""
+        start, submit = self.slurm.get("start"), self.slurm.get("submit")
+        return None if start is None or submit is None else max(start - submit, 0.0)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    runs: tuple[RunView, ...]
+    segments: tuple[Segment, ...]
+    markers: tuple[Marker, ...]
+    redone_steps: int  # the steps lost that the restarts recorded (restart's steps_lost)
+
+
+Events = Sequence[Mapping[str, Any]]
+
+
+def _t(event: Mapping[str, Any]) -> float:
+    return float(event.get("time") or 0.0)
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _paint(segs: list[tuple[float, float, str]], a: float, b: float, bucket: str) -> None:
+    """Paint [a, b) with ``bucket`` over the tiling ``segs`` (clipped to what the tiling covers)."""
+    if not segs:
+        return
+    a, b = max(a, segs[0][0]), min(b, segs[-1][1])
+    if b <= a:
+        return
+    out: list[tuple[float, float, str]] = []
+    for s, e, k in segs:
+        if e <= a or s >= b:
+            out.append((s, e, k))
+            continue
+        if s < a:
+            out.append((s, a, k))
+        if e > b:
+            out.append((b, e, k))
+    out.append((a, b, bucket))
+    out.sort()
+    segs[:] = out
+
+
+def _by_kind(events: Events) -> dict[str, list[Mapping[str, Any]]]:
+    found: dict[str, list[Mapping[str, Any]]] = {}
+    for e in events:
+        found.setdefault(str(e.get("event")), []).append(e)
+    return found
+
+
+def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | None, tail: str | None
+             ) -> list[tuple[float, float, str]]:  # fmt: skip
+    """One start of the program, [a0, a1): ended by ``restart`` (a restart event), or the run's last start with
+    ``tail``: "finished", "stopped" (work after the last save kept or redone, as the saves say), "lost" (the
+    run failed or ended unsaved and a later run redoes its work), or None (it still runs)."""
+    segs = [(a0, a1, STARTUP)]
+    kinds = _by_kind(events)
+    firsts = kinds.get(rh.FIRST_STEP, [])
+    first = min(_t(e) for e in firsts) if firsts else None
+    if first is not None:
+        _paint(segs, first, a1, PRODUCTIVE)
+    saves = kinds.get(rh.SAVE, [])
+    work_from = first if first is not None else a1
+
+    def last_save_before(t: float) -> float:
+        return max([work_from, *(_t(e) for e in saves if _t(e) <= t)])
+
+    if restart is not None:
+        hangs = kinds.get(rh.HANG, [])
+        exits = [_t(e) for e in kinds.get(rh.TASK_EXIT, [])]
+        if hangs:
+            stalled = min(_num(e.get("progressed")) or _t(e) for e in hangs)
+            judged = min(_t(e) for e in hangs)
+            _paint(segs, last_save_before(stalled), stalled, REDONE)
+            _paint(segs, stalled, judged, HANG)
+            _paint(segs, judged, a1, RECOVERY)
+        else:
+            failed = min(exits) if exits else a1
+            _paint(segs, last_save_before(failed), failed, REDONE)
+            _paint(segs, failed, a1, RECOVERY)
+    elif tail == "finished":
+        done = [_t(e) for e in kinds.get(rh.FINISHED, [])]
+        if done:
+            _paint(segs, min(done), a1, OTHER)
+    elif tail in ("stopped", "lost"):
+        stops = [_t(e) for e in kinds.get(rh.STOP, [])]
+        exits = [_t(e) for e in kinds.get(rh.TASK_EXIT, [])]
+        until = min(stops) if stops else (min(exits) if exits else a1)
+        saved_at_stop = any(_t(e) >= until for e in saves)
+        if tail == "lost" and not saved_at_stop:
+            _paint(segs, last_save_before(until), until, REDONE)
+        _paint(segs, until, a1, OTHER if stops or not exits else RECOVERY)
+    for e in kinds.get(rh.LOAD, []):
+        seconds = _num(e.get("seconds"))
+        if seconds is not None:
+            _paint(segs, _t(e) - seconds, _t(e), RESTORE)
+    for e in saves:
+        seconds = _num(e.get("blocking", e.get("seconds")))
+        if seconds is not None:
+            _paint(segs, _t(e) - seconds, _t(e), SAVE)
+    return segs
+
+
+def _markers(run: int, events: Events) -> list[Marker]:
+    found: list[Marker] = []
+    preempted = requeued = False
+    for e in events:
+        kind, t = e.get("event"), _t(e)
+        if kind == rh.SAVE:
+            found.append(Marker(run, t, "save", f"save ({e.get('cause')}): {_num(e.get('seconds')) or 0:.1f} s"
+                                + (f", step {e.get('steps')}" if e.get("steps") else "")))  # fmt: skip
+        elif (
+            kind in (rh.PREEMPTED, rh.STOP)
+            and not preempted
+            and (kind == rh.PREEMPTED or e.get("cause") == rh.PREEMPTION)
+        ):
+            preempted = True
+            found.append(Marker(run, t, "preemption", "preempted by Slurm"))
+        elif kind == rh.RESTART:
+            what = "hang" if e.get("cause") == "hang" else "crash"
+            found.append(Marker(run, t, what, f"{rh.restart_text(e)}; restarted"))
+        elif kind == rh.NODE_EXCLUDED:
+            found.append(Marker(run, t, "excluded", f"node excluded: {e.get('node')} ({e.get('reason')})"))
+        elif kind == rh.REQUEUE and not requeued:
+            requeued = True
+            found.append(Marker(run, t, "requeue", f"requeued ({e.get('cause')}) by {e.get('by')}"))
+    return found
+
+
+def build(events: Events, now: float) -> Timeline:
+    """The timeline of a job from its run history (every writer's events, as run_history.read returns them)."""
+    by_run: dict[int, list[Mapping[str, Any]]] = {}
+    for e in events:
+        by_run.setdefault(int(e["run"]), []).append(e)
+    numbers = sorted(by_run)
+    summaries = {r.run: r for r in rh.runs(events)}
+    runs: list[RunView] = []
+    segments: list[Segment] = []
+    markers: list[Marker] = []
+    redone_steps = 0
+    previous_end: float | None = None
+    for index, number in enumerate(numbers):
+        mine = sorted(by_run[number], key=_t)
+        summary = summaries[number]
+        later = index + 1 < len(numbers)
+        start = float(summary.start) if summary.start is not None else _t(mine[0])
+        if previous_end is not None:
+            start = max(start, previous_end)
+        running = summary.end is None and not later
+        end = max(start, now if running else float(summary.end) if summary.end is not None else _t(mine[-1]))
+        if previous_end is not None and start > previous_end:
+            segments.append(Segment(number, previous_end, start, QUEUE))
+        kinds = _by_kind(mine)
+        restarts = kinds.get(rh.RESTART, [])
+        bounds = [start, *(min(max(_t(e), start), end) for e in restarts), end]
+        finished = rh.FINISHED in kinds or summary.ended == "completed"
+        tail = None if running else "finished" if finished else "lost" if later else "stopped"
+        for k in range(len(bounds) - 1):
+            a0, a1 = bounds[k], bounds[k + 1]
+            last = k == len(bounds) - 2
+            inside = mine if not restarts else [e for e in mine if a0 <= _t(e) < a1 or (last and _t(e) == a1)]
+            restart = restarts[k] if k < len(restarts) else None
+            for s, e2, bucket in _attempt(inside, a0, a1, restart, None if restart else tail):
+                if e2 > s:
+                    segments.append(Segment(number, s, e2, bucket))
+        for r in restarts:
+            steps = r.get("steps_lost")
+            redone_steps += steps if isinstance(steps, int) and not isinstance(steps, bool) else 0
+        markers += _markers(number, mine)
+        samples = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.FIRST_STEP, []), key=_t)
+        sample = samples[-1] if samples else {}
+        timing = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.STOP, []), key=_t)
+        timed = [_num(e.get("step_seconds")) for e in timing]
+        step_seconds = next((v for v in reversed(timed) if v is not None), None)
+        start_event = kinds[rh.RUN_START][0] if rh.RUN_START in kinds else {}
+        queue = start_event.get("queue")
+        slurm = {k: float(v) for k, v in queue.items() if _num(v) is not None} if isinstance(queue, Mapping) else {}
+        runs.append(RunView(
+            number, start, end, running, summary.ended, summary.cause, summary.nodes,
+            sample.get("steps") if isinstance(sample.get("steps"), int) else None,
+            step_seconds, slurm,
+        ))  # fmt: skip
+        previous_end = end
+    return Timeline(tuple(runs), tuple(segments), tuple(markers), redone_steps)

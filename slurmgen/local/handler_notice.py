@@ -1,0 +1,35 @@
+"""What preemption.handler auto does to a program without Preemption, said on the local run's terminal.
+
+Under auto the batch shell forwards the preemption signal and waits for the program to construct slurmgen's
+Preemption (a quarter of the lead time, at most a minute: slurmgen/batch/signals.py) before it stops the step with
+SIGTERM and requeues. An unmodified program's stop is so delayed by up to a minute, and the batch log was the only
+place that said why (issue 32). The runner says it when it sends the signal and again when the run has ended.
+"""
+
+from __future__ import annotations
+
+from slurmgen import contract, run_history
+from slurmgen.spec.model import JobSpec
+
+
+def auto_notice(spec: JobSpec, log_dir: str, run: int, sig: str) -> str | None:
+    """The line for signal ``sig`` reaching the batch shell in run ``run``; None when auto will not wait (another
+    handler, another signal, or the program has constructed Preemption already)."""
+    from slurmgen.interruption import announce_wait_for
+
+    pre = spec.preemption
+    if pre.handler != contract.HANDLER_AUTO or sig != pre.signal:
+        return None
+    if run_history.History.load(log_dir).announced(run):
+        return None
+    return (
+        "preemption.handler auto: the program has not constructed slurmgen's Preemption, so the batch shell waits "
+        f"up to {announce_wait_for(pre.lead_time):g} s for it, then stops the step with SIGTERM and requeues; set "
+        "preemption.handler: requeue to stop an unmodified program at once"
+    )
+
+
+def fallback_lines(log_dir: str, run: int) -> list[str]:
+    """auto's stop of a program without Preemption in run ``run``, as the run history keeps it (STOP's fallback)."""
+    found = [r for r in run_history.History.load(log_dir).runs() if r.run == run and r.fallback is not None]
+    return [f"run {r.run}: {r.fallback}" for r in found]

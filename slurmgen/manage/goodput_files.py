@@ -1,0 +1,72 @@
+"""The files behind `slurmgen report` and the live part of `slurmgen status`: a job's run history (one per array
+task), read once; the numbers are slurmgen/goodput/'s pure functions of it. No Slurm query for a job the journal
+knows (submitted or run here); one scontrol question to find another job's logs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from slurmgen import run_history
+from slurmgen.errors import UsageError
+from slurmgen.goodput.summary import Report, SweepReport, report
+from slurmgen.manage.history import job_log_dirs, no_history
+from slurmgen.manage.targets import Target
+from slurmgen.slurm.ids import JobId
+
+if TYPE_CHECKING:
+    from slurmgen.manage.sweep_record import SweepRecord
+    from slurmgen.slurm.client import SlurmClient
+
+
+@dataclass(frozen=True)
+class JobHistory:
+    key: str  # the job's key (<id> or <array>_<task>), as in its log directory's name
+    log_dir: Path
+    events: list[dict[str, Any]]
+
+
+def histories(target: Target, client: SlurmClient | None) -> list[JobHistory]:
+    """The run history of each log directory of the job (one, or one per array task), where one was written."""
+    known = target.entry is not None and bool(target.entry.log_dir)
+    infos = [] if known or client is None else client.show_jobs(target.job)
+    found = []
+    for log_dir in job_log_dirs(target, infos):
+        events = run_history.read(str(log_dir))
+        if events:
+            name = target.entry.name if target.entry is not None else ""
+            found.append(JobHistory(log_dir.name.removeprefix(f"{name}-"), log_dir, events))
+    return found
+
+
+def job_report(target: Target, client: SlurmClient | None, now: float | None = None) -> list[Report]:
+    """One report per run history of the job (an array job: one per task); an error line when there is none."""
+    found = histories(target, client)
+    if not found:
+        raise UsageError(no_history(target, job_log_dirs(target, []), client is not None))
+    moment = time.time() if now is None else now
+    return [report(h.key, h.events, moment) for h in found]
+
+
+def sweep_report(record: SweepRecord, now: float | None = None) -> SweepReport:
+    """Every point's report (its latest array task) and the roll-up; points that never started are left out."""
+    moment = time.time() if now is None else now
+    by_array = {e.job_id: e for e in record.arrays if e.job_id}
+    points = []
+    for point, (job, _) in sorted(record.latest().items()):
+        entry = by_array.get(str(JobId(job.job)))
+        if entry is None:
+            continue
+        for h in histories(Target(job, entry), None):
+            points.append((point, report(h.key, h.events, moment)))
+    return SweepReport(record.sweep_id, points)
+
+
+def reports_json(reports: list[Report]) -> dict[str, Any]:
+    """`slurmgen report --json` and `Job.report()`: one job's report, or an array job's as {"tasks": [...]}."""
+    if len(reports) == 1:
+        return reports[0].to_json()
+    return {"tasks": [r.to_json() for r in reports]}

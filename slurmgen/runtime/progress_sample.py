@@ -1,0 +1,52 @@
+"""Rank 0's sampled progress in the run history (slurmgen/goodput/ reads it): the program's first step, then its
+step and recent mean step time at 1, 2, 4, ... 32 s after that first step and every 60 s from then on.
+
+Cheap by design: `Preemption.should_stop()` calls `step()` at every step on every rank, and all it costs there is
+one comparison of two floats; a sample is one append to rank 0's own history file, so the shared file system
+sees at most one write a minute per job from it (no per-step write, no per-rank write). Standard library only.
+"""
+
+from __future__ import annotations
+
+from slurmgen import run_history
+from slurmgen.job_context import JobContext
+from slurmgen.requeue import record
+
+MAX_GAP = 60.0  # seconds between two samples once the run is under way
+
+
+class ProgressSampler:
+    def __init__(self, ctx: JobContext, rank: int, total_steps: int | None = None) -> None:
+        self._ctx = ctx
+        self._on = rank == 0 and bool(ctx.log_dir)
+        self._total = total_steps
+        self._next = 0.0 if self._on else float("inf")  # monotonic time of the next sample
+        self._gap = 1.0
+        self._last: tuple[int, float] | None = None  # (steps, monotonic time) at the previous sample
+
+    def step(self, steps: int, now: float, step: int | None = None) -> None:
+        """This process's ``steps`` so far (and the program's own ``step`` when it says it), at monotonic ``now``."""
+        if now < self._next:
+            return
+        self._sample(steps, now, step)
+
+    def _sample(self, steps: int, now: float, step: int | None) -> None:
+        fields: dict[str, object] = {"steps": steps}
+        if step is not None:
+            fields["step"] = step
+        if self._total is not None:
+            fields["total_steps"] = self._total
+        if self._last is None:
+            event = run_history.FIRST_STEP
+        else:
+            event = run_history.PROGRESS
+            done, then = steps - self._last[0], now - self._last[1]
+            if done > 0:
+                fields["step_seconds"] = round(then / done, 6)
+        self._last = (steps, now)
+        self._next = now + self._gap
+        self._gap = min(self._gap * 2.0, MAX_GAP)
+        try:
+            record(self._ctx, "rank0", event, **fields)
+        except OSError:  # a full or gone log directory must not stop the training
+            self._next = float("inf")

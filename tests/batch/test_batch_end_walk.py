@@ -1,0 +1,72 @@
+"""How far the batch shell's end walks: from the step's exit code to the job's, how many of slurmgen's source files
+does `python3 -m slurmgen.batch end RC` run code in? Measured, not guessed: `end` (the function the entry point
+calls) runs in-process under sys.setprofile on a realistic run directory (a preempted run whose program saved on
+the preemption signal and exited 143, with its tasks' exits, the site record and a resume state), and every
+function call in a slurmgen file is collected. Module bodies run by an import are not counted: the walk is the
+calls.
+
+Issue 26 asks for at most 8 files. The walk is at END_WALK_FILES today: the batch shell (commands, task_failure),
+the policy (interruption: its entry point, ending, requeue_route), the job context (context, values), the run
+history, requeue, the
+contract's marker name, and the Slurm query (slurm: view, client, retry, showjob, parse, ids, site_config), which
+alone is 7. The bound keeps it from growing back (it was 17 before the policy became one package); lower it as
+the walk shrinks."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from types import FrameType
+
+from slurmgen import run_history
+from slurmgen.batch import commands as batch
+
+from .test_batch import PREEMPT_TIME, OneJob, env_for
+
+END_WALK_FILES = 17
+PACKAGE = Path(batch.__file__).resolve().parents[1]
+
+
+def realistic_run(tmp_path: Path) -> None:
+    logs = str(tmp_path / "logs")
+    site = {"mode": "REQUEUE", "grace": 60, "version": "23.11.1", "preempt_type": "preempt/partition_prio"}
+    run_history.append(logs, "batch-shell", run_history.RUN_START, 1, 1.0, site=site, nodes="node[1-2]")
+    run_history.append(logs, "rank0", run_history.HANDLER, 1, 2.0, handler="runtime")
+    run_history.append(logs, "rank0", run_history.STOP, 1, 5.0, cause="preemption", step_seconds=2.0)
+    run_history.append(logs, "rank0", run_history.SAVE, 1, 6.0, seconds=1.0, bytes=1, cause="preemption")
+    for rank, when in ((1, 7.0), (0, 8.0)):
+        run_history.append(logs, f"task-{rank}", run_history.TASK_EXIT, 1, when, rank=rank, node=f"node{rank + 1}",
+                           code=143, log="")  # fmt: skip
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "77.state").write_text("saved\n")
+
+
+def walk(rc: int, env: dict[str, str], job: OneJob) -> tuple[int, list[str]]:
+    client = job.client()
+    files: set[str] = set()
+
+    def seen(frame: FrameType, event: str, arg: object) -> None:
+        name = frame.f_code.co_filename
+        if event == "call" and frame.f_code.co_name != "<module>" and name.startswith(str(PACKAGE) + os.sep):
+            files.add(os.path.relpath(name, PACKAGE))
+
+    sys.setprofile(seen)
+    try:
+        code = batch.end(rc, env, lambda line: None, client)
+    finally:
+        sys.setprofile(None)
+    return code, sorted(files)
+
+
+def test_the_end_of_a_preempted_run_crosses_few_files(tmp_path: Path) -> None:
+    realistic_run(tmp_path)
+    job = OneJob(preempt_time=PREEMPT_TIME)
+    code, files = walk(143, env_for(tmp_path, SLURMGEN_SIGNALS="USR1@5.0 TERM@9.0"), job)
+    assert code == 0 and job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]  # the walk did its work
+    assert len(files) <= END_WALK_FILES, "\n".join(files)
+    assert [f for f in files if f.startswith("interruption")] == [
+        "interruption/__init__.py",  # the one entry point
+        "interruption/ending.py",
+        "interruption/requeue_route.py",
+    ]

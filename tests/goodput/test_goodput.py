@@ -1,0 +1,166 @@
+"""The report's numbers from constructed run histories: every bucket where it belongs, the tiling (productive plus
+buckets is the wall), the redone steps as the restarts recorded them, Slurm's queue wait, and the advice against
+Young's and Daly's formulas computed here by hand."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from slurmgen import run_history as rh
+from slurmgen.goodput import advice, live, summary, timeline
+
+T0 = 1_790_000_000.0
+
+
+def ev(event: str, run: int, t: float, by: str = "rank0", **fields: Any) -> dict[str, Any]:
+    return {"v": 1, "event": event, "run": run, "time": T0 + t, "by": by, **fields}
+
+
+def crash_hang_preempt() -> list[dict[str, Any]]:
+    """Run 1 (0-1000): start-up 20 s (5 s of it a restore), a periodic save at 200 (10 s), a crash at 300 (task
+    exit) restarted at 310 (30 steps lost), first step again at 330, a hang: last progress 500, verdict 560,
+    restarted at 570 (12 steps lost), first step 590, save at 800 (10 s), preempted at 900, saved at the stop 915,
+    run ends 1000. Queue 1000-1100. Run 2 (1100-2000): first step 1120, finished 1990, ends 2000."""
+    return [
+        ev(
+            rh.RUN_START,
+            1,
+            0,
+            "batch-shell",
+            queue={"submit": T0 - 60, "eligible": T0 - 60, "start": T0, "limit": 3600},
+        ),
+        ev(rh.LOAD, 1, 15, seconds=5.0),
+        ev(rh.FIRST_STEP, 1, 20, steps=1),
+        ev(rh.SAVE, 1, 200, seconds=10.0, cause="periodic", steps=100),
+        ev(rh.TASK_EXIT, 1, 300, "task-1", rank=1, exit_code=-9),
+        ev(rh.RESTART, 1, 310, "batch-shell", cause="crash", who="rank 1", steps_lost=30, lost_seconds=110.0),
+        ev(rh.FIRST_STEP, 1, 330, steps=1),
+        ev(rh.PROGRESS, 1, 400, steps=40, step_seconds=1.0),
+        ev(rh.HANG, 1, 560, "task-0", rank=0, progressed=T0 + 500),
+        ev(rh.RESTART, 1, 570, "batch-shell", cause="hang", who="rank 0", steps_lost=12, lost_seconds=240.0),
+        ev(rh.FIRST_STEP, 1, 590, steps=1),
+        ev(rh.SAVE, 1, 800, seconds=10.0, cause="periodic", steps=100),
+        ev(rh.PREEMPTED, 1, 900, "batch-shell"),
+        ev(rh.STOP, 1, 901, cause=rh.PREEMPTION, step_seconds=1.0),
+        ev(rh.SAVE, 1, 915, seconds=10.0, cause=rh.PREEMPTION, steps=150),
+        ev(rh.REQUEUE, 1, 930, "slurm", cause=rh.PREEMPTION),
+        ev(rh.RUN_END, 1, 1000, "batch-shell", exit_code=0, ended="requeued"),
+        ev(rh.RUN_START, 2, 1100, "batch-shell", queue={"submit": T0 + 1000, "start": T0 + 1100}),
+        ev(rh.FIRST_STEP, 2, 1120, steps=1),
+        ev(rh.FINISHED, 2, 1990),
+        ev(rh.RUN_END, 2, 2000, "batch-shell", exit_code=0, ended="completed"),
+    ]
+
+
+def test_each_stretch_goes_to_its_bucket_and_they_tile_the_wall() -> None:
+    r = summary.report("1", crash_hang_preempt(), now=T0 + 5000)
+    assert r.wall_seconds == pytest.approx(2000)
+    assert dict(r.buckets) == pytest.approx({
+        "queue": 100,  # 1000-1100
+        "startup": 15 + 20 + 20 + 20,  # run 1: 0-15 (then the restore), restarts: 310-330, 570-590; run 2: 1100-1120
+        "save": 30,
+        "restore": 5,
+        "redone": (300 - 200) + (500 - 330),  # crash: from the save to the exit; hang: from the restart's first step
+        "recovery": 10 + 10,  # 300-310 (exit to restart), 560-570 (verdict to restart)
+        "hang": 60,  # 500-560
+        "other": (1000 - 901 - 10) + 10,  # the stop to the run's end (less the save); finished to the end
+    })  # fmt: skip
+    assert r.productive_seconds + sum(r.buckets.values()) == pytest.approx(r.wall_seconds)
+    assert r.redone_steps == 30 + 12
+    assert r.queue_seconds == 60  # Slurm's StartTime - SubmitTime of the first run
+    assert r.goodput == pytest.approx(r.productive_seconds / 2000)
+    assert r.goodput_with_queue == pytest.approx(r.productive_seconds / 2060)
+    kinds = [m.kind for m in r.timeline.markers]
+    assert kinds == ["save", "crash", "hang", "save", "preemption", "save", "requeue"]
+
+
+def test_a_run_that_goes_on_ends_now_and_a_lost_run_redoes_its_work_after_the_last_save() -> None:
+    events = [
+        ev(rh.RUN_START, 1, 0, "batch-shell"),
+        ev(rh.FIRST_STEP, 1, 10),
+        ev(rh.SAVE, 1, 50, seconds=5.0, cause="periodic"),
+        ev(rh.TASK_EXIT, 1, 80, "task-0"),
+        ev(rh.RUN_END, 1, 90, "batch-shell", exit_code=1, ended="failed"),
+        ev(rh.RUN_START, 2, 150, "batch-shell"),
+        ev(rh.FIRST_STEP, 2, 170),
+    ]
+    r = summary.report("1", events, now=T0 + 200)
+    assert r.running and r.wall_seconds == pytest.approx(200)
+    assert r.buckets["redone"] == pytest.approx(30)  # 50-80
+    assert r.buckets["recovery"] == pytest.approx(10)  # 80-90
+    assert r.buckets["queue"] == pytest.approx(60)
+    assert r.productive_seconds == pytest.approx(35 + 30)  # 10-45 and 170-200
+    assert r.productive_seconds + sum(r.buckets.values()) == pytest.approx(200)
+
+
+@pytest.mark.parametrize(("c", "m"), [(60.0, 9000.0), (10.0, 3600.0), (300.0, 86400.0), (100.0, 40.0)])
+def test_young_and_daly_as_published(c: float, m: float) -> None:
+    assert advice.young(c, m) == pytest.approx(math.sqrt(2 * c * m))
+    expected = m if c >= 2 * m else math.sqrt(2 * c * m) * (1 + math.sqrt(c / (2 * m)) / 3 + c / (18 * m)) - c
+    assert advice.daly(c, m) == pytest.approx(expected)
+
+
+def test_the_issues_example_a_60_s_save_at_2_5_h_gives_17_minutes() -> None:
+    assert advice.young(60, 2.5 * 3600) / 60 == pytest.approx(17.3, abs=0.1)
+
+
+def test_daly_optimum_maximises_the_expected_goodput() -> None:
+    c, m, r = 60.0, 9000.0, 120.0
+    best = advice.daly(c, m)
+    at = advice.expected_goodput(best, c, m, r)
+    assert at >= max(advice.expected_goodput(t, c, m, r) for t in (best * 0.5, best * 0.8, best * 1.25, best * 2))
+    assert advice.expected_goodput(600, c, None) == pytest.approx(600 / 660)  # no interruption: saving alone
+
+
+def test_advice_from_a_constructed_history_uses_its_save_cost_and_interruption_rate() -> None:
+    r = summary.report("1", crash_hang_preempt(), now=T0 + 5000)
+    a = r.advice
+    assert a is not None
+    assert a.save_seconds == pytest.approx(10.0)
+    assert a.interruptions == 3  # a crash, a hang, a preemption
+    assert a.mtbf_seconds is not None and a.daly_seconds is not None
+    assert a.mtbf_seconds == pytest.approx((1000 + 900) / 3)
+    assert a.young_seconds == pytest.approx(math.sqrt(2 * 10 * a.mtbf_seconds))
+    assert a.daly_seconds == pytest.approx(advice.daly(10.0, a.mtbf_seconds))
+    assert a.interval_seconds is None  # never two periodic saves in one start of the program
+    assert a.time_limit_seconds == 3600 and a.last_save_by_seconds == pytest.approx(3600 - 10 - 1)
+    assert a.goodput_optimum == pytest.approx(advice.expected_goodput(a.daly_seconds, 10.0, a.mtbf_seconds,
+                                                                      a.restart_seconds))  # fmt: skip
+
+
+def test_json_has_the_documented_keys() -> None:
+    data = summary.report("1", crash_hang_preempt(), now=T0 + 5000).to_json()
+    for key in ("goodput", "wall_seconds", "productive_seconds", "buckets", "queue_seconds"):
+        assert key in data
+    assert set(data["buckets"]) == set(timeline.BUCKETS)
+    total = data["productive_seconds"] + sum(data["buckets"].values())
+    assert abs(total - data["wall_seconds"]) <= 0.01 * data["wall_seconds"]
+
+
+def test_a_sweeps_roll_up_sums_its_points() -> None:
+    one = summary.report("1_0", crash_hang_preempt(), now=T0 + 5000)
+    two = summary.report("1_1", crash_hang_preempt()[:4], now=T0 + 250)
+    data = summary.SweepReport("1", [(0, one), (1, two)]).to_json()
+    assert data["wall_seconds"] == pytest.approx(one.wall_seconds + two.wall_seconds)
+    assert data["goodput"] == pytest.approx((one.productive_seconds + two.productive_seconds) / data["wall_seconds"])
+    assert data["buckets"]["redone"] == pytest.approx(one.buckets["redone"] + two.buckets["redone"])
+    assert set(data["points"]) == {"0", "1"} and data["points"]["1"]["running"] is True
+
+
+@pytest.mark.parametrize(("terminal", "bar"), [(True, True), (False, False)])
+def test_live_lines_carry_a_bar_only_on_a_terminal(terminal: bool, bar: bool) -> None:
+    events = [
+        ev(rh.RUN_START, 1, 0, "batch-shell", queue={"start": T0, "limit": 600}),
+        ev(rh.FIRST_STEP, 1, 10, steps=1, step=101, total_steps=1000),
+        ev(rh.PROGRESS, 1, 70, steps=601, step=701, step_seconds=0.1, total_steps=1000),
+    ]
+    view = live.live(events, T0 + 75)
+    assert view is not None and view.step == 701 and view.steps_per_second == pytest.approx(10.0)
+    assert view.eta_end == pytest.approx(29.9) and view.eta_limit == pytest.approx(525.0)  # 299 steps at 10/s
+    text = live.lines(view, terminal, width=40)
+    assert "step: 701/1000 (sampled 5 s ago)" in text and "rate: 10 steps/s" in text
+    assert any(line.startswith("[") for line in text) is bar
+    assert live.live(events[:1], T0 + 5) is None  # nothing sampled yet: the table says all

@@ -1,0 +1,72 @@
+"""Goodput on whole local runs (`slurmgen run`: the rendered script, the fake Slurm commands, real processes and
+real signals): `slurmgen status` of a running job shows its step and rate; after a crash restart and a preemption,
+`slurmgen report` accounts for the whole wall time and counts the redone steps the restart recorded."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from cli_run import run_slurmgen
+from local.test_local_handlers import LocalJob
+from runtime.runtime_helpers import without_steering
+
+from slurmgen import run_history
+
+pytestmark = [pytest.mark.slow]
+
+PROGRAM = Path(__file__).parent / "steps_program.py"
+
+
+def spec(steps: int) -> str:
+    return (f"name: job\ncommand: [{sys.executable!r}, {str(PROGRAM)!r}, '{steps}']\ntime: '00:10:00'\nnodes: 1\n"
+            f"tasks_per_node: 1\npython: {sys.executable}\npreemption: {{}}\n")  # fmt: skip
+
+
+def events(job: LocalJob) -> list[dict[str, object]]:
+    return run_history.read(str(job.cwd / "logs" / f"job-{job.job_id()}"))
+
+
+def test_status_of_a_running_local_job_shows_its_step_and_rate(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    job = LocalJob(tmp_path, spec(4000))
+    jobs.append(job)
+    job.wait_for(lambda: sum(e.get("event") == run_history.PROGRESS for e in events(job)) >= 2)
+    done = run_slurmgen("status", f"local-{job.job_id()}", cwd=tmp_path, env=without_steering())
+    assert done.returncode == 0, done.stderr
+    step = re.search(r"^step: (\d+)/4000 \(sampled", done.stdout, re.M)
+    rate = re.search(r"^rate: ([\d.]+) steps/s", done.stdout, re.M)
+    assert step and int(step[1]) > 0, done.stdout
+    # 0.05 s steps, at most 20 a second; a save (torch's first import) inside the interval makes it fewer
+    assert rate and 0 < float(rate[1]) <= 21, done.stdout
+    assert re.search(r"^eta to total_steps: ", done.stdout, re.M), done.stdout
+    assert re.search(r"^goodput so far: \d+\.\d%", done.stdout, re.M), done.stdout
+
+
+def test_report_after_a_crash_restart_and_a_preemption(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    # killed at 20 s of run 1: past the start-up of a loaded machine (about 10 s), so steps are lost
+    # and preempted at 50 s, after the restarted program is under way again
+    job = LocalJob(tmp_path, spec(1200), "--kill-rank", "0", "--after", "20", "--preempt-after", "50")
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    done = run_slurmgen("report", f"local-{job.job_id()}", "--json", cwd=tmp_path, env=without_steering())
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert len(data["runs"]) == 2, data["runs"]
+    total = data["productive_seconds"] + sum(data["buckets"].values())
+    assert abs(total - data["wall_seconds"]) <= 0.01 * data["wall_seconds"], data
+    [restart] = [e for e in events(job) if e.get("event") == run_history.RESTART]
+    assert isinstance(restart.get("steps_lost"), int), restart
+    assert data["redone_steps"] == restart["steps_lost"]
+    assert data["buckets"]["redone"] > 0 and data["buckets"]["startup"] > 0 and data["buckets"]["queue"] > 0
+    assert 0 < data["goodput"] < 1
+    kinds = [m["kind"] for m in data["markers"]]
+    assert "crash" in kinds and "preemption" in kinds and "requeue" in kinds, kinds
+    page = tmp_path / "report.html"
+    shown = run_slurmgen("report", f"local-{job.job_id()}", "--html", str(page), cwd=tmp_path, env=without_steering())
+    assert shown.returncode == 0 and "<svg" in page.read_text(), shown.stderr
+    doctor = run_slurmgen("doctor", f"local-{job.job_id()}", cwd=tmp_path, env=without_steering())
+    assert doctor.returncode == 0, doctor.stderr
+    assert re.search(r"optimum save interval: Young \S+ \S+, Daly ", doctor.stdout), doctor.stdout
