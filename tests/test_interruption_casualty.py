@@ -50,3 +50,17 @@ KEYS = [
 @pytest.mark.parametrize(("first", "second", "same"), KEYS)
 def test_an_error_line_is_compared_without_its_changing_numbers(first: str, second: str, same: bool) -> None:
     assert (error_key(first) == error_key(second)) is same
+
+
+def test_the_same_failure_on_another_port_is_a_repeated_failure() -> None:
+    """decide_restart: the second start failed as the first, only the port moved: not restarted (REPEATED)."""
+    from slurmgen.interruption import Failure, RestartCause, RestartFacts
+    from slurmgen.interruption.allocation import decide_restart
+
+    first = Failure("rank 0 on n1 (exit 1)", "OSError: [Errno 98] Address already in use: ('10.0.0.1', 29517)", "s40")
+    again = Failure("rank 0 on n1 (exit 1)", "OSError: [Errno 98] Address already in use: ('10.0.0.1', 29641)", "s40")
+    facts = RestartFacts(step_code=1, signals=(), stopping=False, restarts=1, max_restarts=3, failure=again,
+                         previous=first)  # fmt: skip
+    assert decide_restart(facts).cause == RestartCause.REPEATED
+    other = Failure("rank 0 on n1 (exit 1)", "KeyError: 'lr'", "s40")
+    assert decide_restart(RestartFacts(1, (), False, 1, 3, other, first)).restart
