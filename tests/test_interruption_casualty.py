@@ -64,3 +64,23 @@ def test_the_same_failure_on_another_port_is_a_repeated_failure() -> None:
     assert decide_restart(facts).cause == RestartCause.REPEATED
     other = Failure("rank 0 on n1 (exit 1)", "KeyError: 'lr'", "s40")
     assert decide_restart(RestartFacts(1, (), False, 1, 3, other, first)).restart
+
+
+# (stop time, task ends, signals to the batch shell) -> the stop is a casualty's (a restart may follow)
+STOPS = [
+    (11.0, [(1, 137, "KILL", 10.0)], (), True),  # rank 1 killed; rank 0 took srun's TERM for a stop
+    (11.0, [(1, 137, "KILL", 10.0)], ("USR1",), False),  # a preemption signal came: a real stop
+    (9.0, [(1, 137, "KILL", 10.0)], (), False),  # the stop came first: it is the job's own
+    (11.0, [], (), False),  # no task failed: a stop
+    (11.0, [(1, 76, None, 10.0)], (), False),  # only a casualty failed: no cause to blame the stop on
+    (None, [(1, 137, "KILL", 10.0)], (), False),  # no stop
+]
+
+
+@pytest.mark.parametrize(("stop", "ends", "signals", "casualty"), STOPS)
+def test_a_stop_caused_by_a_casualtys_signal_is_not_a_stop(
+    stop: float | None, ends: list[tuple[int, int, str | None, float]], signals: tuple[str, ...], casualty: bool
+) -> None:
+    from slurmgen.interruption.casualty import stop_of_a_casualty
+
+    assert stop_of_a_casualty(stop, [TaskEnd(*end) for end in ends], signals) is casualty

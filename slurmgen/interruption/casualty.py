@@ -55,3 +55,13 @@ CHANGING = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\b0x[0-9a-fA-F]+\b|
 def error_key(line: str) -> str:
     """What identifies an error line: the line without the numbers that change with every attempt."""
     return CHANGING.sub("#", line)
+
+
+def stop_of_a_casualty(stop_time: float | None, ends: Sequence[TaskEnd], signals: Sequence[str]) -> bool:
+    """Whether rank 0's recorded stop is a casualty's, not a stop under way: no signal reached the batch shell (no
+    preemption, time limit or scancel), and a task had failed on its own before it. srun's --kill-on-bad-exit
+    sends the rest of the step SIGTERM, which Preemption takes for a stop like any other (srun(1))."""
+    cause = cause_of(ends)
+    if stop_time is None or cause is None or signals or is_casualty(cause, ends):
+        return False
+    return stop_time >= cause.time
