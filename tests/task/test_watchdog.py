@@ -110,6 +110,9 @@ def test_the_watchdog_dumps_a_real_programs_stacks_and_kills_it(tmp_path: Path) 
         stop.set()
         if child.poll() is None:
             child.kill()
+        from slurmgen.progress_mark import node_dir
+
+        shutil.rmtree(node_dir(env), ignore_errors=True)  # the node's progress directory in /dev/shm
     stacks = (tmp_path / "hang" / "rank-0.stacks").read_text()
     assert "waits_forever" in stacks, stacks
     assert said and "no progress on any rank for 2 s (recovery.hang_timeout)" in said[0]
