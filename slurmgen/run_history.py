@@ -6,8 +6,9 @@ has left the queue. Standard library only: the in-task runtime writes it.
 
 Where: one directory per job, `<log dir>/history/` (the per-job log directory the script creates, so it exists
 whether preemption handling is on or off), one JSON-lines file per writer (`batch-shell.jsonl`, `rank0.jsonl`, and
-`task-<rank>.jsonl` for a task whose program failed on its own): two writers on two nodes never append to the same
-file, which a shared filesystem such as NFS does not order.
+`task-<rank>.jsonl` for a task whose program failed on its own, `node-<node>.jsonl` for the hang watchdog's events
+of that node's ranks): two writers on two nodes never append to the same file, which a shared filesystem such as
+NFS does not order (appends from one node go through one kernel, which orders them).
 Each event is one `write(2)` of one line on an O_APPEND descriptor.
 
 Every event has `v` (format), `event`, `run` (1 for the first run; Slurm's SLURM_RESTART_COUNT + 1), `time`

@@ -67,10 +67,12 @@ def restart(
     since = float(restarts[-1].get("time") or 0.0) if restarts else 0.0
     record = interruption.run_record(history, run, batch_stop_actions=STOP_ACTIONS)
     marker = os.path.join(ctx.state_dir or "", contract.requeue_marker_name(key))
+    signals = tuple(item.partition("@")[0] for item in ctx.signals.split())
+    own_stop = bool(record.stop) and not _casualty_stop(history, run, since, signals)
     facts = interruption.RestartFacts(
         step_code=rc,
-        signals=tuple(item.partition("@")[0] for item in ctx.signals.split()),
-        stopping=bool(record.stop or record.batch_stop or record.requeued_by) or trust.believed(marker, say),
+        signals=signals,
+        stopping=bool(own_stop or record.batch_stop or record.requeued_by) or trust.believed(marker, say),
         restarts=len(restarts),
         max_restarts=max_restarts,
         failure=hang_of(hangs, ctx, history)
@@ -209,6 +211,21 @@ def _saved_at(history: run_history.History, ctx: JobContext) -> float:
         except OSError:
             pass
     return max(times, default=0.0)
+
+
+def _casualty_stop(history: run_history.History, run: int, since: float, signals: tuple[str, ...]) -> bool:
+    """Whether this start's stop is one a failed task's --kill-on-bad-exit SIGTERM caused (casualty.py)."""
+    from slurmgen.interruption.casualty import TaskEnd, stop_of_a_casualty
+
+    stops = [float(e.get("time") or 0.0) for e in history.of_run(run, run_history.STOP)]
+    exits = [e for e in history.of_run(run, run_history.TASK_EXIT) if float(e.get("time") or 0.0) >= since]
+    ends = []
+    for e in exits:
+        try:
+            ends.append(TaskEnd(int(e["rank"]), int(e["exit_code"]), e.get("signal") or None, float(e["time"])))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return stop_of_a_casualty(min((t for t in stops if t >= since), default=None), ends, signals)
 
 
 def _where(history: run_history.History, run: int, since: float) -> dict[str, Any]:

@@ -35,7 +35,9 @@ class TaskFailure:
 
 
 def first_failure(events: Iterable[Mapping[str, Any]], run: int) -> TaskFailure | None:
-    """The earliest task-exit event of ``run``, or None."""
+    """The task of ``run`` that failed on its own, the earliest of them, not a casualty of it (a rank that lost its
+    peers, exit 76, or died of the step's signal after another failed: interruption/casualty.py); None when no
+    task-exit event."""
     found: list[TaskFailure] = []
     for e in events:
         if e.get("event") != run_history.TASK_EXIT or e.get("run") != run:
@@ -53,7 +55,10 @@ def first_failure(events: Iterable[Mapping[str, Any]], run: int) -> TaskFailure 
             )
         except (KeyError, TypeError, ValueError):
             continue
-    return min(found, key=lambda f: (f.time, f.rank)) if found else None
+    from slurmgen.interruption.casualty import TaskEnd, cause_of
+
+    cause = cause_of([TaskEnd(f.rank, f.exit_code, f.signal, f.time) for f in found])
+    return None if cause is None else next(f for f in found if (f.rank, f.time) == (cause.rank, cause.time))
 
 
 def tail(path: str | None, lines: int = TAIL_LINES) -> list[str]:

@@ -74,13 +74,19 @@ def select(batch: Iterable[Path], node: str | None, rank: int | None = None) -> 
     log(s), with ``rank`` only that rank's."""
     files: list[Path] = []
     for log in batch:
+        if rank is not None or node is not None:
+            # One rank's or one node's file by its name: a job of 16,384 ranks is not listed to find it.
+            directory = _job_dir(log)
+            name = contract.rank_log_name(rank) if rank is not None else f"{node}.log"
+            if (
+                directory is not None
+                and (directory / name).is_file()
+                and (rank is not None or not RANK_LOG.fullmatch(name))
+            ):
+                files.append(directory / name)
+            continue
         nodes, ranks = node_logs(log), rank_logs(log)
-        if rank is not None:
-            files += [r for r in ranks if r.name == contract.rank_log_name(rank)]
-        elif node is None:
-            files += [log, *nodes, *ranks] if log.exists() else [*nodes, *ranks]
-        else:
-            files += [n for n in nodes if n.stem == node]
+        files += [log, *nodes, *ranks] if log.exists() else [*nodes, *ranks]
     return files
 
 

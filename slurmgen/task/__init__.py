@@ -3,7 +3,8 @@
 Runs in every task of the step (inside the container, if any), before and around the user's program: rank
 discovery, rendezvous (prepare.py, rendezvous.py, iface.py), the preemption signal's mask (signal_block.py), the
 supervisor that delivers signals and writes the rank's log (supervisor.py, python_hook.py, pyhook/), the hang
-watchdog (watchdog.py) and torchrun's agent (torchrun_agent.py). The batch shell runs ``--rendezvous`` too.
+watchdog (watchdog.py, node_watch.py) and torchrun's agent (torchrun_agent.py). The batch shell runs
+``--rendezvous`` too.
 
 Import-cost rule: standard library and slurmgen's own stdlib-only modules only, until the program needs more: no
 torch, typer, jinja2 or yaml at import or on the way to starting the program (torchrun_agent imports torch

@@ -1,9 +1,12 @@
 """The hang watchdog, run by each task's supervisor (the program's parent) beside the program.
 
-Progress is the newest of: any rank's log growing (everything a program prints goes to its rank log, so a program
-that never imports slurmgen makes progress by printing: handler `requeue` or `program`), and any rank's progress
-mark, which slurmgen's per-step `Preemption.should_stop()` touches (`progress/rank-<N>` in the job's log dir, at
-most once a second). Until the first progress of any rank in this start of the step the limit is START_FACTOR
+Progress is the newest of: any rank's output growing (everything a program prints goes to its rank log, so a
+program that never imports slurmgen makes progress by printing: handler `requeue` or `program`), and any rank's
+progress mark, which slurmgen's per-step `Preemption.should_stop()` touches at most once a second. Both are kept
+in the node's own directory (/dev/shm), and nodes agree through one shared heartbeat file that each node writes at
+most once every 10 s (task/node_watch.py): what a supervisor does per poll does not grow with the ranks on other
+nodes, and the shared file system sees at most one operation per node per 10 s (bench/scale.py). Until the first
+progress of any rank in this start of the step the limit is START_FACTOR
 hang timeouts (importing torch and loading a model on a busy node can take longer than a hang timeout short enough
 to be useful); after it, when no rank has progressed for recovery.hang_timeout seconds, each supervisor:
 - writes its program's Python stacks, every thread, into `<log dir>/hang/rank-<N>.stacks`, headed by the rank,
@@ -14,8 +17,8 @@ to be useful); after it, when no rank has progressed for recovery.hang_timeout s
   is stopped; the supervisor is the program's parent, so Linux's default Yama ptrace_scope=1 lets it attach;
 - records a `hang` event (rank, node, last progress) in the run history, from which the batch shell says which
   ranks stopped first (batch/restart.py);
-- waits (bounded) until every rank has written its stacks, then kills the program (SIGKILL): the step ends, and
-  the batch shell restarts it inside the allocation.
+- waits (bounded) until every rank of every node has written its stacks, then kills the program (SIGKILL): the
+  step ends, and the batch shell restarts it inside the allocation.
 
 On GPUs the rendered environment also turns on torch's NCCL flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE) and
 its dump on a watchdog timeout into the same `hang/` directory (TORCH_NCCL_DEBUG_INFO_TEMP_FILE): see
@@ -35,55 +38,31 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from slurmgen import contract, run_history, trust
-from slurmgen.errors import RuntimeSetupError
+from slurmgen import run_history, trust
 from slurmgen.job_context.context import JobContext
-from slurmgen.progress_mark import PROGRESS_DIR, ProgressMark, progress_path, steps_marked
+from slurmgen.progress_mark import PROGRESS_DIR, ProgressMark, node_dir, progress_path, steps_marked
+from slurmgen.task.node_watch import START_FACTOR, NodeWatch, poll_interval
 
-__all__ = ["PROGRESS_DIR", "ProgressMark", "progress_path", "steps_marked"]  # kept here for their readers
+__all__ = [
+    "PROGRESS_DIR",
+    "START_FACTOR",
+    "ProgressMark",
+    "poll_interval",
+    "progress_path",
+    "steps_marked",
+]  # for their readers
 
 HANG_DIR = "hang"
 DUMP_TIMEOUT = 30.0  # seconds for one py-spy dump
 NCCL_TRACE_ENTRIES = "2000"
-START_FACTOR = 4  # before any rank's first progress the limit is this many hang timeouts: start-up is slow
 
 
-def poll_interval(timeout: float) -> float:
-    return max(0.2, min(5.0, timeout / 10))
-
-
-def last_progress(log_dir: str, since: float) -> float:
-    """The newest progress of any rank (epoch seconds): rank logs and progress marks, never before ``since``."""
-    newest = since
-    for folder, prefix in ((log_dir, "rank-"), (os.path.join(log_dir, PROGRESS_DIR), "rank-")):
-        try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    if entry.name.startswith(prefix):
-                        with contextlib.suppress(OSError):
-                            info = entry.stat()
-                            # A rank log is created empty when its task starts: that is no progress yet.
-                            if info.st_size or folder != log_dir:
-                                newest = max(newest, info.st_mtime)
-        except OSError:
-            continue
-    return newest
-
-
-def dumped_since(log_dir: str, since: float) -> int:
-    """How many ranks wrote their stacks since ``since``."""
-    try:
-        with os.scandir(os.path.join(log_dir, HANG_DIR)) as entries:
-            return sum(1 for e in entries if e.name.endswith(".stacks") and e.stat().st_mtime >= since)
-    except OSError:
-        return 0
-
-
-def own_progress(log_dir: str, rank: int, since: float) -> float:
+def own_progress(source: JobContext | Mapping[str, str], rank: int, since: float) -> float:
+    """This rank's newest progress: its mark or its output growth, both in the node's directory."""
     times = [since]
-    for path in (os.path.join(log_dir, contract.rank_log_name(rank)), progress_path(log_dir, rank)):
+    for name in (f"rank-{rank}", f"out-{rank}"):
         with contextlib.suppress(OSError):
-            times.append(os.stat(path).st_mtime)
+            times.append(os.stat(os.path.join(node_dir(source), name)).st_mtime)
     return max(times)
 
 
@@ -123,22 +102,23 @@ def dump_stacks(pid: int) -> str:
 
 
 def on_hang(
-    job: JobContext, log_dir: str, rank: int, pid: int, started: float, now: float,
+    job: JobContext, log_dir: str, rank: int, pid: int, newest: float, now: float,
     own: Callable[[], str] | None = None,
 ) -> str:  # fmt: skip
     """Write the stacks and the hang event; returns the stacks file."""
     node = job.node_name or socket.gethostname()
-    mine = own_progress(log_dir, rank, started)
+    mine = own_progress(job, rank, min(newest, now))
     folder = os.path.join(log_dir, HANG_DIR)
     trust.own_dir(folder)
     path = os.path.join(folder, f"rank-{rank}.stacks")
-    head = (f"rank {rank} on {node}, pid {pid}: no progress on any rank for {now - last_progress(log_dir, started):.0f}"
+    head = (f"rank {rank} on {node}, pid {pid}: no progress on any rank for {now - newest:.0f}"
             f" s; this rank last progressed at {time.strftime('%H:%M:%S', time.localtime(mine))}\n")  # fmt: skip
     stacks = program_stacks(pid, own)  # before the file exists: other ranks count the files as dumps done
     with os.fdopen(trust.open_write(path, mode=0o644), "a", encoding="utf-8") as out:  # never through a link
         out.write(head + stacks + "\n")
     with contextlib.suppress(OSError, trust.Untrusted):
-        run_history.append(log_dir, f"task-{rank}", run_history.HANG, job.run, now, rank=rank,
+        # One history file per node, not per rank: the batch shell reads one file per node (run_history.py).
+        run_history.append(log_dir, f"node-{node}", run_history.HANG, job.run, now, rank=rank,
                            node=node, progressed=round(mine, 3), stacks=path)  # fmt: skip
     return path
 
@@ -160,23 +140,21 @@ def start(
     if job.hang_timeout is None or not log_dir or rank is None:
         return None
     timeout, started, stop = float(job.hang_timeout), time.time(), threading.Event()
+    view = NodeWatch(job, rank, pid, started, timeout)  # now: what the program has written so far is no progress
 
     def watch() -> None:
         while not stop.wait(poll_interval(timeout)):
             now = time.time()
-            newest = last_progress(log_dir, started)
-            limit = timeout if newest > started else START_FACTOR * timeout  # start-up: no rank progressed yet
-            if now - newest < limit:
+            newest, called = view.newest(now)
+            if not called:
                 continue
-            path = on_hang(job, log_dir, rank, pid, started, now, own)
+            path = on_hang(job, log_dir, rank, pid, newest, now, own)
+            view.note_dumped()
             # Every rank's stacks before any program dies: a killed rank ends the step (--kill-on-bad-exit), which
-            # would stop the others' supervisors before their own dump. They all see the same files, so they all
-            # find the hang within one poll interval.
-            world = world_size(job)
-            deadline = time.monotonic() + 2 * poll_interval(timeout) + DUMP_TIMEOUT
-            while world is not None and dumped_since(log_dir, now - 2 * poll_interval(timeout)) < world:
-                if time.monotonic() > deadline or stop.wait(0.2):
-                    break
+            # would stop the others' supervisors before their own dump. Every node reads the same heartbeat, so
+            # they all call the hang within about a poll of each other (task/node_watch.py).
+            deadline = time.monotonic() + 4 * poll_interval(timeout) + view.period + DUMP_TIMEOUT
+            view.wait_all_dumped(deadline, stop.wait)
             say(f"no progress on any rank for {timeout:.0f} s (recovery.hang_timeout): stacks in {path}; "
                 "ending the program so the step restarts")  # fmt: skip
             with contextlib.suppress(ProcessLookupError):
@@ -185,14 +163,6 @@ def start(
 
     threading.Thread(target=watch, name="slurmgen-hang-watchdog", daemon=True).start()
     return stop
-
-
-def world_size(job: JobContext) -> int | None:
-    """The step's world size, None when the environment's ranks do not say (or say it inconsistently)."""
-    try:
-        return job.ranks.world_size if job.ranks.source != "single" else None
-    except RuntimeSetupError:
-        return None
 
 
 def nccl_trace_env(source: JobContext | Mapping[str, str], env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -84,6 +84,18 @@ def test_a_deterministic_bug_ends_the_job_after_two_starts_with_the_programs_exi
     assert len(restarts(job)) == 1
 
 
+def test_a_bug_on_rank_0_only_is_blamed_on_rank_0_not_its_casualties(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    """Rank 0 alone raises at step 30, every start: the others die of it (peer loss), some before rank 0's exit
+    is recorded. The cause is rank 0 both times, so the job ends after two starts with the program's exit code."""
+    command = own_command(tmp_path, "--bug-at", "30", "--bug-rank", "0", steps=STEPS)
+    job = LocalJob(tmp_path, spec(command, extra=own_port(tmp_path)))
+    jobs.append(job)
+    assert job.finish() == 1, job.everything()
+    batch = job.file("batch")
+    assert batch.count("rendezvous at") <= 2, batch
+    assert re.search(r"rank 0 on \S+ \(exit 1\) failed again with the same error", batch), batch
+
+
 def test_the_kill_rehearsal_kills_the_ranks_program_and_the_step_restarts(tmp_path: Path, jobs: list[LocalJob]) -> None:
     """`slurmgen run --kill-rank 2 --after 10`: rank 2's own program (not slurmgen's supervisor) dies of SIGKILL at
     10 s of the first run, while it trains (200 steps take 10 s after its start); the step restarts inside the

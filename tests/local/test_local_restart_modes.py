@@ -109,3 +109,20 @@ def test_torchrun_restarts_in_the_allocation_once_not_twice(tmp_path: Path, jobs
     assert sorted(rank for found in done for _, rank in found) == ["0", "1", "2", "3"], job.everything()
     for rank in range(4):
         assert re.findall(r"RESUMED (\d+) ", job.file(f"rank-{rank}.log")) == ["40"], job.everything()
+
+
+def test_a_killed_rank_beside_a_rank_that_takes_the_steps_term_for_a_stop_is_restarted(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """1 node x 2 tasks, handler: runtime, saves every 20 steps: `--kill-rank 1 --after 10` kills rank 1; srun's
+    --kill-on-bad-exit sends rank 0 SIGTERM, which Preemption records as a stop. That stop is a casualty's, not
+    one under way (issue 28): the step restarts inside the allocation and the job completes."""
+    command = [PY, str(WORKER), "--dist", "--steps", "400", "--step-time", "0.05", "--save-every", "20"]
+    text = spec(command, preemption="{handler: runtime}", extra="recovery: {max_restarts: 2}\n" + own_port(tmp_path))
+    text = text.replace("nodes: 2\n", "nodes: 1\n")
+    job = LocalJob(tmp_path, text, "--kill-rank", "1", "--after", "10")
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "COMPLETED, exit code 0, 1 run" in job.runner, job.runner
+    [event] = restarts(job)
+    assert (event["cause"], event["rank"]) == ("crash", 1), event

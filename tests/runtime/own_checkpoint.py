@@ -11,6 +11,7 @@ few steps (here atomically: a temporary file, then a rename) and resumes from it
     --hang-rank R --hang-at STEP --hang-once PATH   rank R stops making progress at STEP, once (in
                                                  stuck_in_data_loader, a sleep that never returns)
     --bug-at STEP                                every rank raises ValueError at STEP, every time (a deterministic bug)
+    --bug-rank R                                 with --bug-at: only rank R raises (its peers die of it)
 
 Lines for the tests: `SAVED <step> <weights>` (rank 0), `RESUMED <step> <weights>` (every rank),
 `HANDLER <sig>` (rank 0, once installed), `STOP <step> <weights>` (rank 0), `DONE <steps> <weights>` (every rank).
@@ -95,6 +96,7 @@ def main() -> None:
     parser.add_argument("--die-at", type=int, default=-1)
     parser.add_argument("--die-once", default=None)
     parser.add_argument("--bug-at", type=int, default=-1)
+    parser.add_argument("--bug-rank", type=int, default=-1)
     parser.add_argument("--hang-rank", type=int, default=-1)
     parser.add_argument("--hang-at", type=int, default=-1)
     parser.add_argument("--hang-once", default=None)
@@ -109,7 +111,7 @@ def main() -> None:
             handler_due = False
             if trainer.rank == 0:
                 print(f"HANDLER {args.handle}", flush=True)
-        if trainer.step == args.bug_at:
+        if trainer.step == args.bug_at and args.bug_rank in (-1, trainer.rank):
             raise ValueError(f"bad batch at step {trainer.step}")
         trainer.train_step()
         time.sleep(args.step_time)

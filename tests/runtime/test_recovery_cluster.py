@@ -79,3 +79,17 @@ def test_a_deterministic_bug_ends_the_job_after_two_starts_with_its_exit_code(
     assert (info.state.name, info.restarts, info.exit_code) == ("FAILED", 0, 1), batch[-3000:]
     assert batch.count("rendezvous at") == 2, batch[-3000:]
     assert "failed again with the same error at the same saved state ('ValueError: bad batch at step 30')" in batch
+
+
+def test_a_bug_on_rank_0_only_ends_the_job_with_its_exit_code_and_names_rank_0(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """Rank 0 alone raises at step 30 on every start, of 2 nodes: its peers see the closed connection and die of
+    it (exit 76, or the step's signal), often before rank 0 has finished exiting. The cause is rank 0, every time,
+    so the second start repeats the first: FAILED with the program's exit code (1) after two starts (issue 28)."""
+    job = submit(slurm_cluster, tmp_path, "bug0", ["--bug-at", "30", "--bug-rank", "0"], "{}")
+    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=240)
+    batch = read(tmp_path, "bug0", job, "batch")
+    assert (info.state.name, info.exit_code) == ("FAILED", 1), batch[-3000:]
+    assert batch.count("rendezvous at") <= 2, batch[-3000:]
+    assert re.search(r"rank 0 on \S+ \(exit 1\) failed again with the same error", batch), batch[-3000:]

@@ -44,16 +44,26 @@ def test_without_py_spy_the_function_is_the_programs_own_dumps_innermost(tmp_pat
     assert batch_restart.hung_in(str(stacks)) == "waits_in_a_lock"
 
 
-def test_progress_is_the_newest_rank_log_or_mark_and_never_before_the_start(tmp_path: Path) -> None:
-    (tmp_path / "rank-0.log").write_text("x")
-    (tmp_path / watchdog.PROGRESS_DIR).mkdir()
-    mark = tmp_path / watchdog.PROGRESS_DIR / "rank-1"
-    mark.write_text("")
-    os.utime(tmp_path / "rank-0.log", (1000.0, 1000.0))
-    os.utime(mark, (2000.0, 2000.0))
-    assert watchdog.last_progress(str(tmp_path), 500.0) == 2000.0
-    assert watchdog.last_progress(str(tmp_path), 3000.0) == 3000.0
-    assert watchdog.own_progress(str(tmp_path), 0, 500.0) == 1000.0
+def test_progress_is_the_newest_rank_output_or_mark_of_the_node_and_never_before_the_start(tmp_path: Path) -> None:
+    """Both kinds of progress live in the node's own directory (task/node_watch.py): out-<rank> (output grew) and
+    rank-<rank> (the progress mark)."""
+    import shutil
+
+    from slurmgen.progress_mark import node_dir, write_node_file
+    from slurmgen.task.node_watch import newest_in
+
+    env = {contract.LOG_DIR: str(tmp_path), contract.HANG_TIMEOUT: "60", "SLURMD_NODENAME": "n1"}
+    folder = node_dir(env)
+    try:
+        write_node_file(os.path.join(folder, "out-0"), "")
+        write_node_file(os.path.join(folder, "rank-1"), "3\n")
+        os.utime(os.path.join(folder, "out-0"), (1000.0, 1000.0))
+        os.utime(os.path.join(folder, "rank-1"), (2000.0, 2000.0))
+        assert newest_in(folder, ("rank-", "out-"), 500.0) == 2000.0
+        assert newest_in(folder, ("rank-", "out-"), 3000.0) == 3000.0
+        assert watchdog.own_progress(env, 0, 500.0) == 1000.0
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_per_step_mark_is_touched_at_most_once_a_second(tmp_path: Path) -> None:
@@ -100,6 +110,9 @@ def test_the_watchdog_dumps_a_real_programs_stacks_and_kills_it(tmp_path: Path) 
         stop.set()
         if child.poll() is None:
             child.kill()
+        from slurmgen.progress_mark import node_dir
+
+        shutil.rmtree(node_dir(env), ignore_errors=True)  # the node's progress directory in /dev/shm
     stacks = (tmp_path / "hang" / "rank-0.stacks").read_text()
     assert "waits_forever" in stacks, stacks
     assert said and "no progress on any rank for 2 s (recovery.hang_timeout)" in said[0]

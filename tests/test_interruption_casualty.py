@@ -1,0 +1,86 @@
+"""The rank that failed among its casualties (interruption/casualty.py), as tables: which failed task is the cause,
+and what of an error line the repeated-failure rule compares."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurmgen.interruption.casualty import TaskEnd, cause_of, error_key
+
+# (rank, exit code, signal, time)
+CAUSES = [
+    # A bug on rank 0: rank 1 sees the closed connection and exits 76 first; rank 0 is the cause.
+    ([(1, 76, None, 10.0), (0, 1, None, 10.2)], 0),
+    # The same with 16 ranks, all casualties but one.
+    ([(r, 76, None, 10.0 + r / 100) for r in range(1, 16)] + [(0, 1, None, 11.0)], 0),
+    # A rank killed (SIGKILL, first): its node-mate dies of the step's TERM after it: the killed rank.
+    ([(1, 137, "KILL", 10.0), (0, 143, "TERM", 10.5)], 1),
+    # The step's signal before any other failure is no casualty's: the earliest stands.
+    ([(0, 143, "TERM", 10.0)], 0),
+    # Two ranks fail on their own: the earliest of them.
+    ([(2, 1, None, 10.3), (3, 1, None, 10.1), (1, 76, None, 10.0)], 3),
+    # Only casualties (the cause left no record): the earliest casualty.
+    ([(2, 76, None, 10.3), (1, 76, None, 10.1)], 1),
+    ([], None),
+]
+
+
+@pytest.mark.parametrize(("ends", "cause"), CAUSES)
+def test_the_cause_is_the_rank_that_failed_on_its_own(ends: list[tuple[int, int, str | None, float]],
+                                                      cause: int | None) -> None:  # fmt: skip
+    found = cause_of([TaskEnd(*end) for end in ends])
+    assert (found.rank if found else None) == cause
+
+
+KEYS = [
+    ("RuntimeError: The server socket has failed to listen on any local network address. port: 29517, useIpv6: 0",
+     "RuntimeError: The server socket has failed to listen on any local network address. port: 29641, useIpv6: 0",
+     True),
+    ("OSError: [Errno 98] Address already in use: ('10.0.3.4', 41234)",
+     "OSError: [Errno 98] Address already in use: ('10.0.3.7', 52011)", True),
+    ("ConnectionError: peer 10.1.2.3:29500 closed (pid 123456)",
+     "ConnectionError: peer 10.1.2.9:29511 closed (pid 99812)", True),
+    ("ValueError: bad value at 0x7f8b833e76c0", "ValueError: bad value at 0x7f00aa00bb10", True),
+    ("ValueError: step 3 of 8", "ValueError: step 4 of 8", False),  # small numbers identify the error
+    ("KeyError: 'lr'", "KeyError: 'momentum'", False),
+    ("exit 3", "exit 4", False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("first", "second", "same"), KEYS)
+def test_an_error_line_is_compared_without_its_changing_numbers(first: str, second: str, same: bool) -> None:
+    assert (error_key(first) == error_key(second)) is same
+
+
+def test_the_same_failure_on_another_port_is_a_repeated_failure() -> None:
+    """decide_restart: the second start failed as the first, only the port moved: not restarted (REPEATED)."""
+    from slurmgen.interruption import Failure, RestartCause, RestartFacts
+    from slurmgen.interruption.allocation import decide_restart
+
+    first = Failure("rank 0 on n1 (exit 1)", "OSError: [Errno 98] Address already in use: ('10.0.0.1', 29517)", "s40")
+    again = Failure("rank 0 on n1 (exit 1)", "OSError: [Errno 98] Address already in use: ('10.0.0.1', 29641)", "s40")
+    facts = RestartFacts(step_code=1, signals=(), stopping=False, restarts=1, max_restarts=3, failure=again,
+                         previous=first)  # fmt: skip
+    assert decide_restart(facts).cause == RestartCause.REPEATED
+    other = Failure("rank 0 on n1 (exit 1)", "KeyError: 'lr'", "s40")
+    assert decide_restart(RestartFacts(1, (), False, 1, 3, other, first)).restart
+
+
+# (stop time, task ends, signals to the batch shell) -> the stop is a casualty's (a restart may follow)
+STOPS = [
+    (11.0, [(1, 137, "KILL", 10.0)], (), True),  # rank 1 killed; rank 0 took srun's TERM for a stop
+    (11.0, [(1, 137, "KILL", 10.0)], ("USR1",), False),  # a preemption signal came: a real stop
+    (9.0, [(1, 137, "KILL", 10.0)], (), False),  # the stop came first: it is the job's own
+    (11.0, [], (), False),  # no task failed: a stop
+    (11.0, [(1, 76, None, 10.0)], (), False),  # only a casualty failed: no cause to blame the stop on
+    (None, [(1, 137, "KILL", 10.0)], (), False),  # no stop
+]
+
+
+@pytest.mark.parametrize(("stop", "ends", "signals", "casualty"), STOPS)
+def test_a_stop_caused_by_a_casualtys_signal_is_not_a_stop(
+    stop: float | None, ends: list[tuple[int, int, str | None, float]], signals: tuple[str, ...], casualty: bool
+) -> None:
+    from slurmgen.interruption.casualty import stop_of_a_casualty
+
+    assert stop_of_a_casualty(stop, [TaskEnd(*end) for end in ends], signals) is casualty
