@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,8 +124,12 @@ def test_gpus_visible_and_sliced_per_node() -> None:
 # --- the spec as it runs here, and the timeline ----------------------------------------------------------------
 
 
-def test_overrides_and_cpu_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(ROOT)
+def test_overrides_and_cpu_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The example specs, in a directory that holds the train.py they name: a local run refuses a command script
+    that is not where the job runs (issue 32), and the scripts of these examples are the user's."""
+    shutil.copytree(ROOT / "jobs", tmp_path / "jobs")
+    (tmp_path / "train.py").write_text("")
+    monkeypatch.chdir(tmp_path)
     loaded = setup.load("jobs/cpu-debug.yaml", setup.Options(nodes=3, tasks_per_node=1), [])
     assert (loaded.spec.nodes, loaded.spec.tasks_per_node, loaded.gpus, loaded.notes) == (3, 1, None, ())
     assert "#SBATCH --nodes='3'" in loaded.script
