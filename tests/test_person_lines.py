@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,8 +40,12 @@ def test_the_torchrun_agents_stop_line_is_a_whole_sentence() -> None:
 
 
 @pytest.mark.parametrize(("gpus", "word"), [("1", "1 task per node"), ("2", "2 tasks per node")])
-def test_a_cpu_fallback_note_counts_in_words(monkeypatch: pytest.MonkeyPatch, gpus: str, word: str) -> None:
-    monkeypatch.chdir(ROOT)
+def test_a_cpu_fallback_note_counts_in_words(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gpus: str, word: str
+) -> None:
+    shutil.copytree(ROOT / "jobs", tmp_path / "jobs")
+    (tmp_path / "train.py").write_text("")  # the example's script: a local run refuses one that is not there
+    monkeypatch.chdir(tmp_path)
     loaded = setup.load("jobs/gpu-1node-8gpu.yaml", setup.Options(overrides=(f"gpus_per_node={gpus}",)), [])
     assert f"keeping {word}" in loaded.notes[0], loaded.notes
 
