@@ -70,3 +70,17 @@ def test_a_renamed_forward_copies_the_variable_in_the_script_by_name() -> None:
 
     spec = load_text("name: s\ncommand: [a]\ntime: '00:05:00'\nenv: {WANDB_API_KEY: {from_env: MY_KEY}}\n", "s").spec
     assert [(n, str(w)) for n, w in env_words(spec)] == [("WANDB_API_KEY", '"${MY_KEY}"')]
+
+
+def test_a_secret_a_cluster_profile_forwards_is_written_nowhere_either(tmp_path: Path) -> None:
+    """A profile's `defaults.env` (clusters.yaml beside the spec) forwards a secret the same way a spec does: the
+    script names it on --export and `render --cluster` (which also says where each value came from) never prints
+    the value."""
+    (tmp_path / "clusters.yaml").write_text(
+        "here:\n  workdir: work\n  defaults:\n    env:\n      HF_TOKEN: {from_env: HF_TOKEN}\n"
+    )
+    (tmp_path / "p.yaml").write_text(f"name: p\ncommand: [{sys.executable}, -c, 'print(1)']\ntime: '00:05:00'\n")
+    done = run_slurmgen("render", "p.yaml", "--cluster", "here", cwd=tmp_path, env={**os.environ, "HF_TOKEN": SECRET})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "#SBATCH --export='ALL,HF_TOKEN'" in done.stdout
+    assert SECRET not in done.stdout + done.stderr and every_file_contains(tmp_path, SECRET.encode()) == []
