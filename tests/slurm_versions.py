@@ -61,6 +61,15 @@ def versions_for_test(marker_args: Sequence[str] | None, selected: Sequence[str]
 
 
 LOCAL_GROUP = "local"
+# The README's set-up tests install into a fresh venv and resolve the CUDA build against the package index: minutes
+# of disk and network, no local job, port or job id. They get a worker of their own beside the local one, which
+# would otherwise wait on them (tests/conftest.py, pytest_cmdline_main).
+SETUP_GROUP = "setup"
+SETUP_TESTS = (
+    "tests/test_readme.py::test_the_set_up_block_works_on_a_fresh_debian_python",
+    "tests/test_readme.py::test_the_gpu_line_beside_the_set_up_block_resolves_the_cuda_build",
+    "tests/test_readme.py::test_the_set_up_blocks_cpu_line_resolves_no_cuda_package",
+)
 
 
 def in_cluster_module(path: str) -> bool:
@@ -82,6 +91,8 @@ def worker_group(nodeid: str, selected: Sequence[str]) -> str:
             return f"slurm-{version}"
     if selected and in_cluster_module(nodeid.partition("::")[0]):
         return f"slurm-{selected[0]}"
+    if nodeid.partition("[")[0] in SETUP_TESTS:
+        return SETUP_GROUP
     return LOCAL_GROUP
 
 

@@ -21,6 +21,8 @@ ALL = ("22.05", "24.11", "26.05")
         ("tests/spec/test_spec.py::test_time_forms[30-00:30:00-1800]", "local"),
         ("tests/spec/test_spec.py::test_cpu_defaults", "local"),
         ("tests/spec/test_spec.py::test_text[say slurm-24.11x]", "local"),  # not the version's parameter id
+        ("tests/test_readme.py::test_the_set_up_block_works_on_a_fresh_debian_python", "setup"),  # disk, network
+        ("tests/test_readme.py::test_every_python_block_compiles", "local"),
     ],
 )
 def test_each_versions_cluster_tests_get_their_own_worker_and_the_rest_the_local_one(nodeid: str, group: str) -> None:
