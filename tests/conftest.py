@@ -174,9 +174,10 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns these options into its workers
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """With several Slurm versions selected (CI), run the tests in pytest-xdist workers, one per version for its
-    cluster tests, one for the README's set-up tests and one for every other test (slurm_versions.worker_group):
-    the cluster tests mostly wait on their own clusters, the set-up tests on disk and the network, side by side
-    with the local tests. The local tests stay in one worker, one after the other
+    cluster tests, one for the tests that start no local job (the README's set-up, the linters, the docs build, the
+    browser, the test sshd) and one for every other test (slurm_versions.worker_group): the cluster tests mostly
+    wait on their own clusters, the side tests on disk, the network or a program of their own, beside the local
+    tests. The local tests stay in one worker, one after the other
     as without xdist: they share this machine's CPUs, ports and local job ids, and gain nothing from running
     together on two cores. An explicit -n/--dist (-n 0: no workers) or `-p no:xdist` is left alone."""
     option = config.option
@@ -186,7 +187,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         return
     versions = _selected(option.slurm_versions)
     if len(versions) > 1:
-        option.numprocesses = len(versions) + 2  # and the README's set-up tests (slurm_versions.SETUP_GROUP)
+        option.numprocesses = len(versions) + 2  # and the tests that start no local job (slurm_versions.SIDE_GROUP)
         option.dist = "loadscope"  # the scheduler is pytest_xdist_make_scheduler's
         option.slurm_version_workers = versions
 

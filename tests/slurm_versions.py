@@ -61,14 +61,22 @@ def versions_for_test(marker_args: Sequence[str] | None, selected: Sequence[str]
 
 
 LOCAL_GROUP = "local"
-# The README's set-up tests install into a fresh venv and resolve the CUDA build against the package index: minutes
-# of disk and network, no local job, port or job id. They get a worker of their own beside the local one, which
-# would otherwise wait on them (tests/conftest.py, pytest_cmdline_main).
-SETUP_GROUP = "setup"
-SETUP_TESTS = (
+# Tests that start no local job (no local job id, no port of the job's) and mostly wait on disk, the network or a
+# program of their own: the README's set-up tests (a fresh venv, the CUDA build resolved against the package
+# index), the linters and the type checker, the strict docs build, the headless browser, the test sshd. They get a
+# worker of their own beside the local one, which would otherwise wait on them (tests/conftest.py).
+SIDE_GROUP = "side"
+SIDE_TESTS = (
     "tests/test_readme.py::test_the_set_up_block_works_on_a_fresh_debian_python",
     "tests/test_readme.py::test_the_gpu_line_beside_the_set_up_block_resolves_the_cuda_build",
     "tests/test_readme.py::test_the_set_up_blocks_cpu_line_resolves_no_cuda_package",
+)
+SIDE_MODULES = (
+    "tests/test_style.py",
+    "tests/test_docs.py",
+    "tests/goodput/test_goodput_html.py",
+    "tests/remote/test_transport.py",
+    "tests/remote/test_snapshot.py",
 )
 
 
@@ -91,8 +99,8 @@ def worker_group(nodeid: str, selected: Sequence[str]) -> str:
             return f"slurm-{version}"
     if selected and in_cluster_module(nodeid.partition("::")[0]):
         return f"slurm-{selected[0]}"
-    if nodeid.partition("[")[0] in SETUP_TESTS:
-        return SETUP_GROUP
+    if nodeid.partition("[")[0] in SIDE_TESTS or nodeid.partition("::")[0] in SIDE_MODULES:
+        return SIDE_GROUP
     return LOCAL_GROUP
 
 

@@ -21,7 +21,8 @@ ALL = ("22.05", "24.11", "26.05")
         ("tests/spec/test_spec.py::test_time_forms[30-00:30:00-1800]", "local"),
         ("tests/spec/test_spec.py::test_cpu_defaults", "local"),
         ("tests/spec/test_spec.py::test_text[say slurm-24.11x]", "local"),  # not the version's parameter id
-        ("tests/test_readme.py::test_the_set_up_block_works_on_a_fresh_debian_python", "setup"),  # disk, network
+        ("tests/test_readme.py::test_the_set_up_block_works_on_a_fresh_debian_python", "side"),  # disk, network
+        ("tests/test_style.py::test_clean[mypy --strict]", "side"),
         ("tests/test_readme.py::test_every_python_block_compiles", "local"),
     ],
 )
