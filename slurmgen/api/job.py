@@ -103,10 +103,7 @@ class Job:
         logs and the ranks' logs, each after a `==> file <==` header; only rank N's program, or one node's log,
         when asked. "" while the job has printed nothing (pending). One scontrol query (none for a job run here).
         Raises UsageError when the job has logs, but none of that rank or node."""
-        from slurmgen.jobkind.logs import check_choice
-
-        check_choice(rank, node)
-        return self.log_bytes(rank, node).decode("utf-8", errors="replace")
+        return self.log_bytes(rank, node).decode("utf-8", errors="replace")  # write_logs checks rank and node
 
     def log_bytes(self, rank: int | None = None, node: str | None = None) -> bytes:
         chunks: list[bytes] = []
