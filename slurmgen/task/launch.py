@@ -90,8 +90,8 @@ def run(
         # of the outermost entry point; torchrun's workers learn it from their agent's.
         job = replace(job, step_pid=job.step_pid or str(os.getppid()))
         environ.setdefault(contract.STEP_PID, str(job.step_pid))
-        if preempt is not None:
-            say_ready(job)
+        if preempt is not None and not (agent and torchrun_agent_command(command)):
+            say_ready(job)  # torchrun's agent says it once its workers exist (slurmgen.task.torchrun_agent)
     from slurmgen.task.prepare import Host, prepare, resolve_master
 
     if "--rendezvous" in flags:
@@ -116,7 +116,9 @@ def run(
     from slurmgen.task import torchrun_agent
 
     if torchrun_agent.is_torchrun(command):
-        return torchrun_agent.run(command[3:], err, job)  # in this process: one line, not tracebacks, when the job ends
+        # In this process: one line, not tracebacks, when the job ends; and an early preemption signal kept for the
+        # workers.
+        return torchrun_agent.run(command[3:], err, job, preempt, lambda: say_ready(job))
     try:
         execvp(command[0], command)
     except FileNotFoundError:
@@ -126,6 +128,12 @@ def run(
         err(f"slurmgen: cannot run {command[0]!r}: {error.strerror or error}")
         return EXIT_CANNOT_EXECUTE
     return 0
+
+
+def torchrun_agent_command(command: Sequence[str]) -> bool:
+    from slurmgen.task.torchrun_agent import is_torchrun
+
+    return is_torchrun(command)
 
 
 def say_ready(job: JobContext) -> None:

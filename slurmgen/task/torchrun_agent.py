@@ -8,14 +8,23 @@ workers (the signal, then up to --shutdown-timeout s for them to exit, then SIGK
 wait, so the agent exits while its workers may still be saving (and slurmstepd kills what is left of the step), and
 both end as tracebacks in the node's log, three per node at every requeue. Here the first death signal starts the
 shutdown and the ones after it are ignored; the exception ends the agent with one line, exit code 128 + signal.
+
+An early preemption signal. The entry point blocks it in the agent before anything slow, and the workers inherit the
+mask (signal(7)), but not the agent's pending signals (fork(2): "the child's set of pending signals is initially
+empty"). So a signal that reached the step while the agent was still in its rendezvous, before it had started its
+workers, stayed pending in the agent and no worker ever got it: under a loaded machine the job ran to its end,
+"preempted after the program had finished its work". The agent now tells the batch shell that it is ready (the
+ready file that ends the shell's hold of an early signal) only once its workers exist, and when it starts them it
+takes a preemption signal pending in itself (sigtimedwait(2), no wait) and sends it to each of them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -65,11 +74,40 @@ def once(handler: Callable[[int, Any], None], signals: Sequence[int]) -> Callabl
     return first
 
 
-def run(args: Sequence[str], err: Callable[[str], object], job: JobContext) -> int:
-    """torchrun with ``args`` in this process; its exit code."""
+def pass_pending(sig: signal.Signals | None, pids: Iterable[int], send: Callable[[int, int], None] = os.kill) -> bool:
+    """Take ``sig`` if it is pending in this process (it came before the workers existed) and send it to each of
+    ``pids``. Whether it was pending."""
+    if sig is None or sig not in signal.sigpending() or signal.sigtimedwait([sig], 0) is None:
+        return False
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):  # a worker that already ended needs nothing
+            send(pid, sig)
+    return True
+
+
+def run(
+    args: Sequence[str],
+    err: Callable[[str], object],
+    job: JobContext,
+    preempt: signal.Signals | None = None,
+    ready: Callable[[], None] = lambda: None,
+) -> int:
+    """torchrun with ``args`` in this process; its exit code. ``preempt``: the preemption signal the entry point
+    blocked; ``ready``: tells the batch shell that the workers hold it (called at each start of the workers)."""
     import torch.distributed.run as torchrun
     from torch.distributed.elastic.multiprocessing import api
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    start = api.PContext.start
+
+    def start_then_pass_on(context: Any) -> None:
+        start(context)
+        ready()
+        if pass_pending(preempt, context.pids().values()):
+            name = signal.Signals(preempt).name  # type: ignore[arg-type]  # not None: it was pending
+            err(f"slurmgen: torchrun agent: {name} came before its workers started: passed on to them")
+
+    api.PContext.start = start_then_pass_on  # type: ignore[method-assign,assignment]
 
     names = job.elastic_signals
     if "--signals-to-handle" in " ".join(args):

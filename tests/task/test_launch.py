@@ -201,3 +201,22 @@ def test_startup_errors_are_one_line_without_traceback(args: list[str], extra: d
     assert first.startswith("slurmgen: ")
     assert expected in first
     assert len(done.stderr.splitlines()) == 1 or "usage:" in done.stderr
+
+
+def test_the_agent_passes_a_preemption_signal_that_came_before_its_workers_on_to_them() -> None:
+    """A signal pending in the agent (blocked, sent before the workers existed) is taken and sent to each worker:
+    a real child, a real signal. Forked children do not inherit pending signals (fork(2)), so without this the
+    workers never got it."""
+    from slurmgen.task.torchrun_agent import pass_pending
+
+    waiter = "import signal, sys; signal.sigwait({signal.SIGUSR1}); sys.exit(7)"
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    try:
+        workers = [subprocess.Popen([sys.executable, "-c", waiter]) for _ in range(2)]  # the mask is inherited
+        assert not pass_pending(signal.SIGUSR1, [w.pid for w in workers])  # nothing pending: nothing sent
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert pass_pending(signal.SIGUSR1, [w.pid for w in workers])
+        assert [w.wait(timeout=60) for w in workers] == [7, 7]
+        assert signal.SIGUSR1 not in signal.sigpending()  # taken, not left for the agent's own unblock
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
