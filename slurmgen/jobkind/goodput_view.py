@@ -96,4 +96,7 @@ def sweep_rollup_line(record: SweepRecord) -> tuple[str, ...]:
     roll = sweep_report(record, detail=False).to_json()
     if not roll["points"]:
         return ()
+    if roll["productive_seconds"] <= 0:  # no step recorded: a 0% would blame the job for what was never measured
+        return (f"goodput so far: no training step recorded over {len(roll['points'])} point(s) with a run history "
+                "(steps are sampled at slurmgen's should_stop(), which the program never called)",)  # fmt: skip
     return (f"goodput so far: {roll['goodput']:.1%} over {len(roll['points'])} point(s) with a run history",)

@@ -736,3 +736,17 @@ def test_steps_of_a_job_and_of_an_array_task() -> None:
     _, task = parse_steps(SHOW_STEP_ARRAY_TASK)
     assert (str(task.step), task.step.cancel_target()) == ("23_1.0", "23_1.0")
     assert parse_steps("garbage\nStepId=not-an-id State=RUNNING\n") == []
+
+
+def test_squeue_exit_code_is_a_raw_wait_status_read_as_exit_code_and_signal() -> None:
+    """squeue --Format=exit_code prints the job's raw wait status (src/squeue/print.c): exit 3 is 768, a SIGKILL is 9.
+    The sweep status table showed 768 for a point that exited 3 before this was read as wait(2) does."""
+    from slurmgen.slurm.array_queue import exit_parts, parse
+
+    assert exit_parts("768") == (3, None)
+    assert exit_parts("0") == (0, None)
+    assert exit_parts("9") == (0, 9)
+    assert exit_parts("3:0") == (3, None) and exit_parts("0:15") == (0, 15)
+    assert exit_parts("") == (None, None) and exit_parts("N/A") == (None, None)
+    (row,) = parse("12_3|FAILED|NonZeroExitCode|0|768|0:06|\n")
+    assert (row.exit_code, row.exit_signal) == (3, None)

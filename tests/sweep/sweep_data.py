@@ -13,8 +13,9 @@ sweep:
 
 
 def squeue_rows(array_job: int, tasks: list[tuple[int, str, int]]) -> str:
-    """`squeue --Format=...` rows (slurmgen.slurm.array_queue.FORMAT) for (task id, state, exit code)."""
-    return "".join(f"{array_job}_{t}|{state}|None|0|{code}|0:03|\n" for t, state, code in tasks)
+    """`squeue --Format=...` rows (slurmgen.slurm.array_queue.FORMAT) for (task id, state, exit code). squeue
+    prints exit_code as the raw wait status (exit code 3 is 768), as the real one does."""
+    return "".join(f"{array_job}_{t}|{state}|None|0|{code << 8}|0:03|\n" for t, state, code in tasks)
 
 
 def pending_row(array_job: int, tasks: str) -> str:

@@ -80,9 +80,16 @@ def wait_until(env: dict[str, str], tmp: Path, sweep: str, done: re.Pattern[str]
     deadline = time.monotonic() + timeout
     while True:
         table = cli(env, tmp, "status", sweep)
-        if done.search(table.splitlines()[-1]) or time.monotonic() > deadline:
+        if any(done.search(line) for line in table.splitlines() if line.startswith("sweep ")):
+            return table
+        if time.monotonic() > deadline:
             return table
         time.sleep(0.5)
+
+
+def point_rows(table: str) -> list[list[str]]:
+    """The status table's point rows (after the header; not the sweep line or the goodput line under it)."""
+    return [line.split() for line in table.splitlines()[1:] if line.split() and line.split()[0].isdigit()]
 
 
 def runs(tmp: Path) -> list[dict[str, object]]:
@@ -113,11 +120,11 @@ def test_a_split_grid_runs_each_point_once_within_max_parallel_and_resubmit_reru
     assert len(arrays) == 2, first  # 7 points at MaxArraySize 4: two arrays
     assert most_at_once(first) <= 2, first
     # status: one row per point, the failed ones (odd x) FAILED with exit code 3.
-    rows = [line.split() for line in table.splitlines()[1:-1]]
-    assert [(r[0], r[1], r[3]) for r in rows] == [
-        (str(i), f"x={i}", "FAILED" if i % 2 else "COMPLETED") for i in range(7)
+    rows = point_rows(table)
+    assert [(r[0], r[1], r[3], r[-1]) for r in rows] == [
+        (str(i), f"x={i}", "FAILED" if i % 2 else "COMPLETED", "3" if i % 2 else "0") for i in range(7)
     ], table
-    assert table.splitlines()[-1].endswith("7 points: 4 COMPLETED, 3 FAILED")
+    assert f"sweep {sweep}: 7 points: 4 COMPLETED, 3 FAILED" in table.splitlines()
     for x in (1, 3, 5):
         (tmp_path / "out" / f"allow-{x}").touch()
     cli(env, tmp_path, "resubmit", sweep, "--failed")
@@ -126,7 +133,7 @@ def test_a_split_grid_runs_each_point_once_within_max_parallel_and_resubmit_reru
     assert sorted(int(r["index"]) for r in again) == [1, 3, 5], table  # type: ignore[call-overload]
     assert all(r["params"] == {"x": r["index"]} for r in again)
     newer = {str(r["key"]) for r in again}
-    shown = {line.split()[2] for line in table.splitlines()[1:-1] if line.split()[0] in ("1", "3", "5")}
+    shown = {r[2] for r in point_rows(table) if r[0] in ("1", "3", "5")}
     assert shown == newer, table  # status shows each point's latest run
     # A point's log, by its index.
     key = next(str(r["key"]) for r in again if r["index"] == 3)
@@ -146,7 +153,7 @@ def test_a_signalled_point_is_requeued_alone_and_resumes_from_its_own_state(  # 
     time.sleep(1.5)
     cli(env, tmp_path, "cancel", sweep, "--point", "1", "--signal", "USR1")
     table = wait_until(env, tmp_path, sweep, re.compile(r"2 points: 2 COMPLETED$"), timeout=120)
-    rows = {line.split()[0]: line.split() for line in table.splitlines()[1:-1]}
+    rows = {r[0]: r for r in point_rows(table)}
     assert (rows["0"][4], rows["1"][4]) == ("0", "1"), table  # restarts: only point 1 was requeued
     done = {(int(r["index"]), int(r["restart"])): r for r in runs(tmp_path)}  # type: ignore[call-overload]
     assert set(done) == {(0, 0), (1, 1)}, done
