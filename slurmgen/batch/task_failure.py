@@ -4,61 +4,18 @@ With `--kill-on-bad-exit` one failing task makes slurmstepd stop the others with
 exits with the highest code of all: measured on Slurm 22.05, task 1 exiting 3 made the job ExitCode=143:0, from a
 sibling's SIGTERM, while srun's own line said "task 1: Exited with exit code 3". Each task's supervisor records a
 failure of its program's own (no stop signal came first) in the run history (run_history.TASK_EXIT); the batch
-shell's `end` takes the earliest of this run as the job's exit code and names its rank, node and log. Pure, but for
-reading the last lines of that log.
+shell's `end` takes the one that failed first on its own (slurmgen/interruption/casualty.py, first_failure) as the
+job's exit code and names its rank, node and log. Pure, but for reading the last lines of that log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from slurmgen.interruption.casualty import TaskFailure, first_failure
 
-from slurmgen import run_history
+__all__ = ["TaskFailure", "first_failure", "report", "tail"]  # the failure itself is the policy's (casualty.py)
 
 TAIL_LINES = 10
 TAIL_BYTES = 16384  # read at most this much of the end of the log
-
-
-@dataclass(frozen=True)
-class TaskFailure:
-    rank: int
-    node: str
-    exit_code: int
-    signal: str | None  # the program died of this signal (exit_code is then 128 + its number)
-    log: str | None
-    time: float
-
-    def describe(self) -> str:
-        how = f"killed by SIG{self.signal}" if self.signal else f"exit {self.exit_code}"
-        return f"rank {self.rank} on {self.node} ({how})"
-
-
-def first_failure(events: Iterable[Mapping[str, Any]], run: int) -> TaskFailure | None:
-    """The task of ``run`` that failed on its own, the earliest of them, not a casualty of it (a rank that lost its
-    peers, exit 76, or died of the step's signal after another failed: interruption/casualty.py); None when no
-    task-exit event."""
-    found: list[TaskFailure] = []
-    for e in events:
-        if e.get("event") != run_history.TASK_EXIT or e.get("run") != run:
-            continue
-        try:
-            found.append(
-                TaskFailure(
-                    rank=int(e["rank"]),
-                    node=str(e.get("node") or "?"),
-                    exit_code=int(e["exit_code"]),
-                    signal=str(e["signal"]) if e.get("signal") else None,
-                    log=str(e["log"]) if e.get("log") else None,
-                    time=float(e.get("time") or 0.0),
-                )
-            )
-        except (KeyError, TypeError, ValueError):
-            continue
-    from slurmgen.interruption.casualty import TaskEnd, cause_of
-
-    cause = cause_of([TaskEnd(f.rank, f.exit_code, f.signal, f.time) for f in found])
-    return None if cause is None else next(f for f in found if (f.rank, f.time) == (cause.rank, cause.time))
 
 
 def tail(path: str | None, lines: int = TAIL_LINES) -> list[str]:

@@ -260,15 +260,29 @@ def logs_command(
     rank: Annotated[
         int | None, typer.Option("--rank", metavar="N", min=0, help="Only what rank N's program printed.")
     ] = None,
+    failed: Annotated[
+        bool,
+        typer.Option(
+            "--failed",
+            help="Only the log of the rank that failed first on its own (not a rank that died of it), in the last "
+            "run that had one; found in the run history, without reading every rank's log.",
+        ),
+    ] = False,
     point: PointOpt = None,
 ) -> None:
     """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended).
     A job with no log yet (still pending) prints nothing, and says so on stderr."""
-    from slurmgen.jobkind.logs import check_choice, write_logs
+    from slurmgen.jobkind.logs import check_choice, failed_first, write_logs
     from slurmgen.manage import logs as lg
 
     check_choice(rank, node)
-    view = handle(job, point).logs(rank, node)
+    chosen = handle(job, point)
+    if failed:
+        if rank is not None or node is not None:
+            raise UsageError("--failed picks the rank itself: leave out --rank and --node")
+        rank, line = failed_first(chosen, job)
+        err(f"slurmgen: {line}")
+    view = chosen.logs(rank, node)
     if not follow_:
         if not write_logs(view, _write_bytes):  # streamed: a log of any size, little memory
             err(f"{view.missing()} Nothing to print yet.")

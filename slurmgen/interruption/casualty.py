@@ -12,9 +12,11 @@ Standard library only.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from slurmgen import run_history
 from slurmgen.exit_codes import EXIT_PEER_LOST
 
 STEP_SIGNALS = frozenset({"TERM", "KILL"})  # what srun and slurmstepd send the tasks of a step they end
@@ -45,6 +47,45 @@ def cause_of(ends: Sequence[TaskEnd]) -> TaskEnd | None:
         return None
     own = [end for end in ends if not is_casualty(end, ends)]
     return min(own or ends, key=lambda end: (end.time, end.rank))
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    rank: int
+    node: str
+    exit_code: int
+    signal: str | None  # the program died of this signal (exit_code is then 128 + its number)
+    log: str | None
+    time: float
+
+    def describe(self) -> str:
+        how = f"killed by SIG{self.signal}" if self.signal else f"exit {self.exit_code}"
+        return f"rank {self.rank} on {self.node} ({how})"
+
+
+def first_failure(events: Iterable[Mapping[str, Any]], run: int) -> TaskFailure | None:
+    """The task of ``run`` that failed on its own, the earliest of them, not a casualty of it (a rank that lost its
+    peers, exit 76, or died of the step's signal after another failed: interruption/casualty.py); None when no
+    task-exit event."""
+    found: list[TaskFailure] = []
+    for e in events:
+        if e.get("event") != run_history.TASK_EXIT or e.get("run") != run:
+            continue
+        try:
+            found.append(
+                TaskFailure(
+                    rank=int(e["rank"]),
+                    node=str(e.get("node") or "?"),
+                    exit_code=int(e["exit_code"]),
+                    signal=str(e["signal"]) if e.get("signal") else None,
+                    log=str(e["log"]) if e.get("log") else None,
+                    time=float(e.get("time") or 0.0),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    cause = cause_of([TaskEnd(f.rank, f.exit_code, f.signal, f.time) for f in found])
+    return None if cause is None else next(f for f in found if (f.rank, f.time) == (cause.rank, cause.time))
 
 
 # What changes from one attempt to the next in the same error: an address (IPv4, with its port), a pointer or

@@ -94,6 +94,14 @@ def test_a_bug_on_rank_0_only_is_blamed_on_rank_0_not_its_casualties(tmp_path: P
     batch = job.file("batch")
     assert batch.count("rendezvous at") <= 2, batch
     assert re.search(r"rank 0 on \S+ \(exit 1\) failed again with the same error", batch), batch
+    # `slurmgen logs --failed`: rank 0's log alone, named from the run history, not a casualty's.
+    shown = run_slurmgen("logs", f"local-{job.job_id()}", "--failed", cwd=tmp_path, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert re.match(r"slurmgen: rank 0 on \S+ \(exit 1\) failed first, in run 1: its log\n", shown.stderr), shown.stderr
+    assert "==> " in shown.stdout and "rank-0.log <==" in shown.stdout and "rank-1.log" not in shown.stdout
+    assert "ValueError: bad batch at step 30" in shown.stdout
+    both = run_slurmgen("logs", f"local-{job.job_id()}", "--failed", "--rank", "1", cwd=tmp_path, timeout=60)
+    assert both.returncode == 2 and "--failed picks the rank itself" in both.stderr
 
 
 def test_the_kill_rehearsal_kills_the_ranks_program_and_the_step_restarts(tmp_path: Path, jobs: list[LocalJob]) -> None:
