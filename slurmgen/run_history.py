@@ -106,19 +106,20 @@ def read(log_dir: str) -> list[dict[str, Any]]:
             data = trust.read_or_warn(os.path.join(directory, name), _stderr, "believed", dir_checked=True)
         except OSError:
             continue
-        text = "" if data is None else data.decode("utf-8", "replace")
-        events += [r for r in _records(text) if isinstance(r, dict) and isinstance(r.get("run"), int) and "event" in r]
+        events += [r for r in _records(data or b"") if isinstance(r, dict) and isinstance(r.get("run"), int) and
+                   "event" in r]  # fmt: skip
     events.sort(key=lambda e: (e["run"], float(e.get("time", 0))))
     return events
 
 
-def _records(text: str) -> list[Any]:
+def _records(data: bytes) -> list[Any]:
     """The JSON values of a file of lines: one parse of the whole file when every line is whole (the usual
-    case, several times faster than a parse per line), else line by line, skipping a torn one."""
-    lines = text.splitlines()
+    case, several times faster than a parse per line), else line by line, skipping a torn one (or one that is
+    not UTF-8)."""
+    lines = data.splitlines()
     try:
-        return list(json.loads("[" + ",".join(lines) + "]")) if lines else []
-    except ValueError:
+        return list(json.loads((b"[" + b",".join(lines) + b"]").decode())) if lines else []
+    except ValueError:  # UnicodeDecodeError is one
         pass
     found = []
     for line in lines:

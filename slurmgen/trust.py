@@ -39,6 +39,9 @@ class Untrusted(SlurmgenError):
     """A file or directory another user could have planted or changed; the message is one line: path, why, fix."""
 
 
+READ_CHUNK = 1 << 20
+
+
 def _uid() -> int:
     return os.geteuid()
 
@@ -129,8 +132,13 @@ def read_bytes(path: str, what: str = "read", dir_checked: bool = False) -> byte
     fd = open_read(path, what, dir_checked)
     if fd is None:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+    try:  # os.read, not a buffered file object: a sweep's report reads thousands of small files
+        chunks = []
+        while chunk := os.read(fd, READ_CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def read_or_warn(path: str, warn: Callable[[str], object], what: str = "read", dir_checked: bool = False

@@ -43,9 +43,10 @@ class Report:
     def running(self) -> bool:
         return any(r.running for r in self.timeline.runs)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, detail: bool = True) -> dict[str, Any]:
+        """The report as JSON; without ``detail`` (a sweep's points) no segments, markers or advice."""
         t = self.timeline
-        return {
+        shown = {
             "schema": SCHEMA,
             "job": self.job,
             "running": self.running,
@@ -72,12 +73,15 @@ class Report:
                 }
                 for r in t.runs
             ],
-            "segments": [[s.run, round(s.start, 3), round(s.end, 3), s.bucket] for s in t.segments],
-            "markers": [
-                {"run": m.run, "time": m.time, "kind": m.kind, "text": m.text, "node": m.node} for m in t.markers
-            ],
-            "advice": None if self.advice is None else dict(self.advice.__dict__),
         }
+        if not detail:
+            return shown
+        shown["segments"] = [[s.run, round(s.start, 3), round(s.end, 3), s.bucket] for s in t.segments]
+        shown["markers"] = [
+            {"run": m.run, "time": m.time, "kind": m.kind, "text": m.text, "node": m.node} for m in t.markers
+        ]
+        shown["advice"] = None if self.advice is None else dict(self.advice.__dict__)
+        return shown
 
 
 def _interval(events: Sequence[Mapping[str, Any]]) -> float | None:
@@ -179,8 +183,9 @@ class SweepReport:
             "productive_seconds": round(productive, 3),
             "buckets": {k: round(v, 3) for k, v in self.buckets().items()},
             "queue_seconds": round(queue, 3),
-            "points": {
-                str(p): {k: v for k, v in r.to_json().items() if k not in ("segments", "markers")}
-                for p, r in self.points
-            },
+            "points": {str(p): {**r.to_json(detail=False), "advice": _advice(r)} for p, r in self.points},
         }
+
+
+def _advice(r: Report) -> dict[str, Any] | None:
+    return None if r.advice is None else dict(r.advice.__dict__)

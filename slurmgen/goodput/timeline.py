@@ -120,13 +120,13 @@ def _by_kind(events: Events) -> dict[str, list[Mapping[str, Any]]]:
     return found
 
 
-def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | None, tail: str | None
-             ) -> list[tuple[float, float, str]]:  # fmt: skip
+def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | None, tail: str | None,
+             kinds: dict[str, list[Mapping[str, Any]]] | None = None) -> list[tuple[float, float, str]]:  # fmt: skip
     """One start of the program, [a0, a1): ended by ``restart`` (a restart event), or the run's last start with
     ``tail``: "finished", "stopped" (work after the last save kept or redone, as the saves say), "lost" (the
     run failed or ended unsaved and a later run redoes its work), or None (it still runs)."""
     segs = [(a0, a1, STARTUP)]
-    kinds = _by_kind(events)
+    kinds = _by_kind(events) if kinds is None else kinds  # the run's, when this start is the run's only one
     firsts = kinds.get(rh.FIRST_STEP, [])
     first = min(_t(e) for e in firsts) if firsts else None
     if first is not None:
@@ -238,7 +238,8 @@ def build(events: Events, now: float, markers: bool = True) -> Timeline:
             last = k == len(bounds) - 2
             inside = mine if not restarts else [e for e in mine if a0 <= _t(e) < a1 or (last and _t(e) == a1)]
             restart = restarts[k] if k < len(restarts) else None
-            for s, e2, bucket in _attempt(inside, a0, a1, restart, None if restart else tail):
+            whole = kinds if not restarts else None
+            for s, e2, bucket in _attempt(inside, a0, a1, restart, None if restart else tail, whole):
                 if e2 > s:
                     segments.append(Segment(number, s, e2, bucket))
         for r in restarts:

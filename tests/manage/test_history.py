@@ -160,3 +160,9 @@ def test_a_torn_line_and_a_foreign_record_are_skipped_the_rest_is_read(tmp_path:
     assert [e["seconds"] for e in run_history.read(str(tmp_path))] == [1.0, 2.0]
     path.write_text("", encoding="utf-8")
     assert run_history.read(str(tmp_path)) == []
+    # A line that is not UTF-8 (a disk error, a foreign writer) is skipped; the lines around it are read.
+    run_history.append(str(tmp_path), "rank0", run_history.SAVE, 1, T0, seconds=3.0)
+    with path.open("ab") as f:
+        f.write(b'{"v":1,"event":"save","run":1,"time":1,"note":"\xff\xfe"}\n')
+    run_history.append(str(tmp_path), "rank0", run_history.SAVE, 1, T0 + 1, seconds=4.0)
+    assert [e["seconds"] for e in run_history.read(str(tmp_path))] == [3.0, 4.0]
