@@ -12,7 +12,7 @@ import typer
 
 from slurmgen.cli.job_commands import handle
 from slurmgen.cli.options import ClusterOpt, JobArg, PointOpt, SetOpt
-from slurmgen.cli.output import warn_all
+from slurmgen.cli.output import err, warn_all
 from slurmgen.errors import SchedulerMissing, UsageError
 
 commands = typer.Typer()
@@ -92,7 +92,8 @@ def history_command(job: JobArg, point: PointOpt = None) -> None:
     from slurmgen import run_history
     from slurmgen.manage import history
 
-    log_dirs, why_none = handle(job, point).history_dirs()
+    chosen = handle(job, point)
+    log_dirs, why_none = chosen.history_dirs()
     shown = []
     for log_dir in log_dirs:
         events = run_history.History.load(str(log_dir)).events
@@ -104,3 +105,6 @@ def history_command(job: JobArg, point: PointOpt = None) -> None:
         if len(log_dirs) > 1:
             print(f"==> {log_dir.name} <==")
         print(text)
+    code = chosen.code()
+    if code is not None:
+        err(f"code: {code}")

@@ -80,6 +80,11 @@ class JobHandle(Protocol):
         """The job's log files (only rank N's, or one node's, when asked)."""
         ...
 
+    def code(self) -> str | None:
+        """What code the job runs, where slurmgen took it (a remote job's snapshot and commit); None when the job
+        runs the files in its directory as they are."""
+        ...
+
     def history_dirs(self) -> tuple[list[Path], str]:
         """The job's log directories, whose `history/` holds its run history (slurmgen.run_history), and why there
         would be none to show, in one line."""

@@ -77,6 +77,9 @@ class _Group:
     def logs(self, rank: int | None, node: str | None) -> LogView:
         raise self._one_point("logs")
 
+    def code(self) -> str | None:
+        return None  # the files in the job's directory, as they are
+
     def history_dirs(self) -> tuple[list[Path], str]:
         raise self._one_point("history")
 

@@ -78,6 +78,9 @@ class LocalJob:
             missing=lambda: lg.missing_message(self.target, batch, node, [], rank),
         )
 
+    def code(self) -> str | None:
+        return None  # the files in the job's directory, as they are
+
     def history_dirs(self) -> tuple[list[Path], str]:
         from slurmgen.manage.history import job_log_dirs, no_history
 

@@ -46,16 +46,17 @@ class RemoteJob(SlurmJob):
         from slurmgen.manage import status as st
 
         now = self.remote_state()
-        extra = self.entry.extra
-        code = "code: " + (
-            f"snapshot {str(extra.get('snapshot'))[:12]} of commit {str(extra.get('commit'))[:12]}"
-            f"{' with uncommitted changes' if extra.get('dirty') else ''}"
-            if extra.get("snapshot")
-            else f"{extra.get('code_dir')} (no snapshot)"
-        )
         exit_text = "" if now.exit_code is None else str(now.exit_code)
         row = st.Row(self.label, self.entry.name, now.state, reason=f"({now.source})", exit=exit_text)
-        return Report(out=(st.table([row]),), notes=(f"cluster {self.profile.name}; {code}",))
+        return Report(out=(st.table([row]),), notes=(f"cluster {self.profile.name}; code: {self.code()}",))
+
+    def code(self) -> str:
+        """The snapshot the job runs, and the commit it was taken from (the journal's record of the submit)."""
+        extra = self.entry.extra
+        if not extra.get("snapshot"):
+            return f"{extra.get('code_dir')} (no snapshot)"
+        dirty = " with uncommitted changes" if extra.get("dirty") else ""
+        return f"snapshot {str(extra.get('snapshot'))[:12]} of commit {str(extra.get('commit'))[:12]}{dirty}"
 
     def state(self) -> str:
         return self.remote_state().state

@@ -145,12 +145,27 @@ def test_status_logs_history_and_cancel_take_just_the_id(login: Sshd, slurm_clus
     assert "tick" in out
     final = run_slurmgen("status", job, cwd=repo, env=env)
     assert "CANCELLED" in final.stdout, final.stdout + final.stderr
+    history = run_slurmgen("history", job, cwd=repo, env=env)  # the run history, copied back over the connection
+    assert history.returncode == 0 and "RUN" in history.stdout, history.stderr
+    assert re.search(r"^code: snapshot \w{12} of commit \w{12} with uncommitted changes$", history.stderr, re.M)
     second = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
     assert second.returncode == 0, second.stderr
-    assert run_slurmgen("cancel", second.stdout.strip(), cwd=repo, env=env).returncode == 0
-    # submit, logs, status, logs -f, cancel, status, submit, cancel: eight processes, one code asked, one login
+    # submit, logs, status, logs -f, cancel, status, history, submit: eight processes, one code asked, one login
     assert prompts(login.root) == 1
     assert login.accepted() == 1 and login.jump is not None and login.jump.accepted() == 1
+    # The connection drops while `logs -f` follows the second job: one line that names the cluster, never a
+    # traceback or a job state; the job goes on, and the next command logs in again (the code asked once more).
+    follow = subprocess.Popen([sys.executable, "-m", "slurmgen", "logs", "-f", second.stdout.strip()], cwd=repo,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(3)
+    drop_connection_after(login, 0).join()
+    out, err = follow.communicate(timeout=120)
+    lines = [line for line in err.splitlines() if line.strip()]
+    if follow.returncode != 0:  # it could not log in again without a terminal: said in one line
+        assert len(lines) == 1 and lines[0].startswith("error: cluster alpha: "), err
+    else:  # it logged in again (the code through SSH_ASKPASS) and followed the job to its end
+        assert "tick" in out, err
+    assert run_slurmgen("cancel", second.stdout.strip(), cwd=repo, env=env).returncode == 0
 
 
 def test_the_python_api_submits_to_a_cluster_and_its_job_handle_follows_it(
