@@ -11,6 +11,12 @@ longer than rank 0 so the judge normally speaks first, and still diagnose on the
 when rank 0 is slow; if rank 0 is gone, they say so.
 
 Keys of barrier N-1 are deleted after barrier N passes: by then every rank has left N-1's wait.
+
+Cost at scale: a barrier that passes is four round trips per rank. Rank 0's verdict surveys every rank's key (two
+round trips per rank, once). The other ranks survey on their own only in a small job (up to SURVEY_ALONE ranks):
+in a large one, N ranks each surveying N keys when rank 0 is gone or slow would be N^2 requests to one store
+process at the moment the job is already failing (2.7 x 10^8 at 16,384 ranks); they read the arrival count and
+whether rank 0 arrived instead, two round trips, and point at rank 0's log (bench/store_scale.py).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 from slurmgen.errors import RuntimeSetupError
 
 _LIST_AT_MOST = 16
+SURVEY_ALONE = 64  # world sizes up to which a rank without rank 0's verdict surveys every rank itself
 _GRACE = 2.0  # seconds the other ranks wait beyond rank 0
 _PASSED = b"1"
 _CAUSES = (
@@ -165,6 +172,8 @@ class StoreBarrier:
         """This rank's own diagnosis, when no verdict came from rank 0."""
         head = self._head(timeout, reason)
         try:
+            if self.world_size > SURVEY_ALONE:
+                return self._count_only(generation, timeout, reason)
             missing, elsewhere = self._survey(generation, reason)
         except Exception:
             return BarrierTimeout(
@@ -177,3 +186,16 @@ class StoreBarrier:
             # Everyone arrived but the wait still failed: the "done" key was never seen in time.
             return BarrierTimeout(f"{head}: all ranks arrived but the wait failed: {error}", reason, [])
         return self._missing(timeout, reason, missing, "; ".join(elsewhere))
+
+    def _count_only(self, generation: int, timeout: float, reason: str) -> BarrierTimeout:
+        """A large job's diagnosis without rank 0's verdict: how many arrived, and whether rank 0 did (two round
+        trips, not a survey of every rank by every rank)."""
+        arrived = int(self.store.add(self._key(generation, "count"), 0))
+        judge_came = self.store.check([self._key(generation, "rank0")])
+        where = ("rank 0, which names the missing ranks, gave no verdict in time: its log says who they are"
+                 if judge_came else "rank 0 never arrived: see its log first")  # fmt: skip
+        return BarrierTimeout(
+            f"{self._head(timeout, reason)}: {arrived} of {self.world_size} ranks arrived; {where}. {_CAUSES}",
+            reason,
+            [] if judge_came else [0],
+        )

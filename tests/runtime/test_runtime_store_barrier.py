@@ -76,3 +76,44 @@ def test_without_rank_zero_the_others_diagnose_themselves() -> None:
         error = outcome[rank]
         assert isinstance(error, BarrierTimeout)
         assert error.missing == [0]
+
+
+def test_a_large_job_without_rank_zero_asks_the_store_a_bounded_number_of_times() -> None:
+    """Above SURVEY_ALONE ranks, the ranks that get no verdict from rank 0 do not each survey every rank (N^2
+    requests to one store while the job is failing: 2.7 x 10^8 at 16,384 ranks, bench/store_scale.py); they read
+    the count and rank 0's key and point at rank 0."""
+    from torch._C._distributed_c10d import HashStore
+
+    from slurmgen.runtime.store_barrier import SURVEY_ALONE
+
+    world = SURVEY_ALONE + 36
+    store, asked, lock = HashStore(), [0], threading.Lock()
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            method = getattr(store, name)
+
+            def counted(*args: object) -> object:
+                with lock:
+                    asked[0] += 1
+                return method(*args)
+
+            return counted
+
+    errors: dict[int, BarrierTimeout] = {}
+
+    def rank_main(rank: int) -> None:
+        try:
+            StoreBarrier(Counting(), "t/", rank, world, f"host h{rank}").wait(1.0, "sync")
+        except BarrierTimeout as err:
+            errors[rank] = err
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(1, world)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(errors) == list(range(1, world))
+    assert all(e.missing == [0] for e in errors.values())
+    assert f"{world - 1} of {world} ranks arrived; rank 0 never arrived: see its log first" in str(errors[5])
+    assert asked[0] <= 8 * world  # four to arrive and wait, two to diagnose, per rank; a survey each would be ~2N
