@@ -98,6 +98,24 @@ class RemoteJob(SlurmJob):
         return [self.copies / prefix], f"job {self.label}: no run history on cluster {self.profile.name} yet"
 
     def resume(self, say: Say) -> Report:
-        from slurmgen.errors import UsageError
+        """As a job submitted here: requeued while Slurm knows it (through the connection), else its script on
+        the cluster submitted again to start from its last saved state (manage.remote_submit.resubmit_remote)."""
+        import time
 
-        raise UsageError(f"resume of a job on cluster {self.profile.name}: submit it again with --cluster")
+        from slurmgen.journal import Journal, find_home, new_token
+        from slurmgen.manage.remote_submit import resubmit_remote
+        from slurmgen.manage.resume import plan_resume
+
+        infos = self.client.show_jobs(self.target.job)
+        if infos:
+            step = plan_resume(self.target, infos)  # refuses a job that has not ended
+            assert step.requeue_target is not None
+            self.client.requeue(step.requeue_target)
+            return Report(notes=(step.message, f"done; follow it with: slurmgen status {step.requeue_target}"))
+        new = resubmit_remote(self.transport, self.entry, str(self.target.key), new_token(), Journal(find_home()),
+                              time.time)  # fmt: skip
+        return Report(out=(new,), notes=(
+            f"Slurm no longer knows job {self.label}: its script on cluster {self.profile.name} was submitted again; "
+            f"job {new} starts from job {self.target.key}'s last saved state",
+            f"submitted job {new}; follow it with: slurmgen status {new}",
+        ))  # fmt: skip

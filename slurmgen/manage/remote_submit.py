@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,8 +76,13 @@ cut -d';' -f1 jobid.tmp > jobid && rm -f jobid.tmp && cat jobid
 """
 
 
-def submit_script(run_dir: str, log_dir: str, shipped: str, spec: JobSpec, token: str) -> str:
-    args = shlex.join([f"--comment={comment_for(spec, token)}"])
+def submit_script(
+    run_dir: str, log_dir: str, shipped: str, spec: JobSpec | None, token: str, extra: tuple[str, ...] = ()
+) -> str:
+    """The one remote call that submits (see the module's docstring). ``spec`` None: a resubmission, whose comment
+    is the token alone (the script keeps its own #SBATCH lines)."""
+    comment = comment_for(spec, token) if spec is not None else f"{TOKEN_PREFIX}{token}"
+    args = shlex.join([f"--comment={comment}", *extra])
     return _SUBMIT.format(
         run=shlex.quote(run_dir),
         log_dir=shlex.quote(log_dir),
@@ -184,3 +190,43 @@ def submit_remote(
         dirty=bool(snap and snap.dirty),
         upload=up,
     )
+
+
+# The setup line version_setup wrote into the script: where the job's slurmgen was shipped.
+_SHIPPED = re.compile(r"export PYTHONPATH=(\S+?)\$\{PYTHONPATH")
+
+
+def resubmit_remote(
+    transport: Transport, entry: Entry, resume_from: str, token: str, journal: Journal, clock: Callable[[], float]
+) -> str:
+    """`slurmgen resume` of a remote job that Slurm has forgotten: its script, as it ran (in its run directory on
+    the cluster), submitted again with SLURMGEN_RESUME_FROM, through the same once-only remote call as a submit.
+    The new job's id."""
+    from slurmgen import contract
+
+    got = transport.run(f"cat {shlex.quote(posixpath.join(entry.run_dir, 'job.sbatch'))}")
+    script = got.stdout
+    if got.returncode != 0 or not script:
+        raise UsageError(f"the script job {resume_from} ran is gone from cluster {entry.cluster} "
+                         f"({entry.run_dir}/job.sbatch); submit the spec again")  # fmt: skip
+    found = _SHIPPED.search(script.decode(errors="replace"))
+    shipped = found[1].strip("'") if found else ""
+    run_dir = posixpath.join(posixpath.dirname(entry.run_dir), token)
+    extra = (f"--export=ALL,{contract.RESUME_FROM}={resume_from}",)
+    record = {**entry.extra, "resumes": resume_from}
+
+    def note(event: str, job_id: str | None = None) -> Entry:
+        return Entry(event=event, token=token, name=entry.name, spec=entry.spec, run_dir=run_dir,
+                     script="job.sbatch", time=clock(), job_id=job_id, cluster=entry.cluster,
+                     log_dir=entry.log_dir, extra=record)  # fmt: skip
+
+    journal.append(note("submitting"))
+    done = transport.run(submit_script(run_dir, entry.log_dir or "", shipped, None, token, extra), script, 120)
+    text = done.stdout.decode(errors="replace").strip()
+    if done.returncode != 0 or not text.split(";")[0].isdigit():
+        journal.append(note("failed"))
+        said = (done.stderr.strip().splitlines() or [text or f"status {done.returncode}"])[-1]
+        raise SchedulerError(f"cluster {entry.cluster}: sbatch refused the job: {said}")
+    job_id = text.split(";")[0]
+    journal.append(note("submitted", job_id))
+    return job_id

@@ -110,7 +110,11 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
     assert login.accepted() == 1  # two slurmgen processes, one login
 
 
-def test_status_logs_history_and_cancel_take_just_the_id(login: Sshd, slurm_cluster: SlurmCluster) -> None:
+def t_of(login: Sshd, env: dict[str, str]) -> SshTransport:
+    return SshTransport("alpha", login.alias, persist=600, ssh=("ssh", "-F", str(login.config)), environ=env)
+
+
+def test_status_logs_history_cancel_and_resume_take_just_the_id(login: Sshd, slurm_cluster: SlurmCluster) -> None:
     repo = login.root / "proj2"
     repo.mkdir()
     git(repo, "init", "-q")
@@ -148,9 +152,32 @@ def test_status_logs_history_and_cancel_take_just_the_id(login: Sshd, slurm_clus
     history = run_slurmgen("history", job, cwd=repo, env=env)  # the run history, copied back over the connection
     assert history.returncode == 0 and "RUN" in history.stdout, history.stderr
     assert re.search(r"^code: snapshot \w{12} of commit \w{12} with uncommitted changes$", history.stderr, re.M)
+    # resume, by its id: Slurm still knows the cancelled job, so it is requeued through the connection
+    resumed = run_slurmgen("resume", job, cwd=repo, env=env)
+    assert resumed.returncode == 0 and f"follow it with: slurmgen status {job}" in resumed.stderr, resumed.stderr
+    wait_state(t_of(login, env), job, f"{work}/runs/remote-u/logs", {"PENDING", "RUNNING"})  # raises if not
+    assert run_slurmgen("cancel", job, cwd=repo, env=env).returncode == 0
+    # once Slurm has forgotten a job (MinJobAge; here a journal entry for an id Slurm never had), its script on the
+    # cluster is submitted again, to start from its state
+    journal = login.root / "journal" / "journal.jsonl"
+    line = next(x for x in journal.read_text().splitlines() if f'"job_id":"{job}"' in x)
+    with journal.open("a") as out:
+        out.write(line.replace(f'"job_id":"{job}"', '"job_id":"999999"') + "\n")
+    again = run_slurmgen("resume", "999999", cwd=repo, env=env)
+    assert again.returncode == 0, again.stderr
+    new = again.stdout.strip()
+    assert new.isdigit() and "Slurm no longer knows job 999999" in again.stderr, again.stderr
+    deadline = time.monotonic() + 60
+    while "tick" not in run_slurmgen("logs", new, cwd=repo, env=env).stdout and time.monotonic() < deadline:
+        time.sleep(1)
+    assert "tick" in run_slurmgen("logs", new, cwd=repo, env=env).stdout
+    shown = run_slurmgen("status", new, cwd=repo, env=env)
+    assert "cluster alpha; code: snapshot" in shown.stderr, shown.stderr  # the same snapshot, by the journal
+    assert run_slurmgen("cancel", new, cwd=repo, env=env).returncode == 0
     second = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
     assert second.returncode == 0, second.stderr
-    # submit, logs, status, logs -f, cancel, status, history, submit: eight processes, one code asked, one login
+    # submit, logs, status, logs -f, cancel, status, history, resume, cancel, resume, logs, status, cancel, submit:
+    # one code asked, one login
     assert prompts(login.root) == 1
     assert login.accepted() == 1 and login.jump is not None and login.jump.accepted() == 1
     # The connection drops while `logs -f` follows the second job: one line that names the cluster, never a
