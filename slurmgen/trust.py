@@ -106,6 +106,11 @@ def _refuse(path: str, why: str, what: str) -> Untrusted:
 def open_read(path: str, what: str = "read", dir_checked: bool = False) -> int | None:
     """A descriptor on `path` once it passed the read rule, None when it does not exist; raises Untrusted.
     `dir_checked`: the caller checked the directory (why_not_dir) once for all the files it reads there."""
+    opened = _open_checked(path, what, dir_checked)
+    return None if opened is None else opened[0]
+
+
+def _open_checked(path: str, what: str, dir_checked: bool) -> tuple[int, os.stat_result] | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -115,7 +120,8 @@ def open_read(path: str, what: str = "read", dir_checked: bool = False) -> int |
             raise _refuse(path, f"{path} is a symbolic link; remove it", what) from None
         raise
     try:
-        why = why_not_file(path, os.fstat(fd))
+        info = os.fstat(fd)
+        why = why_not_file(path, info)
         if why is None and not dir_checked:
             why = why_not_dir(os.path.dirname(os.path.abspath(path)))
     except BaseException:
@@ -124,18 +130,19 @@ def open_read(path: str, what: str = "read", dir_checked: bool = False) -> int |
     if why is not None:
         os.close(fd)
         raise _refuse(path, why, what)
-    return fd
+    return fd, info
 
 
 def read_bytes(path: str, what: str = "read", dir_checked: bool = False) -> bytes | None:
     """The bytes of `path` if it passed the read rule, None when it does not exist; raises Untrusted."""
-    fd = open_read(path, what, dir_checked)
-    if fd is None:
+    opened = _open_checked(path, what, dir_checked)
+    if opened is None:
         return None
-    try:  # os.read, not a buffered file object: a sweep's report reads thousands of small files
-        chunks = []
-        while chunk := os.read(fd, READ_CHUNK):
-            chunks.append(chunk)
+    fd, info = opened
+    try:  # os.read of the size fstat gave, and one byte more: one call for a file that did not grow meanwhile
+        chunks = [os.read(fd, info.st_size + 1)]
+        while len(chunks[-1]) > 0 and sum(map(len, chunks)) > info.st_size:
+            chunks.append(os.read(fd, READ_CHUNK))
         return b"".join(chunks)
     finally:
         os.close(fd)
