@@ -56,7 +56,9 @@ class RemoteJob(SlurmJob):
         if not extra.get("snapshot"):
             return f"{extra.get('code_dir')} (no snapshot)"
         dirty = " with uncommitted changes" if extra.get("dirty") else ""
-        return f"snapshot {str(extra.get('snapshot'))[:12]} of commit {str(extra.get('commit'))[:12]}{dirty}"
+        commit = extra.get("commit")
+        of = f"of commit {str(commit)[:12]}" if commit else "(the repository had no commit yet)"
+        return f"snapshot {str(extra.get('snapshot'))[:12]} {of}{dirty}"
 
     def state(self) -> str:
         return self.remote_state().state
