@@ -162,8 +162,8 @@ def test_status_logs_history_cancel_and_resume_take_just_the_id(login: Sshd, slu
     # cluster is submitted again, to start from its state
     journal = login.root / "journal" / "journal.jsonl"
     line = next(x for x in journal.read_text().splitlines() if f'"job_id":"{job}"' in x)
-    with journal.open("a") as out:
-        out.write(line.replace(f'"job_id":"{job}"', '"job_id":"999999"') + "\n")
+    with journal.open("a") as ledger:
+        ledger.write(line.replace(f'"job_id":"{job}"', '"job_id":"999999"') + "\n")
     again = run_slurmgen("resume", "999999", cwd=repo, env=env)
     assert again.returncode == 0, again.stderr
     new = again.stdout.strip()
