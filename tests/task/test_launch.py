@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -214,7 +215,9 @@ def test_the_agent_passes_a_preemption_signal_that_came_before_its_workers_on_to
     try:
         workers = [subprocess.Popen([sys.executable, "-c", waiter]) for _ in range(2)]  # the mask is inherited
         assert not pass_pending(signal.SIGUSR1, [w.pid for w in workers])  # nothing pending: nothing sent
-        os.kill(os.getpid(), signal.SIGUSR1)
+        # To this thread, which blocks it (as the agent's only thread did when its entry point blocked it): a signal
+        # to the process would go to another thread of the test runner (pytest-xdist's), which does not block it.
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
         assert pass_pending(signal.SIGUSR1, [w.pid for w in workers])
         assert [w.wait(timeout=60) for w in workers] == [7, 7]
         assert signal.SIGUSR1 not in signal.sigpending()  # taken, not left for the agent's own unblock
