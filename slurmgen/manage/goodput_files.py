@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from slurmgen import run_history
 from slurmgen.errors import UsageError
 from slurmgen.goodput.advice import ENOUGH, pooled_rate, rebased
-from slurmgen.goodput.summary import Report, SweepReport, partition_of, rate_of, report
+from slurmgen.goodput.summary import Report, SweepReport, gc_paused, partition_of, rate_of, report
 from slurmgen.manage.history import job_log_dirs, no_history
 from slurmgen.manage.targets import Target
 from slurmgen.slurm.ids import JobId
@@ -81,12 +81,13 @@ def sweep_report(record: SweepRecord, now: float | None = None, detail: bool = T
     moment = time.time() if now is None else now
     by_array = {e.job_id: e for e in record.arrays if e.job_id}
     points = []
-    for point, (job, _) in sorted(record.latest().items()):
-        entry = by_array.get(str(JobId(job.job)))
-        if entry is None:
-            continue
-        for h in histories(Target(job, entry), None):
-            points.append((point, report(h.key, h.events, moment, detail)))
+    with gc_paused():  # thousands of points' events and timelines (goodput.summary.gc_paused)
+        for point, (job, _) in sorted(record.latest().items()):
+            entry = by_array.get(str(JobId(job.job)))
+            if entry is None:
+                continue
+            for h in histories(Target(job, entry), None):
+                points.append((point, report(h.key, h.events, moment, detail)))
     return SweepReport(record.sweep_id, points)
 
 
