@@ -115,7 +115,7 @@ class RemoteJob(SlurmJob):
             self.client.requeue(step.requeue_target)
             return Report(notes=(step.message, f"done; follow it with: slurmgen status {step.requeue_target}"))
         new = resubmit_remote(self.transport, self.entry, str(self.target.key), new_token(), Journal(find_home()),
-                              time.time)  # fmt: skip
+                              time.time, say)  # fmt: skip
         return Report(out=(new,), notes=(
             f"Slurm no longer knows job {self.label}: its script on cluster {self.profile.name} was submitted again; "
             f"job {new} starts from job {self.target.key}'s last saved state",

@@ -9,6 +9,7 @@ mid-submit, the same call is simply made again with the same token.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 import re
@@ -147,38 +148,10 @@ def submit_remote(
         "profile": profile.name,  # the cluster profile: status, logs, cancel find the cluster again by it
     }
 
-    def entry(event: str, job_id: str | None = None) -> Entry:
-        return Entry(
-            event=event,
-            token=token,
-            name=spec.name,
-            spec=str(spec_path),
-            run_dir=run_dir,
-            script="job.sbatch",
-            time=clock(),
-            job_id=job_id,
-            cluster=profile.name,
-            log_dir=log_dir,
-            extra=record,
-        )
-
-    journal.append(entry("submitting"))
+    base = Entry(event="submitting", token=token, name=spec.name, spec=str(spec_path), run_dir=run_dir,
+                 script="job.sbatch", time=clock(), cluster=profile.name, log_dir=log_dir, extra=record)  # fmt: skip
     command = submit_script(run_dir, log_dir, shipped, spec, token)
-    for attempt in range(1, TRIES + 1):
-        try:
-            got = transport.run(command, script.encode(), timeout=120)
-            break
-        except TransportError as exc:
-            if attempt == TRIES:
-                raise
-            warn(f"note: {exc}; asking again with the same submission token {token} (never a second job)")
-    text = got.stdout.decode(errors="replace").strip()
-    if got.returncode != 0 or not text.split(";")[0].isdigit():
-        said = (got.stderr.strip().splitlines() or [text or f"status {got.returncode}"])[-1]
-        journal.append(entry("failed"))
-        raise SchedulerError(f"cluster {profile.name}: sbatch refused the job: {said}")
-    job_id = text.split(";")[0]
-    journal.append(entry("submitted", job_id))
+    job_id = submit_once(transport, command, script.encode(), base, journal, clock, warn)
     return RemoteSubmission(
         job_id=job_id,
         cluster=profile.name,
@@ -197,7 +170,13 @@ _SHIPPED = re.compile(r"export PYTHONPATH=(\S+?)\$\{PYTHONPATH")
 
 
 def resubmit_remote(
-    transport: Transport, entry: Entry, resume_from: str, token: str, journal: Journal, clock: Callable[[], float]
+    transport: Transport,
+    entry: Entry,
+    resume_from: str,
+    token: str,
+    journal: Journal,
+    clock: Callable[[], float],
+    warn: Callable[[str], object] = lambda line: None,
 ) -> str:
     """`slurmgen resume` of a remote job that Slurm has forgotten: its script, as it ran (in its run directory on
     the cluster), submitted again with SLURMGEN_RESUME_FROM, through the same once-only remote call as a submit.
@@ -213,20 +192,39 @@ def resubmit_remote(
     shipped = found[1].strip("'") if found else ""
     run_dir = posixpath.join(posixpath.dirname(entry.run_dir), token)
     extra = (f"--export=ALL,{contract.RESUME_FROM}={resume_from}",)
-    record = {**entry.extra, "resumes": resume_from}
 
-    def note(event: str, job_id: str | None = None) -> Entry:
-        return Entry(event=event, token=token, name=entry.name, spec=entry.spec, run_dir=run_dir,
-                     script="job.sbatch", time=clock(), job_id=job_id, cluster=entry.cluster,
-                     log_dir=entry.log_dir, extra=record)  # fmt: skip
+    base = dataclasses.replace(entry, event="submitting", token=token, run_dir=run_dir, script="job.sbatch",
+                               time=clock(), job_id=None, extra={**entry.extra, "resumes": resume_from})  # fmt: skip
+    command = submit_script(run_dir, entry.log_dir or "", shipped, None, token, extra)
+    job_id = submit_once(transport, command, script, base, journal, clock, warn)
+    return job_id
 
-    journal.append(note("submitting"))
-    done = transport.run(submit_script(run_dir, entry.log_dir or "", shipped, None, token, extra), script, 120)
-    text = done.stdout.decode(errors="replace").strip()
-    if done.returncode != 0 or not text.split(";")[0].isdigit():
-        journal.append(note("failed"))
-        said = (done.stderr.strip().splitlines() or [text or f"status {done.returncode}"])[-1]
-        raise SchedulerError(f"cluster {entry.cluster}: sbatch refused the job: {said}")
+
+def submit_once(
+    transport: Transport,
+    command: str,
+    script: bytes,
+    base: Entry,
+    journal: Journal,
+    clock: Callable[[], float],
+    warn: Callable[[str], object],
+) -> str:
+    """Make the once-only submit call (submit_script), recorded in the journal as ``base`` (submitting, then
+    submitted or failed); a dropped connection is asked again with the same token. The job id."""
+    journal.append(base)
+    for attempt in range(1, TRIES + 1):
+        try:
+            got = transport.run(command, script, timeout=120)
+            break
+        except TransportError as exc:
+            if attempt == TRIES:
+                raise
+            warn(f"note: {exc}; asking again with the same submission token {base.token} (never a second job)")
+    text = got.stdout.decode(errors="replace").strip()
+    if got.returncode != 0 or not text.split(";")[0].isdigit():
+        said = (got.stderr.strip().splitlines() or [text or f"status {got.returncode}"])[-1]
+        journal.append(dataclasses.replace(base, event="failed", time=clock()))
+        raise SchedulerError(f"cluster {base.cluster}: sbatch refused the job: {said}")
     job_id = text.split(";")[0]
-    journal.append(note("submitted", job_id))
+    journal.append(dataclasses.replace(base, event="submitted", time=clock(), job_id=job_id))
     return job_id
