@@ -35,6 +35,7 @@ from slurmgen import contract
 from slurmgen.errors import SlurmgenError, UsageError
 from slurmgen.exit_codes import EXIT_CANNOT_EXECUTE, EXIT_INVALID, EXIT_NOT_FOUND
 from slurmgen.job_context.context import JobContext
+from slurmgen.task import torchrun_agent
 
 if TYPE_CHECKING:
     from slurmgen.task.supervisor import TaskSetup
@@ -80,6 +81,7 @@ def run(
 
     flags, command = parse_args(argv)
     agent = "--torchrun-agent" in flags
+    torchrun = agent and torchrun_agent.is_torchrun(command)  # the agent runs here, and says ready itself
     preempt = None
     job = JobContext.from_environ(environ)  # this task's one read of its environment; passed down from here
     if "--rendezvous" not in flags:
@@ -90,7 +92,7 @@ def run(
         # of the outermost entry point; torchrun's workers learn it from their agent's.
         job = replace(job, step_pid=job.step_pid or str(os.getppid()))
         environ.setdefault(contract.STEP_PID, str(job.step_pid))
-        if preempt is not None and not (agent and torchrun_agent_command(command)):
+        if preempt is not None and not torchrun:
             say_ready(job)  # torchrun's agent says it once its workers exist (slurmgen.task.torchrun_agent)
     from slurmgen.task.prepare import Host, prepare, resolve_master
 
@@ -113,9 +115,7 @@ def run(
             err(f"slurmgen: {line}")
 
         return supervisor.supervise(plan, say)
-    from slurmgen.task import torchrun_agent
-
-    if torchrun_agent.is_torchrun(command):
+    if torchrun:
         # In this process: one line, not tracebacks, when the job ends; and an early preemption signal kept for the
         # workers.
         return torchrun_agent.run(command[3:], err, job, preempt, lambda: say_ready(job))
@@ -128,12 +128,6 @@ def run(
         err(f"slurmgen: cannot run {command[0]!r}: {error.strerror or error}")
         return EXIT_CANNOT_EXECUTE
     return 0
-
-
-def torchrun_agent_command(command: Sequence[str]) -> bool:
-    from slurmgen.task.torchrun_agent import is_torchrun
-
-    return is_torchrun(command)
 
 
 def say_ready(job: JobContext) -> None:
