@@ -13,10 +13,13 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from slurmgen.remote.transport import SshTransport
 
 SSHD = "/usr/sbin/sshd"
 
@@ -60,6 +63,17 @@ class Sshd:
     @property
     def log(self) -> Path:
         return self.root / "sshd.log"
+
+    def transport(self, environ: Mapping[str, str] | None = None, persist: int = 30) -> SshTransport:
+        """slurmgen's transport to this server as a laptop has it: this server's ssh config, and the connection's
+        control directory under its root (short: a socket path fits in 108 bytes)."""
+        env = {**(os.environ if environ is None else environ), "SLURMGEN_SSH_DIR": str(self.root / "c")}
+        return SshTransport("alpha", self.alias, persist=persist, ssh=("ssh", "-F", str(self.config)), environ=env)
+
+    def close_master(self) -> None:
+        """End the shared connection to this server (its ControlMaster), as a dropped network or a logout does."""
+        argv = ["ssh", "-F", str(self.config), "-o", f"ControlPath={self.root / 'c'}/%C", "-O", "exit", self.alias]
+        subprocess.run(argv, capture_output=True, check=False)
 
     def accepted(self) -> int:
         """Logins sshd accepted so far (its log at LogLevel VERBOSE)."""

@@ -46,8 +46,7 @@ def login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
     exports = {"SLURM_CONF": str(slurm_cluster.conf)}
     server = start_sshd(path_prepend=path, exports=exports, otp_secret=SECRET, bastion=True)
     yield server
-    ssh = ["ssh", "-F", str(server.config), "-o", f"ControlPath={server.root / 'c'}/%C", "-O", "exit", server.alias]
-    subprocess.run(ssh, capture_output=True, check=False)
+    server.close_master()
     server.remove()
 
 
@@ -88,7 +87,7 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
     assert first.returncode == 0, first.stderr
     job = first.stdout.strip()
     assert re.search(r"snapshot \w{12} dirty \(\d+ files, [1-9]\d* bytes sent\)", first.stderr), first.stderr
-    t = SshTransport("alpha", login.alias, persist=60, ssh=("ssh", "-F", str(login.config)), environ=env)
+    t = login.transport(env, persist=60)
     log_dir = f"{work}/runs/remote-t/logs"
     wait_state(t, job, log_dir, {"RUNNING", "COMPLETED"})
     deadline = time.monotonic() + 60
@@ -108,10 +107,6 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
     journal = (login.root / "journal" / "journal.jsonl").read_text()
     assert f'"job_id":"{job}"' in journal and '"cluster":"alpha"' in journal and '"dirty":true' in journal
     assert login.accepted() == 1  # two slurmgen processes, one login
-
-
-def t_of(login: Sshd, env: dict[str, str]) -> SshTransport:
-    return SshTransport("alpha", login.alias, persist=600, ssh=("ssh", "-F", str(login.config)), environ=env)
 
 
 def test_status_logs_history_cancel_and_resume_take_just_the_id(login: Sshd, slurm_cluster: SlurmCluster) -> None:
@@ -156,7 +151,8 @@ def test_status_logs_history_cancel_and_resume_take_just_the_id(login: Sshd, slu
     # resume, by its id: Slurm still knows the cancelled job, so it is requeued through the connection
     resumed = run_slurmgen("resume", job, cwd=repo, env=env)
     assert resumed.returncode == 0 and f"follow it with: slurmgen status {job}" in resumed.stderr, resumed.stderr
-    wait_state(t_of(login, env), job, f"{work}/runs/remote-u/logs", {"PENDING", "RUNNING"})  # raises if not
+    # the job is back in the queue (wait_state raises if it never comes back)
+    wait_state(login.transport(env, persist=600), job, f"{work}/runs/remote-u/logs", {"PENDING", "RUNNING"})
     assert run_slurmgen("cancel", job, cwd=repo, env=env).returncode == 0
     # once Slurm has forgotten a job (MinJobAge; here a journal entry for an id Slurm never had), its script on the
     # cluster is submitted again, to start from its state
@@ -238,8 +234,7 @@ def slow_login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
         (wrappers / name).chmod(0o755)
     server = start_sshd(path_prepend=f"{wrappers}:{slurm_bin}", exports={"SLURM_CONF": str(slurm_cluster.conf)})
     yield server
-    ssh = ["ssh", "-F", str(server.config), "-o", f"ControlPath={server.root / 'c'}/%C", "-O", "exit", server.alias]
-    subprocess.run(ssh, capture_output=True, check=False)
+    server.close_master()
     server.remove()
     shutil.rmtree(wrappers, ignore_errors=True)
 
@@ -251,13 +246,12 @@ def server_root_marker(wrappers: Path) -> Path:
 def drop_connection_after(login: Sshd, seconds: float, marker: Path | None = None) -> threading.Thread:
     """End the shared connection (its master) after ``seconds`` (or once ``marker`` exists), as a dropped network
     would."""
-    ssh = ["ssh", "-F", str(login.config), "-o", f"ControlPath={login.root / 'c'}/%C", "-O", "exit", login.alias]
 
     def drop() -> None:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and (marker is None or not marker.exists()):
             time.sleep(0.05)
-        subprocess.run(ssh, capture_output=True, check=False)
+        login.close_master()
 
     thread = threading.Thread(target=drop)
     thread.start()

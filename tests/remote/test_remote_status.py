@@ -4,8 +4,6 @@ where accounting is off, then the run's own records), COMPLETING never final; an
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,10 +83,9 @@ def login(tmp_path: Path) -> Iterator[tuple[Sshd, SshTransport]]:
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
     server = start_sshd(path_prepend=str(bin_dir))
-    env = {**os.environ, "SLURMGEN_SSH_DIR": str(server.root / "c")}
-    t = SshTransport("alpha", server.alias, persist=30, ssh=("ssh", "-F", str(server.config)), environ=env)
+    t = server.transport()
     yield server, t
-    subprocess.run([*t.ssh, *t.options(master=False), "-O", "exit", t.host], capture_output=True, check=False)
+    server.close_master()
     server.remove()
 
 

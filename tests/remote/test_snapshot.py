@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ssh_server import Sshd, start_sshd
+from ssh_server import Sshd
 
 from slurmgen.remote.snapshot import SnapshotError, take_snapshot, upload
-from slurmgen.remote.transport import LocalTransport, SshTransport
+from slurmgen.remote.transport import LocalTransport
 
 
 def git(repo: Path, *args: str) -> None:
@@ -68,16 +67,8 @@ def test_not_a_repository_is_one_line(tmp_path: Path) -> None:
         take_snapshot(tmp_path)
 
 
-@pytest.fixture
-def sshd() -> Iterator[Sshd]:
-    server = start_sshd()
-    yield server
-    server.remove()
-
-
 def test_upload_through_ssh_sends_each_content_once_and_never_changes_a_snapshot(sshd: Sshd, repo: Path) -> None:
-    env = {**os.environ, "SLURMGEN_SSH_DIR": str(sshd.root / "c")}
-    t = SshTransport("alpha", sshd.alias, persist=30, ssh=("ssh", "-F", str(sshd.config)), environ=env)
+    t = sshd.transport()
     work = sshd.root / "cluster-work"
     try:
         first = upload(take_snapshot(repo), t, str(work))
@@ -97,7 +88,7 @@ def test_upload_through_ssh_sends_each_content_once_and_never_changes_a_snapshot
             [Path(first.path).parent.name, Path(edited.path).parent.name]
         )
     finally:
-        subprocess.run(["ssh", "-F", str(sshd.config), *t.options(master=False), "-O", "exit", t.host], check=False)
+        sshd.close_master()
 
 
 def test_a_full_disk_is_one_line_and_leaves_no_snapshot(repo: Path, tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,29 +50,17 @@ def test_login_noise_never_reaches_the_parser() -> None:
     assert unframe(b"banner\nSLURMGEN-BEGIN-n0nce\npartial", "n0nce") is None  # the connection dropped
 
 
-@pytest.fixture
-def sshd() -> Iterator[Sshd]:
-    server = start_sshd()
-    yield server
-    server.remove()
-
-
-def transport(server: Sshd, tmp_path: Path) -> SshTransport:
-    env = {**os.environ, "SLURMGEN_SSH_DIR": str(server.root / "c")}  # short: a socket path fits in 108 bytes
-    return SshTransport("alpha", server.alias, persist=30, ssh=("ssh", "-F", str(server.config)), environ=env)
-
-
 def close(t: SshTransport) -> None:
     subprocess.run([*t.ssh, *t.options(master=False), "-O", "exit", t.host], capture_output=True, check=False)
 
 
 def test_many_calls_log_in_once_and_parse_through_a_chatty_login(sshd: Sshd, tmp_path: Path) -> None:
-    t = transport(sshd, tmp_path)
+    t = sshd.transport()
     try:
         for i in range(5):
             done = t.run(f"echo out-{i}; cat; exit {i}", stdin=b"in\n")
             assert (done.returncode, done.stdout) == (i, f"out-{i}\nin\n".encode())
-        again = transport(sshd, tmp_path)  # another process's transport: the same master
+        again = sshd.transport()  # another process's transport: the same master
         assert again.run("echo x").stdout == b"x\n"
         assert sshd.accepted() == 1
     finally:
@@ -81,7 +68,7 @@ def test_many_calls_log_in_once_and_parse_through_a_chatty_login(sshd: Sshd, tmp
 
 
 def test_unreachable_and_changed_host_key_are_one_line_each(sshd: Sshd, tmp_path: Path) -> None:
-    t = transport(sshd, tmp_path)
+    t = sshd.transport()
     t.run("true")
     close(t)
     sshd.stop()
@@ -96,7 +83,7 @@ def test_unreachable_and_changed_host_key_are_one_line_each(sshd: Sshd, tmp_path
 
 
 def test_the_connection_dropping_mid_command_is_one_line(sshd: Sshd, tmp_path: Path) -> None:
-    t = transport(sshd, tmp_path)
+    t = sshd.transport()
     t.run("true")
     # the master connection ends while the command runs, as a dropped network would end it
     killer = threading.Timer(1.0, close, (t,))
@@ -135,6 +122,5 @@ def test_a_second_factor_through_a_bastion_is_asked_once_for_many_processes() ->
         assert server.accepted() == 1 and server.jump is not None and server.jump.accepted() == 1
         assert "keyboard-interactive" in server.log.read_text()
     finally:
-        close_args = ["ssh", "-F", str(server.config), "-o", f"ControlPath={server.root / 'c'}/%C"]
-        subprocess.run([*close_args, "-O", "exit", server.alias], capture_output=True, check=False, env=env)
+        server.close_master()
         server.remove()
