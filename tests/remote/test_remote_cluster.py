@@ -54,6 +54,18 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
+def project(server: Sshd, folder: str, job: str, program: str, spec: str = "", profile: str = "") -> Path:
+    """A git repository on the laptop (not committed yet): train.py (``program``), job.yaml (job ``job``, more
+    lines ``spec``) and a clusters.yaml whose profile alpha reaches ``server`` and works in <its root>/work."""
+    repo = server.root / folder
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "train.py").write_text(program)
+    (repo / "job.yaml").write_text(f'name: {job}\ncommand: [python3, train.py]\ntime: "5:00"\n{spec}')
+    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {server.alias}\n  workdir: {server.root / 'work'}\n{profile}")
+    return repo
+
+
 def logs_of(log_dir: str) -> str:
     return "".join(p.read_text(errors="replace") for p in Path(log_dir).rglob("*.log"))
 
@@ -72,16 +84,12 @@ def wait_state(t: SshTransport, job: str, log_dir: str, want: set[str], timeout:
 def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_it(
     login: Sshd, slurm_cluster: SlurmCluster
 ) -> None:
-    repo = login.root / "proj"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    (repo / "train.py").write_text("print('committed version')\n")
-    git(repo, "add", "-A")
+    repo = project(login, "proj", "remote-t", "print('committed version')\n", "preemption: false\n",
+                   "  control_persist: 60\n")  # fmt: skip
+    git(repo, "add", "train.py")
     git(repo, "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-qm", "one")
     (repo / "train.py").write_text("import time\nprint('uncommitted version', flush=True)\ntime.sleep(4)\n")
-    (repo / "job.yaml").write_text('name: remote-t\ncommand: [python3, train.py]\ntime: "5:00"\npreemption: false\n')
     work = login.root / "work"
-    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {work}\n  control_persist: 60\n")
     env = client_env(login)
     first = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
     assert first.returncode == 0, first.stderr
@@ -110,15 +118,9 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
 
 
 def test_status_logs_history_cancel_and_resume_take_just_the_id(login: Sshd, slurm_cluster: SlurmCluster) -> None:
-    repo = login.root / "proj2"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    (repo / "train.py").write_text(
-        "import time\nfor i in range(200):\n    print('tick', i, flush=True)\n    time.sleep(0.5)\n"
-    )
-    (repo / "job.yaml").write_text('name: remote-u\ncommand: [python3, train.py]\ntime: "5:00"\n')
+    ticks = "import time\nfor i in range(200):\n    print('tick', i, flush=True)\n    time.sleep(0.5)\n"
+    repo = project(login, "proj2", "remote-u", ticks)
     work = login.root / "work"
-    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {work}\n")
     env = client_env(login)
     submitted = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
     assert submitted.returncode == 0, submitted.stderr
@@ -199,12 +201,7 @@ def test_the_python_api_submits_to_a_cluster_and_its_job_handle_follows_it(
 ) -> None:
     import slurmgen
 
-    repo = login.root / "proj3"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    (repo / "train.py").write_text("print('from the api')\n")
-    (repo / "job.yaml").write_text('name: remote-api\ncommand: [python3, train.py]\ntime: "5:00"\n')
-    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {login.root / 'work'}\n")
+    repo = project(login, "proj3", "remote-api", "print('from the api')\n")
     for key, value in client_env(login).items():
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(repo)
@@ -261,13 +258,8 @@ def drop_connection_after(login: Sshd, seconds: float, marker: Path | None = Non
 def test_a_connection_dropped_mid_upload_or_mid_submit_loses_nothing_and_submits_once(
     slow_login: Sshd, slurm_cluster: SlurmCluster
 ) -> None:
-    repo = slow_login.root / "proj"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    (repo / "train.py").write_text("print('once')\n")
-    (repo / "job.yaml").write_text('name: remote-drop\ncommand: [python3, train.py]\ntime: "5:00"\n')
+    repo = project(slow_login, "proj", "remote-drop", "print('once')\n")
     work = slow_login.root / "work"
-    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {slow_login.alias}\n  workdir: {work}\n")
     env = {k: v for k, v in client_env(slow_login).items() if not k.startswith(("SSH_ASKPASS", "DISPLAY"))}
     timer = drop_connection_after(slow_login, 1.5)  # during the first upload's tar
     dropped = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
