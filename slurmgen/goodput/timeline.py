@@ -181,8 +181,17 @@ def _node(event: Mapping[str, Any]) -> str | None:
 def _markers(run: int, events: Events) -> list[Marker]:
     found: list[Marker] = []
     preempted = requeued = False
+    last = None  # the time of the run's latest event so far
     for e in events:
         kind, t = e.get("event"), _t(e)
+        if kind == rh.REQUEUE and e.get("cause") == rh.PREEMPTION and not preempted:
+            # Slurm's requeue of a preempted run, recorded by the next run's batch shell (batch/commands.py,
+            # _attribute): the run was preempted even if nothing of it lived to record the signal (a SIGKILL right
+            # after SIGTERM under load). Its mark goes where the run's record ends.
+            preempted = True
+            found.append(Marker(run, t if last is None else last, "preemption", "preempted by Slurm"))
+        if kind != rh.REQUEUE:
+            last = t if last is None else max(last, t)
         if kind == rh.SAVE:
             found.append(Marker(run, t, "save", f"save ({e.get('cause')}): {_num(e.get('seconds')) or 0:.1f} s"
                                 + (f", step {e.get('steps')}" if e.get("steps") else "")))  # fmt: skip

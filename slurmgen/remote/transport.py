@@ -80,8 +80,14 @@ def ssh_fault(cluster: str, host: str, stderr: str) -> str:
         said = next((line for line in lines if needle in line), None)
         if said is not None:
             return f"cluster {cluster}: {meaning}: ssh says {said!r}; {advice.format(host=host)}"
-    said = lines[-1] if lines else "no message"
-    return f"cluster {cluster}: ssh failed: {said!r}; run `ssh {host}` to see why"
+    if not lines:
+        # A client of a shared connection whose master went away mid-command exits 255 without a word: OpenSSH's
+        # mux.c (mux_client_request_session) says "Control master terminated unexpectedly" at debug2 only.
+        return (
+            f"cluster {cluster}: connection dropped: ssh exited without a message; run the command again "
+            f"(nothing was lost or done twice), or `ssh {host}` to see why"
+        )
+    return f"cluster {cluster}: ssh failed: {lines[-1]!r}; run `ssh {host}` to see why"
 
 
 def frame(script: str, nonce: str) -> str:

@@ -77,6 +77,20 @@ def test_each_stretch_goes_to_its_bucket_and_they_tile_the_wall() -> None:
     assert kinds == ["save", "crash", "hang", "save", "preemption", "save", "requeue"]
 
 
+def test_a_preemption_whose_signal_was_never_recorded_is_marked_from_slurms_requeue() -> None:
+    """Under load Slurm's SIGKILL can follow its SIGTERM before the batch shell records the preemption: the next
+    run's record of Slurm's requeue (cause preemption) still marks it, where the preempted run's record ends."""
+    events = [e for e in crash_hang_preempt() if e["event"] not in (rh.PREEMPTED, rh.STOP) and e["time"] < T0 + 916]
+    events += [ev(rh.RUN_START, 2, 1100, "batch-shell"), ev(rh.REQUEUE, 1, 1101, "slurm", cause=rh.PREEMPTION)]
+    markers = summary.report("1", events, now=T0 + 1200).timeline.markers
+    assert [(m.kind, m.time - T0) for m in markers if m.kind in ("preemption", "requeue")] == [
+        ("preemption", 915),
+        ("requeue", 1101),
+    ]
+    other = [e for e in events if e["event"] != rh.REQUEUE]  # a requeue of unknown cause marks no preemption
+    assert "preemption" not in [m.kind for m in summary.report("1", other, now=T0 + 1200).timeline.markers]
+
+
 def test_a_run_that_goes_on_ends_now_and_a_lost_run_redoes_its_work_after_the_last_save() -> None:
     events = [
         ev(rh.RUN_START, 1, 0, "batch-shell"),

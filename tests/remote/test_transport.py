@@ -27,6 +27,7 @@ FAULTS = [
     ("Connection closed by 10.0.0.1 port 22", ["connection dropped", "nothing was lost"]),
     ("kex_exchange_identification: read: Connection reset by peer", ["connection dropped"]),
     ("something new", ["ssh failed", "something new", "ssh login"]),
+    ("", ["connection dropped", "without a message", "ssh login"]),  # a mux client whose master died
 ]
 
 
