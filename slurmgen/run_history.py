@@ -99,24 +99,28 @@ def read(log_dir: str) -> list[dict[str, Any]]:
     if loose is not None:
         _stderr(f"slurmgen: {directory}: not believed: {loose}")
         return []
-    events: list[dict[str, Any]] = []
+    lines: list[bytes] = []
     for name in names:
         try:
             # Another user's file (or link) in the history is never believed: it would steer requeues.
             data = trust.read_or_warn(os.path.join(directory, name), _stderr, "believed", dir_checked=True)
         except OSError:
             continue
-        events += [r for r in _records(data or b"") if isinstance(r, dict) and isinstance(r.get("run"), int) and
-                   "event" in r]  # fmt: skip
-    events.sort(key=lambda e: (e["run"], float(e.get("time", 0))))
+        lines += (data or b"").splitlines()
+    events = [r for r in _records(lines) if isinstance(r, dict) and isinstance(r.get("run"), int) and "event" in r]
+    events.sort(key=_order)
     return events
 
 
-def _records(data: bytes) -> list[Any]:
-    """The JSON values of a file of lines: one parse of the whole file when every line is whole (the usual
-    case, several times faster than a parse per line), else line by line, skipping a torn one (or one that is
-    not UTF-8)."""
-    lines = data.splitlines()
+def _order(event: dict[str, Any]) -> tuple[int, float]:
+    when = event.get("time", 0)
+    return event["run"], float(when) if isinstance(when, (int, float)) else 0.0
+
+
+def _records(lines: list[bytes]) -> list[Any]:
+    """The JSON values of lines (of one file or several): one parse of them all when every line is whole (the
+    usual case, several times faster than a parse per line), else line by line, skipping a torn one (or one that
+    is not UTF-8)."""
     try:
         return list(json.loads((b"[" + b",".join(lines) + b"]").decode())) if lines else []
     except ValueError:  # UnicodeDecodeError is one

@@ -14,6 +14,7 @@ from slurmgen import run_history
 from slurmgen.errors import UsageError
 from slurmgen.goodput.advice import ENOUGH, pooled_rate, rebased
 from slurmgen.goodput.summary import Report, SweepReport, gc_paused, partition_of, rate_of, report
+from slurmgen.manage import fanout
 from slurmgen.manage.history import job_log_dirs, no_history
 from slurmgen.manage.targets import Target
 from slurmgen.slurm.ids import JobId
@@ -80,15 +81,27 @@ def sweep_report(record: SweepRecord, now: float | None = None, detail: bool = T
     Without `detail` the points' reports have neither markers nor advice (summary.report)."""
     moment = time.time() if now is None else now
     by_array = {e.job_id: e for e in record.arrays if e.job_id}
-    points = []
-    with gc_paused():  # thousands of points' events and timelines (goodput.summary.gc_paused)
-        for point, (job, _) in sorted(record.latest().items()):
-            entry = by_array.get(str(JobId(job.job)))
-            if entry is None:
-                continue
-            for h in histories(Target(job, entry), None):
-                points.append((point, report(h.key, h.events, moment, detail)))
-    return SweepReport(record.sweep_id, points)
+    work = []
+    for point, (job, _) in sorted(record.latest().items()):
+        entry = by_array.get(str(JobId(job.job)))
+        if entry is not None:
+            work.append((point, Target(job, entry)))
+
+    def reports(start: int, stop: int) -> list[tuple[int, Report]]:
+        made = []
+        with gc_paused():  # thousands of points' events and timelines (goodput.summary.gc_paused)
+            for point, target in work[start:stop]:
+                for h in histories(target, None):
+                    made.append((point, slim(report(h.key, h.events, moment, detail), detail)))
+        return made
+
+    return SweepReport(record.sweep_id, fanout.spread(len(work), reports))
+
+
+def slim(r: Report, detail: bool) -> Report:
+    """A point's report as a sweep's roll-up uses it: without `detail`, its timeline keeps its runs only (the
+    segments are summed in its buckets already), which is what a forked child sends back (manage/fanout.py)."""
+    return r if detail else replace(r, timeline=replace(r.timeline, segments=(), markers=()))
 
 
 def reports_json(reports: list[Report]) -> dict[str, Any]:

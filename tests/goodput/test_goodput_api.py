@@ -5,6 +5,7 @@ interface with no Slurm query (the client is absent)."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from goodput.test_goodput import T0, crash_hang_preempt, ev
 from slurmgen import run_history as rh
 from slurmgen.goodput import summary
 from slurmgen.journal import Entry, Journal
+from slurmgen.manage import fanout, goodput_files
 from slurmgen.manage.sweep_record import SweepRecord
 from slurmgen.manage.sweep_submit import OFFSET_KEY, SWEEP_KEY, TASKS_KEY
 from slurmgen.spec.sweep_points import SweepSpec
@@ -60,6 +62,31 @@ def test_sweep_report_rolls_up_its_points(tmp_path: Path) -> None:
         assert got["buckets"][name] == pytest.approx(sum(r.buckets[name] for r in alone), abs=0.01), name
     assert got["points"]["0"]["goodput"] == round(alone[0].goodput, 6)
     assert got["points"]["0"]["advice"] is None  # the roll-up leaves the points' advice to doctor SWEEP
+
+
+def test_a_sweep_report_spread_over_forked_children_is_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large sweep's points are read and reported in forked children (manage/fanout.py): the same roll-up."""
+    array = entry(tmp_path, "200", **{SWEEP_KEY: "s1", OFFSET_KEY: 0, TASKS_KEY: "0-5"})
+    record = SweepRecord("s1", (array,), SweepSpec(("lr",), tuple((k / 10,) for k in range(6)), None), {})
+    for p in range(6):
+        write(tmp_path / "logs" / f"job-200_{p}", [e for e in crash_hang_preempt() if e["run"] <= 1 + p % 2])
+    alone = slurmgen.Sweep.for_record(record).report()
+    monkeypatch.setattr(fanout, "FANOUT_FROM", 2)
+    monkeypatch.setattr(fanout, "processes", lambda: 3)
+    pids = tmp_path / "pids"
+
+    def report(*args: Any, **kwargs: Any) -> summary.Report:  # notes which process made each point's report
+        with pids.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return summary.report(*args, **kwargs)
+
+    monkeypatch.setattr(goodput_files, "report", report)
+    spread = slurmgen.Sweep.for_record(record).report()
+    assert spread == alone and sorted(spread["points"]) == [str(p) for p in range(6)]
+    made_by = pids.read_text().split()
+    assert len(made_by) == 6 and len(set(made_by)) == 3 and str(os.getpid()) in made_by  # here and two children
 
 
 def one_run(partition: str, restarts: int, seconds: float) -> list[dict[str, Any]]:
