@@ -6,8 +6,10 @@ depend on how the package is laid out.
 Versions: ``--slurm-versions=22.05,24.11,26.05`` (or ``all``), else ``$SLURMGEN_SLURM_VERSIONS``, else all of
 them when ``$CI`` is set and 22.05 alone otherwise. The first one listed is the *primary* version: a test that
 uses the ``slurm_cluster`` fixture runs on the primary version only, unless it is marked
-``@pytest.mark.slurm_versions()`` (every selected version) or ``@pytest.mark.slurm_versions("24.11", ...)``
-(those of them that are selected).
+``@pytest.mark.slurm_versions()`` (every selected version), ``@pytest.mark.slurm_versions("24.11", ...)``
+(those of them that are selected) or ``@pytest.mark.slurm_versions(ANY)`` (once, on the last selected version:
+for a long test of what does not differ between versions, which would otherwise lengthen the primary version's
+worker, the longest; with one version selected that is the primary one).
 """
 
 from __future__ import annotations
@@ -48,12 +50,17 @@ def selected_versions(option: str | None, environ: Mapping[str, str]) -> tuple[s
     return versions
 
 
+ANY = "any"  # @pytest.mark.slurm_versions(ANY): once, on the last selected version
+
+
 def versions_for_test(marker_args: Sequence[str] | None, selected: Sequence[str]) -> list[str]:
     """The versions one test runs on: ``marker_args`` is None without a slurm_versions marker, () with a bare one."""
     if marker_args is None:
         return [selected[0]]
     if not marker_args:
         return list(selected)
+    if tuple(marker_args) == (ANY,):
+        return [selected[-1]]
     unknown = [v for v in marker_args if v not in SUPPORTED]
     if unknown:
         raise VersionError(f"slurm_versions marker names unsupported version(s) {unknown}")

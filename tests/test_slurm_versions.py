@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from slurm_versions import worker_group
+from slurm_versions import ANY, versions_for_test, worker_group
 
 ALL = ("22.05", "24.11", "26.05")
 
@@ -35,3 +35,10 @@ def test_the_first_version_listed_is_the_primary_one() -> None:
     assert worker_group("t_cluster.py::test_wait[slurm-24.11]", ("24.11", "22.05")) == "slurm-24.11"
     assert worker_group("t_cluster.py::test_wait[slurm-24.11]", ("22.05",)) == "slurm-22.05"
     assert worker_group("t.py::test_wait[slurm-24.11]", ("24.11", "22.05")) == "local"
+
+
+def test_a_test_for_any_version_runs_once_on_the_last_selected_one() -> None:
+    assert versions_for_test((ANY,), ALL) == ["26.05"]  # beside the primary version's worker, not in it
+    assert versions_for_test((ANY,), ("22.05",)) == ["22.05"]
+    assert versions_for_test(None, ALL) == ["22.05"] and versions_for_test((), ALL) == list(ALL)
+    assert versions_for_test(("24.11",), ALL) == ["24.11"]

@@ -1,7 +1,7 @@
-"""Goodput of a real job on the test cluster (Slurm 22.05): one job crashes (rank 0 SIGKILLs itself), hangs
-(the hang watchdog restarts it) and is preempted by a `high` job (PreemptMode=REQUEUE: Slurm requeues it), then
-finishes in its second run. Its report tiles the wall time, counts as redone steps exactly the steps lost that
-the restarts recorded, and shows the queue wait Slurm reports."""
+"""Goodput of a real job on the test cluster (once, on the last selected Slurm version): one job crashes (rank 0
+SIGKILLs itself), hangs (the hang watchdog restarts it) and is preempted by a `high` job (PreemptMode=REQUEUE:
+Slurm requeues it), then finishes in its second run. Its report tiles the wall time, counts as redone steps
+exactly the steps lost that the restarts recorded, and shows the queue wait Slurm reports."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from cli_run import run_slurmgen
 from conftest import SlurmCluster
-from slurm_versions import Preemption
+from slurm_versions import ANY, Preemption
 
 from slurmgen import run_history
 from slurmgen.script.render import render
 from slurmgen.slurm.ids import JobState
 from slurmgen.spec.load import load_text
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions(ANY)]
 
 PROGRAM = Path(__file__).parent / "steps_program.py"
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from slurm_versions import ANY
 
 from slurmgen.script.render import render
 from slurmgen.spec.load import load_text
@@ -33,7 +34,8 @@ from .integration_helpers import (
 if TYPE_CHECKING:  # annotations only
     from conftest import SlurmCluster
 
-pytestmark = [pytest.mark.slurm, pytest.mark.torch]
+# What the adapters do is the same on every Slurm: these long tests run once, beside the primary version's worker
+pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slurm_versions(ANY)]
 
 
 def wait_for_starts(out: Path, framework: str, job: str, count: int, timeout: float = 240) -> None:

@@ -1,11 +1,12 @@
-"""The framework adapters under `slurmgen run --local`: real Lightning, 2 emulated nodes x 2 ranks on gloo, one
-preemption (`--preempt-after`), one requeue, a resume from the framework's own checkpoint, and the same final weights
-as the uninterrupted run, bit for bit.
+"""The framework adapters under `slurmgen run --local`: real Lightning, 2 emulated nodes x 2 ranks on gloo,
+preempted once (USR1 to every task, even before the adapter exists), requeued once, resumed from the framework's
+own checkpoint, and ending with the same final weights as the uninterrupted run, bit for bit.
 
-transformers and accelerate go through the same adapters the same way on the real cluster
-(test_integrations_cluster.py, all three frameworks); here only Lightning is run to the end: each framework's run
-here and its reference cost 2-4 minutes of a CPU-bound CI, and the adapter does not know a local run from a
-cluster's. The early-signal and accelerate-on-CPU tests below still run their frameworks here.
+The whole preemption of each framework (`--preempt-after` through the batch shell, the requeue, the resume, the
+same weights) runs on the real cluster (test_integrations_cluster.py, all three frameworks): each framework's run
+and its reference cost 2-4 minutes of a CPU-bound CI, the adapter does not know a local run from a cluster's, and
+the local rehearsal itself is tested with plain programs (tests/local/test_local_run.py). Here Lightning runs to
+the end once, under the hardest timing; accelerate-on-CPU runs its framework here too.
 
 "Same" is exact here because nothing in a resumed run differs from the uninterrupted one: each step's data is a
 function of the step (and rank), the framework's checkpoint restores weights, optimizer and step counter exactly
@@ -29,10 +30,7 @@ from slurmgen.local import procs
 
 from .integration_helpers import (
     DATA,
-    FRAMEWORKS,
     START,
-    STEP_TIME,
-    check_history,
     check_preempted_once,
     finish_local,
     needs,
@@ -41,40 +39,6 @@ from .integration_helpers import (
 )
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
-LOCAL_FRAMEWORKS = ("lightning",)  # the others: test_integrations_cluster.py (see the module's docstring)
-assert set(LOCAL_FRAMEWORKS) <= set(FRAMEWORKS)
-
-
-@pytest.mark.parametrize("framework", LOCAL_FRAMEWORKS)
-def test_preempted_once_resumes_from_the_frameworks_checkpoint_to_the_same_weights(
-    framework: str, reference: Callable[[str], tuple[str, float]], tmp_path: Path
-) -> None:
-    digest, seconds = reference(framework)
-    # The uninterrupted run's duration is about this one's start-up (its training takes a second or two): 5 s
-    # later this one is usually training. Never later than 30 s: run 1 sleeps 30 s in its steps alone, so the
-    # signal always comes before it ends. On a busy machine run 1 may still be starting up: it then stops at its
-    # first step, the signal staying pending until the adapter exists.
-    after = str(min(round(seconds) + 5, 30))
-    run = run_local(framework, tmp_path, "--preempt-after", after, step_time=STEP_TIME)
-    assert run.code == 0, run.runner + run.logs[-4000:]
-    assert f"SIGCONT, SIGUSR1 to the batch shell at {after} s of run 1" in run.runner
-    assert run.runner.count(f"requeue requested (scontrol requeue Incomplete {run.job}, from pid ") == 1  # once
-    assert "COMPLETED, exit code 0, 2 runs in" in run.runner
-    step = check_preempted_once(run.logs, digest)
-    check_history(tmp_path / "logs" / f"{framework}-{run.job}", "preemption")  # the rehearsal sets PreemptTime
-    checkpoint = {
-        "lightning": tmp_path / "logs" / "state" / f"{run.job}.lightning" / f"run1-step={step}.ckpt",
-        "transformers": tmp_path / "hf-output" / f"checkpoint-{step}",
-        "accelerate": tmp_path / "logs" / "state" / f"{run.job}.accelerate" / "run1",
-    }[framework]
-    # slurmgen's resume state named the framework's checkpoint (run 2 resumed from it); the job then completed, so
-    # its batch shell removed that state (docs/preemption.md, "A completed job's state is removed"), not the checkpoint.
-    assert checkpoint.exists() and f"resuming from the checkpoint {checkpoint}" in run.logs
-    state = tmp_path / "logs" / "state" / f"{run.job}.state"
-    assert not state.exists() and f"the job completed: removed its resume state {state}" in run.logs
-    if framework == "lightning":  # Lightning's own SLURM handler never acted: no save, no requeue of its own
-        assert "auto-requeue" not in run.logs and "requeing job" not in run.logs
-        assert not list(tmp_path.rglob("hpc_ckpt_*.ckpt"))
 
 
 def signal_mask(pid: int, field: str) -> int:
@@ -124,7 +88,18 @@ def test_a_signal_before_the_callback_exists_is_kept_not_fatal(
         run = finish_local(proc, "lightning", tmp_path, started)
     assert run.code == 0, run.runner + run.logs[-4000:]
     assert "COMPLETED, exit code 0, 2 runs in" in run.runner
-    assert check_preempted_once(run.logs, digest) == 1
+    step = check_preempted_once(run.logs, digest)
+    assert step == 1
+    assert run.runner.count(f"requeue requested (scontrol requeue Incomplete {run.job}, from pid ") == 1  # once
+    # slurmgen's resume state named Lightning's checkpoint (run 2 resumed from it); the job then completed, so its
+    # batch shell removed that state (docs/preemption.md, "A completed job's state is removed"), not the checkpoint.
+    checkpoint = tmp_path / "logs" / "state" / f"{run.job}.lightning" / f"run1-step={step}.ckpt"
+    assert checkpoint.exists() and f"resuming from the checkpoint {checkpoint}" in run.logs
+    state = tmp_path / "logs" / "state" / f"{run.job}.state"
+    assert not state.exists() and f"the job completed: removed its resume state {state}" in run.logs
+    # Lightning's own SLURM handler never acted: no save, no requeue of its own
+    assert "auto-requeue" not in run.logs and "requeing job" not in run.logs
+    assert not list(tmp_path.rglob("hpc_ckpt_*.ckpt"))
 
 
 def test_without_accelerate_use_cpu_each_rank_trains_alone(tmp_path: Path) -> None:
