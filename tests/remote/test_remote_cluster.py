@@ -182,23 +182,22 @@ def test_status_logs_history_cancel_and_resume_take_just_the_id(login: Sshd, slu
     assert login.accepted() == 1 and login.jump is not None and login.jump.accepted() == 1
     # The connection drops while `logs -f` follows the second job: one line that names the cluster, never a
     # traceback or a job state; the job goes on, and the next command logs in again (the code asked once more).
-    follow = subprocess.Popen([sys.executable, "-m", "slurmgen", "logs", "-f", second.stdout.strip()], cwd=repo,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    assert follow.stdout is not None
-    shown = b""
-    while b"tick" not in shown and select.select([follow.stdout], [], [], 90)[0]:  # following it, then the drop
-        chunk = os.read(follow.stdout.fileno(), 4096)
-        shown += chunk
+    dropped = subprocess.Popen([sys.executable, "-m", "slurmgen", "logs", "-f", second.stdout.strip()], cwd=repo,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert dropped.stdout is not None
+    followed = b""
+    while b"tick" not in followed and select.select([dropped.stdout], [], [], 90)[0]:  # following it, then the drop
+        chunk = os.read(dropped.stdout.fileno(), 4096)
+        followed += chunk
         if not chunk:
             break
-    assert b"tick" in shown, shown
+    assert b"tick" in followed, followed
     drop_connection_after(login, 0).join()
-    _, said = follow.communicate(timeout=120)
-    err = said.decode()
+    err = dropped.communicate(timeout=120)[1].decode()
     lines = [line for line in err.splitlines() if line.strip()]
     # One line: the drop under a command in flight ("connection dropped"), or the next poll's new login, which a
     # `logs -f` process may not make (BatchMode: "login refused"); then exit 1.
-    assert follow.returncode == 1 and len(lines) == 1, err
+    assert dropped.returncode == 1 and len(lines) == 1, err
     assert re.match(r"error: cluster alpha: (login refused|connection dropped): ", lines[0]), err
     assert f"`ssh {login.alias}`" in lines[0], err
     still = run_slurmgen("status", second.stdout.strip(), cwd=repo, env=env)  # logs in again: the code once more
