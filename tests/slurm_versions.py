@@ -121,6 +121,7 @@ class ClusterInfo:
     path_prepend: str  # the chroot versions' client wrappers: put first on PATH; "" for the host's Slurm
     nodes: tuple[str, ...]
     node_addrs: Mapping[str, str]
+    namespaces: Mapping[str, str]  # node name -> its network namespace (`ip netns`), where its slurmd runs
     grace_time: int  # GraceTime of the *-grace partitions, seconds
     kill_wait: int
     user_signal_parameter: str  # the slurm.conf line that turns the user signal at preemption on
@@ -139,6 +140,7 @@ class ClusterInfo:
             path_prepend=info["PATH_PREPEND"],
             nodes=nodes,
             node_addrs=dict(zip(nodes, info["NODE_ADDRS"].split(), strict=True)),
+            namespaces=dict(zip(nodes, info["NAMESPACES"].split(), strict=True)),
             grace_time=int(info["GRACE_TIME"]),
             kill_wait=int(info["KILL_WAIT"]),
             user_signal_parameter=info["USER_SIGNAL_PARAMETER"],

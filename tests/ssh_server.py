@@ -1,5 +1,7 @@
-"""A real OpenSSH server (Debian's openssh-server) on a loopback port, started and stopped by the tests, with its
-own host key, an authorized key for the test's user, an ssh config file naming it, and its log (accepted logins).
+"""A real OpenSSH server (Debian's openssh-server) on a loopback port, or in a test cluster node's network
+namespace on that node's address (the login node of tests/remote/test_remote_cluster.py), started and stopped by
+the tests, with its own host key, an authorized key for the test's user, an ssh config file naming it, and its log
+(accepted logins).
 
 `ensure_sshd()` installs the package with apt-get when missing, as tests/cluster/up.sh installs Slurm."""
 
@@ -55,6 +57,10 @@ class Sshd:
     exports: dict[str, str] = field(default_factory=dict)  # variables every command gets (SLURM_CONF)
     otp_secret: str | None = None  # hex: a TOTP code through PAM (libpam-oath) after the key, as a second factor
     jump: Sshd | None = None  # reached through this bastion (ProxyJump in the client's config)
+    # The network namespace sshd runs in (a test cluster node's: `ip netns`), listening on `address` there; None:
+    # this machine's namespace, on loopback.
+    netns: str | None = None
+    address: str = "127.0.0.1"
 
     @property
     def config(self) -> Path:
@@ -114,7 +120,7 @@ class Sshd:
         # ForceCommand prints what a chatty login prints (a banner, an echo in .bashrc) before every command.
         config = [
             f"Port {self.port}",
-            "ListenAddress 127.0.0.1",
+            f"ListenAddress {self.address}",
             f"HostKey {self.root / 'host_ed25519'}",
             f"PidFile {self.root / 'sshd.pid'}",
             f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
@@ -137,11 +143,14 @@ class Sshd:
             program = str(self.root / self.pam_service)
             if not Path(program).exists():
                 os.symlink(SSHD, program)
-        self.proc = subprocess.Popen([program, "-D", "-e", "-f", str(self.root / "sshd_config")], stderr=log)
+        # nsenter --net only (not `ip netns exec`, which remounts /sys): the files stay this machine's.
+        enter = [] if self.netns is None else ["nsenter", f"--net=/run/netns/{self.netns}", "--"]
+        argv = [*enter, program, "-D", "-e", "-f", str(self.root / "sshd_config")]
+        self.proc = subprocess.Popen(argv, stderr=log)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                if s.connect_ex((self.address, self.port)) == 0:
                     return
             time.sleep(0.05)
         raise RuntimeError(f"sshd did not listen: {self.log.read_text()[-500:]}")
@@ -173,11 +182,15 @@ def start_sshd(
     exports: dict[str, str] | None = None,
     otp_secret: str | None = None,
     bastion: bool = False,
+    netns: tuple[str, str] | None = None,
 ) -> Sshd:
     """A started server in ``root`` (default: a new short directory under /tmp, as ssh's control socket paths
     must fit in 108 bytes and pytest's tmp_path is longer). ``otp_secret``: a TOTP code is asked after the key
-    (needs Debian's libpam-oath, installed like openssh-server). ``bastion``: a second sshd, and the client's config
-    reaches this one through it (ProxyJump)."""
+    (needs Debian's libpam-oath, installed like openssh-server). ``bastion``: a second sshd, on this machine's
+    loopback, and the client's config reaches this one through it (ProxyJump). ``netns``: (namespace, address):
+    this one runs in that network namespace (a test cluster node's, where its Slurm commands reach slurmctld as
+    the node's slurmd does) and listens on that address; the bastion and the laptop reach it over the cluster's
+    bridge."""
     ensure_sshd()
     if otp_secret is not None:
         ensure_package("libpam-oath", Path("/lib/x86_64-linux-gnu/security/pam_oath.so"))
@@ -194,6 +207,8 @@ def start_sshd(
         shutil.copy(f"{user_key}.pub", jump.root / "authorized_keys")
         jump.start()
     server = Sshd(root, free_port(), path_prepend=path_prepend, exports=dict(exports or {}), otp_secret=otp_secret)
+    if netns is not None:
+        server.netns, server.address = netns
     server.jump = jump
     server.host_key()
     shutil.copy(f"{user_key}.pub", root / "authorized_keys")
@@ -202,7 +217,7 @@ def start_sshd(
         f"  User {user}\n  IdentityFile {user_key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {root / 'known_hosts'}\n"
         "  StrictHostKeyChecking accept-new\n  ConnectTimeout 5\n"
     )
-    config = f"Host {server.alias}\n  HostName 127.0.0.1\n  Port {server.port}\n{common}"
+    config = f"Host {server.alias}\n  HostName {server.address}\n  Port {server.port}\n{common}"
     if jump is not None:
         config += f"  ProxyJump {jump.alias}\nHost {jump.alias}\n  HostName 127.0.0.1\n  Port {jump.port}\n{common}"
     server.config.write_text(config)

@@ -1,6 +1,8 @@
-"""From a laptop to the test cluster through a real sshd: the login node runs the cluster's Slurm commands; the
-job runs the uncommitted change it was submitted with, a requeue after an edit runs the submitted version, an
-unchanged second submit sends no file content, and the status of the job comes back in one round trip."""
+"""From a laptop to the test cluster through a real sshd: the login node runs in the cluster's network namespace
+(its first node's, reached over the cluster's bridge, behind a bastion on loopback) with the cluster's Slurm
+commands; the job runs the uncommitted change it was submitted with, a requeue after an edit runs the submitted
+version, an unchanged second submit sends no file content, and the status of the job comes back in one round
+trip."""
 
 from __future__ import annotations
 
@@ -40,12 +42,22 @@ def client_env(login: Sshd) -> dict[str, str]:
     }
 
 
+def login_node(cluster: SlurmCluster) -> tuple[str, str]:
+    """The login node's network namespace and address: the first node's, where its Slurm commands reach slurmctld
+    over the cluster's bridge as its slurmd does (a small cluster's login node is often a compute node too)."""
+    assert cluster.info is not None
+    node = cluster.nodes[0]
+    return cluster.info.namespaces[node], cluster.node_addrs[node]
+
+
 @pytest.fixture
 def login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
     path = slurm_cluster.env["PATH"].split(":")[0]
     # the login node asks for a TOTP code after the key (PAM, libpam-oath) and is reached through a bastion
     exports = {"SLURM_CONF": str(slurm_cluster.conf)}
-    server = start_sshd(path_prepend=path, exports=exports, otp_secret=SECRET, bastion=True)
+    server = start_sshd(
+        path_prepend=path, exports=exports, otp_secret=SECRET, bastion=True, netns=login_node(slurm_cluster)
+    )
     yield server
     server.close_master()
     server.remove()
@@ -97,6 +109,8 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
     job = first.stdout.strip()
     assert re.search(r"snapshot \w{12} dirty \(\d+ files, [1-9]\d* bytes sent\)", first.stderr), first.stderr
     t = login.transport(env, persist=60)
+    # the login node is in the cluster's network: its commands run with the first node's address
+    assert login.address in t.run("cat /proc/net/fib_trie").stdout.decode()
     log_dir = f"{work}/runs/remote-t/logs"
     wait_state(t, job, log_dir, {"RUNNING", "COMPLETED"})
     deadline = time.monotonic() + 60
@@ -239,7 +253,8 @@ def slow_login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
     )
     for name in ("tar", "sbatch"):
         (wrappers / name).chmod(0o755)
-    server = start_sshd(path_prepend=f"{wrappers}:{slurm_bin}", exports={"SLURM_CONF": str(slurm_cluster.conf)})
+    exports = {"SLURM_CONF": str(slurm_cluster.conf)}
+    server = start_sshd(path_prepend=f"{wrappers}:{slurm_bin}", exports=exports, netns=login_node(slurm_cluster))
     yield server
     server.close_master()
     server.remove()
