@@ -89,7 +89,7 @@ class RemoteJob(SlurmJob):
             others=lambda: lg.select(batch, None),
             ended=ended,
             poll=LOG_POLL,
-            missing=lambda: f"job {self.label} on cluster {self.profile.name}: no log files yet",
+            missing=lambda: f"job {self.label} on cluster {self.profile.name}: no log files yet.",
         )
 
     def history_dirs(self) -> tuple[list[Path], str]:
