@@ -11,20 +11,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 FANOUT_FROM = 2000  # items; below this the fork and the pickling cost more than they spare
 MAX_PROCESSES = 8
-
-_work: Callable[[int, int], Sequence[Any]] | None = None  # the work of the pool being run, inherited by fork
-
-
-def _span(bounds: tuple[int, int]) -> Sequence[Any]:
-    assert _work is not None
-    return _work(*bounds)
 
 
 def processes() -> int:
@@ -35,19 +28,43 @@ def processes() -> int:
     return max(1, min(cpus, MAX_PROCESSES))
 
 
+def _child(work: Callable[[int, int], Sequence[Any]], bounds: tuple[int, int], out: Connection) -> None:
+    try:
+        out.send((True, list(work(*bounds))))
+    except BaseException as exc:  # the caller raises it
+        out.send((False, exc))
+    finally:
+        out.close()
+
+
 def spread(count: int, work: Callable[[int, int], Sequence[T]], workers: int | None = None) -> list[T]:
     """work(start, stop) over range(count) in consecutive spans, their results joined in order: the same list
-    as work(0, count), made in forked children when `count` is large and there is more than one CPU."""
+    as work(0, count), made in forked children when `count` is large and there is more than one CPU. One child
+    per span (a pool could hand two spans to one child and leave a CPU idle); the first span is made here
+    meanwhile, so its results need no pickling. A child's error is raised here."""
     n = processes() if workers is None else workers
     if count < FANOUT_FROM or n < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return list(work(0, count))
-    global _work
+    fork = multiprocessing.get_context("fork")
     bounds = [(count * i // n, count * (i + 1) // n) for i in range(n)]
-    _work = work
-    try:  # the first span here, meanwhile: one child fewer, and its results need no pickling
-        with ProcessPoolExecutor(max_workers=n - 1, mp_context=multiprocessing.get_context("fork")) as pool:
-            others = pool.map(_span, bounds[1:])
-            first = list(work(*bounds[0]))
-            return first + [item for part in others for item in part]
+    children = []
+    for span in bounds[1:]:
+        receive, send = fork.Pipe(duplex=False)
+        child = fork.Process(target=_child, args=(work, span, send))  # inherited by fork, never pickled
+        child.start()
+        send.close()
+        children.append((child, receive))
+    try:
+        made = list(work(*bounds[0]))
+        for _, receive in children:
+            ok, got = receive.recv()
+            if not ok:
+                raise got
+            made += got
+        return made
     finally:
-        _work = None
+        for child, receive in children:
+            receive.close()
+            if child.is_alive():
+                child.terminate()
+            child.join()
