@@ -65,8 +65,8 @@ def timed(work: Callable[[], None]) -> tuple[float, float]:
 
 def _cpu() -> float:
     """This process's CPU time and its reaped children's (a sweep's report forks over the CPUs)."""
-    mine, children = os.times(), os.times()
-    return mine.user + mine.system + children.children_user + children.children_system
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def bench_job(runs: int) -> tuple[float, float]:

@@ -181,7 +181,7 @@ def _node(event: Mapping[str, Any]) -> str | None:
 def _markers(run: int, events: Events) -> list[Marker]:
     found: list[Marker] = []
     preempted = requeued = False
-    last = None  # the time of the run's latest event so far
+    last = None  # the time of the run's latest event before this one (build gives them in time order)
     for e in events:
         kind, t = e.get("event"), _t(e)
         if kind == rh.REQUEUE and e.get("cause") == rh.PREEMPTION and not preempted:
@@ -191,7 +191,7 @@ def _markers(run: int, events: Events) -> list[Marker]:
             preempted = True
             found.append(Marker(run, t if last is None else last, "preemption", "preempted by Slurm"))
         if kind != rh.REQUEUE:
-            last = t if last is None else max(last, t)
+            last = t
         if kind == rh.SAVE:
             found.append(Marker(run, t, "save", f"save ({e.get('cause')}): {_num(e.get('seconds')) or 0:.1f} s"
                                 + (f", step {e.get('steps')}" if e.get("steps") else "")))  # fmt: skip

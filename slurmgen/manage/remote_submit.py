@@ -196,8 +196,7 @@ def resubmit_remote(
     base = dataclasses.replace(entry, event="submitting", token=token, run_dir=run_dir, script="job.sbatch",
                                time=clock(), job_id=None, extra={**entry.extra, "resumes": resume_from})  # fmt: skip
     command = submit_script(run_dir, entry.log_dir or "", shipped, None, token, extra)
-    job_id = submit_once(transport, command, script, base, journal, clock, warn)
-    return job_id
+    return submit_once(transport, command, script, base, journal, clock, warn)
 
 
 def submit_once(
