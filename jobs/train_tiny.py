@@ -33,6 +33,19 @@ def checksum(model: torch.nn.Module) -> str:
     return f"{total:.10f}"
 
 
+def light_step(model: torch.nn.Module, lr: float, world_size: int) -> None:
+    """--light's update: the gradient summed over the ranks by one all_reduce, then plain SGD (no momentum). DDP's
+    constructor and torch.optim's first optimizer each import torch._dynamo (torch/nn/parallel/distributed.py,
+    torch/_compile.py), about 2.9 s of CPU at every rank's start on top of `import torch`'s 2.5 s; the tests that
+    start this job hundreds of times on a small CI machine skip it. A real training script uses DDP and torch.optim
+    (this job's default)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.grad is not None:
+                torch.distributed.all_reduce(p.grad)
+                p.sub_(p.grad, alpha=lr / world_size)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300)
@@ -42,6 +55,9 @@ def main() -> None:
     parser.add_argument("--stop-delay", type=float, default=0.0, help="seconds from seeing the stop to its save")
     parser.add_argument("--lr", type=float, default=0.01, help="learning rate (jobs/sweep-lr.yaml sweeps it)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights")
+    parser.add_argument(
+        "--light", action="store_true", help="one all_reduce and plain SGD instead of DDP and torch.optim"
+    )
     args = parser.parse_args()
 
     info = init_distributed()
@@ -52,14 +68,15 @@ def main() -> None:
     # weights). With several tensors the first step after a resume may round differently in the last bits; see
     # "Bit-identical resumes with DDP" in docs/runtime-internals.md.
     model = torch.nn.Linear(8, 1, bias=False)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    opt = None if args.light else torch.optim.SGD(model.parameters(), lr=args.lr)
     state = pre.load()
     start = 0
     if state is not None:
         model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
+        if opt is not None:
+            opt.load_state_dict(state["opt"])
         start = state["step"]
-    ddp = wrap_ddp(model)
+    ddp = model if args.light else wrap_ddp(model)
     tag = f"rank {info.rank}/{info.world_size}"
     print(
         f"{tag}: start at step {start} on {info.hostname}, run {pre.restart_count + 1}, "
@@ -70,15 +87,23 @@ def main() -> None:
         print(f"{tag}: resumed weights {checksum(model)} at step {start}", flush=True)
 
     def snapshot(step: int) -> dict[str, object]:
-        return {"step": step, "model": model.state_dict(), "opt": opt.state_dict()}
+        saved: dict[str, object] = {"step": step, "model": model.state_dict()}
+        if opt is not None:
+            saved["opt"] = opt.state_dict()
+        return saved
 
     for step in range(start, args.steps):
         gen = torch.Generator().manual_seed(step * 1000 + info.rank)
         x = torch.randn(16, 8, generator=gen)
         loss = ddp(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        if opt is None:
+            model.zero_grad()
+            loss.backward()
+            light_step(model, args.lr, info.world_size)
+        else:
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
         if args.save_every and (step + 1) % args.save_every == 0:
             pre.save(snapshot(step + 1))
         if args.step_time:

@@ -173,7 +173,7 @@ def test_runtime_forwards_and_an_early_signal_waits_for_preemption(tmp_path: Pat
     """runtime: the preemption signal at once (held 3 s by the batch shell, then blocked in every task until
     Preemption unblocks it): saved, requeued by rank 0, resumed, and no warning."""
     (tmp_path / "train_tiny.py").write_text((ROOT / "jobs" / "train_tiny.py").read_text())
-    command = [PY, str(tmp_path / "train_tiny.py"), "--steps", "120", "--step-time", "0.02"]
+    command = [PY, str(tmp_path / "train_tiny.py"), "--steps", "120", "--step-time", "0.02", "--light"]
     job = LocalJob(tmp_path, spec(command, preemption="{handler: runtime}"), "--preempt-after", "0.5")
     jobs.append(job)
     assert job.finish() == 0, job.everything()
