@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from slurmgen.errors import UsageError
 from slurmgen.jobkind.remote_sweep import RemoteSweep
 from slurmgen.jobkind.resolve import sweep_handle
 from slurmgen.journal import Entry, Journal
@@ -86,8 +87,9 @@ def test_a_remote_sweep_is_split_at_max_array_size_and_recorded_with_its_cluster
     monkeypatch.setenv("SLURMGEN_HOME", str(tmp_path / "journal"))
     handle = sweep_handle(record)  # the profile has a host: Slurm's commands go through its connection
     assert isinstance(handle, RemoteSweep) and handle.profile.host == "alpha-login"
-    point = handle.point(2)
-    assert point.label == "42_0"
+    assert handle.point(2).label == "42_0"  # a remote job: its logs are copied here through the connection
+    with pytest.raises(UsageError, match=r"runs on cluster alpha: resubmitting its points over ssh is not supported"):
+        handle.resubmit([0], print)  # said in one line before anything is asked of the cluster
 
 
 def test_the_submit_call_answers_an_array_found_by_its_token_and_then_its_own_file(tmp_path: Path) -> None:
