@@ -244,7 +244,10 @@ def submit(
 
         source = SpecSource(source.path, source.overrides, find_profile(cluster, source.path.parent))
         if source.profile is not None and source.profile.host is not None:
-            return Job(as_job_id(submit_remote_source(source, None, warn or _ignore, snapshot=True).label))
+            refusal = (f"{source.path}: sweep: a sweep is many jobs; submit it with slurmgen.submit_sweep(..., "
+                       f"cluster={cluster!r}) or `slurmgen submit {source.path} --cluster {cluster}`")  # fmt: skip
+            remote = submit_remote_source(source, None, warn or _ignore, snapshot=True, single=refusal)
+            return Job(as_job_id(remote.label))
     _, done = submit_source(source, None, warn or _ignore)
     return Job(as_job_id(done.job_id))
 
@@ -281,10 +284,19 @@ def submit_planned(p: Plan, base: Path, client: SlurmClient, warn: Warn) -> tupl
 
 
 def submit_remote_source(
-    source: SpecSource, templates: Path | None, warn: Warn, *, snapshot: bool, code_dir: str | None = None
+    source: SpecSource,
+    templates: Path | None,
+    warn: Warn,
+    *,
+    snapshot: bool,
+    code_dir: str | None = None,
+    single: str | None = None,
+    many: str | None = None,
 ) -> Submitted:
     """Submit to the cluster of ``source.profile`` over ssh (slurmgen.manage.remote_submit): the snapshot of the
-    project around the current directory (or, without one, the job starts in ``code_dir`` on the cluster)."""
+    project around the current directory (or, without one, the job starts in ``code_dir`` on the cluster). One job,
+    or a sweep's arrays; ``single`` refuses a sweep with that line, ``many`` a single job, before anything is sent
+    (see submit_any)."""
     from slurmgen.journal import Journal, home, new_token
     from slurmgen.manage.remote_submit import submit_remote
     from slurmgen.remote.transport import transport_for
@@ -303,6 +315,10 @@ def submit_remote_source(
 
         if not extra:
             checked = check_file(source.path, list(source.overrides), Path.cwd(), profile)
+            if single is not None and checked.spec.sweep is not None:
+                raise UsageError(single)
+            if many is not None and checked.spec.sweep is None:
+                raise UsageError(many)
             said.update(str(p) for p in checked.warnings)
             for problem in checked.warnings:
                 warn(f"warning: {problem}")
@@ -328,8 +344,13 @@ def submit_remote_source(
         spec_path=source.path.resolve(),
         clock=time.time,
         warn=warn,
+        overrides=source.overrides,
     )
     sent = "" if done.upload is None else f" ({done.upload.files_sent} files, {done.upload.bytes_sent} bytes sent)"
     code = f"snapshot {done.snapshot[:12]}{' dirty' if done.dirty else ''}{sent}" if done.snapshot else done.code_dir
-    message = f"submitted job {done.job_id} on cluster {done.cluster}; code {code}; logs in {done.log_dir}"
+    if done.arrays:
+        message = (f"submitted sweep {done.job_id} on cluster {done.cluster} as array job(s) {', '.join(done.arrays)}; "
+                   f"code {code}; logs in {done.log_dir}; follow it with: slurmgen status {done.job_id}")  # fmt: skip
+    else:
+        message = f"submitted job {done.job_id} on cluster {done.cluster}; code {code}; logs in {done.log_dir}"
     return Submitted(done.job_id, message, None)

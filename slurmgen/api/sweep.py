@@ -52,10 +52,10 @@ class Sweep:
     @classmethod
     def for_record(cls, record: SweepRecord, *, client: SlurmClient | None = None) -> Sweep:
         """The handle of a sweep whose journal record is read already. No Slurm query."""
-        from slurmgen.jobkind.groups import SlurmSweep
+        from slurmgen.jobkind.resolve import sweep_handle
 
         handle = cls.__new__(cls)
-        handle._group, handle._client = SlurmSweep(record, client), client
+        handle._group, handle._client = sweep_handle(record, client), client
         return handle
 
     @property
@@ -168,14 +168,23 @@ def submit_sweep(
     overrides: Mapping[str, object] | None = None,
     *,
     warn: Warn | None = None,
+    cluster: str | None = None,
 ) -> Sweep:
     """Validate, render and submit a spec with `sweep:` as Slurm job arrays (see slurmgen.submit for ``spec``,
-    ``overrides`` and ``warn``); the sweep's handle. One `scontrol show config` and one sbatch per array."""
-    from slurmgen.api.submitting import planned, spec_source, submit_planned
+    ``overrides``, ``warn`` and ``cluster``); the sweep's handle. One `scontrol show config` and one sbatch per
+    array (over ssh: one once-only submit call per array, after the snapshot)."""
+    from slurmgen.api.submitting import SpecSource, planned, spec_source, submit_planned, submit_remote_source
     from slurmgen.journal import home
     from slurmgen.slurm.client import SlurmClient
 
     source = spec_source(spec, overrides)
+    if cluster is not None:
+        from slurmgen.spec.profile import find_profile
+
+        source = SpecSource(source.path, source.overrides, find_profile(cluster, source.path.parent))
+        if source.profile is not None and source.profile.host is not None:
+            refusal = f"{source.path}: has no sweep: field; submit it with slurmgen.submit"
+            return Sweep(submit_remote_source(source, None, warn or _ignore, snapshot=True, many=refusal).label)
     base = home()
     p = planned(source, None, base, warn or _ignore)
     if p.spec.sweep is None:

@@ -5,6 +5,7 @@ read like a local job's."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,14 +52,7 @@ class RemoteJob(SlurmJob):
         return Report(out=(st.table([row]),), notes=(f"cluster {self.profile.name}; code: {self.code()}",))
 
     def code(self) -> str:
-        """The snapshot the job runs, and the commit it was taken from (the journal's record of the submit)."""
-        extra = self.entry.extra
-        if not extra.get("snapshot"):
-            return f"{extra.get('code_dir')} (no snapshot)"
-        dirty = " with uncommitted changes" if extra.get("dirty") else ""
-        commit = extra.get("commit")
-        of = f"of commit {str(commit)[:12]}" if commit else "(the repository had no commit yet)"
-        return f"snapshot {str(extra.get('snapshot'))[:12]} {of}{dirty}"
+        return code_of(self.entry.extra)
 
     def state(self) -> str:
         return self.remote_state().state
@@ -101,11 +95,11 @@ class RemoteJob(SlurmJob):
 
     def resume(self, say: Say) -> Report:
         """As a job submitted here: requeued while Slurm knows it (through the connection), else its script on
-        the cluster submitted again to start from its last saved state (manage.remote_submit.resubmit_remote)."""
+        the cluster submitted again to start from its last saved state (manage.remote_once.resubmit_remote)."""
         import time
 
         from slurmgen.journal import Journal, find_home, new_token
-        from slurmgen.manage.remote_submit import resubmit_remote
+        from slurmgen.manage.remote_once import resubmit_remote
         from slurmgen.manage.resume import plan_resume
 
         infos = self.client.show_jobs(self.target.job)
@@ -121,3 +115,13 @@ class RemoteJob(SlurmJob):
             f"job {new} starts from job {self.target.key}'s last saved state",
             f"submitted job {new}; follow it with: slurmgen status {new}",
         ))  # fmt: skip
+
+
+def code_of(extra: Mapping[str, object]) -> str:
+    """The snapshot a remote job runs, and the commit it was taken from (the journal's record of the submit)."""
+    if not extra.get("snapshot"):
+        return f"{extra.get('code_dir')} (no snapshot)"
+    dirty = " with uncommitted changes" if extra.get("dirty") else ""
+    commit = extra.get("commit")
+    of = f"of commit {str(commit)[:12]}" if commit else "(the repository had no commit yet)"
+    return f"snapshot {str(extra.get('snapshot'))[:12]} {of}{dirty}"

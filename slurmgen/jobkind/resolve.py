@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from slurmgen.jobkind.groups import LocalGroup, SlurmSweep
     from slurmgen.journal import Entry
     from slurmgen.local.local_jobs import LocalRecord
+    from slurmgen.manage.sweep_record import SweepRecord
     from slurmgen.manage.targets import Target
     from slurmgen.slurm.client import SlurmClient
 
@@ -97,7 +98,7 @@ def group_of(text: str, client: SlurmClient | None = None) -> SlurmSweep | Local
     jobs = Journal(find_home()).jobs()
     sweep_id = sweep_id_of(str(text), jobs)
     if sweep_id is not None:
-        return SlurmSweep(load_record(sweep_id, jobs), client)
+        return sweep_handle(load_record(sweep_id, jobs), client)
     try:
         found = handle_of(str(text), client)
     except UsageError:
@@ -147,7 +148,6 @@ def _local_group(
 
 def _slurm_sweep(text: str, jobs: list[Entry], client: SlurmClient | None) -> JobHandle | None:
     """The Slurm sweep ``text`` names (its id, spec, name, or its array's job id; `123_4` is one point's task)."""
-    from slurmgen.jobkind.groups import SlurmSweep
     from slurmgen.manage.sweep_record import load_record, sweep_id_of
     from slurmgen.slurm.ids import parse_job_id
 
@@ -157,7 +157,18 @@ def _slurm_sweep(text: str, jobs: list[Entry], client: SlurmClient | None) -> Jo
     except UsageError:
         pass
     sweep_id = sweep_id_of(text, jobs)
-    return None if sweep_id is None else SlurmSweep(load_record(sweep_id, jobs), client)
+    return None if sweep_id is None else sweep_handle(load_record(sweep_id, jobs), client)
+
+
+def sweep_handle(record: SweepRecord, client: SlurmClient | None = None) -> SlurmSweep:
+    """A Slurm sweep's handle: over ssh when it was submitted to a cluster profile with a host (its journal
+    record names the profile), else through this machine's Slurm commands (``client``)."""
+    from slurmgen.jobkind.groups import SlurmSweep
+    from slurmgen.jobkind.remote_sweep import remote_sweep
+    from slurmgen.journal import find_home
+
+    remote = remote_sweep(record, find_home())
+    return remote if remote is not None else SlurmSweep(record, client)
 
 
 def recent(client: SlurmClient | None = None) -> Report:

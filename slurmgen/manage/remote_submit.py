@@ -1,32 +1,23 @@
 """`slurmgen submit --cluster NAME` for a profile with a `host`: the snapshot and slurmgen's own in-job modules are
-stored on the cluster (slurmgen.remote.snapshot), then one idempotent remote call writes the script and runs sbatch.
-
-Never submitted twice: the call holds a lock in the run's directory on the cluster (named by the submission's
-token), answers the job id written there by an earlier try, else looks for a job whose comment carries the token
-(an sbatch whose reply was lost with the connection), and only then runs sbatch. So when the connection drops
-mid-submit, the same call is simply made again with the same token.
+stored on the cluster (slurmgen.remote.snapshot), then one idempotent remote call (slurmgen.manage.remote_once)
+writes the script and runs sbatch: once for a job, once per array for a sweep (slurmgen.manage.remote_sweep).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import posixpath
-import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurmgen.errors import SchedulerError, UsageError
-from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
-from slurmgen.manage.plan import comment_for
+from slurmgen.journal import Entry, Journal
+from slurmgen.manage.remote_once import submit_once, submit_script
 from slurmgen.remote.snapshot import Upload, package_snapshot, snapshot_path, stored, take_snapshot, upload
-from slurmgen.remote.transport import Transport, TransportError
+from slurmgen.remote.transport import Transport
 from slurmgen.spec.model import JobSpec
 from slurmgen.spec.profile import ClusterProfile
-
-TRIES = 3  # a dropped connection is retried with the same token: the remote call is idempotent
 
 
 @dataclass(frozen=True)
@@ -40,6 +31,7 @@ class RemoteSubmission:
     commit: str | None
     dirty: bool
     upload: Upload | None
+    arrays: tuple[str, ...] = ()  # a sweep's array job ids (job_id is then the sweep's id)
 
 
 def remote_overrides(spec: JobSpec, workdir: str, code_dir: str | None) -> list[str]:
@@ -65,63 +57,37 @@ def version_setup(python: str, shipped: str, version: str) -> str:
     )
 
 
-_SUBMIT = """set -u
-r={run}; mkdir -p "$r" {log_dir} || exit 3; cd "$r" || exit 3
-exec 9>"$r/lock"; flock 9
-if [ -s jobid ]; then cat jobid; exit 0; fi
-j=$(squeue --me --noheader --format='%i %k' 2>/dev/null | awk -v t={marker} '$NF == t {{print $1; exit}}')
-if [ -n "$j" ]; then echo "$j" > jobid; cat jobid; exit 0; fi
-cat > job.sbatch.tmp && mv job.sbatch.tmp job.sbatch || exit 3
-PYTHONPATH={ship}${{PYTHONPATH:+:$PYTHONPATH}} sbatch --parsable {args} job.sbatch > jobid.tmp || exit 5
-cut -d';' -f1 jobid.tmp > jobid && rm -f jobid.tmp && cat jobid
-"""
-
-
-def submit_script(
-    run_dir: str, log_dir: str, shipped: str, spec: JobSpec | None, token: str, extra: tuple[str, ...] = ()
-) -> str:
-    """The one remote call that submits (see the module's docstring). ``spec`` None: a resubmission, whose comment
-    is the token alone (the script keeps its own #SBATCH lines)."""
-    comment = comment_for(spec, token) if spec is not None else f"{TOKEN_PREFIX}{token}"
-    args = shlex.join([f"--comment={comment}", *extra])
-    return _SUBMIT.format(
-        run=shlex.quote(run_dir),
-        log_dir=shlex.quote(log_dir),
-        marker=shlex.quote(f"{TOKEN_PREFIX}{token}"),
-        ship=shlex.quote(shipped),
-        args=args,
-    )
-
-
 Compile = Callable[[list[str]], tuple[JobSpec, str]]
 
 
-def submit_remote(
-    compile_spec: Compile,
-    profile: ClusterProfile,
-    transport: Transport,
-    *,
-    project: Path | None,
-    code_dir: str | None,
+@dataclass(frozen=True)
+class Placed:
+    """A spec made ready to submit on the cluster: its code stored there, and its script rendered to start in it."""
+
+    spec: JobSpec
+    script: str
+    run_dir: str  # on the cluster
+    shipped: str  # slurmgen's own in-job modules, on the cluster
+    code_dir: str | None
+    snapshot: str | None
+    commit: str | None
+    dirty: bool
+    upload: Upload | None
+    record: dict[str, object]  # what the journal keeps about the code (Entry.extra)
+
+
+def place(
+    compile_spec: Compile, profile: ClusterProfile, transport: Transport, project: Path | None, code_dir: str | None,
     token: str,
-    journal: Journal,
-    spec_path: Path,
-    clock: Callable[[], float],
-    warn: Callable[[str], object] = lambda line: None,
-) -> RemoteSubmission:
-    """Store the code, then submit once. ``project``: the directory to snapshot (None: --no-snapshot, the job starts
-    in ``code_dir``, already on the cluster). ``compile_spec(extra_overrides)`` validates, and renders when given
-    overrides."""
+) -> Placed:  # fmt: skip
+    """Store the code on the cluster (one round trip when nothing changed), then render the script that starts in
+    it. ``project``: the directory to snapshot (None: --no-snapshot, the job starts in ``code_dir``, already on the
+    cluster). ``compile_spec(extra_overrides)`` validates, and renders when given overrides."""
     from importlib.metadata import version
 
     __version__ = version("slurmgen-torch")  # the distribution's name (pyproject.toml); `slurmgen` is its package
     workdir = profile.workdir
     spec, _ = compile_spec([])
-    if spec.sweep is not None:
-        raise UsageError(
-            f"{spec_path}: sweep: a sweep over ssh (--cluster {profile.name}) is not supported yet; submit it on the "
-            "cluster's login node, or give the profile no host"
-        )
     snap = up = None
     package = package_snapshot()
     wanted = [package]
@@ -138,92 +104,59 @@ def submit_remote(
     extra = remote_overrides(spec, workdir, code_dir)
     setup = [*spec.setup, version_setup(spec.python, shipped, __version__)]
     spec, script = compile_spec([*extra, f"setup={json.dumps(setup)}"])
-    run_dir = posixpath.join(workdir, "runs", spec.name, token)
-    log_dir = spec.output
-    record = {
+    record: dict[str, object] = {
         "snapshot": None if snap is None else snap.digest,
         "commit": None if snap is None else snap.commit,
         "dirty": None if snap is None else snap.dirty,
         "code_dir": code_dir,
         "profile": profile.name,  # the cluster profile: status, logs, cancel find the cluster again by it
     }
+    return Placed(spec, script, posixpath.join(workdir, "runs", spec.name, token), shipped, code_dir,
+                  None if snap is None else snap.digest, None if snap is None else snap.commit,
+                  bool(snap and snap.dirty), up, record)  # fmt: skip
 
-    base = Entry(event="submitting", token=token, name=spec.name, spec=str(spec_path), run_dir=run_dir,
-                 script="job.sbatch", time=clock(), cluster=profile.name, log_dir=log_dir, extra=record)  # fmt: skip
-    command = submit_script(run_dir, log_dir, shipped, spec, token)
-    job_id = submit_once(transport, command, script.encode(), base, journal, clock, warn)
+
+def submit_remote(
+    compile_spec: Compile,
+    profile: ClusterProfile,
+    transport: Transport,
+    *,
+    project: Path | None,
+    code_dir: str | None,
+    token: str,
+    journal: Journal,
+    spec_path: Path,
+    clock: Callable[[], float],
+    warn: Callable[[str], object] = lambda line: None,
+    overrides: tuple[str, ...] = (),
+) -> RemoteSubmission:
+    """Store the code (place), then submit once: one job, or a sweep's arrays (manage.remote_sweep), each through
+    the same once-only remote call."""
+    placed = place(compile_spec, profile, transport, project, code_dir, token)
+    spec = placed.spec
+    log_dir = spec.output
+    base = Entry(event="submitting", token=token, name=spec.name, spec=str(spec_path), run_dir=placed.run_dir,
+                 script="job.sbatch", time=clock(), cluster=profile.name, log_dir=log_dir,
+                 extra=placed.record)  # fmt: skip
+    arrays: tuple[str, ...] = ()
+    if spec.sweep is None:
+        command = submit_script(placed.run_dir, log_dir, placed.shipped, spec, token)
+        job_id = submit_once(transport, command, placed.script.encode(), base, journal, clock, warn)
+    else:
+        from slurmgen.manage.remote_sweep import submit_sweep_remote
+
+        start = placed.code_dir or "/"
+        job_id, arrays = submit_sweep_remote(transport, spec, placed.script, start, placed.run_dir, placed.shipped,
+                                             base, spec_path, overrides, journal, clock, warn)  # fmt: skip
     return RemoteSubmission(
         job_id=job_id,
         cluster=profile.name,
-        run_dir=run_dir,
+        run_dir=placed.run_dir,
         log_dir=log_dir,
-        code_dir=str(code_dir),
-        snapshot=None if snap is None else snap.digest,
-        commit=None if snap is None else snap.commit,
-        dirty=bool(snap and snap.dirty),
-        upload=up,
+        code_dir=str(placed.code_dir),
+        snapshot=placed.snapshot,
+        commit=placed.commit,
+        dirty=placed.dirty,
+        upload=placed.upload,
+        arrays=arrays,
     )
-
-
-# The setup line version_setup wrote into the script: where the job's slurmgen was shipped.
-_SHIPPED = re.compile(r"export PYTHONPATH=(\S+?)\$\{PYTHONPATH")
-
-
-def resubmit_remote(
-    transport: Transport,
-    entry: Entry,
-    resume_from: str,
-    token: str,
-    journal: Journal,
-    clock: Callable[[], float],
-    warn: Callable[[str], object] = lambda line: None,
-) -> str:
-    """`slurmgen resume` of a remote job that Slurm has forgotten: its script, as it ran (in its run directory on
-    the cluster), submitted again with SLURMGEN_RESUME_FROM, through the same once-only remote call as a submit.
-    The new job's id."""
-    from slurmgen import contract
-
-    got = transport.run(f"cat {shlex.quote(posixpath.join(entry.run_dir, 'job.sbatch'))}")
-    script = got.stdout
-    if got.returncode != 0 or not script:
-        raise UsageError(f"the script job {resume_from} ran is gone from cluster {entry.cluster} "
-                         f"({entry.run_dir}/job.sbatch); submit the spec again")  # fmt: skip
-    found = _SHIPPED.search(script.decode(errors="replace"))
-    shipped = found[1].strip("'") if found else ""
-    run_dir = posixpath.join(posixpath.dirname(entry.run_dir), token)
-    extra = (f"--export=ALL,{contract.RESUME_FROM}={resume_from}",)
-
-    base = dataclasses.replace(entry, event="submitting", token=token, run_dir=run_dir, script="job.sbatch",
-                               time=clock(), job_id=None, extra={**entry.extra, "resumes": resume_from})  # fmt: skip
-    command = submit_script(run_dir, entry.log_dir or "", shipped, None, token, extra)
-    return submit_once(transport, command, script, base, journal, clock, warn)
-
-
-def submit_once(
-    transport: Transport,
-    command: str,
-    script: bytes,
-    base: Entry,
-    journal: Journal,
-    clock: Callable[[], float],
-    warn: Callable[[str], object],
-) -> str:
-    """Make the once-only submit call (submit_script), recorded in the journal as ``base`` (submitting, then
-    submitted or failed); a dropped connection is asked again with the same token. The job id."""
-    journal.append(base)
-    for attempt in range(1, TRIES + 1):
-        try:
-            got = transport.run(command, script, timeout=120)
-            break
-        except TransportError as exc:
-            if attempt == TRIES:
-                raise
-            warn(f"note: {exc}; asking again with the same submission token {base.token} (never a second job)")
-    text = got.stdout.decode(errors="replace").strip()
-    if got.returncode != 0 or not text.split(";")[0].isdigit():
-        said = (got.stderr.strip().splitlines() or [text or f"status {got.returncode}"])[-1]
-        journal.append(dataclasses.replace(base, event="failed", time=clock()))
-        raise SchedulerError(f"cluster {base.cluster}: sbatch refused the job: {said}")
-    job_id = text.split(";")[0]
-    journal.append(dataclasses.replace(base, event="submitted", time=clock(), job_id=job_id))
-    return job_id

@@ -15,7 +15,7 @@ from slurmgen.errors import UsageError
 from slurmgen.journal import Entry, find, last_for
 from slurmgen.manage.plan import RESOLVED
 from slurmgen.manage.sweep_plan import expand
-from slurmgen.manage.sweep_submit import ATTEMPT_KEY, OFFSET_KEY, SWEEP_KEY, TASKS_KEY
+from slurmgen.manage.sweep_submit import ATTEMPT_KEY, COPY_KEY, OFFSET_KEY, SWEEP_KEY, TASKS_KEY
 from slurmgen.slurm.ids import JobId, parse_job_id
 from slurmgen.spec.sweep_points import SweepSpec
 
@@ -78,7 +78,9 @@ def load_record(sweep_id: str, jobs: list[Entry]) -> SweepRecord:
                           key=lambda e: (int(e.extra.get(ATTEMPT_KEY, 0)), e.time)))  # fmt: skip
     if not arrays:
         raise UsageError(f"the journal has no submitted array of sweep {sweep_id}")
-    path = Path(arrays[0].run_dir) / RESOLVED
+    # a sweep submitted over ssh has its run directory on the cluster, and a copy here (manage.remote_sweep)
+    copy = arrays[0].extra.get(COPY_KEY)
+    path = Path(copy if isinstance(copy, str) else arrays[0].run_dir) / RESOLVED
     try:
         resolved = json.loads(path.read_text(encoding="utf-8"))
         raw = resolved["spec"]["sweep"]

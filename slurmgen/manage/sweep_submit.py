@@ -28,6 +28,7 @@ SWEEP_KEY = "sweep"  # Entry.extra keys of an array of a sweep
 OFFSET_KEY = "offset"
 TASKS_KEY = "tasks"
 ATTEMPT_KEY = "attempt"
+COPY_KEY = "copy"  # a sweep submitted over ssh: the local copy of its run directory (manage.remote_sweep)
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,17 @@ def max_array_size(client: SlurmClient) -> int:
     return int(raw) if raw.strip().isdigit() else DEFAULT_MAX_ARRAY_SIZE
 
 
+def sweep_extra(sp: SweepPlan, k: int) -> dict[str, object]:
+    """What the journal keeps of array k of a sweep (Entry.extra): the sweep's id, the array's offset and tasks."""
+    array = sp.arrays[k]
+    return {SWEEP_KEY: sp.sweep_id, OFFSET_KEY: array.offset, TASKS_KEY: array.tasks, ATTEMPT_KEY: sp.attempt}
+
+
 def _entry_of(
     sp: SweepPlan, k: int, event: str, job: JobId | None = None, cluster: str | None = None, **extra: object
 ) -> Entry:
-    array = sp.arrays[k]
     e = entry(sp.plan, event, job, cluster, **extra)
-    sweep_extra = {SWEEP_KEY: sp.sweep_id, OFFSET_KEY: array.offset, TASKS_KEY: array.tasks, ATTEMPT_KEY: sp.attempt}
-    return replace(e, token=sp.token(k), array=True, extra={**sweep_extra, **e.extra})
+    return replace(e, token=sp.token(k), array=True, extra={**sweep_extra(sp, k), **e.extra})
 
 
 def submit_sweep(
