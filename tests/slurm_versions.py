@@ -127,9 +127,11 @@ class ClusterInfo:
     user_signal_parameter: str  # the slurm.conf line that turns the user signal at preemption on
 
     @classmethod
-    def query(cls, version: str) -> ClusterInfo:
+    def query(cls, version: str, instance: int = 0) -> ClusterInfo:
+        """``instance``: a separate cluster of that version (up.sh --instance K), 0 for the shared one."""
+        select = ["--slurm", version, "--instance", str(instance)]
         out = subprocess.run(
-            ["bash", str(UP), "--slurm", version, "--info"], capture_output=True, text=True, check=True, timeout=30
+            ["bash", str(UP), *select, "--info"], capture_output=True, text=True, check=True, timeout=30
         ).stdout
         info = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
         nodes = tuple(info["NODES"].split())

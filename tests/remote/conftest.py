@@ -1,11 +1,18 @@
-"""What the tests of the remote transport and snapshots share: a real sshd on loopback (tests/ssh_server.py)."""
+"""What the tests of the remote transport, snapshots and remote jobs share: a real sshd on loopback
+(tests/ssh_server.py), and a login node to a test cluster with a laptop's project and environment."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from ssh_server import Sshd, start_sshd
+from conftest import SlurmCluster
+from ssh_server import Sshd, askpass, start_sshd
+
+SECRET = "3132333435363738393031323334353637383930"  # noqa: S105 - the RFC 6238 test key, not a credential
 
 
 @pytest.fixture
@@ -13,3 +20,61 @@ def sshd() -> Iterator[Sshd]:
     server = start_sshd()
     yield server
     server.remove()
+
+
+def client_env(login: Sshd) -> dict[str, str]:
+    """A laptop's environment: the login's ssh config, the one-time code through SSH_ASKPASS (counted)."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SBATCH"))},
+        "SLURMGEN_SSH_CONFIG": str(login.config),
+        "SLURMGEN_SSH_DIR": str(login.root / "c"),
+        "XDG_CONFIG_HOME": str(login.root / "no-config"),
+        "SLURMGEN_HOME": str(login.root / "journal"),
+        **askpass(login.root, SECRET),
+    }
+
+
+def login_node(cluster: SlurmCluster) -> tuple[str, str]:
+    """The login node's network namespace and address: the first node's, where its Slurm commands reach slurmctld
+    over the cluster's bridge as its slurmd does (a small cluster's login node is often a compute node too)."""
+    assert cluster.info is not None
+    node = cluster.nodes[0]
+    return cluster.info.namespaces[node], cluster.node_addrs[node]
+
+
+def start_login(
+    cluster: SlurmCluster, path_prepend: str = "", otp_secret: str | None = None, bastion: bool = False
+) -> Sshd:
+    """A login node to ``cluster``: an sshd in its first node's network namespace whose commands get the
+    cluster's Slurm commands (after ``path_prepend``) and SLURM_CONF; ``otp_secret`` and ``bastion`` as for
+    start_sshd."""
+    slurm_bin = cluster.env["PATH"].split(":")[0]
+    path = f"{path_prepend}:{slurm_bin}" if path_prepend else slurm_bin
+    exports = {"SLURM_CONF": str(cluster.conf)}
+    return start_sshd(path_prepend=path, exports=exports, otp_secret=otp_secret, bastion=bastion,
+                      netns=login_node(cluster))  # fmt: skip
+
+
+@pytest.fixture
+def login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
+    # the login node asks for a TOTP code after the key (PAM, libpam-oath) and is reached through a bastion
+    server = start_login(slurm_cluster, otp_secret=SECRET, bastion=True)
+    yield server
+    server.close_master()
+    server.remove()
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def project(server: Sshd, folder: str, job: str, program: str, spec: str = "", profile: str = "") -> Path:
+    """A git repository on the laptop (not committed yet): train.py (``program``), job.yaml (job ``job``, more
+    lines ``spec``) and a clusters.yaml whose profile alpha reaches ``server`` and works in <its root>/work."""
+    repo = server.root / folder
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "train.py").write_text(program)
+    (repo / "job.yaml").write_text(f'name: {job}\ncommand: [python3, train.py]\ntime: "5:00"\n{spec}')
+    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {server.alias}\n  workdir: {server.root / 'work'}\n{profile}")
+    return repo

@@ -21,62 +21,14 @@ from pathlib import Path
 import pytest
 from cli_run import run_slurmgen
 from conftest import SlurmCluster
-from ssh_server import Sshd, askpass, prompts, start_sshd
+from ssh_server import Sshd, prompts
 
 from slurmgen.remote.remote_status import remote_states
 from slurmgen.remote.transport import SshTransport
 
+from .conftest import client_env, git, project, start_login
+
 pytestmark = pytest.mark.slurm
-SECRET = "3132333435363738393031323334353637383930"  # noqa: S105 - the RFC 6238 test key, not a credential
-
-
-def client_env(login: Sshd) -> dict[str, str]:
-    """A laptop's environment: the login's ssh config, the one-time code through SSH_ASKPASS (counted)."""
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SBATCH"))},
-        "SLURMGEN_SSH_CONFIG": str(login.config),
-        "SLURMGEN_SSH_DIR": str(login.root / "c"),
-        "XDG_CONFIG_HOME": str(login.root / "no-config"),
-        "SLURMGEN_HOME": str(login.root / "journal"),
-        **askpass(login.root, SECRET),
-    }
-
-
-def login_node(cluster: SlurmCluster) -> tuple[str, str]:
-    """The login node's network namespace and address: the first node's, where its Slurm commands reach slurmctld
-    over the cluster's bridge as its slurmd does (a small cluster's login node is often a compute node too)."""
-    assert cluster.info is not None
-    node = cluster.nodes[0]
-    return cluster.info.namespaces[node], cluster.node_addrs[node]
-
-
-@pytest.fixture
-def login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
-    path = slurm_cluster.env["PATH"].split(":")[0]
-    # the login node asks for a TOTP code after the key (PAM, libpam-oath) and is reached through a bastion
-    exports = {"SLURM_CONF": str(slurm_cluster.conf)}
-    server = start_sshd(
-        path_prepend=path, exports=exports, otp_secret=SECRET, bastion=True, netns=login_node(slurm_cluster)
-    )
-    yield server
-    server.close_master()
-    server.remove()
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
-
-
-def project(server: Sshd, folder: str, job: str, program: str, spec: str = "", profile: str = "") -> Path:
-    """A git repository on the laptop (not committed yet): train.py (``program``), job.yaml (job ``job``, more
-    lines ``spec``) and a clusters.yaml whose profile alpha reaches ``server`` and works in <its root>/work."""
-    repo = server.root / folder
-    repo.mkdir()
-    git(repo, "init", "-q")
-    (repo / "train.py").write_text(program)
-    (repo / "job.yaml").write_text(f'name: {job}\ncommand: [python3, train.py]\ntime: "5:00"\n{spec}')
-    (repo / "clusters.yaml").write_text(f"alpha:\n  host: {server.alias}\n  workdir: {server.root / 'work'}\n{profile}")
-    return repo
 
 
 def logs_of(log_dir: str) -> str:
@@ -255,8 +207,7 @@ def slow_login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
     )
     for name in ("tar", "sbatch"):
         (wrappers / name).chmod(0o755)
-    exports = {"SLURM_CONF": str(slurm_cluster.conf)}
-    server = start_sshd(path_prepend=f"{wrappers}:{slurm_bin}", exports=exports, netns=login_node(slurm_cluster))
+    server = start_login(slurm_cluster, path_prepend=str(wrappers))
     yield server
     server.close_master()
     server.remove()
