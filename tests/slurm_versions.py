@@ -127,9 +127,12 @@ class ClusterInfo:
     user_signal_parameter: str  # the slurm.conf line that turns the user signal at preemption on
 
     @classmethod
-    def query(cls, version: str) -> ClusterInfo:
+    def query(cls, version: str, instance: int | None = None) -> ClusterInfo:
+        """``instance``: a separate cluster of that version (up.sh --instance K); None: the one up.sh picks
+        ($SLURMGEN_CLUSTER_INSTANCE, else the shared instance 0)."""
+        select = ["--slurm", version, *([] if instance is None else ["--instance", str(instance)])]
         out = subprocess.run(
-            ["bash", str(UP), "--slurm", version, "--info"], capture_output=True, text=True, check=True, timeout=30
+            ["bash", str(UP), *select, "--info"], capture_output=True, text=True, check=True, timeout=30
         ).stdout
         info = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
         nodes = tuple(info["NODES"].split())

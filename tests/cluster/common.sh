@@ -20,6 +20,7 @@ SUPPORTED_VERSIONS=(22.05 24.11 26.05)
 DEFAULT_VERSION=22.05
 NODES=(node1 node2 node3)
 PACKAGES=(munge slurmctld slurmd slurm-client)
+ACCOUNTING_PACKAGES=(slurmdbd mariadb-server) # only for a cluster with accounting (SLURMGEN_CLUSTER_ACCOUNTING=1)
 
 # The partitions of every cluster (README.md, "Preemption"). The numbers are here once; up.sh writes them
 # into slurm.conf and tests read them back from `up.sh --info`.
@@ -62,6 +63,12 @@ select_cluster() {
     RUN=$BASE/run
     BIN=$BASE/bin # client wrappers of a chroot version (up.sh writes them); empty for the host's Slurm
     ROOT_FILE=$BASE/chroot # the chroot directory a chroot cluster runs from (written by up.sh)
+    # Accounting (SLURMGEN_CLUSTER_ACCOUNTING=1, a separate 22.05 instance only; README "Accounting"): MariaDB on
+    # a socket of its own (no TCP port), slurmdbd on the controller's address at the port after slurmd's.
+    DBD_CONF=$BASE/etc/slurmdbd.conf
+    DBD_PORT=$((CTL_PORT + 2))
+    DB_DIR=$BASE/db
+    DB_SOCKET=$RUN/mysqld.sock
 }
 
 # Parse the options every script shares (--slurm VERSION, --instance K) out of "$@"; the rest is left in ARGS.

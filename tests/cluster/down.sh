@@ -97,6 +97,10 @@ fi
 # 4. The controller and munged. SIGTERM makes slurmctld save state for ~3 s when nodes are gone (README gotcha 16);
 #    the state is deleted below, so give it a second and then SIGKILL.
 for pid in $ctld_pids; do stop_pid "$pid" slurmctld 10; done
+# 4b. Accounting (a cluster started with SLURMGEN_CLUSTER_ACCOUNTING=1): slurmdbd after the controller that
+#     sends it jobs, then MariaDB, whose SIGTERM is a normal shutdown (~1 s), before munged.
+for pid in $(our_pids slurmdbd "$RUN/slurmdbd.pid"); do stop_pid "$pid" slurmdbd 20; done
+for pid in $(our_pids mariadbd "$RUN/mysqld.pid"); do stop_pid "$pid" mariadbd 50; done
 for pid in $munged_pids; do stop_pid "$pid" munged 20; done
 
 # 5. Network: deleting the host end of a veth deletes the pair at once; waiting for the namespace to take

@@ -6,6 +6,7 @@
 #   tests/cluster/up.sh [--slurm V] --check    exit 0 if a healthy cluster is up, 1 if not; changes nothing
 #   tests/cluster/up.sh [--slurm V] --info     print its names, paths and partitions as KEY=VALUE lines
 #   tests/cluster/down.sh [--slurm V]          stop it and remove everything it made
+#   SLURMGEN_CLUSTER_ACCOUNTING=1 tests/cluster/up.sh --instance K   a 22.05 instance with slurmdbd and sacct
 #
 # 22.05 (the default) runs Debian bookworm's packages from the host; 24.11 and 26.05 run from a Debian chroot
 # that chroot.sh builds once and caches. Names, subnets and ports differ per version (common.sh), so clusters
@@ -34,6 +35,10 @@ nodes_in_states() {
 daemons_alive() {
     local n
     alive "$(pid_from "$BASE/munge/munged.pid")" munged || return 1
+    if [[ -f $DBD_CONF ]]; then # a cluster with accounting
+        alive "$(pid_from "$RUN/mysqld.pid")" mariadbd || return 1
+        alive "$(pid_from "$RUN/slurmdbd.pid")" slurmdbd || return 1
+    fi
     alive "$(pid_from "$RUN/slurmctld.pid")" slurmctld || return 1
     for n in "${NODES[@]}"; do
         alive "$(pid_from "$RUN/slurmd-$n.pid")" slurmd || return 1
@@ -101,8 +106,9 @@ require_tools() {
 }
 
 missing_packages() {
-    local p
-    for p in "${PACKAGES[@]}"; do
+    local p wanted=("${PACKAGES[@]}")
+    ((ACCOUNTING)) && wanted+=("${ACCOUNTING_PACKAGES[@]}")
+    for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
     done
 }
@@ -114,8 +120,9 @@ install_packages() {
     command -v apt-get >/dev/null || die "packages missing (${missing[*]}) and no apt-get to install them"
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    # Package postinst scripts must not start daemons from /etc (they would take port 6817). Debian images
-    # usually carry a policy-rc.d that forbids it; add one for the duration of the install if this one has none.
+    # Package postinst scripts must not start daemons from /etc (they would take port 6817, or start the system's
+    # MariaDB). Debian images usually carry a policy-rc.d that forbids it; add one for the duration of the install
+    # if this one has none.
     local policy=/usr/sbin/policy-rc.d own_policy=0
     if [[ ! -e $policy ]]; then
         printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1
@@ -154,6 +161,10 @@ check_free() {
     local holder
     holder=$(ss -Hltnp "sport = :$CTL_PORT" 2>/dev/null || true)
     [[ -z $holder ]] || die "port $CTL_PORT is taken by something that is not this cluster: $holder"
+    if ((ACCOUNTING)); then
+        holder=$(ss -Hltnp "sport = :$DBD_PORT" 2>/dev/null || true)
+        [[ -z $holder ]] || die "port $DBD_PORT (slurmdbd) is taken by something that is not this cluster: $holder"
+    fi
     holder=$(ip -o -4 addr show to "$NODE_NET.0/24" 2>/dev/null || true)
     [[ -z $holder ]] || die "subnet $NODE_NET.0/24 is already in use on this host: $holder"
 }
@@ -277,7 +288,7 @@ SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+$(accounting_storage_lines)
 JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -288,8 +299,7 @@ MpiDefault=none
 SwitchType=switch/none
 ReturnToService=2
 KillWait=$KILL_WAIT
-# No sacct here: finished jobs stay visible to scontrol for 10 minutes (README gotcha 13).
-MinJobAge=600
+$(min_job_age_lines)
 GresTypes=gpu
 # 3 nodes x 2 CPUs on a 2-core machine: config_overrides keeps them from draining (README gotcha 8).
 SlurmdParameters=config_overrides
@@ -314,6 +324,32 @@ EOF
     if [[ -n ${SLURMGEN_CLUSTER_EXTRA_CONF:-} ]]; then
         ((INSTANCE)) || die "SLURMGEN_CLUSTER_EXTRA_CONF is for a separate instance (--instance K, K > 0)"
         printf '%s\n' "$SLURMGEN_CLUSTER_EXTRA_CONF"
+    fi
+}
+
+# With accounting (README "Accounting"), slurmctld sends every job to slurmdbd on this cluster's address, where
+# the nodes reach it over the bridge too: sacct asks slurmdbd itself (sacct(1)), from a login node as well.
+# Connections to slurmdbd authenticate through the munge socket named by AccountingStoragePass, not AuthInfo's
+# (slurm.conf(5), AccountingStoragePass); without it sacct and sacctmgr look for /run/munge/munge.socket.2.
+accounting_storage_lines() {
+    if ((ACCOUNTING)); then
+        printf '%s\n' "AccountingStorageType=accounting_storage/slurmdbd" "AccountingStorageHost=$CTL_ADDR" \
+            "AccountingStoragePort=$DBD_PORT" "AccountingStoragePass=$BASE/munge/munge.socket"
+    else
+        echo "AccountingStorageType=accounting_storage/none"
+    fi
+}
+
+# How long slurmctld keeps a finished job (MinJobAge, slurm.conf(5)). With accounting, 5 s, so that a test sees
+# Slurm forget a job and sacct still answer: slurmctld purges old job records once a minute (PURGE_JOB_INTERVAL,
+# 60 s, in src/slurmctld/slurmctld.h), so scontrol loses a job 5-65 s after its end.
+min_job_age_lines() {
+    if ((ACCOUNTING)); then
+        printf '%s\n' "# Accounting: sacct keeps finished jobs; scontrol forgets them within 65 s (README \"Accounting\")." \
+            "MinJobAge=5"
+    else
+        printf '%s\n' "# No sacct here: finished jobs stay visible to scontrol for 10 minutes (README gotcha 13)." \
+            "MinJobAge=600"
     fi
 }
 
@@ -348,6 +384,86 @@ write_files() {
         echo "$db: files"
     done >"$BASE/etc/nsswitch.conf"
     echo "nameserver 127.0.0.1" >"$BASE/etc/resolv.conf"
+    ((ACCOUNTING == 0)) || write_accounting_files
+}
+
+# --- accounting (SLURMGEN_CLUSTER_ACCOUNTING=1; README "Accounting") -------------------------------------
+
+# MariaDB's own options file, named first (--defaults-file): no option file of the system's MariaDB is read, so
+# its datadir, socket and port in /etc/mysql stay out of it (mariadbd(8), "--defaults-file"). No TCP port at all
+# (skip-networking): slurmdbd connects through the socket. The InnoDB sizes are small and nothing is synced: the
+# database lives as long as the cluster (slurmdbd logs "Database settings not recommended values" for them).
+write_accounting_files() {
+    mkdir -p "$DB_DIR"
+    cat >"$BASE/etc/mariadb.cnf" <<EOF
+[mysqld]
+datadir=$DB_DIR
+socket=$DB_SOCKET
+pid-file=$RUN/mysqld.pid
+log-error=$BASE/log/mariadb.log
+user=root
+skip-networking
+innodb_buffer_pool_size=32M
+innodb_log_file_size=8M
+innodb_flush_log_at_trx_commit=0
+innodb_doublewrite=0
+[client]
+socket=$DB_SOCKET
+user=root
+EOF
+    # slurmdbd.conf(5): slurmdbd reads it from the directory of SLURM_CONF; it holds the database credentials, so
+    # it must be owned by SlurmUser (root here) with mode 600. The database user is root through MariaDB's
+    # unix_socket authentication (slurmdbd runs as root): there is no password to write.
+    (
+        umask 077
+        cat >"$DBD_CONF" <<EOF
+# Generated by tests/cluster/up.sh for Slurm $SLURM_VERSION instance $INSTANCE; tests/cluster/README.md, "Accounting".
+AuthType=auth/munge
+AuthInfo=socket=$BASE/munge/munge.socket
+DbdHost=localhost
+DbdPort=$DBD_PORT
+SlurmUser=root
+PidFile=$RUN/slurmdbd.pid
+LogFile=$BASE/log/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=root
+StorageLoc=slurm_acct_db
+EOF
+    )
+    chmod 600 "$DBD_CONF"
+}
+
+# mariadbd does not fork: it runs in its own session, its output in its log. mariadb-install-db makes the system
+# tables (~2 s); the root account authenticates by unix_socket (the connecting process's uid).
+start_mariadb() {
+    local cnf=$BASE/etc/mariadb.cnf deadline=$((SECONDS + 30))
+    mariadb-install-db --defaults-file="$cnf" --auth-root-authentication-method=socket --skip-test-db \
+        </dev/null >"$BASE/log/mariadb-install.log" 2>&1 9>&- ||
+        die "mariadb-install-db failed (see $BASE/log/mariadb-install.log)"
+    setsid mariadbd --defaults-file="$cnf" </dev/null >>"$BASE/log/mariadb.stdout" 2>&1 9>&- &
+    until mariadb-admin --defaults-file="$cnf" ping >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || die "MariaDB did not come up in 30 s (see $BASE/log/mariadb.log)"
+        sleep 0.1
+    done
+}
+
+# slurmdbd forks into the background; it creates its tables on first start (~1 s). MYSQL_UNIX_PORT is the socket
+# MariaDB's client library uses for host localhost when none is given (MariaDB's "mariadb Environment Variables";
+# slurmdbd.conf(5) has no socket option). The cluster is added to the (always fresh) database before slurmctld
+# registers; slurmdbd would add it then too, but slurmctld's start waits for that instead (~2.5 s either way).
+start_slurmdbd() {
+    local pid deadline=$((SECONDS + 30))
+    env "SLURM_CONF=$CONF" "MYSQL_UNIX_PORT=$DB_SOCKET" slurmdbd </dev/null >"$BASE/log/slurmdbd.stdout" 2>&1 9>&- ||
+        die "slurmdbd did not start (see $BASE/log/slurmdbd.log)"
+    until slurm timeout 5 sacctmgr -n -P list cluster format=cluster >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || die "slurmdbd did not answer in 30 s (see $BASE/log/slurmdbd.log)"
+        pid=$(pid_from "$RUN/slurmdbd.pid")
+        [[ -z $pid ]] || alive "$pid" slurmdbd || die "slurmdbd exited (see $BASE/log/slurmdbd.log)"
+        sleep 0.1
+    done
+    slurm timeout 30 sacctmgr -i add cluster slurmgen >/dev/null || die "sacctmgr add cluster slurmgen failed"
 }
 
 start_munge() {
@@ -480,6 +596,12 @@ main() {
     [[ $SOURCE == host ]] || BIN_ON_PATH=$BIN
     SELECT="--slurm $SLURM_VERSION"
     ((INSTANCE == 0)) || SELECT+=" --instance $INSTANCE"
+    ACCOUNTING=0
+    if [[ -n ${SLURMGEN_CLUSTER_ACCOUNTING:-} && $SLURMGEN_CLUSTER_ACCOUNTING != 0 ]]; then
+        ((INSTANCE)) || die "SLURMGEN_CLUSTER_ACCOUNTING is for a separate instance (--instance K, K > 0)"
+        [[ $SOURCE == host ]] || die "accounting is built for the host's Slurm (22.05) only"
+        ACCOUNTING=1
+    fi
     case ${1:-} in
     --check) healthy; return ;;
     --info) print_info; return 0 ;;
@@ -531,6 +653,10 @@ main() {
     start_munge
     [[ $SOURCE == host ]] || write_wrappers
     setup_network
+    if ((ACCOUNTING)); then
+        start_mariadb
+        start_slurmdbd
+    fi
     start_slurmctld
     local n
     for n in "${NODES[@]}"; do

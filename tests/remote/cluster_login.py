@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from conftest import SlurmCluster
-from ssh_server import Sshd, askpass
+from ssh_server import Sshd, askpass, start_sshd
 
 from slurmgen.remote.remote_status import remote_states
 from slurmgen.remote.transport import SshTransport
@@ -36,6 +36,19 @@ def login_node(cluster: SlurmCluster) -> tuple[str, str]:
     assert cluster.info is not None
     node = cluster.nodes[0]
     return cluster.info.namespaces[node], cluster.node_addrs[node]
+
+
+def start_login(
+    cluster: SlurmCluster, path_prepend: str = "", otp_secret: str | None = None, bastion: bool = False
+) -> Sshd:
+    """A login node to ``cluster``: an sshd in its first node's network namespace whose commands get the
+    cluster's Slurm commands (after ``path_prepend``) and SLURM_CONF; ``otp_secret`` and ``bastion`` as for
+    start_sshd."""
+    slurm_bin = cluster.env["PATH"].split(":")[0]
+    path = f"{path_prepend}:{slurm_bin}" if path_prepend else slurm_bin
+    exports = {"SLURM_CONF": str(cluster.conf)}
+    return start_sshd(path_prepend=path, exports=exports, otp_secret=otp_secret, bastion=bastion,
+                      netns=login_node(cluster))  # fmt: skip
 
 
 def git(repo: Path, *args: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 from conftest import SlurmCluster
 from ssh_server import Sshd, start_sshd
 
-from remote.cluster_login import SECRET, login_node
+from remote.cluster_login import SECRET, start_login
 
 
 @pytest.fixture
@@ -21,12 +21,8 @@ def sshd() -> Iterator[Sshd]:
 
 @pytest.fixture
 def login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
-    path = slurm_cluster.env["PATH"].split(":")[0]
     # the login node asks for a TOTP code after the key (PAM, libpam-oath) and is reached through a bastion
-    exports = {"SLURM_CONF": str(slurm_cluster.conf)}
-    server = start_sshd(
-        path_prepend=path, exports=exports, otp_secret=SECRET, bastion=True, netns=login_node(slurm_cluster)
-    )
+    server = start_login(slurm_cluster, otp_secret=SECRET, bastion=True)
     yield server
     server.close_master()
     server.remove()

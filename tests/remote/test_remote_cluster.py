@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from cli_run import run_slurmgen
 from conftest import SlurmCluster
-from ssh_server import Sshd, prompts, start_sshd
+from ssh_server import Sshd, prompts
 
-from remote.cluster_login import client_env, git, login_node, logs_of, project, wait_state
+from remote.cluster_login import client_env, git, logs_of, project, start_login, wait_state
 
 pytestmark = pytest.mark.slurm
 
@@ -189,8 +189,7 @@ def slow_login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
     )
     for name in ("tar", "sbatch"):
         (wrappers / name).chmod(0o755)
-    exports = {"SLURM_CONF": str(slurm_cluster.conf)}
-    server = start_sshd(path_prepend=f"{wrappers}:{slurm_bin}", exports=exports, netns=login_node(slurm_cluster))
+    server = start_login(slurm_cluster, path_prepend=str(wrappers))
     yield server
     server.close_master()
     server.remove()

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from cli_run import run_slurmgen
 from conftest import SlurmCluster
-from ssh_server import Sshd, start_sshd
+from ssh_server import Sshd
 
-from remote.cluster_login import client_env, login_node, logs_of, project
+from remote.cluster_login import client_env, logs_of, project, start_login
 
 pytestmark = pytest.mark.slurm
 
@@ -45,8 +45,7 @@ def split_login(slurm_cluster: SlurmCluster) -> Iterator[Sshd]:
         f'exec {real} "$@"\n'
     )
     (wrappers / "scontrol").chmod(0o755)
-    exports = {"SLURM_CONF": str(slurm_cluster.conf)}
-    server = start_sshd(path_prepend=f"{wrappers}:{slurm_bin}", exports=exports, netns=login_node(slurm_cluster))
+    server = start_login(slurm_cluster, path_prepend=str(wrappers))
     yield server
     server.close_master()
     server.remove()
