@@ -5,7 +5,7 @@ read like a local job's."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +14,7 @@ from slurmgen.jobkind.slurm_job import SlurmJob
 
 if TYPE_CHECKING:
     from slurmgen.journal import Entry
+    from slurmgen.manage.status import Row
     from slurmgen.manage.targets import Target
     from slurmgen.remote.remote_status import RemoteState
     from slurmgen.remote.transport import Transport
@@ -38,17 +39,15 @@ class RemoteJob(SlurmJob):
         from slurmgen.remote.remote_status import remote_states
 
         key = str(self.target.key)
-        return remote_states(self.transport, [key], {key: self._job_dir()})[key]
+        return remote_states(self.transport, [key], {key: self.job_dir()})[key]
 
-    def _job_dir(self) -> str:
+    def job_dir(self) -> str:
         return f"{self.entry.log_dir}/{self.entry.name}-{self.target.key}"
 
     def status(self) -> Report:
         from slurmgen.manage import status as st
 
-        now = self.remote_state()
-        exit_text = "" if now.exit_code is None else str(now.exit_code)
-        row = st.Row(self.label, self.entry.name, now.state, reason=f"({now.source})", exit=exit_text)
+        row = remote_row(self.label, self.entry.name, self.remote_state())
         return Report(out=(st.table([row]),), notes=(f"cluster {self.profile.name}; code: {self.code()}",))
 
     def code(self) -> str:
@@ -125,3 +124,49 @@ def code_of(extra: Mapping[str, object]) -> str:
     commit = extra.get("commit")
     of = f"of commit {str(commit)[:12]}" if commit else "(the repository had no commit yet)"
     return f"snapshot {str(extra.get('snapshot'))[:12]} {of}{dirty}"
+
+
+def remote_row(label: str, name: str, now: RemoteState, submitted: str = "") -> Row:
+    """A remote job's row: its state as the cluster answered, and which of Slurm's commands (or the run's own
+    record) said it. Pure."""
+    from slurmgen.manage.status import Row
+
+    exit_text = "" if now.exit_code is None else str(now.exit_code)
+    return Row(label, name, now.state, reason=f"({now.source})", exit=exit_text, submitted=submitted)
+
+
+def remote_rows(targets: Sequence[Target], base: Path, now: float) -> dict[int, Row]:
+    """`slurmgen status` without an argument: the rows of the jobs in ``targets`` submitted over ssh, by their
+    place in ``targets``. Each cluster is asked once for all of its jobs (remote_status: one round trip), never
+    this machine's Slurm, which does not know them. A cluster that cannot be asked (the shared connection ended
+    and the login cannot be made here: an expired second factor) raises its one line, TransportError: its jobs'
+    states are not known, and none of them is shown as a job that Slurm forgot (MinJobAge)."""
+    from slurmgen.manage.status import when
+    from slurmgen.remote.remote_status import remote_states
+
+    by_cluster: dict[str, list[tuple[int, RemoteJob]]] = {}
+    for place, target in enumerate(targets):
+        profile = None if target.entry is None else remote_profile(target.entry)
+        if profile is not None and target.entry is not None:
+            job = RemoteJob(target, target.entry, profile, base)
+            by_cluster.setdefault(profile.name, []).append((place, job))
+    rows: dict[int, Row] = {}
+    for jobs in by_cluster.values():
+        keys = [str(job.target.key) for _, job in jobs]
+        states = remote_states(jobs[0][1].transport, keys, {str(job.target.key): job.job_dir() for _, job in jobs})
+        for place, job in jobs:
+            entry = job.entry
+            rows[place] = remote_row(job.label, entry.name, states[str(job.target.key)], when(entry.time, now))
+    return rows
+
+
+def remote_profile(entry: Entry) -> ClusterProfile | None:
+    """The profile with a host that a journal entry was submitted through (`submit --cluster NAME`); None for a
+    job submitted to this machine's Slurm."""
+    from slurmgen.spec.profile import find_profile
+
+    name = entry.extra.get("profile")
+    if not isinstance(name, str):
+        return None
+    profile = find_profile(name, Path(entry.spec).parent)
+    return None if profile.host is None else profile

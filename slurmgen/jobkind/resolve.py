@@ -81,11 +81,10 @@ def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = 
 def _remote_job(target: Target, entry: Entry, base: Path) -> JobHandle | None:
     """The job submitted over ssh to the cluster whose profile its journal entry names (`profile`; the entry's
     `cluster` is Slurm's own cluster name of a federation); None for a profile without host (a plain Slurm job)."""
-    from slurmgen.jobkind.remote_job import RemoteJob
-    from slurmgen.spec.profile import find_profile
+    from slurmgen.jobkind.remote_job import RemoteJob, remote_profile
 
-    profile = find_profile(str(entry.extra["profile"]), Path(entry.spec).parent)
-    return None if profile.host is None else RemoteJob(target, entry, profile, base)
+    profile = remote_profile(entry)
+    return None if profile is None else RemoteJob(target, entry, profile, base)
 
 
 def group_of(text: str, client: SlurmClient | None = None) -> SlurmSweep | LocalGroup:
@@ -176,6 +175,7 @@ def recent(client: SlurmClient | None = None) -> Report:
     import time
 
     from slurmgen.jobkind import Report
+    from slurmgen.jobkind.remote_job import remote_rows
     from slurmgen.journal import Journal, find_home
     from slurmgen.local.local_jobs import records, row
     from slurmgen.manage import status as st
@@ -193,10 +193,22 @@ def recent(client: SlurmClient | None = None) -> Report:
                              "or run one with `slurmgen run SPEC`"))  # fmt: skip
     if not targets:  # only local jobs and unresolved submissions: nothing to ask Slurm
         return Report(out=(st.table([*extra, *ran]),), notes=tuple(notes))
-    rows, unknown = st.rows_for(targets, client, failing=last_failing, step_restarts=step_restarts)
+    # jobs submitted over ssh are asked of their cluster, the others of this machine's Slurm, in journal order
+    remote = remote_rows(targets, base, now)
+    rows: list[st.Row] = []
+    unknown: list[Target] = []
+    here: list[Target] = []
+    for place, target in enumerate(targets):
+        if place in remote:
+            rows.append(remote[place])
+            continue
+        here.append(target)
+        found, missing = st.rows_for([target], client, failing=last_failing, step_restarts=step_restarts)
+        rows += found
+        unknown += missing
     if unknown and not rows:
         from slurmgen.manage.control import unknown_job
 
         raise unknown_job(unknown[0].job)
-    lines = (*notes, *window_warnings(targets), *restart_lines(targets))
+    lines = (*notes, *window_warnings(here), *restart_lines(here))
     return Report(out=(st.table([*rows, *extra, *ran]),), notes=lines)
