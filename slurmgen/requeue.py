@@ -34,8 +34,7 @@ from slurmgen.slurm.site_config import version_tuple
 
 if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
-    from slurmgen.slurm.retry import Retry
-    from slurmgen.slurm.view import SlurmView
+    from slurmgen.slurm.view import Retry, SlurmView
 
 
 @dataclass(frozen=True)
@@ -182,11 +181,11 @@ def requeue_this_job(
 def _scontrol_requeue(
     key: str, cause: str, *, incomplete: bool, client: SlurmClient | None, retry: Retry | None = None
 ) -> RequeueOutcome:
-    """One requeue, retried while Slurm cannot be reached or does not answer (slurm/retry.py). Every
+    """One requeue, retried while Slurm cannot be reached or does not answer (slurmgen/slurm/view.py, `retried`). Every
     failure is an outcome, never an exception: the caller leaves a marker or keeps the state."""
     from slurmgen.errors import SlurmgenError
     from slurmgen.slurm.client import JobPending, RequeueDisabled, SlurmClient
-    from slurmgen.slurm.retry import DEFAULT, retried
+    from slurmgen.slurm.view import DEFAULT, retried
 
     asker = client or SlurmClient(timeout=60)
     met: list[SlurmgenError] = []

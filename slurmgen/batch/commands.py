@@ -56,7 +56,7 @@ from slurmgen.slurm.site import (
 
 if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
-    from slurmgen.slurm.retry import Retry
+    from slurmgen.slurm.view import Retry
 
 WRITER = "batch-shell"
 USAGE = (
