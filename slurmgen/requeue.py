@@ -30,7 +30,7 @@ from slurmgen import contract, interruption, run_history
 from slurmgen.atomic import write_text
 from slurmgen.interruption import RequeueFacts, RequeueResult, RequeueRoute, SiteFacts
 from slurmgen.job_context.context import JobContext
-from slurmgen.slurm.site_config import version_tuple
+from slurmgen.slurm.formats import version_tuple
 
 if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
@@ -68,7 +68,7 @@ def signal_cause(ctx: JobContext, preempted: bool | None, now: float) -> str:
 
 def site_facts(history: run_history.History, run: int) -> SiteFacts:
     """What the site's Slurm does on preemption, as the batch shell recorded it at ``run``'s start (its version
-    parsed here, by slurm/site_config.py, so that the policy parses nothing)."""
+    parsed here, by slurm/formats.py, so that the policy parses nothing)."""
     site = history.site(run)
     return SiteFacts.of(site, version_tuple(site.get("version")))
 

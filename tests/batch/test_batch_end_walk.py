@@ -9,10 +9,10 @@ Issue 26 asks for at most 8 files; the walk is at END_WALK_FILES today, not ther
 the policy (interruption: its entry point, ending, requeue_route, and casualty, which picks the rank that failed
 among its casualties: issue 28), the job context (context: `end` takes it as the entry point read it, once, whole,
 with the requeue marker's name on it), the run history, the trust rule every file read back passes (trust.py),
-requeue, and the Slurm query (slurm: view, which asks and retries, client, showjob, parse, ids, site_config), which
-alone is 6. The bound keeps it from growing (17 before the policy became one package, 19 with the trust rule and the
-casualty rule, 16 once the context was read at the entry point, 15 with the stop path's retry in view.py); lower it
-as the walk shrinks."""
+requeue, and the Slurm query (slurm: view, which asks and retries, client, showjob, ids, and formats, the words
+Slurm prints for a value), which alone is 5. The bound keeps it from growing (17 before the policy became one
+package, 19 with the trust rule and the casualty rule, 16 once the context was read at the entry point, 15 with the
+stop path's retry in view.py, 14 with the value words in formats.py); lower it as the walk shrinks."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from slurmgen.job_context.context import JobContext
 
 from .test_batch import PREEMPT_TIME, OneJob, env_for
 
-END_WALK_FILES = 15
+END_WALK_FILES = 14
 PACKAGE = Path(batch.__file__).resolve().parents[1]
 
 
