@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from slurmgen.interruption import SlurmSays
     from slurmgen.slurm.client import SlurmClient
 
-T = TypeVar("T")
-
 # Slurm's own states and their meaning for a job that is stopping (slurmgen.slurm.ids.JobState).
 _STILL_RUNNING = frozenset({JobState.RUNNING, JobState.SUSPENDED})
 
@@ -124,6 +122,9 @@ def transient(error: SlurmgenError) -> bool:
     from slurmgen.slurm.client import SchedulerTimeout
 
     return type(error) in (SchedulerError, SchedulerTimeout)
+
+
+T = TypeVar("T")
 
 
 def retried(call: Callable[[], T], retry: Retry = DEFAULT, *, failed: list[SlurmgenError] | None = None) -> T:
