@@ -30,12 +30,11 @@ from slurmgen import contract, interruption, run_history
 from slurmgen.atomic import write_text
 from slurmgen.interruption import RequeueFacts, RequeueResult, RequeueRoute, SiteFacts
 from slurmgen.job_context.context import JobContext
-from slurmgen.slurm.site_config import version_tuple
+from slurmgen.slurm.formats import version_tuple
 
 if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
-    from slurmgen.slurm.retry import Retry
-    from slurmgen.slurm.view import SlurmView
+    from slurmgen.slurm.view import Retry, SlurmView
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ def signal_cause(ctx: JobContext, preempted: bool | None, now: float) -> str:
 
 def site_facts(history: run_history.History, run: int) -> SiteFacts:
     """What the site's Slurm does on preemption, as the batch shell recorded it at ``run``'s start (its version
-    parsed here, by slurm/site_config.py, so that the policy parses nothing)."""
+    parsed here, by slurm/formats.py, so that the policy parses nothing)."""
     site = history.site(run)
     return SiteFacts.of(site, version_tuple(site.get("version")))
 
@@ -182,11 +181,11 @@ def requeue_this_job(
 def _scontrol_requeue(
     key: str, cause: str, *, incomplete: bool, client: SlurmClient | None, retry: Retry | None = None
 ) -> RequeueOutcome:
-    """One requeue, retried while Slurm cannot be reached or does not answer (slurm/retry.py). Every
+    """One requeue, retried while Slurm cannot be reached or does not answer (slurmgen/slurm/view.py, `retried`). Every
     failure is an outcome, never an exception: the caller leaves a marker or keeps the state."""
     from slurmgen.errors import SlurmgenError
     from slurmgen.slurm.client import JobPending, RequeueDisabled, SlurmClient
-    from slurmgen.slurm.retry import DEFAULT, retried
+    from slurmgen.slurm.view import DEFAULT, retried
 
     asker = client or SlurmClient(timeout=60)
     met: list[SlurmgenError] = []

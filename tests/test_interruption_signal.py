@@ -23,7 +23,7 @@ from slurmgen.interruption import (
     slurm_requeues_in_grace,
     window_end,
 )
-from slurmgen.slurm.site_config import version_tuple
+from slurmgen.slurm.formats import version_tuple
 
 P, T, R = run_history.PREEMPTION, run_history.TIME_LIMIT, run_history.REQUESTED
 START, LIMIT, LEAD = 1000.0, 3600.0, 120.0  # the limit's warning comes at 4480; with Slurm's slack from 4390

@@ -56,7 +56,7 @@ from slurmgen.slurm.site import (
 
 if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
-    from slurmgen.slurm.retry import Retry
+    from slurmgen.slurm.view import Retry
 
 WRITER = "batch-shell"
 USAGE = (
@@ -159,7 +159,7 @@ def end(
     if (unheard := interruption.never_taken(ctx.preempt_signal, signals, ctx.handler, this_run)) is not None:
         say(unheard)
     code, failing = _job_code(rc, ctx, history, say)
-    asked = _take_marker(ctx, key)
+    asked = _take_marker(ctx)
     view = slurm_view.look(key, client, retry)
     fallback = preemption_on and interruption.unanswered(ctx.preempt_signal, signals, rc, ctx.handler, this_run)
     if fallback and ctx.preempt_signal:
@@ -270,12 +270,12 @@ def _record_signals(ctx: JobContext) -> list[str]:
     return names
 
 
-def _take_marker(ctx: JobContext, key: str) -> str | None:
+def _take_marker(ctx: JobContext) -> str | None:
     """The cause a task left when it could not requeue by itself (inside a container), and remove it."""
-    state_dir = ctx.state_dir
-    if not state_dir:
+    state_dir, name = ctx.state_dir, ctx.requeue_marker
+    if not state_dir or not name:
         return None
-    path = os.path.join(state_dir, contract.requeue_marker_name(key))
+    path = os.path.join(state_dir, name)
     try:
         # Another user's marker in a shared state directory must not requeue this job (trust.py).
         data = trust.read_or_warn(path, _stderr, "believed")

@@ -4,7 +4,7 @@ itself, and the way it is made.
 The one place where a requeue is refused over its budget (`route_requeue`, `budget_refusal`): slurmgen/requeue.py
 asks here and carries the route out, for rank 0 and for the batch shell, while the job runs and after Slurm ended
 it. What the site's Slurm does in a preemption's grace time comes in as `SiteFacts`, read by the caller from the
-run's recorded site (its version parsed there, by slurmgen.slurm.site_config): nothing here parses or asks.
+run's recorded site (its version parsed there, by slurmgen.slurm.formats): nothing here parses or asks.
 
 Standard library and the run history's vocabulary only.
 """

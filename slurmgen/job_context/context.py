@@ -36,6 +36,7 @@ class JobContext:
     """This process's job, read once: its key, run, directories, preemption settings, budgets and limits."""
 
     key: str | None  # job_key_of: None outside Slurm
+    requeue_marker: str | None  # the name of the marker a task leaves in state_dir for the batch shell (None: no key)
     job_id: str  # SLURM_JOB_ID ("" outside Slurm): what `scontrol show step` and `scancel` take for the step
     restart_count: int  # SLURM_RESTART_COUNT, 0 on the first run
     log_dir: str | None  # the per-job log directory; its history/ is the run history (None outside the script)
@@ -109,8 +110,10 @@ class JobContext:
         handler = environ.get(contract.PREEMPT_HANDLER, "")
         lead = environ.get(contract.LEAD_TIME, "")
         attempt = environ.get(contract.STEP_ATTEMPT, "").strip()
+        key = key_from(environ)
         return cls(
-            key=key_from(environ),
+            key=key,
+            requeue_marker=None if key is None else contract.requeue_marker_name(key),
             job_id=environ.get(JOB_ID, ""),
             restart_count=restart_count_from(environ),
             log_dir=environ.get(contract.LOG_DIR) or None,

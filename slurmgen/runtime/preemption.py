@@ -125,7 +125,6 @@ class Preemption:
             # Pay for the requeue path now, not in the seconds between the signal and the kill.
             import slurmgen.requeue
             import slurmgen.slurm.client
-            import slurmgen.slurm.retry
             import slurmgen.slurm.view  # noqa: F401
         # Plain states and sharded checkpoints (runtime/checkpoint/): a path the user named is resumed whoever
         # wrote it; the job-keyed default refuses another job's state (but takes `resume_from`'s).

@@ -1,6 +1,6 @@
 """Slurm's client commands: sbatch, scontrol, squeue and scancel, as argv lists with a timeout, never a shell.
 
-The effect is one injected callable (``run``); parsing lives in slurmgen.slurm.parse, .showjob and .ids.
+The effect is one injected callable (``run``); parsing lives in slurmgen.slurm.parse, .showjob, .formats and .ids.
 Standard library and slurmgen.errors only: the in-task runtime imports this module (for `scontrol requeue`), so
 it must not pull in typer, jinja2 or yaml.
 """

@@ -1,4 +1,4 @@
-"""Parsing what sbatch and squeue print, and Slurm's time values. Pure; slurm.py runs the commands.
+"""Parsing what sbatch and squeue print (their values' words: slurm/formats.py). Pure; client.py runs the commands.
 
 Standard library only (the in-task runtime imports this). Every format here is pinned by recorded output
 of Slurm 22.05, 24.11 and 26.05 in tests/data/slurm/<version>/ plus hand-written files for forms a local
@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from slurmgen.errors import SchedulerError, UsageError
+from slurmgen.slurm.formats import leading_int, optional, parse_datetime, parse_duration
 from slurmgen.slurm.ids import JobId, JobState, parse_job_id, parse_state, state_name
 
 # --- sbatch -----------------------------------------------------------------------------------------------
@@ -86,43 +87,6 @@ def parse_test_only(stderr: str) -> TestOnly:
                 line.strip(),
             )
     raise SchedulerError(f"sbatch --test-only: unexpected output {stderr.strip()[:200]!r}")
-
-
-# --- values ----------------------------------------------------------------------------------------------
-
-_NONE_WORDS = frozenset({"", "(null)", "None", "N/A", "Unknown", "UNLIMITED", "INFINITE", "NOT_SET", "INVALID"})
-_DURATION = re.compile(r"(?:(?P<d>\d+)-)?(?:(?:(?P<h>\d+):)?(?P<m>\d+):)?(?P<s>\d+)")
-
-
-def parse_duration(text: str) -> int | None:
-    """Seconds from Slurm's ``[days-][hours:]minutes:seconds`` (RunTime=, TimeLimit=, squeue %M/%l).
-
-    None for UNLIMITED and the other "no value" words, and for anything unparseable.
-    """
-    match = _DURATION.fullmatch(text.strip())
-    if text.strip() in _NONE_WORDS or match is None or (match["m"] is None and match["d"] is None):
-        return None
-    d, h, m, s = (int(match[k] or 0) for k in "dhms")
-    return ((d * 24 + h) * 60 + m) * 60 + s
-
-
-def parse_datetime(text: str) -> datetime | None:
-    """Slurm's local-time ``2026-11-21T08:01:39``; None for Unknown/None/N/A."""
-    if text.strip() in _NONE_WORDS:
-        return None
-    try:
-        return datetime.fromisoformat(text.strip())
-    except ValueError:
-        return None
-
-
-def optional(text: str | None) -> str | None:
-    return None if text is None or text.strip() in _NONE_WORDS else text
-
-
-def leading_int(text: str | None) -> int | None:
-    match = re.match(r"\d+", text or "")
-    return int(match[0]) if match else None
 
 
 # --- squeue ----------------------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from slurmgen.errors import SchedulerError
+from slurmgen.slurm.formats import leading_int, optional, parse_datetime, parse_duration
 from slurmgen.slurm.ids import JobId, JobState, parse_state, state_name
-from slurmgen.slurm.parse import leading_int, optional, parse_datetime, parse_duration
 
 # --- scontrol show job -----------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurmgen.errors import SchedulerError
+from slurmgen.slurm.formats import version_tuple
 
 DEFAULT_KILL_WAIT = 30  # slurm.conf(5) KillWait
 NO_PREEMPTION = "preempt/none"
@@ -37,12 +38,6 @@ class PartitionInfo:
     priority_tier: int
     default: bool
     raw: Mapping[str, str] = field(compare=False, hash=False, repr=False)
-
-
-def version_tuple(version: str | None) -> tuple[int, int] | None:
-    """(22, 5) for "22.05.8"; None when unknown."""
-    match = re.match(r"\s*(\d+)\.(\d+)", version or "")
-    return (int(match[1]), int(match[2])) if match else None
 
 
 # --- scontrol show config ------------------------------------------------------------------------------------

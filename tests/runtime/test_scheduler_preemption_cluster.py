@@ -26,8 +26,8 @@ from conftest import SlurmCluster
 from slurm_versions import Preemption
 
 from slurmgen import contract
+from slurmgen.slurm.formats import version_tuple
 from slurmgen.slurm.ids import JobState
-from slurmgen.slurm.site_config import version_tuple
 
 from .cluster_jobs import check_resume, job_history, logs, spec_text, submit, wait_for_text
 

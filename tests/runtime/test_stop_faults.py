@@ -23,7 +23,7 @@ from slurmgen import contract, exit_codes, run_history
 from slurmgen.batch import commands as batch
 from slurmgen.requeue import requeue_this_job
 from slurmgen.slurm.client import SlurmClient, run_command
-from slurmgen.slurm.retry import Retry
+from slurmgen.slurm.view import Retry
 
 from .runtime_helpers import base_env
 

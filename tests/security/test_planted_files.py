@@ -198,7 +198,7 @@ def test_a_foreign_requeue_marker_does_not_requeue(shared: Path, capsys: pytest.
     as_nobody(f"mkdir state && chmod 1777 state && echo preemption > state/{contract.requeue_marker_name('7')}",
               shared)  # fmt: skip
     ctx = JobContext.from_environ({contract.STATE_DIR: str(state), "SLURM_JOB_ID": "7"})
-    assert _take_marker(ctx, "7") is None  # was: "preemption", and a finished job ran twice
+    assert _take_marker(ctx) is None  # was: "preemption", and a finished job ran twice
     assert "is owned by uid 65534" in capsys.readouterr().err
 
 

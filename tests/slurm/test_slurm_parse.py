@@ -15,11 +15,11 @@ import pytest
 from recorded import VERSIONS, every_version, recorded, recorded_text
 
 from slurmgen.errors import SchedulerError, UsageError
+from slurmgen.slurm.formats import parse_duration
 from slurmgen.slurm.ids import JobId, JobState, parse_job_id, parse_state
 from slurmgen.slurm.parse import (
     Submitted,
     parse_comments,
-    parse_duration,
     parse_sbatch_output,
     parse_squeue,
     parse_steps,
