@@ -72,7 +72,7 @@ def spec(image: str, tmp: Path, name: str, command: list[str], extra: str = "", 
 
 
 def train_spec(image: str, tmp: Path, name: str, steps: int, box: str = "") -> str:
-    command = [IMAGE_PY, str(TRAIN), "--steps", str(steps), "--step-time", "0.02", "--save-every", "100"]
+    command = [IMAGE_PY, str(TRAIN), "--steps", str(steps), "--step-time", "0.02", "--save-every", "100", "--light"]
     return spec(image, tmp, name, command, box=box)
 
 
