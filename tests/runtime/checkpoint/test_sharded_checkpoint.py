@@ -236,7 +236,7 @@ def test_fsdp2_with_nccl_on_cuda_resumes_bit_identical(launch: Launch, tmp_path:
     expected = reference.line("DONE")[2]
     first = launch(world, *steps, "--save-every", "2", "--step-time", "0.1", env=nccl)
     first.wait_for("STEP 6")
-    os.kill(first.procs[world - 1].pid, signal.SIGUSR1)
+    os.killpg(first.procs[world - 1].pid, signal.SIGUSR1)  # as slurmstepd signals a task: its supervisor and program
     assert first.wait() == [0] * world, [first.err(r)[-2000:] for r in range(world)]
     stop = first.line("STOP")
     second = launch(world, *steps, env={**nccl, "SLURM_RESTART_COUNT": "1"})
