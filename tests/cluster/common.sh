@@ -28,7 +28,11 @@ GRACE_TIME=10 # seconds: GraceTime of the *-grace partitions
 KILL_WAIT=5   # seconds between SIGTERM and SIGKILL
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
-die() { printf '[cluster] error: %s\n' "$*" >&2; exit 1; }
+die() {
+    FAILURE=$*
+    printf '[cluster] error: %s\n' "$*" >&2
+    exit 1
+}
 
 # select_cluster VERSION [INSTANCE]: set every name, path and address of that cluster.
 select_cluster() {
