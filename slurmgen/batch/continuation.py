@@ -43,8 +43,13 @@ def submit_continuation(key: str, cause: str, ctx: JobContext, *, by: str, clien
         return RequeueOutcome(
             RequeueResult.FAILED, f"cannot submit a continuation of job {key}: its script is not readable here"
         )
+    claimed = _claim(ctx)
+    if claimed is not None:
+        return claimed
     workdir = ctx.submit_dir or os.getcwd()
-    args = [f"--chdir={workdir}", f"--export=ALL,{contract.RESUME_FROM}={key}"]
+    # afterany: the new job starts only once every process of this one is gone, so a save that this run is still
+    # finishing (the grace's end: SIGTERM, then KillWait) is never read half-done or raced by the new run.
+    args = [f"--chdir={workdir}", f"--export=ALL,{contract.RESUME_FROM}={key}", f"--dependency=afterany:{key}"]
     if ctx.array_task_id:
         args.append(f"--array={ctx.array_task_id}")  # the same task (a sweep's point) of a new array
     token = _journal_token()
@@ -66,6 +71,24 @@ def submit_continuation(key: str, cause: str, ctx: JobContext, *, by: str, clien
     said = f"submitted job {new} to continue job {key} from its state ({cause}; a requeue would end PREEMPTED on " \
            "this Slurm whatever the run does)"  # fmt: skip
     return RequeueOutcome(RequeueResult.CONTINUED, said)
+
+
+def _claim(ctx: JobContext) -> RequeueOutcome | None:
+    """One continuation per run, whoever asks first: the run's end, or the batch shell's SIGTERM step when the
+    grace ends before the run's end is reached (the two can overlap). The claim is a file created with O_EXCL in
+    the run's log directory; None: this caller makes the continuation."""
+    if not ctx.log_dir:
+        return None
+    path = os.path.join(ctx.log_dir, f".continuation-run{ctx.run}")
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    except FileExistsError:
+        return RequeueOutcome(
+            RequeueResult.CONTINUED, f"the continuation of run {ctx.run} is submitted by the batch shell already"
+        )
+    except OSError:
+        return None  # no claim possible (a full or read-only disk): the work must still go on
+    return None
 
 
 def _journal_token() -> str:

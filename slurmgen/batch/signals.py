@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from slurmgen import contract, interruption, run_history
 from slurmgen.interruption import BeforeStep, Phase, SignalRoute, fallback_warning
 from slurmgen.job_context.context import JobContext
-from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause
+from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
 
 if TYPE_CHECKING:
     from slurmgen.slurm.client import SlurmClient
@@ -132,15 +132,24 @@ def _announced_within(
 def _preempted_by_slurm(
     view: SlurmView | None, ctx: JobContext, say: Callable[[str], None], client: SlurmClient | None, handler: str
 ) -> None:
-    """SIGTERM: is Slurm preempting the job? Record it; with PreemptMode=CANCEL, which never requeues, requeue it
-    now (not for preemption.handler program, whose program decides)."""
+    """SIGTERM: is Slurm preempting the job? Record it; with PreemptMode=CANCEL, which never requeues, bring the
+    work back now (not for preemption.handler program, whose program decides): a plain requeue, or where this
+    Slurm would end a requeued run PREEMPTED anyway (CANCEL with a grace time, 24.05 and later) a continuation job,
+    as the run's end would have made had it come first. This TERM is the grace's end: KillWait later Slurm kills
+    every process of the job, the batch shell's end included."""
     if view is None or not view.preempted():
         return
     mode = view.mode(ctx.restart_count)
     record(ctx, WRITER, run_history.PREEMPTED, sig="TERM", mode=mode, state=view.state_name)
     if mode == "CANCEL" and ctx.preempt_signal and handler != contract.HANDLER_PROGRAM:
         assert ctx.key is not None
-        outcome = requeue_ended_job(ctx.key, run_history.PREEMPTION, ctx, by=WRITER, client=client)
+        history = run_history.History.load(ctx.log_dir)
+        if interruption.slurm_ends_graced_preempted(site_facts(history, ctx.run)):
+            from slurmgen.batch.continuation import submit_continuation
+
+            outcome = submit_continuation(ctx.key, run_history.PREEMPTION, ctx, by=WRITER, client=client)
+        else:
+            outcome = requeue_ended_job(ctx.key, run_history.PREEMPTION, ctx, by=WRITER, client=client)
         say(f"preempted with PreemptMode=CANCEL: {outcome.message}")
 
 

@@ -44,6 +44,7 @@ class RunRecord:
     stop: str | None = None  # the cause of a stop that rank 0 or the batch shell recorded
     batch_stop: str | None = None  # the batch shell's own stop-and-requeue (handler requeue, auto's fallback)
     requeued_by: str | None = None  # who recorded a requeue of this run (rank0, batch-shell, slurm, resume)
+    continued: bool = False  # the batch shell submitted a continuation job of this run (its SIGTERM step)
     announced: bool = False  # rank 0 constructed Preemption
     finished: bool = False  # rank 0: the program reached its end without a stop (Preemption at exit)
     slurm_requeues_in_grace: bool = False  # the site's Slurm requeues a job that ends in its grace time
@@ -66,6 +67,7 @@ def run_record(
         stop=str(stops[0].get("cause") or "stop") if stops else None,
         batch_stop=history.stop_by(run, batch_stop_actions),
         requeued_by=None if requeue is None else str(requeue.get("by") or "?"),
+        continued=history.has(run, run_history.CONTINUED),
         announced=history.announced(run),
         finished=history.has(run, run_history.FINISHED),
         slurm_requeues_in_grace=slurm_requeues_in_grace(site),
@@ -122,8 +124,10 @@ def decide_end(facts: EndFacts) -> EndAction:
     if slurm is not None and slurm.requeued:
         return EndAction(attribute=True)
     if facts.preemption_on and not facts.program_decides and slurm is not None and slurm.preempted:
-        if run.requeued_by is not None:
-            return EndAction(preempted=True)  # rank 0 requeued it (its record says so; Slurm has not shown it yet)
+        if run.requeued_by is not None or run.continued:
+            # rank 0 requeued it (its record says so; Slurm has not shown it yet), or the batch shell's SIGTERM
+            # step, at the grace's end, did (a requeue, or a continuation job)
+            return EndAction(preempted=True)
         if slurm.running and run.slurm_requeues_in_grace:
             # Slurm requeues it whatever we do, even a finished program (24.05 and later): the state stays.
             line = "preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends"
@@ -174,6 +178,7 @@ def settle(question: Settle) -> Ending:
         or plan.slurm_requeues
         or outcome in (RequeueResult.REQUEUED, RequeueResult.CONTINUED)
         or run.requeued_by is not None
+        or run.continued
     )
     if requeued:
         return Ending(Ended.REQUEUED, 0, True, False)

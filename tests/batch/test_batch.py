@@ -35,6 +35,7 @@ class OneJob:
     requeues: list[list[str]] = field(default_factory=list)
     signalled: list[list[str]] = field(default_factory=list)  # scancel --signal calls
     srun_pid: int = 4242  # the step's srun, as `scontrol show step` reports it
+    submitted: list[list[str]] = field(default_factory=list)  # sbatch calls (continuation jobs): job 88, 89, ...
 
     def answer(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         if argv[0] == "scancel":
@@ -69,7 +70,12 @@ class OneJob:
         raise AssertionError(f"unexpected: {argv}")
 
     def client(self) -> SlurmClient:
-        return FakeSlurm().on("scontrol", answer=self.answer).on("scancel", answer=self.answer).client()
+        fake = FakeSlurm().on("scontrol", answer=self.answer).on("scancel", answer=self.answer)
+        return fake.on("sbatch", answer=self.submit).client()
+
+    def submit(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        self.submitted.append(argv)
+        return done(f"{88 + len(self.submitted) - 1}\n")
 
 
 def env_for(tmp_path: Path, *, restarts: int = 0, **extra: str) -> dict[str, str]:
@@ -137,6 +143,63 @@ def test_cancel_preemption_is_requeued_by_the_signal_step_at_once(tmp_path: Path
     assert len(job.requeues) == 1
     (run,) = history(tmp_path)
     assert (run.cause, run.mode, run.requeued_by) == ("preemption", "CANCEL", "batch-shell")
+
+
+def graced_cancel_site(tmp_path: Path, version: str = "24.11.5") -> dict[str, str]:
+    """A run that started in a PreemptMode=CANCEL partition with a grace time, on ``version``; its state saved."""
+    site = {"mode": "CANCEL", "grace": 10, "version": version}
+    run_history.append(str(tmp_path / "logs"), "batch-shell", run_history.RUN_START, 1, 1.0, site=site)
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "77.state").write_bytes(b"x")
+    script = tmp_path / "slurm_script"
+    script.write_text("#!/bin/bash\n")
+    return env_for(tmp_path, SLURMGEN_BATCH_SCRIPT=str(script))
+
+
+def test_a_graced_cancel_whose_grace_ends_before_the_runs_end_is_continued_at_the_term(tmp_path: Path) -> None:
+    """CANCEL with a grace time on 24.05+: the grace ended (slurmctld's SIGTERM to every process) before the run's
+    end had decided; that end may die of the TERM or of the SIGKILL after KillWait. The SIGTERM step submits the
+    continuation job at once, not a plain requeue (the requeued run would end PREEMPTED whatever it did: seen on
+    24.11 in CI, where the job ended PREEMPTED, never continued). The run's end, if it gets there, makes no
+    second one and keeps the state."""
+    env = graced_cancel_site(tmp_path)
+    job = OneJob(state="COMPLETING", preempt_time=PREEMPT_TIME)
+    said: list[str] = []
+    assert batch_signal.on_signal("TERM", None, env, said.append, job.client()) == 0
+    assert job.requeues == [] and len(job.submitted) == 1
+    assert "--dependency=afterany:77" in job.submitted[0] and f"--export=ALL,{contract.RESUME_FROM}=77" in \
+        job.submitted[0]  # fmt: skip
+    assert said == ["preempted with PreemptMode=CANCEL: submitted job 88 to continue job 77 from its state "
+                    "(preemption; a requeue would end PREEMPTED on this Slurm whatever the run does)"]  # fmt: skip
+    job.state = "PREEMPTED"
+    assert batch.end(0, env, said.append, job.client()) == 0
+    assert len(job.submitted) == 1 and job.requeues == []
+    (run,) = history(tmp_path)
+    assert (run.cause, run.continued_as, run.requeued_by) == ("preemption", "88", None)
+    assert [e["requeued"] for e in run_history.read(str(tmp_path / "logs")) if e["event"] == "run-end"] == [True]
+    assert (tmp_path / "state" / "77.state").exists()  # the continuation resumes from it
+
+
+def test_a_graced_cancel_end_and_term_at_once_make_one_continuation(tmp_path: Path) -> None:
+    """The run's end and the SIGTERM step can overlap (the TERM just before the end began): each reads a history
+    without the other's continuation. The first to claim the run submits; the other says so and keeps the state."""
+    env = graced_cancel_site(tmp_path)
+    job = OneJob(state="RUNNING", preempt_time=PREEMPT_TIME)
+    said: list[str] = []
+    (tmp_path / "logs" / ".continuation-run1").write_bytes(b"")  # the other one's claim, its record not yet written
+    assert batch.end(0, env, said.append, job.client()) == 0
+    assert job.submitted == [] and job.requeues == []
+    assert said[-1].endswith("the continuation of run 1 is submitted by the batch shell already")
+    assert (tmp_path / "state" / "77.state").exists()
+
+
+def test_before_24_05_a_graced_cancel_is_requeued_at_the_term(tmp_path: Path) -> None:
+    """22.05 ends a requeued CANCEL+grace run as its run does: the SIGTERM step's plain requeue stays right."""
+    env = graced_cancel_site(tmp_path, "22.05.8")
+    job = OneJob(state="COMPLETING", preempt_time=PREEMPT_TIME)
+    said: list[str] = []
+    assert batch_signal.on_signal("TERM", None, env, said.append, job.client()) == 0
+    assert job.requeues == [["scontrol", "requeue", "77"]] and job.submitted == []
 
 
 def test_slurms_own_requeue_is_recorded_as_slurms_never_made_twice(tmp_path: Path) -> None:

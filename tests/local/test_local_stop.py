@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -67,3 +68,34 @@ def test_a_clean_stop_keeps_the_state_and_a_local_resume_continues_from_it(tmp_p
     end = [e for e in run_history.read(str(cwd / "logs" / f"cpu-debug-{job}")) if e["event"] == "run-end"]
     assert [e["ended"] for e in end] == ["stopped", "completed"]
     assert not state.exists()  # the resumed job completed: its state is removed
+
+
+def test_the_runs_end_outlives_a_sigterm_sent_as_its_interpreter_starts(tmp_path: Path) -> None:
+    """Slurm's SIGTERM at the end of a grace time reaches every process of the job, the run's end included. Sent
+    before its interpreter could ignore it, it killed the end: no record of the run's end, no decision (CI lost
+    a continuation job so on Slurm 24.11). The batch shell ignores TERM before it starts the end, and the end
+    inherits that. A PATH wrapper named python3 sends itself SIGTERM just before it becomes the end's interpreter;
+    a real local run (a program that needs no torch), whose end must then complete as without it."""
+    cwd = workdir(tmp_path)
+    wrappers = tmp_path / "bin"
+    wrappers.mkdir()
+    (wrappers / "python3").write_text(
+        "#!/bin/bash\n"
+        'if [ "$1 $2 $3" = "-m slurmgen.batch end" ]; then\n'
+        "    kill -TERM $$\n"
+        '    echo "wrapper: the end was sent SIGTERM and lives" >&2\n'
+        "fi\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    (wrappers / "python3").chmod(0o755)
+    quick = ["--set", "command=[python3, -c, 'print(\"done\")']", "--set", f"python={wrappers / 'python3'}"]
+    with open(cwd / "runner.err", "wb") as err:  # the spec's python: the local runner puts its directory first
+        proc = subprocess.Popen(slurmgen_argv("run", "--local", "jobs/cpu-debug.yaml", "-N", "1", *quick),
+                                cwd=cwd, env=clean_env(), stderr=err)  # fmt: skip
+    assert finish(proc) == 0, logs_of(cwd)
+    job = re.findall(r"local-(\d+): COMPLETED, exit code 0, 1 run in", (cwd / "runner.err").read_text())
+    assert len(job) == 1, logs_of(cwd)
+    batch_log = (cwd / "logs" / f"cpu-debug-{job[0]}.log").read_text()
+    assert "wrapper: the end was sent SIGTERM and lives" in batch_log
+    end = [e for e in run_history.read(str(cwd / "logs" / f"cpu-debug-{job[0]}")) if e["event"] == "run-end"]
+    assert [(e["exit_code"], e["ended"]) for e in end] == [(0, "completed")], logs_of(cwd)

@@ -33,7 +33,8 @@ _sg_forward() {
     if [ -n "${_sg_step}" ]; then
         _sg_deliver "$1"
     elif [ "$1" = TERM ] && [ -n "${SLURMGEN_LOG_DIR:-}" ]; then
-        'python3' '-m' 'slurmgen.batch' 'signal' "$1" &  # no step yet: only whether Slurm is preempting the job
+        # No step yet: only whether Slurm is preempting the job. SLURMGEN_BATCH_SCRIPT: as below.
+        SLURMGEN_BATCH_SCRIPT="$0" 'python3' '-m' 'slurmgen.batch' 'signal' "$1" &
     fi  # else: no step yet, delivered once it starts
 }
 _sg_deliver() {
@@ -47,7 +48,8 @@ _sg_deliver() {
         HUP|TERM)
             # How these reach the tasks (and what else they mean) is decided in slurmgen/batch/commands.py, in
             # the background, so the shell keeps waiting: srun answers SIGTERM by killing the tasks at once.
-            'python3' '-m' 'slurmgen.batch' 'signal' "$1" "${_sg_step}" &
+            # SLURMGEN_BATCH_SCRIPT: this script, for a continuation job (slurmgen/batch/continuation.py).
+            SLURMGEN_BATCH_SCRIPT="$0" 'python3' '-m' 'slurmgen.batch' 'signal' "$1" "${_sg_step}" &
             ;;
         *) kill -s "$1" "${_sg_step}" 2>/dev/null || true ;;
     esac
@@ -219,6 +221,11 @@ _sg_step=""
 _sg_attempt=$((_sg_attempt + 1))
 done
 kill "${_sg_watch}" 2>/dev/null && wait "${_sg_watch}" 2>/dev/null  # the watcher: done with
+# From here the run's end decides alone, a SIGTERM included: Slurm's TERM at a grace's end reaches every process
+# of the job, and the end's interpreter, still starting, would die of it before it could ignore it (it asks Slurm
+# whether the job is being preempted). Ignored by the shell, TERM stays ignored in the commands it starts (bash(1),
+# "trap"); SIGKILL, KillWait later, still bounds the end.
+trap '' TERM
 # Whether the job comes back (a task's request, a preemption no rank handled, a failure), the run's record, and
 # the exit code of the job: slurmgen/batch/commands.py.
 # SLURMGEN_BATCH_SCRIPT: this script, for a continuation job (slurmgen/batch/continuation.py).
