@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SlurmCluster
+from once_per_run import once_per_run
 from slurm_versions import Preemption
 
 from slurmgen import contract
@@ -70,14 +71,20 @@ def preempt(
 
 @pytest.fixture(scope="module")
 def uninterrupted_weights(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The final weights of the same job run without a preemption (debug partition)."""
-    tmp = tmp_path_factory.mktemp("uninterrupted")
-    job = submit(slurm_cluster, tmp, spec_text(tmp, "ref", steps=STEPS, step_time=0.0))
-    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=300)
-    assert info.state is JobState.COMPLETED
-    found = re.search(r"final weights (\S+)", logs(tmp, "ref", job))
-    assert found
-    return found[1]
+    """The final weights of the same job run without a preemption (debug partition): the same on every Slurm
+    version (the same program, ranks and arithmetic), so made once for the whole test run, on the cluster of the
+    first version that asks (tests/once_per_run.py)."""
+
+    def make() -> str:
+        tmp = tmp_path_factory.mktemp("uninterrupted")
+        job = submit(slurm_cluster, tmp, spec_text(tmp, "ref", steps=STEPS, step_time=0.0))
+        info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=300)
+        assert info.state is JobState.COMPLETED
+        found = re.search(r"final weights (\S+)", logs(tmp, "ref", job))
+        assert found
+        return found[1]
+
+    return str(once_per_run(tmp_path_factory, f"scheduler-preemption-weights-{STEPS}", make))
 
 
 def processes_of(tmp_path: Path) -> list[int]:
@@ -232,16 +239,14 @@ def test_a_preemption_whose_signal_never_reached_the_batch_shell_is_acted_on(
 
 @pytest.mark.slurm_versions("24.11")  # where Slurm ends a requeued CANCEL+GraceTime job PREEMPTED (24.05 and later)
 def test_cancel_with_grace_continues_in_a_new_job_that_ends_completed(
-    slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path
+    slurm_cluster: SlurmCluster, preemption: Preemption, tmp_path: Path, uninterrupted_weights: str
 ) -> None:
     """PreemptMode=CANCEL with a grace time on 24.11: rank 0 saves, the batch shell submits a continuation job
     (same script, SLURMGEN_RESUME_FROM) instead of a requeue that Slurm would end PREEMPTED whatever the run does.
     The preempted job ends PREEMPTED in its one run, the continuation resumes at the saved step, does the rest and
-    ends COMPLETED with the weights of an uninterrupted run (run beside it in the debug partition)."""
+    ends COMPLETED with the weights of an uninterrupted run."""
     preemption.user_signal(True)
     name = "pr-cont"
-    (tmp_path / "ref").mkdir()
-    reference = submit(slurm_cluster, tmp_path / "ref", spec_text(tmp_path / "ref", "ref", steps=STEPS, step_time=0.0))
     text = spec_text(tmp_path, name, steps=STEPS, step_time=STEP_TIME, extra=f"partition: {preemption.cancel_grace}\n")
     job = submit(slurm_cluster, tmp_path, text, f"--nodelist={NODES}")
     wait_for_text(tmp_path, name, job, r"start at step 0", count=4, timeout=180)
@@ -262,7 +267,4 @@ def test_cancel_with_grace_continues_in_a_new_job_that_ends_completed(
     saved = re.findall(r"stopping after step (\d+)", first)
     assert len(saved) == 1 and len(re.findall(rf"start at step {saved[0]} on ", text)) == 4, text[-3000:]
     check_resume(first + text)
-    ref = slurm_cluster.wait_for(reference, lambda i: i.state.is_terminal, timeout=300)
-    expected = re.search(r"final weights (\S+)", logs(tmp_path / "ref", "ref", reference))
-    assert ref.state is JobState.COMPLETED and expected, ref.state_name
-    assert re.search(rf"final weights {re.escape(expected[1])}", text), text[-3000:]
+    assert re.search(rf"final weights {re.escape(uninterrupted_weights)}", text), text[-3000:]
