@@ -16,6 +16,7 @@ like `slurmgen resume` writes, with extra `continues`), so `slurmgen status` and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping
@@ -43,9 +44,11 @@ def submit_continuation(key: str, cause: str, ctx: JobContext, *, by: str, clien
         return RequeueOutcome(
             RequeueResult.FAILED, f"cannot submit a continuation of job {key}: its script is not readable here"
         )
-    claimed = _claim(ctx)
-    if claimed is not None:
-        return claimed
+    claim = _claim(ctx)
+    if claim is None:
+        return RequeueOutcome(
+            RequeueResult.CONTINUED, f"the continuation of run {ctx.run} is submitted by the batch shell already"
+        )
     workdir = ctx.submit_dir or os.getcwd()
     # afterany: the new job starts only once every process of this one is gone, so a save that this run is still
     # finishing (the grace's end: SIGTERM, then KillWait) is never read half-done or raced by the new run.
@@ -62,6 +65,9 @@ def submit_continuation(key: str, cause: str, ctx: JobContext, *, by: str, clien
     try:
         submitted = asker.sbatch(script, args)
     except SlurmgenError as exc:
+        if claim:  # free the run for another try (the run's end, after the SIGTERM step)
+            with contextlib.suppress(OSError):
+                os.unlink(claim)
         why = f"could not submit a continuation of job {key} ({exc}): its resume state is kept; slurmgen resume " \
               f"{key} brings the work back"  # fmt: skip
         return RequeueOutcome(RequeueResult.FAILED, why)
@@ -73,22 +79,21 @@ def submit_continuation(key: str, cause: str, ctx: JobContext, *, by: str, clien
     return RequeueOutcome(RequeueResult.CONTINUED, said)
 
 
-def _claim(ctx: JobContext) -> RequeueOutcome | None:
+def _claim(ctx: JobContext) -> str | None:
     """One continuation per run, whoever asks first: the run's end, or the batch shell's SIGTERM step when the
     grace ends before the run's end is reached (the two can overlap). The claim is a file created with O_EXCL in
-    the run's log directory; None: this caller makes the continuation."""
+    the run's log directory, removed again if the submission fails. Returns its path ("" when no claim can be
+    made: no log directory, a full or read-only disk; the work must still go on), or None when another has it."""
     if not ctx.log_dir:
-        return None
+        return ""
     path = os.path.join(ctx.log_dir, f".continuation-run{ctx.run}")
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
     except FileExistsError:
-        return RequeueOutcome(
-            RequeueResult.CONTINUED, f"the continuation of run {ctx.run} is submitted by the batch shell already"
-        )
+        return None
     except OSError:
-        return None  # no claim possible (a full or read-only disk): the work must still go on
-    return None
+        return ""
+    return path
 
 
 def _journal_token() -> str:

@@ -36,6 +36,7 @@ class OneJob:
     signalled: list[list[str]] = field(default_factory=list)  # scancel --signal calls
     srun_pid: int = 4242  # the step's srun, as `scontrol show step` reports it
     submitted: list[list[str]] = field(default_factory=list)  # sbatch calls (continuation jobs): job 88, 89, ...
+    sbatch_down: bool = False  # every sbatch fails as a controller that does not answer
 
     def answer(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         if argv[0] == "scancel":
@@ -74,6 +75,8 @@ class OneJob:
         return fake.on("sbatch", answer=self.submit).client()
 
     def submit(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        if self.sbatch_down:
+            return done(stderr="sbatch: error: Batch job submission failed: Socket timed out on send/recv\n", rc=1)
         self.submitted.append(argv)
         return done(f"{88 + len(self.submitted) - 1}\n")
 
@@ -191,6 +194,22 @@ def test_a_graced_cancel_end_and_term_at_once_make_one_continuation(tmp_path: Pa
     assert job.submitted == [] and job.requeues == []
     assert said[-1].endswith("the continuation of run 1 is submitted by the batch shell already")
     assert (tmp_path / "state" / "77.state").exists()
+
+
+def test_a_continuation_the_term_step_could_not_submit_is_tried_again_by_the_runs_end(tmp_path: Path) -> None:
+    """sbatch fails at the SIGTERM (the controller busy): that step frees its claim and says so, the state stays;
+    the run's end, if it still gets there, tries again and the work goes on in one new job."""
+    env = graced_cancel_site(tmp_path)
+    job = OneJob(state="COMPLETING", preempt_time=PREEMPT_TIME, sbatch_down=True)
+    said: list[str] = []
+    assert batch_signal.on_signal("TERM", None, env, said.append, job.client()) == 0
+    assert job.submitted == [] and "could not submit a continuation of job 77" in said[-1]
+    assert not (tmp_path / "logs" / ".continuation-run1").exists()
+    job.state, job.sbatch_down = "PREEMPTED", False
+    assert batch.end(0, env, said.append, job.client()) == 0
+    assert len(job.submitted) == 1 and job.requeues == []
+    (run,) = history(tmp_path)
+    assert run.continued_as == "88" and (tmp_path / "state" / "77.state").exists()
 
 
 def test_before_24_05_a_graced_cancel_is_requeued_at_the_term(tmp_path: Path) -> None:
