@@ -41,8 +41,11 @@ def no_code(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Compl
 def test_an_expired_second_factor_is_one_line_naming_the_cluster_never_a_job_state(
     login: Sshd, slurm_cluster: SlurmCluster
 ) -> None:
+    # ControlPersist 10 s: long enough that the two commands run after the new login (`status JOB`, then `status`)
+    # share its connection even on a loaded machine (with 2 s, CI's second one found it gone and logged in again
+    # within the same TOTP step, which pam_oath refuses); short enough to wait for its end.
     repo = project(login, "proj", "remote-exp", "print('done')\n", "preemption: false\n",
-                   "  control_persist: 2\n")  # fmt: skip
+                   "  control_persist: 10\n")  # fmt: skip
     env = client_env(login)
     submitted = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
     assert submitted.returncode == 0, submitted.stderr
