@@ -111,7 +111,7 @@ def fill_in_place(into: Any, loaded: Any) -> None:
     for key in keys:
         value = loaded[key]
         target = into.get(key) if isinstance(into, dict) else (into[key] if key < len(into) else None)
-        if stateful(target) and not isinstance(target, torch.Tensor):
+        if target is not None and stateful(target) and not isinstance(target, torch.Tensor):
             target.load_state_dict(value)
         elif isinstance(target, torch.Tensor) and isinstance(value, torch.Tensor) and target.shape == value.shape:
             with torch.no_grad():
