@@ -149,7 +149,7 @@ def _preempted_by_slurm(
 
             outcome = submit_continuation(ctx.key, run_history.PREEMPTION, ctx, by=WRITER, client=client)
         else:
-            outcome = requeue_ended_job(ctx.key, run_history.PREEMPTION, ctx, by=WRITER, client=client)
+            outcome = requeue_ended_job(ctx.key, run_history.PREEMPTION, ctx, by=WRITER, client=client, history=history)
         say(f"preempted with PreemptMode=CANCEL: {outcome.message}")
 
 
