@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -74,9 +74,19 @@ def site_facts(history: run_history.History, run: int) -> SiteFacts:
 
 
 def _route(
-    ctx: JobContext, cause: str, history: run_history.History, *, by: str, ending: bool, has_scontrol: bool = True
+    ctx: JobContext,
+    cause: str,
+    history: run_history.History,
+    *,
+    by: str,
+    ending: bool,
+    has_scontrol: bool = True,
+    site: SiteFacts | None = None,
 ) -> interruption.RequeuePlan:
-    """Ask the policy which way this requeue goes (its budget first: refused once, there, for every caller)."""
+    """Ask the policy which way this requeue goes (its budget first: refused once, there, for every caller).
+    ``site``: this run's site facts when the caller has them already (else read from ``history``)."""
+    if site is None and ctx.log_dir:
+        site = site_facts(history, ctx.run)
     return interruption.decide(
         RequeueFacts(
             cause=cause,
@@ -86,8 +96,7 @@ def _route(
             max_preemptions=ctx.max_preemptions,
             by_batch_shell=by == "batch-shell",
             ending=ending,
-            continue_elsewhere=bool(ctx.log_dir)
-            and interruption.slurm_ends_graced_preempted(site_facts(history, ctx.restart_count + 1)),
+            continue_elsewhere=site is not None and interruption.slurm_ends_graced_preempted(site),
             in_container=ctx.in_container,
             has_scontrol=has_scontrol,
         )
@@ -114,7 +123,7 @@ def ask_batch_shell(state_dir: str, key: str, cause: str) -> None:
 
 def requeue_this_job(
     cause: str,
-    mapping: JobContext | Mapping[str, str] | None = None,
+    ctx: JobContext,
     state_dir: str | None = None,
     *,
     by: str = "rank0",
@@ -123,16 +132,17 @@ def requeue_this_job(
     retry: Retry | None = None,
     history: run_history.History | None = None,
     before: SlurmView | None = None,
+    site: SiteFacts | None = None,
 ) -> RequeueOutcome:
     """Requeue the running job this process belongs to (from one process only: rank 0 or the batch shell).
 
-    ``history`` and ``before`` are the run history and Slurm's view of the job that the caller read already for
-    its own decision (read here when not given): one read of each per stop."""
+    ``history``, ``before`` and ``site`` are the run history, Slurm's view of the job and the site's facts that the
+    caller read already for its own decision (read here when not given): one read of each per stop."""
     from slurmgen.slurm import view as slurm_view
 
-    ctx = JobContext.of(os.environ if mapping is None else mapping)
     history = history or run_history.History.load(ctx.log_dir)
-    plan = _route(ctx, cause, history, by=by, ending=False, has_scontrol=client is not None or bool(which("scontrol")))
+    scontrol = client is not None or bool(which("scontrol"))
+    plan = _route(ctx, cause, history, by=by, ending=False, has_scontrol=scontrol, site=site)
     key, counts, budgets = ctx.key, history.counts(), Budgets.of(ctx)
     if plan.route is RequeueRoute.NOT_SLURM or key is None:
         return RequeueOutcome(RequeueResult.NOT_SLURM, "not inside a Slurm job: nothing to requeue")
@@ -151,7 +161,6 @@ def requeue_this_job(
         return RequeueOutcome(
             RequeueResult.BATCH_SHELL, f"asked the batch shell to requeue job {key} ({cause}; {where})"
         )
-    run = ctx.restart_count
     if before is None:
         before = slurm_view.look(key, client, retry)
     if before is not None and not before.running():
@@ -170,7 +179,7 @@ def requeue_this_job(
             record(ctx, by, run_history.REFUSED, cause=cause, why="disabled")
         return outcome
     after = slurm_view.look(key, client, retry)
-    if after is not None and not after.requeued_since(run):
+    if after is not None and not after.requeued_since(ctx.restart_count):
         return RequeueOutcome(RequeueResult.NOT_RUNNING, f"job {key} was no longer running; the requeue had no effect")
     record(ctx, by, run_history.REQUEUE, cause=cause)
     return RequeueOutcome(
@@ -213,10 +222,11 @@ def requeue_ended_job(
     client: SlurmClient | None = None,
     retry: Retry | None = None,
     history: run_history.History | None = None,
+    site: SiteFacts | None = None,
 ) -> RequeueOutcome:
     """Requeue a job Slurm is ending (PreemptMode=CANCEL): a plain `scontrol requeue`, within the budgets."""
     history = history or run_history.History.load(ctx.log_dir)
-    plan = _route(ctx, cause, history, by=by, ending=True)
+    plan = _route(ctx, cause, history, by=by, ending=True, site=site)
     if plan.route is RequeueRoute.REFUSED:
         return _refused(ctx, by, cause, plan)
     outcome = _scontrol_requeue(key, cause, incomplete=False, client=client, retry=retry)

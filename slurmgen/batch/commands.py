@@ -130,21 +130,22 @@ def _site_preemption(ctx: JobContext, client: SlurmClient | None) -> SitePreempt
 
 def end(
     rc: int,
-    env: JobContext | Mapping[str, str],
+    job: JobContext,
     say: Callable[[str], None] = _say,
     client: SlurmClient | None = None,
     retry: Retry | None = None,
 ) -> int:
-    """After the step: gather the facts once (the step's code, the signals, a task's marker, Slurm's view, this
-    run's history), let slurmgen.interruption decide, and carry it out: requeue, record the run's end, remove the
-    resume state only when the work is done. Returns the batch shell's exit code."""
+    """After the step (``job``: the context the entry point read once): gather the facts once (the step's code,
+    the signals, a task's marker, Slurm's view, this run's history), let slurmgen.interruption decide, and carry it
+    out: requeue, record the run's end, remove the resume state only when the work is done. Returns the batch
+    shell's exit code."""
     from slurmgen import interruption
     from slurmgen.batch.signals import STOP_ACTIONS
     from slurmgen.slurm import view as slurm_view
 
     # SLURMGEN_CONTAINER says the *tasks* run in an image (no scontrol there); this shell runs outside it, and is
     # the one that requeues for them: with the flag it would only leave itself another marker.
-    ctx = dataclasses.replace(JobContext.of(env), in_container=False)
+    ctx = dataclasses.replace(job, in_container=False)
     key = ctx.key
     if key is None:
         return rc
@@ -153,9 +154,8 @@ def end(
     signals = tuple(_record_signals(ctx))
     # One read of the run history for the whole decision (the signals just recorded included).
     history = run_history.History.load(ctx.log_dir)
-    this_run = interruption.run_record(
-        history, ctx.run, batch_stop_actions=STOP_ACTIONS, site=site_facts(history, ctx.run)
-    )
+    site = site_facts(history, ctx.run)
+    this_run = interruption.run_record(history, ctx.run, batch_stop_actions=STOP_ACTIONS, site=site)
     if (unheard := interruption.never_taken(ctx.preempt_signal, signals, ctx.handler, this_run)) is not None:
         say(unheard)
     code, failing = _job_code(rc, ctx, history, say)
@@ -193,10 +193,12 @@ def end(
 
             outcome = submit_continuation(key, plan.cause, ctx, by=WRITER, client=client)
         elif plan.requeue is interruption.RequeueHow.ENDED:
-            outcome = requeue_ended_job(key, plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history)
+            outcome = requeue_ended_job(
+                key, plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history, site=site
+            )
         else:
             outcome = requeue_this_job(
-                plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history, before=view
+                plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history, before=view, site=site
             )
         say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}" if plan.preempted else
             outcome.message)  # fmt: skip

@@ -144,12 +144,15 @@ def _preempted_by_slurm(
     if mode == "CANCEL" and ctx.preempt_signal and handler != contract.HANDLER_PROGRAM:
         assert ctx.key is not None
         history = run_history.History.load(ctx.log_dir)
-        if interruption.slurm_ends_graced_preempted(site_facts(history, ctx.run)):
+        site = site_facts(history, ctx.run)
+        if interruption.slurm_ends_graced_preempted(site):
             from slurmgen.batch.continuation import submit_continuation
 
             outcome = submit_continuation(ctx.key, run_history.PREEMPTION, ctx, by=WRITER, client=client)
         else:
-            outcome = requeue_ended_job(ctx.key, run_history.PREEMPTION, ctx, by=WRITER, client=client, history=history)
+            outcome = requeue_ended_job(
+                ctx.key, run_history.PREEMPTION, ctx, by=WRITER, client=client, history=history, site=site
+            )
         say(f"preempted with PreemptMode=CANCEL: {outcome.message}")
 
 

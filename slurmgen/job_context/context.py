@@ -39,6 +39,7 @@ class JobContext:
     requeue_marker: str | None  # the name of the marker a task leaves in state_dir for the batch shell (None: no key)
     job_id: str  # SLURM_JOB_ID ("" outside Slurm): what `scontrol show step` and `scancel` take for the step
     restart_count: int  # SLURM_RESTART_COUNT, 0 on the first run
+    run: int  # this run's number in the run history: 1 for the first (restart_count + 1)
     log_dir: str | None  # the per-job log directory; its history/ is the run history (None outside the script)
     state_dir: str | None  # where the resume state lives
     preempt_signal: str | None  # "USR1"; None when preemption is off (unset or blank)
@@ -88,11 +89,6 @@ class JobContext:
     elastic_signals: str  # the signals torchrun's agent handles (its default when unset)
     environ: Mapping[str, str] = field(repr=False, compare=False)  # the whole environment, to hand to a child
 
-    @property
-    def run(self) -> int:
-        """This run's number in the run history: 1 for the first."""
-        return self.restart_count + 1
-
     @cached_property
     def ranks(self) -> Ranks:
         """Where this process sits: torchrun's variables, else Slurm's, else a single process. Read on first use:
@@ -115,7 +111,8 @@ class JobContext:
             key=key,
             requeue_marker=None if key is None else contract.requeue_marker_name(key),
             job_id=environ.get(JOB_ID, ""),
-            restart_count=restart_count_from(environ),
+            restart_count=(restarts := restart_count_from(environ)),
+            run=restarts + 1,
             log_dir=environ.get(contract.LOG_DIR) or None,
             state_dir=environ.get(contract.STATE_DIR) or None,
             preempt_signal=text(environ, contract.PREEMPT_SIGNAL),

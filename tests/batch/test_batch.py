@@ -18,6 +18,7 @@ from recorded import recorded_text
 from slurmgen import contract, run_history
 from slurmgen.batch import commands as batch
 from slurmgen.batch import signals as batch_signal
+from slurmgen.job_context.context import JobContext
 from slurmgen.slurm.client import SlurmClient
 
 PREEMPT_TIME = "2026-11-23T10:00:00"
@@ -105,7 +106,7 @@ def test_grace_time_preemption_that_reached_only_the_tasks_is_requeued_after_the
     PreemptTime set. Left alone it would end FAILED, never requeued; the batch shell requeues it at once."""
     job = OneJob(preempt_time=PREEMPT_TIME)
     said: list[str] = []
-    code = batch.end(143, env_for(tmp_path), said.append, job.client())
+    code = batch.end(143, JobContext.from_environ(env_for(tmp_path)), said.append, job.client())
     assert code == 0 and job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]
     assert said == ["preempted: requeue issued for job 77 (preemption; preemption 1 of no limit)"]
     (run,) = history(tmp_path)
@@ -123,7 +124,7 @@ def test_since_24_05_slurm_requeues_a_job_that_ends_in_its_grace(tmp_path: Path,
     (tmp_path / "state" / "77.state").write_bytes(b"x")
     job = OneJob(preempt_time=PREEMPT_TIME)
     said: list[str] = []
-    assert batch.end(0, env_for(tmp_path), said.append, job.client()) == 0
+    assert batch.end(0, JobContext.from_environ(env_for(tmp_path)), said.append, job.client()) == 0
     assert job.requeues == ([["scontrol", "requeue", "Incomplete", "77"]] if requeues else [])
     if not requeues:
         assert said == ["preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends"]
@@ -142,7 +143,7 @@ def test_cancel_preemption_is_requeued_by_the_signal_step_at_once(tmp_path: Path
         "preempted with PreemptMode=CANCEL: requeue issued for job 77 (preemption; preemption 1 of no limit)"
     ]
     # After the step, the job is requeued already (by the batch shell): nothing more, nothing credited to Slurm.
-    assert batch.end(0, env_for(tmp_path), said.append, job.client()) == 0
+    assert batch.end(0, JobContext.from_environ(env_for(tmp_path)), said.append, job.client()) == 0
     assert len(job.requeues) == 1
     (run,) = history(tmp_path)
     assert (run.cause, run.mode, run.requeued_by) == ("preemption", "CANCEL", "batch-shell")
@@ -175,7 +176,7 @@ def test_a_graced_cancel_whose_grace_ends_before_the_runs_end_is_continued_at_th
     assert said == ["preempted with PreemptMode=CANCEL: submitted job 88 to continue job 77 from its state "
                     "(preemption; a requeue would end PREEMPTED on this Slurm whatever the run does)"]  # fmt: skip
     job.state = "PREEMPTED"
-    assert batch.end(0, env, said.append, job.client()) == 0
+    assert batch.end(0, JobContext.from_environ(env), said.append, job.client()) == 0
     assert len(job.submitted) == 1 and job.requeues == []
     (run,) = history(tmp_path)
     assert (run.cause, run.continued_as, run.requeued_by) == ("preemption", "88", None)
@@ -190,7 +191,7 @@ def test_a_graced_cancel_end_and_term_at_once_make_one_continuation(tmp_path: Pa
     job = OneJob(state="RUNNING", preempt_time=PREEMPT_TIME)
     said: list[str] = []
     (tmp_path / "logs" / ".continuation-run1").write_bytes(b"")  # the other one's claim, its record not yet written
-    assert batch.end(0, env, said.append, job.client()) == 0
+    assert batch.end(0, JobContext.from_environ(env), said.append, job.client()) == 0
     assert job.submitted == [] and job.requeues == []
     assert said[-1].endswith("the continuation of run 1 is submitted by the batch shell already")
     assert (tmp_path / "state" / "77.state").exists()
@@ -206,7 +207,7 @@ def test_a_continuation_the_term_step_could_not_submit_is_tried_again_by_the_run
     assert job.submitted == [] and "could not submit a continuation of job 77" in said[-1]
     assert not (tmp_path / "logs" / ".continuation-run1").exists()
     job.state, job.sbatch_down = "PREEMPTED", False
-    assert batch.end(0, env, said.append, job.client()) == 0
+    assert batch.end(0, JobContext.from_environ(env), said.append, job.client()) == 0
     assert len(job.submitted) == 1 and job.requeues == []
     (run,) = history(tmp_path)
     assert run.continued_as == "88" and (tmp_path / "state" / "77.state").exists()
@@ -226,7 +227,7 @@ def test_slurms_own_requeue_is_recorded_as_slurms_never_made_twice(tmp_path: Pat
     completes). The batch shell makes no second requeue and records who did it."""
     job = OneJob(state="COMPLETING", restarts=1, preempt_time=PREEMPT_TIME)
     assert batch_signal.on_signal("TERM", None, env_for(tmp_path), lambda line: None, job.client()) == 0
-    assert batch.end(0, env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert batch.end(0, JobContext.from_environ(env_for(tmp_path)), lambda line: None, job.client()) == 0
     assert job.requeues == []
     (run,) = history(tmp_path)
     assert (run.cause, run.mode, run.requeued_by) == ("preemption", "REQUEUE", "slurm")
@@ -237,7 +238,7 @@ def test_a_requeue_rank_0_made_is_not_credited_to_slurm(tmp_path: Path) -> None:
     shell too. One requeue, credited to rank 0."""
     run_history.append(str(tmp_path / "logs"), "rank0", run_history.REQUEUE, 1, 1.0, cause="preemption")
     job = OneJob(state="COMPLETING", restarts=1, preempt_time=PREEMPT_TIME)
-    assert batch.end(0, env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert batch.end(0, JobContext.from_environ(env_for(tmp_path)), lambda line: None, job.client()) == 0
     assert job.requeues == []
     assert [(r.requeued_by, r.cause) for r in history(tmp_path)] == [("rank0", "preemption")]
 
@@ -245,7 +246,12 @@ def test_a_requeue_rank_0_made_is_not_credited_to_slurm(tmp_path: Path) -> None:
 def test_a_user_cancel_is_never_requeued(tmp_path: Path) -> None:
     job = OneJob(state="COMPLETING")  # scancel: TERM, no PreemptTime
     assert batch_signal.on_signal("TERM", None, env_for(tmp_path), lambda line: None, job.client()) == 0
-    assert batch.end(143, env_for(tmp_path, SLURMGEN_SIGNALS="TERM@1"), lambda line: None, job.client()) == 143
+    assert (
+        batch.end(
+            143, JobContext.from_environ(env_for(tmp_path, SLURMGEN_SIGNALS="TERM@1")), lambda line: None, job.client()
+        )
+        == 143
+    )
     assert job.requeues == []
     (run,) = history(tmp_path)
     assert (run.requeued_by, run.signals, run.exit_code) == (None, ["TERM"], 143)
@@ -278,7 +284,7 @@ def test_requeue_on_failure_within_the_budget(tmp_path: Path, signals: str, requ
     job = OneJob()
     env = env_for(tmp_path)
     env |= {contract.REQUEUE_ON_FAILURE: "1", contract.SIGNALS: signals}
-    code = batch.end(3, env, lambda line: None, job.client())
+    code = batch.end(3, JobContext.from_environ(env), lambda line: None, job.client())
     assert (code, len(job.requeues)) == ((0, 1) if requeued else (3, 0))
 
 
@@ -289,7 +295,7 @@ def test_the_jobs_own_budget_stops_a_loop_of_failures(tmp_path: Path) -> None:
     job = OneJob(restarts=2)
     said: list[str] = []
     env = env_for(tmp_path, restarts=2) | {contract.REQUEUE_ON_FAILURE: "1"}
-    assert batch.end(3, env, said.append, job.client()) == 3
+    assert batch.end(3, JobContext.from_environ(env), said.append, job.client()) == 3
     assert job.requeues == []
     assert said == ["not requeueing job 77 (failure): its requeue budget is used up (2 of 2, preemption.max_requeues)"]
 
@@ -299,7 +305,7 @@ def test_a_task_inside_a_container_asks_through_the_marker(tmp_path: Path) -> No
     marker = tmp_path / "state" / contract.requeue_marker_name("77")
     marker.write_text("time-limit\n")
     job = OneJob()
-    assert batch.end(0, env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert batch.end(0, JobContext.from_environ(env_for(tmp_path)), lambda line: None, job.client()) == 0
     assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]] and not marker.exists()
     (run,) = history(tmp_path)
     assert (run.cause, run.requeued_by) == ("time-limit", "batch-shell")
@@ -313,7 +319,10 @@ def test_the_batch_shell_of_a_container_job_requeues_itself(tmp_path: Path) -> N
     marker = tmp_path / "state" / contract.requeue_marker_name("77")
     marker.write_text("requested\n")
     job, said = OneJob(), list[str]()
-    assert batch.end(0, env_for(tmp_path) | {contract.CONTAINER: "1"}, said.append, job.client()) == 0
+    assert (
+        batch.end(0, JobContext.from_environ(env_for(tmp_path) | {contract.CONTAINER: "1"}), said.append, job.client())
+        == 0
+    )
     assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]] and not marker.exists(), said
     (run,) = history(tmp_path)
     assert (run.cause, run.requeued_by) == ("requested", "batch-shell")
@@ -326,7 +335,10 @@ def test_a_task_that_could_not_ask_slurm_is_corrected_by_slurms_answer(tmp_path:
     marker = tmp_path / "state" / contract.requeue_marker_name("77")
     marker.write_text("preemption\n")
     job, said = OneJob(), list[str]()
-    assert batch.end(0, env_for(tmp_path, SLURMGEN_MAX_REQUEUES="3"), said.append, job.client()) == 0
+    assert (
+        batch.end(0, JobContext.from_environ(env_for(tmp_path, SLURMGEN_MAX_REQUEUES="3")), said.append, job.client())
+        == 0
+    )
     assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]
     assert said == ["requeue issued for job 77 (requested; requeue 1 of 3)"]
     (run,) = history(tmp_path)
@@ -336,7 +348,7 @@ def test_a_task_that_could_not_ask_slurm_is_corrected_by_slurms_answer(tmp_path:
 def test_a_job_without_requeue_says_so(tmp_path: Path) -> None:
     job = OneJob(preempt_time=PREEMPT_TIME, requeue_disabled=True)
     said: list[str] = []
-    assert batch.end(143, env_for(tmp_path), said.append, job.client()) == 143
+    assert batch.end(143, JobContext.from_environ(env_for(tmp_path)), said.append, job.client()) == 143
     assert said == ["preempted: job 77 was submitted with --no-requeue; not requeued"]
     assert history(tmp_path)[0].refused == "disabled"
 
@@ -388,7 +400,7 @@ def test_requeue_mode_stops_the_step_through_slurm_and_end_requeues(tmp_path: Pa
     assert batch_signal.on_signal("USR1", 4242, env, said.append, job.client(), kill=kills, sleep=lambda s: None) == 0
     assert job.signalled == [["scancel", "--signal=TERM", "77.0"]] and kills.sent == []
     assert said == ["SIGUSR1 (requested): stopping the step with SIGTERM; the job is requeued once it has ended"]
-    assert batch.end(143, env | {contract.SIGNALS: "USR1@5.0"}, said.append, job.client()) == 0
+    assert batch.end(143, JobContext.from_environ(env | {contract.SIGNALS: "USR1@5.0"}), said.append, job.client()) == 0
     assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]
     (run,) = history(tmp_path)
     assert (run.cause, run.requeued_by, run.exit_code) == ("requested", "batch-shell", 143)
@@ -428,14 +440,14 @@ def test_a_program_that_decides_is_never_requeued_by_the_batch_shell(tmp_path: P
     """handler program: even a preemption with a grace time left running is the program's business."""
     job = OneJob(preempt_time=PREEMPT_TIME)
     env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="program")
-    assert batch.end(143, env, lambda line: None, job.client()) == 143
+    assert batch.end(143, JobContext.from_environ(env), lambda line: None, job.client()) == 143
     assert job.requeues == []
 
 
 def test_runtime_says_when_nothing_ever_took_the_signal(tmp_path: Path) -> None:
     said: list[str] = []
     env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="runtime", SLURMGEN_SIGNALS="USR1@3.0")
-    batch.end(0, env, said.append, OneJob().client())
+    batch.end(0, JobContext.from_environ(env), said.append, OneJob().client())
     assert said[0].startswith("warning: SIGUSR1 reached the job, but the program never constructed slurmgen's")
 
 
@@ -472,7 +484,7 @@ def test_the_job_exits_with_the_first_failing_tasks_own_code(tmp_path: Path) -> 
         run_history.append(logs, f"task-{rank}", run_history.TASK_EXIT, 1, when, rank=rank, node="node1",
                            exit_code=code, log=str(tmp_path / f"rank-{rank}.log"))  # fmt: skip
     said: list[str] = []
-    assert batch.end(143, env_for(tmp_path), said.append, OneJob().client()) == 3
+    assert batch.end(143, JobContext.from_environ(env_for(tmp_path)), said.append, OneJob().client()) == 3
     assert said[0].startswith("rank 1 on node1 failed first: its program exited with code 3; the job exits 3")
     assert said[1:] == [f"its log: {tmp_path / 'rank-1.log'}; last lines:", "| Traceback (most recent call last):",
                         "| ValueError: boom"]  # fmt: skip
@@ -485,15 +497,15 @@ def test_a_completed_jobs_state_is_removed_and_a_failed_jobs_kept(tmp_path: Path
     state = tmp_path / "state" / "77.state"
     state.write_bytes(b"x")
     said: list[str] = []
-    assert batch.end(1, env_for(tmp_path), said.append, OneJob().client()) == 1
+    assert batch.end(1, JobContext.from_environ(env_for(tmp_path)), said.append, OneJob().client()) == 1
     assert state.exists()
-    assert batch.end(0, env_for(tmp_path), said.append, OneJob().client()) == 0
+    assert batch.end(0, JobContext.from_environ(env_for(tmp_path)), said.append, OneJob().client()) == 0
     assert not state.exists() and said[-1] == f"the job completed: removed its resume state {state}"
     assert run_history.read(str(tmp_path / "logs"))[-1]["event"] == run_history.STATE_REMOVED
     # Sharded checkpoints (directories, runtime/checkpoint/layout.py) and an interrupted one go too; others stay.
     for name in ("77.state.000003", "77.state.000004", ".77.state.000005.ab12cd34.tmp", "78.state.000001"):
         (tmp_path / "state" / name).mkdir()
-    assert batch.end(0, env_for(tmp_path), said.append, OneJob().client()) == 0
+    assert batch.end(0, JobContext.from_environ(env_for(tmp_path)), said.append, OneJob().client()) == 0
     assert [p.name for p in (tmp_path / "state").iterdir()] == ["78.state.000001"]
     assert said[-1].endswith("77.state.000003 and 2 more")
 
@@ -503,7 +515,7 @@ def test_auto_requeues_a_program_that_ended_before_the_decision(tmp_path: Path) 
     wrapper that does not keep the signal blocked dies of it): the job comes back all the same."""
     job, said = OneJob(), list[str]()
     env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="auto", SLURMGEN_SIGNALS="USR1@5.0")
-    assert batch.end(138, env, said.append, job.client()) == 0
+    assert batch.end(138, JobContext.from_environ(env), said.append, job.client()) == 0
     assert said[0].startswith("warning: the program did not construct slurmgen's Preemption, so SIGUSR1 cannot")
     assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]
     assert [(r.cause, r.requeued_by) for r in history(tmp_path)] == [("requested", "batch-shell")]

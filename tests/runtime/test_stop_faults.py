@@ -21,6 +21,7 @@ import pytest
 
 from slurmgen import contract, exit_codes, run_history
 from slurmgen.batch import commands as batch
+from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import requeue_this_job
 from slurmgen.slurm.client import SlurmClient, run_command
 from slurmgen.slurm.view import Retry
@@ -117,7 +118,7 @@ def test_a_requeue_rank_0_made_keeps_the_state_when_show_job_fails(tmp_path: Pat
     state = state_file(tmp_path)
     bin_dir = wrapper(tmp_path, fail=99, how=how, only=("show",), state="COMPLETING", restarts=1)
     said: list[str] = []
-    assert batch.end(0, env_for(tmp_path), said.append, client(bin_dir), NO_WAIT) == 0
+    assert batch.end(0, JobContext.from_environ(env_for(tmp_path)), said.append, client(bin_dir), NO_WAIT) == 0
     assert state.exists(), said
     assert (run_end(tmp_path)["requeued"], run_end(tmp_path)["ended"]) == (True, "requeued")
     assert job_of(bin_dir)["restarts"] == 1  # no second requeue
@@ -128,7 +129,9 @@ def test_show_job_timing_out_once_is_retried(tmp_path: Path) -> None:
     state = state_file(tmp_path)
     bin_dir = wrapper(tmp_path, fail=1, how="timeout", only=("show",), state="COMPLETING", restarts=1)
     pauses: list[float] = []
-    code = batch.end(0, env_for(tmp_path), lambda line: None, client(bin_dir), Retry(sleep=pauses.append))
+    code = batch.end(
+        0, JobContext.from_environ(env_for(tmp_path)), lambda line: None, client(bin_dir), Retry(sleep=pauses.append)
+    )
     assert code == 0 and state.exists() and pauses == [1.0]
     assert run_end(tmp_path)["ended"] == "requeued"
 
@@ -137,7 +140,7 @@ def test_a_completed_job_whose_slurm_cannot_be_asked_keeps_its_state_and_says_so
     state = state_file(tmp_path)
     bin_dir = wrapper(tmp_path, fail=99, how="unreachable", only=("show",))
     said: list[str] = []
-    assert batch.end(0, env_for(tmp_path), said.append, client(bin_dir), NO_WAIT) == 0
+    assert batch.end(0, JobContext.from_environ(env_for(tmp_path)), said.append, client(bin_dir), NO_WAIT) == 0
     assert state.exists()
     assert said == [
         "Slurm could not be asked whether job 77 was requeued: its resume state is kept (remove it by hand once the "
@@ -152,14 +155,16 @@ def test_rank_0s_requeue_failing_leaves_a_marker_never_an_escape(tmp_path: Path,
     job FAILED, no marker). After its retries it leaves the marker, and the batch shell requeues."""
     env = env_for(tmp_path)
     bin_dir = wrapper(tmp_path, fail=3, how=how, only=("requeue",))
-    outcome = requeue_this_job("preemption", env, str(tmp_path / "state"), client=client(bin_dir), retry=NO_WAIT)
+    outcome = requeue_this_job(
+        "preemption", JobContext.from_environ(env), str(tmp_path / "state"), client=client(bin_dir), retry=NO_WAIT
+    )
     assert outcome.action == "batch-shell", outcome.message
     marker = tmp_path / "state" / contract.requeue_marker_name("77")
     assert marker.read_text() == "preemption\n"
     # Slurm is back when the step ends: the batch shell takes the marker and requeues; nothing is lost.
     state = state_file(tmp_path)
     said: list[str] = []
-    assert batch.end(0, env, said.append, client(bin_dir), NO_WAIT) == 0
+    assert batch.end(0, JobContext.from_environ(env), said.append, client(bin_dir), NO_WAIT) == 0
     assert job_of(bin_dir)["restarts"] == 1 and state.exists() and not marker.exists(), said
     assert run_end(tmp_path)["ended"] == "requeued"
 
@@ -169,7 +174,16 @@ def test_a_controller_back_after_two_failures_takes_the_requeue(tmp_path: Path) 
     (tmp_path / "state" / contract.requeue_marker_name("77")).write_text("time-limit\n")
     bin_dir = wrapper(tmp_path, fail=2, how="unreachable", only=("requeue",))
     pauses: list[float] = []
-    assert batch.end(0, env_for(tmp_path), lambda line: None, client(bin_dir), Retry(sleep=pauses.append)) == 0
+    assert (
+        batch.end(
+            0,
+            JobContext.from_environ(env_for(tmp_path)),
+            lambda line: None,
+            client(bin_dir),
+            Retry(sleep=pauses.append),
+        )
+        == 0
+    )
     assert job_of(bin_dir)["restarts"] == 1 and state.exists() and pauses == [1.0, 3.0]
 
 
@@ -182,7 +196,10 @@ def test_a_requeue_that_never_goes_through_keeps_the_state_and_does_not_complete
     (tmp_path / "state" / contract.requeue_marker_name("77")).write_text("preemption\n")
     bin_dir = wrapper(tmp_path, fail=99, how="unreachable", only=("requeue",), preempt="2026-11-23T10:00:00")
     said: list[str] = []
-    assert batch.end(0, env_for(tmp_path), said.append, client(bin_dir), NO_WAIT) == exit_codes.EXIT_REQUEUE_BUDGET
+    assert (
+        batch.end(0, JobContext.from_environ(env_for(tmp_path)), said.append, client(bin_dir), NO_WAIT)
+        == exit_codes.EXIT_REQUEUE_BUDGET
+    )
     assert state.exists()
     assert said[-1] == (
         "job 77 was not requeued (Slurm did not take the requeue): its resume state is kept; slurmgen resume 77 "
@@ -285,7 +302,7 @@ def test_a_signal_during_teardown_never_fails_a_finished_job(tmp_path: Path) -> 
         state = state_file(where)
         bin_dir = wrapper(where, fail=0, how="error", only=(), preempt="2026-11-23T10:00:00")
         env = env_for(where) | {contract.SIGNALS: "USR1@1.0", contract.PREEMPT_HANDLER: "runtime"}
-        code = batch.end(codes[i], env, lambda line: None, client(bin_dir), NO_WAIT)
+        code = batch.end(codes[i], JobContext.from_environ(env), lambda line: None, client(bin_dir), NO_WAIT)
         ended = run_end(where)
         if (code, ended["ended"], job_of(bin_dir)["restarts"], state.exists()) == (0, "completed", 0, False):
             completed += 1
@@ -309,7 +326,7 @@ def test_a_clean_stop_keeps_the_state_and_says_how_to_resume(tmp_path: Path, pre
         del env[contract.PREEMPT_SIGNAL]
     bin_dir = wrapper(tmp_path, fail=0, how="error", only=())
     said: list[str] = []
-    assert batch.end(0, env, said.append, client(bin_dir), NO_WAIT) == 0
+    assert batch.end(0, JobContext.from_environ(env), said.append, client(bin_dir), NO_WAIT) == 0
     assert state.exists() and job_of(bin_dir)["restarts"] == 0
     assert said == [
         "job 77 stopped before its work was done (clean-exit): its resume state is kept; slurmgen resume 77 brings "
