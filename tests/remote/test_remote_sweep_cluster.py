@@ -88,7 +88,11 @@ def test_a_sweep_over_ssh_runs_each_point_and_status_logs_cancel_take_its_ids(
     logs = split_login.root / "work" / "runs" / "rsweep" / "logs"
     assert "point a 0" in logs_of(f"{logs}/rsweep-{first}_0")  # the ranks' logs of array task {first}_0
     assert "point b 1" in logs_of(f"{logs}/rsweep-{first}_1")
-    assert "point slow 2" in logs_of(f"{logs}/rsweep-{second}_0")
+    # RUNNING is Slurm's word once the batch shell starts: the program's first line comes a moment later
+    deadline = time.monotonic() + 30
+    while "point slow 2" not in (slow := logs_of(f"{logs}/rsweep-{second}_0")) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert "point slow 2" in slow
 
     status = run_slurmgen("status", sweep_id, cwd=repo, env=env)
     assert status.returncode == 0, status.stderr
