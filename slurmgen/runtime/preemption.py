@@ -45,6 +45,7 @@ from slurmgen.runtime.progress_sample import ProgressSampler
 from slurmgen.task.signal_block import parse_signal_name
 
 if TYPE_CHECKING:
+    from slurmgen.interruption import SiteFacts
     from slurmgen.runtime.checkpoint.background import PendingSave
     from slurmgen.runtime.checkpoint.record import SaveRecord
 
@@ -115,7 +116,8 @@ class Preemption:
         self._flags = 0
         self._received: list[str] = []
         self._decided = 0
-        self._stop_facts: tuple[Any, run_history.History | None] = (None, None)  # rank 0's at the stop
+        # rank 0's at the stop: Slurm's view, the run history, the site's facts
+        self._stop_facts: tuple[Any, run_history.History | None, SiteFacts | None] = (None, None, None)
         self._install()
         import atexit
 
@@ -327,15 +329,16 @@ class Preemption:
         answer, so all ranks record and save under the same cause."""
         bits = 0
         if self.rank == 0:
-            # Rank 0's facts for this stop, gathered once: Slurm's view and the run history, which the requeue
-            # below takes as they are (one scontrol question and one read of the history, not one per step).
+            # Rank 0's facts for this stop, gathered once: Slurm's view, the run history and the site's facts in
+            # it, which the requeue below takes as they are (one scontrol question and one read of the history,
+            # not one per step).
             view = self._slurm_view()
             history = run_history.History.load(self.context.log_dir)
-            self._stop_facts = (view, history)
+            site = site_facts(history, self.context.run)
+            self._stop_facts = (view, history, site)
             if view is not None:
                 preempted = view.preempted() or self._requeued_by_slurm_for_preemption(view, history)
                 bits = 1 | (2 if preempted else 0) | (4 if view.running() else 0)
-                site = site_facts(history, self.context.run)
                 if preempted and view.running() and interruption.slurm_requeues_in_grace(site):
                     bits |= 8
         group = self.peers.side_group()
@@ -394,8 +397,10 @@ class Preemption:
             except CheckpointError as exc:  # said so in one line; the previous state stays, the stop goes on
                 failure = str(exc)
         if requeue and self.rank == 0:
-            view, history = self._stop_facts
-            outcome = requeue_this_job(self.cause, self.context, self.state_dir, history=history, before=view)
+            view, history, site = self._stop_facts
+            outcome = requeue_this_job(
+                self.cause, self.context, self.state_dir, history=history, before=view, site=site
+            )
             _log(outcome.message)
             if outcome.action == "budget":
                 code = exit_codes.EXIT_REQUEUE_BUDGET
