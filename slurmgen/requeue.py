@@ -26,9 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from slurmgen import contract, interruption, run_history
+from slurmgen import contract, run_history
 from slurmgen.atomic import write_text
-from slurmgen.interruption import RequeueFacts, RequeueResult, RequeueRoute, SiteFacts
+from slurmgen.interruption import decide, requeue_route
+from slurmgen.interruption.requeue_route import RequeueFacts, RequeuePlan, SiteFacts
+from slurmgen.interruption.states import RequeueResult, RequeueRoute
 from slurmgen.job_context.context import JobContext
 from slurmgen.slurm.formats import version_tuple
 
@@ -63,7 +65,7 @@ class Budgets:
 
 def signal_cause(ctx: JobContext, preempted: bool | None, now: float) -> str:
     """Why a requeue signal came (slurmgen.interruption.signal_cause), from this job's start, limit and lead."""
-    return interruption.signal_cause(preempted, now, ctx.start_time, ctx.time_limit, ctx.lead_time)
+    return requeue_route.signal_cause(preempted, now, ctx.start_time, ctx.time_limit, ctx.lead_time)
 
 
 def site_facts(history: run_history.History, run: int) -> SiteFacts:
@@ -82,12 +84,12 @@ def _route(
     ending: bool,
     has_scontrol: bool = True,
     site: SiteFacts | None = None,
-) -> interruption.RequeuePlan:
+) -> RequeuePlan:
     """Ask the policy which way this requeue goes (its budget first: refused once, there, for every caller).
     ``site``: this run's site facts when the caller has them already (else read from ``history``)."""
     if site is None and ctx.log_dir:
         site = site_facts(history, ctx.run)
-    return interruption.decide(
+    return decide(
         RequeueFacts(
             cause=cause,
             key=ctx.key,
@@ -96,14 +98,14 @@ def _route(
             max_preemptions=ctx.max_preemptions,
             by_batch_shell=by == "batch-shell",
             ending=ending,
-            continue_elsewhere=site is not None and interruption.slurm_ends_graced_preempted(site),
+            continue_elsewhere=site is not None and requeue_route.slurm_ends_graced_preempted(site),
             in_container=ctx.in_container,
             has_scontrol=has_scontrol,
         )
     )
 
 
-def _refused(ctx: JobContext, by: str, cause: str, plan: interruption.RequeuePlan) -> RequeueOutcome:
+def _refused(ctx: JobContext, by: str, cause: str, plan: RequeuePlan) -> RequeueOutcome:
     """Carry out a refusal: record it, say why (the policy's line)."""
     record(ctx, by, run_history.REFUSED, cause=cause, why="budget")
     return RequeueOutcome(RequeueResult.BUDGET, plan.refusal or "not requeued: over budget")

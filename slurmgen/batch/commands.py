@@ -139,8 +139,17 @@ def end(
     the signals, a task's marker, Slurm's view, this run's history), let slurmgen.interruption decide, and carry it
     out: requeue, record the run's end, remove the resume state only when the work is done. Returns the batch
     shell's exit code."""
-    from slurmgen import interruption
     from slurmgen.batch.signals import STOP_ACTIONS
+    from slurmgen.interruption import decide
+    from slurmgen.interruption.ending import (
+        EndFacts,
+        Settle,
+        fallback_warning,
+        never_taken,
+        run_record,
+        unanswered,
+    )
+    from slurmgen.interruption.states import RequeueHow
     from slurmgen.slurm import view as slurm_view
 
     # SLURMGEN_CONTAINER says the *tasks* run in an image (no scontrol there); this shell runs outside it, and is
@@ -155,16 +164,16 @@ def end(
     # One read of the run history for the whole decision (the signals just recorded included).
     history = run_history.History.load(ctx.log_dir)
     site = site_facts(history, ctx.run)
-    this_run = interruption.run_record(history, ctx.run, batch_stop_actions=STOP_ACTIONS, site=site)
-    if (unheard := interruption.never_taken(ctx.preempt_signal, signals, ctx.handler, this_run)) is not None:
+    this_run = run_record(history, ctx.run, batch_stop_actions=STOP_ACTIONS, site=site)
+    if (unheard := never_taken(ctx.preempt_signal, signals, ctx.handler, this_run)) is not None:
         say(unheard)
     code, failing = _job_code(rc, ctx, history, say)
     asked = _take_marker(ctx)
     view = slurm_view.look(key, client, retry)
-    fallback = preemption_on and interruption.unanswered(ctx.preempt_signal, signals, rc, ctx.handler, this_run)
+    fallback = preemption_on and unanswered(ctx.preempt_signal, signals, rc, ctx.handler, this_run)
     if fallback and ctx.preempt_signal:
-        say(interruption.fallback_warning(ctx.preempt_signal, None))
-    facts = interruption.EndFacts(
+        say(fallback_warning(ctx.preempt_signal, None))
+    facts = EndFacts(
         step_code=rc,
         job_code=code,
         program_decides=ctx.handler == contract.HANDLER_PROGRAM,
@@ -178,7 +187,7 @@ def end(
         signal_cause=signal_cause(ctx, None if view is None else view.preempted(), time.time()),
         repeated=history.has(ctx.run, run_history.REPEATED),
     )
-    plan = interruption.decide(facts)
+    plan = decide(facts)
     if plan.attribute and view is not None:
         _attribute(ctx, history, view.preempted())
     mode = None if view is None else view.mode(restarts)
@@ -188,11 +197,11 @@ def end(
         say(plan.line)
     outcome = None
     if plan.requeue is not None and plan.cause is not None:
-        if plan.requeue is interruption.RequeueHow.CONTINUE:
+        if plan.requeue is RequeueHow.CONTINUE:
             from slurmgen.batch.continuation import submit_continuation
 
             outcome = submit_continuation(key, plan.cause, ctx, by=WRITER, client=client)
-        elif plan.requeue is interruption.RequeueHow.ENDED:
+        elif plan.requeue is RequeueHow.ENDED:
             outcome = requeue_ended_job(
                 key, plan.cause, ctx, by=WRITER, client=client, retry=retry, history=history, site=site
             )
@@ -202,7 +211,7 @@ def end(
             )
         say(f"preempted{f' (PreemptMode={mode})' if mode else ''}: {outcome.message}" if plan.preempted else
             outcome.message)  # fmt: skip
-    ending = interruption.decide(interruption.Settle(facts, plan, None if outcome is None else outcome.action, key))
+    ending = decide(Settle(facts, plan, None if outcome is None else outcome.action, key))
     if ending.line:
         say(ending.line)
     recorded = code if ending.requeued else ending.code

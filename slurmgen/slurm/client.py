@@ -234,12 +234,17 @@ class SlurmClient:
 
     def show_jobs(self, job: JobId | str | int | None = None) -> list[JobInfo]:
         """Every record `scontrol show job` has for ``job`` (an array job gives one per task), or all jobs."""
+        return self._show_jobs(None if job is None else str(as_job_id(job).without_step()), str(job))
+
+    def _show_jobs(self, target: str | None, asked: str) -> list[JobInfo]:
+        """`scontrol show job` of ``target`` (a job id checked already, or None: every job); ``asked`` names it in
+        an error."""
         argv = ["scontrol", "--oneliner", "show", "job"]
-        if job is not None:
-            argv.append(str(as_job_id(job).without_step()))
+        if target is not None:
+            argv.append(target)
         result = self._call(argv)
         if result.returncode != 0:
-            error = _failure("scontrol show job", str(job), result)
+            error = _failure("scontrol show job", asked, result)
             if isinstance(error, InvalidJobId):
                 return []
             raise error
@@ -248,7 +253,8 @@ class SlurmClient:
     def show_job(self, job: JobId | str | int) -> JobInfo | None:
         """The record of one job, or None when Slurm does not know it ("Invalid job id specified")."""
         wanted = as_job_id(job).without_step()
-        records = self.show_jobs(wanted)
+        target = str(wanted)
+        records = self._show_jobs(target, target)  # the id checked once, here
         for info in records:
             if info.job_id == wanted or (wanted.array_task is None and info.raw_id == wanted.job):
                 return info

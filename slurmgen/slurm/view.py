@@ -33,7 +33,7 @@ from slurmgen.errors import SchedulerError, SchedulerMissing, SlurmgenError
 from slurmgen.slurm.ids import JobState
 
 if TYPE_CHECKING:
-    from slurmgen.interruption import SlurmSays
+    from slurmgen.interruption.ending import SlurmSays
     from slurmgen.slurm.client import SlurmClient
 
 # Slurm's own states and their meaning for a job that is stopping (slurmgen.slurm.ids.JobState).
@@ -70,7 +70,7 @@ class SlurmView:
 
     def says(self, restart_count: int) -> SlurmSays:
         """This view as the interruption decision takes it (slurmgen/interruption/)."""
-        from slurmgen.interruption import SlurmSays
+        from slurmgen.interruption.ending import SlurmSays
 
         running, requeued, mode = self.running(), self.requeued_since(restart_count), self.mode(restart_count)
         return SlurmSays(running, self.preempted(), requeued, mode, self.state_name)

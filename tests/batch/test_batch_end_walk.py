@@ -3,7 +3,7 @@ does `python3 -m slurmgen.batch end RC` run code in, and how often does it come 
 not guessed: `end` (the function the entry point calls, handed the context the entry point read once) runs
 in-process under sys.setprofile on a realistic run directory (a preempted run whose program saved on the preemption
 signal and exited 143, the site record and a resume state), and every function call in a slurmgen file is
-collected, in order. Module bodies run by an import are not counted: the walk is the calls.
+collected, in order. Module and class bodies run by an import are not counted: the walk is the calls.
 
 Issue 26 asks for at most 8 files; the walk is at END_WALK_FILES today, not there yet: the batch shell (commands),
 the policy (interruption: its entry point, ending, requeue_route, and casualty, which picks the rank that failed
@@ -13,10 +13,13 @@ for a value), which alone is 5. The bounds keep it from growing (17 files before
 with the trust rule and the casualty rule, 16 once the context was read at the entry point, 15 with the stop path's
 retry in view.py, 14 with the value words in formats.py, 13 with the run number a field of the context and `end`
 and the requeue taking the context they are handed; 97 returns to 83 with the site's facts read once per end, not
-again by the requeue); lower them as the walk shrinks."""
+again by the requeue, to 70 with the end, the requeue and the view taking the policy's names from the module that
+defines them, not through the package's lazy names, and one check of the job id per `show job`, and to 67 with class
+bodies run by an import no longer counted as calls); lower them as the walk shrinks."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -29,7 +32,7 @@ from slurmgen.job_context.context import JobContext
 from .test_batch import PREEMPT_TIME, OneJob, env_for
 
 END_WALK_FILES = 13
-END_WALK_RETURNS = 83
+END_WALK_RETURNS = 67
 PACKAGE = Path(batch.__file__).resolve().parents[1]
 
 
@@ -53,7 +56,9 @@ def walk(rc: int, env: dict[str, str], job: OneJob) -> tuple[int, list[str], int
 
     def seen(frame: FrameType, event: str, arg: object) -> None:
         name = frame.f_code.co_filename
-        if event == "call" and frame.f_code.co_name != "<module>" and name.startswith(str(PACKAGE) + os.sep):
+        # A function's code has its own locals (CO_NEWLOCALS); a module's or a class's body, run by an import, not.
+        body = not frame.f_code.co_flags & inspect.CO_NEWLOCALS
+        if event == "call" and not body and name.startswith(str(PACKAGE) + os.sep):
             here = os.path.relpath(name, PACKAGE)
             if not path or path[-1] != here:
                 path.append(here)
