@@ -13,7 +13,8 @@ Where the rules live:
 - running.py: while a run is under way (signals before and during the step, rank 0's stop, the supervisor);
 - allocation.py: inside a running allocation (restart after a crash or a hang, bad nodes, the watcher);
 - requeue_route.py: a requeue's budget and route, and what the site's Slurm does by itself;
-- ending.py: the end of the run (requeue or not, exit code, resume state).
+- ending.py: the end of the run (requeue or not, exit code, resume state);
+- hold.py: how long the rendered script holds an early preemption signal (no imports: the renderer reads it).
 
 Standard library and slurmgen's standard-library leaves (contract, exit_codes, run_history) only; the facts that
 need Slurm's own parsing (a version) are passed in (tests/test_layers.py keeps the arrows pointing down).
@@ -49,6 +50,7 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ loads ea
         run_record,
         unanswered,
     )
+    from slurmgen.interruption.hold import STEP_GRACE, hold_limit
     from slurmgen.interruption.requeue_route import (
         RequeueFacts,
         RequeuePlan,
@@ -61,7 +63,6 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ loads ea
     )
     from slurmgen.interruption.running import (
         ANNOUNCE_WAIT,
-        STEP_GRACE,
         BeforeStepFacts,
         BeforeStepPlan,
         PreemptionSignalFacts,
@@ -71,7 +72,6 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ loads ea
         TaskRoute,
         TaskSignalFacts,
         announce_wait_for,
-        hold_limit,
         signal_meanings,
         window_end,
     )
@@ -143,7 +143,7 @@ _LAZY = {
     "slurm_ends_graced_preempted": "requeue_route",
     "slurm_requeue_cause": "requeue_route",
     "slurm_requeues_in_grace": "requeue_route",
-    "STEP_GRACE": "running",
+    "STEP_GRACE": "hold",
     "BeforeStepFacts": "running",
     "BeforeStepPlan": "running",
     "PreemptionSignalFacts": "running",
@@ -151,7 +151,7 @@ _LAZY = {
     "StopPlan": "running",
     "TaskRoute": "running",
     "TaskSignalFacts": "running",
-    "hold_limit": "running",
+    "hold_limit": "hold",
     "SignalMeaning": "running",
     "signal_meanings": "running",
     "signal_cause": "requeue_route",

@@ -1,9 +1,9 @@
 """The decisions taken while a run is under way: before a start of the step (what TERM and USR2 mean then), why a
 requeue signal came (`signal_cause`), where the batch shell sends the preemption signal (`preemption_route`), when
-Slurm ends the run anyway (`window_end`), rank 0's stop (`decide_stop`), the supervisor's routing (`task_route`) and
-how long the rendered script holds an early preemption signal (`hold_limit`). The executors (the batch shell's
-helper, Preemption, each task's supervisor) gather the facts and carry out the answer; nothing here runs a
-command, reads a file or a clock.
+Slurm ends the run anyway (`window_end`), rank 0's stop (`decide_stop`) and the supervisor's routing (`task_route`).
+The executors (the batch shell's helper, Preemption, each task's supervisor) gather the facts and carry out the
+answer; nothing here runs a command, reads a file or a clock. How long the rendered script holds an early
+preemption signal (`hold_limit`) is hold.py's.
 
 Standard library and the run history's vocabulary only.
 """
@@ -132,23 +132,6 @@ def task_route(facts: TaskSignalFacts) -> TaskRoute:
     if owed and not facts.hooked:
         return TaskRoute(False, True)  # discarded by the program's SIG_IGN: sent again once it has a handler
     return TaskRoute(not facts.stepwide and not facts.recent, owed)
-
-
-# --- The template's hold window -----------------------------------------------------------------------------
-
-# Seconds the batch shell holds the preemption signal after starting the step: the runtime entry point blocks
-# it within a fraction of a second (Python's start-up), and until then the default action would kill a task.
-STEP_GRACE = 3
-# An early preemption signal is held until every task of the step says it has blocked it (a file each, see
-# slurmgen.task.launch.say_ready), which takes longer than STEP_GRACE where the interpreter starts slowly (a
-# venv on NFS, cold caches). The hold never lasts more than this part of the lead time: the program needs the
-# rest to save. At least STEP_GRACE, as before, where a task's file cannot be seen.
-HOLD_SHARE = 4
-
-
-def hold_limit(lead_time: int) -> int:
-    """Seconds after the step's start past which an early preemption signal is delivered whatever the tasks say."""
-    return max(STEP_GRACE, lead_time // HOLD_SHARE)
 
 
 # --- Signals that came before a start of the step ---------------------------------------------------------------

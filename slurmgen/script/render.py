@@ -13,7 +13,7 @@ from typing import Any
 from slurmgen import contract
 from slurmgen.errors import SlurmgenError, UsageError
 from slurmgen.exit_codes import EXIT_INVALID, NODES_REQUEUED, NODES_SHORT
-from slurmgen.interruption import STEP_GRACE, hold_limit  # the hold window is an interruption decision
+from slurmgen.interruption.hold import STEP_GRACE, hold_limit  # the hold window is an interruption decision
 from slurmgen.job_context.values import KEY_SHELL
 from slurmgen.script.directives import directives, sq, task_log_stem
 from slurmgen.script.shell_words import join
