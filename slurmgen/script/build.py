@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurmgen.errors import Problem
 from slurmgen.spec.load import load_bytes, read_spec
 from slurmgen.spec.model import JobSpec
-from slurmgen.spec.profile import ClusterProfile
 from slurmgen.spec.where import missing_script
+
+if TYPE_CHECKING:
+    from slurmgen.spec.profile import ClusterProfile
 
 
 @dataclass(frozen=True)

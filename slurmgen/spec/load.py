@@ -9,16 +9,18 @@ import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurmgen.errors import Problem, SpecError
 from slurmgen.spec.fields import SPEC
 from slurmgen.spec.model import JobSpec, LoadedSpec
-from slurmgen.spec.profile import ClusterProfile, layer_profile, origins
 from slurmgen.spec.rules import cross_check, resolve
 from slurmgen.spec.sweep import check_uses
 from slurmgen.spec.types import BAD, Ctx
 from slurmgen.spec.yaml_source import FieldPath, Mark, dotted, load_override, load_yaml
+
+if TYPE_CHECKING:
+    from slurmgen.spec.profile import ClusterProfile
 
 
 def parse_overrides(items: list[str]) -> tuple[list[tuple[FieldPath, Any, dict[FieldPath, Mark]]], list[Problem]]:
@@ -79,6 +81,8 @@ def load_text(
     lines = dict(loaded.lines)
     from_profile: dict[FieldPath, str] = {}
     if profile is not None:
+        from slurmgen.spec.profile import layer_profile  # loaded only for a spec run with a cluster profile
+
         layered = layer_profile(profile, data)
         data, from_profile = layered.data, layered.from_profile
         marks.update(layered.marks)
@@ -95,7 +99,11 @@ def load_text(
         override_paths.add(path)
         for rel, mark in value_marks.items():
             marks[(*path, *rel)] = mark
-    shown = () if given is None else tuple(origins(data, from_profile, source, lines, frozenset(override_paths)))
+    shown: tuple[tuple[str, Any, str], ...] = ()
+    if given is not None:
+        from slurmgen.spec.profile import origins
+
+        shown = tuple(origins(data, from_profile, source, lines, frozenset(override_paths)))
     ctx = Ctx(
         source=source,
         marks=marks,
