@@ -68,10 +68,12 @@ def render(
         for line in render_lines(built.spec):
             err(line)
     if output is None or str(output) == "-":
-        from slurmgen.script.directives import sq
-        from slurmgen.spec.secrets import mask
+        if built.spec.env:  # only an env value can be a token
+            from slurmgen.script.directives import sq
+            from slurmgen.spec.secrets import mask
 
-        sys.stdout.write(mask(text, built.spec.env, sq))  # what a terminal or a CI log shows: no token
+            text = mask(text, built.spec.env, sq)  # what a terminal or a CI log shows: no token
+        sys.stdout.write(text)
         sys.stdout.flush()
         return
     from slurmgen.atomic import shell_mode, write_text

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slurmgen.spec import secrets
 from slurmgen.spec.model import JobSpec
 
 
@@ -81,8 +80,11 @@ def directives(spec: JobSpec) -> list[Directive]:
         # every task). The shell sees it even before the step exists, so it is never lost (Slurm would drop a
         # step-only signal sent before srun starts).
         add("signal", f"B:{pre.signal}@{pre.lead_time}")
-    # env entries with from_env: Slurm carries their values; the script names them only (spec/secrets.py).
-    add("export", secrets.export_option(spec.env))
+    if spec.env:
+        from slurmgen.spec.secrets import export_option
+
+        # env entries with from_env: Slurm carries their values; the script names them only (spec/secrets.py).
+        add("export", export_option(spec.env))
     for option, value in spec.sbatch:
         d.append(Directive(option, value))
     return d

@@ -11,7 +11,6 @@ from __future__ import annotations
 from slurmgen.script.directives import sq
 from slurmgen.script.shell_words import Shell
 from slurmgen.spec.model import JobSpec
-from slurmgen.spec.secrets import Forwarded
 from slurmgen.spec.sweep_points import as_text, split_template
 
 
@@ -35,6 +34,10 @@ def command_words(spec: JobSpec) -> list[str]:
 
 def env_words(spec: JobSpec) -> list[tuple[str, str]]:
     """(name, shell word) of each env entry: a placeholder expands, everything else is single-quoted."""
+    if not spec.env:
+        return []
+    from slurmgen.spec.secrets import Forwarded
+
     out: list[tuple[str, str]] = []
     for name, value in spec.env:
         if isinstance(value, Forwarded):

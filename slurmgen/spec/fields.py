@@ -11,7 +11,6 @@ from typing import Any
 from slurmgen import contract
 from slurmgen.signal_names import preemption_signal_problem, signal_name
 from slurmgen.slurm.times import format_duration, parse_time
-from slurmgen.spec import secrets
 from slurmgen.spec.recovery import RECOVERY
 from slurmgen.spec.sweep import SweepType
 from slurmgen.spec.types import AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
@@ -139,6 +138,8 @@ class EnvValue(Str):
                 f'is a list, but a variable holds one text; join the items yourself, e.g. {name}: "{joined}"',
             )
         if isinstance(value, dict):
+            from slurmgen.spec import secrets  # a forwarded variable (`{from_env: NAME}`): loaded only for one
+
             source = value.get(secrets.FROM_ENV)
             if set(value) == {secrets.FROM_ENV} and isinstance(source, str) and re.fullmatch(ENV_KEY, source):
                 return secrets.Forwarded(source)  # the value stays in the submitting environment (secrets.py)
@@ -158,6 +159,8 @@ class EnvValue(Str):
         return super().check(value, ctx, path)
 
     def schema(self) -> dict[str, Any]:
+        from slurmgen.spec import secrets
+
         name = {"type": "string", "pattern": f"^(?:{ENV_KEY})$"}
         forward = {"type": "object", "properties": {secrets.FROM_ENV: name}, "required": [secrets.FROM_ENV],
                    "additionalProperties": False}  # fmt: skip

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from slurmgen import contract
 from slurmgen.errors import Problem
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
-from slurmgen.spec import secrets
 from slurmgen.spec.container import check_container
 from slurmgen.spec.fields import PREEMPTION, SPEC
 from slurmgen.spec.recovery import resolve_recovery
@@ -325,21 +325,8 @@ def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
     if mem is not None and mem.isdigit() and 0 < int(mem) < BARE_MEM_WARN:
         # sbatch(1) --mem: "Default units are megabytes"; `mem: 32` meant as gigabytes would starve the job.
         warn(("mem",), f"{mem} without a unit is {mem} MB for Slurm; write {mem}G for gigabytes or {mem}M to keep it")
-    for key, value in f["env"].items():
-        if key.startswith("SLURM_"):
-            warn(("env", key), "SLURM_* variables are Slurm's own; setting one can change how srun places tasks")
-        elif isinstance(value, str) and secrets.looks_like_token(value):
-            warn(
-                ("env", key),
-                "looks like a token written into the script, where every copy of it can be read; forward it from "
-                f"your environment instead, without writing it: {key}: {{{secrets.FROM_ENV}: {key}}}",
-            )
-        elif _SECRET.search(key) and value and not isinstance(value, secrets.Forwarded):
-            warn(
-                ("env", key),
-                "looks like a secret written into the script (Slurm stores scripts, and accounting may keep them); "
-                "export it in your shell before submitting instead: sbatch passes your environment on",
-            )
+    if f["env"]:
+        _env_warnings(f["env"], warn)
     cmd = f["command"]
     ops = sorted(set(cmd) & _SHELL_OPS)
     if ops:
@@ -361,3 +348,25 @@ def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
             "with `exec your-program ...` so the preemption signal reaches it",
         )
     return warnings
+
+
+def _env_warnings(env: dict[str, Any], warn: Callable[[tuple[str | int, ...], str], None]) -> None:
+    """Slurm's own variables, and secrets written into the script. Only a spec with env loads the token patterns
+    (spec/secrets.py)."""
+    from slurmgen.spec import secrets
+
+    for key, value in env.items():
+        if key.startswith("SLURM_"):
+            warn(("env", key), "SLURM_* variables are Slurm's own; setting one can change how srun places tasks")
+        elif isinstance(value, str) and secrets.looks_like_token(value):
+            warn(
+                ("env", key),
+                "looks like a token written into the script, where every copy of it can be read; forward it from "
+                f"your environment instead, without writing it: {key}: {{{secrets.FROM_ENV}: {key}}}",
+            )
+        elif _SECRET.search(key) and value and not isinstance(value, secrets.Forwarded):
+            warn(
+                ("env", key),
+                "looks like a secret written into the script (Slurm stores scripts, and accounting may keep them); "
+                "export it in your shell before submitting instead: sbatch passes your environment on",
+            )
