@@ -3,14 +3,13 @@ optionally torchrun, then the runtime entry point.
 
 Computed here as words so tests can read it without parsing shell; the template joins them. A `Shell` word is
 emitted as written (it holds `"${VAR}"` expansions that the batch shell must perform); every other word is data
-and is single-quoted.
+and is single-quoted. The container runtimes' modules are imported inside the functions that use them: a spec
+without a container never loads them.
 """
 
 from __future__ import annotations
 
 from slurmgen import contract
-from slurmgen.script.container_apptainer import CONTAINER_RUNTIME_DIR, apptainer_words
-from slurmgen.script.container_enroot import enroot_start_words
 from slurmgen.script.directives import sq
 from slurmgen.script.shell_words import Shell, join
 from slurmgen.script.sweep import command_words  # a sweep's placeholders become shell expansions
@@ -20,16 +19,19 @@ from slurmgen.spec.model import JobSpec, node_checks
 _TORCHRUN_DEFAULT_SIGNALS = ("TERM", "INT", "HUP", "QUIT")
 
 
-# Inside an image slurmgen is not installed: put the mounted package on sys.path, then run the entry point.
-CONTAINER_BOOTSTRAP = (
-    f'import sys; sys.path.insert(0, "{CONTAINER_RUNTIME_DIR}"); '
-    f"from {contract.TASK_MAIN} import main; sys.exit(main())"
-)
+def container_bootstrap() -> str:
+    """Inside an image slurmgen is not installed: put the mounted package on sys.path, then run the entry point."""
+    from slurmgen.script.container_apptainer import CONTAINER_RUNTIME_DIR
+
+    return (
+        f'import sys; sys.path.insert(0, "{CONTAINER_RUNTIME_DIR}"); '
+        f"from {contract.TASK_MAIN} import main; sys.exit(main())"
+    )
 
 
 def runtime_entry(spec: JobSpec, *flags: str) -> list[str]:
     if spec.container is not None:
-        return [inside_python(spec), "-c", CONTAINER_BOOTSTRAP, *flags]
+        return [inside_python(spec), "-c", container_bootstrap(), *flags]
     return [spec.python, "-m", contract.TASK_ENTRY, *flags]
 
 
@@ -78,6 +80,8 @@ def srun_words(spec: JobSpec) -> list[str]:
 
 
 def container_words(spec: JobSpec) -> list[str]:
+    from slurmgen.script.container_apptainer import CONTAINER_RUNTIME_DIR
+
     c = spec.container
     assert c is not None
     words: list[str] = [f"--container-image={c.image}"]
@@ -137,8 +141,12 @@ def step_groups(spec: JobSpec) -> list[list[str]]:
     the runtime entry point, the user's command."""
     groups = [srun_words(spec)]
     if spec.container is not None and spec.container.runtime == "apptainer":
+        from slurmgen.script.container_apptainer import apptainer_words
+
         groups.append(apptainer_words(spec))
     elif spec.container is not None and spec.container.runtime == "enroot":
+        from slurmgen.script.container_enroot import enroot_start_words
+
         groups.append(enroot_start_words(spec))
     if spec.launcher == "torchrun":
         groups.append(runtime_entry(spec, "--torchrun-agent", "--"))
@@ -159,10 +167,12 @@ def step_line(spec: JobSpec) -> str:
 
 def container_context(spec: JobSpec) -> dict[str, str]:
     """The batch shell's container lines besides the step: apptainer's py-spy lookup, enroot's create/remove."""
+    runtime = spec.container.runtime if spec.container else None
+    if runtime not in ("apptainer", "enroot"):
+        return {"container_tools": "", "container_prepare": "", "container_cleanup": ""}
     from slurmgen.script.container_apptainer import pyspy_words
     from slurmgen.script.container_enroot import enroot_cleanup_line, enroot_prepare_line
 
-    runtime = spec.container.runtime if spec.container else None
     return {
         "container_tools": join(pyspy_words(spec)) if runtime == "apptainer" else "",
         "container_prepare": enroot_prepare_line(spec) if runtime == "enroot" else "",

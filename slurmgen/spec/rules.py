@@ -14,7 +14,6 @@ from slurmgen import contract
 from slurmgen.errors import Problem
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
-from slurmgen.spec.container import check_container
 from slurmgen.spec.fields import PREEMPTION, SPEC
 from slurmgen.spec.recovery import resolve_recovery
 from slurmgen.spec.types import AnyOf, Ctx, Obj
@@ -141,6 +140,8 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
         if "\r" in line:
             ctx.fail(("setup", i), "contains a carriage return (CR); save the file with Unix line ends")
     if isinstance(f.get("container"), dict):
+        from slurmgen.spec.container import check_container  # loaded only for a spec with a container
+
         check_container(f["container"], ctx)
     out["trackers"] = {"wandb": f.get("trackers", {}).get("wandb", True)}
     out["output"] = _given(f, SPEC, "output")
