@@ -11,7 +11,6 @@ from __future__ import annotations
 from slurmgen.script.directives import sq
 from slurmgen.script.shell_words import Shell
 from slurmgen.spec.model import JobSpec
-from slurmgen.spec.sweep_points import as_text, split_template
 
 
 def variable(name: str) -> str:
@@ -22,6 +21,8 @@ def word(text: str, spec: JobSpec) -> str:
     """One command word or env value: plain data (quoted later) without a sweep; else a Shell word."""
     if spec.sweep is None:
         return text
+    from slurmgen.spec.sweep_points import split_template  # the points' module: only for a sweep
+
     parts = split_template(text)  # the loader already refused malformed braces
     if len(parts) == 1 and isinstance(parts[0], str):
         return parts[0]
@@ -55,6 +56,8 @@ def cases(spec: JobSpec) -> list[str]:
     sweep = spec.sweep
     if sweep is None:
         return []
+    from slurmgen.spec.sweep_points import as_text
+
     arms = []
     for index, values in enumerate(sweep.points):
         assigned = " ".join(f"{variable(n)}={sq(as_text(v))}" for n, v in zip(sweep.params, values, strict=True))

@@ -12,11 +12,13 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from slurmgen.spec.sweep_points import PARAM, Placeholder, SweepSpec, Value, split_template
 from slurmgen.spec.types import BAD, Ctx, Type, bad_char
 from slurmgen.spec.yaml_source import FieldPath
+
+if TYPE_CHECKING:
+    from slurmgen.spec.sweep_points import Value
 
 MAX_POINTS = 100_000  # the script's size limits a sweep first (slurmgen.manage.sweep_plan.MAX_SCRIPT_BYTES)
 DISTRIBUTIONS = ("choice", "uniform", "loguniform", "randint")
@@ -28,6 +30,8 @@ def check_uses(f: dict[str, Any], ctx: Ctx) -> None:
     sweep = f.get("sweep")
     if sweep is None:
         return
+    from slurmgen.spec.sweep_points import Placeholder, split_template  # the points' module: only for a sweep
+
     params: tuple[str, ...] = sweep["params"]
     if f.get("array") is not None:
         ctx.fail(("array",), "a sweep makes its own job arrays; remove array (sweep.max_parallel sets the % limit)")
@@ -201,6 +205,8 @@ class SweepType(Type):
 
     @staticmethod
     def _name(name: Any, ctx: Ctx, path: FieldPath) -> bool:
+        from slurmgen.spec.sweep_points import PARAM
+
         if isinstance(name, str) and re.fullmatch(PARAM, name):
             return True
         ctx.fail(path, f"{name!r} is not a parameter name (letters, digits and _, not starting with a digit)")
@@ -224,6 +230,8 @@ class SweepType(Type):
     def build(self, value: Any) -> Any:
         if value is None:
             return None
+        from slurmgen.spec.sweep_points import SweepSpec
+
         return SweepSpec(value["params"], value["points"], value["max_parallel"])  # "where" serves the checks only
 
 
