@@ -7,12 +7,13 @@ line and an exit code.
 
 from __future__ import annotations
 
+from difflib import get_close_matches
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperCommand, TyperGroup
 
-from slurmgen.cli import job_commands, local_commands, report_commands, site_commands, spec_commands, sweep_commands
 from slurmgen.cli.output import err, report
 from slurmgen.errors import SlurmgenError
 
@@ -21,6 +22,28 @@ if TYPE_CHECKING:
         Command,
         Context,
     )  # typer carries its own click (typer/_click); the top-level click is not it
+
+# Each command and the module under slurmgen.cli that defines it, in the order `slurmgen --help` lists them. A
+# module is imported, and its command made into a click command, only when that command runs or help lists it:
+# typer turns a command's signature into click parameters at every start, some milliseconds each, so a
+# `slurmgen render` that built all fourteen was slower than one that builds its own. tests/cli/test_cli_commands.py
+# checks this table against the modules.
+COMMANDS = {
+    "render": "spec_commands",
+    "validate": "spec_commands",
+    "schema": "spec_commands",
+    "submit": "job_commands",
+    "requeue": "job_commands",
+    "resume": "job_commands",
+    "status": "job_commands",
+    "logs": "job_commands",
+    "cancel": "job_commands",
+    "run": "local_commands",
+    "doctor": "site_commands",
+    "history": "site_commands",
+    "resubmit": "sweep_commands",
+    "report": "report_commands",
+}
 
 
 class PlainUsageCommand(TyperCommand):
@@ -33,13 +56,47 @@ class PlainUsageCommand(TyperCommand):
 
 
 class SlurmgenGroup(TyperGroup):
-    """The root group: every command it hands out prints its usage with plain metavars."""
+    """The root group: it loads each command when asked for it (COMMANDS), and every command it hands out prints
+    its usage with plain metavars."""
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(COMMANDS)
 
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in COMMANDS:
+            command = self.commands[cmd_name] = load_command(cmd_name)
         if type(command) is TyperCommand:
             command.__class__ = PlainUsageCommand  # the same object, one method more; typer has no per-app default
         return command
+
+    def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
+        """An unknown command's error names the close ones, as typer's would (its own looks only at the commands
+        loaded so far, so the app turns it off)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except ClickUsageError as exc:
+            matches = get_close_matches(args[0], list(COMMANDS)) if args else []
+            if matches:
+                suggestions = ", ".join(f"{m!r}" for m in matches)
+                exc.message = f"{exc.message.rstrip('.')}. Did you mean {suggestions}?"
+            raise
+
+
+def load_command(name: str) -> Command:
+    """The click command of COMMANDS[name], made as typer makes the commands of an app added with add_typer."""
+    import importlib
+
+    import typer.main
+
+    commands: typer.Typer = importlib.import_module(f"slurmgen.cli.{COMMANDS[name]}").commands
+    for info in commands.registered_commands:
+        assert info.callback is not None
+        if (info.name or typer.main.get_command_name(info.callback.__name__)) == name:
+            return typer.main.get_command_from_info(
+                info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
+            )
+    raise LookupError(f"slurmgen.cli.{COMMANDS[name]} defines no command {name!r}")
 
 
 app = typer.Typer(
@@ -50,6 +107,7 @@ app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    suggest_commands=False,  # SlurmgenGroup.resolve_command suggests, from every command
 )
 
 
@@ -68,14 +126,6 @@ def _options(
     ] = False,
 ) -> None:
     """YAML job specs to SLURM batch scripts: render, validate, submit, requeue, and run locally."""
-
-
-app.add_typer(spec_commands.commands)  # render, validate, schema
-app.add_typer(job_commands.commands)  # submit, requeue, status, logs, cancel
-app.add_typer(local_commands.commands)  # run
-app.add_typer(site_commands.commands)  # doctor, history
-app.add_typer(sweep_commands.commands)  # resubmit
-app.add_typer(report_commands.commands)  # report
 
 
 def main(argv: list[str] | None = None) -> int:
