@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slurmgen.api.compiling import SpecSource, Warn, compiled
 from slurmgen.errors import Problem, SpecError, UsageError
 
 if TYPE_CHECKING:
@@ -15,21 +16,8 @@ if TYPE_CHECKING:
     from slurmgen.manage.plan import Plan
     from slurmgen.manage.submit import Submission
     from slurmgen.manage.sweep_submit import SweepSubmission
-    from slurmgen.script.build import Build
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
-    from slurmgen.spec.profile import ClusterProfile
-
-Warn = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class SpecSource:
-    """A spec to submit: the file it lives in (the run directory keeps a copy) and its `--set` overrides."""
-
-    path: Path
-    overrides: tuple[str, ...]
-    profile: ClusterProfile | None = None  # a cluster's profile: its defaults go under the spec
 
 
 def override_args(overrides: Mapping[str, object] | None) -> tuple[str, ...]:
@@ -107,17 +95,6 @@ def spec_source(spec: str | Path | JobSpec | Mapping[str, Any], overrides: Mappi
         reason = exc.strerror or exc
         raise UsageError(f"cannot write {path} ({reason}); set SLURMGEN_HOME to a writable directory") from None
     return SpecSource(path, args)
-
-
-def compiled(source: SpecSource, templates: Path | None, warn: Warn) -> Build:
-    """Validate and render a spec through the one compile step (slurmgen.script.build); its warnings (and the
-    script doctor's) go to ``warn``. `slurmgen render` and every submission take this one path."""
-    from slurmgen.script.build import build_file
-
-    built = build_file(source.path, list(source.overrides), templates, Path.cwd(), source.profile)
-    for problem in built.warnings:
-        warn(f"warning: {problem}")
-    return built
 
 
 def load_and_render(source: SpecSource, templates: Path | None, warn: Warn) -> tuple[JobSpec, str]:

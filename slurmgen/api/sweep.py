@@ -173,7 +173,8 @@ def submit_sweep(
     """Validate, render and submit a spec with `sweep:` as Slurm job arrays (see slurmgen.submit for ``spec``,
     ``overrides``, ``warn`` and ``cluster``); the sweep's handle. One `scontrol show config` and one sbatch per
     array (over ssh: one once-only submit call per array, after the snapshot)."""
-    from slurmgen.api.submitting import SpecSource, planned, spec_source, submit_planned, submit_remote_source
+    from slurmgen.api.compiling import SpecSource
+    from slurmgen.api.submitting import planned, spec_source, submit_planned, submit_remote_source
     from slurmgen.journal import home
     from slurmgen.slurm.client import SlurmClient
 

@@ -31,7 +31,7 @@ commands = typer.Typer()
 
 def planned(spec: Path, overrides: list[str], templates: Path | None, base: Path) -> Plan:
     """Validate, render (warnings on stderr) and plan a submission recorded under ``base``."""
-    from slurmgen.api.submitting import SpecSource
+    from slurmgen.api.compiling import SpecSource
     from slurmgen.api.submitting import planned as api_planned
 
     return api_planned(SpecSource(spec, tuple(overrides)), templates, base, err)
@@ -131,7 +131,8 @@ def _submit_to_cluster(
     submission is the usual one with the profile's defaults under the spec."""
     import json
 
-    from slurmgen.api.submitting import SpecSource, submit_any, submit_remote_source
+    from slurmgen.api.compiling import SpecSource
+    from slurmgen.api.submitting import submit_any, submit_remote_source
     from slurmgen.cli.spec_commands import cluster_profile
     from slurmgen.journal import home
 

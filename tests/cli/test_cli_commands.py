@@ -61,7 +61,7 @@ def test_an_unknown_command_names_the_close_ones_of_every_module(capsys: pytest.
 
 
 # The modules of features jobs/cpu-debug.yaml does not use (a cluster profile, secrets in env, a container, a
-# sweep), the policy beyond the hold window, and every command module but render's.
+# sweep), the policy beyond the hold window, the submission, and every command module but render's.
 NOT_FOR_A_PLAIN_RENDER = [
     "slurmgen.spec.profile",
     "slurmgen.spec.secrets",
@@ -73,6 +73,7 @@ NOT_FOR_A_PLAIN_RENDER = [
     "slurmgen.interruption.running",
     "slurmgen.interruption.states",
     "slurmgen.run_history",
+    "slurmgen.api.submitting",
     *(f"slurmgen.cli.{module}" for module in set(COMMANDS.values()) - {"spec_commands"}),
 ]
 
