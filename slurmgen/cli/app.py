@@ -11,7 +11,6 @@ from difflib import get_close_matches
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperCommand, TyperGroup
 
 from slurmgen.cli.output import err, report
@@ -71,20 +70,20 @@ class SlurmgenGroup(TyperGroup):
         return command
 
     def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
-        """An unknown command's error names the close ones, as typer's would (its own looks only at the commands
-        loaded so far, so the app turns it off)."""
-        try:
-            return super().resolve_command(ctx, args)
-        except ClickUsageError as exc:
-            matches = get_close_matches(args[0], list(COMMANDS)) if args else []
-            if matches:
-                suggestions = ", ".join(f"{m!r}" for m in matches)
-                exc.message = f"{exc.message.rstrip('.')}. Did you mean {suggestions}?"
-            raise
+        """An unknown command's error names the close ones among every command, loaded or not (typer's own
+        suggestion, 0.20 and later, looks only at the commands loaded so far)."""
+        name = args[0] if args else None
+        if name is not None and name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
+            matches = get_close_matches(name, list(COMMANDS))
+            hint = f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+            ctx.fail(f"No such command {name!r}.{hint}")  # click's own words (click.Group.resolve_command)
+        return super().resolve_command(ctx, args)
 
 
 def load_command(name: str) -> Command:
-    """The click command of COMMANDS[name], made as typer makes the commands of an app added with add_typer."""
+    """The click command of COMMANDS[name], made as typer makes the commands of an app added with add_typer
+    (typer.main.get_command_from_info and get_command_name: the same signatures from typer 0.12 to 0.28, the range
+    pyproject.toml allows)."""
     import importlib
 
     import typer.main
@@ -107,7 +106,6 @@ app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
-    suggest_commands=False,  # SlurmgenGroup.resolve_command suggests, from every command
 )
 
 
