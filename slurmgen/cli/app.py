@@ -71,7 +71,7 @@ class SlurmgenGroup(TyperGroup):
 
     def resolve_command(self, ctx: Context, args: list[str]) -> tuple[str | None, Command | None, list[str]]:
         """An unknown command's error names the close ones among every command, loaded or not (typer's own
-        suggestion, 0.20 and later, looks only at the commands loaded so far)."""
+        suggestion looks only at the commands loaded so far: TyperGroup.resolve_command reads self.commands)."""
         name = args[0] if args else None
         if name is not None and name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
             matches = get_close_matches(name, list(COMMANDS))
@@ -82,8 +82,8 @@ class SlurmgenGroup(TyperGroup):
 
 def load_command(name: str) -> Command:
     """The click command of COMMANDS[name], made as typer makes the commands of an app added with add_typer
-    (typer.main.get_command_from_info and get_command_name: the same signatures from typer 0.12 to 0.28, the range
-    pyproject.toml allows)."""
+    (typer.main.get_command_from_info and get_command_name, the functions typer's own get_command calls for each
+    command of an app)."""
     import importlib
 
     import typer.main
