@@ -84,6 +84,7 @@ SIDE_MODULES = (
     "tests/goodput/test_goodput_html.py",
     "tests/remote/test_transport.py",
     "tests/remote/test_snapshot.py",
+    "tests/test_apt_install.py",
 )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from apt_install import apt_install
 
 from slurmgen.remote.transport import SshTransport
 
@@ -31,12 +32,9 @@ def ensure_sshd() -> None:
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         pytest.skip("needs Debian's openssh-server (apt-get install openssh-server), and root to install it")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "--no-install-recommends", "openssh-server"], env=env, capture_output=True
-    )
-    if done.returncode != 0 or not Path(SSHD).exists():
-        pytest.fail(f"apt-get install openssh-server failed: {done.stderr.decode()[-500:]}")
+    failed = apt_install("openssh-server")
+    if failed or not Path(SSHD).exists():
+        pytest.fail(failed or f"apt-get install openssh-server left no {SSHD}")
 
 
 def free_port() -> int:
@@ -231,12 +229,9 @@ def ensure_package(package: str, marker: Path) -> None:
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         pytest.skip(f"needs Debian's {package} (apt-get install {package}), and root to install it")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "--no-install-recommends", package], env=env, capture_output=True
-    )
-    if done.returncode != 0 or not marker.exists():
-        pytest.fail(f"apt-get install {package} failed: {done.stderr.decode()[-500:]}")
+    failed = apt_install(package)
+    if failed or not marker.exists():
+        pytest.fail(failed or f"apt-get install {package} left no {marker}")
 
 
 def askpass(root: Path, secret: str) -> dict[str, str]:

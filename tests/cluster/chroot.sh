@@ -113,11 +113,7 @@ in_chroot() {
 
 ensure_debootstrap() {
     command -v debootstrap >/dev/null && return 0
-    command -v apt-get >/dev/null || die "debootstrap is missing and there is no apt-get to install it"
-    log "installing debootstrap"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null ||
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            debootstrap >/dev/null; } || die "apt-get install debootstrap failed"
+    "$HERE/apt-install.sh" debootstrap || die "debootstrap is missing and could not be installed"
 }
 
 mount_points() {

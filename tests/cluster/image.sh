@@ -43,9 +43,8 @@ recipe() {
 build() {
     local dir=$1 partial=$1.partial t0=$EPOCHREALTIME
     rm -rf "$partial"
-    command -v debootstrap >/dev/null ||
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null ||
-        die "debootstrap is missing and apt-get could not install it"
+    command -v debootstrap >/dev/null || "$HERE/apt-install.sh" debootstrap ||
+        die "debootstrap is missing and could not be installed"
     log "building the test image in $partial: $IMAGE_SUITE minbase + ${IMAGE_PACKAGES[*]} (debootstrap)"
     # A private mount namespace: debootstrap mounts /proc and /sys in the target (chroot.sh does the same).
     local packages

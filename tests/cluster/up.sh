@@ -114,32 +114,10 @@ missing_packages() {
 }
 
 install_packages() {
-    local missing updated=0
+    local missing
     mapfile -t missing < <(missing_packages)
     ((${#missing[@]})) || return 0
-    command -v apt-get >/dev/null || die "packages missing (${missing[*]}) and no apt-get to install them"
-    log "installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    # Package postinst scripts must not start daemons from /etc (they would take port 6817, or start the system's
-    # MariaDB). Debian images usually carry a policy-rc.d that forbids it; add one for the duration of the install
-    # if this one has none.
-    local policy=/usr/sbin/policy-rc.d own_policy=0
-    if [[ ! -e $policy ]]; then
-        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1
-    fi
-    # apt-get update only when needed: no candidate in the lists, or a download that fails on stale lists.
-    if ! apt-cache show "${missing[@]}" >/dev/null 2>&1; then
-        apt-get update -qq && updated=1
-    fi
-    local install=(apt-get install -y -qq --no-install-recommends "${missing[@]}")
-    if ! "${install[@]}" >/dev/null; then
-        ((updated)) || { apt-get update -qq && "${install[@]}" >/dev/null; } || {
-            ((own_policy)) && rm -f "$policy"
-            die "apt-get install ${missing[*]} failed"
-        }
-    fi
-    ((own_policy)) && rm -f "$policy"
-    return 0
+    "$HERE/apt-install.sh" "${missing[@]}" || die "packages missing: ${missing[*]}"
 }
 
 # Refuse to touch a cluster started with another base: the bridge carries its base as alias; a slurmctld is

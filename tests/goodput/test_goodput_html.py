@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from apt_install import apt_install
 
 from goodput.png_pixels import Pixel, read_png
 from goodput.test_goodput import T0, crash_hang_preempt, ev
@@ -26,16 +27,13 @@ pytestmark = pytest.mark.slow
 def browser() -> str:
     """Debian's chromium; installed with apt-get as root when missing, as the cluster harness installs Slurm
     (tests/cluster/up.sh). Elsewhere the test is skipped with the reason, and fails under CI."""
-    found = shutil.which("chromium")
+    found, failed = shutil.which("chromium"), ""
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"]
-        if subprocess.run(install, env=env, capture_output=True, timeout=900, check=False).returncode != 0:
-            subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600, check=False)
-            subprocess.run(install, env=env, capture_output=True, timeout=900, check=False)
+        failed = apt_install("chromium")
         found = shutil.which("chromium")
     if found is None:
         reason = "Debian's chromium is missing and could not be installed (as root: apt-get install chromium)"
+        reason += f": {failed}" if failed else ""
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
