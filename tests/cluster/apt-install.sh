@@ -44,7 +44,8 @@ mapfile -t wanted < <(missing "${wanted[@]}") # the install before ours may have
 
 log "installing ${wanted[*]}"
 export DEBIAN_FRONTEND=noninteractive
-APT=(apt-get -o "DPkg::Lock::Timeout=$WAIT" -qq)
+# fd 8 (the lock) closed for apt-get: a process it leaves running would hold the lock for as long as it runs.
+run_apt() { apt-get -o "DPkg::Lock::Timeout=$WAIT" -qq "$@" 8>&-; }
 # Package postinst scripts must not start daemons from /etc (they would take port 6817, or start the system's
 # MariaDB or sshd). Debian images usually carry a policy-rc.d that forbids it (invoke-rc.d(8)); add one for the
 # duration of the install if this machine has none.
@@ -57,12 +58,12 @@ trap drop_policy EXIT
 # apt-get update only when needed: no candidate in the lists, or a download that fails on stale lists.
 updated=0
 if ! apt-cache show "${wanted[@]}" >/dev/null 2>&1; then
-    "${APT[@]}" update && updated=1
+    run_apt update && updated=1
 fi
-install=("${APT[@]}" install -y --no-install-recommends "${wanted[@]}")
+install=(run_apt install -y --no-install-recommends "${wanted[@]}")
 if ! "${install[@]}" >/dev/null; then
     # Lists updated already: apt-get's answer stands. Else they may be stale: update once and try again.
-    if ((updated)) || ! { "${APT[@]}" update && "${install[@]}" >/dev/null; }; then
+    if ((updated)) || ! { run_apt update && "${install[@]}" >/dev/null; }; then
         die "apt-get install ${wanted[*]} failed"
     fi
 fi
