@@ -28,13 +28,7 @@ SSHD = "/usr/sbin/sshd"
 
 
 def ensure_sshd() -> None:
-    if Path(SSHD).exists() and shutil.which("ssh"):
-        return
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        pytest.skip("needs Debian's openssh-server (apt-get install openssh-server), and root to install it")
-    failed = apt_install("openssh-server")
-    if failed or not Path(SSHD).exists():
-        pytest.fail(failed or f"apt-get install openssh-server left no {SSHD}")
+    ensure_package("openssh-server", Path(SSHD))  # which brings the client, ssh, with it (a dependency)
 
 
 def free_port() -> int:

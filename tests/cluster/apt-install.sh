@@ -23,8 +23,6 @@ LOCK_DIR=${SLURMGEN_APT_LOCK_DIR:-/var/cache/slurmgen}
 WAIT=1800 # seconds: a chromium install on a slow mirror takes minutes, and another test's may be before ours
 
 (($#)) || die "usage: apt-install.sh PACKAGE..."
-[[ $EUID -eq 0 ]] || die "installing $* needs root"
-command -v apt-get >/dev/null || die "$* missing and there is no apt-get to install them"
 
 missing() {
     local p
@@ -34,7 +32,9 @@ missing() {
 }
 
 mapfile -t wanted < <(missing "$@")
-((${#wanted[@]})) || exit 0
+((${#wanted[@]})) || exit 0 # all there: nothing needs root, apt-get or the lock
+[[ $EUID -eq 0 ]] || die "installing ${wanted[*]} needs root"
+command -v apt-get >/dev/null || die "${wanted[*]} missing and there is no apt-get to install them"
 
 mkdir -p "$LOCK_DIR"
 exec 8>"$LOCK_DIR/apt.lock"

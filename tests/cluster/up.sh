@@ -105,19 +105,10 @@ require_tools() {
     done
 }
 
-missing_packages() {
-    local p wanted=("${PACKAGES[@]}")
-    ((ACCOUNTING)) && wanted+=("${ACCOUNTING_PACKAGES[@]}")
-    for p in "${wanted[@]}"; do
-        dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
-    done
-}
-
 install_packages() {
-    local missing
-    mapfile -t missing < <(missing_packages)
-    ((${#missing[@]})) || return 0
-    "$HERE/apt-install.sh" "${missing[@]}" || die "packages missing: ${missing[*]}"
+    local wanted=("${PACKAGES[@]}")
+    if ((ACCOUNTING)); then wanted+=("${ACCOUNTING_PACKAGES[@]}"); fi
+    "$HERE/apt-install.sh" "${wanted[@]}" || die "packages missing: ${wanted[*]}"
 }
 
 # Refuse to touch a cluster started with another base: the bridge carries its base as alias; a slurmctld is
