@@ -28,8 +28,10 @@ DATA = Path(__file__).parent / "data"
 PY = sys.executable
 STEPS = 100
 # Frameworks whose program is another's with flags (default: data/train_<framework>.py): lightning_native is the
-# Lightning program with Lightning's own SLURM auto-requeue in place of slurmgen's callback.
-PROGRAMS = {"lightning_native": ["train_lightning.py", "--lightning-requeue"]}
+# Lightning program with Lightning's own SLURM auto-requeue in place of slurmgen's callback, every rank pausing at
+# step PAUSE_AT of its first run (PAUSING) for the signal to reach them all in the same step (train_lightning.py).
+PAUSE_AT = 10
+PROGRAMS = {"lightning_native": ["train_lightning.py", "--lightning-requeue", "--pause-at", str(PAUSE_AT)]}
 STEP_TIME = 0.3  # the preempted runs sleep this long per step: 30 s of training for the signal to land in
 FRAMEWORKS = ("lightning", "transformers", "accelerate")
 
@@ -38,6 +40,7 @@ FRAMEWORKS = ("lightning", "transformers", "accelerate")
 START = re.compile(r"rank (\d)/(\d): start at step (\d+), weights ([0-9a-f]{16})")
 SAVED = re.compile(r"rank 0: checkpoint at step (\d+), weights ([0-9a-f]{16})")
 FINAL = re.compile(r"rank (\d): final weights ([0-9a-f]{16}) at step (\d+)")
+PAUSING = re.compile(r"rank (\d): pausing at step (\d+)")
 
 
 def needs(module: str) -> None:

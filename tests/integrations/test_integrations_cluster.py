@@ -21,6 +21,8 @@ from slurmgen.spec.load import load_text
 from .integration_helpers import (
     FINAL,
     FRAMEWORKS,
+    PAUSE_AT,
+    PAUSING,
     SAVED,
     START,
     STEP_TIME,
@@ -80,7 +82,9 @@ def test_preempted_on_the_cluster_resumes_from_the_frameworks_checkpoint_to_the_
 def test_lightnings_own_auto_requeue_works_under_handler_program(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     """No slurmgen adapter: Lightning's SLURMEnvironment (auto_requeue) handles USR1 itself, saves its hpc
     checkpoint and requeues the job with scontrol; the next run resumes from that checkpoint. Under handler: program
-    the program used to start with USR1 ignored, so Lightning saw a handler, installed none, and nothing happened."""
+    the program used to start with USR1 ignored, so Lightning saw a handler, installed none, and nothing happened.
+    The signal goes while every rank pauses in the same step: Lightning's handler saves with a barrier wherever the
+    rank is, so ranks signalled a step apart would hang (tests/integrations/data/train_lightning.py)."""
     needs("lightning")
     framework = "lightning_native"
     text = spec_text(framework, tmp_path, step_time=STEP_TIME)
@@ -90,7 +94,10 @@ def test_lightnings_own_auto_requeue_works_under_handler_program(slurm_cluster: 
     (tmp_path / "logs").mkdir()
     job = str(slurm_cluster.submit(script))
     wait_for_starts(tmp_path, framework, job, 4)
-    time.sleep(3)  # mid-training, well after Lightning installed its handlers
+    deadline = time.monotonic() + 120  # every rank inside the same step, well after Lightning installed its handlers
+    while len(PAUSING.findall(job_logs(tmp_path, framework, job))) < 4:
+        assert time.monotonic() < deadline, job_logs(tmp_path, framework, job)[-4000:]
+        time.sleep(0.2)
     result = slurm_cluster.run(["scancel", "--batch", "--signal=USR1", job])
     assert result.returncode == 0, result.stderr
     info = slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.is_terminal, timeout=300)
@@ -101,6 +108,7 @@ def test_lightnings_own_auto_requeue_works_under_handler_program(slurm_cluster: 
     saves = SAVED.findall(logs)
     assert len(saves) == 1, logs[-4000:]
     step, saved = saves[0]
+    assert step == str(PAUSE_AT), logs[-4000:]
     resumed = [s for s in START.findall(logs) if s[2] != "0"]
     assert {(s[0], s[2], s[3]) for s in resumed} == {(str(r), step, saved) for r in range(4)}, logs[-4000:]
     assert len(FINAL.findall(logs)) == 4

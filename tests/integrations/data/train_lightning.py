@@ -13,6 +13,14 @@ Each step's data comes from the global step and the rank, so a resumed run sees 
 have seen whatever the data loader does: Lightning restarts a plain DataLoader from the start of the epoch when
 it resumes mid-epoch (its "dataloader is not resumable" warning); a loader with `state_dict`/`load_state_dict`
 (torchdata's StatefulDataLoader) keeps its place instead.
+
+`--pause-at STEP` holds every rank inside that step of the first run for a while, printing `pausing at step`, so
+that a test can signal the ranks while all of them are in the same step. Lightning's SIGUSR1 handler saves its
+checkpoint with a collective (the barrier that ends `Trainer.save_checkpoint`) from inside whatever the rank was
+doing: a rank that takes the signal one step later than another runs its barrier against the other's gradient
+all-reduce, and the job hangs until the process group's timeout (Lightning's default: 30 minutes). On a real
+cluster the signal reaches the nodes' tasks at slightly different times too; the pause keeps the test of
+slurmgen's `handler: program` from depending on that race, which is Lightning's.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ import torch
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from torch.utils.data import DataLoader, TensorDataset
 
+PAUSE = 60.0  # --pause-at: long enough for a signal to reach every rank inside it
+
 
 def digest(module: torch.nn.Module) -> str:
     """The parameters' exact values (float32 widened to float64 exactly, printed round-trip), hashed."""
@@ -35,14 +45,19 @@ def digest(module: torch.nn.Module) -> str:
 
 
 class Tiny(L.LightningModule):
-    def __init__(self, step_time: float) -> None:
+    def __init__(self, step_time: float, pause_at: int | None = None) -> None:
         super().__init__()
         self.layer = torch.nn.Linear(8, 1, bias=False)
         self.step_time = step_time
+        self.pause_at = pause_at
+        self.started_at = 0
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         gen = torch.Generator().manual_seed(self.global_step * 1000 + self.global_rank)
         x = torch.randn(16, 8, generator=gen)
+        if self.global_step == self.pause_at and self.started_at == 0:  # the first run only
+            print(f"rank {self.global_rank}: pausing at step {self.global_step}", flush=True)
+            time.sleep(PAUSE)
         time.sleep(self.step_time)
         loss: torch.Tensor = self.layer(x).pow(2).mean()
         return loss
@@ -51,6 +66,7 @@ class Tiny(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
     def on_train_start(self) -> None:
+        self.started_at = self.global_step
         tag = f"rank {self.global_rank}/{self.trainer.world_size}"
         print(f"{tag}: start at step {self.global_step}, weights {digest(self)}", flush=True)
 
@@ -67,6 +83,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--step-time", type=float, default=0.0, help="seconds to sleep per step")
     parser.add_argument("--lightning-requeue", action="store_true", help="Lightning's own auto-requeue, no slurmgen")
+    parser.add_argument("--pause-at", type=int, help=f"in the first run, every rank sleeps {PAUSE:g} s at this step")
     args = parser.parse_args()
 
     if args.lightning_requeue:
@@ -77,7 +94,7 @@ def main() -> None:
         preemption = SlurmgenPreemption()  # slurmgen: first, so it holds the signals before anything slow
         handling = {"callbacks": [preemption]}
     torch.manual_seed(0)
-    model = Tiny(args.step_time)
+    model = Tiny(args.step_time, args.pause_at)
     trainer = L.Trainer(
         accelerator="cpu",
         strategy="ddp",
