@@ -20,7 +20,8 @@ checkpoint with a collective (the barrier that ends `Trainer.save_checkpoint`) f
 doing: a rank that takes the signal one step later than another runs its barrier against the other's gradient
 all-reduce, and the job hangs until the process group's timeout (Lightning's default: 30 minutes). On a real
 cluster the signal reaches the nodes' tasks at slightly different times too; the pause keeps the test of
-slurmgen's `handler: program` from depending on that race, which is Lightning's.
+slurmgen's `handler: program` from depending on that race, which is Lightning's (its handler does the whole save
+inside the signal handler: https://github.com/Lightning-AI/pytorch-lightning/issues/21406, open).
 """
 
 from __future__ import annotations
