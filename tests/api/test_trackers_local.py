@@ -38,7 +38,7 @@ def test_wandb_and_mlflow_keep_one_run_across_a_local_requeue(tmp_path: Path) ->
         assert proc.wait(timeout=300) == 0, runner.read_text()[-4000:]
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            proc.terminate()  # SIGTERM: the runner ends every process of its job
+            proc.wait(timeout=60)
     assert "COMPLETED, exit code 0, 2 runs" in runner.read_text(), runner.read_text()[-4000:]
     check_one_run_each(tmp_path, job)
