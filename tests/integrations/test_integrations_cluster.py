@@ -38,13 +38,19 @@ if TYPE_CHECKING:  # annotations only
 
 # What the adapters do is the same on every Slurm: these long tests run once, beside the primary version's worker
 pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slurm_versions(ANY)]
+FIRST_START = re.compile(r"rank \d/\d: start at step 0, ")  # START of a first run
+
+
+def wait_for_lines(out: Path, framework: str, job: str, line: re.Pattern[str], count: int, timeout: float) -> None:
+    """Until the job's logs hold ``count`` matches of ``line``."""
+    deadline = time.monotonic() + timeout
+    while len(line.findall(job_logs(out, framework, job))) < count:
+        assert time.monotonic() < deadline, job_logs(out, framework, job)[-4000:]
+        time.sleep(0.2)
 
 
 def wait_for_starts(out: Path, framework: str, job: str, count: int, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while len([s for s in START.findall(job_logs(out, framework, job)) if s[2] == "0"]) < count:
-        assert time.monotonic() < deadline, job_logs(out, framework, job)[-4000:]
-        time.sleep(0.2)
+    wait_for_lines(out, framework, job, FIRST_START, count, timeout)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -94,10 +100,8 @@ def test_lightnings_own_auto_requeue_works_under_handler_program(slurm_cluster: 
     (tmp_path / "logs").mkdir()
     job = str(slurm_cluster.submit(script))
     wait_for_starts(tmp_path, framework, job, 4)
-    deadline = time.monotonic() + 120  # every rank inside the same step, well after Lightning installed its handlers
-    while len(PAUSING.findall(job_logs(tmp_path, framework, job))) < 4:
-        assert time.monotonic() < deadline, job_logs(tmp_path, framework, job)[-4000:]
-        time.sleep(0.2)
+    # every rank inside the same step, well after Lightning installed its handlers
+    wait_for_lines(tmp_path, framework, job, PAUSING, 4, timeout=120)
     result = slurm_cluster.run(["scancel", "--batch", "--signal=USR1", job])
     assert result.returncode == 0, result.stderr
     info = slurm_cluster.wait_for(job, lambda i: i.restarts >= 1 and i.state.is_terminal, timeout=300)
