@@ -112,7 +112,7 @@ def test_lightnings_own_auto_requeue_works_under_handler_program(slurm_cluster: 
     saves = SAVED.findall(logs)
     assert len(saves) == 1, logs[-4000:]
     step, saved = saves[0]
-    assert step == str(PAUSE_AT), logs[-4000:]
+    assert step == str(PAUSE_AT) and len(PAUSING.findall(logs)) == 4, logs[-4000:]  # no pause in the resumed run
     resumed = [s for s in START.findall(logs) if s[2] != "0"]
     assert {(s[0], s[2], s[3]) for s in resumed} == {(str(r), step, saved) for r in range(4)}, logs[-4000:]
     assert len(FINAL.findall(logs)) == 4

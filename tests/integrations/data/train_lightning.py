@@ -51,12 +51,11 @@ class Tiny(L.LightningModule):
         self.layer = torch.nn.Linear(8, 1, bias=False)
         self.step_time = step_time
         self.pause_at = pause_at
-        self.started_at = 0
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         gen = torch.Generator().manual_seed(self.global_step * 1000 + self.global_rank)
         x = torch.randn(16, 8, generator=gen)
-        if self.global_step == self.pause_at and self.started_at == 0:  # the first run only
+        if self.global_step == self.pause_at:
             print(f"rank {self.global_rank}: pausing at step {self.global_step}", flush=True)
             time.sleep(PAUSE)
         time.sleep(self.step_time)
@@ -67,7 +66,6 @@ class Tiny(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
     def on_train_start(self) -> None:
-        self.started_at = self.global_step
         tag = f"rank {self.global_rank}/{self.trainer.world_size}"
         print(f"{tag}: start at step {self.global_step}, weights {digest(self)}", flush=True)
 
@@ -95,7 +93,8 @@ def main() -> None:
         preemption = SlurmgenPreemption()  # slurmgen: first, so it holds the signals before anything slow
         handling = {"callbacks": [preemption]}
     torch.manual_seed(0)
-    model = Tiny(args.step_time, args.pause_at)
+    first_run = os.environ.get("SLURM_RESTART_COUNT", "0") == "0"
+    model = Tiny(args.step_time, args.pause_at if first_run else None)
     trainer = L.Trainer(
         accelerator="cpu",
         strategy="ddp",
