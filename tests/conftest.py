@@ -320,9 +320,11 @@ def cancel_jobs_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     where: Path = request.getfixturevalue("tmp_path")
     yield
     try:  # a cluster this test took down answers nothing: there is nothing to cancel then
-        queue = cluster.run(["squeue", "-h", "-o", "%i %Z"], timeout=30)
-        left = [job for job, _, work in (line.partition(" ") for line in queue.stdout.splitlines())
-                if work and Path(work).is_relative_to(where)]  # fmt: skip
+        # A job is the test's when it works in tmp_path or its batch script is there (%o: a spec without chdir
+        # works where pytest runs, but the tests write the script they submit into tmp_path).
+        queue = cluster.run(["squeue", "-h", "-o", "%i|%Z|%o"], timeout=30)
+        left = [job for job, *paths in (line.split("|") for line in queue.stdout.splitlines())
+                if any(path and Path(path).is_relative_to(where) for path in paths)]  # fmt: skip
         if left:
             cluster.run(["scancel", *left], timeout=30)
     except subprocess.TimeoutExpired:
