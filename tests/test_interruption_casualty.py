@@ -1,11 +1,11 @@
-"""The rank that failed among its casualties (interruption/casualty.py), as tables: which failed task is the cause,
+"""The rank that failed among its casualties (interruption/ending.py), as tables: which failed task is the cause,
 and what of an error line the repeated-failure rule compares."""
 
 from __future__ import annotations
 
 import pytest
 
-from slurmgen.interruption.casualty import TaskEnd, cause_of, error_key
+from slurmgen.interruption.ending import TaskEnd, cause_of, error_key
 
 # (rank, exit code, signal, time)
 CAUSES = [
@@ -81,6 +81,6 @@ STOPS = [
 def test_a_stop_caused_by_a_casualtys_signal_is_not_a_stop(
     stop: float | None, ends: list[tuple[int, int, str | None, float]], signals: tuple[str, ...], casualty: bool
 ) -> None:
-    from slurmgen.interruption.casualty import stop_of_a_casualty
+    from slurmgen.interruption.ending import stop_of_a_casualty
 
     assert stop_of_a_casualty(stop, [TaskEnd(*end) for end in ends], signals) is casualty

@@ -1,4 +1,4 @@
-"""The decisions taken while the step runs (slurmgen/interruption/running.py, requeue_route.py), as tables: no
+"""The decisions taken while the step runs (interruption/running.py, and ending.py's requeue route), as tables: no
 processes, no Slurm. Each question goes through the policy's one entry point, slurmgen.interruption.decide."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from slurmgen.interruption import (
     slurm_requeues_in_grace,
     window_end,
 )
-from slurmgen.slurm.formats import version_tuple
+from slurmgen.slurm.ids import version_tuple
 
 P, T, R = run_history.PREEMPTION, run_history.TIME_LIMIT, run_history.REQUESTED
 START, LIMIT, LEAD = 1000.0, 3600.0, 120.0  # the limit's warning comes at 4480; with Slurm's slack from 4390

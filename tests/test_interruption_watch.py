@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from slurmgen.interruption import SiteFacts, WatchFacts, WatchStep, decide, preempt_watch_needed
-from slurmgen.slurm.formats import version_tuple
+from slurmgen.slurm.ids import version_tuple
 
 WATCH_DONE, WATCH_SIGNAL, WATCH_WAIT = WatchStep.DONE, WatchStep.SIGNAL, WatchStep.WAIT
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 from slurmgen import contract, exit_codes, run_history, trust
 from slurmgen.interruption import slurm_requeue_cause
 from slurmgen.job_context.context import JobContext
-from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
+from slurmgen.requeue import look, record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
 from slurmgen.slurm.site import (
     SitePreemption,
     default_partition,
@@ -55,8 +55,8 @@ from slurmgen.slurm.site import (
 )
 
 if TYPE_CHECKING:
+    from slurmgen.requeue import Retry
     from slurmgen.slurm.client import SlurmClient
-    from slurmgen.slurm.view import Retry
 
 WRITER = "batch-shell"
 USAGE = (
@@ -150,7 +150,6 @@ def end(
         unanswered,
     )
     from slurmgen.interruption.states import RequeueHow
-    from slurmgen.slurm import view as slurm_view
 
     # SLURMGEN_CONTAINER says the *tasks* run in an image (no scontrol there); this shell runs outside it, and is
     # the one that requeues for them: with the flag it would only leave itself another marker.
@@ -169,7 +168,7 @@ def end(
         say(unheard)
     code, failing = _job_code(rc, ctx, history, say)
     asked = _take_marker(ctx)
-    view = slurm_view.look(key, client, retry)
+    view = look(key, client, retry)
     fallback = preemption_on and unanswered(ctx.preempt_signal, signals, rc, ctx.handler, this_run)
     if fallback and ctx.preempt_signal:
         say(fallback_warning(ctx.preempt_signal, None))

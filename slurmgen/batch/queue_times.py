@@ -11,7 +11,7 @@ from __future__ import annotations
 from slurmgen.errors import SlurmgenError
 from slurmgen.job_context.context import JobContext
 from slurmgen.slurm.client import SlurmClient
-from slurmgen.slurm.formats import parse_datetime
+from slurmgen.slurm.ids import parse_datetime
 
 
 def queue_times(ctx: JobContext, client: SlurmClient | None) -> dict[str, float] | None:

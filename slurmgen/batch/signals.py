@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING
 from slurmgen import contract, interruption, run_history
 from slurmgen.interruption import BeforeStep, Phase, SignalRoute, fallback_warning
 from slurmgen.job_context.context import JobContext
-from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
+from slurmgen.requeue import look, record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
 
 if TYPE_CHECKING:
+    from slurmgen.requeue import SlurmView
     from slurmgen.slurm.client import SlurmClient
-    from slurmgen.slurm.view import SlurmView
 
 WRITER = "batch-shell"
 STOP_ACTIONS = "stop the step with SIGTERM and requeue"  # the batch shell's own stop, in the run history
@@ -66,13 +66,11 @@ def on_signal(
 ) -> int:
     import signal
 
-    from slurmgen.slurm import view as slurm_view
-
     ctx = JobContext.of(env)
     key = ctx.key
     if key is None:
         return 0
-    view = slurm_view.look(key, client)
+    view = look(key, client)
     handler = ctx.handler
     if sig == "TERM":
         _preempted_by_slurm(view, ctx, say, client, handler)

@@ -36,7 +36,7 @@ from pathlib import Path
 from slurmgen import contract, interruption, run_history
 from slurmgen.interruption import WatchStep
 from slurmgen.job_context.context import JobContext
-from slurmgen.slurm.view import Retry, look
+from slurmgen.requeue import Retry, look
 
 ONCE = Retry(tries=1, pauses=())
 MIN_POLL = 0.1  # seconds; below this the looks would cost slurmctld more than a lost grace costs the job

@@ -12,8 +12,9 @@ Where the rules live:
 - states.py: the events, phases, outcomes and actions (Enums);
 - running.py: while a run is under way (signals before and during the step, rank 0's stop, the supervisor);
 - allocation.py: inside a running allocation (restart after a crash or a hang, bad nodes, the watcher);
-- requeue_route.py: a requeue's budget and route, and what the site's Slurm does by itself;
-- ending.py: the end of the run (requeue or not, exit code, resume state);
+- ending.py: the end of the run (requeue or not, exit code, resume state), with the two rules it shares: a
+  requeue's budget and route (and what the site's Slurm does by itself), and the rank that failed among its
+  casualties;
 - hold.py: how long the rendered script holds an early preemption signal (no imports: the renderer reads it).
 
 Standard library and slurmgen's standard-library leaves (contract, exit_codes, run_history) only; the facts that
@@ -41,26 +42,24 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ loads ea
         EndAction,
         EndFacts,
         Ending,
+        RequeueFacts,
+        RequeuePlan,
         RunRecord,
         Settle,
+        SiteFacts,
         SlurmSays,
+        budget_refusal,
         fallback_note,
         fallback_warning,
         never_taken,
         run_record,
-        unanswered,
-    )
-    from slurmgen.interruption.hold import STEP_GRACE, hold_limit
-    from slurmgen.interruption.requeue_route import (
-        RequeueFacts,
-        RequeuePlan,
-        SiteFacts,
-        budget_refusal,
         signal_cause,
         slurm_ends_graced_preempted,
         slurm_requeue_cause,
         slurm_requeues_in_grace,
+        unanswered,
     )
+    from slurmgen.interruption.hold import STEP_GRACE, hold_limit
     from slurmgen.interruption.running import (
         ANNOUNCE_WAIT,
         BeforeStepFacts,
@@ -136,13 +135,13 @@ _LAZY = {
     "fallback_warning": "ending",
     "never_taken": "ending",
     "unanswered": "ending",
-    "RequeueFacts": "requeue_route",
-    "RequeuePlan": "requeue_route",
-    "SiteFacts": "requeue_route",
-    "budget_refusal": "requeue_route",
-    "slurm_ends_graced_preempted": "requeue_route",
-    "slurm_requeue_cause": "requeue_route",
-    "slurm_requeues_in_grace": "requeue_route",
+    "RequeueFacts": "ending",
+    "RequeuePlan": "ending",
+    "SiteFacts": "ending",
+    "budget_refusal": "ending",
+    "slurm_ends_graced_preempted": "ending",
+    "slurm_requeue_cause": "ending",
+    "slurm_requeues_in_grace": "ending",
     "STEP_GRACE": "hold",
     "BeforeStepFacts": "running",
     "BeforeStepPlan": "running",
@@ -154,7 +153,7 @@ _LAZY = {
     "hold_limit": "hold",
     "SignalMeaning": "running",
     "signal_meanings": "running",
-    "signal_cause": "requeue_route",
+    "signal_cause": "ending",
     "window_end": "running",
     "BeforeStep": "states",
     "Ended": "states",
@@ -174,7 +173,7 @@ _DECISIONS = {
     "preemption-signal": ("running", "preemption_route"),
     "task-signal": ("running", "task_route"),
     "stop": ("running", "decide_stop"),
-    "requeue": ("requeue_route", "route_requeue"),
+    "requeue": ("ending", "route_requeue"),
     "step-failed": ("allocation", "decide_restart"),
     "nodes": ("allocation", "decide_nodes"),
     "watch": ("allocation", "decide_preempt_watch"),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from slurmgen import contract
-from slurmgen.interruption.casualty import error_key
+from slurmgen.interruption.ending import error_key
 from slurmgen.interruption.states import Event, RestartCause, WatchStep
 
 # --- A crash inside a running allocation ---------------------------------------------------------------------
@@ -73,7 +73,7 @@ def decide_restart(facts: RestartFacts) -> RestartAction:
         line = (f"{failure.who} failed for want of a GPU ({failure.error!r}), and this run has none: not restarted, "
                 "it would fail the same way; the job ends with the program's exit code")  # fmt: skip
         return RestartAction(False, None, line)
-    # The same error, whatever port, pid or address it names this time (casualty.error_key).
+    # The same error, whatever port, pid or address it names this time (ending.error_key).
     same = before is not None and error_key(failure.error) == error_key(before.error)
     if before is not None and failure.error and same and failure.saved == before.saved:
         line = (f"{failure.who} failed again with the same error at the same saved state ({failure.error!r}): a "

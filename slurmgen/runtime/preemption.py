@@ -126,8 +126,7 @@ class Preemption:
         if self.requeue_enabled:
             # Pay for the requeue path now, not in the seconds between the signal and the kill.
             import slurmgen.requeue
-            import slurmgen.slurm.client
-            import slurmgen.slurm.view  # noqa: F401
+            import slurmgen.slurm.client  # noqa: F401
         # Plain states and sharded checkpoints (runtime/checkpoint/): a path the user named is resumed whoever
         # wrote it; the job-keyed default refuses another job's state (but takes `resume_from`'s).
         settings = StoreSettings(
@@ -316,12 +315,12 @@ class Preemption:
         return "clean-exit"
 
     def _slurm_view(self) -> Any:
-        """Slurm's view of this job (slurm_view.SlurmView), or None outside Slurm or without scontrol."""
+        """Slurm's view of this job (slurmgen.requeue.SlurmView), or None outside Slurm or without scontrol."""
         if self.context.spec_hash is None or self.context.key is None or self.context.in_container:
             return None  # outside slurmgen's script, or inside a container image (no scontrol there)
-        from slurmgen.slurm import view as slurm_view
+        from slurmgen.requeue import look
 
-        return slurm_view.look(self.key)
+        return look(self.key)
 
     def _slurm_verdict(self) -> tuple[bool, bool, bool, bool]:
         """(Slurm could be asked, the job was preempted, the job still runs, Slurm requeues it as it ends), as

@@ -1,3 +1,4 @@
-"""Talking to Slurm: the client commands (client), job ids and states (ids), parsers of what the commands print
-(parse, showjob) and the words they print for a value (formats), and Slurm's time formats (times). Standard library
+"""Talking to Slurm: the client commands and what `scontrol show job` answers (client), the words
+Slurm prints for a job id, a state and a value (ids), parsers of what the other commands print (parse), and Slurm's
+time formats (times). Standard library
 only: the in-task runtime imports it."""

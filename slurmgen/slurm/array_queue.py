@@ -14,8 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slurmgen.errors import SchedulerError
-from slurmgen.slurm.formats import leading_int, optional, parse_duration
-from slurmgen.slurm.ids import JobId, JobState, parse_job_id, parse_state, state_name
+from slurmgen.slurm.ids import (
+    JobId,
+    JobState,
+    leading_int,
+    optional,
+    parse_duration,
+    parse_job_id,
+    parse_state,
+    state_name,
+)
 
 FIELDS = ("JobArrayID", "State", "Reason", "RestartCnt", "exit_code", "TimeUsed")
 FORMAT = ",".join(f"{name}:|" for name in FIELDS)

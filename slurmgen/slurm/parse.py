@@ -1,4 +1,4 @@
-"""Parsing what sbatch and squeue print (their values' words: slurm/formats.py). Pure; client.py runs the commands.
+"""Parsing what sbatch and squeue print (their values' words: slurm/ids.py). Pure; client.py runs the commands.
 
 Standard library only (the in-task runtime imports this). Every format here is pinned by recorded output
 of Slurm 22.05, 24.11 and 26.05 in tests/data/slurm/<version>/ plus hand-written files for forms a local
@@ -13,8 +13,17 @@ from datetime import datetime
 from typing import NamedTuple
 
 from slurmgen.errors import SchedulerError, UsageError
-from slurmgen.slurm.formats import leading_int, optional, parse_datetime, parse_duration
-from slurmgen.slurm.ids import JobId, JobState, parse_job_id, parse_state, state_name
+from slurmgen.slurm.ids import (
+    JobId,
+    JobState,
+    leading_int,
+    optional,
+    parse_datetime,
+    parse_duration,
+    parse_job_id,
+    parse_state,
+    state_name,
+)
 
 # --- sbatch -----------------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ the window a stop (the current step plus a save) has before SIGKILL.
 
 Pure and standard-library only: `slurmgen doctor`, `history` and `status` use it, and so may the in-task runtime
 (the batch shell records the plan of each run). The parsers live in slurmgen.slurm.site_config (the version in
-slurmgen.slurm.formats) and are re-exported here. Sources, per Slurm release:
+slurmgen.slurm.ids) and are re-exported here. Sources, per Slurm release:
 
 - slurm.conf(5) PreemptType, PreemptMode, KillWait, JobRequeue, and the partition's GraceTime: "its end time is
   set to the current time plus GraceTime. The job's tasks are immediately sent SIGCONT and SIGTERM ... followed by
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from slurmgen.slurm.formats import version_tuple
+from slurmgen.slurm.ids import version_tuple
 from slurmgen.slurm.site_config import (
     DEFAULT_KILL_WAIT,
     NO_PREEMPTION,
@@ -38,7 +38,7 @@ from slurmgen.slurm.site_config import (
     parse_partitions,
 )
 
-__all__ = [  # the parsers' names are re-exported from site_config and formats
+__all__ = [  # the parsers' names are re-exported from site_config and ids
     "DEFAULT_KILL_WAIT",
     "NO_PREEMPTION",
     "PartitionInfo",

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from slurmgen.errors import SchedulerError
-from slurmgen.slurm.formats import version_tuple
+from slurmgen.slurm.ids import version_tuple
 
 DEFAULT_KILL_WAIT = 30  # slurm.conf(5) KillWait
 NO_PREEMPTION = "preempt/none"

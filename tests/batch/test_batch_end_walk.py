@@ -5,17 +5,20 @@ in-process under sys.setprofile on a realistic run directory (a preempted run wh
 signal and exited 143, the site record and a resume state), and every function call in a slurmgen file is
 collected, in order. Module and class bodies run by an import are not counted: the walk is the calls.
 
-Issue 26 asks for at most 8 files; the walk is at END_WALK_FILES today, not there yet: the batch shell (commands),
-the policy (interruption: its entry point, ending, requeue_route, and casualty, which picks the rank that failed
-among its casualties: issue 28), the run history, the trust rule every file read back passes (trust.py), requeue,
-and the Slurm query (slurm: view, which asks and retries, client, showjob, ids, and formats, the words Slurm prints
-for a value), which alone is 5. The bounds keep it from growing (17 files before the policy became one package, 19
-with the trust rule and the casualty rule, 16 once the context was read at the entry point, 15 with the stop path's
-retry in view.py, 14 with the value words in formats.py, 13 with the run number a field of the context and `end`
-and the requeue taking the context they are handed; 97 returns to 83 with the site's facts read once per end, not
-again by the requeue, to 70 with the end, the requeue and the view taking the policy's names from the module that
-defines them, not through the package's lazy names, and one check of the job id per `show job`, and to 67 with class
-bodies run by an import no longer counted as calls); lower them as the walk shrinks."""
+Issue 26 asks for at most 8 files, and the walk is there: the batch shell (commands), the policy (interruption: its
+entry point, and ending, which also holds the requeue's route and the rank that failed among its casualties, issue
+28), the run history, the trust rule every file read back passes (trust.py), requeue (which carries out the route,
+and asks Slurm what it says about the job, retried), and the Slurm query (slurm: client, which asks and parses
+`scontrol show job`, and ids, the words Slurm prints for an id, a state and a value). The bounds keep it from
+growing (17 files before the policy became one package, 19 with the trust rule and the casualty rule, 16 once the
+context was read at the entry point, 15 with the stop path's retry in its own module, 14 with the value words in
+their own, 13 with the run number a field of the context and `end` and the requeue taking the context they are
+handed, 8 with the end's rules one module of the policy, Slurm's view of the job the requeue's, `scontrol show
+job` parsed where it is asked and the value words with the other words; 97 returns to 83 with the site's facts
+read once per end, not again by the requeue, to 70 with the end, the requeue and the view taking the policy's
+names from the module that defines them, not through the package's lazy names, and one check of the job id per
+`show job`, to 67 with class bodies run by an import no longer counted as calls, and to 54 with 8 files); lower
+them as the walk shrinks."""
 
 from __future__ import annotations
 
@@ -31,8 +34,8 @@ from slurmgen.job_context.context import JobContext
 
 from .test_batch import PREEMPT_TIME, OneJob, env_for
 
-END_WALK_FILES = 13
-END_WALK_RETURNS = 67
+END_WALK_FILES = 8
+END_WALK_RETURNS = 54
 PACKAGE = Path(batch.__file__).resolve().parents[1]
 
 
@@ -81,7 +84,5 @@ def test_the_end_of_a_preempted_run_crosses_few_files(tmp_path: Path) -> None:
     assert returns <= END_WALK_RETURNS, returns
     assert [f for f in files if f.startswith("interruption")] == [
         "interruption/__init__.py",  # the one entry point
-        "interruption/casualty.py",  # the rank that failed among its casualties (issue 28)
-        "interruption/ending.py",
-        "interruption/requeue_route.py",
+        "interruption/ending.py",  # the end, the requeue's route, the rank that failed among its casualties
     ]

@@ -27,8 +27,7 @@ from once_per_run import once_per_run
 from slurm_versions import Preemption
 
 from slurmgen import contract
-from slurmgen.slurm.formats import version_tuple
-from slurmgen.slurm.ids import JobState
+from slurmgen.slurm.ids import JobState, version_tuple
 
 from .cluster_jobs import check_resume, job_history, logs, spec_text, submit, wait_for_text
 
