@@ -49,12 +49,16 @@ def test_signal_followed_at_once_by_term_saves_and_requeues_once(slurm_cluster, 
     # The ranks hold before their stop check until both signals have reached all of them: sent one after the
     # other with nothing holding the ranks, a USR1 could be acted on (save, requeue) before the TERM was sent, and
     # scancel then retries a job in transition after 5-11 s, so the TERM landed in run 2 (seen once in CI).
+    # The TERM goes only once the USR1 has reached every rank: two scancel calls are two RPCs that slurmctld fans
+    # out to each node on its own, so a node can take the second before the first (node2's ranks got TERM, then
+    # USR1, once in CI): the order this test is about is the one each rank sees.
     hold = tmp_path / "hold"
     hold.touch()
     command = [PY, str(WORKER), "--dist", "--hold-file", str(hold)]
     job = submit(slurm_cluster, tmp_path, spec_text(tmp_path, name, steps=300, step_time=0.01, command=command))
     wait_for_text(tmp_path, name, job, r"HELD rank=\d", count=4)
     scancel(slurm_cluster, "--signal=USR1", job)  # to the tasks directly
+    wait_for_text(tmp_path, name, job, r"GOT rank=\d USR1", count=4, timeout=30)
     scancel(slurm_cluster, "--signal=TERM", job)
     wait_for_text(tmp_path, name, job, r"GOT rank=\d USR1 TERM", count=4, timeout=30)
     hold.unlink()
