@@ -38,6 +38,7 @@ from slurmgen.interruption.ending import (
     RequeueFacts,
     RequeuePlan,
     SiteFacts,
+    SlurmSays,
     slurm_ends_graced_preempted,
 )
 from slurmgen.interruption.ending import signal_cause as _signal_cause
@@ -46,7 +47,6 @@ from slurmgen.job_context.context import JobContext
 from slurmgen.slurm.ids import JobState, version_tuple
 
 if TYPE_CHECKING:
-    from slurmgen.interruption.ending import SlurmSays
     from slurmgen.slurm.client import SlurmClient
 
 
@@ -151,7 +151,6 @@ def requeue_this_job(
 
     ``history``, ``before`` and ``site`` are the run history, Slurm's view of the job and the site's facts that the
     caller read already for its own decision (read here when not given): one read of each per stop."""
-
     history = history or run_history.History.load(ctx.log_dir)
     scontrol = client is not None or bool(which("scontrol"))
     plan = _route(ctx, cause, history, by=by, ending=False, has_scontrol=scontrol, site=site)
@@ -204,7 +203,6 @@ def _scontrol_requeue(
 ) -> RequeueOutcome:
     """One requeue, retried while Slurm cannot be reached or does not answer (`retried`, below). Every
     failure is an outcome, never an exception: the caller leaves a marker or keeps the state."""
-    from slurmgen.errors import SlurmgenError
     from slurmgen.slurm.client import JobPending, RequeueDisabled, SlurmClient
 
     asker = client or SlurmClient(timeout=60)
@@ -305,8 +303,6 @@ class SlurmView:
 
     def says(self, restart_count: int) -> SlurmSays:
         """This view as the interruption decision takes it (slurmgen/interruption/)."""
-        from slurmgen.interruption.ending import SlurmSays
-
         running, requeued, mode = self.running(), self.requeued_since(restart_count), self.mode(restart_count)
         return SlurmSays(running, self.preempted(), requeued, mode, self.state_name)
 

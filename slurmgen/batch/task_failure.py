@@ -12,12 +12,7 @@ from __future__ import annotations
 
 from slurmgen.interruption.ending import TaskFailure, first_failure
 
-__all__ = [
-    "TaskFailure",
-    "first_failure",
-    "report",
-    "tail",
-]  # the failure itself is the policy's (interruption/ending)
+__all__ = ["TaskFailure", "first_failure", "report", "tail"]  # the failure itself is the policy's (ending.py)
 
 TAIL_LINES = 10
 TAIL_BYTES = 16384  # read at most this much of the end of the log

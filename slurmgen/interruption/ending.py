@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from slurmgen import contract, exit_codes, run_history
-from slurmgen.exit_codes import EXIT_PEER_LOST
 from slurmgen.interruption.states import Ended, Event, RequeueHow, RequeueResult, RequeueRoute
 
 # --- the requeue's route ---------------------------------------------------------------------------------
@@ -419,7 +418,7 @@ class TaskEnd:
 def is_casualty(end: TaskEnd, ends: Sequence[TaskEnd]) -> bool:
     """A task that died of another's failure: it lost its peers (exit 76), or it died of the step's signal after
     another task had already failed."""
-    if end.exit_code == EXIT_PEER_LOST:
+    if end.exit_code == exit_codes.EXIT_PEER_LOST:
         return True
     by_step = end.signal in STEP_SIGNALS or end.exit_code in (128 + 15, 128 + 9)
     return by_step and any(other.time < end.time and other.rank != end.rank for other in ends)

@@ -7,6 +7,7 @@ asked: one line per job with ``-o``, or blocks, into dicts and a typed summary. 
 Command=, SubmitLine=, WorkDir=, StdOut=...), so fields are split at ``Key=`` boundaries, not at blanks, and
 free-text values only where scontrol's own order says they end. Pinned by the recordings of every Slurm version in
 tests/data/slurm/<version>/show-job-*.
+
 Standard library and slurmgen.errors only: the in-task runtime imports this module (for `scontrol requeue`), so
 it must not pull in typer, jinja2 or yaml.
 """
