@@ -17,6 +17,22 @@ the batch shell, each task, the runtime):
   slurmgen creates there must be this user's own directory, not a link.
 - **Search**: the search for a `.slurmgen` directory in the parents of the current directory stops at a
   directory this user does not own (a world-writable /tmp or scratch root holds other users' `.slurmgen`).
+- **Load**: a resume state that another library reads by its path (torch.load, torch.distributed.checkpoint) is
+  read only when the checkpoint directory, and every entry in it, or the plain state file, passes the file rule
+  above (a directory in place of the regular file for the checkpoint itself), checked on every rank before
+  anything is read. Loading unpickles: DCP reads a checkpoint's `.metadata` with pickle.load
+  (torch/distributed/checkpoint/filesystem.py, FileSystemReader.read_metadata) and its byte entries with
+  torch.load(weights_only=False) (default_planner.py, DefaultLoadPlanner.load_bytes), and a plain state is read by
+  torch.load, whose safe loader can be turned off (weights_only=False): a checkpoint planted in a shared state
+  directory (its marker only needs the job id and spec hash, which the rendered script prints) would run its
+  author's code in the job. A user who can write neither the file nor the directory that holds it cannot have
+  changed its bytes; the saver makes its own files pass (make_private, before the commit), whatever the umask.
+  Between the check and the read the object is pinned: opened once, checked through its descriptor (fstat, and
+  fstatat relative to it), and read through `/proc/self/fd/N`, so renaming another user's directory into its
+  place after the check (possible in a group-writable parent) changes nothing. Why not a digest in the marker:
+  whoever can plant a checkpoint can plant a marker with the matching digest; a digest helps only with a key the
+  other user cannot read, and that key would be one more file to keep safe and to carry between clusters.
+  Ownership is kept by the kernel and costs one stat per file.
 
 Standard library only (the batch shell, each task and `import slurmgen.runtime` use it).
 """
@@ -24,11 +40,12 @@ Standard library only (the batch shell, each task and `import slurmgen.runtime` 
 from __future__ import annotations
 
 import contextlib
+import enum
 import errno
 import functools
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 from slurmgen.errors import SlurmgenError
 
@@ -84,19 +101,52 @@ def why_not_dir(path: str, info: os.stat_result | None = None) -> str | None:
     return None
 
 
-def why_not_file(path: str, info: os.stat_result) -> str | None:
-    """Why the file `path` (its lstat or fstat) is not believed, or None when it is."""
+class Breach(enum.Enum):
+    """What the file rule finds wrong with a file or directory itself (not with the directory that holds it)."""
+
+    LINK = "link"
+    KIND = "kind"  # neither a regular file nor, where one is expected, a directory
+    OWNER = "owner"
+    MODE = "mode"
+
+
+def breach(path: str, info: os.stat_result, directory: bool = False) -> tuple[Breach, str] | None:
+    """The file rule, for `path` by its lstat or fstat: what is wrong with it and the fact that says so (one
+    phrase naming the path), or None when it is believed. `directory`: a directory is expected, not a file."""
     if stat.S_ISLNK(info.st_mode):
-        return f"{path} is a symbolic link; remove it"
-    if not stat.S_ISREG(info.st_mode):
-        return f"{path} is not a regular file; remove it"
+        return Breach.LINK, f"{path} is a symbolic link"
+    if not (stat.S_ISDIR if directory else stat.S_ISREG)(info.st_mode):
+        return Breach.KIND, f"{path} is not a {'directory' if directory else 'regular file'}"
     uid = _uid()
     if info.st_uid != uid:
-        return (f"{path} is owned by uid {info.st_uid}, not by this user (uid {uid}); remove it or use a directory "
-                "of your own")  # fmt: skip
+        return Breach.OWNER, f"{path} is owned by uid {info.st_uid}, not by this user (uid {uid})"
     if info.st_mode & WRITABLE_BY_OTHERS:
-        return f"{path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):o}); `chmod go-w {path}`"
+        return Breach.MODE, f"{path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):o})"
     return None
+
+
+# The fix each breach gets, after its fact: for a file slurmgen itself reads back or writes ...
+FIX = {
+    Breach.LINK: "; remove it",
+    Breach.KIND: "; remove it",
+    Breach.OWNER: "; remove it or use a directory of your own",
+    Breach.MODE: "; `chmod go-w {path}`",
+}
+# ... and for a resume state, which may well be a colleague's copied checkpoint, to keep rather than remove.
+LOAD_FIX = {
+    Breach.LINK: "",
+    Breach.KIND: "",
+    Breach.OWNER: ": not loaded, since loading unpickles it and another user's file could run code; if you trust "
+    "it, copy it to a directory of yours",
+    Breach.MODE: ": not loaded, since loading unpickles it and another user could have written it; if you trust "
+    "it, `chmod -R go-w` it",
+}
+
+
+def why_not_file(path: str, info: os.stat_result) -> str | None:
+    """Why the file `path` (its lstat or fstat) is not believed, or None when it is."""
+    found = breach(path, info)
+    return None if found is None else found[1] + FIX[found[0]].format(path=path)
 
 
 def _refuse(path: str, why: str, what: str) -> Untrusted:
@@ -189,10 +239,10 @@ def open_write(path: str, append: bool = True, mode: int = 0o600, readable: bool
             if exc.errno in (errno.ELOOP, errno.EACCES) and (why := why_not_file(path, os.lstat(path))):
                 raise _refuse(path, why, "written") from None
         raise
-    why = why_not_file(path, os.fstat(fd))
-    if why is not None and not why.startswith(f"{path} is writable"):  # our own file with a loose mode is ours
+    found = breach(path, os.fstat(fd))
+    if found is not None and found[0] is not Breach.MODE:  # our own file with a loose mode is ours
         os.close(fd)
-        raise _refuse(path, why, "written")
+        raise _refuse(path, found[1] + FIX[found[0]].format(path=path), "written")
     return fd
 
 
@@ -227,3 +277,62 @@ def owned_by_me(path: str) -> bool:
         return os.stat(path).st_uid == _uid()
     except OSError:
         return False
+
+
+def _check_load(info: os.stat_result, path: str, directory: bool) -> None:
+    found = breach(path, info, directory)
+    if found is not None:
+        raise Untrusted(found[1] + LOAD_FIX[found[0]])
+
+
+def _open_load(path: str, flags: int) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # the last component is a symbolic link
+            raise Untrusted(f"{path} is a symbolic link") from None
+        raise
+
+
+def _through(fd: int, path: str) -> str:
+    proc = f"/proc/self/fd/{fd}"
+    return proc if os.path.exists(proc) else path  # without /proc: the checked path itself
+
+
+@contextlib.contextmanager
+def pinned_dir(path: str, entries: Iterable[str] | None = None) -> Iterator[str]:
+    """A path to read checkpoint directory `path` through, once it and what it holds passed the load rule: every
+    entry, or only `entries` (those that exist). Rank 0 checks every entry before it offers a checkpoint; the
+    other ranks check the directory and the files every rank reads: a directory that only this user can write
+    holds only what this user put there, and its files' modes were checked by rank 0 (only their owner, this
+    user, could change them since), so N ranks need not stat N files each on a shared file system."""
+    fd = _open_load(path, os.O_DIRECTORY)
+    try:
+        _check_load(os.fstat(fd), path, directory=True)
+        present = sorted(os.listdir(fd))
+        names = present if entries is None else [entry for entry in entries if entry in present]
+        for entry in names:
+            _check_load(os.stat(entry, dir_fd=fd, follow_symlinks=False), os.path.join(path, entry), directory=False)
+        yield _through(fd, path)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def pinned_file(path: str) -> Iterator[str]:
+    """A path to read the plain state file `path` through, once it passed the load rule."""
+    fd = _open_load(path, 0)
+    try:
+        _check_load(os.fstat(fd), path, directory=False)
+        yield _through(fd, path)
+    finally:
+        os.close(fd)
+
+
+def make_private(path: str) -> None:
+    """Remove group and other write permission from a checkpoint directory and the files in it (the saver's
+    umask may have granted them), so that the load rule accepts what this user wrote."""
+    for target in [path, *(os.path.join(path, entry) for entry in os.listdir(path))]:
+        info = os.lstat(target)
+        if info.st_mode & WRITABLE_BY_OTHERS and not stat.S_ISLNK(info.st_mode):
+            os.chmod(target, stat.S_IMODE(info.st_mode) & ~WRITABLE_BY_OTHERS)

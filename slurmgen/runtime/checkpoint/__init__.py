@@ -1,5 +1,6 @@
 """Resume states on disk: plain (rank 0, one file) or sharded (every rank, torch.distributed.checkpoint),
-committed by directory rename, optionally written in the background.
+committed by directory rename, optionally written in the background. Only what this user alone could have
+written is loaded: the load rule of slurmgen/trust.py (ownership, mode, pinned descriptors).
 
     layout.py      names, completeness, sweep, prune, fsync helpers (pure or stdlib)
     record.py      SaveRecord (duration, bytes) and whether a save fits the stop's window (pure)
@@ -8,7 +9,6 @@ committed by directory rename, optionally written in the background.
     commit.py      one sharded save: agree on a name, write, commit by rename, keep the newest N
     background.py  one save in flight on a thread, a handle that reports it once durable
     write_failure.py  why a write failed, in words: disk full, quota, permission, read-only
-    trust.py       only what this user alone could have written is read (ownership, mode, pinned descriptors)
     candidates.py  the states on disk, newest first by the file server's clock; does one look whole
     loading.py the newest state every rank can read, falling back past a corrupt one
     store.py  what Preemption calls: save, load, sweep

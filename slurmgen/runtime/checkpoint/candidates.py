@@ -6,7 +6,7 @@ saving node's clock; compared with a file's mtime (the server's clock) a node cl
 pick the older state. Ties go to the sharded checkpoint with the higher sequence number.
 
 `unusable(...)` is rank 0's look before the others are told which one to read: a sharded checkpoint must pass
-the ownership rule (trust.py), have a marker that is a JSON object, a `.metadata` that DCP can read, and every
+the ownership rule (slurmgen/trust.py), have a marker that is a JSON object, a `.metadata` that DCP can read, and every
 shard file the metadata points into, at least as long as the data it points at (a truncated shard is found
 here, before any rank has filled its state with half of it). Standard library at import.
 """
@@ -20,7 +20,8 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from slurmgen.runtime.checkpoint import layout, trust
+from slurmgen import trust
+from slurmgen.runtime.checkpoint import layout
 
 NONE, PLAIN, SHARDED = 0, 1, 2  # what rank 0 found to resume from (sent to the other ranks as numbers)
 

@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from slurmgen import atomic
+from slurmgen import atomic, trust
 from slurmgen.errors import SlurmgenError
-from slurmgen.runtime.checkpoint import dcp_io, layout, trust
+from slurmgen.runtime.checkpoint import dcp_io, layout
 from slurmgen.runtime.checkpoint.record import SaveRecord
 
 
@@ -49,7 +49,7 @@ def _broadcast(value: Any, group: Any) -> Any:
 
 def _commit(tmp: str, final: str, directory: str, marker: dict[str, Any], phase: dcp_io.Phase) -> int:
     """Rank 0, after every rank's shards and the metadata are durable: make the checkpoint visible."""
-    trust.make_private(tmp)  # the loader reads only what no other user can write (trust.py)
+    trust.make_private(tmp)  # the loader reads only what no other user can write (slurmgen/trust.py)
     # Written atomically and durably (file and directory fsynced), though nobody can see `tmp` yet.
     atomic.write_bytes(os.path.join(tmp, layout.MARKER), json.dumps(marker, sort_keys=True).encode() + b"\n", 0o644)
     phase(dcp_io.BEFORE_COMMIT)

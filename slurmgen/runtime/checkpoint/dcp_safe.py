@@ -2,7 +2,7 @@
 
 torch.distributed.checkpoint reads `.metadata` with a bare pickle.load (torch/distributed/checkpoint/filesystem.py,
 FileSystemReader.read_metadata) and each non-tensor entry with torch.load(weights_only=False)
-(default_planner.py, DefaultLoadPlanner.load_bytes). Ownership (trust.py) keeps other users' files out, but a
+(default_planner.py, DefaultLoadPlanner.load_bytes). Ownership (slurmgen/trust.py) keeps other users' files out, but a
 checkpoint a colleague shared and this user copied (`cp -r`) is this user's after the copy: the bytes are still
 the colleague's. So `.metadata` goes through an unpickler that admits only the types DCP's metadata is made of
 (listed below, as torch 2.x pickles them), and the entries through torch's safe loader (weights_only=True) unless

@@ -3,7 +3,7 @@
     rank 0 lists the states, newest first (candidates.py), skips those that do not look whole or that another
       user could have written, and broadcasts its choice with the number it skipped (a tensor: object
       collectives would need NumPy even for a plain state)
-    every rank pins and checks what it will read (trust.py) and reads it; the ranks agree (one all-reduce)
+    every rank pins and checks what it will read (slurmgen/trust.py) and reads it; the ranks agree (one all-reduce)
       whether all succeeded; if not, rank 0 chooses again among the rest
     a fallback is one warning on rank 0 naming what was skipped and why and what is resumed instead; nothing
       is deleted (the corrupt state stays for a person to look at)
@@ -20,8 +20,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from slurmgen import trust
 from slurmgen.runtime import state as disk
-from slurmgen.runtime.checkpoint import candidates, dcp_io, layout, state_tree, trust
+from slurmgen.runtime.checkpoint import candidates, dcp_io, layout, state_tree
 from slurmgen.runtime.checkpoint.candidates import NONE, PLAIN
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.settings import StoreSettings
