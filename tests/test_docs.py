@@ -1,7 +1,8 @@
 """The manual (docs/) builds with MkDocs in strict mode, where a link to a missing page or anchor is an error; the
 README's links reach real pages and anchors; every bash block parses and passes shellcheck, and its commands that
 touch nothing run; every YAML block loads, and every spec among them validates; the spec page names every field of
-the schema. The blocks that need an install or a job run in tests/test_readme.py."""
+the schema; the manual has one table of contents (mkdocs.yml's nav, which docs/index.md's list of pages repeats
+and the README links to). The blocks that need an install or a job run in tests/test_readme.py."""
 
 from __future__ import annotations
 
@@ -172,3 +173,36 @@ def test_the_spec_page_names_every_field_of_the_schema() -> None:
             named = set(re.findall(r"`([a-z_]+)`", group[1])) if group else set()
             missing += [f"{field}.{sub}" for sub in subfields if sub not in named]
     assert not missing, f"docs/spec.md's field list lacks {missing}"
+
+
+# A line of a list or table that starts with a link to a page of the manual: `- [Title](page.md)`, `| [Title](...`.
+ENTRY = re.compile(r"^(?:- |\| )\[([^\]]+)\]\((?:docs/)?([\w-]+\.md)\)", re.MULTILINE)
+
+
+def nav() -> list[tuple[str, str]]:
+    """mkdocs.yml's `nav`, the manual's one table of contents: (title, page), in order."""
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    return [(title, page) for item in config["nav"] for title, page in item.items()]
+
+
+def test_the_pages_list_of_the_home_page_is_the_nav() -> None:
+    """docs/index.md lists every page of the navigation bar but itself, under the same title, in the same order;
+    and every page of docs/ is in the navigation bar."""
+    home = (DOCS / "index.md").read_text()
+    listed = ENTRY.findall(home[home.index("## The pages") :])
+    assert listed == [entry for entry in nav() if entry[1] != "index.md"]
+    assert sorted(page for _, page in nav()) == sorted(p.name for p in DOCS.glob("*.md"))
+
+
+def test_no_second_table_of_contents() -> None:
+    """Neither the README nor another page keeps its own list of the manual's pages (five or more entries in a
+    row, each a link to a page): they link to docs/index.md#the-pages instead."""
+    for path in [README, *sorted(DOCS.glob("*.md"))]:
+        if path == DOCS / "index.md":
+            continue
+        lines = path.read_text().splitlines()
+        run = 0
+        for line in lines:
+            run = run + 1 if ENTRY.match(line) else 0
+            assert run < 5, f"{path.relative_to(REPO)} keeps a table of contents of its own: link to the manual's"
+    assert "(docs/index.md#the-pages)" in README.read_text()
