@@ -121,7 +121,8 @@ def env_of(log: str, node: int, local: int, per_node: int, nodes: int) -> dict[s
 
 
 def old_last_progress(log_dir: str, since: float) -> float:
-    """task/watchdog.py's last_progress before issue 28: every rank's log and mark, from every supervisor."""
+    """task/watchdog.py's last_progress before the node-local marks and the shared heartbeat: every rank's log and
+    mark, read from the shared log directory by every supervisor."""
     newest = since
     for folder in (log_dir, os.path.join(log_dir, "progress")):
         with contextlib.suppress(OSError), os.scandir(folder) as entries:

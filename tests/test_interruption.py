@@ -40,7 +40,7 @@ def facts(**changes: object) -> EndFacts:
 ROWS = [
     ("the work is done", facts(), (None, None), None, ("completed", 0, True)),
     ("failed on its own", facts(step_code=1, job_code=3), (None, None), None, ("failed", 3, False)),
-    # Item 1: Slurm could not be asked (timed out) but rank 0 recorded its requeue: requeued, state kept.
+    # Slurm could not be asked (timed out) but rank 0 recorded its requeue: requeued, state kept.
     (
         "rank 0's requeue, Slurm unknown",
         facts(slurm=None, run=RunRecord(stop="preemption", requeued_by="rank0")),
@@ -50,7 +50,7 @@ ROWS = [
     ),
     # Uncertainty keeps the state: exit 0, no stop, but Slurm could not be asked.
     ("Slurm unknown", facts(slurm=None), (None, None), None, ("unsure", 0, False)),
-    # Item 2: a clean stop (USR2) or a user's own signal with preemption off: stopped, the state kept, exit 0.
+    # A clean stop (USR2) or a user's own signal with preemption off: stopped, the state kept, exit 0.
     ("USR2", facts(signals=("USR2",), run=RunRecord(stop="clean-exit")), (None, None), None, ("stopped", 0, False)),
     (
         "own signal, preemption off",
@@ -69,7 +69,7 @@ ROWS = [
     # Grace-time preemption no rank handled: the batch shell requeues the running job.
     ("preempted, grace", facts(slurm=PREEMPTED), ("running", "preemption"), "requeued", ("requeued", 0, False)),
     ("preempted, CANCEL", facts(slurm=CANCELLING), ("ended", "preemption"), "requeued", ("requeued", 0, False)),
-    # Item 4: the requeue failed after its retries: the state stays and the job does not pass for completed.
+    # The requeue failed after its retries: the state stays and the job does not pass for completed.
     (
         "requeue failed",
         facts(slurm=PREEMPTED),
@@ -91,7 +91,7 @@ ROWS = [
         "disabled",
         ("failed", 143, False),
     ),
-    # Item 5: the preemption came after the program had finished: no requeue, the job completed.
+    # The preemption came after the program had finished: no requeue, the job completed.
     (
         "preempted after the work was done",
         facts(slurm=PREEMPTED, signals=("USR1",), run=RunRecord(announced=True, finished=True)),

@@ -109,3 +109,40 @@ def test_the_mentions_are_read_and_checked() -> None:
     assert not dotted_exists("slurmgen.directives") and not dotted_exists("slurmgen.cli.main")
     assert not path_exists("slurmgen/batch_nodes.py", PACKAGE / "batch" / "nodes.py")
     assert path_exists("checkpoint/layout.py", PACKAGE / "runtime" / "state.py")
+
+
+# A citation of this project's own tracker, which no reader of the repository can see: "issue N", "issues N and
+# M", "defect N", "item N", "round N", or a bare "(#N)". An upstream one names its project ("Lightning #15022",
+# "NVIDIA/nccl#704", a URL) and is a citation a reader can follow.
+TRACKER = re.compile(r"\b(?:issues?|defects?|items?|rounds?)[\s#]*\d+|(?<![\w/.-])\(#\d+\)", re.IGNORECASE)
+CITED_IN = ("slurmgen", "tests", "bench", "docs", "templates", "jobs", "README.md", "pyproject.toml", "mkdocs.yml")
+
+
+def tracker_citations() -> list[str]:
+    found = []
+    for top in CITED_IN:
+        root = REPO / top
+        for path in sorted(root.rglob("*")) if root.is_dir() else [root]:
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue  # an image, a recorded binary
+            for cite in TRACKER.finditer(text):
+                line = text.count("\n", 0, cite.start()) + 1
+                found.append(f"{path.relative_to(REPO)}:{line}: {' '.join(cite[0].split())}")
+    return found
+
+
+def test_no_comment_or_page_cites_the_projects_own_tracker() -> None:
+    """Say what the issue meant (the behaviour, the reason) instead of its number."""
+    assert tracker_citations() == []
+
+
+def test_the_tracker_citations_are_caught() -> None:
+    n = 12
+    for text in (f"(issue {n})", f"Issue {n} item {n}", f"issues {n} and {n + 1}", f"issue\n    # {n}", f"(#{n})"):
+        assert TRACKER.search(text), text
+    for text in (f"Lightning #{n}", f"NVIDIA/nccl#{n}", f"color:#{n}", "an issue", f"pytorch/pytorch/issues/{n}"):
+        assert not TRACKER.search(text), text

@@ -1,4 +1,4 @@
-"""Issue 32 item 8: lines a person reads carry words, not raw internals (a record's key=value fields, epoch
+"""Lines a person reads carry words, not raw internals (a record's key=value fields, epoch
 seconds, a sentence cut short, "1 workers")."""
 
 from __future__ import annotations

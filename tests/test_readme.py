@@ -176,8 +176,8 @@ def test_the_set_up_blocks_cpu_line_resolves_no_cuda_package(tmp_path: Path) -> 
 
 
 def test_the_readme_is_a_front_door_not_a_manual() -> None:
-    """Under 200 lines (issue 26): what slurmgen is, the set-up, a first run, submit and program, and links; the
-    manual lives in docs/."""
+    """Under 200 lines, read in one sitting: what slurmgen is, the set-up, a first run, submit and program, and
+    links; the manual lives in docs/."""
     lines = README.read_text().splitlines()
     assert len(lines) < 200, f"README.md has {len(lines)} lines: move the detail into docs/"
 

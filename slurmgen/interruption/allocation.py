@@ -69,7 +69,7 @@ def decide_restart(facts: RestartFacts) -> RestartAction:
         return RestartAction(False)  # done, or a stop is under way: decide_end owns it
     failure, before = facts.failure, facts.previous
     if facts.no_gpu and NO_GPU_ERRORS.search(failure.error):
-        # It would fail the same way at once: a restart only doubles the failure (issue 32: a pointless restart).
+        # It would fail the same way at once: a restart only doubles the failure and the wait before it.
         line = (f"{failure.who} failed for want of a GPU ({failure.error!r}), and this run has none: not restarted, "
                 "it would fail the same way; the job ends with the program's exit code")  # fmt: skip
         return RestartAction(False, None, line)

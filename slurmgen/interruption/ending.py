@@ -361,7 +361,7 @@ def fallback_warning(sig: str, waited: float | None) -> str:
 
 def fallback_note(sig: str, waited: float | None) -> str:
     """auto's fallback as the run history keeps it (STOP's `fallback`), for `slurmgen history`, `status` and the
-    local run's terminal: the batch log alone is where nobody looks (issue 32)."""
+    local run's terminal: said in the batch log alone, nobody would read why the program's stop was late."""
     within = f" within {waited:g} s" if waited is not None else ""
     return (
         f"preemption.handler auto: the program did not construct Preemption{within} of SIG{sig}, so the step was "

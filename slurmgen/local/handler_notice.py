@@ -3,7 +3,8 @@
 Under auto the batch shell forwards the preemption signal and waits for the program to construct slurmgen's
 Preemption (a quarter of the lead time, at most a minute: slurmgen/batch/signals.py) before it stops the step with
 SIGTERM and requeues. An unmodified program's stop is so delayed by up to a minute, and the batch log was the only
-place that said why (issue 32). The runner says it when it sends the signal and again when the run has ended.
+place that said why, where nobody running locally looks. The runner says it when it sends the signal and again
+when the run has ended.
 """
 
 from __future__ import annotations

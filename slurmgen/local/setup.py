@@ -133,8 +133,8 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
 def _refuse_missing_script(spec: JobSpec, raw: bytes, source: str, submit_dir: Path) -> None:
     """The job runs here, now: a script that is not where it runs is an error before anything starts, not the
     warning `validate` gives for a cluster (where the file may appear before the job starts). Without this, run 1
-    failed, was restarted, and failed again some 17 lines later (issue 32). `setup:` lines may fetch or create
-    the file, or change directory, so with them it stays a warning."""
+    failed, was restarted, and failed again some 17 lines later, the cause far above. `setup:` lines may fetch or
+    create the file, or change directory, so with them it stays a warning."""
     from slurmgen.spec.where import missing_script
 
     if spec.setup:

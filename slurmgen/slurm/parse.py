@@ -77,7 +77,7 @@ class TestOnly:
 
 
 # 26.05 prints "... to start at <time> a using ..." (a stray " a" in sbatch's format string; 24.11 does not,
-# issue 14 saw it from 25.05 on): tests/data/slurm/26.05/sbatch-test-only.err.
+# and 25.05 was reported to print it too): tests/data/slurm/26.05/sbatch-test-only.err.
 _TEST_ONLY = re.compile(
     r"sbatch: Job (?P<id>\d+) to start at (?P<start>\S+)(?: a)? using (?P<procs>\d+) processors"
     r" on nodes (?P<nodes>\S+) in partition (?P<partition>\S+)"

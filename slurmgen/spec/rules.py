@@ -111,7 +111,7 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
         ops = _bare_shell_ops(f["command"])
         if ops:
             # The string is split with shell quoting rules but never run by a shell: `python t.py | tee out` ran
-            # t.py with `|`, `tee`, `out` as its arguments, and the job COMPLETED without the file (issue 32).
+            # t.py with `|`, `tee`, `out` as its arguments, and the job COMPLETED without the file.
             ctx.fail(
                 ("command",),
                 f"{' '.join(ops)} is shell syntax, but the command is not run by a shell (its words become the "

@@ -5,9 +5,9 @@ in-process under sys.setprofile on a realistic run directory (a preempted run wh
 signal and exited 143, the site record and a resume state), and every function call in a slurmgen file is
 collected, in order. Module and class bodies run by an import are not counted: the walk is the calls.
 
-Issue 26 asks for at most 8 files, and the walk is there: the batch shell (commands), the policy (interruption: its
-entry point, and ending, which also holds the requeue's route and the rank that failed among its casualties, issue
-28), the run history, the trust rule every file read back passes (trust.py), requeue (which carries out the route,
+The end may cross at most 8 files, and the walk is there: the batch shell (commands), the policy (interruption: its
+entry point, and ending, which also holds the requeue's route and the rank that failed among its casualties),
+the run history, the trust rule every file read back passes (trust.py), requeue (which carries out the route,
 and asks Slurm what it says about the job, retried), and the Slurm query (slurm: client, which asks and parses
 `scontrol show job`, and ids, the words Slurm prints for an id, a state and a value). The bounds keep it from
 growing (17 files before the policy became one package, 19 with the trust rule and the casualty rule, 16 once the

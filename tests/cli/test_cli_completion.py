@@ -82,7 +82,7 @@ def test_run_help_does_not_show_the_obsolete_local_flag(capsys: pytest.CaptureFi
 def test_the_command_list_shows_every_summary_whole_in_80_columns(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 32 item 8: click cut 11 of 13 summaries with "..." (a first sentence too long for the column)."""
+    """A person reads whole summaries: click cut 11 of 13 with "..." (a first sentence too long for the column)."""
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run(capsys, "--help")
     commands = out.split("Commands:", 1)[1].splitlines()[1:]

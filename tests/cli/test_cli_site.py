@@ -85,7 +85,7 @@ def test_doctor_with_no_slurm_here_is_one_line_and_exit_4(fake: FakeSlurm, capsy
 def test_doctor_of_a_spec_without_slurm_says_what_the_spec_alone_shows(
     fake: FakeSlurm, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 32 item 10: no Slurm client here; the lead time against the limit and the last save, and the hang
+    """The doctor without a Slurm client here: the lead time against the limit and the last save, and the hang
     timeout against the save, need only the spec and its run history; the rest is listed as needing the cluster."""
     write_three_runs(submitted(fake, capsys), last_save=80.0)  # 80 s + a 4 s step: more than the 75 s lead time
     os.unlink(fake.bin_dir / "scontrol")
@@ -173,7 +173,7 @@ def test_status_warns_once_when_the_last_save_does_not_fit(fake: FakeSlurm, caps
 def test_status_shows_the_requeues_and_the_step_restarts_apart(
     fake: FakeSlurm, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 32 item 8: RESTARTS showed Slurm's count (requeues) as 0 for a job whose step was restarted twice
+    """RESTARTS once showed Slurm's count (requeues) as 0 for a job whose step was restarted twice
     inside its allocation; the run history's restarts now have their own column."""
     from slurmgen import run_history
 

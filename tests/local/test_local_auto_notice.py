@@ -1,6 +1,7 @@
 """preemption.handler auto (the default) with an unmodified program: the batch shell waits for the program to
 construct Preemption before it stops the step, and the `run` terminal, `slurmgen history` and `slurmgen status`
-say so, not only the batch log (issue 32). A whole local run of a program that never heard of slurmgen."""
+say so, not only the batch log, where nobody running locally looks. A whole local run of a program that never
+heard of slurmgen."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Jobs run here through the one job interface, with real runs of the runner: the id `slurmgen run` prints is the
 id status/logs/history/cancel take, `slurmgen.Job("local-N")` answers as the CLI does, and a local sweep is found
-afterwards by its id, spec, name or array id, with no state left by its completed points (issue 32)."""
+afterwards by its id, spec, name or array id, with no state left by its completed points."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A rehearsal that never fired says so (`slurmgen run --preempt-after/--kill-rank/--hang-rank/--bad-node`): a job
 that ended 0 before its rehearsal exits EXIT_REHEARSAL_MISSED with a line naming the option, what happened
-instead and the fix, while its COMPLETED line keeps the program's own exit code (issue 32: a program resumed from
-its own snapshot.pt finished before --preempt-after and printed plain success). Real local runs of a short program.
+instead and the fix, while its COMPLETED line keeps the program's own exit code (a program resumed from its own
+snapshot.pt once finished before --preempt-after and printed plain success). Real local runs of a short program.
 """
 
 from __future__ import annotations

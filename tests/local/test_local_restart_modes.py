@@ -116,7 +116,7 @@ def test_a_killed_rank_beside_a_rank_that_takes_the_steps_term_for_a_stop_is_res
 ) -> None:
     """1 node x 2 tasks, handler: runtime, saves every 20 steps: `--kill-rank 1 --after 10` kills rank 1; srun's
     --kill-on-bad-exit sends rank 0 SIGTERM, which Preemption records as a stop. That stop is a casualty's, not
-    one under way (issue 28): the step restarts inside the allocation and the job completes. The ranks share no
+    one under way: the step restarts inside the allocation and the job completes. The ranks share no
     process group, so rank 0 learns of rank 1's death only from srun's SIGTERM and records its stop every time
     (with a group it often lost its peer first and exited 76, and the test passed without the fix); without
     batch/restart.py's casualty check this job ends FAILED 137 after one start."""

@@ -126,7 +126,7 @@ def test_gpus_visible_and_sliced_per_node() -> None:
 
 def test_overrides_and_cpu_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The example specs, in a directory that holds the train.py they name: a local run refuses a command script
-    that is not where the job runs (issue 32), and the scripts of these examples are the user's."""
+    that is not where the job runs (before it starts), and the scripts of these examples are the user's."""
     shutil.copytree(ROOT / "jobs", tmp_path / "jobs")
     (tmp_path / "train.py").write_text("")
     monkeypatch.chdir(tmp_path)
@@ -660,7 +660,7 @@ def test_signal_before_the_limit_then_the_limit_itself(tmp_path: Path) -> None:
     assert "SIGKILL to the processes still running" in err and "TIMEOUT, exit code 124" in err
     batch = (tmp_path / "logs" / "stubborn-1.log").read_text()
     assert batch.index("batch shell received SIGUSR1") < batch.index("DUE TO TIME LIMIT")
-    # Issue 32 item 8: times a person reads are local date and time, as history prints them, not epoch seconds.
+    # Times a person reads are local date and time, as history prints them, not epoch seconds.
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
     assert re.search(rf"run 1, started at {stamp}, nodes ", batch), batch
     assert re.search(rf"batch shell received SIGUSR1 at {stamp}\n", batch), batch

@@ -1,4 +1,4 @@
-"""A clean stop of a local job keeps its state, and `slurmgen resume local-N` continues from it (issue 18: a
+"""A clean stop of a local job keeps its state, and `slurmgen resume local-N` continues from it (a
 stopped job is not a completed one; the cluster twin is tests/runtime/test_stop_cluster.py)."""
 
 from __future__ import annotations

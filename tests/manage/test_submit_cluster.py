@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # annotations only
 pytestmark = pytest.mark.slurm
 
 PROGRAM = Path(__file__).parents[1] / "task_program.py"
-# The commands every Slurm a user may have must serve (issue 14): these tests run on each selected version.
+# The commands must serve every Slurm a user may have, not only the newest: these tests run on each selected version.
 EVERY_VERSION = pytest.mark.slurm_versions()
 LONG = 300.0  # seconds: the cluster is shared, so a job may pend a while; never a fixed sleep as an assertion
 

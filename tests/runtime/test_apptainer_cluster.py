@@ -200,7 +200,7 @@ def test_doctor_runs_the_images_python_on_a_node(cluster: SlurmCluster, image: s
 def test_a_forwarded_secret_reaches_the_program_inside_a_containall_image_and_is_written_nowhere(
     cluster: SlurmCluster, image: str, tmp_path: Path
 ) -> None:
-    """Issue 29: `env: {HF_TOKEN: {from_env: HF_TOKEN}}`, submitted by `slurmgen submit` with the value only in its
+    """A secret, `env: {HF_TOKEN: {from_env: HF_TOKEN}}`, submitted by `slurmgen submit` with the value only in its
     environment: sbatch --export carries it to the job, the per-task shell hands it into --containall by name, and
     the image's Python sees it (it writes the value's sha256, never the value). No file under the submit dir has it."""
     secret = "hf_" + "Jk4" * 12

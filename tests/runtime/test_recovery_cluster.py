@@ -86,7 +86,7 @@ def test_a_bug_on_rank_0_only_ends_the_job_with_its_exit_code_and_names_rank_0(
 ) -> None:
     """Rank 0 alone raises at step 30 on every start, of 2 nodes: its peers see the closed connection and die of
     it (exit 76, or the step's signal), often before rank 0 has finished exiting. The cause is rank 0, every time,
-    so the second start repeats the first: FAILED with the program's exit code (1) after two starts (issue 28)."""
+    so the second start repeats the first: FAILED with the program's exit code (1) after two starts."""
     job = submit(slurm_cluster, tmp_path, "bug0", ["--bug-at", "30", "--bug-rank", "0"], "{}")
     info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=240)
     batch = read(tmp_path, "bug0", job, "batch")

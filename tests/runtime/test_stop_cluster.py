@@ -1,4 +1,4 @@
-"""The stop path on the real Slurm (issue 18): a clean stop keeps the state and `slurmgen resume` brings the job
+"""The stop path on the real Slurm: a clean stop keeps the state and `slurmgen resume` brings the job
 back from it; a preemption signal during a finished program's teardown leaves the job COMPLETED.
 
 The same decisions run locally and as a table in tests/runtime/test_stop_faults.py and tests/test_interruption.py;

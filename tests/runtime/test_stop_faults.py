@@ -1,5 +1,6 @@
 """The stop path under faults, with real processes: a PATH-wrapped `scontrol` that fails, times out or cannot reach
-its controller (issue 18 items 1, 4, 5), and a preemption signal during a finished program's teardown (item 6).
+its controller, at the job's record, at rank 0's requeue or at both requeues, and a preemption signal during a
+finished program's teardown.
 
 Each test asserts what matters to the user: no job and no resume state is lost, and a finished job ends COMPLETED.
 The decision itself is tested as a table in tests/test_interruption.py."""
@@ -109,7 +110,7 @@ def run_end(tmp_path: Path) -> dict[str, object]:
 
 @pytest.mark.parametrize("how", ["timeout", "unreachable"])
 def test_a_requeue_rank_0_made_keeps_the_state_when_show_job_fails(tmp_path: Path, how: str) -> None:
-    """Item 1: rank 0 requeued the job (its run history says so); `scontrol show job` inside `end` never
+    """Rank 0 requeued the job (its run history says so); `scontrol show job` inside `end` never
     answers. The batch shell used to take that for "completed, not requeued" and delete the state."""
     logs = str(tmp_path / "logs")
     run_history.append(logs, "rank0", run_history.STOP, 1, 1.0, cause="preemption")
@@ -124,7 +125,7 @@ def test_a_requeue_rank_0_made_keeps_the_state_when_show_job_fails(tmp_path: Pat
 
 
 def test_show_job_timing_out_once_is_retried(tmp_path: Path) -> None:
-    """Item 1's repro: one time-out inside `end`; the retry gets the answer (the job is requeued)."""
+    """The smallest case: one time-out inside `end`; the retry gets the answer (the job is requeued)."""
     state = state_file(tmp_path)
     bin_dir = wrapper(tmp_path, fail=1, how="timeout", only=("show",), state="COMPLETING", restarts=1)
     pauses: list[float] = []
@@ -150,7 +151,7 @@ def test_a_completed_job_whose_slurm_cannot_be_asked_keeps_its_state_and_says_so
 
 @pytest.mark.parametrize("how", ["unreachable", "error", "timeout"])
 def test_rank_0s_requeue_failing_leaves_a_marker_never_an_escape(tmp_path: Path, how: str) -> None:
-    """Item 5: "Unable to contact slurm controller" at rank 0's requeue used to escape as SchedulerMissing (the
+    """At rank 0's requeue, "Unable to contact slurm controller" used to escape as SchedulerMissing (the
     job FAILED, no marker). After its retries it leaves the marker, and the batch shell requeues."""
     env = env_for(tmp_path)
     bin_dir = wrapper(tmp_path, fail=3, how=how, only=("requeue",))
@@ -187,7 +188,7 @@ def test_a_controller_back_after_two_failures_takes_the_requeue(tmp_path: Path) 
 
 
 def test_a_requeue_that_never_goes_through_keeps_the_state_and_does_not_complete(tmp_path: Path) -> None:
-    """Item 1's worst case: rank 0's requeue and the batch shell's both fail. The job used to "complete" after 72
+    """The worst case: rank 0's requeue and the batch shell's both fail. The job used to "complete" after 72
     of 300 steps with its state deleted; now it keeps the state, says how to resume and exits 75 (not COMPLETED)."""
     state = state_file(tmp_path)
     logs = str(tmp_path / "logs")
@@ -228,7 +229,7 @@ def test_a_timed_out_requeue_that_took_effect_is_not_made_twice(tmp_path: Path) 
     assert len(calls) == 2  # the retry met "Job is pending execution": our own requeue, not someone else's
 
 
-# --- a preemption signal during a finished program's teardown (item 6) -------------------------------------------
+# --- a preemption signal during a finished program's teardown ---------------------------------------------------------
 
 # A program that takes part in preemption, finishes its work and exits. Its teardown is slow, as torch's is (a
 # second or more): a module global's finalizer runs after CPython has given every signal with a Python handler
@@ -308,7 +309,7 @@ def test_a_signal_during_teardown_never_fails_a_finished_job(tmp_path: Path) -> 
     assert completed == TRIALS
 
 
-# --- a clean stop is not completion (item 2) -----------------------------------------------------------------------
+# --- a clean stop is not completion -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("preemption", ["on", "off"])

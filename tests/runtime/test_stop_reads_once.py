@@ -1,5 +1,5 @@
 """One stop reads the world once: rank 0 asks slurmctld for the job's record once (plus the check that its requeue
-took effect) and reads the run history once, however many parts of the decision need them (issue 17).
+took effect) and reads the run history once, however many parts of the decision need them.
 
 A real program constructs Preemption and gets a real SIGUSR1; `scontrol` on PATH is the stop tests' wrapper
 (tests/runtime/test_stop_faults.py), which logs every call; an audit hook in the program logs every listing of

@@ -148,7 +148,7 @@ SECRET = "hf_" + "Wv3" * 12  # a Hugging Face token's shape; only this test know
 
 @pytest.mark.parametrize("clean", ["cleanenv", "containall"])
 def test_a_forwarded_secret_enters_a_clean_apptainer_by_name_only(clean: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 29: under cleanenv/containall a forwarded secret (`env: {X: {from_env: Y}}`) is handed in by its name
+    """Under cleanenv/containall a forwarded secret (`env: {X: {from_env: Y}}`) is handed in by its name
     (an APPTAINERENV_ copy the per-task shell makes from the task's own environment), never as a value on a
     command line, where `ps` shows it to every user of the node. Rendered with the value set here, then the task's
     shell run for real with `python` standing in for apptainer: the value is in its environment, not its argv."""

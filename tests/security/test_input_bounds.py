@@ -1,4 +1,4 @@
-"""Issue 29, defect 8: resource and input bounds, each tried as the attack or the mistake that broke it."""
+"""Resource and input bounds, each tried as the attack or the mistake that broke it."""
 
 from __future__ import annotations
 

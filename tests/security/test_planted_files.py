@@ -1,4 +1,4 @@
-"""Issue 29's attacks, as a second local user (uid 65534, through `setpriv`) would make them: files and links
+"""Another user's attacks, as a second local user (uid 65534, through `setpriv`) would make them: files and links
 planted where slurmgen writes and reads, in a shared directory. Each test is an attack that worked before the
 trust rule (slurmgen/trust.py); the victim is the user running the tests (root, so that it can become uid 65534)."""
 
@@ -152,7 +152,7 @@ def test_a_symlinked_id_ledger_gets_no_line(shared: Path, tmp_path: Path) -> Non
     target = victim_file(shared)
     state = shared / "state"
     state.mkdir()
-    state.chmod(0o1777)  # a shared state directory (issue 18: two checkouts, one state_dir)
+    state.chmod(0o1777)  # a shared state directory (two checkouts, one state_dir)
     as_nobody(f"ln -s {target} state/{setup.STATE_LEDGER}", shared)
     spec = load_file(write(tmp_path / "a.yaml", QUICK.replace("STATE", str(state)))).spec
     home = tmp_path / "a" / ".slurmgen"

@@ -1,4 +1,4 @@
-"""Issue 29, defect 6: a secret forwarded with `env: {X: {from_env: X}}` reaches the tasks and is written
+"""A secret forwarded with `env: {X: {from_env: X}}` reaches the tasks and is written
 nowhere: grepped in every file the job wrote and every line slurmgen printed (render, --dry-run, the run)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 29, defect 6, on the real path: a secret forwarded with `env: {X: {from_env: X}}` reaches the task through
+"""On the real path: a secret forwarded with `env: {X: {from_env: X}}` reaches the task through
 Slurm's own environment handling (sbatch(1) --export) and is written nowhere. `slurmgen submit` runs as a real
 process with the value only in its environment; the program writes sha256(value), never the value; then the value
 is grepped in every file the job wrote (run dir and script copy, logs, state, journal: all under the directory

@@ -1,4 +1,4 @@
-"""Issue 29, defect 7: the rendezvous store listened on every interface (IPv4 and IPv6 wildcards) at a port
+"""The rendezvous store once listened on every interface (IPv4 and IPv6 wildcards) at a port
 derivable from the job id, and torch's store has no authentication. Read from /proc/net/tcp* by rank 0 of a
 real local job while it runs: the store's port is bound to the job's chosen address only."""
 

@@ -162,7 +162,7 @@ def test_warnings(extra: str, expected: str) -> None:
 
 
 def test_the_nccl_usr1_warning_comes_only_where_it_can_apply_and_can_be_acknowledged() -> None:
-    """Issue 32 item 6: NCCL 2.12 caught USR1 (NVIDIA/nccl#704). The warning comes only for the default signal of an
+    """NCCL 2.12 caught USR1 (NVIDIA/nccl#704). The warning comes only for the default signal of an
     NCCL program that gets the signal itself, points at the line that chose NCCL, and writing the signal (even
     USR1) acknowledges it, so `validate --strict` passes."""
     nccl = [w for w in warnings("gpus_per_node: 2\n") if "NCCL 2.12" in w]

@@ -1,4 +1,4 @@
-"""The hang watchdog without py-spy (issue 32 item 9): a hung Python program started by the supervisor writes its own
+"""The hang watchdog without py-spy: a hung Python program started by the supervisor writes its own
 stacks through faulthandler, registered at its start by slurmgen's start-up hook (slurmgen/task/program_stacks.py)."""
 
 from __future__ import annotations
