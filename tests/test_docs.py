@@ -2,7 +2,8 @@
 README's links reach real pages and anchors; every bash block parses and passes shellcheck, and its commands that
 touch nothing run; every YAML block loads, and every spec among them validates; the spec page names every field of
 the schema; the manual has one table of contents (mkdocs.yml's nav, which docs/index.md's list of pages repeats
-and the README links to). The blocks that need an install or a job run in tests/test_readme.py."""
+and the README links to); "Where things live" has a row for every package and top-level module of slurmgen/.
+The blocks that need an install or a job run in tests/test_readme.py."""
 
 from __future__ import annotations
 
@@ -206,3 +207,27 @@ def test_no_second_table_of_contents() -> None:
             run = run + 1 if ENTRY.match(line) else 0
             assert run < 5, f"{path.relative_to(REPO)} keeps a table of contents of its own: link to the manual's"
     assert "(docs/index.md#the-pages)" in README.read_text()
+
+
+def where_things_live() -> set[str]:
+    """The places the first column of docs/development.md's "Where things live" table names, relative to slurmgen/:
+    `slurmgen/errors.py`, `contract.py` (beside it in the same cell), `slurmgen/job_context/`."""
+    page = (DOCS / "development.md").read_text()
+    section = page[page.index("## Where things live") :]
+    cells = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    named = {name for cell in cells for name in re.findall(r"`([^`]+)`", cell)}
+    return {name.removeprefix("slurmgen/") for name in named if not name.startswith(("templates/", "tests/"))}
+
+
+def test_every_package_and_module_of_slurmgen_has_a_row_where_things_live() -> None:
+    """A reader looking for a package or a top-level module finds its row, and no row names one that is gone.
+    `__init__.py` (`import slurmgen`) and `__main__.py` (`python -m slurmgen`) are the doors of api/ and cli/."""
+    package = REPO / "slurmgen"
+    places = {
+        f"{p.name}/" if p.is_dir() else p.name
+        for p in package.iterdir()
+        if (p.is_dir() and (p / "__init__.py").is_file()) or (p.suffix == ".py" and not p.stem.startswith("__"))
+    }
+    rows = where_things_live()
+    assert sorted(places - rows) == [], "add a row to docs/development.md's Where things live"
+    assert sorted(rows - places) == [], "a row of docs/development.md's Where things live names nothing in slurmgen/"
