@@ -41,9 +41,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, exit_codes, run_history, trust
-from slurmgen.interruption import slurm_requeue_cause
+from slurmgen.interruption.requeue_route import slurm_requeue_cause
 from slurmgen.job_context.context import JobContext
-from slurmgen.requeue import look, record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
+from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
 from slurmgen.slurm.site import (
     SitePreemption,
     default_partition,
@@ -53,10 +53,11 @@ from slurmgen.slurm.site import (
     site_preemption_event,
     window_problems,
 )
+from slurmgen.slurm.view import look
 
 if TYPE_CHECKING:
-    from slurmgen.requeue import Retry
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.retry import Retry
 
 WRITER = "batch-shell"
 USAGE = (

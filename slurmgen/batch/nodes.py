@@ -184,6 +184,7 @@ def requeue_away(key: str, away: Sequence[str], ctx: JobContext, say: Callable[[
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     from slurmgen import interruption
+    from slurmgen.interruption.allocation import NodeFacts
     from slurmgen.slurm.hostlist import expand_hostlist
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -199,7 +200,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if left:
         checked, _ = check_step(left, gpus, ctx, checkpoint_bytes(ctx, history), timeout)
         failed.update(checked)
-    plan = interruption.decide(interruption.NodeFacts(tuple(hosts), needed, excluded, failed))
+    plan = interruption.decide(NodeFacts(tuple(hosts), needed, excluded, failed))
     if plan.line:
         _say(plan.line)
     for node, why in plan.exclude:

@@ -10,7 +10,7 @@ job's exit code and names its rank, node and log. Pure, but for reading the last
 
 from __future__ import annotations
 
-from slurmgen.interruption.ending import TaskFailure, first_failure
+from slurmgen.interruption.casualty import TaskFailure, first_failure
 
 __all__ = ["TaskFailure", "first_failure", "report", "tail"]  # the failure itself is the policy's (ending.py)
 

@@ -34,9 +34,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from slurmgen import contract, interruption, run_history
-from slurmgen.interruption import WatchStep
+from slurmgen.interruption.allocation import WatchFacts, preempt_watch_needed
+from slurmgen.interruption.states import WatchStep
 from slurmgen.job_context.context import JobContext
-from slurmgen.requeue import Retry, look
+from slurmgen.slurm.retry import Retry
+from slurmgen.slurm.view import look
 
 ONCE = Retry(tries=1, pauses=())
 MIN_POLL = 0.1  # seconds; below this the looks would cost slurmctld more than a lost grace costs the job
@@ -90,7 +92,7 @@ def watch(
         return 0
     if ctx.local_dir:
         return 0  # `slurmgen run`: its emulated preemption always delivers the signal; each look would cost a process
-    if not interruption.preempt_watch_needed(site_of_run(log_dir, ctx)):
+    if not preempt_watch_needed(site_of_run(log_dir, ctx)):
         return 0
     pause, said_unsure = poll_seconds(ctx), False
     while True:
@@ -98,7 +100,7 @@ def watch(
         if os.getppid() != shell_pid:
             return 0
         got = received(log_dir)
-        if interruption.decide(interruption.WatchFacts(False, True, got, preempt_signal)) is WatchStep.DONE:
+        if interruption.decide(WatchFacts(False, True, got, preempt_signal)) is WatchStep.DONE:
             return 0
         view = look(key, retry=ONCE)
         if view is None and not said_unsure:
@@ -106,7 +108,7 @@ def watch(
             say(f"the preemption watcher cannot ask Slurm about job {key} (scontrol failed or timed out): no "
                 "preemption is assumed; it keeps asking quietly")  # fmt: skip
         preempted, running = (None, True) if view is None else (view.preempted(), view.running())
-        action = interruption.decide(interruption.WatchFacts(preempted, running, received(log_dir), preempt_signal))
+        action = interruption.decide(WatchFacts(preempted, running, received(log_dir), preempt_signal))
         if action is WatchStep.DONE:
             return 0
         if action is WatchStep.SIGNAL:

@@ -13,162 +13,22 @@ history for this run, no one asked for a requeue, and Slurm could be asked and s
 it: a stop (USR2, TERM, a user's own signal), a requeue (made, failed or refused), and uncertainty (a Slurm call that
 failed or timed out), which is said in one line.
 
-The same module holds the two rules the end shares with rank 0 and with the restart in the allocation: the requeue's
-route (below the end) and the rank that failed among its casualties (last).
-
 Standard library and the run history's vocabulary only.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from slurmgen import contract, exit_codes, run_history
-from slurmgen.interruption.states import Ended, Event, RequeueHow, RequeueResult, RequeueRoute
-
-# --- the requeue's route ---------------------------------------------------------------------------------
-#
-# Whether and how a requeue goes: why it is asked for (`signal_cause`), its budget, what the site's Slurm does by
-# itself, and the way it is made.
-#
-# The one place where a requeue is refused over its budget (`route_requeue`, `budget_refusal`): slurmgen/requeue.py
-# asks here and carries the route out, for rank 0 and for the batch shell, while the job runs and after Slurm ended
-# it. What the site's Slurm does in a preemption's grace time comes in as `SiteFacts`, read by the caller from the
-# run's recorded site (its version parsed there, by slurmgen.slurm.ids): nothing here parses or asks.
-
-# How close to the end of the time limit a requeue signal counts as the limit's own warning: Slurm sends --signal
-# up to 30 s before the lead time (PERIODIC_TIMEOUT, src/slurmctld/slurmctld.h), and our start time is the batch
-# shell's, a second late at most.
-TIME_LIMIT_SLACK = 90
-
-
-def signal_cause(
-    preempted: bool | None, now: float, start: float | None, limit: float | None, lead: float | None
-) -> str:
-    """Why a requeue signal came, for the rank and the batch shell alike. Slurm's PreemptTime is the authority
-    (``preempted``; None when Slurm could not be asked). Within the lead time (and Slurm's slack) of the time limit
-    it is the limit's own warning; any other is someone's request (`scancel --signal`, `slurmgen cancel --signal`)
-    when Slurm says the job is not preempted; unasked, it is taken for a preemption."""
-    if preempted:
-        return run_history.PREEMPTION
-    if start is not None and limit is not None and lead is not None and now >= start + limit - lead - TIME_LIMIT_SLACK:
-        return run_history.TIME_LIMIT
-    return run_history.REQUESTED if preempted is False else run_history.PREEMPTION
-
-
-@dataclass(frozen=True)
-class SiteFacts:
-    """What this site's Slurm does on preemption, as recorded at the run's start (run-start's `site`; empty: Slurm
-    could not be asked), with its version as (major, minor), parsed by the caller."""
-
-    mode: str | None = None  # the partition's PreemptMode: REQUEUE, CANCEL, ...
-    grace: int = 0  # GraceTime, seconds
-    version: tuple[int, int] | None = None  # (24, 5) for 24.05.x; None when unknown
-
-    @classmethod
-    def of(cls, site: Mapping[str, Any], version: tuple[int, int] | None) -> SiteFacts:
-        try:
-            grace = int(site.get("grace") or 0)
-        except (TypeError, ValueError):
-            grace = 0
-        mode = site.get("mode")
-        return cls(mode if isinstance(mode, str) else None, grace, version)
-
-
-def slurm_requeues_in_grace(site: SiteFacts) -> bool:
-    """Does Slurm itself requeue a job of this site that ends during its preemption grace time? Since 24.05
-    (SchedMD commit a689104d15, bug 16263: src/slurmctld/proc_req.c) a batch job that completes after the grace
-    time's signal, in a PreemptMode=REQUEUE partition, is treated as preempted and requeued. Before, such a job
-    just completed, and slurmgen had to requeue it. A requeue of our own during the grace would now be one too
-    many: `scontrol requeue` leaves Slurm's grace mark on the job (only a completion clears it), so the next
-    run, ending, is requeued once more (seen on 24.11: a completed job ran a third time from scratch)."""
-    return site.mode == "REQUEUE" and site.version is not None and site.version >= (24, 5)
-
-
-def slurm_ends_graced_preempted(site: SiteFacts) -> bool:
-    """Does this site's Slurm end a job PREEMPTED, whatever its run does, once a PreemptMode=CANCEL preemption
-    with a grace time has begun? Since 24.05 (commit a689104d15) `_job_complete` (src/slurmctld/job_mgr.c) ends
-    every job carrying GRACE_PREEMPT as PREEMPTED; the flag is set as the grace starts (src/interfaces/preempt.c,
-    `_job_check_grace_internal`) and `scontrol requeue` does not clear it, so a requeued run that finishes the work
-    ends PREEMPTED too. The work then goes on in a continuation job (batch/continuation.py)."""
-    return site.mode == "CANCEL" and site.grace > 0 and site.version is not None and site.version >= (24, 5)
-
-
-def slurm_requeue_cause(preempt_time_seen: bool, mode: str | None) -> str:
-    """Why Slurm requeued a job that did not ask. While Slurm requeues a preempted job its record no longer shows
-    PreemptTime (src/scontrol/info_job.c prints it only while preemptable_time is set), so a requeue of a job in a
-    PreemptMode=REQUEUE partition is taken for a preemption; anywhere else it is someone else's doing (an admin's
-    scontrol requeue, a node failure)."""
-    return run_history.PREEMPTION if preempt_time_seen or mode == "REQUEUE" else run_history.EXTERNAL
-
-
-def budget_refusal(
-    cause: str, counts: run_history.Counts, max_requeues: int | None, max_preemptions: int | None
-) -> str | None:
-    """Why a requeue for ``cause`` is over budget, or None when it may go ahead. preemption.max_requeues counts the
-    requeues the job causes itself; preemption.max_preemptions those after a preemption (None: no limit)."""
-    if cause == run_history.PREEMPTION:
-        used, limit, field = counts.preemptions, max_preemptions, "preemption.max_preemptions"
-    else:
-        used, limit, field = counts.own, max_requeues, "preemption.max_requeues"
-    if limit is None or used < limit:
-        return None
-    kind = "preemption" if cause == run_history.PREEMPTION else "requeue"
-    return f"its {kind} budget is used up ({used} of {limit}, {field})"
-
-
-@dataclass(frozen=True)
-class RequeueFacts:
-    """A requeue someone asks for (rank 0, or the batch shell), with what is known before anything runs."""
-
-    EVENT: ClassVar[Event] = Event.REQUEUE
-    cause: str  # run_history's cause: preemption, time-limit, requested, failure
-    key: str | None  # the job's key; None outside a Slurm job
-    counts: run_history.Counts  # the job's requeues so far, by kind (the run history)
-    max_requeues: int | None  # preemption.max_requeues; None: no limit
-    max_preemptions: int | None  # preemption.max_preemptions; None: no limit
-    by_batch_shell: bool  # the batch shell asks: it runs outside any container and has no one to leave a marker to
-    ending: bool = False  # Slurm is ending the job (PreemptMode=CANCEL): only a plain requeue takes it back
-    continue_elsewhere: bool = False  # slurm_ends_graced_preempted for this run's site
-    in_container: bool = False
-    has_scontrol: bool = True
-
-
-@dataclass(frozen=True)
-class RequeuePlan:
-    route: RequeueRoute
-    refusal: str | None = None  # RequeueRoute.REFUSED: the one line that says why
-    continues: bool = False  # ASK_BATCH_SHELL: the batch shell continues the work in a new job (not a requeue)
-
-
-def route_requeue(facts: RequeueFacts) -> RequeuePlan:
-    """The way a requeue goes. The budget first: a refused requeue is refused whoever asks and however it would
-    have been made. A job Slurm is ending takes a plain `scontrol requeue`; a preemption where Slurm would end a
-    requeued run PREEMPTED anyway is continued in a new job by the batch shell; where scontrol is missing (inside a
-    container: pyxis #129) the batch shell requeues after the step; else `scontrol requeue Incomplete`."""
-    if facts.key is None:
-        return RequeuePlan(RequeueRoute.NOT_SLURM)
-    refused = budget_refusal(facts.cause, facts.counts, facts.max_requeues, facts.max_preemptions)
-    if refused is not None:
-        return RequeuePlan(RequeueRoute.REFUSED, f"not requeueing job {facts.key} ({facts.cause}): {refused}")
-    if facts.ending:
-        return RequeuePlan(RequeueRoute.SCONTROL_ENDED)
-    if facts.cause == run_history.PREEMPTION and not facts.by_batch_shell and facts.continue_elsewhere:
-        return RequeuePlan(RequeueRoute.ASK_BATCH_SHELL, continues=True)
-    if facts.in_container or not facts.has_scontrol:
-        return RequeuePlan(RequeueRoute.ASK_BATCH_SHELL)
-    return RequeuePlan(RequeueRoute.SCONTROL_RUNNING)
-
-
-# --- the end of the run ----------------------------------------------------------------------------------
+from slurmgen.interruption.requeue_route import SiteFacts, slurm_ends_graced_preempted, slurm_requeues_in_grace
+from slurmgen.interruption.states import Ended, Event, RequeueHow, RequeueResult
 
 
 @dataclass(frozen=True)
 class SlurmSays:
-    """`scontrol show job` at the end of the run (slurmgen/requeue.py, `look`), reduced to what the decision needs."""
+    """`scontrol show job` at the end of the run (slurm/view.py, `look`), reduced to what the decision needs."""
 
     running: bool
     preempted: bool  # PreemptTime is set
@@ -390,102 +250,3 @@ def never_taken(preempt_signal: str | None, signals: tuple[str, ...], handler: s
         "so nothing acted on it (preemption.handler: runtime); construct Preemption, or set preemption.handler: "
         "auto to stop and requeue such a program"
     )
-
-
-# --- the rank that failed, not its casualties ----------------------------------------------------------
-#
-# Which of a start's failed tasks caused the failure, and what of its error line identifies the error (the
-# repeated-failure rule compares that, allocation.decide_restart).
-#
-# When one rank fails, the others die of it: their peers' connections close and they exit with slurmgen's peer-loss
-# code (exit_codes.EXIT_PEER_LOST), or srun's --kill-on-bad-exit ends the step and they die of its signal (TERM,
-# then KILL after KillWait: srun(1)). At 16,384 ranks, 16,383 casualties stand around one cause, and the first exit
-# recorded is often a casualty's: a peer sees the closed connection before the failing rank has finished exiting.
-
-STEP_SIGNALS = frozenset({"TERM", "KILL"})  # what srun and slurmstepd send the tasks of a step they end
-
-
-@dataclass(frozen=True)
-class TaskEnd:
-    """One failed task of a start of the step, as its supervisor recorded it."""
-
-    rank: int
-    exit_code: int
-    signal: str | None  # the program died of this signal ("KILL"), None when it exited
-    time: float  # epoch seconds of the record
-
-
-def is_casualty(end: TaskEnd, ends: Sequence[TaskEnd]) -> bool:
-    """A task that died of another's failure: it lost its peers (exit 76), or it died of the step's signal after
-    another task had already failed."""
-    if end.exit_code == exit_codes.EXIT_PEER_LOST:
-        return True
-    by_step = end.signal in STEP_SIGNALS or end.exit_code in (128 + 15, 128 + 9)
-    return by_step and any(other.time < end.time and other.rank != end.rank for other in ends)
-
-
-def cause_of(ends: Sequence[TaskEnd]) -> TaskEnd | None:
-    """The task that failed on its own, the earliest of them; only casualties: the earliest casualty."""
-    if not ends:
-        return None
-    own = [end for end in ends if not is_casualty(end, ends)]
-    return min(own or ends, key=lambda end: (end.time, end.rank))
-
-
-@dataclass(frozen=True)
-class TaskFailure:
-    rank: int
-    node: str
-    exit_code: int
-    signal: str | None  # the program died of this signal (exit_code is then 128 + its number)
-    log: str | None
-    time: float
-
-    def describe(self) -> str:
-        how = f"killed by SIG{self.signal}" if self.signal else f"exit {self.exit_code}"
-        return f"rank {self.rank} on {self.node} ({how})"
-
-
-def first_failure(events: Iterable[Mapping[str, Any]], run: int) -> TaskFailure | None:
-    """The task of ``run`` that failed on its own, the earliest of them, not a casualty of it (a rank that lost its
-    peers, exit 76, or died of the step's signal after another failed: `is_casualty`); None when no
-    task-exit event."""
-    found: list[TaskFailure] = []
-    for e in events:
-        if e.get("event") != run_history.TASK_EXIT or e.get("run") != run:
-            continue
-        try:
-            found.append(
-                TaskFailure(
-                    rank=int(e["rank"]),
-                    node=str(e.get("node") or "?"),
-                    exit_code=int(e["exit_code"]),
-                    signal=str(e["signal"]) if e.get("signal") else None,
-                    log=str(e["log"]) if e.get("log") else None,
-                    time=float(e.get("time") or 0.0),
-                )
-            )
-        except (KeyError, TypeError, ValueError):
-            continue
-    cause = cause_of([TaskEnd(f.rank, f.exit_code, f.signal, f.time) for f in found])
-    return None if cause is None else next(f for f in found if (f.rank, f.time) == (cause.rank, cause.time))
-
-
-# What changes from one attempt to the next in the same error: an address (IPv4, with its port), a pointer or
-# other hexadecimal value, and any number of four or more digits (a port, a pid, a byte count, a time).
-CHANGING = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\b0x[0-9a-fA-F]+\b|\b\d{4,}\b")
-
-
-def error_key(line: str) -> str:
-    """What identifies an error line: the line without the numbers that change with every attempt."""
-    return CHANGING.sub("#", line)
-
-
-def stop_of_a_casualty(stop_time: float | None, ends: Sequence[TaskEnd], signals: Sequence[str]) -> bool:
-    """Whether rank 0's recorded stop is a casualty's, not a stop under way: no signal reached the batch shell (no
-    preemption, time limit or scancel), and a task had failed on its own before it. srun's --kill-on-bad-exit
-    sends the rest of the step SIGTERM, which Preemption takes for a stop like any other (srun(1))."""
-    cause = cause_of(ends)
-    if stop_time is None or cause is None or signals or is_casualty(cause, ends):
-        return False
-    return stop_time >= cause.time

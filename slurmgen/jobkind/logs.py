@@ -26,7 +26,7 @@ def failed_first(job: JobHandle, label: str) -> tuple[int, str]:
     cause as the batch shell tells them (slurmgen.interruption.ending.first_failure). A UsageError when no task
     failed on its own."""
     from slurmgen import run_history
-    from slurmgen.interruption.ending import first_failure
+    from slurmgen.interruption.casualty import first_failure
 
     dirs, why_none = job.history_dirs()
     for log_dir in reversed(dirs):  # the latest submission's first (a resumed job's new id comes last)
