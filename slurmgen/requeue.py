@@ -70,7 +70,7 @@ class Budgets:
 
 
 def signal_cause(ctx: JobContext, preempted: bool | None, now: float) -> str:
-    """Why a requeue signal came (slurmgen.interruption.signal_cause), from this job's start, limit and lead."""
+    """Why a requeue signal came (interruption/requeue_route.py), from this job's start, limit and lead."""
     return _signal_cause(preempted, now, ctx.start_time, ctx.time_limit, ctx.lead_time)
 
 
@@ -158,7 +158,7 @@ def requeue_this_job(
     if plan.route is RequeueRoute.ASK_BATCH_SHELL:
         ask_batch_shell(state_dir, key, cause)
         if plan.continues:
-            # A requeue would end PREEMPTED anyway on this Slurm (interruption.slurm_ends_graced_preempted): the
+            # A requeue would end PREEMPTED anyway on this Slurm (requeue_route.slurm_ends_graced_preempted): the
             # batch shell submits a continuation job once the step has ended (batch/continuation.py).
             said = f"asked the batch shell to continue job {key} in a new job ({cause}; PreemptMode=CANCEL with a " \
                    "grace time ends a requeued job PREEMPTED)"  # fmt: skip

@@ -1,4 +1,4 @@
-"""The rank that failed among its casualties (interruption/ending.py), as tables: which failed task is the cause,
+"""The rank that failed among its casualties (interruption/casualty.py), as tables: which failed task is the cause,
 and what of an error line the repeated-failure rule compares."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The decisions taken while the step runs (interruption/running.py, and ending.py's requeue route), as tables: no
+"""The decisions taken while the step runs (interruption/running.py, and requeue_route.py), as tables: no
 processes, no Slurm. Each question goes through the policy's one entry point, slurmgen.interruption.decide."""
 
 from __future__ import annotations

@@ -217,7 +217,7 @@ def _saved_at(history: run_history.History, ctx: JobContext) -> float:
 
 
 def _casualty_stop(history: run_history.History, run: int, since: float, signals: tuple[str, ...]) -> bool:
-    """Whether this start's stop is one a failed task's --kill-on-bad-exit SIGTERM caused (interruption/ending.py)."""
+    """Whether this start's stop is one a failed task's --kill-on-bad-exit SIGTERM caused (interruption/casualty.py)."""
     from slurmgen.interruption.casualty import TaskEnd, stop_of_a_casualty
 
     stops = [float(e.get("time") or 0.0) for e in history.of_run(run, run_history.STOP)]
