@@ -70,12 +70,9 @@ def _say(line: str) -> None:
     print(f"slurmgen: {line}", file=sys.stderr, flush=True)
 
 
-def begin(
-    env: JobContext | Mapping[str, str], say: Callable[[str], None] = _say, client: SlurmClient | None = None
-) -> int:
+def begin(ctx: JobContext, say: Callable[[str], None] = _say, client: SlurmClient | None = None) -> int:
     """Record the run's start (with what this site's Slurm will do on preemption); record the requeues Slurm made
     that no earlier run could record; say once when the last save would not fit the window of the next stop."""
-    ctx = JobContext.of(env)
     log_dir = ctx.log_dir
     if not log_dir:
         return 0

@@ -77,10 +77,9 @@ def checkpoint_bytes(ctx: JobContext, history: run_history.History) -> int:
 
 
 def check_step(
-    hosts: Sequence[str], gpus: int, source: JobContext | Mapping[str, str], need: int, timeout: float
+    hosts: Sequence[str], gpus: int, ctx: JobContext, need: int, timeout: float
 ) -> tuple[dict[str, str], bool]:
     """Run the checks on ``hosts``: (failed node -> reason, whether any node answered)."""
-    ctx = JobContext.of(source)
     # --ntasks: srun would take SLURM_NTASKS, the whole allocation's, when the check runs on fewer nodes.
     words = ["srun", f"--nodes={len(hosts)}", f"--ntasks={len(hosts)}", "--ntasks-per-node=1"]
     words += [f"--nodelist={','.join(hosts)}"]

@@ -48,7 +48,7 @@ def _say(line: str) -> None:
 def restart(
     rc: int,
     attempt: int,
-    env: JobContext | Mapping[str, str],
+    ctx: JobContext,
     say: Callable[[str], None] = _say,
     client: SlurmClient | None = None,
 ) -> int:
@@ -59,7 +59,6 @@ def restart(
     from slurmgen.interruption.ending import run_record
     from slurmgen.interruption.states import RestartCause
 
-    ctx = JobContext.of(env)
     log_dir, key = ctx.log_dir, ctx.key
     max_restarts = ctx.max_restarts
     if rc == 0 or not log_dir or key is None or max_restarts == 0:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, interruption, run_history
@@ -61,7 +61,7 @@ def announce_wait(ctx: JobContext) -> float:
 def on_signal(
     sig: str,
     step_pid: int | None,
-    env: JobContext | Mapping[str, str],
+    ctx: JobContext,
     say: Callable[[str], None],
     client: SlurmClient | None = None,
     *,
@@ -71,7 +71,6 @@ def on_signal(
 ) -> int:
     import signal
 
-    ctx = JobContext.of(env)
     key = ctx.key
     if key is None:
         return 0
@@ -229,11 +228,10 @@ def _watch(
     say(f"the step is still stopping {STOP_MARGIN:g} s before the end of its window: {outcome.message}")
 
 
-def before_step(attempt: int, env: JobContext | Mapping[str, str], say: Callable[[str], None]) -> str:
+def before_step(attempt: int, ctx: JobContext, say: Callable[[str], None]) -> str:
     """`batch before ATTEMPT`: the batch shell holds signals at a start of the step; what it does is the policy's
     (slurmgen.interruption.decide_before_step). Printed for the shell to carry out: `start`, `end` (go to the
     run's end) or `exit CODE`."""
-    ctx = JobContext.of(env)
     signals = tuple(item.partition("@")[0] for item in ctx.signals.split())
     phase = Phase.RESTARTING if attempt > 0 else Phase.STARTING
     plan = interruption.decide(BeforeStepFacts(signals, phase))

@@ -55,9 +55,9 @@ def received(log_dir: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-def poll_seconds(source: JobContext | Mapping[str, str]) -> float:
+def poll_seconds(source: JobContext) -> float:
     try:
-        value = float(JobContext.of(source).preempt_poll or contract.DEFAULT_PREEMPT_POLL)
+        value = float(source.preempt_poll or contract.DEFAULT_PREEMPT_POLL)
     except ValueError:
         return contract.DEFAULT_PREEMPT_POLL
     return min(max(value, MIN_POLL), MAX_POLL) if value > 0 else contract.DEFAULT_PREEMPT_POLL
@@ -79,14 +79,13 @@ def site_of_run(log_dir: str, ctx: JobContext) -> Mapping[str, object]:
 def watch(
     shell_pid: int,
     preempt_signal: str,
-    source: JobContext | Mapping[str, str],
+    ctx: JobContext,
     say: Callable[[str], None],
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the batch shell ends it with the step; so may Slurm
     if not die_with_parent(shell_pid):
         return 0
-    ctx = JobContext.of(source)
     key, log_dir = ctx.key, ctx.log_dir or ""
     if key is None or not log_dir or shutil.which("scontrol") is None:
         return 0
