@@ -139,14 +139,8 @@ def end(
     shell's exit code."""
     from slurmgen.batch.signals import STOP_ACTIONS
     from slurmgen.interruption import decide
-    from slurmgen.interruption.ending import (
-        EndFacts,
-        Settle,
-        fallback_warning,
-        never_taken,
-        run_record,
-        unanswered,
-    )
+    from slurmgen.interruption.ending import EndFacts, Settle, run_record
+    from slurmgen.interruption.fallback import fallback_warning, never_taken, unanswered
     from slurmgen.interruption.states import RequeueHow
 
     # SLURMGEN_CONTAINER says the *tasks* run in an image (no scontrol there); this shell runs outside it, and is

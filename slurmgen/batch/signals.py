@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, interruption, run_history
-from slurmgen.interruption.ending import fallback_note, fallback_warning
+from slurmgen.interruption.fallback import fallback_note, fallback_warning
 from slurmgen.interruption.requeue_route import slurm_ends_graced_preempted
 from slurmgen.interruption.running import BeforeStepFacts, PreemptionSignalFacts, announce_wait_for
 from slurmgen.interruption.running import window_end as policy_window_end

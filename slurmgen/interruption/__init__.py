@@ -15,6 +15,7 @@ Where the rules live:
 - ending.py: the end of the run (requeue or not, exit code, resume state);
 - requeue_route.py: a requeue's budget and route, and what the site's Slurm does by itself;
 - casualty.py: the rank that failed among its casualties;
+- fallback.py: the preemption signal that no one took (auto's fallback, runtime's warning);
 - hold.py: how long the rendered script holds an early preemption signal (no imports: the renderer reads it).
 
 Callers import the facts, actions and helpers they use from the module that defines them, and ask `decide`.
