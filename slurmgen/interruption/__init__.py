@@ -28,35 +28,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
-from slurmgen.interruption.allocation import (
-    NodeFacts,
-    NodePlan,
-    RestartAction,
-    RestartFacts,
-    WatchFacts,
-    decide_nodes,
-    decide_preempt_watch,
-    decide_restart,
-)
-from slurmgen.interruption.ending import EndAction, EndFacts, Ending, Settle, decide_end, settle
-from slurmgen.interruption.requeue_route import RequeueFacts, RequeuePlan, route_requeue
-from slurmgen.interruption.running import (
-    BeforeStepFacts,
-    BeforeStepPlan,
-    PreemptionSignalFacts,
-    StopFacts,
-    StopPlan,
-    TaskRoute,
-    TaskSignalFacts,
-    decide_before_step,
-    decide_stop,
-    preemption_route,
-    task_route,
-)
-from slurmgen.interruption.states import SignalRoute, WatchStep
-
 if TYPE_CHECKING:  # `X | Y` is evaluated only by the type checker: the batch shell's helper runs on Python 3.9
     from typing import TypeAlias
+
+    from slurmgen.interruption.allocation import NodeFacts, NodePlan, RestartAction, RestartFacts, WatchFacts
+    from slurmgen.interruption.ending import EndAction, EndFacts, Ending, Settle
+    from slurmgen.interruption.requeue_route import RequeueFacts, RequeuePlan
+    from slurmgen.interruption.running import (
+        BeforeStepFacts,
+        BeforeStepPlan,
+        PreemptionSignalFacts,
+        StopFacts,
+        StopPlan,
+        TaskRoute,
+        TaskSignalFacts,
+    )
+    from slurmgen.interruption.states import SignalRoute, WatchStep
 
     Facts: TypeAlias = (
         BeforeStepFacts
@@ -83,19 +70,50 @@ if TYPE_CHECKING:  # `X | Y` is evaluated only by the type checker: the batch sh
         | Ending
     )
 
-# Each facts type -> the rule that answers it. One rule per event.
-RULES: dict[type[Any], Callable[[Any], Answer]] = {
-    BeforeStepFacts: decide_before_step,
-    PreemptionSignalFacts: preemption_route,
-    TaskSignalFacts: task_route,
-    StopFacts: decide_stop,
-    RequeueFacts: route_requeue,
-    RestartFacts: decide_restart,
-    NodeFacts: decide_nodes,
-    WatchFacts: decide_preempt_watch,
-    EndFacts: decide_end,
-    Settle: settle,
-}
+_RULES: dict[type[Any], Callable[[Any], Answer]] = {}
+
+
+def rules() -> dict[type[Any], Callable[[Any], Answer]]:
+    """Each facts type -> the rule that answers it, one rule per event. Imported on the first question, not with
+    the package: the renderer imports hold.py, and so this package, and a plain render loads no rule
+    (tests/cli/test_cli_commands.py)."""
+    if not _RULES:
+        from slurmgen.interruption.allocation import (
+            NodeFacts,
+            RestartFacts,
+            WatchFacts,
+            decide_nodes,
+            decide_preempt_watch,
+            decide_restart,
+        )
+        from slurmgen.interruption.ending import EndFacts, Settle, decide_end, settle
+        from slurmgen.interruption.requeue_route import RequeueFacts, route_requeue
+        from slurmgen.interruption.running import (
+            BeforeStepFacts,
+            PreemptionSignalFacts,
+            StopFacts,
+            TaskSignalFacts,
+            decide_before_step,
+            decide_stop,
+            preemption_route,
+            task_route,
+        )
+
+        _RULES.update(
+            {
+                BeforeStepFacts: decide_before_step,
+                PreemptionSignalFacts: preemption_route,
+                TaskSignalFacts: task_route,
+                StopFacts: decide_stop,
+                RequeueFacts: route_requeue,
+                RestartFacts: decide_restart,
+                NodeFacts: decide_nodes,
+                WatchFacts: decide_preempt_watch,
+                EndFacts: decide_end,
+                Settle: settle,
+            }
+        )
+    return _RULES
 
 
 @overload
@@ -120,7 +138,7 @@ def decide(facts: EndFacts) -> EndAction: ...
 def decide(facts: Settle) -> Ending: ...
 def decide(facts: Facts) -> Answer:
     """The policy's one entry point: the action for the facts of one event (each facts type names its event)."""
-    return RULES[type(facts)](facts)
+    return rules()[type(facts)](facts)
 
 
-__all__ = ["RULES", "decide"]
+__all__ = ["decide", "rules"]

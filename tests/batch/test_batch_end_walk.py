@@ -6,7 +6,7 @@ exited 143, the site record and a resume state), and every function call in a sl
 with its caller. Module and class bodies run by an import are not counted: the walk is the calls.
 
 What is checked is the rule the walk must keep, not its length: the end's decisions are the policy's, asked through
-its one entry point. Every rule of the policy that the walk runs (a value of slurmgen.interruption.RULES) is called
+its one entry point. Every rule of the policy that the walk runs (a value of slurmgen.interruption.rules()) is called
 by `decide`, never by the batch shell or the requeue directly, and the end's two rules (whether to requeue, then how
 the run ends) are among them. How many files the walk crosses, and how often it comes back to one, is printed
 (`pytest -s`) as a report: a count of files is no measure of a design (one concept per module is), so no bound is
@@ -23,7 +23,7 @@ from types import FrameType
 
 from slurmgen import run_history
 from slurmgen.batch import commands as batch
-from slurmgen.interruption import RULES
+from slurmgen.interruption import rules
 from slurmgen.interruption.ending import decide_end, settle
 from slurmgen.job_context.context import JobContext
 
@@ -103,7 +103,7 @@ def test_the_end_of_a_preempted_run_asks_the_policy_through_its_entry_point(tmp_
     found = walk(143, env_for(tmp_path, SLURMGEN_SIGNALS="USR1@5.0 TERM@9.0"), job)
     print(found.report())
     assert found.code == 0 and job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]  # the walk did its work
-    rules = {rule_place(rule) for rule in RULES.values()}
-    asked = [(caller, callee) for caller, callee in found.calls if callee in rules]
+    answering = {rule_place(rule) for rule in rules().values()}
+    asked = [(caller, callee) for caller, callee in found.calls if callee in answering]
     assert {callee for _, callee in asked} >= {rule_place(decide_end), rule_place(settle)}
     assert [(caller, callee) for caller, callee in asked if caller != ENTRY] == []
