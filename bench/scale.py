@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from slurmgen import contract, run_history  # noqa: E402
+from slurmgen.job_context.context import JobContext  # noqa: E402
 from slurmgen.progress_mark import ProgressMark, node_dir, node_mark_path, write_node_file  # noqa: E402
 from slurmgen.task.node_watch import NodeWatch  # noqa: E402
 
@@ -160,22 +161,24 @@ def measure(ranks: int, per_node: int, rows: dict[str, Row], work: str) -> None:
     # The watchdog now: every supervisor of every node, 4 polls (20 s) while every rank progresses.
     for n, node_envs in enumerate(envs):
         for i, env in enumerate(node_envs):
-            write_node_file(node_mark_path(env, n * per_node + i), "1\n")
-    watches = [NodeWatch(env, n * per_node + i, 0, now - 10, HANG_TIMEOUT)
+            write_node_file(node_mark_path(JobContext.from_environ(env), n * per_node + i), "1\n")
+    watches = [NodeWatch(JobContext.from_environ(env), n * per_node + i, 0, now - 10, HANG_TIMEOUT)
                for n, node_envs in enumerate(envs) for i, env in enumerate(node_envs)]  # fmt: skip
     with counting(log) as c:
         for poll in range(1, 5):
             at = now + poll * POLL
             for n, node_envs in enumerate(envs):
                 with contextlib.suppress(OSError):
-                    os.utime(node_mark_path(node_envs[0], n * per_node), (at, at))  # the node's ranks progress
+                    os.utime(
+                        node_mark_path(JobContext.from_environ(node_envs[0]), n * per_node), (at, at)
+                    )  # the node's ranks progress
             for w in watches:
                 w.newest(at)
     row("watchdog", "/s").meta[ranks], row("watchdog", "/s").write[ranks] = c.meta / 20, c.write / 20
 
     # An idle node (its ranks wait while others progress): it reads the heartbeat once a period.
-    idle = NodeWatch(envs[0][0], 0, 0, now - 10, HANG_TIMEOUT)
-    shutil.rmtree(node_dir(envs[0][0]), ignore_errors=True)
+    idle = NodeWatch(JobContext.from_environ(envs[0][0]), 0, 0, now - 10, HANG_TIMEOUT)
+    shutil.rmtree(node_dir(JobContext.from_environ(envs[0][0])), ignore_errors=True)
     with counting(log) as c:
         for poll in range(1, 5):
             idle.newest(now + 5 * HANG_TIMEOUT + poll * POLL)  # past the start-up limit
@@ -188,7 +191,11 @@ def measure(ranks: int, per_node: int, rows: dict[str, Row], work: str) -> None:
                 handle.write("2\n")
     row("progress marks (before)", "/s").meta[ranks] = c.meta
     # Now: 10 s of marks of every rank (the node's first rank rewrites its shared mark in place every 10 s).
-    marks = [ProgressMark(env, n * per_node + i) for n, node_envs in enumerate(envs) for i, env in enumerate(node_envs)]
+    marks = [
+        ProgressMark(JobContext.from_environ(env), n * per_node + i)
+        for n, node_envs in enumerate(envs)
+        for i, env in enumerate(node_envs)
+    ]
     for m in marks:
         m.touch(1)  # opens the shared descriptor once, at the first mark
     with counting(log) as c:
@@ -249,7 +256,7 @@ def measure(ranks: int, per_node: int, rows: dict[str, Row], work: str) -> None:
     row("logs --rank", "/event").meta[ranks], row("logs --rank", "/event").cpu[ranks] = c.meta, seconds
     shutil.rmtree(log)
     for node_envs in envs:
-        shutil.rmtree(node_dir(node_envs[0]), ignore_errors=True)
+        shutil.rmtree(node_dir(JobContext.from_environ(node_envs[0])), ignore_errors=True)
 
 
 def exponent(points: dict[int, float]) -> float | None:

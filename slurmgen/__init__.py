@@ -23,21 +23,6 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ loads ea
     )
     from slurmgen.slurm.client import InvalidJobId, SchedulerTimeout
 
-_LAZY = {
-    "Job": "slurmgen.api.job",
-    "status": "slurmgen.api.query",
-    "submit": "slurmgen.api.submitting",
-    "Sweep": "slurmgen.api.sweep",
-    "submit_sweep": "slurmgen.api.sweep",
-    "SlurmgenError": "slurmgen.errors",
-    "SpecError": "slurmgen.errors",
-    "UsageError": "slurmgen.errors",
-    "SchedulerError": "slurmgen.errors",
-    "SchedulerMissing": "slurmgen.errors",
-    "SchedulerTimeout": "slurmgen.slurm.client",
-    "InvalidJobId": "slurmgen.slurm.client",
-}
-
 __all__ = [
     "InvalidJobId",
     "Job",
@@ -55,16 +40,58 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:  # PEP 562
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'slurmgen' has no attribute {name!r}")
-    import importlib
+def _load(name: str) -> object:
+    """The public name ``name``, imported from its module; each branch is a plain import, read by the type checker
+    and tests/test_layers.py like any other."""
+    if name == "Job":
+        from slurmgen.api.job import Job
 
-    value = getattr(importlib.import_module(module), name)
+        return Job
+    if name == "status":
+        from slurmgen.api.query import status
+
+        return status
+    if name == "submit":
+        from slurmgen.api.submitting import submit
+
+        return submit
+    if name == "Sweep":
+        from slurmgen.api.sweep import Sweep
+
+        return Sweep
+    if name == "submit_sweep":
+        from slurmgen.api.sweep import submit_sweep
+
+        return submit_sweep
+    if name == "InvalidJobId":
+        from slurmgen.slurm.client import InvalidJobId
+
+        return InvalidJobId
+    if name == "SchedulerTimeout":
+        from slurmgen.slurm.client import SchedulerTimeout
+
+        return SchedulerTimeout
+    from slurmgen import errors
+
+    found = {
+        "SlurmgenError": errors.SlurmgenError,
+        "SpecError": errors.SpecError,
+        "UsageError": errors.UsageError,
+        "SchedulerError": errors.SchedulerError,
+        "SchedulerMissing": errors.SchedulerMissing,
+    }
+    if name not in found:
+        raise AttributeError(f"module 'slurmgen' has no attribute {name!r}")
+    return found[name]
+
+
+def __getattr__(name: str) -> object:  # PEP 562
+    if name not in __all__:
+        raise AttributeError(f"module 'slurmgen' has no attribute {name!r}")
+    value = _load(name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *__all__})

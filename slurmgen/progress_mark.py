@@ -15,7 +15,6 @@ import contextlib
 import os
 import time
 import zlib
-from collections.abc import Mapping
 
 from slurmgen import trust
 from slurmgen.errors import RuntimeSetupError
@@ -30,17 +29,16 @@ def progress_path(log_dir: str, rank: int) -> str:
     return os.path.join(log_dir, PROGRESS_DIR, f"rank-{rank}")
 
 
-def node_dir(source: JobContext | Mapping[str, str]) -> str:
+def node_dir(job: JobContext) -> str:
     """This node's private directory for this job's per-rank chatter: one per user, log directory (one per job)
     and node name (a local run's emulated nodes share one machine's /dev/shm)."""
-    job = JobContext.of(source)
     node = job.node_name or os.uname().nodename
     root = NODE_ROOT if os.path.isdir(NODE_ROOT) else (os.environ.get("TMPDIR") or "/tmp")
     key = zlib.crc32(os.path.abspath(job.log_dir or "").encode())
     return os.path.join(root, f"slurmgen-{os.getuid()}-{key:08x}-{node.replace('/', '_')}")
 
 
-def node_mark_path(source: JobContext | Mapping[str, str], rank: int) -> str:
+def node_mark_path(source: JobContext, rank: int) -> str:
     return os.path.join(node_dir(source), f"rank-{rank}")
 
 
@@ -72,8 +70,7 @@ class ProgressMark:
     mark at most every SHARED_MARK_PERIOD seconds: its text, the steps made, is what the batch shell counts the
     steps a restart loses from (batch/restart.py)."""
 
-    def __init__(self, source: JobContext | Mapping[str, str], rank: int) -> None:
-        job = JobContext.of(source)
+    def __init__(self, job: JobContext, rank: int) -> None:
         on = bool(job.log_dir) and job.hang_timeout is not None
         self.node_path = node_mark_path(job, rank) if on else None
         self.path = progress_path(str(job.log_dir), rank) if on and leads_node(job) else None

@@ -48,8 +48,9 @@ from slurm_versions import (
     worker_group,
 )
 
-from slurmgen.slurm.client import JobInfo, SlurmClient, clean_submit_env
+from slurmgen.slurm.client import SlurmClient, clean_submit_env
 from slurmgen.slurm.ids import JobId, JobState
+from slurmgen.slurm.showjob import JobInfo
 
 __all__ = ["DOWN", "UP", "SlurmCluster"]  # imported by tests
 POLL = 0.05  # seconds between `scontrol show job` calls in wait_for

@@ -76,11 +76,26 @@ def graph(mode: str = "all") -> dict[str, set[str]]:
     return {name: imports_of(path, known, mode) for name, path in known.items()}
 
 
-def closure(start: list[str], arrows: dict[str, set[str]]) -> set[str]:
+def closure(
+    start: list[str],
+    arrows: dict[str, set[str]],
+    importing: str | None = None,
+    at_import: dict[str, set[str]] | None = None,
+) -> set[str]:
     """Every module reached from `start`, following slurmgen's own modules and the parent packages that importing
     them runs. A package's arrows are what it does at import: its own functions' imports (PEP 562 __getattr__)
-    run only for a name taken from it, which `from package import module` is not."""
-    known, at_import = modules(), graph("import")
+    run only for a name taken from it, which `from package import module` is not.
+
+    ``importing``: the module being imported, whose parent packages are not followed on their own: Python
+    imports a module's packages before the module itself (the import system, "Regular packages"), so by the time
+    its imports run they are in sys.modules already, initialised or under way, and a submodule it imports does
+    not run them again. A package that imports its own submodule, or a submodule that imports its siblings, is
+    no circle. An import that names such a package (`from package import name`) is still followed.
+    ``at_import``: the packages' arrows at import, graph("import") unless given."""
+    known = modules()
+    at_import = graph("import") if at_import is None else at_import
+    parts_of = [] if importing is None else importing.split(".")
+    running = {".".join(parts_of[:i]) for i in range(1, len(parts_of) + 1)}
     seen: set[str] = set()
     todo = list(start)
     while todo:
@@ -89,7 +104,8 @@ def closure(start: list[str], arrows: dict[str, set[str]]) -> set[str]:
             continue
         seen.add(name)
         parts = name.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in arrows]
+        parents = [".".join(parts[:i]) for i in range(1, len(parts))]
+        todo += [p for p in parents if p in arrows and p not in running]
         package = name in known and known[name].stem == "__init__"
         todo += sorted((at_import if package else arrows).get(name, ()))
     return seen

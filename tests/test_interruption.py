@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from slurmgen import exit_codes, interruption
-from slurmgen.interruption import EndAction, EndFacts, RunRecord, Settle, SlurmSays
+from slurmgen.interruption.ending import EndAction, EndFacts, RunRecord, Settle, SlurmSays
 
 RUNNING = SlurmSays(running=True, preempted=False, requeued=False, mode=None, state_name="RUNNING")
 PREEMPTED = replace(RUNNING, preempted=True)

@@ -1,11 +1,11 @@
-"""The rank that failed among its casualties (interruption/ending.py), as tables: which failed task is the cause,
+"""The rank that failed among its casualties (interruption/casualty.py), as tables: which failed task is the cause,
 and what of an error line the repeated-failure rule compares."""
 
 from __future__ import annotations
 
 import pytest
 
-from slurmgen.interruption.ending import TaskEnd, cause_of, error_key
+from slurmgen.interruption.casualty import TaskEnd, cause_of, error_key
 
 # (rank, exit code, signal, time)
 CAUSES = [
@@ -54,8 +54,8 @@ def test_an_error_line_is_compared_without_its_changing_numbers(first: str, seco
 
 def test_the_same_failure_on_another_port_is_a_repeated_failure() -> None:
     """decide_restart: the second start failed as the first, only the port moved: not restarted (REPEATED)."""
-    from slurmgen.interruption import Failure, RestartCause, RestartFacts
-    from slurmgen.interruption.allocation import decide_restart
+    from slurmgen.interruption.allocation import Failure, RestartFacts, decide_restart
+    from slurmgen.interruption.states import RestartCause
 
     first = Failure("rank 0 on n1 (exit 1)", "OSError: [Errno 98] Address already in use: ('10.0.0.1', 29517)", "s40")
     again = Failure("rank 0 on n1 (exit 1)", "OSError: [Errno 98] Address already in use: ('10.0.0.1', 29641)", "s40")
@@ -81,6 +81,6 @@ STOPS = [
 def test_a_stop_caused_by_a_casualtys_signal_is_not_a_stop(
     stop: float | None, ends: list[tuple[int, int, str | None, float]], signals: tuple[str, ...], casualty: bool
 ) -> None:
-    from slurmgen.interruption.ending import stop_of_a_casualty
+    from slurmgen.interruption.casualty import stop_of_a_casualty
 
     assert stop_of_a_casualty(stop, [TaskEnd(*end) for end in ends], signals) is casualty

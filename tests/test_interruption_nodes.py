@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from slurmgen import interruption
-from slurmgen.interruption import NodeFacts
+from slurmgen.interruption.allocation import NodeFacts
 
 HOSTS = ("n1", "n2", "n3")
 SICK = "health check failed (exit 1)"

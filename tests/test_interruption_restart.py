@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from slurmgen import interruption
-from slurmgen.interruption import Failure, RestartCause, RestartFacts
+from slurmgen.interruption.allocation import Failure, RestartFacts
+from slurmgen.interruption.states import RestartCause
 
 OTHER = Failure("rank 0 on n1 (exit 1)", "OSError: x", "save-2")
 CRASH = Failure("rank 1 on n2 (killed by SIGKILL)", "", "save-3")

@@ -1,4 +1,4 @@
-"""The decisions taken while the step runs (interruption/running.py, and ending.py's requeue route), as tables: no
+"""The decisions taken while the step runs (interruption/running.py, and requeue_route.py), as tables: no
 processes, no Slurm. Each question goes through the policy's one entry point, slurmgen.interruption.decide."""
 
 from __future__ import annotations
@@ -6,23 +6,24 @@ from __future__ import annotations
 import pytest
 
 from slurmgen import contract, exit_codes, run_history
-from slurmgen.interruption import (
-    BeforeStep,
-    BeforeStepFacts,
-    Phase,
-    PreemptionSignalFacts,
+from slurmgen.interruption import decide
+from slurmgen.interruption.requeue_route import (
     SiteFacts,
+    budget_refusal,
+    signal_cause,
+    slurm_requeue_cause,
+    slurm_requeues_in_grace,
+)
+from slurmgen.interruption.running import (
+    BeforeStepFacts,
+    PreemptionSignalFacts,
     StopFacts,
     StopPlan,
     TaskSignalFacts,
-    budget_refusal,
-    decide,
-    signal_cause,
     signal_meanings,
-    slurm_requeue_cause,
-    slurm_requeues_in_grace,
     window_end,
 )
+from slurmgen.interruption.states import BeforeStep, Phase
 from slurmgen.slurm.ids import version_tuple
 
 P, T, R = run_history.PREEMPTION, run_history.TIME_LIMIT, run_history.REQUESTED
@@ -175,7 +176,7 @@ def test_the_hold_window_is_a_quarter_of_the_lead_time_and_never_under_the_step_
 ) -> None:
     """An early preemption signal is held until every task has blocked it, but never past a quarter of the lead
     time (the program needs the rest to save) and at least the step grace (a task's file may not be seen)."""
-    from slurmgen.interruption import STEP_GRACE, hold_limit
+    from slurmgen.interruption.hold import STEP_GRACE, hold_limit
 
     assert STEP_GRACE == 3
     assert hold_limit(lead_time) == hold

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from slurmgen.interruption import SiteFacts, WatchFacts, WatchStep, decide, preempt_watch_needed
+from slurmgen.interruption import decide
+from slurmgen.interruption.allocation import WatchFacts, preempt_watch_needed
+from slurmgen.interruption.requeue_route import SiteFacts
+from slurmgen.interruption.states import WatchStep
 from slurmgen.slurm.ids import version_tuple
 
 WATCH_DONE, WATCH_SIGNAL, WATCH_WAIT = WatchStep.DONE, WatchStep.SIGNAL, WatchStep.WAIT
@@ -73,7 +76,7 @@ GRACE_MARKED = [
 
 @pytest.mark.parametrize(("site", "expected"), [r[1:] for r in GRACE_MARKED], ids=[r[0] for r in GRACE_MARKED])
 def test_slurm_ends_graced_preempted(site: dict[str, object], expected: bool) -> None:
-    from slurmgen.interruption import slurm_ends_graced_preempted
+    from slurmgen.interruption.requeue_route import slurm_ends_graced_preempted
 
     version = site.get("version")
     facts = SiteFacts.of(site, version_tuple(version if isinstance(version, str) else None))

@@ -79,10 +79,23 @@ def test_the_graph_sees_the_arrows_it_checks() -> None:
 
 
 def test_no_circle_at_import() -> None:
-    """No module reaches itself again through the imports that run when it is imported."""
+    """No module reaches itself again through the imports that run when it is imported. A package that imports its
+    own submodules is no circle (its submodules find it in sys.modules, under way: `closure`); one whose submodule
+    takes a name from it at import is."""
     arrows = graph("import")
-    circles = [name for name in arrows if name in closure(sorted(arrows[name]), arrows)]
+    circles = [name for name in arrows if name in closure(sorted(arrows[name]), arrows, importing=name)]
     assert circles == []
+
+
+def test_a_circle_through_a_package_is_seen() -> None:
+    """The circle test is not blind to packages: a package's submodule that takes a name from the package at
+    import reaches the package again; the package importing its own submodules alone does not."""
+    arrows = {name: set(targets) for name, targets in graph("import").items()}
+    package, sub = "slurmgen.interruption", "slurmgen.interruption.ending"
+    arrows[package] = arrows[package] | {sub}  # `from slurmgen.interruption.ending import decide_end` at its top
+    assert package not in closure(sorted(arrows[package]), arrows, importing=package, at_import=arrows)
+    arrows[sub] = arrows[sub] | {package}  # and `from slurmgen.interruption import decide` at the top of ending.py
+    assert package in closure(sorted(arrows[package]), arrows, importing=package, at_import=arrows)
 
 
 def reached(start: str, arrows: dict[str, set[str]]) -> set[str]:

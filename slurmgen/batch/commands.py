@@ -41,9 +41,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, exit_codes, run_history, trust
-from slurmgen.interruption import slurm_requeue_cause
+from slurmgen.interruption.requeue_route import slurm_requeue_cause
 from slurmgen.job_context.context import JobContext
-from slurmgen.requeue import look, record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
+from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
 from slurmgen.slurm.site import (
     SitePreemption,
     default_partition,
@@ -53,10 +53,11 @@ from slurmgen.slurm.site import (
     site_preemption_event,
     window_problems,
 )
+from slurmgen.slurm.view import look
 
 if TYPE_CHECKING:
-    from slurmgen.requeue import Retry
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.retry import Retry
 
 WRITER = "batch-shell"
 USAGE = (
@@ -69,12 +70,9 @@ def _say(line: str) -> None:
     print(f"slurmgen: {line}", file=sys.stderr, flush=True)
 
 
-def begin(
-    env: JobContext | Mapping[str, str], say: Callable[[str], None] = _say, client: SlurmClient | None = None
-) -> int:
+def begin(ctx: JobContext, say: Callable[[str], None] = _say, client: SlurmClient | None = None) -> int:
     """Record the run's start (with what this site's Slurm will do on preemption); record the requeues Slurm made
     that no earlier run could record; say once when the last save would not fit the window of the next stop."""
-    ctx = JobContext.of(env)
     log_dir = ctx.log_dir
     if not log_dir:
         return 0
@@ -141,14 +139,8 @@ def end(
     shell's exit code."""
     from slurmgen.batch.signals import STOP_ACTIONS
     from slurmgen.interruption import decide
-    from slurmgen.interruption.ending import (
-        EndFacts,
-        Settle,
-        fallback_warning,
-        never_taken,
-        run_record,
-        unanswered,
-    )
+    from slurmgen.interruption.ending import EndFacts, Settle, run_record
+    from slurmgen.interruption.fallback import fallback_warning, never_taken, unanswered
     from slurmgen.interruption.states import RequeueHow
 
     # SLURMGEN_CONTAINER says the *tasks* run in an image (no scontrol there); this shell runs outside it, and is

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, run_history
-from slurmgen.interruption import RequeueResult
+from slurmgen.interruption.states import RequeueResult
 from slurmgen.job_context.context import JobContext
 from slurmgen.requeue import RequeueOutcome, record
 

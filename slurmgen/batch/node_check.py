@@ -112,9 +112,8 @@ def health_problem(argv: Sequence[str], timeout: float) -> str | None:
 
 
 def verdict(
-    source: JobContext | Mapping[str, str], gpus: int, state_dir: str, need: int, timeout: float, health: Sequence[str]
+    ctx: JobContext, gpus: int, state_dir: str, need: int, timeout: float, health: Sequence[str]
 ) -> dict[str, object]:
-    ctx = JobContext.of(source)
     env = ctx.environ
     node = node_name(ctx)
     checks: list[Callable[[], str | None]] = [

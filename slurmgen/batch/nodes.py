@@ -77,10 +77,9 @@ def checkpoint_bytes(ctx: JobContext, history: run_history.History) -> int:
 
 
 def check_step(
-    hosts: Sequence[str], gpus: int, source: JobContext | Mapping[str, str], need: int, timeout: float
+    hosts: Sequence[str], gpus: int, ctx: JobContext, need: int, timeout: float
 ) -> tuple[dict[str, str], bool]:
     """Run the checks on ``hosts``: (failed node -> reason, whether any node answered)."""
-    ctx = JobContext.of(source)
     # --ntasks: srun would take SLURM_NTASKS, the whole allocation's, when the check runs on fewer nodes.
     words = ["srun", f"--nodes={len(hosts)}", f"--ntasks={len(hosts)}", "--ntasks-per-node=1"]
     words += [f"--nodelist={','.join(hosts)}"]
@@ -184,6 +183,7 @@ def requeue_away(key: str, away: Sequence[str], ctx: JobContext, say: Callable[[
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     from slurmgen import interruption
+    from slurmgen.interruption.allocation import NodeFacts
     from slurmgen.slurm.hostlist import expand_hostlist
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -199,7 +199,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if left:
         checked, _ = check_step(left, gpus, ctx, checkpoint_bytes(ctx, history), timeout)
         failed.update(checked)
-    plan = interruption.decide(interruption.NodeFacts(tuple(hosts), needed, excluded, failed))
+    plan = interruption.decide(NodeFacts(tuple(hosts), needed, excluded, failed))
     if plan.line:
         _say(plan.line)
     for node, why in plan.exclude:

@@ -30,7 +30,7 @@ from slurmgen import contract, run_history, trust
 from slurmgen.job_context.context import JobContext
 
 if TYPE_CHECKING:
-    from slurmgen.interruption import Failure
+    from slurmgen.interruption.allocation import Failure
     from slurmgen.slurm.client import SlurmClient
 
 WRITER = "batch-shell"
@@ -48,15 +48,17 @@ def _say(line: str) -> None:
 def restart(
     rc: int,
     attempt: int,
-    env: JobContext | Mapping[str, str],
+    ctx: JobContext,
     say: Callable[[str], None] = _say,
     client: SlurmClient | None = None,
 ) -> int:
     """0 when the step is to be started again (the restart is recorded), 1 when the run goes on to its end."""
     from slurmgen import interruption
     from slurmgen.batch.signals import STOP_ACTIONS
+    from slurmgen.interruption.allocation import RestartFacts
+    from slurmgen.interruption.ending import run_record
+    from slurmgen.interruption.states import RestartCause
 
-    ctx = JobContext.of(env)
     log_dir, key = ctx.log_dir, ctx.key
     max_restarts = ctx.max_restarts
     if rc == 0 or not log_dir or key is None or max_restarts == 0:
@@ -65,11 +67,11 @@ def restart(
     history = run_history.History.load(log_dir)  # one read for the whole decision
     restarts = history.of_run(run, run_history.RESTART)
     since = float(restarts[-1].get("time") or 0.0) if restarts else 0.0
-    record = interruption.run_record(history, run, batch_stop_actions=STOP_ACTIONS)
+    record = run_record(history, run, batch_stop_actions=STOP_ACTIONS)
     marker = os.path.join(ctx.state_dir or "", contract.requeue_marker_name(key))
     signals = tuple(item.partition("@")[0] for item in ctx.signals.split())
     own_stop = bool(record.stop) and not _casualty_stop(history, run, since, signals)
-    facts = interruption.RestartFacts(
+    facts = RestartFacts(
         step_code=rc,
         signals=signals,
         stopping=bool(own_stop or record.batch_stop or record.requeued_by) or trust.believed(marker, say),
@@ -79,13 +81,13 @@ def restart(
         if (hangs := hang_events(history, run, since))
         else failure_of(history, run, since, rc, ctx),
         previous=None if not restarts else _failure_from(restarts[-1]),
-        event=interruption.RestartCause.HANG if hangs else interruption.RestartCause.CRASH,
+        event=RestartCause.HANG if hangs else RestartCause.CRASH,
         no_gpu=ctx.local_no_gpu,
     )
     plan = interruption.decide(facts)
     if plan.line:
         say(plan.line)
-    if plan.cause is interruption.RestartCause.REPEATED:
+    if plan.cause is RestartCause.REPEATED:
         f = facts.failure
         run_history.append(log_dir, WRITER, run_history.REPEATED, run, time.time(), who=f.who, error=f.error)
     if not plan.restart:
@@ -129,7 +131,7 @@ def steps_lost(log_dir: str, history: run_history.History, run: int, started: fl
 def failure_of(history: run_history.History, run: int, since: float, rc: int, ctx: JobContext) -> Failure:
     """The failure of this start of the step: who failed first, its own last line, the save it could resume from."""
     from slurmgen.batch import task_failure
-    from slurmgen.interruption import Failure
+    from slurmgen.interruption.allocation import Failure
 
     first = task_failure.first_failure(history.since(since), run)
     who = f"the step (exit {rc})" if first is None else first.describe()
@@ -153,7 +155,7 @@ def hang_events(history: run_history.History, run: int, since: float) -> list[Ma
 
 def hang_of(hangs: Sequence[Mapping[str, Any]], ctx: JobContext, history: run_history.History) -> Failure:
     """A hang as a failure: the ranks that stopped progressing first, and the function the first one hangs in."""
-    from slurmgen.interruption import Failure
+    from slurmgen.interruption.allocation import Failure
 
     first = float(hangs[0].get("progressed") or 0.0)
     ranks = [e for e in hangs if float(e.get("progressed") or 0.0) - first < 1.0]
@@ -214,8 +216,8 @@ def _saved_at(history: run_history.History, ctx: JobContext) -> float:
 
 
 def _casualty_stop(history: run_history.History, run: int, since: float, signals: tuple[str, ...]) -> bool:
-    """Whether this start's stop is one a failed task's --kill-on-bad-exit SIGTERM caused (interruption/ending.py)."""
-    from slurmgen.interruption.ending import TaskEnd, stop_of_a_casualty
+    """Whether this start's stop is one a failed task's --kill-on-bad-exit SIGTERM caused (interruption/casualty.py)."""
+    from slurmgen.interruption.casualty import TaskEnd, stop_of_a_casualty
 
     stops = [float(e.get("time") or 0.0) for e in history.of_run(run, run_history.STOP)]
     exits = [e for e in history.of_run(run, run_history.TASK_EXIT) if float(e.get("time") or 0.0) >= since]
@@ -238,7 +240,7 @@ def _where(history: run_history.History, run: int, since: float) -> dict[str, An
 
 
 def _failure_from(event: Mapping[str, Any]) -> Failure:
-    from slurmgen.interruption import Failure
+    from slurmgen.interruption.allocation import Failure
 
     return Failure(str(event.get("who") or ""), str(event.get("error") or ""), str(event.get("saved") or ""))
 

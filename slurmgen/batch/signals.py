@@ -22,17 +22,22 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, interruption, run_history
-from slurmgen.interruption import BeforeStep, Phase, SignalRoute, fallback_warning
+from slurmgen.interruption.fallback import fallback_note, fallback_warning
+from slurmgen.interruption.requeue_route import slurm_ends_graced_preempted
+from slurmgen.interruption.running import BeforeStepFacts, PreemptionSignalFacts, announce_wait_for
+from slurmgen.interruption.running import window_end as policy_window_end
+from slurmgen.interruption.states import BeforeStep, Phase, SignalRoute
 from slurmgen.job_context.context import JobContext
-from slurmgen.requeue import look, record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
+from slurmgen.requeue import record, requeue_ended_job, requeue_this_job, signal_cause, site_facts
+from slurmgen.slurm.view import look
 
 if TYPE_CHECKING:
-    from slurmgen.requeue import SlurmView
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.view import SlurmView
 
 WRITER = "batch-shell"
 STOP_ACTIONS = "stop the step with SIGTERM and requeue"  # the batch shell's own stop, in the run history
@@ -50,13 +55,13 @@ def announced(ctx: JobContext) -> bool:
 
 def announce_wait(ctx: JobContext) -> float:
     """How long auto waits for the program to construct Preemption (announce_wait_for)."""
-    return interruption.announce_wait_for(ctx.lead_seconds)
+    return announce_wait_for(ctx.lead_seconds)
 
 
 def on_signal(
     sig: str,
     step_pid: int | None,
-    env: JobContext | Mapping[str, str],
+    ctx: JobContext,
     say: Callable[[str], None],
     client: SlurmClient | None = None,
     *,
@@ -66,7 +71,6 @@ def on_signal(
 ) -> int:
     import signal
 
-    ctx = JobContext.of(env)
     key = ctx.key
     if key is None:
         return 0
@@ -79,7 +83,7 @@ def on_signal(
         return 0
     if sig != ctx.preempt_signal or step_pid is None:
         return 0
-    route = interruption.decide(interruption.PreemptionSignalFacts(handler, announced(ctx)))
+    route = interruption.decide(PreemptionSignalFacts(handler, announced(ctx)))
     waited = None
     if route in (SignalRoute.FORWARD, SignalRoute.WAIT):
         with contextlib.suppress(ProcessLookupError):
@@ -91,7 +95,7 @@ def on_signal(
             return 0
     cause = signal_cause(ctx, None if view is None else view.preempted(), clock())
     auto = handler == contract.HANDLER_AUTO
-    note = {"fallback": interruption.fallback_note(sig, waited)} if auto else {}
+    note = {"fallback": fallback_note(sig, waited)} if auto else {}
     record(ctx, WRITER, run_history.STOP, cause=cause, actions=STOP_ACTIONS, signals=[sig], **note)
     if auto:
         say(fallback_warning(sig, waited))
@@ -143,7 +147,7 @@ def _preempted_by_slurm(
         assert ctx.key is not None
         history = run_history.History.load(ctx.log_dir)
         site = site_facts(history, ctx.run)
-        if interruption.slurm_ends_graced_preempted(site):
+        if slurm_ends_graced_preempted(site):
             from slurmgen.batch.continuation import submit_continuation
 
             outcome = submit_continuation(ctx.key, run_history.PREEMPTION, ctx, by=WRITER, client=client)
@@ -194,10 +198,10 @@ def stop_step(
 
 
 def window_end(ctx: JobContext, view: SlurmView | None, cause: str) -> float | None:
-    """When Slurm ends this run anyway (slurmgen.interruption.window_end): Slurm's EndTime while a preempted
+    """When Slurm ends this run anyway (slurmgen.interruption.running.window_end): Slurm's EndTime while a preempted
     job runs, else the time limit from this job's start."""
     running_end = view.end_time.timestamp() if view is not None and view.end_time and view.running() else None
-    return interruption.window_end(cause, running_end, ctx.start_time, ctx.time_limit)
+    return policy_window_end(cause, running_end, ctx.start_time, ctx.time_limit)
 
 
 def _watch(
@@ -224,14 +228,13 @@ def _watch(
     say(f"the step is still stopping {STOP_MARGIN:g} s before the end of its window: {outcome.message}")
 
 
-def before_step(attempt: int, env: JobContext | Mapping[str, str], say: Callable[[str], None]) -> str:
+def before_step(attempt: int, ctx: JobContext, say: Callable[[str], None]) -> str:
     """`batch before ATTEMPT`: the batch shell holds signals at a start of the step; what it does is the policy's
     (slurmgen.interruption.decide_before_step). Printed for the shell to carry out: `start`, `end` (go to the
     run's end) or `exit CODE`."""
-    ctx = JobContext.of(env)
     signals = tuple(item.partition("@")[0] for item in ctx.signals.split())
     phase = Phase.RESTARTING if attempt > 0 else Phase.STARTING
-    plan = interruption.decide(interruption.BeforeStepFacts(signals, phase))
+    plan = interruption.decide(BeforeStepFacts(signals, phase))
     if plan.line:
         say(plan.line)
     return f"exit {plan.code}" if plan.action is BeforeStep.EXIT else str(plan.action)

@@ -4,15 +4,15 @@ With `--kill-on-bad-exit` one failing task makes slurmstepd stop the others with
 exits with the highest code of all: measured on Slurm 22.05, task 1 exiting 3 made the job ExitCode=143:0, from a
 sibling's SIGTERM, while srun's own line said "task 1: Exited with exit code 3". Each task's supervisor records a
 failure of its program's own (no stop signal came first) in the run history (run_history.TASK_EXIT); the batch
-shell's `end` takes the one that failed first on its own (slurmgen/interruption/ending.py, first_failure) as the
+shell's `end` takes the one that failed first on its own (slurmgen/interruption/casualty.py, first_failure) as the
 job's exit code and names its rank, node and log. Pure, but for reading the last lines of that log.
 """
 
 from __future__ import annotations
 
-from slurmgen.interruption.ending import TaskFailure, first_failure
+from slurmgen.interruption.casualty import TaskFailure, first_failure
 
-__all__ = ["TaskFailure", "first_failure", "report", "tail"]  # the failure itself is the policy's (ending.py)
+__all__ = ["TaskFailure", "first_failure", "report", "tail"]  # the failure itself is the policy's (casualty.py)
 
 TAIL_LINES = 10
 TAIL_BYTES = 16384  # read at most this much of the end of the log

@@ -34,9 +34,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from slurmgen import contract, interruption, run_history
-from slurmgen.interruption import WatchStep
+from slurmgen.interruption.allocation import WatchFacts, preempt_watch_needed
+from slurmgen.interruption.states import WatchStep
 from slurmgen.job_context.context import JobContext
-from slurmgen.requeue import Retry, look
+from slurmgen.slurm.retry import Retry
+from slurmgen.slurm.view import look
 
 ONCE = Retry(tries=1, pauses=())
 MIN_POLL = 0.1  # seconds; below this the looks would cost slurmctld more than a lost grace costs the job
@@ -53,9 +55,9 @@ def received(log_dir: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-def poll_seconds(source: JobContext | Mapping[str, str]) -> float:
+def poll_seconds(source: JobContext) -> float:
     try:
-        value = float(JobContext.of(source).preempt_poll or contract.DEFAULT_PREEMPT_POLL)
+        value = float(source.preempt_poll or contract.DEFAULT_PREEMPT_POLL)
     except ValueError:
         return contract.DEFAULT_PREEMPT_POLL
     return min(max(value, MIN_POLL), MAX_POLL) if value > 0 else contract.DEFAULT_PREEMPT_POLL
@@ -77,20 +79,19 @@ def site_of_run(log_dir: str, ctx: JobContext) -> Mapping[str, object]:
 def watch(
     shell_pid: int,
     preempt_signal: str,
-    source: JobContext | Mapping[str, str],
+    ctx: JobContext,
     say: Callable[[str], None],
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the batch shell ends it with the step; so may Slurm
     if not die_with_parent(shell_pid):
         return 0
-    ctx = JobContext.of(source)
     key, log_dir = ctx.key, ctx.log_dir or ""
     if key is None or not log_dir or shutil.which("scontrol") is None:
         return 0
     if ctx.local_dir:
         return 0  # `slurmgen run`: its emulated preemption always delivers the signal; each look would cost a process
-    if not interruption.preempt_watch_needed(site_of_run(log_dir, ctx)):
+    if not preempt_watch_needed(site_of_run(log_dir, ctx)):
         return 0
     pause, said_unsure = poll_seconds(ctx), False
     while True:
@@ -98,7 +99,7 @@ def watch(
         if os.getppid() != shell_pid:
             return 0
         got = received(log_dir)
-        if interruption.decide(interruption.WatchFacts(False, True, got, preempt_signal)) is WatchStep.DONE:
+        if interruption.decide(WatchFacts(False, True, got, preempt_signal)) is WatchStep.DONE:
             return 0
         view = look(key, retry=ONCE)
         if view is None and not said_unsure:
@@ -106,7 +107,7 @@ def watch(
             say(f"the preemption watcher cannot ask Slurm about job {key} (scontrol failed or timed out): no "
                 "preemption is assumed; it keeps asking quietly")  # fmt: skip
         preempted, running = (None, True) if view is None else (view.preempted(), view.running())
-        action = interruption.decide(interruption.WatchFacts(preempted, running, received(log_dir), preempt_signal))
+        action = interruption.decide(WatchFacts(preempted, running, received(log_dir), preempt_signal))
         if action is WatchStep.DONE:
             return 0
         if action is WatchStep.SIGNAL:

@@ -23,7 +23,8 @@ from slurmgen.errors import UsageError
 if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle, Report
     from slurmgen.manage.plan import Plan
-    from slurmgen.slurm.client import JobInfo, SlurmClient
+    from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.showjob import JobInfo
 
 commands = typer.Typer()
 

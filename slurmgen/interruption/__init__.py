@@ -12,80 +12,38 @@ Where the rules live:
 - states.py: the events, phases, outcomes and actions (Enums);
 - running.py: while a run is under way (signals before and during the step, rank 0's stop, the supervisor);
 - allocation.py: inside a running allocation (restart after a crash or a hang, bad nodes, the watcher);
-- ending.py: the end of the run (requeue or not, exit code, resume state), with the two rules it shares: a
-  requeue's budget and route (and what the site's Slurm does by itself), and the rank that failed among its
-  casualties;
+- ending.py: the end of the run (requeue or not, exit code, resume state);
+- requeue_route.py: a requeue's budget and route, and what the site's Slurm does by itself;
+- casualty.py: the rank that failed among its casualties;
+- fallback.py: the preemption signal that no one took (auto's fallback, runtime's warning);
 - hold.py: how long the rendered script holds an early preemption signal (no imports: the renderer reads it).
 
+Callers import the facts, actions and helpers they use from the module that defines them, and ask `decide`.
 Standard library and slurmgen's standard-library leaves (contract, exit_codes, run_history) only; the facts that
 need Slurm's own parsing (a version) are passed in (tests/test_layers.py keeps the arrows pointing down).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, overload
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, overload
 
-if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ loads each name when first asked for
+if TYPE_CHECKING:  # `X | Y` is evaluated only by the type checker: the batch shell's helper runs on Python 3.9
     from typing import TypeAlias
 
-    from slurmgen.interruption.allocation import (
-        NO_GPU_ERRORS,
-        Failure,
-        NodeFacts,
-        NodePlan,
-        RestartAction,
-        RestartFacts,
-        WatchFacts,
-        preempt_watch_needed,
-    )
-    from slurmgen.interruption.ending import (
-        EndAction,
-        EndFacts,
-        Ending,
-        RequeueFacts,
-        RequeuePlan,
-        RunRecord,
-        Settle,
-        SiteFacts,
-        SlurmSays,
-        budget_refusal,
-        fallback_note,
-        fallback_warning,
-        never_taken,
-        run_record,
-        signal_cause,
-        slurm_ends_graced_preempted,
-        slurm_requeue_cause,
-        slurm_requeues_in_grace,
-        unanswered,
-    )
-    from slurmgen.interruption.hold import STEP_GRACE, hold_limit
+    from slurmgen.interruption.allocation import NodeFacts, NodePlan, RestartAction, RestartFacts, WatchFacts
+    from slurmgen.interruption.ending import EndAction, EndFacts, Ending, Settle
+    from slurmgen.interruption.requeue_route import RequeueFacts, RequeuePlan
     from slurmgen.interruption.running import (
-        ANNOUNCE_WAIT,
         BeforeStepFacts,
         BeforeStepPlan,
         PreemptionSignalFacts,
-        SignalMeaning,
         StopFacts,
         StopPlan,
         TaskRoute,
         TaskSignalFacts,
-        announce_wait_for,
-        signal_meanings,
-        window_end,
     )
-    from slurmgen.interruption.states import (
-        BeforeStep,
-        Ended,
-        Event,
-        Phase,
-        RequeueHow,
-        RequeueResult,
-        RequeueRoute,
-        RestartCause,
-        SignalRoute,
-        WatchStep,
-    )
+    from slurmgen.interruption.states import SignalRoute, WatchStep
 
     Facts: TypeAlias = (
         BeforeStepFacts
@@ -109,86 +67,53 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ loads ea
         | NodePlan
         | WatchStep
         | EndAction
-    ) | Ending
+        | Ending
+    )
 
-# The name -> its module, loaded on first use (PEP 562): importing a submodule imports this package first, so this
-# package imports none of them at its own import (no circle; tests/test_layers.py).
-_LAZY = {
-    "ANNOUNCE_WAIT": "running",
-    "announce_wait_for": "running",
-    "fallback_note": "ending",
-    "NO_GPU_ERRORS": "allocation",
-    "Failure": "allocation",
-    "NodeFacts": "allocation",
-    "NodePlan": "allocation",
-    "RestartAction": "allocation",
-    "RestartFacts": "allocation",
-    "WatchFacts": "allocation",
-    "preempt_watch_needed": "allocation",
-    "EndAction": "ending",
-    "EndFacts": "ending",
-    "Ending": "ending",
-    "RunRecord": "ending",
-    "Settle": "ending",
-    "SlurmSays": "ending",
-    "run_record": "ending",
-    "fallback_warning": "ending",
-    "never_taken": "ending",
-    "unanswered": "ending",
-    "RequeueFacts": "ending",
-    "RequeuePlan": "ending",
-    "SiteFacts": "ending",
-    "budget_refusal": "ending",
-    "slurm_ends_graced_preempted": "ending",
-    "slurm_requeue_cause": "ending",
-    "slurm_requeues_in_grace": "ending",
-    "STEP_GRACE": "hold",
-    "BeforeStepFacts": "running",
-    "BeforeStepPlan": "running",
-    "PreemptionSignalFacts": "running",
-    "StopFacts": "running",
-    "StopPlan": "running",
-    "TaskRoute": "running",
-    "TaskSignalFacts": "running",
-    "hold_limit": "hold",
-    "SignalMeaning": "running",
-    "signal_meanings": "running",
-    "signal_cause": "ending",
-    "window_end": "running",
-    "BeforeStep": "states",
-    "Ended": "states",
-    "Event": "states",
-    "Phase": "states",
-    "RequeueHow": "states",
-    "RequeueResult": "states",
-    "RequeueRoute": "states",
-    "RestartCause": "states",
-    "SignalRoute": "states",
-    "WatchStep": "states",
-}
-
-# Event -> the rule that answers it: (module, function). One rule per event.
-_DECISIONS = {
-    "signal-before-step": ("running", "decide_before_step"),
-    "preemption-signal": ("running", "preemption_route"),
-    "task-signal": ("running", "task_route"),
-    "stop": ("running", "decide_stop"),
-    "requeue": ("ending", "route_requeue"),
-    "step-failed": ("allocation", "decide_restart"),
-    "nodes": ("allocation", "decide_nodes"),
-    "watch": ("allocation", "decide_preempt_watch"),
-    "step-ended": ("ending", "decide_end"),
-    "run-ended": ("ending", "settle"),
-}
+_RULES: dict[type[Any], Callable[[Any], Answer]] = {}
 
 
-def __getattr__(name: str) -> object:  # PEP 562
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+def rules() -> dict[type[Any], Callable[[Any], Answer]]:
+    """Each facts type -> the rule that answers it, one rule per event. Imported on the first question, not with
+    the package: the renderer imports hold.py, and so this package, and a plain render loads no rule
+    (tests/cli/test_cli_commands.py)."""
+    if not _RULES:
+        from slurmgen.interruption.allocation import (
+            NodeFacts,
+            RestartFacts,
+            WatchFacts,
+            decide_nodes,
+            decide_preempt_watch,
+            decide_restart,
+        )
+        from slurmgen.interruption.ending import EndFacts, Settle, decide_end, settle
+        from slurmgen.interruption.requeue_route import RequeueFacts, route_requeue
+        from slurmgen.interruption.running import (
+            BeforeStepFacts,
+            PreemptionSignalFacts,
+            StopFacts,
+            TaskSignalFacts,
+            decide_before_step,
+            decide_stop,
+            preemption_route,
+            task_route,
+        )
 
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        _RULES.update(
+            {
+                BeforeStepFacts: decide_before_step,
+                PreemptionSignalFacts: preemption_route,
+                TaskSignalFacts: task_route,
+                StopFacts: decide_stop,
+                RequeueFacts: route_requeue,
+                RestartFacts: decide_restart,
+                NodeFacts: decide_nodes,
+                WatchFacts: decide_preempt_watch,
+                EndFacts: decide_end,
+                Settle: settle,
+            }
+        )
+    return _RULES
 
 
 @overload
@@ -213,64 +138,7 @@ def decide(facts: EndFacts) -> EndAction: ...
 def decide(facts: Settle) -> Ending: ...
 def decide(facts: Facts) -> Answer:
     """The policy's one entry point: the action for the facts of one event (each facts type names its event)."""
-    import importlib
-
-    module, rule = _DECISIONS[facts.EVENT.value]
-    answer: Answer = getattr(importlib.import_module(f"{__name__}.{module}"), rule)(facts)
-    return answer
+    return rules()[type(facts)](facts)
 
 
-__all__ = [
-    "ANNOUNCE_WAIT",
-    "NO_GPU_ERRORS",
-    "STEP_GRACE",
-    "BeforeStep",
-    "BeforeStepFacts",
-    "BeforeStepPlan",
-    "EndAction",
-    "EndFacts",
-    "Ended",
-    "Ending",
-    "Event",
-    "Failure",
-    "NodeFacts",
-    "NodePlan",
-    "Phase",
-    "PreemptionSignalFacts",
-    "RequeueFacts",
-    "RequeueHow",
-    "RequeuePlan",
-    "RequeueResult",
-    "RequeueRoute",
-    "RestartAction",
-    "RestartCause",
-    "RestartFacts",
-    "RunRecord",
-    "Settle",
-    "SignalMeaning",
-    "SignalRoute",
-    "SiteFacts",
-    "SlurmSays",
-    "StopFacts",
-    "StopPlan",
-    "TaskRoute",
-    "TaskSignalFacts",
-    "WatchFacts",
-    "WatchStep",
-    "announce_wait_for",
-    "budget_refusal",
-    "decide",
-    "fallback_note",
-    "fallback_warning",
-    "hold_limit",
-    "never_taken",
-    "preempt_watch_needed",
-    "run_record",
-    "signal_cause",
-    "signal_meanings",
-    "slurm_ends_graced_preempted",
-    "slurm_requeue_cause",
-    "slurm_requeues_in_grace",
-    "unanswered",
-    "window_end",
-]
+__all__ = ["decide", "rules"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from slurmgen import contract
-from slurmgen.interruption.ending import error_key
+from slurmgen.interruption.casualty import error_key
 from slurmgen.interruption.states import Event, RestartCause, WatchStep
 
 # --- A crash inside a running allocation ---------------------------------------------------------------------

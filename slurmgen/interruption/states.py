@@ -56,7 +56,7 @@ class RequeueHow(StrEnum):
 
 
 class RequeueRoute(StrEnum):
-    """The way a requeue goes, decided before anything is run (slurmgen.interruption.ending.route_requeue)."""
+    """The way a requeue goes, decided before anything is run (slurmgen.interruption.requeue_route.route_requeue)."""
 
     NOT_SLURM = "not-slurm"  # not inside a Slurm job: nothing to requeue
     REFUSED = "budget"  # over its budget: not requeued, recorded as refused

@@ -23,10 +23,10 @@ def failed_first(job: JobHandle, label: str) -> tuple[int, str]:
     """The rank that failed first on its own in the job's last run that had a failed task, and a line naming it
     (`logs --failed`). Found in the run history, which holds a file per failed task, never one per rank: the
     casualties (ranks that lost their peers, or died of the step's signal after it failed) are told apart from the
-    cause as the batch shell tells them (slurmgen.interruption.ending.first_failure). A UsageError when no task
+    cause as the batch shell tells them (slurmgen.interruption.casualty.first_failure). A UsageError when no task
     failed on its own."""
     from slurmgen import run_history
-    from slurmgen.interruption.ending import first_failure
+    from slurmgen.interruption.casualty import first_failure
 
     dirs, why_none = job.history_dirs()
     for log_dir in reversed(dirs):  # the latest submission's first (a resumed job's new id comes last)

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from slurmgen.jobkind import JobHandle
     from slurmgen.jobkind.goodput_view import Goodput
     from slurmgen.manage.targets import Target
-    from slurmgen.slurm.client import JobInfo, SlurmClient
+    from slurmgen.slurm.client import SlurmClient
+    from slurmgen.slurm.showjob import JobInfo
 
 
 class SlurmJob:

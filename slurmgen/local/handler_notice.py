@@ -16,7 +16,7 @@ from slurmgen.spec.model import JobSpec
 def auto_notice(spec: JobSpec, log_dir: str, run: int, sig: str) -> str | None:
     """The line for signal ``sig`` reaching the batch shell in run ``run``; None when auto will not wait (another
     handler, another signal, or the program has constructed Preemption already)."""
-    from slurmgen.interruption import announce_wait_for
+    from slurmgen.interruption.running import announce_wait_for
 
     pre = spec.preemption
     if pre.handler != contract.HANDLER_AUTO or sig != pre.signal:

@@ -17,8 +17,9 @@ from slurmgen.contract import CLEAN_EXIT_SIGNAL, SAVE_EXIT_SIGNAL
 from slurmgen.errors import UsageError
 from slurmgen.journal import TOKEN_PREFIX, Entry
 from slurmgen.manage.plan import RESOLVED
-from slurmgen.slurm.client import InvalidJobId, JobInfo, JobPending, RequeueDisabled, SlurmClient
+from slurmgen.slurm.client import InvalidJobId, JobPending, RequeueDisabled, SlurmClient
 from slurmgen.slurm.ids import JobId, JobState
+from slurmgen.slurm.showjob import JobInfo
 
 REQUEUEABLE = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.PREEMPTED})
 

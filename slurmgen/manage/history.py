@@ -19,7 +19,7 @@ from slurmgen import run_history
 from slurmgen.manage.logs import batch_logs
 from slurmgen.manage.status import when
 from slurmgen.manage.targets import Target
-from slurmgen.slurm.client import JobInfo
+from slurmgen.slurm.showjob import JobInfo
 from slurmgen.slurm.site import SitePreemption, misfits, site_preemption_from_event, window_basis
 
 COLUMNS = ("RUN", "START", "END", "NODES", "EXIT", "CAUSE", "REQUEUED BY", "SAVE", "SIZE", "NOTE")

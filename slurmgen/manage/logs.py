@@ -21,7 +21,7 @@ from slurmgen import contract
 from slurmgen.errors import UsageError
 from slurmgen.journal import Entry
 from slurmgen.manage.targets import Target
-from slurmgen.slurm.client import JobInfo
+from slurmgen.slurm.showjob import JobInfo
 
 POLL = 0.5  # seconds between looks at the files while following (local reads: cheap)
 STATE_POLL = 10.0  # seconds between questions to slurmctld whether the job ended, asked only while files are quiet

@@ -23,8 +23,9 @@ from slurmgen.journal import TOKEN_PREFIX, Entry, Journal, new_token
 from slurmgen.manage.control import plan_requeue
 from slurmgen.manage.plan import RESOLVED, SCRIPT_NAME
 from slurmgen.manage.targets import Target
-from slurmgen.slurm.client import JobInfo, SlurmClient
+from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.ids import JobId
+from slurmgen.slurm.showjob import JobInfo
 
 
 @dataclass(frozen=True)

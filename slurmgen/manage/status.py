@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from slurmgen.journal import Entry, Journal, latest_per_job, unresolved
 from slurmgen.manage.targets import Target
-from slurmgen.slurm.client import JobInfo, SlurmClient
+from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.ids import JobState, parse_job_id, parse_state
+from slurmgen.slurm.showjob import JobInfo
 from slurmgen.slurm.times import format_duration
 
 UNKNOWN = "UNKNOWN"  # the state of a job Slurm does not know (never did, or it ended over MinJobAge ago)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from slurmgen.errors import SchedulerError
 from slurmgen.exit_codes import EXIT_FAILURE
-from slurmgen.slurm.client import JobInfo, SlurmClient
+from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.ids import JobId, JobState
+from slurmgen.slurm.showjob import JobInfo
 
 FIRST_POLL = 0.25  # seconds; grows while nothing changes, back to this on every change
 MAX_POLL = 2.0

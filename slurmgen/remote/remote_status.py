@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 from slurmgen.errors import SchedulerError
 from slurmgen.remote.transport import Transport
-from slurmgen.slurm.client import Runner, job_info, parse_show_job
+from slurmgen.slurm.client import Runner
 from slurmgen.slurm.ids import state_name
 from slurmgen.slurm.parse import SQUEUE_FORMAT, SQUEUE_SEPARATOR, parse_squeue
+from slurmgen.slurm.showjob import job_info, parse_show_job
 
 LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STOPPED"})
 SECTION = "@@slurmgen-section "

@@ -32,32 +32,6 @@ if _sys.version_info < MIN_PYTHON:
         raise SystemExit(1)
     raise ImportError(_message)
 
-_EXPORTS = {
-    "expand_hostlist": "slurmgen.slurm.hostlist",
-    "HostlistError": "slurmgen.slurm.hostlist",
-    "get_distrib_size": "slurmgen.job_context.public",
-    "restart_count": "slurmgen.job_context.public",
-    "job_key": "slurmgen.job_context.public",
-    "is_slurm_batch_job": "slurmgen.job_context.public",
-    "is_rank_zero": "slurmgen.job_context.public",
-    "block_preemption_signal": "slurmgen.task.signal_block",
-    "preemption_signal": "slurmgen.task.signal_block",
-    "init_distributed": "dist",
-    "barrier": "dist",
-    "destroy": "dist",
-    "DistInfo": "dist",
-    "SlurmgenWarning": "slurmgen.errors",
-    "BarrierTimeout": "store_barrier",
-    "seed_everything": "parallel",
-    "wrap_ddp": "parallel",
-    "build_mesh": "parallel",
-    "Preemption": "preemption",
-    "ModelOptimizerState": "slurmgen.runtime.checkpoint.state_tree",
-    "SaveRecord": "slurmgen.runtime.checkpoint.record",
-    "fits_window": "slurmgen.runtime.checkpoint.record",
-    "CheckpointError": "slurmgen.runtime.checkpoint.commit",
-}
-
 __all__ = [
     "BarrierTimeout",
     "CheckpointError",
@@ -104,15 +78,109 @@ if TYPE_CHECKING:
     from slurmgen.task.signal_block import block_preemption_signal, preemption_signal
 
 
+def _load(name: str) -> object:
+    """The public name ``name``, imported from its module when first asked for: a plain import per name, read by
+    the type checker and tests/test_layers.py like any other."""
+    if name == "expand_hostlist":
+        from slurmgen.slurm.hostlist import expand_hostlist
+
+        return expand_hostlist
+    if name == "HostlistError":
+        from slurmgen.slurm.hostlist import HostlistError
+
+        return HostlistError
+    if name == "get_distrib_size":
+        from slurmgen.job_context.public import get_distrib_size
+
+        return get_distrib_size
+    if name == "restart_count":
+        from slurmgen.job_context.public import restart_count
+
+        return restart_count
+    if name == "job_key":
+        from slurmgen.job_context.public import job_key
+
+        return job_key
+    if name == "is_slurm_batch_job":
+        from slurmgen.job_context.public import is_slurm_batch_job
+
+        return is_slurm_batch_job
+    if name == "is_rank_zero":
+        from slurmgen.job_context.public import is_rank_zero
+
+        return is_rank_zero
+    if name == "block_preemption_signal":
+        from slurmgen.task.signal_block import block_preemption_signal
+
+        return block_preemption_signal
+    if name == "preemption_signal":
+        from slurmgen.task.signal_block import preemption_signal
+
+        return preemption_signal
+    if name == "init_distributed":
+        from slurmgen.runtime.dist import init_distributed
+
+        return init_distributed
+    if name == "barrier":
+        from slurmgen.runtime.dist import barrier
+
+        return barrier
+    if name == "destroy":
+        from slurmgen.runtime.dist import destroy
+
+        return destroy
+    if name == "DistInfo":
+        from slurmgen.runtime.dist import DistInfo
+
+        return DistInfo
+    if name == "SlurmgenWarning":
+        from slurmgen.errors import SlurmgenWarning
+
+        return SlurmgenWarning
+    if name == "BarrierTimeout":
+        from slurmgen.runtime.store_barrier import BarrierTimeout
+
+        return BarrierTimeout
+    if name == "seed_everything":
+        from slurmgen.runtime.parallel import seed_everything
+
+        return seed_everything
+    if name == "wrap_ddp":
+        from slurmgen.runtime.parallel import wrap_ddp
+
+        return wrap_ddp
+    if name == "build_mesh":
+        from slurmgen.runtime.parallel import build_mesh
+
+        return build_mesh
+    if name == "Preemption":
+        from slurmgen.runtime.preemption import Preemption
+
+        return Preemption
+    if name == "ModelOptimizerState":
+        from slurmgen.runtime.checkpoint.state_tree import ModelOptimizerState
+
+        return ModelOptimizerState
+    if name == "SaveRecord":
+        from slurmgen.runtime.checkpoint.record import SaveRecord
+
+        return SaveRecord
+    if name == "fits_window":
+        from slurmgen.runtime.checkpoint.record import fits_window
+
+        return fits_window
+    if name == "CheckpointError":
+        from slurmgen.runtime.checkpoint.commit import CheckpointError
+
+        return CheckpointError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    path = module if "." in module else f"{__name__}.{module}"
-    value = getattr(__import__(path, fromlist=[name]), name)
+    value = _load(name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(__all__))

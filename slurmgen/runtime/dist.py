@@ -19,7 +19,6 @@ import socket
 import sys
 import time
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -156,11 +155,11 @@ def init_distributed(
     return info
 
 
-def process_group_timeout(environ: JobContext | Mapping[str, str] | None = None) -> float:
+def process_group_timeout(environ: JobContext | None = None) -> float:
     """The process-group timeout in seconds: init_distributed's, else SLURMGEN_TIMEOUT, else the default."""
     if _session is not None:
         return _session.pg_timeout
-    job = JobContext.of(os.environ if environ is None else environ)
+    job = JobContext.from_environ(os.environ) if environ is None else environ
     return _seconds(None, contract.PG_TIMEOUT, contract.DEFAULT_PG_TIMEOUT, job.pg_timeout)
 
 

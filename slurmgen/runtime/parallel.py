@@ -15,16 +15,19 @@ MESH_DIMENSIONS = ("pp", "dp_replicate", "dp_shard", "ep", "tp")
 
 def seed_everything(seed: int) -> int:
     """Seed Python's ``random``, NumPy (if installed) and torch (CPU and every GPU, if installed)."""
-    import importlib.util
-
     random.seed(seed)
     os.environ["PYTHONHASHSEED"] = str(seed)  # for child processes; this one's hash seed is fixed already
-    if importlib.util.find_spec("numpy") is not None:
-        numpy = importlib.import_module("numpy")  # optional; not a dependency
+    try:
+        import numpy  # optional; not a dependency
+    except ImportError:
+        pass
+    else:
         numpy.random.seed(seed % 2**32)
-    if importlib.util.find_spec("torch") is not None:
+    try:
         import torch
-
+    except ImportError:
+        pass
+    else:
         torch.manual_seed(seed)  # seeds every CUDA device as well
     return seed
 

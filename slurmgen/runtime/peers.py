@@ -23,7 +23,7 @@ import atexit
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -50,12 +50,12 @@ class Peers:
 
     def __init__(
         self,
-        environ: JobContext | Mapping[str, str],
+        job: JobContext,
         *,
         timeout: float | None = None,
         exit: Callable[[int], Any] = os._exit,
     ) -> None:
-        self._job = JobContext.of(environ)
+        self._job = job
         # Read when used, so peers made before init_distributed(timeout=...) still follow it.
         self._timeout = None if timeout is None else float(timeout)
         self._exit = exit

@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from slurmgen import exit_codes, interruption, run_history
+from slurmgen.interruption.requeue_route import slurm_requeue_cause, slurm_requeues_in_grace
+from slurmgen.interruption.running import StopFacts, signal_meanings
 from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import ProgressMark
 from slurmgen.requeue import record, requeue_this_job, signal_cause, site_facts
@@ -45,7 +47,7 @@ from slurmgen.runtime.progress_sample import ProgressSampler
 from slurmgen.task.signal_block import parse_signal_name
 
 if TYPE_CHECKING:
-    from slurmgen.interruption import SiteFacts
+    from slurmgen.interruption.requeue_route import SiteFacts
     from slurmgen.runtime.checkpoint.background import PendingSave
     from slurmgen.runtime.checkpoint.record import SaveRecord
 
@@ -153,7 +155,7 @@ class Preemption:
 
     def _install(self) -> None:
         # What each signal means is the interruption policy's; here it becomes the flags the ranks agree on.
-        meanings = interruption.signal_meanings(signal.Signals(self.signal).name[3:], self.requeue_enabled)
+        meanings = signal_meanings(signal.Signals(self.signal).name[3:], self.requeue_enabled)
         wanted = {
             signal.Signals[f"SIG{name}"]: EXIT | (REQUEUE if m.requeue else 0) | (SAVE if m.save else 0)
             | (TERM if m.terminated else 0)
@@ -315,10 +317,10 @@ class Preemption:
         return "clean-exit"
 
     def _slurm_view(self) -> Any:
-        """Slurm's view of this job (slurmgen.requeue.SlurmView), or None outside Slurm or without scontrol."""
+        """Slurm's view of this job (slurmgen.slurm.view.SlurmView), or None outside Slurm or without scontrol."""
         if self.context.spec_hash is None or self.context.key is None or self.context.in_container:
             return None  # outside slurmgen's script, or inside a container image (no scontrol there)
-        from slurmgen.requeue import look
+        from slurmgen.slurm.view import look
 
         return look(self.key)
 
@@ -338,7 +340,7 @@ class Preemption:
             if view is not None:
                 preempted = view.preempted() or self._requeued_by_slurm_for_preemption(view, history)
                 bits = 1 | (2 if preempted else 0) | (4 if view.running() else 0)
-                if preempted and view.running() and interruption.slurm_requeues_in_grace(site):
+                if preempted and view.running() and slurm_requeues_in_grace(site):
                     bits |= 8
         group = self.peers.side_group()
         if group is not None:
@@ -359,7 +361,7 @@ class Preemption:
         if not view.requeued_since(self.restart_count):
             return False
         mode = history.site_mode(self.context.run)  # as the batch shell recorded it at this run's start
-        return interruption.slurm_requeue_cause(False, mode) == run_history.PREEMPTION
+        return slurm_requeue_cause(False, mode) == run_history.PREEMPTION
 
     def save_and_exit(self, state: Any = None) -> NoReturn:
         """Save (unless the stop is a clean exit), requeue if the signal asked for it, and end the process."""
@@ -371,7 +373,7 @@ class Preemption:
             signal.signal(sig, signal.SIG_IGN)
         known, preempted, running, slurm_requeues = self._slurm_verdict()
         plan = interruption.decide(
-            interruption.StopFacts(
+            StopFacts(
                 asked_requeue=bool(flags & REQUEUE),
                 terminated=bool(flags & TERM),
                 requeue_enabled=self.requeue_enabled,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.job_context.context import JobContext
@@ -121,10 +121,8 @@ def mtime(path: str) -> float:
 class NodeWatch:
     """One supervisor's view of progress: its node's, and the other nodes' through the shared heartbeat."""
 
-    def __init__(
-        self, source: JobContext | Mapping[str, str], rank: int, pid: int, started: float, timeout: float
-    ) -> None:
-        self.job = job = JobContext.of(source)
+    def __init__(self, job: JobContext, rank: int, pid: int, started: float, timeout: float) -> None:
+        self.job = job
         self.log_dir, self.dir, self.rank, self.pid = str(job.log_dir), node_dir(job), rank, pid
         self.started, self.timeout = started, timeout
         self.poll, self.period = poll_interval(timeout), publish_period(timeout)

@@ -1,8 +1,8 @@
 """Everything a task needs before torch starts, computed from the environment in one pure step.
 
-``prepare(mapping, host)`` returns what to set (only variables not already set) and what to warn about; the
-entry point applies it before ``exec`` and ``init_distributed`` applies it again (a no-op when the entry
-point ran), so unmodified ``env://`` scripts and slurmgen-aware ones see the same values.
+``prepare(ctx, host)`` (the job context its caller read once) returns what to set (only variables not already set)
+and what to warn about; the entry point applies it before ``exec`` and ``init_distributed`` applies it again (a
+no-op when the entry point ran), so unmodified ``env://`` scripts and slurmgen-aware ones see the same values.
 
 The machine is reached only through ``Host`` (name resolution, route table, interfaces, ephemeral range), so
 tests pass plain values.
@@ -11,7 +11,7 @@ tests pass plain values.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from slurmgen import contract
@@ -99,9 +99,8 @@ class Prepared:
     warnings: tuple[str, ...] = ()
 
 
-def resolve_master(mapping: JobContext | Mapping[str, str], host: Host) -> tuple[MasterHost, str, MasterPort]:
+def resolve_master(ctx: JobContext, host: Host) -> tuple[MasterHost, str, MasterPort]:
     """Master address, its resolved IP and the port; the part ``--rendezvous`` prints."""
-    ctx = JobContext.of(mapping)
     master = master_host(ctx)
     port = master_port(ctx, host.ephemeral_range())
     try:
@@ -115,10 +114,9 @@ def resolve_master(mapping: JobContext | Mapping[str, str], host: Host) -> tuple
     return master, ip, port
 
 
-def prepare(mapping: JobContext | Mapping[str, str], host: Host | None = None, *, agent: bool = False) -> Prepared:
+def prepare(ctx: JobContext, host: Host | None = None, *, agent: bool = False) -> Prepared:
     """Compute the variables a task needs. ``agent``: this is torchrun's per-node launcher, not a rank."""
     host = host or Host()
-    ctx = JobContext.of(mapping)
     present = ctx.environ  # what is set already: the updates never override it
     ranks = ctx.ranks
     master, ip, port = resolve_master(ctx, host)

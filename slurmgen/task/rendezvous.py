@@ -13,7 +13,6 @@ range: a port the kernel may hand to any outgoing connection gives random EADDRI
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slurmgen import contract
@@ -41,9 +40,8 @@ class MasterPort:
     source: str
 
 
-def master_host(mapping: JobContext | Mapping[str, str]) -> MasterHost:
+def master_host(ctx: JobContext) -> MasterHost:
     """MASTER_ADDR if set, else the first host of the step's (then the job's) node list, else localhost."""
-    ctx = JobContext.of(mapping)
     nodes = 1
     lists = (("SLURM_STEP_NODELIST", ctx.step_nodes), ("SLURM_JOB_NODELIST", ctx.nodes))
     nodelist_var, nodelist = next(((name, value) for name, value in lists if value), (None, ""))
@@ -81,9 +79,8 @@ def _port_int(raw: str, name: str, default: int) -> int:
         raise RuntimeSetupError(f"{name}={raw!r} is not an integer ({SPEC_PORT_FIELDS})") from None
 
 
-def master_port(mapping: JobContext | Mapping[str, str], ephemeral: tuple[int, int]) -> MasterPort:
+def master_port(ctx: JobContext, ephemeral: tuple[int, int]) -> MasterPort:
     """MASTER_PORT if set, else base + job id % range; refuses a range that reaches into ``ephemeral``."""
-    ctx = JobContext.of(mapping)
     if ctx.master_port:
         raw = ctx.master_port
         if not (raw.isdigit() and raw.isascii() and 0 < int(raw) < 65536):

@@ -46,9 +46,9 @@ SUPERVISED = frozenset(
 )
 
 
-def block_supervised(mapping: JobContext | Mapping[str, str] | None = None) -> signal.Signals | None:
+def block_supervised(job: JobContext) -> signal.Signals | None:
     """Block what the supervisor handles, the preemption signal included. Returns the preemption signal or None."""
-    sig = preemption_signal(mapping)
+    sig = preemption_signal(job)
     signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED | ({sig} if sig is not None else set()))
     return sig
 

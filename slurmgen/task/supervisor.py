@@ -40,7 +40,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurmgen import contract, trust
-from slurmgen.interruption import TaskSignalFacts, decide
+from slurmgen.interruption import decide
+from slurmgen.interruption.running import TaskSignalFacts
 from slurmgen.job_context.context import JobContext
 from slurmgen.task.python_hook import hook_env, hook_path, hooks_python
 from slurmgen.task.signal_block import SUPERVISED

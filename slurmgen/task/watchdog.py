@@ -57,7 +57,7 @@ DUMP_TIMEOUT = 30.0  # seconds for one py-spy dump
 NCCL_TRACE_ENTRIES = "2000"
 
 
-def own_progress(source: JobContext | Mapping[str, str], rank: int, since: float) -> float:
+def own_progress(source: JobContext, rank: int, since: float) -> float:
     """This rank's newest progress: its mark or its output growth, both in the node's directory."""
     times = [since]
     for name in (f"rank-{rank}", f"out-{rank}"):
@@ -123,19 +123,17 @@ def on_hang(
     return path
 
 
-def watches(source: JobContext | Mapping[str, str], rank: int | None) -> bool:
+def watches(job: JobContext, rank: int | None) -> bool:
     """Whether this task runs the watchdog: a hang timeout, a log directory and a rank."""
-    job = JobContext.of(source)
     return job.hang_timeout is not None and bool(job.log_dir) and rank is not None
 
 
 def start(
-    source: JobContext | Mapping[str, str], rank: int | None, pid: int, say: Callable[[str], None],
+    job: JobContext, rank: int | None, pid: int, say: Callable[[str], None],
     own: Callable[[], str] | None = None,
 ) -> threading.Event | None:  # fmt: skip
     """Watch in a daemon thread while the program runs; set the returned event to stop watching. ``own`` asks the
     program for its own stacks (slurmgen.task.program_stacks), where its start-up hook registered them."""
-    job = JobContext.of(source)
     log_dir = job.log_dir
     if job.hang_timeout is None or not log_dir or rank is None:
         return None
@@ -165,12 +163,11 @@ def start(
     return stop
 
 
-def nccl_trace_env(source: JobContext | Mapping[str, str], env: Mapping[str, str] | None = None) -> dict[str, str]:
+def nccl_trace_env(job: JobContext, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """On GPUs with the watchdog on: torch's NCCL flight recorder (a ring of the last collectives) and its dump when
     a collective times out, into the job's hang directory, one file per rank
     (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp reads these variables). The user's own settings (in ``env``,
     the program's environment; the job's by default) win."""
-    job = JobContext.of(source)
     env = job.environ if env is None else env
     log_dir = job.log_dir
     if not job.gpus_per_node or not log_dir or job.hang_timeout is None:

@@ -137,7 +137,9 @@ def test_cancel_preemption_is_requeued_by_the_signal_step_at_once(tmp_path: Path
     takes it back before the save has ended, so even a save cut short by SIGKILL leaves the job queued."""
     job = OneJob(state="COMPLETING", preempt_time=PREEMPT_TIME)
     said: list[str] = []
-    assert batch_signal.on_signal("TERM", None, env_for(tmp_path), said.append, job.client()) == 0
+    assert (
+        batch_signal.on_signal("TERM", None, JobContext.from_environ(env_for(tmp_path)), said.append, job.client()) == 0
+    )
     assert job.requeues == [["scontrol", "requeue", "77"]]
     assert said == [
         "preempted with PreemptMode=CANCEL: requeue issued for job 77 (preemption; preemption 1 of no limit)"
@@ -169,7 +171,7 @@ def test_a_graced_cancel_whose_grace_ends_before_the_runs_end_is_continued_at_th
     env = graced_cancel_site(tmp_path)
     job = OneJob(state="COMPLETING", preempt_time=PREEMPT_TIME)
     said: list[str] = []
-    assert batch_signal.on_signal("TERM", None, env, said.append, job.client()) == 0
+    assert batch_signal.on_signal("TERM", None, JobContext.from_environ(env), said.append, job.client()) == 0
     assert job.requeues == [] and len(job.submitted) == 1
     assert "--dependency=afterany:77" in job.submitted[0] and f"--export=ALL,{contract.RESUME_FROM}=77" in \
         job.submitted[0]  # fmt: skip
@@ -203,7 +205,7 @@ def test_a_continuation_the_term_step_could_not_submit_is_tried_again_by_the_run
     env = graced_cancel_site(tmp_path)
     job = OneJob(state="COMPLETING", preempt_time=PREEMPT_TIME, sbatch_down=True)
     said: list[str] = []
-    assert batch_signal.on_signal("TERM", None, env, said.append, job.client()) == 0
+    assert batch_signal.on_signal("TERM", None, JobContext.from_environ(env), said.append, job.client()) == 0
     assert job.submitted == [] and "could not submit a continuation of job 77" in said[-1]
     assert not (tmp_path / "logs" / ".continuation-run1").exists()
     job.state, job.sbatch_down = "PREEMPTED", False
@@ -218,7 +220,7 @@ def test_before_24_05_a_graced_cancel_is_requeued_at_the_term(tmp_path: Path) ->
     env = graced_cancel_site(tmp_path, "22.05.8")
     job = OneJob(state="COMPLETING", preempt_time=PREEMPT_TIME)
     said: list[str] = []
-    assert batch_signal.on_signal("TERM", None, env, said.append, job.client()) == 0
+    assert batch_signal.on_signal("TERM", None, JobContext.from_environ(env), said.append, job.client()) == 0
     assert job.requeues == [["scontrol", "requeue", "77"]] and job.submitted == []
 
 
@@ -226,7 +228,12 @@ def test_slurms_own_requeue_is_recorded_as_slurms_never_made_twice(tmp_path: Pat
     """REQUEUE without grace: Slurm requeued the job itself (Restarts one higher, PreemptTime still set while it
     completes). The batch shell makes no second requeue and records who did it."""
     job = OneJob(state="COMPLETING", restarts=1, preempt_time=PREEMPT_TIME)
-    assert batch_signal.on_signal("TERM", None, env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert (
+        batch_signal.on_signal(
+            "TERM", None, JobContext.from_environ(env_for(tmp_path)), lambda line: None, job.client()
+        )
+        == 0
+    )
     assert batch.end(0, JobContext.from_environ(env_for(tmp_path)), lambda line: None, job.client()) == 0
     assert job.requeues == []
     (run,) = history(tmp_path)
@@ -245,7 +252,12 @@ def test_a_requeue_rank_0_made_is_not_credited_to_slurm(tmp_path: Path) -> None:
 
 def test_a_user_cancel_is_never_requeued(tmp_path: Path) -> None:
     job = OneJob(state="COMPLETING")  # scancel: TERM, no PreemptTime
-    assert batch_signal.on_signal("TERM", None, env_for(tmp_path), lambda line: None, job.client()) == 0
+    assert (
+        batch_signal.on_signal(
+            "TERM", None, JobContext.from_environ(env_for(tmp_path)), lambda line: None, job.client()
+        )
+        == 0
+    )
     assert (
         batch.end(
             143, JobContext.from_environ(env_for(tmp_path, SLURMGEN_SIGNALS="TERM@1")), lambda line: None, job.client()
@@ -263,7 +275,7 @@ def test_the_next_run_records_what_slurm_did_when_no_one_could(tmp_path: Path) -
     logs = str(tmp_path / "logs")
     run_history.append(logs, "batch-shell", run_history.PREEMPTED, 1, 1.0, mode="REQUEUE")
     said: list[str] = []
-    batch.begin(env_for(tmp_path, restarts=2), said.append, OneJob().client())
+    batch.begin(JobContext.from_environ(env_for(tmp_path, restarts=2)), said.append, OneJob().client())
     runs = history(tmp_path)
     assert [(r.run, r.requeued_by, r.cause) for r in runs] == [
         (1, "slurm", "preemption"),
@@ -369,7 +381,7 @@ def test_the_start_records_the_site_and_warns_when_the_last_save_does_not_fit(tm
     run_history.append(logs, "rank0", run_history.SAVE, 1, 2.0, seconds=40.0, bytes=1, cause="time-limit")
     said: list[str] = []
     env = env_for(tmp_path, restarts=1) | {contract.LEAD_TIME: "30", "SLURM_JOB_PARTITION": "debug"}
-    batch.begin(env, said.append, OneJob().client())
+    batch.begin(JobContext.from_environ(env), said.append, OneJob().client())
     start = next(e for e in run_history.read(logs) if e["event"] == run_history.RUN_START)
     assert start["site"]["partition"] == "debug" and start["site"]["windows"]["time-limit"] == 30
     assert said[-1].startswith("warning: the last save may not fit its window: time-limit: the last save (40.0 s)")
@@ -397,7 +409,12 @@ def test_requeue_mode_stops_the_step_through_slurm_and_end_requeues(tmp_path: Pa
     never to srun itself (it would SIGKILL them); `end` requeues with the cause, once."""
     job, kills, said = OneJob(), Kills(), list[str]()
     env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="requeue")
-    assert batch_signal.on_signal("USR1", 4242, env, said.append, job.client(), kill=kills, sleep=lambda s: None) == 0
+    assert (
+        batch_signal.on_signal(
+            "USR1", 4242, JobContext.from_environ(env), said.append, job.client(), kill=kills, sleep=lambda s: None
+        )
+        == 0
+    )
     assert job.signalled == [["scancel", "--signal=TERM", "77.0"]] and kills.sent == []
     assert said == ["SIGUSR1 (requested): stopping the step with SIGTERM; the job is requeued once it has ended"]
     assert batch.end(143, JobContext.from_environ(env | {contract.SIGNALS: "USR1@5.0"}), said.append, job.client()) == 0
@@ -412,7 +429,8 @@ def test_auto_falls_back_to_requeue_with_one_warning_unless_preemption_announced
     job, kills, said = OneJob(), Kills(alive=True), list[str]()
     env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="auto", SLURMGEN_LEAD_TIME="120")
     ticks = iter(range(1000))
-    batch_signal.on_signal("USR1", 4242, env, said.append, job.client(), kill=kills, sleep=lambda s: None,
+    ctx = JobContext.from_environ(env)
+    batch_signal.on_signal("USR1", 4242, ctx, said.append, job.client(), kill=kills, sleep=lambda s: None,
                            clock=lambda: float(next(ticks)))  # fmt: skip
     assert kills.sent == [(4242, signal.SIGUSR1)]
     assert said[0].startswith(
@@ -424,7 +442,7 @@ def test_auto_falls_back_to_requeue_with_one_warning_unless_preemption_announced
     again = env_for(tmp_path, restarts=1, SLURMGEN_PREEMPT_HANDLER="auto")
     run_history.append(str(tmp_path / "logs"), "rank0", run_history.HANDLER, 2, 1.0, handler="runtime")
     said.clear()
-    batch_signal.on_signal("USR1", 4242, again, said.append, job.client(), kill=kills)
+    batch_signal.on_signal("USR1", 4242, JobContext.from_environ(again), said.append, job.client(), kill=kills)
     assert kills.sent == [(4242, signal.SIGUSR1)] and said == [] and len(job.signalled) == 1
 
 
@@ -432,7 +450,7 @@ def test_auto_falls_back_to_requeue_with_one_warning_unless_preemption_announced
 def test_runtime_and_program_get_the_signal_forwarded(tmp_path: Path, handler: str) -> None:
     job, kills = OneJob(), Kills()
     env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER=handler)
-    batch_signal.on_signal("USR1", 4242, env, lambda line: None, job.client(), kill=kills)
+    batch_signal.on_signal("USR1", 4242, JobContext.from_environ(env), lambda line: None, job.client(), kill=kills)
     assert kills.sent == [(4242, signal.SIGUSR1)] and job.signalled == []
 
 
@@ -455,10 +473,14 @@ def test_term_goes_to_the_step_through_slurm_only_while_the_job_runs(tmp_path: P
     """`slurmgen cancel --signal TERM`: the job runs, the tasks get TERM from slurmstepd. Slurm ending the job
     (COMPLETING: time limit, scancel, requeue) signalled them itself: nothing more."""
     running, kills = OneJob(), Kills()
-    batch_signal.on_signal("TERM", 4242, env_for(tmp_path), lambda line: None, running.client(), kill=kills)
+    batch_signal.on_signal(
+        "TERM", 4242, JobContext.from_environ(env_for(tmp_path)), lambda line: None, running.client(), kill=kills
+    )
     assert running.signalled == [["scancel", "--signal=TERM", "77.0"]]
     ending = OneJob(state="COMPLETING")
-    batch_signal.on_signal("TERM", 4242, env_for(tmp_path), lambda line: None, ending.client(), kill=kills)
+    batch_signal.on_signal(
+        "TERM", 4242, JobContext.from_environ(env_for(tmp_path)), lambda line: None, ending.client(), kill=kills
+    )
     assert ending.signalled == [] and kills.sent == []
 
 
@@ -470,7 +492,8 @@ def test_a_step_still_saving_at_the_end_of_its_window_is_requeued_then(tmp_path:
     env = env_for(tmp_path, SLURMGEN_PREEMPT_HANDLER="requeue", SLURMGEN_START_TIME=str(now - 590),
                   SLURMGEN_TIME_LIMIT="600", SLURMGEN_LEAD_TIME="60")  # fmt: skip
     clock = iter([now, now, now + 1, now + 2])
-    batch_signal.on_signal("USR1", 4242, env, said.append, job.client(), kill=kills, sleep=lambda s: None,
+    ctx = JobContext.from_environ(env)
+    batch_signal.on_signal("USR1", 4242, ctx, said.append, job.client(), kill=kills, sleep=lambda s: None,
                            clock=lambda: next(clock))  # fmt: skip
     assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]
     assert said[-1].startswith("the step is still stopping 10 s before the end of its window: requeue issued")

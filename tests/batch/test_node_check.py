@@ -40,7 +40,9 @@ def test_a_healthy_node_passes_and_says_so_in_one_json_line(tmp_path: Path) -> N
 
 
 def test_a_failing_health_check_names_its_exit_code_and_last_line(tmp_path: Path) -> None:
-    got = node_check.verdict({"SLURMD_NODENAME": "n7"}, 0, "", 0, 5, ["sh", "-c", "echo 'ECC errors: 12'; exit 3"])
+    got = node_check.verdict(
+        JobContext.from_environ({"SLURMD_NODENAME": "n7"}), 0, "", 0, 5, ["sh", "-c", "echo 'ECC errors: 12'; exit 3"]
+    )
     assert got == {"node": "n7", "ok": False, "reason": "health check failed (exit 3: ECC errors: 12)"}
 
 
@@ -48,7 +50,12 @@ def test_a_hung_health_check_fails_the_node_on_time_and_leaves_no_process(tmp_pa
     marker = tmp_path / "child-pid"
     started = time.monotonic()
     got = node_check.verdict(
-        {"SLURMD_NODENAME": "n7"}, 0, "", 0, 1.0, ["sh", "-c", f"sleep 60 & echo $! >{marker}; wait"]
+        JobContext.from_environ({"SLURMD_NODENAME": "n7"}),
+        0,
+        "",
+        0,
+        1.0,
+        ["sh", "-c", f"sleep 60 & echo $! >{marker}; wait"],
     )
     assert time.monotonic() - started < 10
     assert got["ok"] is False and got["reason"] == "health check did not finish within 1 s"
@@ -67,14 +74,18 @@ def running(pid: int) -> bool:
 
 
 def test_a_missing_health_check_program_fails_the_node() -> None:
-    got = node_check.verdict({"SLURMD_NODENAME": "n7"}, 0, "", 0, 5, ["/nonexistent/check-node"])
+    got = node_check.verdict(
+        JobContext.from_environ({"SLURMD_NODENAME": "n7"}), 0, "", 0, 5, ["/nonexistent/check-node"]
+    )
     assert got["ok"] is False and "cannot start" in str(got["reason"])
 
 
 def test_a_state_directory_without_room_for_the_last_checkpoint_fails_the_node(small_tmpfs: Path) -> None:
-    ok = node_check.verdict({"SLURMD_NODENAME": "n7"}, 0, str(small_tmpfs), 512 * 1024, 5, [])
+    ok = node_check.verdict(JobContext.from_environ({"SLURMD_NODENAME": "n7"}), 0, str(small_tmpfs), 512 * 1024, 5, [])
     assert ok["ok"] is True
-    full = node_check.verdict({"SLURMD_NODENAME": "n7"}, 0, str(small_tmpfs), 4 * 1024 * 1024, 5, [])
+    full = node_check.verdict(
+        JobContext.from_environ({"SLURMD_NODENAME": "n7"}), 0, str(small_tmpfs), 4 * 1024 * 1024, 5, []
+    )
     assert full["ok"] is False
     assert "KiB free, the newest checkpoint needs 4096 KiB" in str(full["reason"]), full
 
@@ -82,7 +93,7 @@ def test_a_state_directory_without_room_for_the_last_checkpoint_fails_the_node(s
 def test_a_state_directory_that_cannot_be_written_fails_the_node(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("x")
-    got = node_check.verdict({"SLURMD_NODENAME": "n7"}, 0, str(blocked / "state"), 0, 5, [])
+    got = node_check.verdict(JobContext.from_environ({"SLURMD_NODENAME": "n7"}), 0, str(blocked / "state"), 0, 5, [])
     assert got["ok"] is False and "is not writable" in str(got["reason"]), got
 
 
@@ -143,7 +154,7 @@ def test_a_node_that_gives_no_verdict_while_others_do_fails(tmp_path: Path, monk
     fake_srun(tmp_path, f"echo '{verdict}'; exec sleep 60", monkeypatch)
     monkeypatch.setattr(batch_nodes, "STEP_START", 0.5)
     started = time.monotonic()
-    failed, answered = batch_nodes.check_step(["n1", "n2"], 0, {}, 0, 0.2)
+    failed, answered = batch_nodes.check_step(["n1", "n2"], 0, JobContext.from_environ({}), 0, 0.2)
     assert answered and failed == {"n2": "no verdict from the node check within 1.1 s"}
     assert time.monotonic() - started < 15
 
@@ -153,7 +164,7 @@ def test_a_check_step_that_gives_no_verdict_at_all_blames_no_node(
 ) -> None:
     fake_srun(tmp_path, "echo 'srun: error: Unable to create step for job 7: Invalid generic resource' >&2; exit 1",
               monkeypatch)  # fmt: skip
-    assert batch_nodes.check_step(["n1", "n2"], 1, {}, 0, 5) == ({}, False)
+    assert batch_nodes.check_step(["n1", "n2"], 1, JobContext.from_environ({}), 0, 5) == ({}, False)
     assert "gave no verdict (srun: error: Unable to create step for job 7: Invalid generic resource): no node is " \
            "blamed" in capsys.readouterr().err  # fmt: skip
 
@@ -164,7 +175,7 @@ def test_the_check_step_runs_once_on_every_node_with_the_health_check_as_argv(
     fake_srun(tmp_path, f'printf "%s\\n" "$@" >{tmp_path}/argv; echo \'{{"node": "n1", "ok": false, "reason": "x"}}\'',
               monkeypatch)  # fmt: skip
     env = {"SLURMGEN_HEALTH_CHECK": "check-node --min-free '10 G'", "SLURMGEN_STATE_DIR": "/s"}
-    failed, _ = batch_nodes.check_step(["n1"], 2, env, 123, 5)
+    failed, _ = batch_nodes.check_step(["n1"], 2, JobContext.from_environ(env), 123, 5)
     assert failed == {"n1": "x"}
     argv = (tmp_path / "argv").read_text().splitlines()
     assert argv[:5] == ["--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--nodelist=n1", "--kill-on-bad-exit=0"]

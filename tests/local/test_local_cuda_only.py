@@ -14,6 +14,7 @@ import pytest
 from runtime.runtime_helpers import without_steering
 
 from slurmgen import interruption, run_history
+from slurmgen.interruption.allocation import Failure, RestartFacts
 from slurmgen.local.cuda_only import cuda_only_line
 
 PY = sys.executable
@@ -113,8 +114,8 @@ def test_which_programs_are_written_for_cuda_only() -> None:
         assert cuda_only_line(text) == expected, text
 
 
-def failure(error: str) -> interruption.Failure:
-    return interruption.Failure("rank 0 on 127.0.0.1 (exit 1)", error, "")
+def failure(error: str) -> Failure:
+    return Failure("rank 0 on 127.0.0.1 (exit 1)", error, "")
 
 
 def test_a_failure_for_want_of_a_gpu_is_not_restarted_where_there_is_none() -> None:
@@ -130,7 +131,7 @@ def test_a_failure_for_want_of_a_gpu_is_not_restarted_where_there_is_none() -> N
     }
     for error, restarted in errors.items():
         for no_gpu in (True, False):
-            facts = interruption.RestartFacts(1, (), False, 0, 2, failure(error), None, no_gpu=no_gpu)
+            facts = RestartFacts(1, (), False, 0, 2, failure(error), None, no_gpu=no_gpu)
             plan = interruption.decide(facts)
             assert plan.restart == (restarted or not no_gpu), (error, no_gpu)
             if not plan.restart:

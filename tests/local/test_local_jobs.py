@@ -18,8 +18,8 @@ from slurmgen.journal import Entry, find_home
 from slurmgen.local import setup
 from slurmgen.local.fake_scontrol import ENDING, show_job
 from slurmgen.manage.targets import resolve
-from slurmgen.slurm.client import job_info, parse_show_job
 from slurmgen.slurm.ids import parse_local_id
+from slurmgen.slurm.showjob import job_info, parse_show_job
 from slurmgen.spec.load import load_file
 
 QUICK = """\

@@ -10,8 +10,8 @@ from recorded import recorded_text
 from slurmgen.journal import Entry
 from slurmgen.manage import logs, status
 from slurmgen.manage.targets import Target
-from slurmgen.slurm.client import job_info, parse_show_job
 from slurmgen.slurm.ids import JobId
+from slurmgen.slurm.showjob import job_info, parse_show_job
 
 
 def records(name: str) -> list[dict[str, str]]:

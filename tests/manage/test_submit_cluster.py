@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import pytest
 from cli_run import run_slurmgen, slurmgen_argv
 
-from slurmgen.slurm.client import JobInfo
 from slurmgen.slurm.ids import JobState
+from slurmgen.slurm.showjob import JobInfo
 
 if TYPE_CHECKING:  # annotations only
     from conftest import SlurmCluster

@@ -141,7 +141,7 @@ def test_requeue_without_grace_slurm_requeues_and_the_job_resumes(
 
 def grace_requeuer(cluster: SlurmCluster) -> tuple[str, str | None]:
     """Who requeues a job that ends during its grace time in a REQUEUE partition, and the mode its history shows:
-    Slurm itself since 24.05 (slurmgen.interruption.slurm_requeues_in_grace), rank 0 before."""
+    Slurm itself since 24.05 (slurmgen.interruption.requeue_route.slurm_requeues_in_grace), rank 0 before."""
     return ("slurm", "REQUEUE") if (version_tuple(cluster.version) or (0, 0)) >= (24, 5) else ("rank0", None)
 
 

@@ -23,8 +23,9 @@ import pytest
 from slurmgen import contract, exit_codes, run_history
 from slurmgen.batch import commands as batch
 from slurmgen.job_context.context import JobContext
-from slurmgen.requeue import Retry, requeue_this_job
+from slurmgen.requeue import requeue_this_job
 from slurmgen.slurm.client import SlurmClient, run_command
+from slurmgen.slurm.retry import Retry
 
 from .runtime_helpers import base_env
 

@@ -127,7 +127,7 @@ def test_planted_links_in_a_log_directory_are_never_written_through(shared: Path
         f"ln -s {shared.parent}/created-by-victim logs/rank-0.log",
         shared,
     )
-    mark = ProgressMark({contract.LOG_DIR: str(log_dir), contract.HANG_TIMEOUT: "60"}, 0)
+    mark = ProgressMark(JobContext.from_environ({contract.LOG_DIR: str(log_dir), contract.HANG_TIMEOUT: "60"}), 0)
     mark.touch(5)  # was: the victim file truncated to "5"
     with pytest.raises(trust.Untrusted, match="is a symbolic link"):
         run_history.append(str(log_dir), "batch", run_history.RUN_START, 1, time.time())  # was: a line appended

@@ -15,7 +15,6 @@ import pytest
 from recorded import VERSIONS, every_version, recorded, recorded_text
 
 from slurmgen.errors import SchedulerError, UsageError
-from slurmgen.slurm.client import FREE_TEXT_KEYS, JobInfo, job_info, parse_show_job
 from slurmgen.slurm.ids import JobId, JobState, parse_duration, parse_job_id, parse_state
 from slurmgen.slurm.parse import (
     Submitted,
@@ -25,6 +24,7 @@ from slurmgen.slurm.parse import (
     parse_steps,
     parse_test_only,
 )
+from slurmgen.slurm.showjob import FREE_TEXT_KEYS, JobInfo, job_info, parse_show_job
 
 YEAR = 365 * 24 * 3600  # Slurm shows a partition's INFINITE limit to a running job as 365-00:00:00
 RECORD_DIR = "/tmp/slurmgen-record"  # where tests/cluster/record-output.sh runs its jobs

@@ -8,6 +8,7 @@ import pytest
 
 from slurmgen import contract
 from slurmgen.errors import SpecError
+from slurmgen.job_context.context import JobContext
 from slurmgen.script.render import context
 from slurmgen.spec.load import load_text
 from slurmgen.spec.recovery import DEFAULT_HANG_TIMEOUT, DEFAULT_MAX_RESTARTS
@@ -55,6 +56,6 @@ def test_each_restart_takes_the_next_rendezvous_port_of_the_range() -> None:
     from slurmgen.task.rendezvous import master_port
 
     env = {contract.PORT: "20000", contract.PORT_RANGE: "10", "SLURM_JOB_ID": "19"}
-    first = master_port(env, contract.DEFAULT_EPHEMERAL).port
-    again = master_port({**env, contract.STEP_ATTEMPT: "1"}, contract.DEFAULT_EPHEMERAL).port
+    first = master_port(JobContext.from_environ(env), contract.DEFAULT_EPHEMERAL).port
+    again = master_port(JobContext.from_environ({**env, contract.STEP_ATTEMPT: "1"}), contract.DEFAULT_EPHEMERAL).port
     assert (first, again) == (20009, 20000)  # wraps inside the configured range

@@ -44,7 +44,8 @@ TWO_NICS = " && ".join(
 )
 PROBE = (
     "import json, ifcfg; from slurmgen.task.prepare import prepare; import os;"
-    "p = prepare(os.environ);"
+    "from slurmgen.job_context.context import JobContext;"
+    "p = prepare(JobContext.from_environ(os.environ));"
     "print(json.dumps({'iface': p.ifnames.interface, 'source': p.ifnames.source, 'updates': p.updates,"
     " 'warnings': p.warnings, 'ifcfg_default': ifcfg.default_interface()}))"
 )

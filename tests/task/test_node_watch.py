@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from slurmgen import contract
+from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import node_dir, node_mark_path, write_node_file
 from slurmgen.task.node_watch import NodeWatch, poll_interval
 
@@ -33,10 +34,10 @@ def node_env(log: Path, node: str, local_id: int = 0, **extra: str) -> dict[str,
 
 
 def mark(env: dict[str, str], rank: int, when: float, made: list[str]) -> None:
-    path = node_mark_path(env, rank)
+    path = node_mark_path(JobContext.from_environ(env), rank)
     write_node_file(path, "5\n")
     os.utime(path, (when, when))
-    made.append(node_dir(env))
+    made.append(node_dir(JobContext.from_environ(env)))
 
 
 def test_a_node_that_waits_calls_no_hang_while_another_node_progresses(tmp_path: Path, node_dirs: list[str]) -> None:
@@ -45,10 +46,10 @@ def test_a_node_that_waits_calls_no_hang_while_another_node_progresses(tmp_path:
     t0, timeout = time.time(), 20.0
     started = t0 - 100
     a, b = node_env(tmp_path, "a"), node_env(tmp_path, "b")
-    node_dirs.extend([node_dir(a), node_dir(b)])
+    node_dirs.extend([node_dir(JobContext.from_environ(a)), node_dir(JobContext.from_environ(b))])
     mark(a, 0, t0, node_dirs)
-    watch_a = NodeWatch(a, 0, NO_PID, started, timeout)
-    watch_b = NodeWatch(b, 8, NO_PID, started, timeout)
+    watch_a = NodeWatch(JobContext.from_environ(a), 0, NO_PID, started, timeout)
+    watch_b = NodeWatch(JobContext.from_environ(b), 8, NO_PID, started, timeout)
     lag = 2 * poll_interval(timeout)
     newest_a, called_a = watch_a.newest(t0 + 1)  # a publishes its progress
     newest_b, called_b = watch_b.newest(t0 + 1)  # b, idle for 101 s, hears a
@@ -63,11 +64,13 @@ def test_the_other_supervisors_of_a_node_follow_its_leader(tmp_path: Path, node_
     t0 = time.time()
     lead, other = node_env(tmp_path, "a"), node_env(tmp_path, "a", local_id=1)
     mark(lead, 0, t0 - 200, node_dirs)
-    follower = NodeWatch(other, 1, NO_PID, t0 - 300, 20.0)
-    leader = NodeWatch(lead, 0, NO_PID, t0 - 300, 20.0)
+    follower = NodeWatch(JobContext.from_environ(other), 1, NO_PID, t0 - 300, 20.0)
+    leader = NodeWatch(JobContext.from_environ(lead), 0, NO_PID, t0 - 300, 20.0)
     assert leader.newest(t0)[1]  # its leader writes 'lead' and 'hang' in the node's directory
     assert follower.newest(t0 + 0.1)[1]
-    assert not NodeWatch(other, 1, NO_PID, t0 + 1, 20.0).newest(t0 + 2)[1]  # a later start: that hang is old
+    assert not NodeWatch(JobContext.from_environ(other), 1, NO_PID, t0 + 1, 20.0).newest(t0 + 2)[
+        1
+    ]  # a later start: that hang is old
 
 
 def test_a_rank_that_prints_makes_progress_without_its_log_being_read(tmp_path: Path, node_dirs: list[str]) -> None:
@@ -75,18 +78,18 @@ def test_a_rank_that_prints_makes_progress_without_its_log_being_read(tmp_path: 
     import subprocess
 
     env = node_env(tmp_path, "a")
-    node_dirs.append(node_dir(env))
+    node_dirs.append(node_dir(JobContext.from_environ(env)))
     log = open(tmp_path / "rank-0.log", "a")  # noqa: SIM115
     child = subprocess.Popen([sys.executable, "-c", "import time\nprint('x', flush=True)\ntime.sleep(0.5)\n"
                               "print('y', flush=True)\ntime.sleep(30)"], stdout=log)  # fmt: skip
     try:
-        watch = NodeWatch(env, 0, child.pid, time.time() - 1, 20.0)
+        watch = NodeWatch(JobContext.from_environ(env), 0, child.pid, time.time() - 1, 20.0)
         deadline = time.time() + 20
         while watch.offset is None or watch.offset < 4:  # 'x\ny\n'
             assert time.time() < deadline
             watch.newest(time.time())
             time.sleep(0.1)
-        assert os.path.exists(os.path.join(node_dir(env), "out-0"))
+        assert os.path.exists(os.path.join(node_dir(JobContext.from_environ(env)), "out-0"))
     finally:
         child.kill()
         child.wait()
@@ -106,10 +109,10 @@ def ops_of_one_poll(log: Path, other_nodes: int, made: list[str], monkeypatch: p
             (log / "progress" / f"rank-{rank}").write_text("5\n")
             mark(env, rank, now - 1, made)
     me = node_env(log, "me")
-    mine = node_dir(me)
+    mine = node_dir(JobContext.from_environ(me))
     made.append(mine)
     mark(me, 0, now - 100, made)
-    watch = NodeWatch(me, 0, NO_PID, now - 200, 20.0)
+    watch = NodeWatch(JobContext.from_environ(me), 0, NO_PID, now - 200, 20.0)
     seen: list[str] = []
     recording = [True]
 

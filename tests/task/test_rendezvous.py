@@ -10,6 +10,7 @@ import pytest
 
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
+from slurmgen.job_context.context import JobContext
 from slurmgen.task.iface import choose_ifnames, nccl_matches, parse_proc_route, route_interface
 from slurmgen.task.prepare import Host, prepare, resolve_master
 from slurmgen.task.rendezvous import master_host, master_port, parse_port_range
@@ -47,36 +48,38 @@ def fake_host(
 
 def test_master_is_the_first_host_of_the_step() -> None:
     env = {"SLURM_STEP_NODELIST": "gpu-[03-04]", "SLURM_JOB_NODELIST": "gpu-[01-04]"}
-    assert master_host(env).host == "gpu-03"  # a second step in the allocation gets its own master
-    assert master_host(env).source == "SLURM_STEP_NODELIST"
-    assert master_host(env).nodes == 2
+    assert (
+        master_host(JobContext.from_environ(env)).host == "gpu-03"
+    )  # a second step in the allocation gets its own master
+    assert master_host(JobContext.from_environ(env)).source == "SLURM_STEP_NODELIST"
+    assert master_host(JobContext.from_environ(env)).nodes == 2
     del env["SLURM_STEP_NODELIST"]
-    assert master_host(env).host == "gpu-01"
-    assert master_host({"SLURM_JOB_NODELIST": "node[1-2]-ib[0-1]"}).host == "node1-ib0"
+    assert master_host(JobContext.from_environ(env)).host == "gpu-01"
+    assert master_host(JobContext.from_environ({"SLURM_JOB_NODELIST": "node[1-2]-ib[0-1]"})).host == "node1-ib0"
 
 
 def test_explicit_master_addr_wins_and_empty_is_refused() -> None:
     env = {"SLURM_JOB_NODELIST": "n[1-2]", "MASTER_ADDR": "login"}
-    assert master_host(env).host == "login"
-    assert master_host(env).nodes == 2
+    assert master_host(JobContext.from_environ(env)).host == "login"
+    assert master_host(JobContext.from_environ(env)).nodes == 2
     with pytest.raises(RuntimeSetupError, match="empty"):
-        master_host({"MASTER_ADDR": " "})
+        master_host(JobContext.from_environ({"MASTER_ADDR": " "}))
 
 
 def test_no_slurm_means_localhost() -> None:
-    assert master_host({}).host == "127.0.0.1"
+    assert master_host(JobContext.from_environ({})).host == "127.0.0.1"
 
 
 def test_bad_nodelist_is_an_error() -> None:
     with pytest.raises(RuntimeSetupError, match="invalid hostlist"):
-        master_host({"SLURM_JOB_NODELIST": "n[2-1]"})
+        master_host(JobContext.from_environ({"SLURM_JOB_NODELIST": "n[2-1]"}))
     with pytest.raises(RuntimeSetupError, match="names no host"):
-        master_host({"SLURM_JOB_NODELIST": ","})
+        master_host(JobContext.from_environ({"SLURM_JOB_NODELIST": ","}))
 
 
 def test_unresolvable_master_fails_fast_with_its_source() -> None:
     with pytest.raises(RuntimeSetupError) as caught:
-        resolve_master({"SLURM_JOB_NODELIST": "nosuch[1-2]"}, fake_host())
+        resolve_master(JobContext.from_environ({"SLURM_JOB_NODELIST": "nosuch[1-2]"}), fake_host())
     assert "'nosuch1' (from SLURM_JOB_NODELIST) does not resolve on node9" in str(caught.value)
 
 
@@ -84,21 +87,21 @@ def test_loopback_master_refused_on_several_nodes() -> None:
     """Debian's `127.0.1.1 <hostname>` line: the master's own node would bind gloo to lo (pytorch #67547)."""
     host = fake_host(names={"node1": "127.0.1.1"})
     with pytest.raises(RuntimeSetupError, match=r"resolves to loopback 127\.0\.1\.1 on node9.*spans 2 nodes"):
-        resolve_master({"SLURM_JOB_NODELIST": "node[1-2]"}, host)
-    resolve_master({"SLURM_JOB_NODELIST": "node1"}, host)  # one node: loopback is fine
+        resolve_master(JobContext.from_environ({"SLURM_JOB_NODELIST": "node[1-2]"}), host)
+    resolve_master(JobContext.from_environ({"SLURM_JOB_NODELIST": "node1"}), host)  # one node: loopback is fine
 
 
 def test_loopback_master_allowed_when_every_node_is_a_loopback_address() -> None:
     """`slurmgen run --local` emulates nodes as 127.0.0.1, 127.0.0.2, ...: all on this machine."""
-    master, ip, _ = resolve_master({"SLURM_JOB_NODELIST": "127.0.0.[1-2]"}, fake_host())
+    master, ip, _ = resolve_master(JobContext.from_environ({"SLURM_JOB_NODELIST": "127.0.0.[1-2]"}), fake_host())
     assert (master.host, ip, master.nodes, master.one_machine) == ("127.0.0.1", "127.0.0.1", 2, True)
     # One real node among them: the others could not reach a loopback master.
-    assert not master_host({"SLURM_JOB_NODELIST": "127.0.0.1,node2"}).one_machine
+    assert not master_host(JobContext.from_environ({"SLURM_JOB_NODELIST": "127.0.0.1,node2"})).one_machine
     with pytest.raises(RuntimeSetupError, match="spans 2 nodes"):
-        resolve_master({"SLURM_JOB_NODELIST": "127.0.0.1,node2"}, fake_host())
+        resolve_master(JobContext.from_environ({"SLURM_JOB_NODELIST": "127.0.0.1,node2"}), fake_host())
     # A name that resolves to loopback is still refused, however many of them there are.
     with pytest.raises(RuntimeSetupError, match="spans 2 nodes"):
-        resolve_master({"SLURM_JOB_NODELIST": "localhost,localhost"}, fake_host())
+        resolve_master(JobContext.from_environ({"SLURM_JOB_NODELIST": "localhost,localhost"}), fake_host())
 
 
 # --- port ---
@@ -106,25 +109,25 @@ def test_loopback_master_allowed_when_every_node_is_a_loopback_address() -> None
 
 def test_port_from_job_id() -> None:
     env = {"SLURM_JOB_ID": "1000", contract.PORT: "20000", contract.PORT_RANGE: "100"}
-    assert master_port(env, EPHEMERAL).port == 20000
+    assert master_port(JobContext.from_environ(env), EPHEMERAL).port == 20000
     env["SLURM_JOB_ID"] = "1042"
-    assert master_port(env, EPHEMERAL).port == 20042
-    default = master_port({"SLURM_JOB_ID": "127"}, EPHEMERAL).port
+    assert master_port(JobContext.from_environ(env), EPHEMERAL).port == 20042
+    default = master_port(JobContext.from_environ({"SLURM_JOB_ID": "127"}), EPHEMERAL).port
     assert default == contract.DEFAULT_PORT
 
 
 def test_explicit_master_port_wins() -> None:
     env = {"MASTER_PORT": "29500", contract.PORT: "50000"}  # even a bad range is irrelevant then
-    assert master_port(env, EPHEMERAL).port == 29500
+    assert master_port(JobContext.from_environ(env), EPHEMERAL).port == 29500
     for bad in ("0", "65536", "x", "-1"):
         with pytest.raises(RuntimeSetupError, match="MASTER_PORT"):
-            master_port({"MASTER_PORT": bad}, EPHEMERAL)
+            master_port(JobContext.from_environ({"MASTER_PORT": bad}), EPHEMERAL)
 
 
 @pytest.mark.parametrize(("base", "size"), [("32700", "127"), ("60999", "1"), ("40000", "10"), ("1", "65535")])
 def test_range_into_the_ephemeral_range_is_refused(base: str, size: str) -> None:
     with pytest.raises(RuntimeSetupError) as caught:
-        master_port({contract.PORT: base, contract.PORT_RANGE: size}, EPHEMERAL)
+        master_port(JobContext.from_environ({contract.PORT: base, contract.PORT_RANGE: size}), EPHEMERAL)
     message = str(caught.value)
     assert "ephemeral" in message or "not valid" in message
     assert "distributed.port / distributed.port_range" in message
@@ -132,7 +135,7 @@ def test_range_into_the_ephemeral_range_is_refused(base: str, size: str) -> None
 
 def test_range_just_below_the_ephemeral_range_is_fine() -> None:
     env = {contract.PORT: "32641", contract.PORT_RANGE: "127", "SLURM_JOB_ID": "126"}
-    assert master_port(env, EPHEMERAL).port == 32767
+    assert master_port(JobContext.from_environ(env), EPHEMERAL).port == 32767
 
 
 @pytest.mark.parametrize(
@@ -146,7 +149,7 @@ def test_range_just_below_the_ephemeral_range_is_fine() -> None:
 )
 def test_bad_port_settings(env: dict[str, str]) -> None:
     with pytest.raises(RuntimeSetupError):
-        master_port(env, EPHEMERAL)
+        master_port(JobContext.from_environ(env), EPHEMERAL)
 
 
 def test_parse_port_range() -> None:
@@ -255,7 +258,7 @@ SRUN_2x2 = {
 
 
 def test_prepare_srun_task() -> None:
-    prepared = prepare(SRUN_2x2, fake_host())
+    prepared = prepare(JobContext.from_environ(SRUN_2x2), fake_host())
     assert prepared.updates == {
         "MASTER_ADDR": "node1",
         "MASTER_PORT": "20042",
@@ -285,12 +288,12 @@ def test_prepare_keeps_everything_already_set() -> None:
         "LOCAL_WORLD_SIZE": "2",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
     }
-    assert prepare(env, fake_host()).updates == {}
-    assert prepare(env, fake_host()).master_ip == "10.77.2.6"
+    assert prepare(JobContext.from_environ(env), fake_host()).updates == {}
+    assert prepare(JobContext.from_environ(env), fake_host()).master_ip == "10.77.2.6"
 
 
 def test_prepare_torchrun_agent_leaves_ranks_to_torchrun() -> None:
-    updates = prepare(SRUN_2x2, fake_host(), agent=True).updates
+    updates = prepare(JobContext.from_environ(SRUN_2x2), fake_host(), agent=True).updates
     assert "RANK" not in updates
     assert "WORLD_SIZE" not in updates
     assert updates["MASTER_ADDR"] == "node1"
@@ -298,31 +301,41 @@ def test_prepare_torchrun_agent_leaves_ranks_to_torchrun() -> None:
 
 def test_prepare_falls_back_to_ifcfg_default_then_to_nothing() -> None:
     env = {**SRUN_2x2, "MASTER_ADDR": "10.9.9.9"}
-    prepared = prepare(env, fake_host(routes="proc_net_route_no_default.txt", default="eth7"))
+    prepared = prepare(JobContext.from_environ(env), fake_host(routes="proc_net_route_no_default.txt", default="eth7"))
     assert prepared.updates["GLOO_SOCKET_IFNAME"] == "eth7"
     assert prepared.ifnames.source == "default route (ifcfg)"
-    prepared = prepare(env, fake_host(routes="proc_net_route_no_default.txt", default=None))
+    prepared = prepare(JobContext.from_environ(env), fake_host(routes="proc_net_route_no_default.txt", default=None))
     assert "GLOO_SOCKET_IFNAME" not in prepared.updates
     assert "NCCL_SOCKET_IFNAME" not in prepared.updates
     assert prepared.warnings
 
 
 def test_prepare_warns_when_async_error_handling_is_off() -> None:
-    prepared = prepare({**SRUN_2x2, "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"}, fake_host())
+    prepared = prepare(JobContext.from_environ({**SRUN_2x2, "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"}), fake_host())
     assert any("TORCH_NCCL_ASYNC_ERROR_HANDLING=0" in w for w in prepared.warnings)
     assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in prepared.updates
 
 
 def test_prepare_tells_accelerate_to_use_the_cpu_only_in_a_job_without_gpus() -> None:
     cpu_job = {**SRUN_2x2, contract.GPUS_PER_NODE: "0"}
-    assert prepare(cpu_job, fake_host()).updates["ACCELERATE_USE_CPU"] == "true"
-    assert "ACCELERATE_USE_CPU" not in prepare({**SRUN_2x2, contract.GPUS_PER_NODE: "8"}, fake_host()).updates
-    assert "ACCELERATE_USE_CPU" not in prepare(SRUN_2x2, fake_host()).updates  # not a rendered job
-    assert "ACCELERATE_USE_CPU" not in prepare({**cpu_job, "ACCELERATE_USE_CPU": "false"}, fake_host()).updates
+    assert prepare(JobContext.from_environ(cpu_job), fake_host()).updates["ACCELERATE_USE_CPU"] == "true"
+    assert (
+        "ACCELERATE_USE_CPU"
+        not in prepare(JobContext.from_environ({**SRUN_2x2, contract.GPUS_PER_NODE: "8"}), fake_host()).updates
+    )
+    assert (
+        "ACCELERATE_USE_CPU" not in prepare(JobContext.from_environ(SRUN_2x2), fake_host()).updates
+    )  # not a rendered job
+    assert (
+        "ACCELERATE_USE_CPU"
+        not in prepare(JobContext.from_environ({**cpu_job, "ACCELERATE_USE_CPU": "false"}), fake_host()).updates
+    )
 
 
 def test_prepare_empty_variables_count_as_unset() -> None:
-    prepared = prepare({**SRUN_2x2, "GLOO_SOCKET_IFNAME": "", "NCCL_SOCKET_IFNAME": ""}, fake_host())
+    prepared = prepare(
+        JobContext.from_environ({**SRUN_2x2, "GLOO_SOCKET_IFNAME": "", "NCCL_SOCKET_IFNAME": ""}), fake_host()
+    )
     assert prepared.updates["GLOO_SOCKET_IFNAME"] == "sgt1"
 
 

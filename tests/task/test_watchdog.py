@@ -11,6 +11,7 @@ import pytest
 
 from slurmgen import contract
 from slurmgen.batch import restart as batch_restart
+from slurmgen.job_context.context import JobContext
 from slurmgen.task import watchdog
 
 PY_SPY_DUMP = """rank 1 on n1, pid 42: no progress on any rank for 20 s; this rank last progressed at 12:00:00
@@ -53,7 +54,7 @@ def test_progress_is_the_newest_rank_output_or_mark_of_the_node_and_never_before
     from slurmgen.task.node_watch import newest_in
 
     env = {contract.LOG_DIR: str(tmp_path), contract.HANG_TIMEOUT: "60", "SLURMD_NODENAME": "n1"}
-    folder = node_dir(env)
+    folder = node_dir(JobContext.from_environ(env))
     try:
         write_node_file(os.path.join(folder, "out-0"), "")
         write_node_file(os.path.join(folder, "rank-1"), "3\n")
@@ -61,30 +62,34 @@ def test_progress_is_the_newest_rank_output_or_mark_of_the_node_and_never_before
         os.utime(os.path.join(folder, "rank-1"), (2000.0, 2000.0))
         assert newest_in(folder, ("rank-", "out-"), 500.0) == 2000.0
         assert newest_in(folder, ("rank-", "out-"), 3000.0) == 3000.0
-        assert watchdog.own_progress(env, 0, 500.0) == 1000.0
+        assert watchdog.own_progress(JobContext.from_environ(env), 0, 500.0) == 1000.0
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_per_step_mark_is_touched_at_most_once_a_second(tmp_path: Path) -> None:
     env = {contract.LOG_DIR: str(tmp_path), contract.HANG_TIMEOUT: "60"}
-    mark = watchdog.ProgressMark(env, 3)
+    mark = watchdog.ProgressMark(JobContext.from_environ(env), 3)
     mark.touch()
     path = Path(watchdog.progress_path(str(tmp_path), 3))
     first = path.stat().st_mtime_ns
     os.utime(path, ns=(first - 10**9, first - 10**9))
     mark.touch()  # within the second: no write
     assert path.stat().st_mtime_ns == first - 10**9
-    assert watchdog.ProgressMark({**env, contract.HANG_TIMEOUT: "0"}, 3).path is None  # watchdog off: no marks
+    assert (
+        watchdog.ProgressMark(JobContext.from_environ({**env, contract.HANG_TIMEOUT: "0"}), 3).path is None
+    )  # watchdog off: no marks
 
 
 def test_the_nccl_flight_recorder_only_on_gpus_and_never_over_the_users_own(tmp_path: Path) -> None:
     env = {contract.LOG_DIR: str(tmp_path), contract.HANG_TIMEOUT: "60", contract.GPUS_PER_NODE: "8"}
-    got = watchdog.nccl_trace_env(env)
+    got = watchdog.nccl_trace_env(JobContext.from_environ(env))
     assert got["TORCH_NCCL_TRACE_BUFFER_SIZE"] == watchdog.NCCL_TRACE_ENTRIES
     assert got["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == str(tmp_path / "hang" / "nccl-trace-rank-")
-    assert watchdog.nccl_trace_env({**env, contract.GPUS_PER_NODE: "0"}) == {}
-    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in watchdog.nccl_trace_env({**env, "TORCH_NCCL_TRACE_BUFFER_SIZE": "9"})
+    assert watchdog.nccl_trace_env(JobContext.from_environ({**env, contract.GPUS_PER_NODE: "0"})) == {}
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in watchdog.nccl_trace_env(
+        JobContext.from_environ({**env, "TORCH_NCCL_TRACE_BUFFER_SIZE": "9"})
+    )
 
 
 def test_the_watchdog_dumps_a_real_programs_stacks_and_kills_it(tmp_path: Path) -> None:
@@ -102,7 +107,7 @@ def test_the_watchdog_dumps_a_real_programs_stacks_and_kills_it(tmp_path: Path) 
         child = subprocess.Popen([sys.executable, "-c", code], stdout=out)
     env = {contract.LOG_DIR: str(tmp_path), contract.HANG_TIMEOUT: "2", "WORLD_SIZE": "1"}
     said: list[str] = []
-    stop = watchdog.start(env, 0, child.pid, said.append)
+    stop = watchdog.start(JobContext.from_environ(env), 0, child.pid, said.append)
     assert stop is not None
     try:
         assert child.wait(timeout=60) == -9
@@ -112,7 +117,9 @@ def test_the_watchdog_dumps_a_real_programs_stacks_and_kills_it(tmp_path: Path) 
             child.kill()
         from slurmgen.progress_mark import node_dir
 
-        shutil.rmtree(node_dir(env), ignore_errors=True)  # the node's progress directory in /dev/shm
+        shutil.rmtree(
+            node_dir(JobContext.from_environ(env)), ignore_errors=True
+        )  # the node's progress directory in /dev/shm
     stacks = (tmp_path / "hang" / "rank-0.stacks").read_text()
     assert "waits_forever" in stacks, stacks
     assert said and "no progress on any rank for 2 s (recovery.hang_timeout)" in said[0]
@@ -137,7 +144,8 @@ def test_the_nccl_flight_recorder_records_collectives_on_a_gpu(tmp_path: Path) -
         "print(sum(1 for n in names if 'allreduce' in n.replace('_', '')))\n"  # nccl:all_reduce (torch 2.11+)
         "dist.destroy_process_group()\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, **watchdog.nccl_trace_env(env)},
+    trace = watchdog.nccl_trace_env(JobContext.from_environ(env))
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, **trace},
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.split()[-1]) >= 1, done.stdout
@@ -152,7 +160,7 @@ def test_the_steps_a_restart_loses_are_the_marks_steps_since_the_last_save_of_th
     env = {contract.LOG_DIR: log, contract.HANG_TIMEOUT: "60"}
     started = time.time() - 1
     assert batch_restart.steps_lost(log, run_history.History([]), 1, started) is None  # no mark: not known
-    watchdog.ProgressMark(env, 0).touch(57)
+    watchdog.ProgressMark(JobContext.from_environ(env), 0).touch(57)
     save = {"event": run_history.SAVE, "run": 1, "time": started + 0.5, "steps": 40}
     older = {"event": run_history.SAVE, "run": 1, "time": started - 100, "steps": 50}  # an earlier start's save
     assert batch_restart.steps_lost(log, run_history.History([older, save]), 1, started) == 17
@@ -163,6 +171,6 @@ def test_the_steps_a_restart_loses_are_the_marks_steps_since_the_last_save_of_th
         batch_restart.steps_lost(log, run_history.History([save]), 1, time.time() + 10) is None
     )  # the mark predates this start
     os.remove(watchdog.progress_path(log, 0))
-    watchdog.ProgressMark(env, 2).touch(45)  # rank 0 left no mark: another rank's
+    watchdog.ProgressMark(JobContext.from_environ(env), 2).touch(45)  # rank 0 left no mark: another rank's
     assert batch_restart.steps_lost(log, run_history.History([save]), 1, started) == 5
     assert watchdog.steps_marked(log, 2, started) == 45

@@ -24,7 +24,7 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 from slurmgen import contract
 from slurmgen.atomic import fsync_dir
@@ -67,9 +67,9 @@ def next_seq(name: str, entries: Iterable[str]) -> int:
     return max(used) + 1
 
 
-def keep_count(keep: int | None, environ: JobContext | Mapping[str, str]) -> int:
+def keep_count(keep: int | None, environ: JobContext) -> int:
     """How many complete sharded checkpoints to keep: the argument, else SLURMGEN_KEEP, else 2."""
-    raw = str(keep) if keep is not None else JobContext.of(environ).keep
+    raw = str(keep) if keep is not None else environ.keep
     if not raw:
         return contract.DEFAULT_KEEP
     if not raw.isdigit() or int(raw) < 1:

@@ -11,6 +11,7 @@ import pytest
 from runtime.runtime_helpers import ROOT
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
+from slurmgen.job_context.context import JobContext
 from slurmgen.runtime.checkpoint import layout
 from slurmgen.runtime.checkpoint.layout import keep_count
 from slurmgen.runtime.checkpoint.record import fits_window, window_warning
@@ -81,13 +82,13 @@ def test_fits_window() -> None:
 
 
 def test_keep_count() -> None:
-    assert keep_count(None, {}) == contract.DEFAULT_KEEP == 2
-    assert keep_count(None, {contract.KEEP: "5"}) == 5
-    assert keep_count(3, {contract.KEEP: "5"}) == 3  # the argument wins
+    assert keep_count(None, JobContext.from_environ({})) == contract.DEFAULT_KEEP == 2
+    assert keep_count(None, JobContext.from_environ({contract.KEEP: "5"})) == 5
+    assert keep_count(3, JobContext.from_environ({contract.KEEP: "5"})) == 3  # the argument wins
     with pytest.raises(RuntimeSetupError, match=r"SLURMGEN_KEEP='0': the number of checkpoints to keep"):
-        keep_count(None, {contract.KEEP: "0"})
+        keep_count(None, JobContext.from_environ({contract.KEEP: "0"}))
     with pytest.raises(RuntimeSetupError, match=r"Preemption\(keep=...\)='-1'"):
-        keep_count(-1, {})
+        keep_count(-1, JobContext.from_environ({}))
 
 
 def test_torch_extra_brings_numpy() -> None:

@@ -14,6 +14,7 @@ import pytest
 from ranks import Launcher
 
 from slurmgen.errors import RuntimeSetupError
+from slurmgen.job_context.context import JobContext
 from slurmgen.runtime.checkpoint import layout
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.settings import StoreSettings
@@ -165,7 +166,9 @@ def test_a_planted_plain_state_is_not_read_even_with_the_safe_loader_off(tmp_pat
     torch.save(envelope, state)
     os.chown(state, NOBODY, NOBODY)
     settings = StoreSettings("77", "abc", 0, 2, named=False, weights_only=False)
-    store = CheckpointStore(str(state), settings, Peers({}, timeout=60.0, exit=lambda code: None))
+    store = CheckpointStore(
+        str(state), settings, Peers(JobContext.from_environ({}), timeout=60.0, exit=lambda code: None)
+    )
     with pytest.raises(CheckpointError, match=r"is owned by uid 65534, not by this user"):
         store.load()
     assert not proof.exists()

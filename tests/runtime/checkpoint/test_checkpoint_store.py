@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from slurmgen.job_context.context import JobContext
 from slurmgen.runtime.checkpoint import layout
 from slurmgen.runtime.checkpoint.background import PendingSave
 from slurmgen.runtime.checkpoint.commit import CheckpointError
@@ -32,7 +33,11 @@ def make_store(tmp_path: Path, *, key: str = "77", named: bool = False, keep: in
     on_failure = kw.pop("on_failure", None)
     listener = None if on_failure is None else FailureListener(on_failure)
     return CheckpointStore(
-        str(tmp_path / "77.state"), settings, Peers({}, timeout=60.0, exit=exit_), listener=listener, **kw
+        str(tmp_path / "77.state"),
+        settings,
+        Peers(JobContext.from_environ({}), timeout=60.0, exit=exit_),
+        listener=listener,
+        **kw,
     )
 
 
@@ -246,7 +251,7 @@ def test_a_resumed_forgotten_job_starts_from_the_old_jobs_sharded_state(
     """`slurmgen resume` submits the script again as a new job with SLURMGEN_RESUME_FROM=<old key>: with no
     state of its own, it starts from the old job's newest checkpoint, then saves under its own key."""
     torch = torch_module
-    alone = Peers({}, timeout=60.0, exit=lambda c: None)
+    alone = Peers(JobContext.from_environ({}), timeout=60.0, exit=lambda c: None)
     old = CheckpointStore(str(tmp_path / "77.state"), StoreSettings("77", "abc", 0, 2), alone)
     old.save({"w": torch.full((3,), 7.0)}, "preemption", async_=False, sharded=True)
     new = CheckpointStore(str(tmp_path / "91.state"), StoreSettings("91", "abc", 0, 2, resume_from="77"), alone)
@@ -264,9 +269,10 @@ from pathlib import Path
 from slurmgen.runtime.checkpoint.settings import StoreSettings
 from slurmgen.runtime.checkpoint.store import CheckpointStore
 from slurmgen.runtime.peers import Peers
+from slurmgen.job_context.context import JobContext
 model = torch.nn.Linear(3, 2)
 store = CheckpointStore(str(Path(sys.argv[1]) / "77.state"), StoreSettings("77", "abc", 0, 2, named=False),
-                        Peers({}, timeout=60.0, exit=sys.exit))
+                        Peers(JobContext.from_environ({}), timeout=60.0, exit=sys.exit))
 store.save({"model": model.state_dict(), "step": 7}, "preemption", async_=False, sharded=None)
 into = {"model": torch.nn.Linear(3, 2).state_dict(), "step": 0}
 assert store.load(into) and into["step"] == 7 and torch.equal(into["model"]["weight"], model.weight.detach())

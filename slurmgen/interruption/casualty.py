@@ -1,0 +1,107 @@
+"""The rank that failed, not its casualties: which of a start's failed tasks caused the failure, and what of its
+error line identifies the error (the repeated-failure rule compares that, allocation.decide_restart).
+
+When one rank fails, the others die of it: their peers' connections close and they exit with slurmgen's peer-loss
+code (exit_codes.EXIT_PEER_LOST), or srun's --kill-on-bad-exit ends the step and they die of its signal (TERM,
+then KILL after KillWait: srun(1)). At 16,384 ranks, 16,383 casualties stand around one cause, and the first exit
+recorded is often a casualty's: a peer sees the closed connection before the failing rank has finished exiting.
+
+Standard library and the run history's vocabulary only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slurmgen import exit_codes, run_history
+
+STEP_SIGNALS = frozenset({"TERM", "KILL"})  # what srun and slurmstepd send the tasks of a step they end
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    """One failed task of a start of the step, as its supervisor recorded it."""
+
+    rank: int
+    exit_code: int
+    signal: str | None  # the program died of this signal ("KILL"), None when it exited
+    time: float  # epoch seconds of the record
+
+
+def is_casualty(end: TaskEnd, ends: Sequence[TaskEnd]) -> bool:
+    """A task that died of another's failure: it lost its peers (exit 76), or it died of the step's signal after
+    another task had already failed."""
+    if end.exit_code == exit_codes.EXIT_PEER_LOST:
+        return True
+    by_step = end.signal in STEP_SIGNALS or end.exit_code in (128 + 15, 128 + 9)
+    return by_step and any(other.time < end.time and other.rank != end.rank for other in ends)
+
+
+def cause_of(ends: Sequence[TaskEnd]) -> TaskEnd | None:
+    """The task that failed on its own, the earliest of them; only casualties: the earliest casualty."""
+    if not ends:
+        return None
+    own = [end for end in ends if not is_casualty(end, ends)]
+    return min(own or ends, key=lambda end: (end.time, end.rank))
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    rank: int
+    node: str
+    exit_code: int
+    signal: str | None  # the program died of this signal (exit_code is then 128 + its number)
+    log: str | None
+    time: float
+
+    def describe(self) -> str:
+        how = f"killed by SIG{self.signal}" if self.signal else f"exit {self.exit_code}"
+        return f"rank {self.rank} on {self.node} ({how})"
+
+
+def first_failure(events: Iterable[Mapping[str, Any]], run: int) -> TaskFailure | None:
+    """The task of ``run`` that failed on its own, the earliest of them, not a casualty of it (a rank that lost its
+    peers, exit 76, or died of the step's signal after another failed: `is_casualty`); None when no
+    task-exit event."""
+    found: list[TaskFailure] = []
+    for e in events:
+        if e.get("event") != run_history.TASK_EXIT or e.get("run") != run:
+            continue
+        try:
+            found.append(
+                TaskFailure(
+                    rank=int(e["rank"]),
+                    node=str(e.get("node") or "?"),
+                    exit_code=int(e["exit_code"]),
+                    signal=str(e["signal"]) if e.get("signal") else None,
+                    log=str(e["log"]) if e.get("log") else None,
+                    time=float(e.get("time") or 0.0),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    cause = cause_of([TaskEnd(f.rank, f.exit_code, f.signal, f.time) for f in found])
+    return None if cause is None else next(f for f in found if (f.rank, f.time) == (cause.rank, cause.time))
+
+
+# What changes from one attempt to the next in the same error: an address (IPv4, with its port), a pointer or
+# other hexadecimal value, and any number of four or more digits (a port, a pid, a byte count, a time).
+CHANGING = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\b0x[0-9a-fA-F]+\b|\b\d{4,}\b")
+
+
+def error_key(line: str) -> str:
+    """What identifies an error line: the line without the numbers that change with every attempt."""
+    return CHANGING.sub("#", line)
+
+
+def stop_of_a_casualty(stop_time: float | None, ends: Sequence[TaskEnd], signals: Sequence[str]) -> bool:
+    """Whether rank 0's recorded stop is a casualty's, not a stop under way: no signal reached the batch shell (no
+    preemption, time limit or scancel), and a task had failed on its own before it. srun's --kill-on-bad-exit
+    sends the rest of the step SIGTERM, which Preemption takes for a stop like any other (srun(1))."""
+    cause = cause_of(ends)
+    if stop_time is None or cause is None or signals or is_casualty(cause, ends):
+        return False
+    return stop_time >= cause.time
