@@ -229,7 +229,7 @@ def before_step(attempt: int, env: JobContext | Mapping[str, str], say: Callable
     (slurmgen.interruption.decide_before_step). Printed for the shell to carry out: `start`, `end` (go to the
     run's end) or `exit CODE`."""
     ctx = JobContext.of(env)
-    signals = tuple(item.partition("@")[0] for item in ctx.signals.split())
+    signals = tuple(name for name, _ in ctx.signals)
     phase = Phase.RESTARTING if attempt > 0 else Phase.STARTING
     plan = interruption.decide(interruption.BeforeStepFacts(signals, phase))
     if plan.line:
