@@ -31,18 +31,30 @@ HEADER = '''\
 """Generated from the contract's table (slurmgen.contract.VARIABLES) by `python -m slurmgen.job_context.generate`:
 do not edit.
 
-The job variables as typed fields, one per row of the table that has a field, each parsed by its row's parser
-(slurmgen/job_context/values.py). The job context (slurmgen/job_context/context.py) extends JobVariables with what
-it derives from them. Python 3.9: the batch shell's helper and the task supervisor import it.
+The job variables as typed fields, one per row of the table that has a field, each parsed by its row's parser, then
+what derives from them (slurmgen/job_context/values.py). The job context (slurmgen/job_context/context.py) is
+JobVariables with its questions about ranks. Python 3.9: the batch shell's helper and the task supervisor import it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slurmgen import contract
 '''
+
+# The fields that derive from the variables (each by its function of the whole environment in values.py): the job
+# key from Slurm's three variables, the marker named by it, the run number, the lead time in whole seconds.
+DERIVED = (
+    ("key", "key_from", "job_key_of: None outside Slurm"),
+    ("requeue_marker", "requeue_marker_from", "the marker a task leaves in state_dir for the batch shell"),
+    ("run", "run_from", "this run's number in the run history: 1 for the first (restart_count + 1)"),
+    ("lead_seconds", "lead_seconds_from", "lead_time as the spec gave it (whole seconds), for the site's window"),
+)
+ENVIRON = (
+    "    environ: Mapping[str, str] = field(repr=False, compare=False)  # the whole environment, to hand to a child"
+)
 
 
 def rows() -> list[contract.Variable]:
@@ -72,20 +84,26 @@ def _default(row: contract.Variable) -> str:
 
 
 def variables_text() -> str:
-    used = sorted({row.parse for row in rows()} | {"Malformed"})
+    used = sorted({row.parse for row in rows()} | {name for _, name, _ in DERIVED} | {"Malformed"})
     one_line = f"from slurmgen.job_context.values import {', '.join(used)}"
     listed = ["from slurmgen.job_context.values import (", *(f"    {name}," for name in used), ")"]
-    lines = [HEADER.rstrip("\n"), *([one_line] if len(one_line) <= LINE_LENGTH else listed), "", ""]
-    lines += ["@dataclass(frozen=True)", "class JobVariables:", '    """The job variables, read once."""', ""]
-    for row in rows():
-        lines.append(f"    {row.field}: {_parser(row)[1]}  # {row.name}")
-    lines += ["", "", "def read_variables(environ: Mapping[str, str]) -> JobVariables:"]
-    lines += ['    """Every field from ``environ``, by its row\'s parser."""', "    return JobVariables("]
+    lines = [HEADER.rstrip("\n"), *([one_line] if len(one_line) <= LINE_LENGTH else listed), ""]
+    lines += ["TYPE_CHECKING = False  # typing stays unloaded: every process imports this", "if TYPE_CHECKING:"]
+    lines += ["    from typing import Self", "", ""]
+    lines += ["@dataclass(frozen=True)", "class JobVariables:"]
+    lines += ['    """The job variables, read once, and what derives from them."""', ""]
+    lines += [f"    {row.field}: {_parser(row)[1]}  # {row.name}" for row in rows()]
+    lines += [
+        f"    {name}: {getattr(values, parse).__annotations__['return']}  # {why}" for name, parse, why in DERIVED
+    ]
+    lines += [ENVIRON, "", "    @classmethod", "    def from_environ(cls, environ: Mapping[str, str]) -> Self:"]
+    lines += ['        """Every field from ``environ``, each by its parser."""', "        return cls("]
     for row in rows():
         name, _, takes_default = _parser(row)
         args = ["environ", _constant(row.name) or repr(row.name)] + ([_default(row)] if takes_default else [])
-        lines.append(f"        {row.field}={name}({', '.join(args)}),")
-    lines += ["    )", ""]
+        lines.append(f"            {row.field}={name}({', '.join(args)}),")
+    lines += [f"            {name}={parse}(environ)," for name, parse, _ in DERIVED]
+    lines += ["            environ=environ,", "        )", ""]
     return "\n".join(lines)
 
 

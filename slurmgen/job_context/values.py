@@ -46,6 +46,23 @@ KEY_SHELL = (
 )
 
 
+def requeue_marker_from(mapping: Mapping[str, str]) -> str | None:
+    """The name of the requeue marker of this job (contract.requeue_marker_name); None outside Slurm."""
+    key = key_from(mapping)
+    return None if key is None else contract.requeue_marker_name(key)
+
+
+def run_from(mapping: Mapping[str, str]) -> int:
+    """This run's number in the run history: 1 for the first (Slurm's restart count + 1)."""
+    return restart_count_from(mapping) + 1
+
+
+def lead_seconds_from(mapping: Mapping[str, str]) -> int | None:
+    """The lead time as the renderer exports it, whole seconds; None when unset or anything else."""
+    raw = mapping.get(contract.LEAD_TIME, "")
+    return int(raw) if raw.isdigit() else None
+
+
 def restart_count_from(mapping: Mapping[str, str]) -> int:
     """How many times Slurm restarted this job. SLURM_RESTART_COUNT is unset (not 0) on the first run."""
     return restarts(mapping, RESTART_COUNT)
