@@ -178,7 +178,7 @@ class Variable:
     doc: str
     set_by: str
     readers: tuple[str, ...]
-    field: str = ""  # "" for a variable only the script's shell code reads
+    field: str = ""  # none: read by the script's shell code, the program, or a parse of several (ranks, the key)
     parse: str = ""
     default: object = None
     spec: str = ""

@@ -4,8 +4,9 @@ The rendered script exports the contract's variables (slurmgen/contract.py), Slu
 the batch shell's helper (slurmgen.batch), each task's supervisor (slurmgen.task) and the user's program
 (slurmgen.runtime) each build one `JobContext` from them at start and pass it (or the few fields a function needs)
 down, instead of parsing the same variables again at every hop. This package is the only place of slurmgen that
-reads those variables (tests/test_context_reads.py). `context` holds JobContext, `values` the parse of each
-variable, `ranks` where this process sits (torchrun's variables first, then Slurm's, else a single process),
+reads those variables (tests/test_context_reads.py). `context` holds JobContext, `variables` its fields and
+their parse (generated from the contract's table by `generate`), `values` the parse of each variable, `ranks` where
+this process sits (torchrun's variables first, then Slurm's, else a single process),
 `public` the runtime's functions over them. This file imports none of them at import time: a package that does is
 a circle (tests/test_layers.py), so callers import the module they need (the old module's names still resolve).
 
