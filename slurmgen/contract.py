@@ -1,7 +1,7 @@
 """The contract between the rendered script and the runtime: variable names, exit codes, file names.
 
 The renderer exports these variables in the batch script; the runtime reads them inside every task. The
-runtime never reads YAML or spec objects, so this module is the only thing both sides share. `VARIABLES` is the
+runtime never reads YAML or spec objects, so this module is the only thing both sides share. `variables()` is the
 one table of them: each row says where a variable comes from (the spec value the renderer exports, or who else
 sets it), how the job context parses it, its default and who reads it. The renderer (slurmgen.script.render)
 exports by iterating it, the job context's fields are generated from it (slurmgen.job_context.generate), and so is
@@ -11,7 +11,10 @@ and the task supervisor run on the host's or the image's interpreter): the runti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+TYPE_CHECKING = False  # typing stays unloaded: every in-job process imports this module
+if TYPE_CHECKING:
+    from slurmgen.contract_variable import Variable
+
 
 # --- variables the script exports for the runtime -------------------------------------------------------
 JOB_NAME = "SLURMGEN_JOB_NAME"
@@ -167,444 +170,436 @@ OMIT_EMPTY = "empty"  # the spec value is empty, 0 or false
 OMIT_DEFAULT = "default"  # the spec value is the row's default
 
 
-@dataclass(frozen=True)
-class Variable:
-    """One variable of the contract. ``field`` and ``parse`` make the job context's field (its type is the parser's:
-    slurmgen/job_context/values.py; a parser that takes a third argument gets ``default``); ``spec``, ``when`` and
-    ``omit`` make the renderer's export (FROM_SPEC rows only: ``spec`` is a dotted path on JobSpec, ``when`` one to
-    a flag without which the variable is left out)."""
+def variables() -> tuple[Variable, ...]:
+    """The table of the variables: the exports first, in the order the script writes them (the golden scripts in
+    tests/script/golden hold it), then the variables others set. Built on each call, not at import: every in-job
+    process imports this module for the names, and none of them reads the table (the job context's fields are
+    generated from it); the renderer calls it once per script."""
+    from slurmgen.contract_variable import Variable
 
-    name: str
-    doc: str
-    set_by: str
-    readers: tuple[str, ...]
-    field: str = ""  # none: read by the script's shell code, the program, or a parse of several (ranks, the key)
-    parse: str = ""
-    default: object = None
-    spec: str = ""
-    when: str = ""
-    omit: str = ""
+    def _exported(
+        name: str,
+        spec: str,
+        doc: str,
+        readers: tuple[str, ...],
+        field: str,
+        parse: str,
+        default: object = None,
+        when: str = "",
+        omit: str = "",
+    ) -> Variable:
+        return Variable(name, doc, FROM_SPEC, readers, field, parse, default, spec, when, omit)
 
+    pre = "preemption.enabled"
+    in_job = (BY_BATCH, BY_TASK, BY_RUNTIME)
+    return (
+        _exported(
+            JOB_NAME,
+            "name",
+            "the job's name; tells a slurmgen batch job from an interactive one",
+            (BY_RUNTIME,),
+            "job_name",
+            "text",
+        ),
+        _exported(
+            SPEC_HASH,
+            "digest",
+            "short hash of the resolved spec; keys the resume state to the job",
+            in_job,
+            "spec_hash",
+            "given",
+        ),
+        _exported(LAUNCHER, "launcher", "srun or torchrun", (BY_PROGRAM,), "launcher", "text"),
+        _exported(
+            BACKEND, "distributed.backend", "the process-group backend, nccl or gloo", (BY_RUNTIME,), "backend", "text"
+        ),
+        _exported(
+            PORT,
+            "distributed.port",
+            "base rendezvous port; the job uses PORT + job id % PORT_RANGE",
+            (BY_TASK, BY_RUNTIME),
+            "port",
+            "integer",
+            default=DEFAULT_PORT,
+        ),
+        _exported(
+            PORT_RANGE,
+            "distributed.port_range",
+            "how many ports the job's rendezvous port ranges over",
+            (BY_TASK, BY_RUNTIME),
+            "port_range",
+            "integer",
+            default=DEFAULT_PORT_RANGE,
+        ),
+        _exported(
+            PG_TIMEOUT,
+            "distributed.timeout",
+            "process-group timeout, seconds",
+            (BY_RUNTIME,),
+            "pg_timeout",
+            "number",
+            default=DEFAULT_PG_TIMEOUT,
+        ),
+        _exported(
+            BARRIER_TIMEOUT,
+            "distributed.barrier_timeout",
+            "seconds for the start-up check-in and barrier()",
+            (BY_RUNTIME,),
+            "barrier_timeout",
+            "number",
+            default=DEFAULT_BARRIER_TIMEOUT,
+        ),
+        _exported(GPUS_PER_NODE, "gpus_per_node", "GPUs per node", (BY_BATCH, BY_TASK), "gpus_per_node", "whole"),
+        _exported(
+            TIME_LIMIT,
+            "time_seconds",
+            "the time limit in seconds; tells a time-limit signal from a preemption",
+            in_job,
+            "time_limit",
+            "seconds",
+            omit=OMIT_NONE,
+        ),
+        _exported(
+            PREEMPT_SIGNAL,
+            "preemption.signal",
+            "the preemption signal's name without SIG; unset: preemption off",
+            in_job,
+            "preempt_signal",
+            "text",
+            default=DEFAULT_PREEMPT_SIGNAL,
+            when=pre,
+        ),
+        _exported(
+            PREEMPT_HANDLER,
+            "preemption.handler",
+            "how the program takes part in preemption (HANDLERS)",
+            in_job,
+            "handler",
+            "handler",
+            default=HANDLER_AUTO,
+            when=pre,
+        ),
+        _exported(
+            LEAD_TIME,
+            "preemption.lead_time",
+            "seconds before the time limit at which the signal is sent",
+            in_job,
+            "lead_time",
+            "lead",
+            when=pre,
+        ),
+        _exported(
+            MAX_REQUEUES,
+            "preemption.max_requeues",
+            "budget of the requeues the job causes itself (time limit, failure)",
+            (BY_BATCH, BY_RUNTIME),
+            "max_requeues",
+            "whole",
+            when=pre,
+        ),
+        _exported(
+            KEEP,
+            "preemption.keep",
+            "how many complete sharded checkpoints to keep",
+            (BY_RUNTIME,),
+            "keep",
+            "integer",
+            default=DEFAULT_KEEP,
+            when=pre,
+            omit=OMIT_DEFAULT,
+        ),
+        _exported(
+            MAX_PREEMPTIONS,
+            "preemption.max_preemptions",
+            "budget of requeues after a preemption; unset: no limit",
+            (BY_BATCH, BY_RUNTIME),
+            "max_preemptions",
+            "whole",
+            when=pre,
+            omit=OMIT_NONE,
+        ),
+        _exported(
+            REQUEUE_ON_FAILURE,
+            "preemption.requeue_on_failure",
+            "1: the batch shell requeues a failed step (within the budget)",
+            (BY_BATCH,),
+            "requeue_on_failure",
+            "flag",
+            when=pre,
+            omit=OMIT_EMPTY,
+        ),
+        _exported(
+            MAX_RESTARTS,
+            "recovery.max_restarts",
+            "restarts of the step per run after a crash; 0 or unset: none",
+            (BY_BATCH,),
+            "max_restarts",
+            "count",
+            default=0,
+        ),
+        _exported(
+            HANG_TIMEOUT,
+            "recovery.hang_timeout",
+            "seconds without progress on any rank; 0, empty or unset: no watchdog",
+            (BY_BATCH, BY_TASK, BY_RUNTIME),
+            "hang_timeout",
+            "positive",
+        ),
+        _exported(
+            SPARE_NODES,
+            "recovery.spare_nodes",
+            "nodes allocated beyond the spec's nodes; unset: none",
+            (BY_BATCH,),
+            "spare_nodes",
+            "whole",
+            omit=OMIT_EMPTY,
+        ),
+        _exported(
+            HEALTH_CHECK,
+            "recovery.health_check",
+            "the user's node check, one shell-quoted command line; unset: none",
+            (BY_BATCH,),
+            "health_check",
+            "verbatim",
+            default="",
+            omit=OMIT_EMPTY,
+        ),
+        _exported(
+            CONTAINER,
+            "container",
+            "1 when the tasks run inside a container image (no scontrol there)",
+            in_job,
+            "in_container",
+            "flag",
+            omit=OMIT_EMPTY,
+        ),
+        # Set by the script's shell code as the job runs.
+        Variable(
+            LOG_DIR,
+            "the per-job log directory; its history/ is the run history",
+            FROM_BATCH_SHELL,
+            in_job,
+            "log_dir",
+            "nonempty",
+        ),
+        Variable(
+            STATE_DIR,
+            "where the resume state lives (preemption.state_dir, on a shared file system)",
+            FROM_BATCH_SHELL,
+            in_job,
+            "state_dir",
+            "nonempty",
+        ),
+        Variable(
+            START_TIME,
+            "epoch seconds at which this run's batch shell started (Slurm 22.05 has none)",
+            FROM_BATCH_SHELL,
+            in_job,
+            "start_time",
+            "seconds",
+        ),
+        Variable(
+            RUN_ID,
+            "the job's identity, the same in every run of it",
+            FROM_BATCH_SHELL,
+            (BY_RUNTIME, BY_PROGRAM),
+            "run_id",
+            "text",
+        ),
+        Variable(
+            SIGNALS,
+            "the signals the batch shell received, `SIG@epoch ...`, for its end step",
+            FROM_BATCH_SHELL,
+            (BY_BATCH,),
+            "signals",
+            "stamped_signals",
+        ),
+        Variable(
+            STEP_ATTEMPT,
+            "the start of the step within this run: 0, then 1, 2, ... for each restart in the "
+            "allocation; the rendezvous port moves with it",
+            FROM_BATCH_SHELL,
+            (BY_TASK, BY_RUNTIME),
+            "step_attempt",
+            "count",
+            default=0,
+        ),
+        Variable(
+            BATCH_SCRIPT,
+            "the batch shell's $0, for a continuation job",
+            FROM_BATCH_SHELL,
+            (BY_BATCH,),
+            "batch_script",
+            "verbatim",
+            default="",
+        ),
+        Variable(
+            NODE_CHECK_TIMEOUT,
+            "seconds for one node's checks (default 60)",
+            FROM_BATCH_SHELL,
+            (BY_BATCH,),
+            "node_check_timeout",
+            "seconds",
+        ),
+        Variable(SWEEP_PARAMS, "a sweep point's values as JSON", FROM_BATCH_SHELL, (BY_SCRIPT, BY_PROGRAM)),
+        Variable(SWEEP_INDEX, "a sweep point's index in the whole sweep", FROM_BATCH_SHELL, (BY_SCRIPT, BY_PROGRAM)),
+        Variable(SWEEP_ID, "the sweep's id", FROM_SUBMITTER, (BY_SCRIPT, BY_PROGRAM)),
+        Variable(
+            SWEEP_OFFSET,
+            "the index of the array's task 0 (a sweep split at MaxArraySize)",
+            FROM_SUBMITTER,
+            (BY_SCRIPT,),
+        ),
+        Variable(
+            RESUME_FROM,
+            "`slurmgen resume` of a forgotten job: the key whose state to start from",
+            FROM_SUBMITTER,
+            (BY_RUNTIME,),
+            "resume_from",
+            "text",
+        ),
+        # Set by each task's entry point for the processes it starts.
+        Variable(
+            STEP_PID,
+            "the process that signals the step's tasks (slurmstepd; locally the fake srun)",
+            FROM_TASK_ENTRY,
+            (BY_TASK,),
+            "step_pid",
+            "nonempty",
+        ),
+        Variable(
+            MASTER_ADDR,
+            "the rendezvous host (torch's name)",
+            FROM_TASK_ENTRY,
+            (BY_RUNTIME, BY_PROGRAM),
+            "master_addr",
+            "given",
+        ),
+        Variable(
+            MASTER_PORT,
+            "the rendezvous port (torch's name)",
+            FROM_TASK_ENTRY,
+            (BY_TASK, BY_RUNTIME, BY_PROGRAM),
+            "master_port",
+            "text",
+        ),
+        Variable(
+            NCCL_SOCKET_IFNAME,
+            "NCCL's network interface",
+            FROM_TASK_ENTRY,
+            (BY_RUNTIME, BY_PROGRAM),
+            "nccl_ifname",
+            "given",
+        ),
+        Variable(
+            GLOO_SOCKET_IFNAME,
+            "Gloo's network interface",
+            FROM_TASK_ENTRY,
+            (BY_RUNTIME, BY_PROGRAM),
+            "gloo_ifname",
+            "given",
+        ),
+        # Where a process sits (slurmgen.job_context.ranks parses them together, torchrun's before Slurm's).
+        Variable(
+            RANK, "the global rank (torchrun's, else set from Slurm's)", FROM_TASK_ENTRY, (BY_RUNTIME, BY_PROGRAM)
+        ),
+        Variable(LOCAL_RANK, "the rank on this node", FROM_TASK_ENTRY, (BY_RUNTIME, BY_PROGRAM)),
+        Variable(WORLD_SIZE, "how many ranks", FROM_TASK_ENTRY, (BY_RUNTIME, BY_PROGRAM)),
+        Variable(LOCAL_WORLD_SIZE, "how many ranks on this node", FROM_TASK_ENTRY, (BY_RUNTIME, BY_PROGRAM)),
+        # For a Python program's start-up hook (slurmgen/task/pyhook/, which imports nothing of slurmgen).
+        Variable(
+            UNBLOCK_ON_HANDLER,
+            "handler program: the signal the hook unblocks once the program installs a handler for it",
+            FROM_TASK_ENTRY,
+            (BY_PROGRAM,),
+        ),
+        Variable(STACKS_FD, "the descriptor the hook's faulthandler writes stacks to", FROM_TASK_ENTRY, (BY_PROGRAM,)),
+        Variable(STACKS_SIGNAL, "the signal that asks the hook for the stacks", FROM_TASK_ENTRY, (BY_PROGRAM,)),
+        Variable(
+            PREEMPT_POLL,
+            "seconds between the preemption watcher's looks at the job (0.1 to 300)",
+            FROM_USER,
+            (BY_BATCH,),
+            "preempt_poll",
+            "seconds",
+            default=DEFAULT_PREEMPT_POLL,
+        ),
+        Variable(
+            LOCAL_DIR, "inside `slurmgen run --local`: its directory", FROM_LOCAL_RUN, in_job, "local_dir", "nonempty"
+        ),
+        Variable(
+            LOCAL_NO_GPU,
+            "1 on a local run on CPU: a failure for want of a GPU is not restarted",
+            FROM_LOCAL_RUN,
+            (BY_BATCH,),
+            "local_no_gpu",
+            "flag",
+        ),
+        # Slurm's.
+        Variable(
+            JOB_ID,
+            "the job's id: what `scontrol show step` and `scancel` take (empty outside Slurm)",
+            FROM_SLURM,
+            in_job,
+            "job_id",
+            "verbatim",
+            default="",
+        ),
+        Variable(
+            RESTART_COUNT,
+            "how many times Slurm restarted the job; unset (not 0) on the first run",
+            FROM_SLURM,
+            in_job,
+            "restart_count",
+            "restarts",
+        ),
+        Variable(
+            PROCID,
+            "this task's index in the step (under torchrun the node's); empty outside a step",
+            FROM_SLURM,
+            (BY_TASK, BY_RUNTIME),
+            "task_id",
+            "verbatim",
+            default="",
+        ),
+        Variable(NODE_NAME, "the node as Slurm names it", FROM_SLURM, in_job, "node_name", "nonempty"),
+        Variable(JOB_NODELIST, "the job's nodes, a hostlist expression", FROM_SLURM, in_job, "nodes", "given"),
+        Variable(
+            STEP_NODELIST, "the step's nodes (inside a step)", FROM_SLURM, (BY_TASK, BY_RUNTIME), "step_nodes", "given"
+        ),
+        Variable(JOB_PARTITION, "the job's partition", FROM_SLURM, (BY_BATCH,), "partition", "given"),
+        Variable(SUBMIT_DIR, "the directory sbatch ran in", FROM_SLURM, (BY_BATCH,), "submit_dir", "nonempty"),
+        Variable(ARRAY_TASK_ID, "the array task's index", FROM_SLURM, in_job, "array_task_id", "nonempty"),
+        Variable(ARRAY_JOB_ID, "the array's job id; with the task's index, the job key", FROM_SLURM, in_job),
+        # torchrun's agent's.
+        Variable(
+            ELASTIC_RESTART_COUNT,
+            "torchrun's worker-group restarts (0 outside torchrun): keys a barrier per attempt",
+            FROM_TORCHRUN,
+            (BY_RUNTIME,),
+            "elastic_restart_count",
+            "count",
+            default=0,
+        ),
+        Variable(
+            ELASTIC_AGENT_STORE,
+            "True: torchrun's agent hosts the rendezvous store",
+            FROM_TORCHRUN,
+            (BY_RUNTIME,),
+            "elastic_agent_store",
+            "true_flag",
+        ),
+        Variable(
+            ELASTIC_SIGNALS,
+            "the signals torchrun's agent handles, comma-separated",
+            FROM_TORCHRUN,
+            (BY_TASK,),
+            "elastic_signals",
+            "names",
+            default=DEFAULT_ELASTIC_SIGNALS,
+        ),
+    )
 
-def _exported(
-    name: str,
-    spec: str,
-    doc: str,
-    readers: tuple[str, ...],
-    field: str,
-    parse: str,
-    default: object = None,
-    when: str = "",
-    omit: str = "",
-) -> Variable:
-    return Variable(name, doc, FROM_SPEC, readers, field, parse, default, spec, when, omit)
-
-
-_PRE = "preemption.enabled"
-_IN_JOB = (BY_BATCH, BY_TASK, BY_RUNTIME)
-# The exports come first, in the order the script writes them (the golden scripts in tests/script/golden hold it).
-VARIABLES = (
-    _exported(
-        JOB_NAME,
-        "name",
-        "the job's name; tells a slurmgen batch job from an interactive one",
-        (BY_RUNTIME,),
-        "job_name",
-        "text",
-    ),
-    _exported(
-        SPEC_HASH,
-        "digest",
-        "short hash of the resolved spec; keys the resume state to the job",
-        _IN_JOB,
-        "spec_hash",
-        "given",
-    ),
-    _exported(LAUNCHER, "launcher", "srun or torchrun", (BY_PROGRAM,), "launcher", "text"),
-    _exported(
-        BACKEND, "distributed.backend", "the process-group backend, nccl or gloo", (BY_RUNTIME,), "backend", "text"
-    ),
-    _exported(
-        PORT,
-        "distributed.port",
-        "base rendezvous port; the job uses PORT + job id % PORT_RANGE",
-        (BY_TASK, BY_RUNTIME),
-        "port",
-        "integer",
-        default=DEFAULT_PORT,
-    ),
-    _exported(
-        PORT_RANGE,
-        "distributed.port_range",
-        "how many ports the job's rendezvous port ranges over",
-        (BY_TASK, BY_RUNTIME),
-        "port_range",
-        "integer",
-        default=DEFAULT_PORT_RANGE,
-    ),
-    _exported(
-        PG_TIMEOUT,
-        "distributed.timeout",
-        "process-group timeout, seconds",
-        (BY_RUNTIME,),
-        "pg_timeout",
-        "number",
-        default=DEFAULT_PG_TIMEOUT,
-    ),
-    _exported(
-        BARRIER_TIMEOUT,
-        "distributed.barrier_timeout",
-        "seconds for the start-up check-in and barrier()",
-        (BY_RUNTIME,),
-        "barrier_timeout",
-        "number",
-        default=DEFAULT_BARRIER_TIMEOUT,
-    ),
-    _exported(GPUS_PER_NODE, "gpus_per_node", "GPUs per node", (BY_BATCH, BY_TASK), "gpus_per_node", "whole"),
-    _exported(
-        TIME_LIMIT,
-        "time_seconds",
-        "the time limit in seconds; tells a time-limit signal from a preemption",
-        _IN_JOB,
-        "time_limit",
-        "seconds",
-        omit=OMIT_NONE,
-    ),
-    _exported(
-        PREEMPT_SIGNAL,
-        "preemption.signal",
-        "the preemption signal's name without SIG; unset: preemption off",
-        _IN_JOB,
-        "preempt_signal",
-        "text",
-        default=DEFAULT_PREEMPT_SIGNAL,
-        when=_PRE,
-    ),
-    _exported(
-        PREEMPT_HANDLER,
-        "preemption.handler",
-        "how the program takes part in preemption (HANDLERS)",
-        _IN_JOB,
-        "handler",
-        "handler",
-        default=HANDLER_AUTO,
-        when=_PRE,
-    ),
-    _exported(
-        LEAD_TIME,
-        "preemption.lead_time",
-        "seconds before the time limit at which the signal is sent",
-        _IN_JOB,
-        "lead_time",
-        "lead",
-        when=_PRE,
-    ),
-    _exported(
-        MAX_REQUEUES,
-        "preemption.max_requeues",
-        "budget of the requeues the job causes itself (time limit, failure)",
-        (BY_BATCH, BY_RUNTIME),
-        "max_requeues",
-        "whole",
-        when=_PRE,
-    ),
-    _exported(
-        KEEP,
-        "preemption.keep",
-        "how many complete sharded checkpoints to keep",
-        (BY_RUNTIME,),
-        "keep",
-        "integer",
-        default=DEFAULT_KEEP,
-        when=_PRE,
-        omit=OMIT_DEFAULT,
-    ),
-    _exported(
-        MAX_PREEMPTIONS,
-        "preemption.max_preemptions",
-        "budget of requeues after a preemption; unset: no limit",
-        (BY_BATCH, BY_RUNTIME),
-        "max_preemptions",
-        "whole",
-        when=_PRE,
-        omit=OMIT_NONE,
-    ),
-    _exported(
-        REQUEUE_ON_FAILURE,
-        "preemption.requeue_on_failure",
-        "1: the batch shell requeues a failed step (within the budget)",
-        (BY_BATCH,),
-        "requeue_on_failure",
-        "flag",
-        when=_PRE,
-        omit=OMIT_EMPTY,
-    ),
-    _exported(
-        MAX_RESTARTS,
-        "recovery.max_restarts",
-        "restarts of the step per run after a crash; 0 or unset: none",
-        (BY_BATCH,),
-        "max_restarts",
-        "count",
-        default=0,
-    ),
-    _exported(
-        HANG_TIMEOUT,
-        "recovery.hang_timeout",
-        "seconds without progress on any rank; 0, empty or unset: no watchdog",
-        (BY_BATCH, BY_TASK, BY_RUNTIME),
-        "hang_timeout",
-        "positive",
-    ),
-    _exported(
-        SPARE_NODES,
-        "recovery.spare_nodes",
-        "nodes allocated beyond the spec's nodes; unset: none",
-        (BY_BATCH,),
-        "spare_nodes",
-        "whole",
-        omit=OMIT_EMPTY,
-    ),
-    _exported(
-        HEALTH_CHECK,
-        "recovery.health_check",
-        "the user's node check, one shell-quoted command line; unset: none",
-        (BY_BATCH,),
-        "health_check",
-        "verbatim",
-        default="",
-        omit=OMIT_EMPTY,
-    ),
-    _exported(
-        CONTAINER,
-        "container",
-        "1 when the tasks run inside a container image (no scontrol there)",
-        _IN_JOB,
-        "in_container",
-        "flag",
-        omit=OMIT_EMPTY,
-    ),
-    # Set by the script's shell code as the job runs.
-    Variable(
-        LOG_DIR,
-        "the per-job log directory; its history/ is the run history",
-        FROM_BATCH_SHELL,
-        _IN_JOB,
-        "log_dir",
-        "nonempty",
-    ),
-    Variable(
-        STATE_DIR,
-        "where the resume state lives (preemption.state_dir, on a shared file system)",
-        FROM_BATCH_SHELL,
-        _IN_JOB,
-        "state_dir",
-        "nonempty",
-    ),
-    Variable(
-        START_TIME,
-        "epoch seconds at which this run's batch shell started (Slurm 22.05 has none)",
-        FROM_BATCH_SHELL,
-        _IN_JOB,
-        "start_time",
-        "seconds",
-    ),
-    Variable(
-        RUN_ID,
-        "the job's identity, the same in every run of it",
-        FROM_BATCH_SHELL,
-        (BY_RUNTIME, BY_PROGRAM),
-        "run_id",
-        "text",
-    ),
-    Variable(
-        SIGNALS,
-        "the signals the batch shell received, `SIG@epoch ...`, for its end step",
-        FROM_BATCH_SHELL,
-        (BY_BATCH,),
-        "signals",
-        "stamped_signals",
-    ),
-    Variable(
-        STEP_ATTEMPT,
-        "the start of the step within this run: 0, then 1, 2, ... for each restart in the "
-        "allocation; the rendezvous port moves with it",
-        FROM_BATCH_SHELL,
-        (BY_TASK, BY_RUNTIME),
-        "step_attempt",
-        "count",
-        default=0,
-    ),
-    Variable(
-        BATCH_SCRIPT,
-        "the batch shell's $0, for a continuation job",
-        FROM_BATCH_SHELL,
-        (BY_BATCH,),
-        "batch_script",
-        "verbatim",
-        default="",
-    ),
-    Variable(
-        NODE_CHECK_TIMEOUT,
-        "seconds for one node's checks (default 60)",
-        FROM_BATCH_SHELL,
-        (BY_BATCH,),
-        "node_check_timeout",
-        "seconds",
-    ),
-    Variable(SWEEP_PARAMS, "a sweep point's values as JSON", FROM_BATCH_SHELL, (BY_SCRIPT, BY_PROGRAM)),
-    Variable(SWEEP_INDEX, "a sweep point's index in the whole sweep", FROM_BATCH_SHELL, (BY_SCRIPT, BY_PROGRAM)),
-    Variable(SWEEP_ID, "the sweep's id", FROM_SUBMITTER, (BY_SCRIPT, BY_PROGRAM)),
-    Variable(
-        SWEEP_OFFSET, "the index of the array's task 0 (a sweep split at MaxArraySize)", FROM_SUBMITTER, (BY_SCRIPT,)
-    ),
-    Variable(
-        RESUME_FROM,
-        "`slurmgen resume` of a forgotten job: the key whose state to start from",
-        FROM_SUBMITTER,
-        (BY_RUNTIME,),
-        "resume_from",
-        "text",
-    ),
-    # Set by each task's entry point for the processes it starts.
-    Variable(
-        STEP_PID,
-        "the process that signals the step's tasks (slurmstepd; locally the fake srun)",
-        FROM_TASK_ENTRY,
-        (BY_TASK,),
-        "step_pid",
-        "nonempty",
-    ),
-    Variable(
-        MASTER_ADDR,
-        "the rendezvous host (torch's name)",
-        FROM_TASK_ENTRY,
-        (BY_RUNTIME, BY_PROGRAM),
-        "master_addr",
-        "given",
-    ),
-    Variable(
-        MASTER_PORT,
-        "the rendezvous port (torch's name)",
-        FROM_TASK_ENTRY,
-        (BY_TASK, BY_RUNTIME, BY_PROGRAM),
-        "master_port",
-        "text",
-    ),
-    Variable(
-        NCCL_SOCKET_IFNAME,
-        "NCCL's network interface",
-        FROM_TASK_ENTRY,
-        (BY_RUNTIME, BY_PROGRAM),
-        "nccl_ifname",
-        "given",
-    ),
-    Variable(
-        GLOO_SOCKET_IFNAME,
-        "Gloo's network interface",
-        FROM_TASK_ENTRY,
-        (BY_RUNTIME, BY_PROGRAM),
-        "gloo_ifname",
-        "given",
-    ),
-    # Where a process sits (slurmgen.job_context.ranks parses them together, torchrun's before Slurm's).
-    Variable(RANK, "the global rank (torchrun's, else set from Slurm's)", FROM_TASK_ENTRY, (BY_RUNTIME, BY_PROGRAM)),
-    Variable(LOCAL_RANK, "the rank on this node", FROM_TASK_ENTRY, (BY_RUNTIME, BY_PROGRAM)),
-    Variable(WORLD_SIZE, "how many ranks", FROM_TASK_ENTRY, (BY_RUNTIME, BY_PROGRAM)),
-    Variable(LOCAL_WORLD_SIZE, "how many ranks on this node", FROM_TASK_ENTRY, (BY_RUNTIME, BY_PROGRAM)),
-    # For a Python program's start-up hook (slurmgen/task/pyhook/, which imports nothing of slurmgen).
-    Variable(
-        UNBLOCK_ON_HANDLER,
-        "handler program: the signal the hook unblocks once the program installs a handler for it",
-        FROM_TASK_ENTRY,
-        (BY_PROGRAM,),
-    ),
-    Variable(STACKS_FD, "the descriptor the hook's faulthandler writes stacks to", FROM_TASK_ENTRY, (BY_PROGRAM,)),
-    Variable(STACKS_SIGNAL, "the signal that asks the hook for the stacks", FROM_TASK_ENTRY, (BY_PROGRAM,)),
-    Variable(
-        PREEMPT_POLL,
-        "seconds between the preemption watcher's looks at the job (0.1 to 300)",
-        FROM_USER,
-        (BY_BATCH,),
-        "preempt_poll",
-        "seconds",
-        default=DEFAULT_PREEMPT_POLL,
-    ),
-    Variable(
-        LOCAL_DIR, "inside `slurmgen run --local`: its directory", FROM_LOCAL_RUN, _IN_JOB, "local_dir", "nonempty"
-    ),
-    Variable(
-        LOCAL_NO_GPU,
-        "1 on a local run on CPU: a failure for want of a GPU is not restarted",
-        FROM_LOCAL_RUN,
-        (BY_BATCH,),
-        "local_no_gpu",
-        "flag",
-    ),
-    # Slurm's.
-    Variable(
-        JOB_ID,
-        "the job's id: what `scontrol show step` and `scancel` take (empty outside Slurm)",
-        FROM_SLURM,
-        _IN_JOB,
-        "job_id",
-        "verbatim",
-        default="",
-    ),
-    Variable(
-        RESTART_COUNT,
-        "how many times Slurm restarted the job; unset (not 0) on the first run",
-        FROM_SLURM,
-        _IN_JOB,
-        "restart_count",
-        "restarts",
-    ),
-    Variable(
-        PROCID,
-        "this task's index in the step (under torchrun the node's); empty outside a step",
-        FROM_SLURM,
-        (BY_TASK, BY_RUNTIME),
-        "task_id",
-        "verbatim",
-        default="",
-    ),
-    Variable(NODE_NAME, "the node as Slurm names it", FROM_SLURM, _IN_JOB, "node_name", "nonempty"),
-    Variable(JOB_NODELIST, "the job's nodes, a hostlist expression", FROM_SLURM, _IN_JOB, "nodes", "given"),
-    Variable(
-        STEP_NODELIST, "the step's nodes (inside a step)", FROM_SLURM, (BY_TASK, BY_RUNTIME), "step_nodes", "given"
-    ),
-    Variable(JOB_PARTITION, "the job's partition", FROM_SLURM, (BY_BATCH,), "partition", "given"),
-    Variable(SUBMIT_DIR, "the directory sbatch ran in", FROM_SLURM, (BY_BATCH,), "submit_dir", "nonempty"),
-    Variable(ARRAY_TASK_ID, "the array task's index", FROM_SLURM, _IN_JOB, "array_task_id", "nonempty"),
-    Variable(ARRAY_JOB_ID, "the array's job id; with the task's index, the job key", FROM_SLURM, _IN_JOB),
-    # torchrun's agent's.
-    Variable(
-        ELASTIC_RESTART_COUNT,
-        "torchrun's worker-group restarts (0 outside torchrun): keys a barrier per attempt",
-        FROM_TORCHRUN,
-        (BY_RUNTIME,),
-        "elastic_restart_count",
-        "count",
-        default=0,
-    ),
-    Variable(
-        ELASTIC_AGENT_STORE,
-        "True: torchrun's agent hosts the rendezvous store",
-        FROM_TORCHRUN,
-        (BY_RUNTIME,),
-        "elastic_agent_store",
-        "true_flag",
-    ),
-    Variable(
-        ELASTIC_SIGNALS,
-        "the signals torchrun's agent handles, comma-separated",
-        FROM_TORCHRUN,
-        (BY_TASK,),
-        "elastic_signals",
-        "names",
-        default=DEFAULT_ELASTIC_SIGNALS,
-    ),
-)
 
 # Exit codes (a stopping task's, the node check's): slurmgen/exit_codes.py, with every other code.
 

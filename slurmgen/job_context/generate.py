@@ -1,5 +1,5 @@
 """Write job_context/variables.py, the typed fields of the job context, from the contract's table
-(slurmgen.contract.VARIABLES), and the table of variables in docs/runtime-internals.md.
+(slurmgen.contract.variables()), and the table of variables in docs/runtime-internals.md.
 
 The table is the one place a variable is declared: the renderer's exports (slurmgen.script.render), the job
 context's fields and their parse, and the manual's table all come from it. The fields are written out, not made at
@@ -18,17 +18,18 @@ import sys
 from pathlib import Path
 
 from slurmgen import contract
+from slurmgen.contract_variable import Variable
 from slurmgen.job_context import values
 
 TARGET = Path(__file__).with_name("variables.py")
 LINE_LENGTH = 120  # ruff's, in pyproject.toml: the written file is as `ruff format` leaves it
 # The manual's page, in a source checkout (a wheel has no docs/).
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "runtime-internals.md"
-DOCS_BEGIN = "<!-- the table of variables: generated from slurmgen.contract.VARIABLES, do not edit -->\n"
+DOCS_BEGIN = "<!-- the table of variables: generated from slurmgen.contract.variables(), do not edit -->\n"
 DOCS_END = "<!-- end of the generated table -->\n"
 
 HEADER = '''\
-"""Generated from the contract's table (slurmgen.contract.VARIABLES) by `python -m slurmgen.job_context.generate`:
+"""Generated from the contract's table (slurmgen.contract.variables()) by `python -m slurmgen.job_context.generate`:
 do not edit.
 
 The job variables as typed fields, one per row of the table that has a field, each parsed by its row's parser, then
@@ -57,9 +58,9 @@ ENVIRON = (
 )
 
 
-def rows() -> list[contract.Variable]:
+def rows() -> list[Variable]:
     """The rows that make a field of the job context."""
-    return [row for row in contract.VARIABLES if row.field]
+    return [row for row in contract.variables() if row.field]
 
 
 def _constant(value: object, prefix: str = "") -> str | None:
@@ -72,13 +73,13 @@ def _constant(value: object, prefix: str = "") -> str | None:
     return None
 
 
-def _parser(row: contract.Variable) -> tuple[str, str, bool]:
+def _parser(row: Variable) -> tuple[str, str, bool]:
     """The row's parser: its name, its return type as written, and whether it takes the row's default."""
     parse = getattr(values, row.parse)
     return row.parse, parse.__annotations__["return"], parse.__code__.co_argcount == 3
 
 
-def _default(row: contract.Variable) -> str:
+def _default(row: Variable) -> str:
     literal = f'"{row.default}"' if isinstance(row.default, str) else repr(row.default)  # ruff format's quotes
     return _constant(row.default, "DEFAULT_") or literal
 
@@ -114,7 +115,7 @@ def _cell(text: str) -> str:
 def docs_table() -> str:
     """The manual's table of variables: name, who sets it (and from which spec field), default, who reads it."""
     lines = ["| variable | set by | default | read by | what |", "|---|---|---|---|---|"]
-    for row in contract.VARIABLES:
+    for row in contract.variables():
         origin = f"the script, from `{row.spec}`" if row.spec else row.set_by
         if row.when:
             origin += f" (only with `{row.when}`)"

@@ -1,4 +1,4 @@
-"""Generated from the contract's table (slurmgen.contract.VARIABLES) by `python -m slurmgen.job_context.generate`:
+"""Generated from the contract's table (slurmgen.contract.variables()) by `python -m slurmgen.job_context.generate`:
 do not edit.
 
 The job variables as typed fields, one per row of the table that has a field, each parsed by its row's parser, then

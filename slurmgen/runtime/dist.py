@@ -71,7 +71,7 @@ def _seconds(value: float | timedelta | None, variable: str, given: float | Malf
     if value is not None:
         return float(value)
     if isinstance(given, Malformed):
-        raise RuntimeSetupError(f"{variable}={given.text!r} is not a number of seconds")
+        raise RuntimeSetupError(f"{variable}={str(given)!r} is not a number of seconds")
     return given
 
 

@@ -41,10 +41,10 @@ def builtin_templates() -> Path:
 
 
 def contract_exports(spec: JobSpec) -> list[tuple[str, str]]:
-    """The contract's exported variables (slurmgen.contract.VARIABLES, in its order) with their values for
+    """The contract's exported variables (slurmgen.contract.variables(), in its order) with their values for
     ``spec``: each row's spec value, left out where its gate is off or its `omit` rule says so."""
     out: list[tuple[str, str]] = []
-    for row in contract.VARIABLES:
+    for row in contract.variables():
         if row.set_by != contract.FROM_SPEC or (row.when and not _spec_value(spec, row.when)):
             continue
         value = _spec_value(spec, row.spec)

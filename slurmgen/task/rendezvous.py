@@ -75,7 +75,7 @@ def _loopback_literal(host: str) -> bool:
 
 def _port_int(value: int | Malformed, name: str) -> int:
     if isinstance(value, Malformed):
-        raise RuntimeSetupError(f"{name}={value.text!r} is not an integer ({SPEC_PORT_FIELDS})")
+        raise RuntimeSetupError(f"{name}={str(value)!r} is not an integer ({SPEC_PORT_FIELDS})")
     return value
 
 

@@ -73,8 +73,7 @@ def keep_count(keep: int | None, environ: JobContext | Mapping[str, str]) -> int
     value = keep if keep is not None else JobContext.of(environ).keep
     if isinstance(value, Malformed) or value < 1:
         source = "Preemption(keep=...)" if keep is not None else contract.KEEP
-        raw = value.text if isinstance(value, Malformed) else str(value)
-        raise RuntimeSetupError(f"{source}={raw!r}: the number of checkpoints to keep must be an integer >= 1")
+        raise RuntimeSetupError(f"{source}={str(value)!r}: the number of checkpoints to keep must be an integer >= 1")
     return value
 
 
