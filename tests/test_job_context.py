@@ -47,7 +47,7 @@ def test_a_context_reads_every_field_once_from_the_environment() -> None:
     )
     assert (ctx.max_requeues, ctx.max_preemptions, ctx.requeue_on_failure, ctx.in_container) == (3, None, True, True)
     assert (ctx.start_time, ctx.time_limit, ctx.lead_time, ctx.lead_seconds) == (1000.0, 3600.0, 120.0, 120)
-    assert (ctx.spec_hash, ctx.signals) == ("abc", "USR1@1010")
+    assert (ctx.spec_hash, ctx.signals) == ("abc", (("USR1", 1010.0),))
     assert JobContext.of(ctx) is ctx
 
 

@@ -260,12 +260,8 @@ def _remove_state(ctx: JobContext, key: str, say: Callable[[str], None]) -> None
 def _record_signals(ctx: JobContext) -> list[str]:
     """The signals the batch shell received (SLURMGEN_SIGNALS: `SIG@epoch ...`), recorded; their names."""
     names = []
-    for item in ctx.signals.split():
-        name, _, when = item.partition("@")
-        try:
-            at = float(when)
-        except ValueError:
-            at = time.time()
+    for name, when in ctx.signals:
+        at = time.time() if when is None else when
         if ctx.log_dir:
             run_history.append(ctx.log_dir, WRITER, run_history.SIGNAL, ctx.run, at, sig=name)
         names.append(name)

@@ -69,7 +69,7 @@ def restart(
     since = float(restarts[-1].get("time") or 0.0) if restarts else 0.0
     record = run_record(history, run, batch_stop_actions=STOP_ACTIONS)
     marker = os.path.join(ctx.state_dir or "", contract.requeue_marker_name(key))
-    signals = tuple(item.partition("@")[0] for item in ctx.signals.split())
+    signals = tuple(name for name, _ in ctx.signals)
     own_stop = bool(record.stop) and not _casualty_stop(history, run, since, signals)
     facts = RestartFacts(
         step_code=rc,

@@ -232,7 +232,7 @@ def before_step(attempt: int, ctx: JobContext, say: Callable[[str], None]) -> st
     """`batch before ATTEMPT`: the batch shell holds signals at a start of the step; what it does is the policy's
     (slurmgen.interruption.decide_before_step). Printed for the shell to carry out: `start`, `end` (go to the
     run's end) or `exit CODE`."""
-    signals = tuple(item.partition("@")[0] for item in ctx.signals.split())
+    signals = tuple(name for name, _ in ctx.signals)
     phase = Phase.RESTARTING if attempt > 0 else Phase.STARTING
     plan = interruption.decide(BeforeStepFacts(signals, phase))
     if plan.line:

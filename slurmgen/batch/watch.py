@@ -56,11 +56,10 @@ def received(log_dir: str) -> frozenset[str]:
 
 
 def poll_seconds(source: JobContext) -> float:
-    try:
-        value = float(source.preempt_poll or contract.DEFAULT_PREEMPT_POLL)
-    except ValueError:
+    value = source.preempt_poll
+    if value is None or not value > 0:
         return contract.DEFAULT_PREEMPT_POLL
-    return min(max(value, MIN_POLL), MAX_POLL) if value > 0 else contract.DEFAULT_PREEMPT_POLL
+    return min(max(value, MIN_POLL), MAX_POLL)
 
 
 def die_with_parent(shell_pid: int) -> bool:

@@ -25,6 +25,7 @@ from datetime import timedelta
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError, SlurmgenWarning
 from slurmgen.job_context.context import JobContext
+from slurmgen.job_context.values import Malformed
 from slurmgen.runtime.c10d_store import open_c10d_store
 from slurmgen.runtime.store_barrier import StoreBarrier
 from slurmgen.task.prepare import prepare
@@ -62,16 +63,15 @@ def current_info() -> DistInfo | None:
     return None if _session is None else _session.info
 
 
-def _seconds(value: float | timedelta | None, variable: str, default: int, raw: str = "") -> float:
-    """The argument, else ``raw`` (``variable``'s value in the job context), else ``default``."""
+def _seconds(value: float | timedelta | None, variable: str, given: float | Malformed = 0.0) -> float:
+    """The argument, else ``given`` (``variable``'s value in the job context, its default when unset)."""
     if isinstance(value, timedelta):
         return value.total_seconds()
     if value is not None:
         return float(value)
-    try:
-        return float(raw) if raw else float(default)
-    except ValueError:
-        raise RuntimeSetupError(f"{variable}={raw!r} is not a number of seconds") from None
+    if isinstance(given, Malformed):
+        raise RuntimeSetupError(f"{variable}={str(given)!r} is not a number of seconds")
+    return given
 
 
 def select_device_index(local_rank: int, device_count: int) -> int:
@@ -115,8 +115,8 @@ def init_distributed(
     for text in prep.warnings:
         warnings.warn(text, SlurmgenWarning, stacklevel=2)
     os.environ.update(prep.updates)
-    pg_timeout = _seconds(timeout, contract.PG_TIMEOUT, contract.DEFAULT_PG_TIMEOUT, job.pg_timeout)
-    wait = _seconds(barrier_timeout, contract.BARRIER_TIMEOUT, contract.DEFAULT_BARRIER_TIMEOUT, job.barrier_timeout)
+    pg_timeout = _seconds(timeout, contract.PG_TIMEOUT, job.pg_timeout)
+    wait = _seconds(barrier_timeout, contract.BARRIER_TIMEOUT, job.barrier_timeout)
     cuda = torch.cuda.is_available()
     backend = backend or job.backend or ("nccl" if cuda else "gloo")
     device = "cpu"
@@ -160,7 +160,7 @@ def process_group_timeout(environ: JobContext | None = None) -> float:
     if _session is not None:
         return _session.pg_timeout
     job = JobContext.from_environ(os.environ) if environ is None else environ
-    return _seconds(None, contract.PG_TIMEOUT, contract.DEFAULT_PG_TIMEOUT, job.pg_timeout)
+    return _seconds(None, contract.PG_TIMEOUT, job.pg_timeout)
 
 
 def _describe(info: DistInfo) -> str:
@@ -178,7 +178,7 @@ def barrier(timeout: float | timedelta | None = None, reason: str = "barrier") -
     """
     if _session is None:
         raise RuntimeSetupError("barrier() needs init_distributed() first")
-    wait = _session.barrier_timeout if timeout is None else _seconds(timeout, "", 0)
+    wait = _session.barrier_timeout if timeout is None else _seconds(timeout, "")
     _session.barrier.wait(wait, reason)
 
 

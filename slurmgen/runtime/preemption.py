@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from slurmgen import exit_codes, interruption, run_history
+from slurmgen import contract, exit_codes, interruption, run_history
 from slurmgen.interruption.requeue_route import slurm_requeue_cause, slurm_requeues_in_grace
 from slurmgen.interruption.running import StopFacts, signal_meanings
 from slurmgen.job_context.context import JobContext
@@ -85,7 +85,7 @@ class Preemption:
         # Under slurmgen's script without SLURMGEN_PREEMPT_SIGNAL, the spec switched preemption off: the signal
         # still stops the run cleanly (with a save) but never requeues.
         self.requeue_enabled = configured is not None or self.context.spec_hash is None
-        self.signal = parse_signal_name(signal_name or configured or "USR1")
+        self.signal = parse_signal_name(signal_name or configured or contract.DEFAULT_PREEMPT_SIGNAL)
         self.key = self.context.key or "local"
         # Outside a job (no SLURM_JOB_ID) the default state would be ./local.state, shared by every direct run of
         # the script: the next run would resume from it unasked, whatever its arguments. There, state is kept

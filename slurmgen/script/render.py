@@ -40,43 +40,43 @@ def builtin_templates() -> Path:
     return packaged if packaged.is_dir() else package.parent / "templates"
 
 
+def contract_exports(spec: JobSpec) -> list[tuple[str, str]]:
+    """The contract's exported variables (slurmgen.contract.variables(), in its order) with their values for
+    ``spec``: each row's spec value, left out where its gate is off or its `omit` rule says so."""
+    out: list[tuple[str, str]] = []
+    for row in contract.variables():
+        if row.set_by != contract.FROM_SPEC or (row.when and not _spec_value(spec, row.when)):
+            continue
+        value = _spec_value(spec, row.spec)
+        if (
+            (row.omit == contract.OMIT_NONE and value is None)
+            or (row.omit == contract.OMIT_EMPTY and not value)
+            or (row.omit == contract.OMIT_DEFAULT and value == row.default)
+        ):
+            continue
+        out.append((row.name, _export_text(value)))
+    return out
+
+
+def _spec_value(spec: JobSpec, path: str) -> Any:
+    """The value at a dotted path of attributes of the spec (``distributed.port``)."""
+    value: Any = spec
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _export_text(value: Any) -> str:
+    """An exported value as the runtime parses it: a flag (or an object, such as a container) as 1, a list as one
+    shell-quoted command line, anything else as text."""
+    if isinstance(value, bool) or not isinstance(value, str | int | tuple):
+        return "1"
+    return join(list(value)) if isinstance(value, tuple) else str(value)
+
+
 def context(spec: JobSpec) -> dict[str, Any]:
     pre = spec.preemption
-    dist = spec.distributed
-    exports: list[tuple[str, str]] = [
-        (contract.JOB_NAME, spec.name),
-        (contract.SPEC_HASH, spec.digest),
-        (contract.LAUNCHER, spec.launcher),
-        (contract.BACKEND, dist.backend),
-        (contract.PORT, str(dist.port)),
-        (contract.PORT_RANGE, str(dist.port_range)),
-        (contract.PG_TIMEOUT, str(dist.timeout)),
-        (contract.BARRIER_TIMEOUT, str(dist.barrier_timeout)),
-        (contract.GPUS_PER_NODE, str(spec.gpus_per_node)),
-    ]
-    if spec.time_seconds is not None:
-        exports.append((contract.TIME_LIMIT, str(spec.time_seconds)))
-    if pre.enabled:
-        exports += [
-            (contract.PREEMPT_SIGNAL, pre.signal),
-            (contract.PREEMPT_HANDLER, pre.handler),
-            (contract.LEAD_TIME, str(pre.lead_time)),
-            (contract.MAX_REQUEUES, str(pre.max_requeues)),
-        ]
-        if pre.keep != contract.DEFAULT_KEEP:
-            exports.append((contract.KEEP, str(pre.keep)))
-        if pre.max_preemptions is not None:
-            exports.append((contract.MAX_PREEMPTIONS, str(pre.max_preemptions)))
-        if pre.requeue_on_failure:
-            exports.append((contract.REQUEUE_ON_FAILURE, "1"))
-    rec = spec.recovery
-    exports += [(contract.MAX_RESTARTS, str(rec.max_restarts)), (contract.HANG_TIMEOUT, str(rec.hang_timeout))]
-    if rec.spare_nodes:
-        exports.append((contract.SPARE_NODES, str(rec.spare_nodes)))
-    if rec.health_check:
-        exports.append((contract.HEALTH_CHECK, join(list(rec.health_check))))
-    if spec.container is not None:
-        exports.append((contract.CONTAINER, "1"))
+    exports = contract_exports(spec)
     # Python buffers a pipe in 8 KiB blocks, so logs would lag far behind the job; `env` may override this.
     exports.append(("PYTHONUNBUFFERED", "1"))
     trapped = ([pre.signal] if pre.enabled else []) + [contract.CLEAN_EXIT_SIGNAL, contract.SAVE_EXIT_SIGNAL]

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from slurmgen.run_history import PREEMPTION, TIME_LIMIT  # the causes of a stop, named once there
 from slurmgen.slurm.ids import version_tuple
 from slurmgen.slurm.site_config import (
     DEFAULT_KILL_WAIT,
@@ -41,6 +42,8 @@ from slurmgen.slurm.site_config import (
 __all__ = [  # the parsers' names are re-exported from site_config and ids
     "DEFAULT_KILL_WAIT",
     "NO_PREEMPTION",
+    "PREEMPTION",
+    "TIME_LIMIT",
     "PartitionInfo",
     "Risk",
     "SiteConfig",
@@ -60,8 +63,6 @@ __all__ = [  # the parsers' names are re-exported from site_config and ids
     "window_problems",
 ]  # fmt: skip
 
-PREEMPTION = "preemption"  # the causes of a stop, as slurmgen.run_history names them
-TIME_LIMIT = "time-limit"
 PERIODIC_TIMEOUT = 30  # src/slurmctld/slurmctld.h: time limits and grace expiries are checked this often
 SIGNAL_EARLY = 60  # sbatch(1) --signal: "the signal may be sent up to 60 seconds earlier than specified"
 STOPPING_MODES = frozenset({"REQUEUE", "CANCEL"})  # the modes that signal the job and end its run

@@ -218,7 +218,7 @@ PREEMPTION = Obj(
             "the 'checkpoint and requeue' signal Slurm sends before the time limit; on GPUs (NCCL) writing it, "
             "even as USR1, says it was chosen knowingly and silences the warning about NCCL 2.12, which caught USR1 "
             "(use HUP with that NCCL)",
-            default="USR1",
+            default=contract.DEFAULT_PREEMPT_SIGNAL,
         ),
         "handler": Field(
             Enum(contract.HANDLERS),

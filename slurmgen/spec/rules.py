@@ -277,7 +277,7 @@ def _nccl_may_take_usr1(pre: dict[str, Any], dist: dict[str, Any], ctx: Ctx) -> 
     an NCCL program that gets the signal itself (handler requeue stops the step with SIGTERM instead), and only
     with the default signal: a `signal` written in the spec, USR1 included, is the user's choice made knowingly."""
     return (
-        pre["signal"] == "USR1"
+        pre["signal"] == contract.DEFAULT_PREEMPT_SIGNAL
         and dist["backend"] == "nccl"
         and pre["handler"] != contract.HANDLER_REQUEUE
         and ctx.raw(("preemption", "signal")) is None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from slurmgen import contract
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.job_context.context import JobContext
+from slurmgen.job_context.values import Malformed
 from slurmgen.slurm.hostlist import expand_hostlist
 
 SPEC_PORT_FIELDS = "distributed.port / distributed.port_range in the job spec"
@@ -70,13 +71,10 @@ def _loopback_literal(host: str) -> bool:
         return False
 
 
-def _port_int(raw: str, name: str, default: int) -> int:
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise RuntimeSetupError(f"{name}={raw!r} is not an integer ({SPEC_PORT_FIELDS})") from None
+def _port_int(value: int | Malformed, name: str) -> int:
+    if isinstance(value, Malformed):
+        raise RuntimeSetupError(f"{name}={str(value)!r} is not an integer ({SPEC_PORT_FIELDS})")
+    return value
 
 
 def master_port(ctx: JobContext, ephemeral: tuple[int, int]) -> MasterPort:
@@ -86,8 +84,8 @@ def master_port(ctx: JobContext, ephemeral: tuple[int, int]) -> MasterPort:
         if not (raw.isdigit() and raw.isascii() and 0 < int(raw) < 65536):
             raise RuntimeSetupError(f"{contract.MASTER_PORT}={raw!r} is not a port number (1-65535)")
         return MasterPort(int(raw), contract.MASTER_PORT)
-    base = _port_int(ctx.port, contract.PORT, contract.DEFAULT_PORT)
-    size = _port_int(ctx.port_range, contract.PORT_RANGE, contract.DEFAULT_PORT_RANGE)
+    base = _port_int(ctx.port, contract.PORT)
+    size = _port_int(ctx.port_range, contract.PORT_RANGE)
     last = base + size - 1
     if size < 1 or base < 1 or last > 65535:
         raise RuntimeSetupError(f"ports {base}..{last} are not valid port numbers ({SPEC_PORT_FIELDS})")

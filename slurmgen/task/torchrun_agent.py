@@ -111,8 +111,8 @@ def run(
 
     names = job.elastic_signals
     if "--signals-to-handle" in " ".join(args):
-        names = next(a.partition("=")[2] for a in args if a.startswith("--signals-to-handle="))
-    death = [getattr(signal, n.strip()) for n in names.split(",") if hasattr(signal, n.strip())]
+        names = tuple(next(a.partition("=")[2] for a in args if a.startswith("--signals-to-handle=")).split(","))
+    death = [getattr(signal, n.strip()) for n in names if hasattr(signal, n.strip())]
     # PContext.start looks the handler up in its module when it registers it.
     api._terminate_process_handler = once(api._terminate_process_handler, death)  # type: ignore[assignment]
     sys.argv = [TORCHRUN_MODULE, *args]

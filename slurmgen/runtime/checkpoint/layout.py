@@ -30,6 +30,7 @@ from slurmgen import contract
 from slurmgen.atomic import fsync_dir
 from slurmgen.errors import RuntimeSetupError
 from slurmgen.job_context.context import JobContext
+from slurmgen.job_context.values import Malformed
 
 MARKER = "slurmgen.json"  # whose checkpoint this is; written last, before the rename
 SEQ_WIDTH = 6
@@ -69,13 +70,11 @@ def next_seq(name: str, entries: Iterable[str]) -> int:
 
 def keep_count(keep: int | None, environ: JobContext) -> int:
     """How many complete sharded checkpoints to keep: the argument, else SLURMGEN_KEEP, else 2."""
-    raw = str(keep) if keep is not None else environ.keep
-    if not raw:
-        return contract.DEFAULT_KEEP
-    if not raw.isdigit() or int(raw) < 1:
+    value = keep if keep is not None else environ.keep
+    if isinstance(value, Malformed) or value < 1:
         source = "Preemption(keep=...)" if keep is not None else contract.KEEP
-        raise RuntimeSetupError(f"{source}={raw!r}: the number of checkpoints to keep must be an integer >= 1")
-    return int(raw)
+        raise RuntimeSetupError(f"{source}={str(value)!r}: the number of checkpoints to keep must be an integer >= 1")
+    return value
 
 
 def to_prune(seqs: Iterable[int], keep: int) -> list[int]:
