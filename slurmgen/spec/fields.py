@@ -26,6 +26,7 @@ MEM = r"(\d+)(?:([KMGTkmgt])[Bb]?)?"
 ARRAY = r"[0-9][0-9,:%-]*"
 DEPENDENCY = r"[a-z_]+(:[0-9_+*]+)*([,?][a-z_]+(:[0-9_+*]+)*)*|singleton"
 SBATCH_KEY = r"[a-z][a-z0-9-]*"
+SRUN_KEY = r"[A-Za-z]|[a-z][a-z0-9_-]*"  # srun also takes --cpu_bind
 MOUNT = r"/[^,:]*:/[^,:]*(:[a-z0-9+]+)?"
 # Slurm reads a time limit in time_str2secs (src/common/parse_time.c), summing days, hours, minutes and seconds in
 # a C int: past 2**31 - 1 seconds (about 68 years) it wraps around, into a negative or a wrong limit.
@@ -406,6 +407,18 @@ SPEC = Obj(
                 ),
             ),
             "extra #SBATCH directives (the escape hatch): option: value, or option: true for a flag",
+        ),
+        "srun": Field(
+            Map(
+                Str(pattern=SRUN_KEY, hint="an srun long option name without dashes"),
+                AnyOf(
+                    ((bool, Bool()), ((str, int, float), _text(numbers_ok=True, max_len=1024))),
+                    "text, a number or true",
+                ),
+            ),
+            "extra options of the training step's srun (e.g. mpi: pmix, cpu-bind: cores, overcommit: true): "
+            "option: value, or option: true for a flag; kill-on-bad-exit: false lets the other tasks run on when "
+            "one fails",
         ),
     },
     model="JobFields",

@@ -95,3 +95,4 @@ class JobFields:
     sweep: SweepSpec | None
     dependency: str | None
     sbatch: tuple[tuple[str, str | None], ...]
+    srun: tuple[tuple[str, str | None], ...]

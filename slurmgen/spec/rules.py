@@ -12,8 +12,8 @@ from typing import Any
 
 from slurmgen import contract
 from slurmgen.errors import Problem
-from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
+from slurmgen.spec.extra_options import check_sbatch, check_srun
 from slurmgen.spec.fields import PREEMPTION, SPEC
 from slurmgen.spec.recovery import resolve_recovery
 from slurmgen.spec.types import AnyOf, Ctx, Obj
@@ -26,33 +26,6 @@ DEFAULT_LEAD = 300
 TYPICAL_CHECKPOINT = 60
 BARE_MEM_WARN = 1024  # a unit-less mem below this many MB is most likely meant as GB
 
-# Options slurmgen writes itself; setting them through `sbatch:` would silently break the script's logic.
-MANAGED = {
-    "job-name": "name",
-    "nodes": "nodes",
-    "ntasks-per-node": "tasks_per_node",
-    "ntasks": "nodes/tasks_per_node",
-    "gpus-per-node": "gpus_per_node",
-    "gres": "gpus_per_node",
-    "gpus": "gpus_per_node",
-    "cpus-per-task": "cpus_per_task",
-    "mem": "mem",
-    "time": "time",
-    "partition": "partition",
-    "account": "account",
-    "qos": "qos",
-    "constraint": "constraint",
-    "array": "array",
-    "dependency": "dependency",
-    "chdir": "chdir",
-    "output": "output",
-    "error": "output",
-    "open-mode": "(always append)",
-    "signal": "preemption.signal / preemption.lead_time",  # allowed when preemption is off (resolve)
-    "requeue": "preemption",
-    "no-requeue": "preemption: false",
-    "export": "env (values in --export are split on commas and leak into accounting)",
-}
 _SECRET = re.compile(r"(?i)(secret|token|passw|api_?key|access_?key|private_?key|credential)")
 _SHELL_OPS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1"}
 _SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
@@ -148,23 +121,8 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     for key in ("output", "chdir"):
         if key in f and (msg := _path_problem(f[key])):
             ctx.fail((key,), msg)
-    sbatch = f.get("sbatch", {})
-    for key, value in sbatch.items():
-        if key == "signal" and not out["preemption"]["enabled"]:
-            # With slurmgen's preemption off the signal is the user's own: checked, then trapped and forwarded
-            # by the batch shell when it is sent there (B:).
-            parsed = parse_sbatch_signal(str(value)) if not isinstance(value, bool) else "give a value, e.g. B:USR1@120"
-            if isinstance(parsed, str):
-                ctx.fail(("sbatch", key), parsed)
-        elif key == "signal":
-            ctx.fail(
-                ("sbatch", key),
-                "slurmgen writes --signal itself while its preemption handling is on; use preemption.signal and "
-                "preemption.lead_time, or set preemption: false to send a signal of your own",
-            )
-        elif key in MANAGED:
-            ctx.fail(("sbatch", key), f"slurmgen writes --{key} itself; use the spec field {MANAGED[key]} instead")
-    out["sbatch"] = {k: (None if v is True else v) for k, v in sbatch.items() if v is not False}
+    out["sbatch"] = check_sbatch(f.get("sbatch", {}), out["preemption"]["enabled"], ctx)
+    out["srun"] = check_srun(f.get("srun", {}), ctx)
     _keep_given(f, out)
     return out
 

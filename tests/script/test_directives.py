@@ -106,3 +106,31 @@ def test_container_step() -> None:
     assert {"--container-workdir=/w", "--no-container-mount-home", "--container-writable"} <= set(words)
     entry = words.index("-c")
     assert 'sys.path.insert(0, "/opt/slurmgen")' in words[entry + 1]
+
+
+def test_srun_options_join_the_step_line_before_the_program() -> None:
+    s = spec(
+        "srun:\n  mpi: pmix\n  cpu-bind: cores\n  distribution: 'block:cyclic'\n  overcommit: true\n  wait: 0\n"
+        "  label: false\n  cpu_bind: none\n"
+    )
+    words = step_words(s)
+    entry = words.index("slurmgen.task") - 2
+    options = words[words.index("--open-mode=append") + 1 : entry]
+    assert options == ["--mpi=pmix", "--cpu-bind=cores", "--distribution=block:cyclic", "--overcommit", "--wait=0",
+                       "--cpu_bind=none"]  # fmt: skip
+    assert "--kill-on-bad-exit=1" in words
+
+
+def test_srun_kill_on_bad_exit_false_replaces_slurmgens_own() -> None:
+    for given in ("false", "0", "'0'"):
+        words = step_words(spec(f"srun:\n  kill-on-bad-exit: {given}\n"))
+        assert [w for w in words if w.startswith("--kill-on-bad-exit")] == ["--kill-on-bad-exit=0"]
+
+
+def test_srun_short_option_is_written_long() -> None:
+    words = step_words(spec("srun:\n  l: true\n  K: 0\n"))
+    assert "--label" in words and "--kill-on-bad-exit=0" in words and "--kill-on-bad-exit=1" not in words
+
+
+def test_srun_options_keep_the_digest_when_left_out() -> None:
+    assert spec().digest == spec("srun: {}\n").digest != spec("srun: {mpi: pmix}\n").digest
