@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from slurmgen.signal_names import parse_sbatch_signal
-from slurmgen.spec.slurm_options import SRUN, Command, read_option
+from slurmgen.spec.slurm_options import SBATCH, SRUN, Command, read_option
 from slurmgen.spec.types import Ctx
 
 # Options slurmgen writes on its #SBATCH lines, and the spec field that sets each.
@@ -99,22 +99,33 @@ def _abbreviation(key: str, option: str, command: Command) -> str:
 
 def check_sbatch(sbatch: dict[str, Any], preemption: bool, ctx: Ctx) -> dict[str, str | None]:
     """`sbatch:` as directives: option -> value (None: a flag); problems recorded on `ctx`."""
-    for key, value in sbatch.items():
-        if key == "signal" and not preemption:
+    out: dict[str, str | None] = {}
+    for key, (option, value) in _option_names("sbatch", sbatch, SBATCH, ctx).items():
+        path = ("sbatch", key)
+        shown = _as_read(key, option, SBATCH)
+        if option == "signal" and not preemption:
             # With slurmgen's preemption off the signal is the user's own: checked, then trapped and forwarded
             # by the batch shell when it is sent there (B:).
             parsed = parse_sbatch_signal(str(value)) if not isinstance(value, bool) else "give a value, e.g. B:USR1@120"
             if isinstance(parsed, str):
-                ctx.fail(("sbatch", key), parsed)
-        elif key == "signal":
+                ctx.fail(path, parsed)
+                continue
+        elif option == "signal":
             ctx.fail(
-                ("sbatch", key),
-                "slurmgen writes --signal itself while its preemption handling is on; use preemption.signal and "
+                path,
+                f"slurmgen writes {shown} itself while its preemption handling is on; use preemption.signal and "
                 "preemption.lead_time, or set preemption: false to send a signal of your own",
             )
-        elif key in MANAGED:
-            ctx.fail(("sbatch", key), f"slurmgen writes --{key} itself; use the spec field {MANAGED[key]} instead")
-    return {k: (None if v is True else v) for k, v in sbatch.items() if v is not False}
+            continue
+        elif option in MANAGED:
+            ctx.fail(path, f"slurmgen writes {shown} itself; use the spec field {MANAGED[option]} instead")
+            continue
+        elif option != key and len(key) > 1:
+            ctx.fail(path, _abbreviation(key, option, SBATCH))
+            continue
+        if value is not False:
+            out[option] = None if value is True else value
+    return out
 
 
 def check_srun(srun: dict[str, Any], ctx: Ctx) -> dict[str, str | None]:

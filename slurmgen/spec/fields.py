@@ -25,7 +25,7 @@ ENV_KEY = r"[A-Za-z_][A-Za-z0-9_]*"
 MEM = r"(\d+)(?:([KMGTkmgt])[Bb]?)?"
 ARRAY = r"[0-9][0-9,:%-]*"
 DEPENDENCY = r"[a-z_]+(:[0-9_+*]+)*([,?][a-z_]+(:[0-9_+*]+)*)*|singleton"
-SBATCH_KEY = r"[a-z][a-z0-9-]*"
+SBATCH_KEY = r"[A-Za-z]|[a-z][a-z0-9-]*"  # a one-letter key is a short option: p is -p, --partition
 SRUN_KEY = r"[A-Za-z]|[a-z][a-z0-9_-]*"  # srun also takes --cpu_bind
 MOUNT = r"/[^,:]*:/[^,:]*(:[a-z0-9+]+)?"
 # Slurm reads a time limit in time_str2secs (src/common/parse_time.c), summing days, hours, minutes and seconds in

@@ -134,3 +134,13 @@ def test_srun_short_option_is_written_long() -> None:
 
 def test_srun_options_keep_the_digest_when_left_out() -> None:
     assert spec().digest == spec("srun: {}\n").digest != spec("srun: {mpi: pmix}\n").digest
+
+
+def test_one_letter_sbatch_key_is_its_short_option_written_long() -> None:
+    ds = directives(spec("sbatch:\n  x: node3\n  W: true\n  exclusive: true\n"))
+    assert [d.line() for d in ds[-3:]] == ["#SBATCH --exclude='node3'", "#SBATCH --wait", "#SBATCH --exclusive"]
+
+
+def test_an_option_of_a_later_slurm_passes_as_written() -> None:
+    ds = directives(spec("sbatch:\n  some-new-option: 1\n"))
+    assert ds[-1].line() == "#SBATCH --some-new-option='1'"
