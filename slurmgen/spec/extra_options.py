@@ -35,7 +35,7 @@ MANAGED = {
     "dependency": "dependency",
     "chdir": "chdir",
     "output": "output",
-    "error": "output",
+    "error": "error",
     "open-mode": "(always append)",
     "signal": "preemption.signal / preemption.lead_time",  # allowed when preemption is off (check_sbatch)
     "requeue": "preemption",

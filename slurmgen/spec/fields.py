@@ -387,6 +387,11 @@ SPEC = Obj(
             TRACKERS, "experiment trackers: how the job's run identity (SLURMGEN_RUN_ID) reaches them", resolved=True
         ),
         "output": Field(_path(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
+        "error": Field(
+            _path(max_len=1024),
+            "directory for the batch shell's stderr apart from its stdout, in <error>/<name>-<jobid>.err; it must "
+            "exist when the job starts (default: stderr goes with stdout into the output log)",
+        ),
         "chdir": Field(_path(max_len=1024), "working directory of the job"),
         "array": Field(
             ArrayIndexes(directive=True, pattern=ARRAY, numbers_ok=True, hint="e.g. 0-15 or 1,3,5 or 0-99%10"),

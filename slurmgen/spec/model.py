@@ -47,7 +47,7 @@ def node_checks(spec: JobSpec) -> bool:
 # --- hand-written: what the model has beyond the table's fields ---------------------------------------------
 # Fields added after digests were first kept (the resume state is keyed by them): left out, they stay out of the
 # digest (empty, None).
-ADDED_EMPTY = ("srun",)
+ADDED_EMPTY = ("srun", "error")
 
 # The container fields added with runtimes enroot and apptainer, and their defaults (spec/fields.py).
 CONTAINER_ADDED: dict[str, Any] = {

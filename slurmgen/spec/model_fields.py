@@ -90,6 +90,7 @@ class JobFields:
     container: ContainerSpec | None
     trackers: TrackersSpec
     output: str
+    error: str | None
     chdir: str | None
     array: str | None
     sweep: SweepSpec | None

@@ -118,7 +118,7 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
         check_container(f["container"], ctx)
     out["trackers"] = {"wandb": f.get("trackers", {}).get("wandb", True)}
     out["output"] = _given(f, SPEC, "output")
-    for key in ("output", "chdir"):
+    for key in ("output", "error", "chdir"):
         if key in f and (msg := _path_problem(f[key])):
             ctx.fail((key,), msg)
     out["sbatch"] = check_sbatch(f.get("sbatch", {}), out["preemption"]["enabled"], ctx)

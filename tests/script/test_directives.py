@@ -144,3 +144,16 @@ def test_one_letter_sbatch_key_is_its_short_option_written_long() -> None:
 def test_an_option_of_a_later_slurm_passes_as_written() -> None:
     ds = directives(spec("sbatch:\n  some-new-option: 1\n"))
     assert ds[-1].line() == "#SBATCH --some-new-option='1'"
+
+
+def test_error_puts_the_batch_shells_stderr_apart() -> None:
+    d = opts(spec("error: logs/err\n"))
+    assert d["output"] == "logs/t-%j.log" and d["error"] == "logs/err/t-%j.err"
+    assert opts(spec("error: logs\narray: 0-3\n"))["error"] == "logs/t-%A_%a.err"  # never the output log's name
+    assert "error" not in opts(spec())
+    assert spec().digest != spec("error: logs\n").digest
+
+
+def test_error_leaves_the_per_node_logs_alone() -> None:
+    words = step_words(spec("error: errs\n"))
+    assert '--output="${SLURMGEN_LOG_DIR}/%N.log"' in words and not any(w.startswith("--error") for w in words)

@@ -81,6 +81,7 @@ def test_shellcheck_clean(job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 # Specs that use the fields no example in jobs/ uses; rendered, they pass shellcheck and read back like the examples.
 FIELDS = {
+    "error": "error: logs/err\n",
     "srun": "gpus_per_node: 2\nsrun:\n  mpi: pmix\n  cpu-bind: cores\n  distribution: 'block:cyclic'\n"
     '  overcommit: true\n  kill-on-bad-exit: false\n  comment: "it\'s $HOME; `x`"\n',
 }
