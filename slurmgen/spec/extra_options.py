@@ -38,8 +38,6 @@ MANAGED = {
     "error": "error",
     "open-mode": "(always append)",
     "signal": "preemption.signal / preemption.lead_time",  # allowed when preemption is off (check_sbatch)
-    "requeue": "preemption",
-    "no-requeue": "preemption: false",
     "export": "env (values in --export are split on commas and leak into accounting)",
 }
 
@@ -116,6 +114,12 @@ def check_sbatch(sbatch: dict[str, Any], preemption: bool, ctx: Ctx) -> dict[str
                 f"slurmgen writes {shown} itself while its preemption handling is on; use preemption.signal and "
                 "preemption.lead_time, or set preemption: false to send a signal of your own",
             )
+            continue
+        elif option in ("requeue", "no-requeue") and preemption:
+            # The preemption handling requeues the job itself (scontrol requeue), which needs --requeue; with it
+            # off slurmgen writes neither, and whether Slurm may requeue the job is the user's to say.
+            fix = "remove it" if option == "requeue" else "set preemption: false for a job that is never requeued"
+            ctx.fail(path, f"slurmgen writes --requeue itself while its preemption handling is on; {fix}")
             continue
         elif option in MANAGED:
             ctx.fail(path, f"slurmgen writes {shown} itself; use the spec field {MANAGED[option]} instead")

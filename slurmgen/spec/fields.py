@@ -333,8 +333,8 @@ SPEC = Obj(
         ),
         "time": Field(
             Time(directive=True, max_len=32),
-            "time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS",
-            required=True,
+            "time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; left out, the partition's default applies "
+            "(then preemption must be off: slurmgen cannot see that limit to signal before it)",
         ),
         "nodes": Field(Int(min=1, max=100000), "number of nodes", default=1),
         "gpus_per_node": Field(Int(min=0, max=64), "GPUs per node", default=0),

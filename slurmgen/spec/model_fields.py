@@ -69,7 +69,7 @@ class TrackersSpec:
 class JobFields:
     name: str
     command: tuple[str, ...]
-    time: str
+    time: str | None
     nodes: int
     gpus_per_node: int
     tasks_per_node: int

@@ -69,9 +69,11 @@ def _bare_shell_ops(text: str) -> list[str]:
 def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     """Fill defaults that depend on other fields; record problems that span fields."""
     out = dict(f)
-    seconds = parse_time(f["time"])
+    # Left out, no --time is written and the partition's DefaultTime (slurm.conf(5)) applies: a limit slurmgen
+    # does not know, so neither the script nor the runtime is told one.
+    seconds = parse_time(f["time"]) if "time" in f else None
     out["time_seconds"] = None if seconds is None else slurm_minutes(seconds) * 60
-    out["time"] = format_duration(out["time_seconds"])
+    out["time"] = format_duration(out["time_seconds"]) if "time" in f else None
     cmd = f["command"]
     if isinstance(cmd, str):
         try:
@@ -201,7 +203,13 @@ def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) 
         ctx.fail(("preemption", "state_dir"), msg)
     lead = p.get("lead_time")
     if enabled:
-        if limit is None:
+        if "time" not in f:
+            ctx.fail(
+                ("time",),
+                "is left out, so the partition's default time limit applies, which slurmgen cannot see to send the "
+                'preemption signal before it; give time (e.g. time: "04:00:00"), or set preemption: false',
+            )
+        elif limit is None:
             ctx.fail(("time",), "an unlimited job never gets the preemption signal; give a limit or preemption: false")
         else:
             if lead is None:

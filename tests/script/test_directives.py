@@ -157,3 +157,15 @@ def test_error_puts_the_batch_shells_stderr_apart() -> None:
 def test_error_leaves_the_per_node_logs_alone() -> None:
     words = step_words(spec("error: errs\n"))
     assert '--output="${SLURMGEN_LOG_DIR}/%N.log"' in words and not any(w.startswith("--error") for w in words)
+
+
+def test_time_left_out_writes_no_limit() -> None:
+    s = load_text("name: t\ncommand: [python, train.py]\npreemption: false\n", "t.yaml").spec
+    assert s.time is None and s.time_seconds is None
+    assert "time" not in opts(s)
+
+
+def test_requeue_is_the_users_own_with_preemption_off() -> None:
+    d = opts(spec("preemption: false\nsbatch:\n  requeue: true\n"))
+    assert "requeue" in d and d["requeue"] is None and "signal" not in d
+    assert opts(spec("preemption: false\nsbatch:\n  no-requeue: true\n"))["no-requeue"] is None

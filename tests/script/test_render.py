@@ -81,15 +81,16 @@ def test_shellcheck_clean(job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 # Specs that use the fields no example in jobs/ uses; rendered, they pass shellcheck and read back like the examples.
 FIELDS = {
-    "error": "error: logs/err\n",
-    "srun": "gpus_per_node: 2\nsrun:\n  mpi: pmix\n  cpu-bind: cores\n  distribution: 'block:cyclic'\n"
+    "error": "time: '10'\nerror: logs/err\n",
+    "no-time": "preemption: false\nsbatch:\n  requeue: true\n",
+    "srun": "time: '10'\ngpus_per_node: 2\nsrun:\n  mpi: pmix\n  cpu-bind: cores\n  distribution: 'block:cyclic'\n"
     '  overcommit: true\n  kill-on-bad-exit: false\n  comment: "it\'s $HOME; `x`"\n',
 }
 
 
 @pytest.mark.parametrize("name", sorted(FIELDS))
 def test_new_fields_pass_shellcheck_and_read_back(name: str, tmp_path: Path) -> None:
-    spec = load_text(f"name: t\ncommand: [python, train.py]\ntime: '10'\n{FIELDS[name]}", "t.yaml").spec
+    spec = load_text(f"name: t\ncommand: [python, train.py]\n{FIELDS[name]}", "t.yaml").spec
     text = render(spec)
     script = tmp_path / "job.sh"
     script.write_text(text)
