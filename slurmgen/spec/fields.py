@@ -178,6 +178,32 @@ class EnvMap(Map):
         return super().check(value, ctx, path)
 
 
+class Mount(Str):
+    """A bind mount, /host:/container[:flags]: the paths as written, never expanded."""
+
+    def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
+        if isinstance(value, str) and "$" in value:  # written single-quoted (script/step.py): a literal $
+            return ctx.fail(
+                path,
+                f"{value!r} is not valid: variables such as $PWD are not expanded in mounts (the value is passed "
+                "as written); write the absolute paths, e.g. /home/me/project:/workspace",
+            )
+        return super().check(value, ctx, path)
+
+
+class SetupLine(Str):
+    """One shell line of setup: a line break in it (a YAML block scalar, `|`) would make lines the check never saw."""
+
+    def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
+        if isinstance(value, str) and "\n" in value:
+            return ctx.fail(
+                path,
+                "holds a line break (a YAML block, `|` or `>`, keeps them); setup takes one shell line "
+                "per item: write each line as its own item, e.g. setup: [module load cuda, source .venv/bin/activate]",
+            )
+        return super().check(value, ctx, path)
+
+
 def _text(**kw: object) -> Str:
     """Text that may land on an #SBATCH line."""
     return Str(directive=True, **kw)  # type: ignore[arg-type]
@@ -295,7 +321,7 @@ CONTAINER = Obj(
             "the image's interpreter that runs slurmgen's runtime inside (default: the spec field python)",
         ),
         "mounts": Field(
-            List(_text(pattern=MOUNT, hint="write /host/path:/container/path[:ro]")),
+            List(Mount(directive=True, pattern=MOUNT, hint="write /host/path:/container/path[:ro]")),
             "bind mounts, /host:/container[:flags] (apptainer --bind, pyxis --container-mounts, enroot --mount)",
         ),
         "env": Field(
@@ -360,7 +386,16 @@ SPEC = Obj(
         "account": Field(_text(max_len=256), "account"),
         "qos": Field(_text(max_len=256), "quality of service"),
         "constraint": Field(_text(max_len=1024), "node features, e.g. a100&ib"),
-        "launcher": Field(Enum(("srun", "torchrun")), "srun: one task per GPU; torchrun: one per node", default="srun"),
+        "launcher": Field(
+            Enum(
+                ("srun", "torchrun"),
+                hint="the launcher is how slurmgen starts the tasks, and a program such as Accelerate or DeepSpeed "
+                "reads the ranks that torchrun gives: use launcher: torchrun and run your script itself, e.g. "
+                "command: [python, train.py]",
+            ),
+            "srun: one task per GPU; torchrun: one per node",
+            default="srun",
+        ),
         "python": Field(_text(max_len=1024), "interpreter that runs slurmgen's runtime", default="python3"),
         "distributed": Field(DISTRIBUTED, "process group settings", resolved=True),
         "preemption": Field(
@@ -379,7 +414,7 @@ SPEC = Obj(
             "environment variables for every task",
         ),
         "setup": Field(
-            AnyOf(((str, Str(max_len=65536)), (list, List(Str(max_len=65536)))), "shell lines"),
+            AnyOf(((str, SetupLine(max_len=65536)), (list, List(SetupLine(max_len=65536)))), "shell lines"),
             "shell lines run in the batch shell before launch (the one place for raw shell)",
         ),
         "container": Field(CONTAINER, "run every task inside this image (pyxis, enroot or apptainer)"),

@@ -12,6 +12,7 @@ from typing import Any
 
 from slurmgen import contract
 from slurmgen.errors import Problem
+from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
 from slurmgen.spec.extra_options import check_sbatch, check_srun
 from slurmgen.spec.fields import PREEMPTION, SPEC
@@ -29,6 +30,7 @@ BARE_MEM_WARN = 1024  # a unit-less mem below this many MB is most likely meant 
 _SECRET = re.compile(r"(?i)(secret|token|passw|api_?key|access_?key|private_?key|credential)")
 _SHELL_OPS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1"}
 _SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
+_VARIABLE = re.compile(r"\$(?:\{[A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][A-Za-z0-9_]*)\}?")
 
 
 def _path_problem(text: str) -> str | None:
@@ -144,7 +146,11 @@ def _resolve_tasks(out: dict[str, Any], f: dict[str, Any], ctx: Ctx, gpus: int, 
     if launcher == "srun":
         tasks = f.get("tasks_per_node", per_gpu)
         if gpus > 0 and tasks != gpus:
-            ctx.fail(("tasks_per_node",), f"the srun launcher runs one task per GPU: use {gpus} (or leave it out)")
+            ctx.fail(
+                ("tasks_per_node",),
+                f"the srun launcher runs one task per GPU: use {gpus} (or leave it out); for one task per node that "
+                "starts a worker per GPU, write launcher: torchrun",
+            )
         if "nproc_per_node" in f:
             ctx.fail(("nproc_per_node",), "only for launcher: torchrun; with srun set tasks_per_node")
         out["tasks_per_node"] = out["nproc_per_node"] = tasks
@@ -294,6 +300,8 @@ def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
         warn(("mem",), f"{mem} without a unit is {mem} MB for Slurm; write {mem}G for gigabytes or {mem}M to keep it")
     if f["env"]:
         _env_warnings(f["env"], warn)
+    if f["setup"]:
+        _setup_warnings(f, warn)
     cmd = f["command"]
     ops = sorted(set(cmd) & _SHELL_OPS)
     if ops:
@@ -323,6 +331,13 @@ def _env_warnings(env: dict[str, Any], warn: Callable[[tuple[str | int, ...], st
     from slurmgen.spec import secrets
 
     for key, value in env.items():
+        if isinstance(value, str) and (var := _VARIABLE.search(value)):
+            # The script exports the value single-quoted (templates/sbatch.sh.j2, env), as data.
+            warn(
+                ("env", key),
+                f"{var[0]} is not expanded: the task gets the text {value!r} as written; give the value itself, or "
+                f'set it in a setup line instead: export {key}="{value}"',
+            )
         if key.startswith("SLURM_"):
             warn(("env", key), "SLURM_* variables are Slurm's own; setting one can change how srun places tasks")
         elif isinstance(value, str) and secrets.looks_like_token(value):
@@ -336,4 +351,47 @@ def _env_warnings(env: dict[str, Any], warn: Callable[[tuple[str | int, ...], st
                 ("env", key),
                 "looks like a secret written into the script (Slurm stores scripts, and accounting may keep them); "
                 "export it in your shell before submitting instead: sbatch passes your environment on",
+            )
+
+
+def _setup_warnings(f: dict[str, Any], warn: Callable[[tuple[str | int, ...], str], None]) -> None:
+    """Setup lines that change how the batch shell's own lines after them run (spec/setup_lines.py)."""
+    from slurmgen.spec import setup_lines
+
+    pre = f["preemption"]
+    own = setup_lines.batch_trapped_signals(pre["signal"] if pre["enabled"] else None)
+    user = parse_sbatch_signal(str(f["sbatch"].get("signal"))) if f["sbatch"].get("signal") else None
+    if isinstance(user, tuple) and user[0] == "B":
+        own.append(user[1])  # the user's own --signal=B:<sig>, which the batch shell traps to forward it
+    for i, line in enumerate(f["setup"]):
+        for sig in dict.fromkeys(setup_lines.trapped_in(line)):
+            if sig in own:
+                message = (
+                    f"`{line.strip()}` replaces slurmgen's own trap for SIG{sig}, which forwards it to the step "
+                    "(bash keeps one trap per signal), so your program never gets it; remove the trap and handle "
+                    "the signal in your program"
+                )
+            elif sig == "EXIT":
+                message = (
+                    f"`{line.strip()}` runs when the batch shell ends, after slurmgen's own end of the run (a "
+                    "requeue included), not when your program ends; do the cleanup in your program, or in a script "
+                    "that your command runs"
+                )
+            else:
+                message = (
+                    f"`{line.strip()}` makes the batch shell run this on SIG{sig} instead of ending, and slurmgen "
+                    "does not forward it: the step never gets it; handle the signal in your program"
+                )
+            warn(("setup", i), message)
+        for option in setup_lines.errexit_in(line):
+            effect = (
+                "ends the batch shell at the first command that fails, the wait for a failed step included, "
+                "before slurmgen restarts, requeues or records it"
+                if option == "set -e"
+                else "changes every pipeline of the batch shell after it, slurmgen's own included"
+            )
+            warn(
+                ("setup", i),
+                f"{option} stays on for slurmgen's lines after setup: it {effect}; keep it to your own lines, "
+                f"e.g. in a script that setup runs (bash setup.sh), or in a subshell: ( {option}; ... )",
             )

@@ -241,3 +241,12 @@ def test_the_command_script_and_where_it_must_be(tmp_path: Path) -> None:
         f"t.yaml: command: train.py does not exist in {tmp_path} (the directory you submit from, where the job "
         "runs); check the path, submit from the directory that holds it, or set chdir"
     )
+
+
+def test_a_variable_in_env_is_named_as_not_expanded() -> None:
+    assert warnings("env: {OMP_NUM_THREADS: $SLURM_CPUS_PER_TASK}\n") == [
+        "t.yaml:4: env.OMP_NUM_THREADS: $SLURM_CPUS_PER_TASK is not expanded: the task gets the text "
+        "'$SLURM_CPUS_PER_TASK' as written; give the value itself, or set it in a setup line instead: "
+        'export OMP_NUM_THREADS="$SLURM_CPUS_PER_TASK"'
+    ]
+    assert warnings("env: {PRICE: 'costs $5', PATH_LIKE: /opt/bin}\n") == []
