@@ -451,8 +451,8 @@ SPEC = Obj(
         "srun": Field(
             Map(
                 Str(pattern=SRUN_KEY, hint="an srun long option name without dashes"),
-                AnyOf(
-                    ((bool, Bool()), ((str, int, float), _text(numbers_ok=True, max_len=1024))),
+                AnyOf(  # a word of the script's body, single-quoted: not an #SBATCH value (no directive rules)
+                    ((bool, Bool()), ((str, int, float), Str(numbers_ok=True, max_len=1024))),
                     "text, a number or true",
                 ),
             ),

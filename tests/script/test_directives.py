@@ -169,3 +169,8 @@ def test_requeue_is_the_users_own_with_preemption_off() -> None:
     d = opts(spec("preemption: false\nsbatch:\n  requeue: true\n"))
     assert "requeue" in d and d["requeue"] is None and "signal" not in d
     assert opts(spec("preemption: false\nsbatch:\n  no-requeue: true\n"))["no-requeue"] is None
+
+
+def test_srun_values_are_words_of_the_body_not_directives() -> None:
+    words = step_words(spec('srun:\n  comment: "a hetjob\\tnote"\n'))
+    assert "--comment=a hetjob\tnote" in words  # sbatch's directive rules (tabs, hetjob) are not srun's
