@@ -38,6 +38,13 @@ def batch_log(spec: JobSpec) -> str:
     return f"{spec.output.rstrip('/') or '/'}/{spec.name}-{job_key_pattern(spec)}.log".replace("//", "/")
 
 
+def batch_error_log(spec: JobSpec) -> str:
+    """The batch shell's stderr apart from its stdout (spec field error): `.err`, so that it never takes the name
+    of the output log when both are in one directory."""
+    assert spec.error is not None
+    return f"{spec.error.rstrip('/') or '/'}/{spec.name}-{job_key_pattern(spec)}.err".replace("//", "/")
+
+
 def task_log_stem(spec: JobSpec) -> str:
     """The per-node log directory without the job's key: the script appends `-<jobid>` (or array key)."""
     return f"{spec.output.rstrip('/')}/{spec.name}"
@@ -67,6 +74,8 @@ def directives(spec: JobSpec) -> list[Directive]:
     add("dependency", spec.dependency)
     add("chdir", spec.chdir)
     add("output", batch_log(spec))
+    if spec.error:
+        add("error", batch_error_log(spec))
     if spec.recovery.spare_nodes:
         # Keep the job when one of its nodes fails (sbatch(1) --no-kill): a spare takes its place.
         d.append(Directive("no-kill", None))

@@ -21,6 +21,7 @@ from slurmgen.script.step import batch_words, container_context, package_dir_wor
 from slurmgen.script.sweep import cases, env_words
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.spec.model import JobSpec, node_checks
+from slurmgen.spec.setup_lines import batch_trapped_signals
 
 TEMPLATE = "sbatch.sh.j2"
 
@@ -79,7 +80,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
     exports = contract_exports(spec)
     # Python buffers a pipe in 8 KiB blocks, so logs would lag far behind the job; `env` may override this.
     exports.append(("PYTHONUNBUFFERED", "1"))
-    trapped = ([pre.signal] if pre.enabled else []) + [contract.CLEAN_EXIT_SIGNAL, contract.SAVE_EXIT_SIGNAL]
+    trapped = batch_trapped_signals(pre.signal if pre.enabled else None)  # setup lines must not replace them
     own = user_batch_signal(spec)
     if own is not None and own not in trapped:
         trapped.insert(0, own)  # the user's own --signal=B:<sig> (preemption off): forwarded to the step

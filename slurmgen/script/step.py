@@ -13,6 +13,7 @@ from slurmgen import contract
 from slurmgen.script.directives import sq
 from slurmgen.script.shell_words import Shell, join
 from slurmgen.script.sweep import command_words  # a sweep's placeholders become shell expansions
+from slurmgen.spec.extra_options import KILL_ON_BAD_EXIT
 from slurmgen.spec.model import JobSpec, node_checks
 
 # torchrun forwards only TERM, INT, HUP and QUIT by default (pytorch#154849); USR1/USR2 must be added.
@@ -63,8 +64,10 @@ def srun_words(spec: JobSpec) -> list[str]:
     if spec.cpus_per_task:
         # Since Slurm 22.05 srun no longer inherits --cpus-per-task from the allocation (webknossos-libs#1483).
         words.append(f"--cpus-per-task={spec.cpus_per_task}")
-    # One rank failing ends the step, instead of leaving the others blocked in a collective until the timeout.
-    words.append("--kill-on-bad-exit=1")
+    extra = dict(spec.srun)
+    # One rank failing ends the step, instead of leaving the others blocked in a collective until the timeout;
+    # `srun: {kill-on-bad-exit: false}` lets them run on (a program that handles a lost task itself).
+    words.append(f"--kill-on-bad-exit={extra.pop(KILL_ON_BAD_EXIT, None) or '1'}")
     if node_checks(spec):
         # The nodes that passed their checks (batch/nodes.py), without the spares or a bad node.
         words.append(Shell('${_sg_nodes:+"--nodelist=${_sg_nodes}"}'))
@@ -74,6 +77,8 @@ def srun_words(spec: JobSpec) -> list[str]:
     # One log per node, appended across requeued runs, in the per-job directory the batch shell created.
     words.append(Shell('--output="${SLURMGEN_LOG_DIR}/%N.log"'))
     words.append("--open-mode=append")
+    # The spec's own srun options (spec field srun), each one word: the value is data, never split or expanded.
+    words.extend(f"--{option}" if value is None else f"--{option}={value}" for option, value in extra.items())
     if spec.container is not None and spec.container.runtime == "pyxis":
         words.extend(container_words(spec))
     return words

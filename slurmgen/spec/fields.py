@@ -25,7 +25,8 @@ ENV_KEY = r"[A-Za-z_][A-Za-z0-9_]*"
 MEM = r"(\d+)(?:([KMGTkmgt])[Bb]?)?"
 ARRAY = r"[0-9][0-9,:%-]*"
 DEPENDENCY = r"[a-z_]+(:[0-9_+*]+)*([,?][a-z_]+(:[0-9_+*]+)*)*|singleton"
-SBATCH_KEY = r"[a-z][a-z0-9-]*"
+SBATCH_KEY = r"[A-Za-z]|[a-z][a-z0-9-]*"  # a one-letter key is a short option: p is -p, --partition
+SRUN_KEY = r"[A-Za-z]|[a-z][a-z0-9_-]*"  # srun also takes --cpu_bind
 MOUNT = r"/[^,:]*:/[^,:]*(:[a-z0-9+]+)?"
 # Slurm reads a time limit in time_str2secs (src/common/parse_time.c), summing days, hours, minutes and seconds in
 # a C int: past 2**31 - 1 seconds (about 68 years) it wraps around, into a negative or a wrong limit.
@@ -177,6 +178,32 @@ class EnvMap(Map):
         return super().check(value, ctx, path)
 
 
+class Mount(Str):
+    """A bind mount, /host:/container[:flags]: the paths as written, never expanded."""
+
+    def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
+        if isinstance(value, str) and "$" in value:  # written single-quoted (script/step.py): a literal $
+            return ctx.fail(
+                path,
+                f"{value!r} is not valid: variables such as $PWD are not expanded in mounts (the value is passed "
+                "as written); write the absolute paths, e.g. /home/me/project:/workspace",
+            )
+        return super().check(value, ctx, path)
+
+
+class SetupLine(Str):
+    """One shell line of setup: a line break in it (a YAML block scalar, `|`) would make lines the check never saw."""
+
+    def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
+        if isinstance(value, str) and "\n" in value:
+            return ctx.fail(
+                path,
+                "holds a line break (a YAML block, `|` or `>`, keeps them); setup takes one shell line "
+                "per item: write each line as its own item, e.g. setup: [module load cuda, source .venv/bin/activate]",
+            )
+        return super().check(value, ctx, path)
+
+
 def _text(**kw: object) -> Str:
     """Text that may land on an #SBATCH line."""
     return Str(directive=True, **kw)  # type: ignore[arg-type]
@@ -294,7 +321,7 @@ CONTAINER = Obj(
             "the image's interpreter that runs slurmgen's runtime inside (default: the spec field python)",
         ),
         "mounts": Field(
-            List(_text(pattern=MOUNT, hint="write /host/path:/container/path[:ro]")),
+            List(Mount(directive=True, pattern=MOUNT, hint="write /host/path:/container/path[:ro]")),
             "bind mounts, /host:/container[:flags] (apptainer --bind, pyxis --container-mounts, enroot --mount)",
         ),
         "env": Field(
@@ -332,8 +359,8 @@ SPEC = Obj(
         ),
         "time": Field(
             Time(directive=True, max_len=32),
-            "time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS",
-            required=True,
+            "time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; left out, the partition's default applies "
+            "(then preemption must be off: slurmgen cannot see that limit to signal before it)",
         ),
         "nodes": Field(Int(min=1, max=100000), "number of nodes", default=1),
         "gpus_per_node": Field(Int(min=0, max=64), "GPUs per node", default=0),
@@ -359,7 +386,16 @@ SPEC = Obj(
         "account": Field(_text(max_len=256), "account"),
         "qos": Field(_text(max_len=256), "quality of service"),
         "constraint": Field(_text(max_len=1024), "node features, e.g. a100&ib"),
-        "launcher": Field(Enum(("srun", "torchrun")), "srun: one task per GPU; torchrun: one per node", default="srun"),
+        "launcher": Field(
+            Enum(
+                ("srun", "torchrun"),
+                hint="the launcher is how slurmgen starts the tasks, and a program such as Accelerate or DeepSpeed "
+                "reads the ranks that torchrun gives: use launcher: torchrun and run your script itself, e.g. "
+                "command: [python, train.py]",
+            ),
+            "srun: one task per GPU; torchrun: one per node",
+            default="srun",
+        ),
         "python": Field(_text(max_len=1024), "interpreter that runs slurmgen's runtime", default="python3"),
         "distributed": Field(DISTRIBUTED, "process group settings", resolved=True),
         "preemption": Field(
@@ -378,7 +414,7 @@ SPEC = Obj(
             "environment variables for every task",
         ),
         "setup": Field(
-            AnyOf(((str, Str(max_len=65536)), (list, List(Str(max_len=65536)))), "shell lines"),
+            AnyOf(((str, SetupLine(max_len=65536)), (list, List(SetupLine(max_len=65536)))), "shell lines"),
             "shell lines run in the batch shell before launch (the one place for raw shell)",
         ),
         "container": Field(CONTAINER, "run every task inside this image (pyxis, enroot or apptainer)"),
@@ -386,6 +422,11 @@ SPEC = Obj(
             TRACKERS, "experiment trackers: how the job's run identity (SLURMGEN_RUN_ID) reaches them", resolved=True
         ),
         "output": Field(_path(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
+        "error": Field(
+            _path(max_len=1024),
+            "directory for the batch shell's stderr apart from its stdout, in <error>/<name>-<jobid>.err; it must "
+            "exist when the job starts (default: stderr goes with stdout into the output log)",
+        ),
         "chdir": Field(_path(max_len=1024), "working directory of the job"),
         "array": Field(
             ArrayIndexes(directive=True, pattern=ARRAY, numbers_ok=True, hint="e.g. 0-15 or 1,3,5 or 0-99%10"),
@@ -406,6 +447,18 @@ SPEC = Obj(
                 ),
             ),
             "extra #SBATCH directives (the escape hatch): option: value, or option: true for a flag",
+        ),
+        "srun": Field(
+            Map(
+                Str(pattern=SRUN_KEY, hint="an srun long option name without dashes"),
+                AnyOf(  # a word of the script's body, single-quoted: not an #SBATCH value (no directive rules)
+                    ((bool, Bool()), ((str, int, float), Str(numbers_ok=True, max_len=1024))),
+                    "text, a number or true",
+                ),
+            ),
+            "extra options of the training step's srun (e.g. mpi: pmix, cpu-bind: cores, overcommit: true): "
+            "option: value, or option: true for a flag; kill-on-bad-exit: false lets the other tasks run on when "
+            "one fails",
         ),
     },
     model="JobFields",

@@ -45,6 +45,10 @@ def node_checks(spec: JobSpec) -> bool:
 
 
 # --- hand-written: what the model has beyond the table's fields ---------------------------------------------
+# Fields added after digests were first kept (the resume state is keyed by them): left out, they stay out of the
+# digest (empty, None).
+ADDED_EMPTY = ("srun", "error")
+
 # The container fields added with runtimes enroot and apptainer, and their defaults (spec/fields.py).
 CONTAINER_ADDED: dict[str, Any] = {
     "runtime": "pyxis",
@@ -71,6 +75,9 @@ class JobSpec(JobFields):
         out = asdict(self)
         if self.sweep is None:
             del out["sweep"]  # a job without a sweep keeps the digest it had before sweeps existed
+        for key in ADDED_EMPTY:
+            if not out[key]:
+                del out[key]  # a job that leaves a newer field out keeps the digest it had before that field existed
         if out.get("container") is not None:
             # A pyxis container that uses none of the fields added with the other runtimes keeps its old digest.
             for key, default in CONTAINER_ADDED.items():

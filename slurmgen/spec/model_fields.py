@@ -69,7 +69,7 @@ class TrackersSpec:
 class JobFields:
     name: str
     command: tuple[str, ...]
-    time: str
+    time: str | None
     nodes: int
     gpus_per_node: int
     tasks_per_node: int
@@ -90,8 +90,10 @@ class JobFields:
     container: ContainerSpec | None
     trackers: TrackersSpec
     output: str
+    error: str | None
     chdir: str | None
     array: str | None
     sweep: SweepSpec | None
     dependency: str | None
     sbatch: tuple[tuple[str, str | None], ...]
+    srun: tuple[tuple[str, str | None], ...]

@@ -14,6 +14,7 @@ from slurmgen import contract
 from slurmgen.errors import Problem
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
+from slurmgen.spec.extra_options import check_sbatch, check_srun
 from slurmgen.spec.fields import PREEMPTION, SPEC
 from slurmgen.spec.recovery import resolve_recovery
 from slurmgen.spec.types import AnyOf, Ctx, Obj
@@ -26,36 +27,10 @@ DEFAULT_LEAD = 300
 TYPICAL_CHECKPOINT = 60
 BARE_MEM_WARN = 1024  # a unit-less mem below this many MB is most likely meant as GB
 
-# Options slurmgen writes itself; setting them through `sbatch:` would silently break the script's logic.
-MANAGED = {
-    "job-name": "name",
-    "nodes": "nodes",
-    "ntasks-per-node": "tasks_per_node",
-    "ntasks": "nodes/tasks_per_node",
-    "gpus-per-node": "gpus_per_node",
-    "gres": "gpus_per_node",
-    "gpus": "gpus_per_node",
-    "cpus-per-task": "cpus_per_task",
-    "mem": "mem",
-    "time": "time",
-    "partition": "partition",
-    "account": "account",
-    "qos": "qos",
-    "constraint": "constraint",
-    "array": "array",
-    "dependency": "dependency",
-    "chdir": "chdir",
-    "output": "output",
-    "error": "output",
-    "open-mode": "(always append)",
-    "signal": "preemption.signal / preemption.lead_time",  # allowed when preemption is off (resolve)
-    "requeue": "preemption",
-    "no-requeue": "preemption: false",
-    "export": "env (values in --export are split on commas and leak into accounting)",
-}
 _SECRET = re.compile(r"(?i)(secret|token|passw|api_?key|access_?key|private_?key|credential)")
 _SHELL_OPS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1"}
 _SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
+_VARIABLE = re.compile(r"\$(?:\{[A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][A-Za-z0-9_]*)\}?")
 
 
 def _path_problem(text: str) -> str | None:
@@ -96,9 +71,11 @@ def _bare_shell_ops(text: str) -> list[str]:
 def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     """Fill defaults that depend on other fields; record problems that span fields."""
     out = dict(f)
-    seconds = parse_time(f["time"])
+    # Left out, no --time is written and the partition's DefaultTime (slurm.conf(5)) applies: a limit slurmgen
+    # does not know, so neither the script nor the runtime is told one.
+    seconds = parse_time(f["time"]) if "time" in f else None
     out["time_seconds"] = None if seconds is None else slurm_minutes(seconds) * 60
-    out["time"] = format_duration(out["time_seconds"])
+    out["time"] = format_duration(out["time_seconds"]) if "time" in f else None
     cmd = f["command"]
     if isinstance(cmd, str):
         try:
@@ -145,26 +122,11 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
         check_container(f["container"], ctx)
     out["trackers"] = {"wandb": f.get("trackers", {}).get("wandb", True)}
     out["output"] = _given(f, SPEC, "output")
-    for key in ("output", "chdir"):
+    for key in ("output", "error", "chdir"):
         if key in f and (msg := _path_problem(f[key])):
             ctx.fail((key,), msg)
-    sbatch = f.get("sbatch", {})
-    for key, value in sbatch.items():
-        if key == "signal" and not out["preemption"]["enabled"]:
-            # With slurmgen's preemption off the signal is the user's own: checked, then trapped and forwarded
-            # by the batch shell when it is sent there (B:).
-            parsed = parse_sbatch_signal(str(value)) if not isinstance(value, bool) else "give a value, e.g. B:USR1@120"
-            if isinstance(parsed, str):
-                ctx.fail(("sbatch", key), parsed)
-        elif key == "signal":
-            ctx.fail(
-                ("sbatch", key),
-                "slurmgen writes --signal itself while its preemption handling is on; use preemption.signal and "
-                "preemption.lead_time, or set preemption: false to send a signal of your own",
-            )
-        elif key in MANAGED:
-            ctx.fail(("sbatch", key), f"slurmgen writes --{key} itself; use the spec field {MANAGED[key]} instead")
-    out["sbatch"] = {k: (None if v is True else v) for k, v in sbatch.items() if v is not False}
+    out["sbatch"] = check_sbatch(f.get("sbatch", {}), out["preemption"]["enabled"], ctx)
+    out["srun"] = check_srun(f.get("srun", {}), ctx)
     _keep_given(f, out)
     return out
 
@@ -184,7 +146,11 @@ def _resolve_tasks(out: dict[str, Any], f: dict[str, Any], ctx: Ctx, gpus: int, 
     if launcher == "srun":
         tasks = f.get("tasks_per_node", per_gpu)
         if gpus > 0 and tasks != gpus:
-            ctx.fail(("tasks_per_node",), f"the srun launcher runs one task per GPU: use {gpus} (or leave it out)")
+            ctx.fail(
+                ("tasks_per_node",),
+                f"the srun launcher runs one task per GPU: use {gpus} (or leave it out); for one task per node that "
+                "starts a worker per GPU, write launcher: torchrun",
+            )
         if "nproc_per_node" in f:
             ctx.fail(("nproc_per_node",), "only for launcher: torchrun; with srun set tasks_per_node")
         out["tasks_per_node"] = out["nproc_per_node"] = tasks
@@ -243,7 +209,13 @@ def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) 
         ctx.fail(("preemption", "state_dir"), msg)
     lead = p.get("lead_time")
     if enabled:
-        if limit is None:
+        if "time" not in f:
+            ctx.fail(
+                ("time",),
+                "is left out, so the partition's default time limit applies, which slurmgen cannot see to send the "
+                'preemption signal before it; give time (e.g. time: "04:00:00"), or set preemption: false',
+            )
+        elif limit is None:
             ctx.fail(("time",), "an unlimited job never gets the preemption signal; give a limit or preemption: false")
         else:
             if lead is None:
@@ -328,6 +300,8 @@ def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
         warn(("mem",), f"{mem} without a unit is {mem} MB for Slurm; write {mem}G for gigabytes or {mem}M to keep it")
     if f["env"]:
         _env_warnings(f["env"], warn)
+    if f["setup"]:
+        _setup_warnings(f, warn)
     cmd = f["command"]
     ops = sorted(set(cmd) & _SHELL_OPS)
     if ops:
@@ -357,6 +331,13 @@ def _env_warnings(env: dict[str, Any], warn: Callable[[tuple[str | int, ...], st
     from slurmgen.spec import secrets
 
     for key, value in env.items():
+        if isinstance(value, str) and (var := _VARIABLE.search(value)):
+            # The script exports the value single-quoted (templates/sbatch.sh.j2, env), as data.
+            warn(
+                ("env", key),
+                f"{var[0]} is not expanded: the task gets the text {value!r} as written; give the value itself, or "
+                f'set it in a setup line instead: export {key}="{value}"',
+            )
         if key.startswith("SLURM_"):
             warn(("env", key), "SLURM_* variables are Slurm's own; setting one can change how srun places tasks")
         elif isinstance(value, str) and secrets.looks_like_token(value):
@@ -370,4 +351,47 @@ def _env_warnings(env: dict[str, Any], warn: Callable[[tuple[str | int, ...], st
                 ("env", key),
                 "looks like a secret written into the script (Slurm stores scripts, and accounting may keep them); "
                 "export it in your shell before submitting instead: sbatch passes your environment on",
+            )
+
+
+def _setup_warnings(f: dict[str, Any], warn: Callable[[tuple[str | int, ...], str], None]) -> None:
+    """Setup lines that change how the batch shell's own lines after them run (spec/setup_lines.py)."""
+    from slurmgen.spec import setup_lines
+
+    pre = f["preemption"]
+    own = setup_lines.batch_trapped_signals(pre["signal"] if pre["enabled"] else None)
+    user = parse_sbatch_signal(str(f["sbatch"].get("signal"))) if f["sbatch"].get("signal") else None
+    if isinstance(user, tuple) and user[0] == "B":
+        own.append(user[1])  # the user's own --signal=B:<sig>, which the batch shell traps to forward it
+    for i, line in enumerate(f["setup"]):
+        for sig in dict.fromkeys(setup_lines.trapped_in(line)):
+            if sig in own:
+                message = (
+                    f"`{line.strip()}` replaces slurmgen's own trap for SIG{sig}, which forwards it to the step "
+                    "(bash keeps one trap per signal), so your program never gets it; remove the trap and handle "
+                    "the signal in your program"
+                )
+            elif sig == "EXIT":
+                message = (
+                    f"`{line.strip()}` runs when the batch shell ends, after slurmgen's own end of the run (a "
+                    "requeue included), not when your program ends; do the cleanup in your program, or in a script "
+                    "that your command runs"
+                )
+            else:
+                message = (
+                    f"`{line.strip()}` makes the batch shell run this on SIG{sig} instead of ending, and slurmgen "
+                    "does not forward it: the step never gets it; handle the signal in your program"
+                )
+            warn(("setup", i), message)
+        for option in setup_lines.errexit_in(line):
+            effect = (
+                "ends the batch shell at the first command that fails, the wait for a failed step included, "
+                "before slurmgen restarts, requeues or records it"
+                if option == "set -e"
+                else "changes every pipeline of the batch shell after it, slurmgen's own included"
+            )
+            warn(
+                ("setup", i),
+                f"{option} stays on for slurmgen's lines after setup: it {effect}; keep it to your own lines, "
+                f"e.g. in a script that setup runs (bash setup.sh), or in a subshell: ( {option}; ... )",
             )

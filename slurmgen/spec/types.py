@@ -205,6 +205,7 @@ class Str(Type):
 @dataclass
 class Enum(Type):
     choices: tuple[str, ...]
+    hint: str = ""  # what to do instead, for a value that is not close to a choice
 
     def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
         if not isinstance(value, str):
@@ -214,7 +215,7 @@ class Enum(Type):
             import difflib  # only on the error path
 
             close = difflib.get_close_matches(norm, self.choices, n=1)
-            tip = f"; did you mean {close[0]!r}?" if close else ""
+            tip = f"; did you mean {close[0]!r}?" if close else (f"; {self.hint}" if self.hint else "")
             return ctx.fail(path, f"{value!r} is not one of {', '.join(self.choices)}{tip}")
         return norm
 

@@ -1,4 +1,5 @@
-"""Checks that need the filesystem where the job will run: is the script the command runs there?
+"""Checks that need the filesystem where the job will run: is the script the command runs there, and the
+directory of the error log?
 
 The job runs in `chdir` (relative to the directory it is submitted from) or in that directory itself (sbatch(1),
 --chdir: "the default is the current working directory of sbatch"). A command whose script is missing there fails
@@ -62,4 +63,24 @@ def missing_script(
         "command",
         f"{script} does not exist in {base} ({where}, where the job runs); check the path, submit from the "
         "directory that holds it, or set chdir",
+    )
+
+
+def missing_error_dir(
+    spec: JobSpec, source: str, submit_dir: Path, exists: Callable[[Path], bool] = os.path.isdir
+) -> Problem | None:
+    """A warning when the error log's directory (spec field error) is not there: Slurm does not create it, and a job
+    whose --error it cannot open fails at launch (JobLaunchFailure, exit 0:53, no log at all: measured on 22.05).
+    The output directory is created at submission, so an error log next to it needs nothing."""
+    if spec.error is None or "$" in spec.error or spec.error.rstrip("/") == spec.output.rstrip("/"):
+        return None
+    base = submit_dir / spec.chdir if spec.chdir else submit_dir
+    path = Path(spec.error) if os.path.isabs(spec.error) else base / spec.error
+    if exists(path):
+        return None
+    return Problem(
+        source,
+        "error",
+        f"{path} does not exist; Slurm does not create the error log's directory, and fails the job at launch "
+        f"without any log when it cannot open it: create it first (mkdir -p {spec.error})",
     )

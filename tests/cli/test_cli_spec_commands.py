@@ -109,7 +109,7 @@ def test_validate_strict_turns_warnings_into_errors(tmp_path: Path, capsys: pyte
 
 def test_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "schema")
-    assert code == 0 and json.loads(out)["required"] == ["name", "command", "time"]
+    assert code == 0 and json.loads(out)["required"] == ["name", "command"]
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -106,3 +106,71 @@ def test_container_step() -> None:
     assert {"--container-workdir=/w", "--no-container-mount-home", "--container-writable"} <= set(words)
     entry = words.index("-c")
     assert 'sys.path.insert(0, "/opt/slurmgen")' in words[entry + 1]
+
+
+def test_srun_options_join_the_step_line_before_the_program() -> None:
+    s = spec(
+        "srun:\n  mpi: pmix\n  cpu-bind: cores\n  distribution: 'block:cyclic'\n  overcommit: true\n  wait: 0\n"
+        "  label: false\n  cpu_bind: none\n"
+    )
+    words = step_words(s)
+    entry = words.index("slurmgen.task") - 2
+    options = words[words.index("--open-mode=append") + 1 : entry]
+    assert options == ["--mpi=pmix", "--cpu-bind=cores", "--distribution=block:cyclic", "--overcommit", "--wait=0",
+                       "--cpu_bind=none"]  # fmt: skip
+    assert "--kill-on-bad-exit=1" in words
+
+
+def test_srun_kill_on_bad_exit_false_replaces_slurmgens_own() -> None:
+    for given in ("false", "0", "'0'"):
+        words = step_words(spec(f"srun:\n  kill-on-bad-exit: {given}\n"))
+        assert [w for w in words if w.startswith("--kill-on-bad-exit")] == ["--kill-on-bad-exit=0"]
+
+
+def test_srun_short_option_is_written_long() -> None:
+    words = step_words(spec("srun:\n  l: true\n  K: 0\n"))
+    assert "--label" in words and "--kill-on-bad-exit=0" in words and "--kill-on-bad-exit=1" not in words
+
+
+def test_srun_options_keep_the_digest_when_left_out() -> None:
+    assert spec().digest == spec("srun: {}\n").digest != spec("srun: {mpi: pmix}\n").digest
+
+
+def test_one_letter_sbatch_key_is_its_short_option_written_long() -> None:
+    ds = directives(spec("sbatch:\n  x: node3\n  W: true\n  exclusive: true\n"))
+    assert [d.line() for d in ds[-3:]] == ["#SBATCH --exclude='node3'", "#SBATCH --wait", "#SBATCH --exclusive"]
+
+
+def test_an_option_of_a_later_slurm_passes_as_written() -> None:
+    ds = directives(spec("sbatch:\n  some-new-option: 1\n"))
+    assert ds[-1].line() == "#SBATCH --some-new-option='1'"
+
+
+def test_error_puts_the_batch_shells_stderr_apart() -> None:
+    d = opts(spec("error: logs/err\n"))
+    assert d["output"] == "logs/t-%j.log" and d["error"] == "logs/err/t-%j.err"
+    assert opts(spec("error: logs\narray: 0-3\n"))["error"] == "logs/t-%A_%a.err"  # never the output log's name
+    assert "error" not in opts(spec())
+    assert spec().digest != spec("error: logs\n").digest
+
+
+def test_error_leaves_the_per_node_logs_alone() -> None:
+    words = step_words(spec("error: errs\n"))
+    assert '--output="${SLURMGEN_LOG_DIR}/%N.log"' in words and not any(w.startswith("--error") for w in words)
+
+
+def test_time_left_out_writes_no_limit() -> None:
+    s = load_text("name: t\ncommand: [python, train.py]\npreemption: false\n", "t.yaml").spec
+    assert s.time is None and s.time_seconds is None
+    assert "time" not in opts(s)
+
+
+def test_requeue_is_the_users_own_with_preemption_off() -> None:
+    d = opts(spec("preemption: false\nsbatch:\n  requeue: true\n"))
+    assert "requeue" in d and d["requeue"] is None and "signal" not in d
+    assert opts(spec("preemption: false\nsbatch:\n  no-requeue: true\n"))["no-requeue"] is None
+
+
+def test_srun_values_are_words_of_the_body_not_directives() -> None:
+    words = step_words(spec('srun:\n  comment: "a hetjob\\tnote"\n'))
+    assert "--comment=a hetjob\tnote" in words  # sbatch's directive rules (tabs, hetjob) are not srun's

@@ -17,7 +17,7 @@ import pytest
 
 from slurmgen.script.directives import directives
 from slurmgen.script.render import render
-from slurmgen.spec.load import load_file
+from slurmgen.spec.load import load_file, load_text
 
 from .sbatch_directives import as_options, read_directives
 
@@ -77,6 +77,27 @@ def test_shellcheck_clean(job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
     script.write_text(rendered(job))
     result = subprocess.run([_shellcheck(), "--severity=warning", str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# Specs that use the fields no example in jobs/ uses; rendered, they pass shellcheck and read back like the examples.
+FIELDS = {
+    "error": "time: '10'\nerror: logs/err\n",
+    "no-time": "preemption: false\nsbatch:\n  requeue: true\n",
+    "srun": "time: '10'\ngpus_per_node: 2\nsrun:\n  mpi: pmix\n  cpu-bind: cores\n  distribution: 'block:cyclic'\n"
+    '  overcommit: true\n  kill-on-bad-exit: false\n  comment: "it\'s $HOME; `x`"\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIELDS))
+def test_new_fields_pass_shellcheck_and_read_back(name: str, tmp_path: Path) -> None:
+    spec = load_text(f"name: t\ncommand: [python, train.py]\n{FIELDS[name]}", "t.yaml").spec
+    text = render(spec)
+    script = tmp_path / "job.sh"
+    script.write_text(text)
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True).returncode == 0
+    result = subprocess.run([_shellcheck(), "--severity=warning", str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert as_options(read_directives(text)) == [(d.option, d.value) for d in directives(spec)]
 
 
 @pytest.mark.parametrize("job", JOBS, ids=lambda p: p.stem)

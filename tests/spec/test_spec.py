@@ -241,3 +241,26 @@ def test_the_command_script_and_where_it_must_be(tmp_path: Path) -> None:
         f"t.yaml: command: train.py does not exist in {tmp_path} (the directory you submit from, where the job "
         "runs); check the path, submit from the directory that holds it, or set chdir"
     )
+
+
+def test_a_variable_in_env_is_named_as_not_expanded() -> None:
+    assert warnings("env: {OMP_NUM_THREADS: $SLURM_CPUS_PER_TASK}\n") == [
+        "t.yaml:4: env.OMP_NUM_THREADS: $SLURM_CPUS_PER_TASK is not expanded: the task gets the text "
+        "'$SLURM_CPUS_PER_TASK' as written; give the value itself, or set it in a setup line instead: "
+        'export OMP_NUM_THREADS="$SLURM_CPUS_PER_TASK"'
+    ]
+    assert warnings("env: {PRICE: 'costs $5', PATH_LIKE: /opt/bin}\n") == []
+
+
+def test_a_missing_error_directory_is_named(tmp_path: Path) -> None:
+    from slurmgen.spec.where import missing_error_dir
+
+    problem = missing_error_dir(spec("error: errs\n"), "t.yaml", tmp_path)
+    assert problem is not None and str(problem) == (
+        f"t.yaml: error: {tmp_path}/errs does not exist; Slurm does not create the error log's directory, and fails "
+        "the job at launch without any log when it cannot open it: create it first (mkdir -p errs)"
+    )
+    (tmp_path / "errs").mkdir()
+    assert missing_error_dir(spec("error: errs\n"), "t.yaml", tmp_path) is None
+    assert missing_error_dir(spec("error: logs\n"), "t.yaml", tmp_path) is None  # the output directory: created
+    assert missing_error_dir(spec(), "t.yaml", tmp_path) is None
