@@ -85,9 +85,8 @@ def bench_job(runs: int) -> tuple[float, float]:
 
 
 def bench_sweep(points: int) -> tuple[float, float]:
-    from slurmgen.goodput import summary
-    from slurmgen.manage import fanout
-    from slurmgen.manage.goodput_files import slim
+    from slurmgen.goodput import fanout, summary
+    from slurmgen.goodput.files import slim
 
     with tempfile.TemporaryDirectory() as tmp:
         dirs = []

@@ -13,11 +13,11 @@ from slurmgen.errors import Problem, SpecError, UsageError
 
 if TYPE_CHECKING:
     from slurmgen.api.job import Job
-    from slurmgen.manage.plan import Plan
-    from slurmgen.manage.submit import Submission
-    from slurmgen.manage.sweep_submit import SweepSubmission
+    from slurmgen.backends.slurm_here.sbatch import Submission
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
+    from slurmgen.submission.plan import Plan
+    from slurmgen.submission.sweep_submit import SweepSubmission
 
 
 def override_args(overrides: Mapping[str, object] | None) -> tuple[str, ...]:
@@ -107,7 +107,7 @@ def planned(source: SpecSource, templates: Path | None, base: Path, warn: Warn) 
     """Validate and render (warnings to ``warn``), then plan a submission recorded under ``base``; the plan keeps
     the exact bytes that were validated (the spec file is read once)."""
     from slurmgen.journal import new_token
-    from slurmgen.manage.plan import plan
+    from slurmgen.submission.plan import plan
 
     built = compiled(source, templates, warn)
     return plan(source.path, built.spec, built.script, base, Path.cwd(), new_token(), source.overrides, built.text)
@@ -160,13 +160,13 @@ def submit_any(p: Plan, base: Path, warn: Warn, *, single: str | None = None) ->
 def dry_run_report(p: Plan, warn: Warn) -> list[str]:
     """What `submit --dry-run` says on stderr after the script: the files it would write and the sbatch line(s),
     one per array for a sweep (split at the cluster's MaxArraySize, or Slurm's default when it cannot be read)."""
-    from slurmgen.manage.plan import dry_run_lines
+    from slurmgen.submission.plan import dry_run_lines
 
     if p.spec.sweep is None:
         return dry_run_lines(p)
-    from slurmgen.manage.sweep_plan import dry_run_lines as sweep_lines
-    from slurmgen.manage.sweep_plan import sweep_plan
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.submission.sweep_plan import dry_run_lines as sweep_lines
+    from slurmgen.submission.sweep_plan import sweep_plan
 
     sp = sweep_plan(p, dry_run_max_array_size(SlurmClient(), warn))
     return [*dry_run_lines(p)[:2], *sweep_lines(sp)]  # the files it would write; then one sbatch line per array
@@ -174,8 +174,8 @@ def dry_run_report(p: Plan, warn: Warn) -> list[str]:
 
 def submit_plan(p: Plan, base: Path, warn: Warn) -> Submission:
     """sbatch one planned job (not a sweep), after settling earlier submissions whose sbatch timed out."""
+    from slurmgen.backends.slurm_here import sbatch as submitting
     from slurmgen.journal import Journal
-    from slurmgen.manage import submit as submitting
     from slurmgen.slurm.client import SlurmClient
 
     client, journal = SlurmClient(), Journal(base)
@@ -232,8 +232,8 @@ def submit(
 def dry_run_max_array_size(client: SlurmClient, warn: Warn) -> int:
     """The cluster's MaxArraySize for a dry run: Slurm's default (and a note) when it cannot be read."""
     from slurmgen.errors import SchedulerError, SchedulerMissing
-    from slurmgen.manage.sweep_plan import DEFAULT_MAX_ARRAY_SIZE
-    from slurmgen.manage.sweep_submit import max_array_size
+    from slurmgen.submission.sweep_plan import DEFAULT_MAX_ARRAY_SIZE
+    from slurmgen.submission.sweep_submit import max_array_size
 
     try:
         return max_array_size(client)
@@ -245,10 +245,10 @@ def dry_run_max_array_size(client: SlurmClient, warn: Warn) -> int:
 def submit_planned(p: Plan, base: Path, client: SlurmClient, warn: Warn) -> tuple[SweepSubmission, int]:
     """sbatch every array of a planned sweep (one sbatch per array, split at the cluster's MaxArraySize); the
     submission and its number of points. One `scontrol show config` and one sbatch per array."""
+    from slurmgen.backends.slurm_here import sbatch as submitting
     from slurmgen.journal import Journal
-    from slurmgen.manage import submit as submitting
-    from slurmgen.manage.sweep_plan import sweep_plan
-    from slurmgen.manage.sweep_submit import max_array_size, submit_sweep
+    from slurmgen.submission.sweep_plan import sweep_plan
+    from slurmgen.submission.sweep_submit import max_array_size, submit_sweep
 
     journal = Journal(base)
     for note in submitting.settle_unresolved(journal, client):
@@ -270,12 +270,12 @@ def submit_remote_source(
     single: str | None = None,
     many: str | None = None,
 ) -> Submitted:
-    """Submit to the cluster of ``source.profile`` over ssh (slurmgen.manage.remote_submit): the snapshot of the
+    """Submit to the cluster of ``source.profile`` over ssh (slurmgen.backends.slurm_ssh.placing): the snapshot of the
     project around the current directory (or, without one, the job starts in ``code_dir`` on the cluster). One job,
     or a sweep's arrays; ``single`` refuses a sweep with that line, ``many`` a single job, before anything is sent
     (see submit_any)."""
+    from slurmgen.backends.slurm_ssh.placing import submit_remote
     from slurmgen.journal import Journal, home, new_token
-    from slurmgen.manage.remote_submit import submit_remote
     from slurmgen.remote.transport import transport_for
     from slurmgen.script.build import build_file
 

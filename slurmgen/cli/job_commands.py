@@ -1,7 +1,7 @@
 """The job commands: submit, requeue, resume, status, logs, cancel. Thin: parse, call a module, print, exit.
 
-Every command on an existing job asks a handle of the job interface (slurmgen.jobkind), whatever the job is (a
-Slurm job, a job run here, a sweep or one point of it), and never looks at its kind: tests/cli checks that.
+Every command on an existing job asks a handle of the job interface (slurmgen.backends.interface), whatever the job is
+(a Slurm job, a job run here, a sweep or one point of it), and never looks at its kind: tests/cli checks that.
 
 Results (a job id, a table, log text) go to stdout and human messages to stderr, so `JOB=$(slurmgen submit x.yaml)`
 works. Errors are raised and printed once by slurmgen.cli.app.main. Imports are inside the commands: the CLI's start-up
@@ -21,9 +21,9 @@ from slurmgen.cli.output import err
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
-    from slurmgen.jobkind import JobHandle, Report
-    from slurmgen.manage.plan import Plan
+    from slurmgen.backends.interface import JobHandle, Report
     from slurmgen.slurm.client import JobInfo, SlurmClient
+    from slurmgen.submission.plan import Plan
 
 commands = typer.Typer()
 
@@ -53,7 +53,7 @@ def submit_spec(spec: Path, overrides: list[str], templates: Path | None, single
 
 def handle(text: str, point: int | None = None) -> JobHandle:
     """The job, sweep or sweep point a JOB argument (and --point) names, whatever its kind; notes on stderr."""
-    from slurmgen.jobkind.resolve import handle_of
+    from slurmgen.backends.registry import handle_of
 
     found = handle_of(text)
     for note in found.notes:
@@ -112,7 +112,7 @@ def submit_command(
         for line in dry_run_report(p, err):
             err(line)
         return
-    from slurmgen.manage.submit import would_run
+    from slurmgen.backends.slurm_here.sbatch import would_run
     from slurmgen.slurm.client import SlurmClient
 
     result = would_run(p, SlurmClient())
@@ -161,7 +161,7 @@ def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -
     from slurmgen.cli.output import report
     from slurmgen.errors import SlurmgenError
     from slurmgen.exit_codes import EXIT_WAIT_ERROR
-    from slurmgen.manage.wait import result_line
+    from slurmgen.queries.wait import result_line
     from slurmgen.slurm.client import SlurmClient
 
     job = ""
@@ -177,10 +177,10 @@ def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -
 
 def _wait(client: SlurmClient, job: str) -> None:
     from slurmgen.journal import Journal, find, find_home
-    from slurmgen.manage.history import last_failing
-    from slurmgen.manage.targets import Target
-    from slurmgen.manage.wait import follow, result_line
+    from slurmgen.queries.history import last_failing
+    from slurmgen.queries.wait import follow, result_line
     from slurmgen.slurm.ids import parse_job_id
+    from slurmgen.submission.targets import Target
 
     progress = Progress()
     target = Target(parse_job_id(job), find(Journal(find_home()).jobs(), job))  # the job just submitted
@@ -209,7 +209,7 @@ class Progress:
         self.start = self.clock()
 
     def __call__(self, infos: list[JobInfo]) -> None:
-        from slurmgen.manage.wait import describe
+        from slurmgen.queries.wait import describe
         from slurmgen.slurm.times import format_duration
 
         line = describe(infos)
@@ -247,7 +247,7 @@ def status_command(
     job: Annotated[str | None, typer.Argument(metavar="JOB", help="A job id or spec; default: recent jobs.")] = None,
 ) -> None:
     """A table of job states: one job (or array, or sweep), or the recent jobs of the journal."""
-    from slurmgen.jobkind.resolve import recent
+    from slurmgen.backends.registry import recent
 
     show(recent() if job is None else handle(job).status())
 
@@ -272,8 +272,8 @@ def logs_command(
 ) -> None:
     """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended).
     A job with no log yet (still pending) prints nothing, and says so on stderr."""
-    from slurmgen.jobkind.logs import check_choice, failed_first, write_logs
-    from slurmgen.manage import logs as lg
+    from slurmgen.queries import logs as lg
+    from slurmgen.queries.log_reading import check_choice, failed_first, write_logs
 
     check_choice(rank, node)
     chosen = handle(job, point)

@@ -1,6 +1,6 @@
 """A job's log files on the cluster, copied here as they grow: one round trip brings every file's new bytes.
 
-`logs` and `logs -f` then read the local copies as they read a local job's files (slurmgen.manage.logs), so a
+`logs` and `logs -f` then read the local copies as they read a local job's files (slurmgen.queries.logs), so a
 remote job's logs look the same. A dropped connection loses nothing: the next look asks again from the sizes the
 copies have.
 """

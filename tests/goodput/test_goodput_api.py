@@ -15,12 +15,12 @@ import pytest
 import slurmgen
 from goodput.test_goodput import T0, crash_hang_preempt, ev
 from slurmgen import run_history as rh
-from slurmgen.goodput import summary
+from slurmgen.goodput import fanout, summary
+from slurmgen.goodput import files as goodput_files
 from slurmgen.journal import Entry, Journal
-from slurmgen.manage import fanout, goodput_files
-from slurmgen.manage.sweep_record import SweepRecord
-from slurmgen.manage.sweep_submit import OFFSET_KEY, SWEEP_KEY, TASKS_KEY
 from slurmgen.spec.sweep_points import SweepSpec
+from slurmgen.submission.sweep_record import SweepRecord
+from slurmgen.submission.sweep_submit import OFFSET_KEY, SWEEP_KEY, TASKS_KEY
 
 
 def write(log_dir: Path, events: list[dict[str, Any]]) -> None:

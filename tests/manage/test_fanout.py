@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from slurmgen.manage import fanout
+from slurmgen.goodput import fanout
 
 
 def whose(start: int, stop: int) -> list[tuple[int, int]]:

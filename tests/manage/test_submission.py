@@ -13,14 +13,15 @@ from fake_slurm import FakeSlurm, done, timed_out
 from recorded import recorded_text
 from tiny_job import SPEC
 
+from slurmgen.backends.slurm_here import sbatch as submission
 from slurmgen.errors import SchedulerError, SchedulerMissing, SpecError, UsageError
 from slurmgen.journal import Entry, Journal
-from slurmgen.manage import plan, status
-from slurmgen.manage import submit as submission
+from slurmgen.queries import status
 from slurmgen.script.render import render
 from slurmgen.slurm.client import SchedulerTimeout, SlurmClient
 from slurmgen.slurm.ids import JobId
 from slurmgen.spec.load import load_file
+from slurmgen.submission import plan
 
 Answer = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
 

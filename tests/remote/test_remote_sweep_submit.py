@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from slurmgen.backends.registry import sweep_handle
+from slurmgen.backends.slurm_ssh.once import submit_script
+from slurmgen.backends.slurm_ssh.sweep import RemoteSweep
+from slurmgen.backends.slurm_ssh.sweep_arrays import submit_sweep_remote
 from slurmgen.errors import UsageError
-from slurmgen.jobkind.remote_sweep import RemoteSweep
-from slurmgen.jobkind.resolve import sweep_handle
 from slurmgen.journal import Entry, Journal
-from slurmgen.manage.remote_once import submit_script
-from slurmgen.manage.remote_sweep import submit_sweep_remote
-from slurmgen.manage.sweep_record import load_record, sweep_id_of
 from slurmgen.remote.transport import LocalTransport
 from slurmgen.script.build import build_file
 from slurmgen.slurm.ids import JobId
+from slurmgen.submission.sweep_record import load_record, sweep_id_of
 
 SPEC = """name: swp
 command: [python3, train.py]

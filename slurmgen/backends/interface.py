@@ -1,0 +1,111 @@
+"""The job interface: one handle for every kind of job, so the CLI's job commands and `slurmgen.Job` ask the same
+questions the same way and never branch on what the job is.
+
+A handle answers status, logs (of a rank or a node, once or followed), history, cancel (or a signal), requeue,
+resume and wait. Its kinds: a Slurm job (slurmgen.backends.slurm_here.job), a job `slurmgen run` ran here
+(slurmgen.backends.emulated.job), and a sweep or array of either (slurmgen.backends.groups), whose `point(i)` is a
+job handle again. A user's argument (`123`, `123_4`, `local-3`, `local-3_0`, a sweep id, a spec path, a job or
+sweep name) becomes one handle in one place: slurmgen.backends.registry. A fourth kind (a cluster reached over
+SSH) is one more class with these methods and one more rule there.
+
+What a handle says is data (a Report: lines for stdout, lines for stderr, an exit code); only the CLI prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from slurmgen.goodput.view import Goodput
+
+Say = Callable[[str], object]
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a command says: `out` (results: a table, a job id) for stdout, `notes` for stderr, its exit code."""
+
+    out: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    code: int = 0
+
+
+@dataclass(frozen=True)
+class LogView:
+    """The log files of a job as they are now, and how to follow them: `files()` looks again; `ended()` says
+    whether the job has ended (asked only while the files are quiet); `poll` is the seconds between those asks;
+    `missing` says in one line why there is no file yet; `others()` are the job's files of any rank or node (some
+    while `files()` has none: the rank or node asked for has no log)."""
+
+    files: Callable[[], list[Path]]
+    others: Callable[[], list[Path]]
+    ended: Callable[[], bool]
+    poll: float
+    missing: Callable[[], str]
+
+
+class JobHandle(Protocol):
+    """One job, or one group of jobs (a sweep, an array), of any kind."""
+
+    @property
+    def label(self) -> str:
+        """The id every job command takes, as it is printed: `123`, `123_4`, `local-3`, `local-3_0`, a sweep id."""
+        ...
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the resolution of the user's argument has to say (e.g. that `3` is Slurm's job 3, not local-3)."""
+        ...
+
+    def status(self) -> Report:
+        """The status table (one row per job, array task or point) and its notes."""
+        ...
+
+    def state(self) -> str:
+        """The state word (PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, UNKNOWN...)."""
+        ...
+
+    def exit_code(self) -> int | None:
+        """The exit code once the job has ended, else None."""
+        ...
+
+    def wait(self, pause: Callable[[float], None]) -> str:
+        """Wait until the job has ended for good (``pause`` sleeps between looks and may raise); its final state."""
+        ...
+
+    def logs(self, rank: int | None, node: str | None) -> LogView:
+        """The job's log files (only rank N's, or one node's, when asked)."""
+        ...
+
+    def code(self) -> str | None:
+        """What code the job runs, where slurmgen took it (a remote job's snapshot and commit); None when the job
+        runs the files in its directory as they are."""
+        ...
+
+    def history_dirs(self) -> tuple[list[Path], str]:
+        """The job's log directories, whose `history/` holds its run history (slurmgen.run_history), and why there
+        would be none to show, in one line."""
+        ...
+
+    def cancel(self, signal: str | None, to: str | None) -> Report:
+        """Cancel it (nothing when it ended already), or send it a signal, routed as `slurmgen cancel` routes it."""
+        ...
+
+    def requeue(self, hold: bool, finished: bool) -> Report:
+        """Requeue it: it starts again from the top of its script with the same id."""
+        ...
+
+    def resume(self, say: Say) -> Report:
+        """Bring it back from its last saved state; the new job's id on stdout when there is a new job."""
+        ...
+
+    def point(self, index: int) -> JobHandle:
+        """Point (or array task) ``index`` of a sweep; a UsageError for a plain job."""
+        ...
+
+    def goodput(self) -> Goodput:
+        """Where its time went, from its run histories (slurmgen report): goodput, badput buckets, timeline, advice."""
+        ...

@@ -1,0 +1,214 @@
+"""The one place where a user's job argument becomes a handle: what `status`, `logs`, `history`, `cancel`,
+`requeue`, `resume` and `slurmgen.Job` all take.
+
+In order: a local id (`local-3`: the local array or sweep whose id it is, else that local job; `local-3_0`: one
+task), a Slurm job id (`123_4`: that task; `123`: the sweep it belongs to, else the job), a sweep id (Slurm's or
+a local one, `<name>-local-<n>`), then a spec path or job/sweep name: its newest job or sweep, submitted or run
+here. Reads the two journals once; asks Slurm nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from slurmgen.errors import UsageError
+
+if TYPE_CHECKING:
+    from slurmgen.backends.groups import LocalGroup, SlurmSweep
+    from slurmgen.backends.interface import JobHandle, Report
+    from slurmgen.journal import Entry
+    from slurmgen.local.local_jobs import LocalRecord
+    from slurmgen.slurm.client import SlurmClient
+    from slurmgen.submission.sweep_record import SweepRecord
+    from slurmgen.submission.targets import Target
+
+
+def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = None) -> JobHandle:
+    from slurmgen.backends.emulated.job import LocalJob
+    from slurmgen.backends.slurm_here.job import SlurmJob
+    from slurmgen.journal import Journal, find_home
+    from slurmgen.local.local_jobs import records
+    from slurmgen.slurm.ids import local_label, parse_job_id, parse_local_id
+    from slurmgen.submission.targets import Target, resolve
+
+    base = find_home() if base is None else base
+    journal = Journal(base)
+    jobs, ran = journal.jobs(), records(base)
+    number = parse_local_id(text)
+    if number is not None:
+        group = _local_group(base, ran, local_label(number), lambda r: r.key.partition("_")[0] == number
+                             and "_" in r.key)  # fmt: skip
+        if group is not None and "_" not in number:
+            return group
+        found = [r for r in ran if number in (r.job_id, r.key)]
+        if not found:
+            raise UsageError(f"no local job {text.strip()} in {journal.path.parent / 'local'}; run the command in the "
+                             "directory that ran it")  # fmt: skip
+        return LocalJob(base, found[-1])
+    sweep = _slurm_sweep(text, jobs, client)
+    if sweep is not None:
+        return sweep
+    local_sweep = _local_group(base, ran, text.strip(), lambda r: _sweep_of(r) == text.strip())
+    if local_sweep is not None:
+        return local_sweep
+    target = resolve(text, jobs, journal.path, local=[r.entry for r in ran])
+    if target.local:  # a spec or name whose newest job ran here
+        record = next(r for r in reversed(ran) if r.entry is target.entry)
+        sweep_id = _sweep_of(record)
+        if sweep_id is not None:
+            group = _local_group(base, ran, sweep_id, lambda r: _sweep_of(r) == sweep_id)
+            assert group is not None
+            return group
+        return LocalJob(base, record)
+    notes: tuple[str, ...] = ()
+    try:
+        parse_job_id(text)
+    except UsageError:
+        pass
+    else:
+        if target.entry is None and any(r.job_id == text.strip() for r in ran):
+            notes = (f"note: {text.strip()} is Slurm's job {text.strip()}; the job run here is "
+                     f"{local_label(text.strip())}",)  # fmt: skip
+    if target.entry is not None and isinstance(target.entry.extra.get("profile"), str):
+        remote = _remote_job(Target(target.job, target.entry), target.entry, base)
+        if remote is not None:
+            return remote
+    return SlurmJob(Target(target.job, target.entry), client, notes)
+
+
+def _remote_job(target: Target, entry: Entry, base: Path) -> JobHandle | None:
+    """The job submitted over ssh to the cluster whose profile its journal entry names (`profile`; the entry's
+    `cluster` is Slurm's own cluster name of a federation); None for a profile without host (a plain Slurm job)."""
+    from slurmgen.backends.slurm_ssh.job import RemoteJob, remote_profile
+
+    profile = remote_profile(entry)
+    return None if profile is None else RemoteJob(target, entry, profile, base)
+
+
+def group_of(text: str, client: SlurmClient | None = None) -> SlurmSweep | LocalGroup:
+    """`slurmgen.Sweep(text)`: the sweep (or local array) ``text`` names, by its id, spec, name or any job id of it
+    (`123_4` too); a UsageError when it names no sweep. Reads the journals; asks Slurm nothing."""
+    from slurmgen.backends.groups import LocalGroup, SlurmSweep
+    from slurmgen.journal import Journal, find_home
+    from slurmgen.submission.sweep_record import load_record, sweep_id_of
+
+    jobs = Journal(find_home()).jobs()
+    sweep_id = sweep_id_of(str(text), jobs)
+    if sweep_id is not None:
+        return sweep_handle(load_record(sweep_id, jobs), client)
+    try:
+        found = handle_of(str(text), client)
+    except UsageError:
+        found = None
+    if isinstance(found, (SlurmSweep, LocalGroup)):
+        return found
+    raise UsageError(f"{text!s}: no sweep of that id, spec, name or job id in the journal")
+
+
+def plain_handle(job_id: str, client: SlurmClient | None = None) -> JobHandle:
+    """`slurmgen.Job(id)`: a job id as it is, never the sweep its array belongs to; a local id as handle_of reads
+    it. Reads the journal (for the job's logs and script); asks Slurm nothing."""
+    from slurmgen.backends.slurm_here.job import SlurmJob
+    from slurmgen.journal import Journal, find, find_home
+    from slurmgen.slurm.ids import parse_job_id, parse_local_id
+    from slurmgen.submission.targets import Target
+
+    if parse_local_id(job_id) is not None:
+        return handle_of(job_id, client)
+    job = parse_job_id(job_id)
+    base = find_home()
+    entry = find(Journal(base).jobs(), str(job))
+    if entry is not None and isinstance(entry.extra.get("profile"), str):
+        remote = _remote_job(Target(job, entry), entry, base)
+        if remote is not None:
+            return remote
+    return SlurmJob(Target(job, entry), client)
+
+
+def _sweep_of(record: LocalRecord) -> str | None:
+    from slurmgen.local.local_jobs import SWEEP_EXTRA
+
+    sweep = record.entry.extra.get(SWEEP_EXTRA)
+    return sweep if isinstance(sweep, str) else None
+
+
+def _local_group(
+    base: Path, ran: list[LocalRecord], label: str, member: Callable[[LocalRecord], bool]
+) -> JobHandle | None:
+    from slurmgen.backends.groups import LocalGroup
+
+    found = [r for r in ran if member(r)]
+    if not found:
+        return None
+    return LocalGroup(base, _sweep_of(found[0]) or label, found)
+
+
+def _slurm_sweep(text: str, jobs: list[Entry], client: SlurmClient | None) -> JobHandle | None:
+    """The Slurm sweep ``text`` names (its id, spec, name, or its array's job id; `123_4` is one point's task)."""
+    from slurmgen.slurm.ids import parse_job_id
+    from slurmgen.submission.sweep_record import load_record, sweep_id_of
+
+    try:
+        if parse_job_id(text).array_task is not None:
+            return None
+    except UsageError:
+        pass
+    sweep_id = sweep_id_of(text, jobs)
+    return None if sweep_id is None else sweep_handle(load_record(sweep_id, jobs), client)
+
+
+def sweep_handle(record: SweepRecord, client: SlurmClient | None = None) -> SlurmSweep:
+    """A Slurm sweep's handle: over ssh when it was submitted to a cluster profile with a host (its journal
+    record names the profile), else through this machine's Slurm commands (``client``)."""
+    from slurmgen.backends.groups import SlurmSweep
+    from slurmgen.backends.slurm_ssh.sweep import remote_sweep
+    from slurmgen.journal import find_home
+
+    remote = remote_sweep(record, find_home())
+    return remote if remote is not None else SlurmSweep(record, client)
+
+
+def recent(client: SlurmClient | None = None) -> Report:
+    """`slurmgen status` without an argument: the journal's recent jobs, submitted and run here."""
+    import time
+
+    from slurmgen.backends.interface import Report
+    from slurmgen.backends.slurm_ssh.job import remote_rows
+    from slurmgen.journal import Journal, find_home
+    from slurmgen.local.local_jobs import records, row
+    from slurmgen.queries import status as st
+    from slurmgen.queries.history import last_failing, restart_lines, step_restarts, window_warnings
+    from slurmgen.slurm.client import SlurmClient
+
+    base = find_home()
+    journal = Journal(base)
+    client = client or SlurmClient()
+    targets, extra, notes = st.recent(journal, client)
+    now = time.time()
+    ran = [row(r, now) for r in records(base)[-st.RECENT :]]
+    if not targets and not extra and not ran:
+        return Report(notes=(*notes, f"no jobs in the journal {journal.path}; submit one with `slurmgen submit SPEC` "
+                             "or run one with `slurmgen run SPEC`"))  # fmt: skip
+    if not targets:  # only local jobs and unresolved submissions: nothing to ask Slurm
+        return Report(out=(st.table([*extra, *ran]),), notes=tuple(notes))
+    # jobs submitted over ssh are asked of their cluster, the others of this machine's Slurm, in journal order
+    remote = remote_rows(targets, base, now)
+    rows: list[st.Row] = []
+    unknown: list[Target] = []
+    here: list[Target] = []
+    for place, target in enumerate(targets):
+        if place in remote:
+            rows.append(remote[place])
+            continue
+        here.append(target)
+        found, missing = st.rows_for([target], client, failing=last_failing, step_restarts=step_restarts)
+        rows += found
+        unknown += missing
+    if unknown and not rows:
+        from slurmgen.queries.control import unknown_job
+
+        raise unknown_job(unknown[0].job)
+    lines = (*notes, *window_warnings(here), *restart_lines(here))
+    return Report(out=(st.table([*rows, *extra, *ran]),), notes=lines)
