@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slurmgen.backends.interface import Request
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
@@ -173,23 +174,11 @@ def submit_sweep(
     """Validate, render and submit a spec with `sweep:` as Slurm job arrays (see slurmgen.submit for ``spec``,
     ``overrides``, ``warn`` and ``cluster``); the sweep's handle. One `scontrol show config` and one sbatch per
     array (over ssh: one once-only submit call per array, after the snapshot)."""
-    from slurmgen.api.compiling import SpecSource
-    from slurmgen.api.submitting import planned, spec_source, submit_planned, submit_remote_source
-    from slurmgen.journal import home
-    from slurmgen.slurm.client import SlurmClient
+    from slurmgen.api.submitting import request_for
+    from slurmgen.backends.registry import backend_for
 
-    source = spec_source(spec, overrides)
-    if cluster is not None:
-        from slurmgen.spec.profile import find_profile
-
-        source = SpecSource(source.path, source.overrides, find_profile(cluster, source.path.parent))
-        if source.profile is not None and source.profile.host is not None:
-            refusal = f"{source.path}: has no sweep: field; submit it with slurmgen.submit"
-            return Sweep(submit_remote_source(source, None, warn or _ignore, snapshot=True, many=refusal).label)
-    base = home()
-    p = planned(source, None, base, warn or _ignore)
-    if p.spec.sweep is None:
-        raise UsageError(f"{source.path}: has no sweep: field; submit it with slurmgen.submit")
-    client = SlurmClient()
-    done, _ = submit_planned(p, base, client, warn or _ignore)
-    return Sweep(done.sweep_id, client=client)
+    request = request_for(spec, overrides, cluster)
+    refusal = f"{request.source.path}: has no sweep: field; submit it with slurmgen.submit"
+    request = Request(request.source, many=refusal)
+    done = backend_for(request.source.profile).launch(request, warn or _ignore)
+    return Sweep(done.label)

@@ -146,14 +146,15 @@ class SlurmSweep(_Group):
 
     def resubmit(self, wanted: Sequence[int], warn: Say) -> list[str]:
         """One `scontrol show config` and one sbatch per array (split at MaxArraySize)."""
+        from slurmgen.backends.slurm_here.sbatch import send_sweep_here
         from slurmgen.journal import Journal, find_home
         from slurmgen.submission.sweep_resubmit import plan_again
-        from slurmgen.submission.sweep_submit import max_array_size, submit_sweep
+        from slurmgen.submission.sweep_submit import max_array_size
 
         for index in wanted:
             self.record.point_of(index)  # refuses an index the sweep does not have
         sp = plan_again(self.record, list(wanted), max_array_size(self.client))
-        done = submit_sweep(sp, self.client, Journal(find_home()), fresh=False)
+        done = send_sweep_here(sp, self.client, Journal(find_home()), fresh=False)
         for problem in done.problems:
             warn(f"warning: {problem}")
         return [str(job) for job in done.jobs]

@@ -1,6 +1,8 @@
-"""The job interface: one handle for every kind of job, so the CLI's job commands and `slurmgen.Job` ask the same
+"""The job interface: one backend per kind of job (`Backend`: dry-run, submit, and attaching to a job), and one
+handle for every kind of job, so the CLI's job commands and `slurmgen.Job` ask the same
 questions the same way and never branch on what the job is.
 
+A backend is found in slurmgen.backends.registry, by the cluster profile of a submission or by the id of a job.
 A handle answers status, logs (of a rank or a node, once or followed), history, cancel (or a signal), requeue,
 resume and wait. Its kinds: a Slurm job (slurmgen.backends.slurm_here.job), a job `slurmgen run` ran here
 (slurmgen.backends.emulated.job), and a sweep or array of either (slurmgen.backends.groups), whose `point(i)` is a
@@ -13,10 +15,13 @@ What a handle says is data (a Report: lines for stdout, lines for stderr, an exi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+from slurmgen.errors import UsageError
+from slurmgen.submission.source import SpecSource
 
 if TYPE_CHECKING:
     from slurmgen.goodput.view import Goodput
@@ -109,3 +114,97 @@ class JobHandle(Protocol):
     def goodput(self) -> Goodput:
         """Where its time went, from its run histories (slurmgen report): goodput, badput buckets, timeline, advice."""
         ...
+
+
+Warn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a submission gave: the id status/logs/cancel take (a job id, a local id, or a sweep's id), the line that
+    says so, and the job's exit code when the backend ran it to its end already (a local run), else None."""
+
+    label: str
+    message: str
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What `submit --dry-run` shows: the script as it would be written (secrets masked) and, for stderr, the files
+    it would write and the submission line(s)."""
+
+    script: str
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One submission: the spec (and the cluster profile under it), the template directory, whether a backend that
+    ships the code takes a snapshot of it (``snapshot``; without, `--no-snapshot`, the job starts in ``code_dir``,
+    already on the cluster); ``one`` refuses a sweep with that line, ``many`` a single job, before anything is
+    sent."""
+
+    source: SpecSource
+    templates: Path | None = None
+    code_dir: str | None = None
+    snapshot: bool = True
+    one: str | None = None
+    many: str | None = None
+
+
+class Backend(Protocol):
+    """One kind of job, as torchx's Scheduler is one scheduler (torchx/schedulers/api.py: submit_dryrun, schedule,
+    describe, log_iter, cancel): what the CLI and `slurmgen.submit`/`Job`/`Sweep` ask to submit, and the handle
+    (JobHandle) that answers status, logs, cancel, requeue, resume, history and report for a job it submitted.
+
+    What a kind cannot do is in `cannot`: the question (`dry_run`, `would_run`, `follow`, `requeue`, ...) and the
+    one line it says, raised as a UsageError through every door."""
+
+    @property
+    def name(self) -> str:
+        """The registry's key of the kind: `slurm`, `ssh`, `local`."""
+        ...
+
+    @property
+    def cannot(self) -> Mapping[str, str]:
+        """The questions this kind cannot answer, each with the one line it says instead."""
+        ...
+
+    def dry_run(self, request: Request, warn: Warn) -> DryRun:
+        """Plan the submission and show it; nothing is written or sent."""
+        ...
+
+    def would_run(self, request: Request, warn: Warn) -> str:
+        """Ask the scheduler whether and when the job could run (`sbatch --test-only`); the line that says so."""
+        ...
+
+    def launch(self, request: Request, warn: Warn) -> Submitted:
+        """Submit one job or a sweep (a group of points: every kind sends it through slurmgen.submission's one sweep
+        path, or runs it point by point); never twice (a lost answer is found again by the submission's token)."""
+        ...
+
+    def follow(self, label: str, progress: Callable[[str], None]) -> Followed:
+        """Follow a job just submitted to its end (`submit --wait`): ``progress`` gets each new state line."""
+        ...
+
+    def job(self, label: str) -> JobHandle:
+        """The handle of a job (or sweep) of this kind by its id, as `submit` printed it."""
+        ...
+
+
+@dataclass(frozen=True)
+class Followed:
+    """How a followed job ended: its id, state word, exit code, the line that says so, and the rank that failed
+    first (when its run history knows)."""
+
+    job: str
+    state: str
+    exit_code: int
+    message: str
+    failing: str | None = None
+
+
+def unsupported(backend: Backend, question: str) -> UsageError:
+    """The one line a kind says for a question it cannot answer (Backend.cannot), as an error of every door."""
+    return UsageError(backend.cannot[question])

@@ -1,15 +1,21 @@
-"""The one place where a user's job argument becomes a handle: what `status`, `logs`, `history`, `cancel`,
-`requeue`, `resume` and `slurmgen.Job` all take.
+"""The backend registry: one row per kind of job, keyed by the cluster profile of a submission (a profile with a
+`host` is Slurm over ssh, any other Slurm here) or by a name (`local`: `slurmgen run`), and the one place where a
+user's job argument becomes a handle: what `status`, `logs`, `history`, `cancel`, `requeue`, `resume` and
+`slurmgen.Job` all take.
 
-In order: a local id (`local-3`: the local array or sweep whose id it is, else that local job; `local-3_0`: one
-task), a Slurm job id (`123_4`: that task; `123`: the sweep it belongs to, else the job), a sweep id (Slurm's or
-a local one, `<name>-local-<n>`), then a spec path or job/sweep name: its newest job or sweep, submitted or run
-here. Reads the two journals once; asks Slurm nothing.
+In order: an id a kind claims as its own (a row with `claims`), a local id (`local-3`: the local array or sweep whose
+id it is, else that local job; `local-3_0`: one task), a Slurm job id (`123_4`: that task; `123`: the sweep it
+belongs to, else the job), a sweep id (Slurm's or a local one, `<name>-local-<n>`), then a spec path or job/sweep
+name: its newest job or sweep, submitted or run here. A job of the journal is attached by the kind its entry's
+profile names. Reads the two journals once; asks Slurm nothing.
+
+A new kind is one module (its Backend and handles) and one row of KINDS.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,12 +23,74 @@ from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
     from slurmgen.backends.groups import LocalGroup, SlurmSweep
-    from slurmgen.backends.interface import JobHandle, Report
+    from slurmgen.backends.interface import Backend, JobHandle, Report
     from slurmgen.journal import Entry
     from slurmgen.local.local_jobs import LocalRecord
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.spec.profile import ClusterProfile
     from slurmgen.submission.sweep_record import SweepRecord
     from slurmgen.submission.targets import Target
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A row of the registry: how to make the kind's backend (from a cluster profile, and the journal's directory:
+    None for the usual one), and, for a kind whose ids are its own, which ids it claims and how it attaches one."""
+
+    make: Callable[[ClusterProfile | None, Path | None], Backend]
+    claims: Callable[[str], bool] | None = None
+    attach: Callable[[str, Path | None], JobHandle] | None = None
+
+
+def _slurm_here(profile: ClusterProfile | None, base: Path | None) -> Backend:
+    from slurmgen.backends.slurm_here.backend import SlurmHere
+
+    return SlurmHere(None, base)
+
+
+def _slurm_ssh(profile: ClusterProfile | None, base: Path | None) -> Backend:
+    from slurmgen.backends.slurm_ssh.backend import SlurmSsh
+
+    if profile is None:
+        raise UsageError("a remote submission needs a cluster profile with a host")
+    return SlurmSsh(profile, base)
+
+
+def _emulated(profile: ClusterProfile | None, base: Path | None) -> Backend:
+    from slurmgen.backends.emulated.backend import Emulated
+
+    return Emulated(base)
+
+
+KINDS: dict[str, Kind] = {
+    "slurm": Kind(_slurm_here),
+    "ssh": Kind(_slurm_ssh),
+    "local": Kind(_emulated),
+}
+
+
+def kind_of(profile: ClusterProfile | None) -> str:
+    """The kind a submission goes to: over ssh for a cluster profile with a host, else this machine's Slurm."""
+    return "ssh" if profile is not None and profile.host is not None else "slurm"
+
+
+def backend_for(profile: ClusterProfile | None = None, base: Path | None = None) -> Backend:
+    """The backend a submission with this cluster profile (or none) goes to."""
+    return KINDS[kind_of(profile)].make(profile, base)
+
+
+def backend_named(name: str, profile: ClusterProfile | None = None, base: Path | None = None) -> Backend:
+    """The backend of a kind by its registry key (`slurm`, `ssh`, `local`, or a row added by a test)."""
+    if name not in KINDS:
+        raise UsageError(f"no kind of job {name!r}; the kinds are {', '.join(KINDS)}")
+    return KINDS[name].make(profile, base)
+
+
+def _claimed(text: str, base: Path | None) -> JobHandle | None:
+    for kind in KINDS.values():
+        if kind.claims is not None and kind.attach is not None and kind.claims(text.strip()):
+            return kind.attach(text.strip(), base)
+    return None
 
 
 def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = None) -> JobHandle:
@@ -33,6 +101,9 @@ def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = 
     from slurmgen.slurm.ids import local_label, parse_job_id, parse_local_id
     from slurmgen.submission.targets import Target, resolve
 
+    claimed = _claimed(text, base)
+    if claimed is not None:
+        return claimed
     base = find_home() if base is None else base
     journal = Journal(base)
     jobs, ran = journal.jobs(), records(base)
@@ -115,7 +186,7 @@ def plain_handle(job_id: str, client: SlurmClient | None = None) -> JobHandle:
     from slurmgen.slurm.ids import parse_job_id, parse_local_id
     from slurmgen.submission.targets import Target
 
-    if parse_local_id(job_id) is not None:
+    if parse_local_id(job_id) is not None or _claimed(job_id, None) is not None:
         return handle_of(job_id, client)
     job = parse_job_id(job_id)
     base = find_home()

@@ -132,7 +132,7 @@ def recent(
 ) -> tuple[list[Target], list[Row], list[str]]:
     """The journal's last RECENT jobs, rows for submissions without a job id, and notes about submissions whose
     sbatch timed out and that turned up in the queue since. Reads only: the next `submit` records those."""
-    from slurmgen.backends.slurm_here.sbatch import find_unresolved
+    from slurmgen.submission.recovery import find_unresolved
 
     entries = journal.entries()
     found, notes = find_unresolved(entries, client, clock)

@@ -1,41 +1,35 @@
-"""Submitting a sweep plan (slurmgen.submission.sweep_plan): one sbatch per array, each recorded in the journal with
-the sweep's id, the array's offset and task ids, so status/logs/cancel/resubmit find every point from any shell.
+"""The one sweep path: a sweep plan (slurmgen.submission.sweep_plan) sent as one submission per array, in order
+(array k+1 may depend on array k's id), through whichever backend submits it. Each array is recorded in the journal
+with the sweep's id, the array's offset and task ids, so status/logs/cancel/resubmit find every point from any
+shell. A backend says only how one array reaches Slurm (`SendArray`).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from slurmgen.backends.slurm_here.sbatch import (
-    Which,
-    _record,
-    ensure_writable,
-    entry,
-    find_by_token,
-    on_path,
-    prepare,
-    require_sbatch,
-)
-from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
-from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
+from slurmgen.errors import SchedulerError, SchedulerMissing
 from slurmgen.slurm.client import SchedulerTimeout, SlurmClient
-from slurmgen.slurm.ids import JobId
 from slurmgen.submission.sweep_plan import DEFAULT_MAX_ARRAY_SIZE, SweepPlan
 
 SWEEP_KEY = "sweep"  # Entry.extra keys of an array of a sweep
 OFFSET_KEY = "offset"
 TASKS_KEY = "tasks"
 ATTEMPT_KEY = "attempt"
-COPY_KEY = "copy"  # a sweep submitted over ssh: the local copy of its run directory (manage.remote_sweep)
+COPY_KEY = "copy"  # a sweep submitted over ssh: the local copy of its run directory (backends.slurm_ssh)
 
 
 @dataclass(frozen=True)
 class SweepSubmission:
     sweep_id: str
-    jobs: tuple[JobId, ...]  # one array job id per array, in order
+    jobs: tuple[str, ...]  # one array job id per array, in order
     problems: tuple[str, ...] = ()
+
+
+# Send array k with these sbatch options (its dependency on array k-1 included); its job id and the problems to
+# report (the journal could not be written after sbatch ran, say). The backend records each event of it.
+SendArray = Callable[[int, tuple[str, ...]], tuple[str, tuple[str, ...]]]
 
 
 def max_array_size(client: SlurmClient) -> int:
@@ -52,61 +46,24 @@ def sweep_extra(sp: SweepPlan, k: int) -> dict[str, object]:
     return {SWEEP_KEY: sp.sweep_id, OFFSET_KEY: array.offset, TASKS_KEY: array.tasks, ATTEMPT_KEY: sp.attempt}
 
 
-def _entry_of(
-    sp: SweepPlan, k: int, event: str, job: JobId | None = None, cluster: str | None = None, **extra: object
-) -> Entry:
-    e = entry(sp.plan, event, job, cluster, **extra)
-    return replace(e, token=sp.token(k), array=True, extra={**sweep_extra(sp, k), **e.extra})
-
-
-def submit_sweep(
-    sp: SweepPlan,
-    client: SlurmClient,
-    journal: Journal,
-    *,
-    which: Which = on_path,
-    sleep: Callable[[float], None] = time.sleep,
-    fresh: bool = True,
-) -> SweepSubmission:
-    """One sbatch per array, in order (array k+1 may depend on array k's id). ``fresh``: write the run directory
-    (a resubmission reuses the first one's script, so every point keeps its values)."""
-    require_sbatch(which)
-    p = sp.plan
-    if fresh:
-        prepare(p, journal.base)
-    else:
-        ensure_writable(p.log_dir, "output", p.source)
-        if p.state_dir is not None:
-            ensure_writable(p.state_dir, "preemption.state_dir", p.source)
-    jobs: list[JobId] = []
+def send_sweep(sp: SweepPlan, send: SendArray) -> SweepSubmission:
+    """Every array of the sweep, in order, through ``send``. A refusal or a timeout names the array and the arrays
+    already submitted (they stay: `slurmgen status SWEEP` shows them)."""
+    jobs: list[str] = []
     problems: list[str] = []
     for k in range(len(sp.arrays)):
-        done = ", ".join(str(j) for j in jobs) or "none"
-        previous = str(jobs[-1]) if jobs else None
+        done = ", ".join(jobs) or "none"
         try:
-            journal.append(_entry_of(sp, k, "submitting"))
-        except OSError as exc:
-            raise UsageError(f"cannot write the journal {journal.path} ({exc.strerror or exc})") from None
-        try:
-            submitted = client.sbatch(p.script_path, sp.sbatch_args(k, previous))
+            job, said = send(k, sp.sbatch_args(k, jobs[-1] if jobs else None))
         except SchedulerTimeout as exc:
-            found = find_by_token(client, p.spec.name, sp.token(k), sleep)
-            if not found:
-                _record(journal, _entry_of(sp, k, "unknown", error=str(exc)))
-                raise SchedulerTimeout(
-                    f"sbatch of array {k + 1} of {len(sp.arrays)} gave no answer, and no job with the comment "
-                    f"{TOKEN_PREFIX}{sp.token(k)} is in the queue; arrays submitted before it: {done}. "
-                    f"See them with: slurmgen status {sp.sweep_id}"
-                ) from None
-            problems += _record(journal, _entry_of(sp, k, "submitted", found[0], recovered=True))
-            jobs.append(found[0])
-            continue
+            raise SchedulerTimeout(f"array {k + 1} of {len(sp.arrays)} of sweep {sp.sweep_id}: {exc}; arrays "
+                                   f"submitted before it: {done}. See them with: slurmgen status {sp.sweep_id}"
+                                   ) from None  # fmt: skip
         except (SchedulerError, SchedulerMissing) as exc:
-            _record(journal, _entry_of(sp, k, "failed", error=str(exc)))
             raise type(exc)(
                 f"array {k + 1} of {len(sp.arrays)} of sweep {sp.sweep_id} was refused: {exc} "
                 f"(arrays submitted before it: {done})"
             ) from None
-        problems += _record(journal, _entry_of(sp, k, "submitted", submitted.job_id, submitted.cluster))
-        jobs.append(submitted.job_id)
+        jobs.append(job)
+        problems += said
     return SweepSubmission(sp.sweep_id, tuple(jobs), tuple(problems))

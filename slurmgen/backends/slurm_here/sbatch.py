@@ -1,31 +1,30 @@
-"""Carrying out a plan (slurmgen.submission.plan): check and create the log and state directories, write the run
-directory, run sbatch once, and record the job in the journal. `--test-only` asks the scheduler about the same plan
-instead.
+"""The Slurm of this machine: a plan (slurmgen.submission.plan) carried out by running sbatch here, once, with every
+event recorded in the journal; a sweep's arrays go through the same call, one each (slurmgen.submission.sweep_submit).
+`--test-only` asks the scheduler about the same plan instead.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
-from slurmgen.atomic import write_bytes, write_text
-from slurmgen.errors import Problem, SchedulerError, SchedulerMissing, SpecError, UsageError
-from slurmgen.journal import TOKEN_PREFIX, Entry, Journal, unresolved
+from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
+from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
 from slurmgen.slurm.client import SchedulerTimeout, SlurmClient
 from slurmgen.slurm.ids import JobId
 from slurmgen.slurm.parse import TestOnly
-from slurmgen.submission.plan import RESOLVED, SPEC_COPY, Plan
+from slurmgen.submission.plan import Plan
+from slurmgen.submission.recording import entry, record_after
+from slurmgen.submission.recovery import find_by_token
+from slurmgen.submission.run_dir import ensure_writable, prepare
+from slurmgen.submission.sweep_plan import SweepPlan
+from slurmgen.submission.sweep_submit import SweepSubmission, send_sweep, sweep_extra
 
-# After an sbatch timeout, look for the submission this many times, this far apart: the controller that was too
-# slow to answer sbatch may record the job a moment later.
-LOOKUPS = 3
-LOOKUP_DELAY = 2.0
-# A "submitting" entry this old without an outcome means slurmgen died during sbatch: worth a look in the queue.
-STALE = 300.0
+Record = Callable[..., Entry]  # (event, job id, cluster, **extra) -> the journal entry of that event
 
 
 @dataclass(frozen=True)
@@ -35,83 +34,6 @@ class Submission:
     recovered: bool = False  # sbatch timed out, and the job was found in the queue by its token
     others: tuple[JobId, ...] = ()  # more jobs carrying the same token (should never happen; reported)
     problems: tuple[str, ...] = ()  # e.g. the journal could not be written after sbatch succeeded
-
-
-# --- effects ------------------------------------------------------------------------------------------------
-
-
-def ensure_writable(directory: Path, field: str, source: Path) -> None:
-    """Create ``directory`` and prove a file can be made in it, before sbatch: Slurm does not create the log's
-    directory, and a job whose log cannot be opened fails without a word (toil #4633)."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / f".slurmgen-probe-{os.getpid()}-{os.urandom(4).hex()}"
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        os.unlink(probe)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise SpecError(
-            [Problem(str(source), field, f"cannot write to {directory} ({reason}); fix it or choose another path")]
-        ) from None
-
-
-def _private_dirs(path: Path, base: Path) -> None:
-    """mkdir -p with mode 0700 for every directory created (Path.mkdir gives parents the default mode)."""
-    missing = [d for d in (path, *path.parents) if d == base or base in d.parents]
-    for directory in reversed(missing):
-        try:
-            directory.mkdir(mode=0o700)
-        except FileExistsError:
-            if directory == path:
-                raise
-    os.chmod(path, 0o700)
-
-
-def write_run_dir(p: Plan, base: Path) -> None:
-    _private_dirs(p.run_dir, base)
-    write_text(p.script_path, p.script)
-    write_bytes(p.run_dir / SPEC_COPY, p.source.read_bytes() if p.spec_text is None else p.spec_text)
-    resolved = {
-        "source": str(p.source.resolve()),
-        "overrides": list(p.overrides),
-        "digest": p.spec.digest,
-        "workdir": str(p.workdir),
-        "submit_dir": str(p.submit_dir),
-        "log_dir": str(p.log_dir),
-        "spec": p.spec.to_dict(),
-    }
-    write_text(p.run_dir / RESOLVED, json.dumps(resolved, indent=2, sort_keys=True) + "\n")
-
-
-def prepare(p: Plan, base: Path) -> None:
-    """Every effect before sbatch: the log and state directories (checked), then the run directory."""
-    ensure_writable(p.log_dir, "output", p.source)
-    if p.state_dir is not None:
-        ensure_writable(p.state_dir, "preemption.state_dir", p.source)
-    try:
-        write_run_dir(p, base)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot write the run directory {p.run_dir} ({exc.strerror or exc}); submit from a writable directory "
-            f"or set SLURMGEN_HOME"
-        ) from None
-
-
-def entry(p: Plan, event: str, job_id: JobId | None = None, cluster: str | None = None, **extra: object) -> Entry:
-    return Entry(
-        event=event,
-        token=p.token,
-        name=p.spec.name,
-        spec=str(p.source.resolve()),
-        run_dir=str(p.run_dir),
-        script=str(p.script_path),
-        time=time.time(),
-        job_id=None if job_id is None else str(job_id),
-        cluster=cluster,
-        log_dir=str(p.log_dir.absolute()),
-        array=p.spec.array is not None or p.spec.sweep is not None,
-        extra=dict(extra),
-    )
 
 
 Which = Callable[[str], str | None]
@@ -134,7 +56,7 @@ def require_sbatch(which: Which) -> None:
         )
 
 
-def submit(
+def send_job(
     p: Plan,
     client: SlurmClient,
     journal: Journal,
@@ -142,63 +64,85 @@ def submit(
     which: Which = on_path,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Submission:
-    """Carry out a plan. Never submits twice: a timeout is resolved by looking for the submission's token in
-    the queue, not by trying again."""
+    """Carry out a plan of one job. Never submits twice: a timeout is resolved by looking for the submission's token
+    in the queue, not by trying again."""
     require_sbatch(which)
     from slurmgen.spec.secrets import missing
 
     if (absent := missing(p.spec.env, os.environ)) is not None:
         raise UsageError(f"{p.source}: {absent}")  # sbatch would propagate nothing: the job would lack it
     prepare(p, journal.base)
+    return sbatch_once(p, p.sbatch_args, p.token, partial(entry, p), client, journal, sleep)
+
+
+def sbatch_once(
+    p: Plan,
+    args: tuple[str, ...],
+    token: str,
+    record: Record,
+    client: SlurmClient,
+    journal: Journal,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Submission:
+    """One sbatch of the plan's script with ``args``, recorded as ``record`` builds each event (submitting, then
+    submitted, failed or unknown); a timeout is settled by the token in the job's comment."""
     try:
-        journal.append(entry(p, "submitting"))
+        journal.append(record("submitting"))
     except OSError as exc:
         raise UsageError(f"cannot write the journal {journal.path} ({exc.strerror or exc})") from None
     try:
-        submitted = client.sbatch(p.script_path, p.sbatch_args)
+        submitted = client.sbatch(p.script_path, args)
     except SchedulerTimeout as exc:
-        found = find_by_token(client, p.spec.name, p.token, sleep)
+        found = find_by_token(client, p.spec.name, token, sleep)
         if not found:
-            _record(journal, entry(p, "unknown", error=str(exc)))
+            record_after(journal, record("unknown", error=str(exc)))
             raise SchedulerTimeout(
                 f"sbatch gave no answer within {client.timeout:g} s, and no job with the comment "
-                f"{TOKEN_PREFIX}{p.token} is in the queue: it was probably not submitted. Before submitting again, "
-                f"check with: squeue --me --format='%i %k' | grep {p.token}"
+                f"{TOKEN_PREFIX}{token} is in the queue: it was probably not submitted. Before submitting again, "
+                f"check with: squeue --me --format='%i %k' | grep {token}"
             ) from None
-        problem = _record(journal, entry(p, "submitted", found[0], recovered=True))
+        problem = record_after(journal, record("submitted", found[0], recovered=True))
         return Submission(found[0], None, recovered=True, others=tuple(found[1:]), problems=problem)
     except (SchedulerError, SchedulerMissing) as exc:
-        _record(journal, entry(p, "failed", error=str(exc)))
+        record_after(journal, record("failed", error=str(exc)))
         raise
-    problem = _record(journal, entry(p, "submitted", submitted.job_id, submitted.cluster))
+    problem = record_after(journal, record("submitted", submitted.job_id, submitted.cluster))
     return Submission(submitted.job_id, submitted.cluster, problems=problem)
 
 
-def _record(journal: Journal, e: Entry) -> tuple[str, ...]:
-    """Append after sbatch ran: a failure must not hide the outcome (the job exists, or sbatch's own error)."""
-    try:
-        journal.append(e)
-    except OSError as exc:
-        return (f"job {e.job_id or '?'} is not in the journal {journal.path}: {exc.strerror or exc}",)
-    return ()
+def send_sweep_here(
+    sp: SweepPlan,
+    client: SlurmClient,
+    journal: Journal,
+    *,
+    which: Which = on_path,
+    sleep: Callable[[float], None] = time.sleep,
+    fresh: bool = True,
+) -> SweepSubmission:
+    """A sweep's arrays through this machine's sbatch (the one sweep path, slurmgen.submission.sweep_submit).
+    ``fresh``: write the run directory (a resubmission reuses the first one's script, so every point keeps its
+    values)."""
+    require_sbatch(which)
+    p = sp.plan
+    if fresh:
+        prepare(p, journal.base)
+    else:
+        ensure_writable(p.log_dir, "output", p.source)
+        if p.state_dir is not None:
+            ensure_writable(p.state_dir, "preemption.state_dir", p.source)
 
+    def record_of(k: int) -> Record:
+        def record(event: str, job: JobId | None = None, cluster: str | None = None, **extra: object) -> Entry:
+            e = entry(p, event, job, cluster, **extra)
+            return replace(e, token=sp.token(k), array=True, extra={**sweep_extra(sp, k), **e.extra})
 
-def find_by_token(
-    client: SlurmClient, name: str, token: str, sleep: Callable[[float], None] = time.sleep
-) -> list[JobId]:
-    """The jobs whose comment ends in our submission token (at most one, unless something is very wrong)."""
-    marker = f"{TOKEN_PREFIX}{token}"
-    for attempt in range(LOOKUPS):
-        if attempt:
-            sleep(LOOKUP_DELAY)
-        try:
-            rows = client.comments(name)
-        except SchedulerError:
-            continue  # the controller is still busy; a lookup is safe to repeat, a submission is not
-        found = sorted({job for job, comment in rows if comment.split()[-1:] == [marker]}, key=str)
-        if found:
-            return found
-    return []
+        return record
+
+    def send(k: int, args: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+        done = sbatch_once(p, args, sp.token(k), record_of(k), client, journal, sleep)
+        return str(done.job_id), done.problems
+
+    return send_sweep(sp, send)
 
 
 def would_run(p: Plan, client: SlurmClient, *, which: Which = on_path) -> TestOnly:
@@ -219,36 +163,3 @@ def would_run(p: Plan, client: SlurmClient, *, which: Which = on_path) -> TestOn
             raise SchedulerError(f"the job cannot run on this cluster: {exc}") from None
     finally:
         os.unlink(tmp)
-
-
-def find_unresolved(
-    entries: list[Entry], client: SlurmClient, clock: Callable[[], float] = time.time
-) -> tuple[list[Entry], list[str]]:
-    """Look in the queue for submissions whose outcome the journal does not know (sbatch timed out, or slurmgen
-    was killed during it), by their tokens. Writes nothing: returns the entries found, as "submitted" entries
-    with their job ids, and notes for the user."""
-    now = clock()
-    pending = [e for e in unresolved(entries) if e.event == "unknown" or now - e.time > STALE]
-    if not pending:
-        return [], []
-    try:
-        rows = client.comments()
-    except SchedulerError as exc:
-        return [], [f"warning: cannot look for {len(pending)} unresolved submission(s) in the queue: {exc}"]
-    by_marker = {comment.split()[-1]: job for job, comment in rows if comment.split()}
-    found, notes = [], []
-    for e in pending:
-        job = by_marker.get(f"{TOKEN_PREFIX}{e.token}")
-        if job is not None:
-            found.append(replace(e, event="submitted", job_id=str(job), time=now, extra={"recovered": True}))
-            notes.append(f"note: the submission of {e.name} (token {e.token}) whose sbatch timed out is job {job}")
-    return found, notes
-
-
-def settle_unresolved(journal: Journal, client: SlurmClient, clock: Callable[[], float] = time.time) -> list[str]:
-    """Record in the journal the unresolved submissions that turned up in the queue (submit does this, not
-    status: reading commands never write). Returns notes for the user."""
-    found, notes = find_unresolved(journal.entries(), client, clock)
-    for entry in found:
-        journal.append(entry)
-    return notes

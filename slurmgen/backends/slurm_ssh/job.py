@@ -94,7 +94,7 @@ class RemoteJob(SlurmJob):
 
     def resume(self, say: Say) -> Report:
         """As a job submitted here: requeued while Slurm knows it (through the connection), else its script on
-        the cluster submitted again to start from its last saved state (manage.remote_once.resubmit_remote)."""
+        the cluster submitted again to start from its last saved state (slurm_ssh.once.resubmit_remote)."""
         import time
 
         from slurmgen.backends.slurm_ssh.once import resubmit_remote

@@ -39,7 +39,7 @@ cut -d';' -f1 {jobid}.tmp > {jobid} && rm -f {jobid}.tmp && cat {jobid}
 """
 
 
-def submit_script(
+def once_script(
     run_dir: str,
     log_dir: str,
     shipped: str,
@@ -93,11 +93,11 @@ def resubmit_remote(
 
     base = dataclasses.replace(entry, event="submitting", token=token, run_dir=run_dir, script="job.sbatch",
                                time=clock(), job_id=None, extra={**entry.extra, "resumes": resume_from})  # fmt: skip
-    command = submit_script(run_dir, entry.log_dir or "", shipped, None, token, extra)
-    return submit_once(transport, command, script, base, journal, clock, warn)
+    command = once_script(run_dir, entry.log_dir or "", shipped, None, token, extra)
+    return send_once(transport, command, script, base, journal, clock, warn)
 
 
-def submit_once(
+def send_once(
     transport: Transport,
     command: str,
     script: bytes,
@@ -106,7 +106,7 @@ def submit_once(
     clock: Callable[[], float],
     warn: Callable[[str], object],
 ) -> str:
-    """Make the once-only submit call (submit_script), recorded in the journal as ``base`` (submitting, then
+    """Make the once-only submit call (once_script), recorded in the journal as ``base`` (submitting, then
     submitted or failed); a dropped connection is asked again with the same token. The job id."""
     journal.append(base)
     for attempt in range(1, TRIES + 1):

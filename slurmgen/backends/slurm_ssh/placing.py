@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurmgen.backends.slurm_ssh.once import submit_once, submit_script
+from slurmgen.backends.slurm_ssh.once import once_script, send_once
 from slurmgen.journal import Entry, Journal
 from slurmgen.remote.snapshot import Upload, package_snapshot, snapshot_path, stored, take_snapshot, upload
 from slurmgen.remote.transport import Transport
@@ -117,7 +117,7 @@ def place(
                   bool(snap and snap.dirty), up, record)  # fmt: skip
 
 
-def submit_remote(
+def send_remote(
     compile_spec: Compile,
     profile: ClusterProfile,
     transport: Transport,
@@ -141,13 +141,13 @@ def submit_remote(
                  extra=placed.record)  # fmt: skip
     arrays: tuple[str, ...] = ()
     if spec.sweep is None:
-        command = submit_script(placed.run_dir, log_dir, placed.shipped, spec, token)
-        job_id = submit_once(transport, command, placed.script.encode(), base, journal, clock, warn)
+        command = once_script(placed.run_dir, log_dir, placed.shipped, spec, token)
+        job_id = send_once(transport, command, placed.script.encode(), base, journal, clock, warn)
     else:
-        from slurmgen.backends.slurm_ssh.sweep_arrays import submit_sweep_remote
+        from slurmgen.backends.slurm_ssh.sweep_arrays import send_sweep_remote
 
         start = placed.code_dir or "/"
-        job_id, arrays = submit_sweep_remote(transport, spec, placed.script, start, placed.run_dir, placed.shipped,
+        job_id, arrays = send_sweep_remote(transport, spec, placed.script, start, placed.run_dir, placed.shipped,
                                              base, spec_path, overrides, journal, clock, warn)  # fmt: skip
     return RemoteSubmission(
         job_id=job_id,

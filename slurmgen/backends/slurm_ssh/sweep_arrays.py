@@ -15,13 +15,12 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from slurmgen.errors import SchedulerError
 from slurmgen.journal import Entry, Journal
 from slurmgen.remote.transport import Transport
 from slurmgen.spec.model import JobSpec
 
 
-def submit_sweep_remote(
+def send_sweep_remote(
     transport: Transport,
     spec: JobSpec,
     script: str,
@@ -39,13 +38,13 @@ def submit_sweep_remote(
     may depend on array k's id, as sweep_plan says). ``script`` starts in ``start`` on the cluster; ``run_dir`` and
     ``shipped``: the run's directory and slurmgen's in-job modules there; ``base``: the journal entry of the
     submission. The sweep's id and its array job ids."""
-    from slurmgen.backends.slurm_here.sbatch import write_run_dir
-    from slurmgen.backends.slurm_ssh.once import submit_once, submit_script
+    from slurmgen.backends.slurm_ssh.once import once_script, send_once
     from slurmgen.remote.remote_status import transport_runner
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.submission.plan import plan
+    from slurmgen.submission.run_dir import write_run_dir
     from slurmgen.submission.sweep_plan import sweep_plan
-    from slurmgen.submission.sweep_submit import COPY_KEY, max_array_size, sweep_extra
+    from slurmgen.submission.sweep_submit import COPY_KEY, max_array_size, send_sweep, sweep_extra
 
     profile = str(base.extra["profile"])
     copies = journal.base / "remote" / profile
@@ -53,19 +52,16 @@ def submit_sweep_remote(
     p = plan(spec_path, spec, script, copies, Path(start), base.token, overrides)
     sp = sweep_plan(p, max_array_size(SlurmClient(run=transport_runner(transport))))
     write_run_dir(p, journal.base)
-    jobs: list[str] = []
-    for k in range(len(sp.arrays)):
+
+    def send(k: int, args: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
         # the once-only call adds the --comment with array k's token; the rest are the sweep's own options
-        args = tuple(a for a in sp.sbatch_args(k, jobs[-1] if jobs else None) if not a.startswith("--comment="))
+        args = tuple(a for a in args if not a.startswith("--comment="))
         token = sp.token(k)
         entry = dataclasses.replace(base, token=token, array=True, time=clock(),
                                     extra={**base.extra, **sweep_extra(sp, k), COPY_KEY: str(p.run_dir)})  # fmt: skip
-        command = submit_script(run_dir, str(base.log_dir), shipped, spec, token, args,
+        command = once_script(run_dir, str(base.log_dir), shipped, spec, token, args,
                                 jobid=f"jobid-a{k}")  # fmt: skip
-        try:
-            jobs.append(submit_once(transport, command, script.encode(), entry, journal, clock, warn))
-        except SchedulerError as exc:
-            done = ", ".join(jobs) or "none"
-            raise SchedulerError(f"{exc} (array {k + 1} of {len(sp.arrays)} of sweep {sp.sweep_id}; arrays "
-                                 f"submitted before it: {done})") from None  # fmt: skip
-    return sp.sweep_id, tuple(jobs)
+        return send_once(transport, command, script.encode(), entry, journal, clock, warn), ()
+
+    done = send_sweep(sp, send)
+    return done.sweep_id, done.jobs

@@ -1,5 +1,5 @@
 """The spec a submission or a render starts from (`SpecSource`), and the one compile step they both take
-(`compiled`). Its own module, small: `slurmgen render` needs this and none of the submission's (submitting.py)."""
+(`compiled`). Its own module, small: `slurmgen render` needs this and none of a backend's submission."""
 
 from __future__ import annotations
 
