@@ -27,10 +27,14 @@ class Job:
     when there is no Slurm client, UsageError for a local id this directory's journal does not know)."""
 
     def __init__(self, job_id: str | int | JobId, *, client: SlurmClient | None = None) -> None:
+        from slurmgen.backends.registry import claimed
         from slurmgen.slurm.ids import as_job_id, local_label, parse_local_id
 
         local = parse_local_id(job_id) if isinstance(job_id, str) else None
-        self._id = local_label(local) if local is not None else str(as_job_id(job_id).without_step())
+        if isinstance(job_id, str) and claimed(job_id):  # an id of a kind that gives out its own
+            self._id = job_id.strip()
+        else:
+            self._id = local_label(local) if local is not None else str(as_job_id(job_id).without_step())
         self._client = client
         self._handle: JobHandle | None = None
 

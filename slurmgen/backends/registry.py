@@ -86,6 +86,11 @@ def backend_named(name: str, profile: ClusterProfile | None = None, base: Path |
     return KINDS[name].make(profile, base)
 
 
+def claimed(text: str) -> bool:
+    """Whether a row of the registry claims ``text`` as an id of its own kind."""
+    return any(kind.claims is not None and kind.claims(text.strip()) for kind in KINDS.values())
+
+
 def _claimed(text: str, base: Path | None) -> JobHandle | None:
     for kind in KINDS.values():
         if kind.claims is not None and kind.attach is not None and kind.claims(text.strip()):
@@ -186,7 +191,7 @@ def plain_handle(job_id: str, client: SlurmClient | None = None) -> JobHandle:
     from slurmgen.slurm.ids import parse_job_id, parse_local_id
     from slurmgen.submission.targets import Target
 
-    if parse_local_id(job_id) is not None or _claimed(job_id, None) is not None:
+    if parse_local_id(job_id) is not None or claimed(job_id):
         return handle_of(job_id, client)
     job = parse_job_id(job_id)
     base = find_home()
