@@ -18,7 +18,8 @@ from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
     from slurmgen.api.job import Job
-    from slurmgen.backends.groups import LocalGroup, SlurmSweep
+    from slurmgen.backends.emulated.group import LocalGroup
+    from slurmgen.backends.slurm_here.sweep import SlurmSweep
     from slurmgen.queries.sweep_status import PointRow
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec

@@ -1,16 +1,18 @@
-"""The job interface: one backend per kind of job (`Backend`: dry-run, submit, and attaching to a job), and one
-handle for every kind of job, so the CLI's job commands and `slurmgen.Job` ask the same
-questions the same way and never branch on what the job is.
+"""The job interface: one backend per kind of job (`Backend`: dry-run, test-only, submit, follow, and attaching to
+a job), and one handle for every job of any kind (`JobHandle`), so the CLI's job commands and `slurmgen.submit`,
+`Job` and `Sweep` ask the same questions the same way and never branch on what the job is.
 
 A backend is found in slurmgen.backends.registry, by the cluster profile of a submission or by the id of a job.
-A handle answers status, logs (of a rank or a node, once or followed), history, cancel (or a signal), requeue,
-resume and wait. Its kinds: a Slurm job (slurmgen.backends.slurm_here.job), a job `slurmgen run` ran here
-(slurmgen.backends.emulated.job), and a sweep or array of either (slurmgen.backends.groups), whose `point(i)` is a
-job handle again. A user's argument (`123`, `123_4`, `local-3`, `local-3_0`, a sweep id, a spec path, a job or
-sweep name) becomes one handle in one place: slurmgen.backends.registry. A fourth kind (a cluster reached over
-SSH) is one more class with these methods and one more rule there.
+The kinds: Slurm on this machine (slurmgen.backends.slurm_here), Slurm over ssh (slurmgen.backends.slurm_ssh), and
+local emulation (slurmgen.backends.emulated); each has its job handle and its group (a sweep, a local array: the
+shared part is slurmgen.backends.groups), whose `point(i)` is a job handle again. A handle answers status, logs
+(of a rank or a node, once or followed), history, cancel (or a signal), requeue, resume, wait and report. A user's
+argument (`123`, `123_4`, `local-3`, `local-3_0`, a sweep id, a spec path, a job or sweep name) becomes one handle
+in one place: slurmgen.backends.registry.
 
-What a handle says is data (a Report: lines for stdout, lines for stderr, an exit code); only the CLI prints.
+What a backend or a handle says is data (a Report: lines for stdout, lines for stderr, an exit code; a Submitted;
+a DryRun); only the CLI prints. What a kind cannot do it says in one line (`Backend.cannot`), a UsageError that
+every door shows as it is.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from slurmgen.submission.source import SpecSource
 
 if TYPE_CHECKING:
     from slurmgen.goodput.view import Goodput
+    from slurmgen.slurm.client import SlurmClient
 
 Say = Callable[[str], object]
 
@@ -190,6 +193,10 @@ class Backend(Protocol):
 
     def job(self, label: str) -> JobHandle:
         """The handle of a job (or sweep) of this kind by its id, as `submit` printed it."""
+        ...
+
+    def site_client(self) -> SlurmClient:
+        """The Slurm commands of the cluster this kind submits to, for the site's questions (`slurmgen doctor`)."""
         ...
 
 

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
-    from slurmgen.backends.groups import LocalGroup, SlurmSweep
+    from slurmgen.backends.emulated.group import LocalGroup
     from slurmgen.backends.interface import Backend, JobHandle, Report
+    from slurmgen.backends.slurm_here.sweep import SlurmSweep
     from slurmgen.journal import Entry
     from slurmgen.local.local_jobs import LocalRecord
     from slurmgen.slurm.client import SlurmClient
@@ -166,7 +167,8 @@ def _remote_job(target: Target, entry: Entry, base: Path) -> JobHandle | None:
 def group_of(text: str, client: SlurmClient | None = None) -> SlurmSweep | LocalGroup:
     """`slurmgen.Sweep(text)`: the sweep (or local array) ``text`` names, by its id, spec, name or any job id of it
     (`123_4` too); a UsageError when it names no sweep. Reads the journals; asks Slurm nothing."""
-    from slurmgen.backends.groups import LocalGroup, SlurmSweep
+    from slurmgen.backends.emulated.group import LocalGroup
+    from slurmgen.backends.slurm_here.sweep import SlurmSweep
     from slurmgen.journal import Journal, find_home
     from slurmgen.submission.sweep_record import load_record, sweep_id_of
 
@@ -213,7 +215,7 @@ def _sweep_of(record: LocalRecord) -> str | None:
 def _local_group(
     base: Path, ran: list[LocalRecord], label: str, member: Callable[[LocalRecord], bool]
 ) -> JobHandle | None:
-    from slurmgen.backends.groups import LocalGroup
+    from slurmgen.backends.emulated.group import LocalGroup
 
     found = [r for r in ran if member(r)]
     if not found:
@@ -238,7 +240,7 @@ def _slurm_sweep(text: str, jobs: list[Entry], client: SlurmClient | None) -> Jo
 def sweep_handle(record: SweepRecord, client: SlurmClient | None = None) -> SlurmSweep:
     """A Slurm sweep's handle: over ssh when it was submitted to a cluster profile with a host (its journal
     record names the profile), else through this machine's Slurm commands (``client``)."""
-    from slurmgen.backends.groups import SlurmSweep
+    from slurmgen.backends.slurm_here.sweep import SlurmSweep
     from slurmgen.backends.slurm_ssh.sweep import remote_sweep
     from slurmgen.journal import find_home
 

@@ -31,10 +31,10 @@ def doctor_command(
     """What preemption and the time limit will do to a job here: whether a preempted job is requeued or
     cancelled, how long it has to save before it is killed, whether it is warned by its signal first, and what
     could go wrong, with the fix. Without a Slurm client, with a SPEC: what the spec alone shows."""
+    from slurmgen.backends.registry import backend_for
     from slurmgen.doctor import site as doctor
     from slurmgen.journal import Journal, find_home
     from slurmgen.script.build import check_file
-    from slurmgen.slurm.client import SlurmClient
 
     facts, last = None, None
     if spec is not None and not spec.exists() and not set_:
@@ -45,12 +45,7 @@ def doctor_command(
         from slurmgen.spec.profile import find_profile
 
         profile = find_profile(cluster, None if spec is None else spec.parent)
-    client = SlurmClient()
-    if profile is not None and profile.host is not None:  # that cluster's Slurm, through its shared connection
-        from slurmgen.remote.remote_status import transport_runner
-        from slurmgen.remote.transport import transport_for
-
-        client = SlurmClient(run=transport_runner(transport_for(profile.name, profile.host, profile.control_persist)))
+    client = backend_for(profile).site_client()  # that cluster's Slurm (over ssh: through its shared connection)
     if spec is not None:
         checked = check_file(spec, set_ or [], Path.cwd(), profile)
         warn_all(checked.warnings)  # the same warnings as render, validate, submit and run

@@ -11,6 +11,7 @@ from slurmgen.backends.interface import DryRun, Followed, JobHandle, LogView, Re
 from slurmgen.backends.registry import Kind
 from slurmgen.errors import UsageError
 from slurmgen.goodput.view import Goodput
+from slurmgen.slurm.client import SlurmClient
 from slurmgen.spec.profile import ClusterProfile
 
 PREFIX = "rec-"
@@ -18,6 +19,7 @@ CANNOT = {
     "would_run": "a recorded job asks no scheduler",
     "follow": "a recorded job has ended when it is recorded",
     "requeue": "a recorded job is never requeued: resume it",
+    "site_client": "a recorded job has no Slurm to ask",
 }
 
 
@@ -109,6 +111,9 @@ class Recorded:
 
     def follow(self, label: str, progress: Callable[[str], None]) -> Followed:
         raise UsageError(CANNOT["follow"])
+
+    def site_client(self) -> SlurmClient:
+        raise UsageError(CANNOT["site_client"])
 
     def job(self, label: str) -> JobHandle:
         place = self.root / label

@@ -15,9 +15,9 @@ from .cli_setup import install_fake, run
 
 CLI = Path(slurmgen.__file__).parent / "cli"
 JOB_COMMANDS = ("job_commands.py", "site_commands.py")  # submit/requeue/resume/status/logs/cancel; history
-KIND_WORDS = {"local", "slurm", "sweep", "remote"}
-KIND_MODULES = ("slurmgen.local", "slurmgen.backends.emulated.job", "slurmgen.backends.slurm_here.job",
-                "slurmgen.backends.groups",
+KIND_WORDS = {"local", "slurm", "sweep", "remote", "host"}
+KIND_MODULES = ("slurmgen.local", "slurmgen.backends.emulated", "slurmgen.backends.slurm_here",
+                "slurmgen.backends.slurm_ssh", "slurmgen.backends.groups", "slurmgen.remote",
                 "slurmgen.submission.sweep_record", "slurmgen.api.sweep", "slurmgen.cli.sweep_commands")  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ssh_server import Sshd
 
-from slurmgen.remote.snapshot import SnapshotError, take_snapshot, upload
+from slurmgen.backends.slurm_ssh.snapshot import SnapshotError, take_snapshot, upload
 from slurmgen.remote.transport import LocalTransport
 
 

@@ -1,6 +1,6 @@
 """Local emulation as a backend (`slurmgen run`): the rendered script runs on this machine, with Slurm emulated
 around it (slurmgen.local), in the foreground; its jobs' handles (`local-3`, a local array or sweep) read the local
-journal and the runner's control directory (slurmgen.backends.emulated.job, slurmgen.backends.groups)."""
+journal and the runner's control directory (slurmgen.backends.emulated.job, slurmgen.backends.emulated.group)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from slurmgen.backends.interface import DryRun, Followed, Request, Submitted, Wa
 
 if TYPE_CHECKING:
     from slurmgen.backends.interface import JobHandle
+    from slurmgen.slurm.client import SlurmClient
 
 CANNOT = {
     "dry_run": "a local run has no dry run: `slurmgen render SPEC` prints the script it would run",
     "would_run": "--test-only asks a Slurm scheduler; a local run starts at once on this machine",
     "follow": "a local run runs in the foreground: it has ended when `slurmgen run` returns",
+    "site_client": "a local run emulates Slurm around one job; `slurmgen doctor` asks a cluster's Slurm",
 }
 
 
@@ -64,6 +66,9 @@ class Emulated:
         sweep = last.entry.extra.get(local_jobs.SWEEP_EXTRA)
         label = sweep if isinstance(sweep, str) else local_label(last.key.partition("_")[0])
         return Submitted(label, f"ran job {label} here; exit code {code}", code)
+
+    def site_client(self) -> SlurmClient:
+        raise unsupported(self, "site_client")
 
     def job(self, label: str) -> JobHandle:
         from slurmgen.backends.registry import handle_of

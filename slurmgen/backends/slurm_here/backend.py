@@ -1,6 +1,6 @@
 """The Slurm of this machine as a backend: plan (slurmgen.submission.plan), dry-run, `--test-only`, submit (sbatch
 here, once: slurmgen.backends.slurm_here.sbatch; a sweep's arrays through the one sweep path) and its jobs' handles
-(slurmgen.backends.slurm_here.job, a sweep's: slurmgen.backends.groups)."""
+(slurmgen.backends.slurm_here.job, a sweep's: slurmgen.backends.slurm_here.sweep)."""
 
 from __future__ import annotations
 
@@ -134,6 +134,9 @@ class SlurmHere:
         result = follow(self.client, target.job, lambda infos: progress(describe(infos)))
         failing = last_failing(target, self.client.show_jobs(target.job)) if result.exit_code else None
         return Followed(result.job or label, result.state, result.exit_code, result.message, failing)
+
+    def site_client(self) -> SlurmClient:
+        return self.client
 
     def job(self, label: str) -> JobHandle:
         from slurmgen.backends.registry import handle_of

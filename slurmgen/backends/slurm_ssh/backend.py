@@ -15,6 +15,7 @@ from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
     from slurmgen.backends.interface import JobHandle
+    from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
     from slurmgen.spec.profile import ClusterProfile
 
@@ -104,6 +105,16 @@ class SlurmSsh:
         else:
             message = f"submitted job {done.job_id} on cluster {done.cluster}; code {code}; logs in {done.log_dir}"
         return Submitted(done.job_id, message)
+
+    def site_client(self) -> SlurmClient:
+        """Slurm's commands run on the cluster through its one shared connection."""
+        from slurmgen.backends.slurm_ssh.remote_status import transport_runner
+        from slurmgen.remote.transport import transport_for
+        from slurmgen.slurm.client import SlurmClient
+
+        profile = self.profile
+        assert profile.host is not None
+        return SlurmClient(run=transport_runner(transport_for(profile.name, profile.host, profile.control_persist)))
 
     def job(self, label: str) -> JobHandle:
         from slurmgen.backends.registry import handle_of

@@ -1,7 +1,7 @@
-"""A job submitted to a cluster over ssh (`submit --cluster NAME`): Slurm's commands run there through the
-cluster's one shared connection; its state comes from one remote call (squeue, sacct, scontrol, then the run's
-own records: slurmgen.remote.remote_status); its logs are copied here as they grow (slurmgen.remote.mirror) and
-read like a local job's."""
+"""A job submitted to a cluster over ssh (`submit --cluster NAME`): Slurm's commands run there through the cluster's one
+shared connection; its state comes from one remote call (squeue, sacct, scontrol, then the run's own records:
+slurmgen.backends.slurm_ssh.remote_status); its logs are copied here as they grow (slurmgen.backends.slurm_ssh.mirror)
+and read like a local job's."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from slurmgen.backends.interface import LogView, Report, Say
 from slurmgen.backends.slurm_here.job import SlurmJob
 
 if TYPE_CHECKING:
+    from slurmgen.backends.slurm_ssh.remote_status import RemoteState
     from slurmgen.journal import Entry
     from slurmgen.queries.status import Row
-    from slurmgen.remote.remote_status import RemoteState
     from slurmgen.remote.transport import Transport
     from slurmgen.spec.profile import ClusterProfile
     from slurmgen.submission.targets import Target
@@ -25,7 +25,7 @@ LOG_POLL = 2.0  # seconds between looks while `logs -f` finds nothing new: one r
 
 class RemoteJob(SlurmJob):
     def __init__(self, target: Target, entry: Entry, profile: ClusterProfile, base: Path) -> None:
-        from slurmgen.remote.remote_status import transport_runner
+        from slurmgen.backends.slurm_ssh.remote_status import transport_runner
         from slurmgen.remote.transport import transport_for
         from slurmgen.slurm.client import SlurmClient
 
@@ -36,7 +36,7 @@ class RemoteJob(SlurmJob):
         self.copies = base / "remote" / profile.name / str(target.key)
 
     def remote_state(self) -> RemoteState:
-        from slurmgen.remote.remote_status import remote_states
+        from slurmgen.backends.slurm_ssh.remote_status import remote_states
 
         key = str(self.target.key)
         return remote_states(self.transport, [key], {key: self.job_dir()})[key]
@@ -57,15 +57,15 @@ class RemoteJob(SlurmJob):
         return self.remote_state().state
 
     def exit_code(self) -> int | None:
-        from slurmgen.remote.remote_status import LIVE
+        from slurmgen.backends.slurm_ssh.remote_status import LIVE
 
         now = self.remote_state()
         return None if now.state in LIVE or now.state == "UNKNOWN" else now.exit_code
 
     def logs(self, rank: int | None, node: str | None) -> LogView:
+        from slurmgen.backends.slurm_ssh.mirror import mirror
+        from slurmgen.backends.slurm_ssh.remote_status import LIVE
         from slurmgen.queries import logs as lg
-        from slurmgen.remote.mirror import mirror
-        from slurmgen.remote.remote_status import LIVE
 
         prefix = f"{self.entry.name}-{self.target.key}"
         batch = [self.copies / f"{prefix}.log"]
@@ -86,7 +86,7 @@ class RemoteJob(SlurmJob):
         )
 
     def history_dirs(self) -> tuple[list[Path], str]:
-        from slurmgen.remote.mirror import mirror
+        from slurmgen.backends.slurm_ssh.mirror import mirror
 
         prefix = f"{self.entry.name}-{self.target.key}"
         mirror(self.transport, str(self.entry.log_dir), prefix, self.copies)
@@ -141,8 +141,8 @@ def remote_rows(targets: Sequence[Target], base: Path, now: float) -> dict[int, 
     this machine's Slurm, which does not know them. A cluster that cannot be asked (the shared connection ended
     and the login cannot be made here: an expired second factor) raises its one line, TransportError: its jobs'
     states are not known, and none of them is shown as a job that Slurm forgot (MinJobAge)."""
+    from slurmgen.backends.slurm_ssh.remote_status import remote_states
     from slurmgen.queries.status import when
-    from slurmgen.remote.remote_status import remote_states
 
     by_cluster: dict[str, list[tuple[int, RemoteJob]]] = {}
     for place, target in enumerate(targets):

@@ -1,6 +1,6 @@
 """`slurmgen submit --cluster NAME` for a profile with a `host`: the snapshot and slurmgen's own in-job modules are
-stored on the cluster (slurmgen.remote.snapshot), then one idempotent remote call (slurmgen.backends.slurm_ssh.once)
-writes the script and runs sbatch: once for a job, once per array for a sweep
+stored on the cluster (slurmgen.backends.slurm_ssh.snapshot), then one idempotent remote call
+(slurmgen.backends.slurm_ssh.once) writes the script and runs sbatch: once for a job, once per array for a sweep
 (slurmgen.backends.slurm_ssh.sweep_arrays).
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmgen.backends.slurm_ssh.once import once_script, send_once
+from slurmgen.backends.slurm_ssh.snapshot import Upload, package_snapshot, snapshot_path, stored, take_snapshot, upload
 from slurmgen.journal import Entry, Journal
-from slurmgen.remote.snapshot import Upload, package_snapshot, snapshot_path, stored, take_snapshot, upload
 from slurmgen.remote.transport import Transport
 from slurmgen.spec.model import JobSpec
 from slurmgen.spec.profile import ClusterProfile

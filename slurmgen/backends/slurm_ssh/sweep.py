@@ -1,7 +1,7 @@
 """A sweep submitted to a cluster over ssh (`submit SWEEP --cluster NAME`, slurmgen.backends.slurm_ssh.sweep_arrays):
-the sweep handle of slurmgen.backends.groups with Slurm's commands run on the cluster through its one shared connection
-(status: one squeue for every array, cancel: one squeue and one scancel per live array), and each point a remote job
-(slurmgen.backends.slurm_ssh.job) for its logs, history, requeue and resume."""
+the sweep handle of slurmgen.backends.slurm_here.sweep with Slurm's commands run on the cluster through its one shared
+connection (status: one squeue for every array, cancel: one squeue and one scancel per live array), and each point a
+remote job (slurmgen.backends.slurm_ssh.job) for its logs, history, requeue and resume."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurmgen.backends.groups import SlurmSweep
 from slurmgen.backends.interface import Report, Say
+from slurmgen.backends.slurm_here.sweep import SlurmSweep
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 class RemoteSweep(SlurmSweep):
     def __init__(self, record: SweepRecord, profile: ClusterProfile, base: Path) -> None:
-        from slurmgen.remote.remote_status import transport_runner
+        from slurmgen.backends.slurm_ssh.remote_status import transport_runner
         from slurmgen.remote.transport import transport_for
         from slurmgen.slurm.client import SlurmClient
 

@@ -39,7 +39,7 @@ def send_sweep_remote(
     ``shipped``: the run's directory and slurmgen's in-job modules there; ``base``: the journal entry of the
     submission. The sweep's id and its array job ids."""
     from slurmgen.backends.slurm_ssh.once import once_script, send_once
-    from slurmgen.remote.remote_status import transport_runner
+    from slurmgen.backends.slurm_ssh.remote_status import transport_runner
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.submission.plan import plan
     from slurmgen.submission.run_dir import write_run_dir
