@@ -33,14 +33,25 @@ if TYPE_CHECKING:
     from slurmgen.submission.targets import Target
 
 
+# A job of the submission journal as a handle of the kind its entry names: (the job and its entry, the entry's
+# cluster profile, the journal's directory, this machine's Slurm client if given, the notes of its resolution).
+AttachJob = Callable[["Target", "ClusterProfile | None", Path, "SlurmClient | None", tuple[str, ...]], "JobHandle"]
+# A sweep of the submission journal as a handle of the kind its record names (record, profile, directory, client).
+AttachSweep = Callable[["SweepRecord", "ClusterProfile | None", Path, "SlurmClient | None"], "SlurmSweep"]
+
+
 @dataclass(frozen=True)
 class Kind:
     """A row of the registry: how to make the kind's backend (from a cluster profile, and the journal's directory:
-    None for the usual one), and, for a kind whose ids are its own, which ids it claims and how it attaches one."""
+    None for the usual one); for a kind that records its jobs in the submission journal, how it attaches one of
+    them (`job`) and one of its sweeps (`sweep`); for a kind whose ids are its own, which ids it claims and how it
+    attaches one (`claims`, `attach`)."""
 
     make: Callable[[ClusterProfile | None, Path | None], Backend]
     claims: Callable[[str], bool] | None = None
     attach: Callable[[str, Path | None], JobHandle] | None = None
+    job: AttachJob | None = None
+    sweep: AttachSweep | None = None
 
 
 def _slurm_here(profile: ClusterProfile | None, base: Path | None) -> Backend:
@@ -63,16 +74,71 @@ def _emulated(profile: ClusterProfile | None, base: Path | None) -> Backend:
     return Emulated(base)
 
 
+def _slurm_job(
+    target: Target, profile: ClusterProfile | None, base: Path, client: SlurmClient | None, notes: tuple[str, ...]
+) -> JobHandle:
+    from slurmgen.backends.slurm_here.job import SlurmJob
+
+    return SlurmJob(target, client, notes)
+
+
+def _ssh_job(
+    target: Target, profile: ClusterProfile | None, base: Path, client: SlurmClient | None, notes: tuple[str, ...]
+) -> JobHandle:
+    from slurmgen.backends.slurm_ssh.job import RemoteJob
+
+    assert target.entry is not None and profile is not None  # kind_of named ssh: the entry's profile has a host
+    return RemoteJob(target, target.entry, profile, base)
+
+
+def _slurm_sweep_handle(
+    record: SweepRecord, profile: ClusterProfile | None, base: Path, client: SlurmClient | None
+) -> SlurmSweep:
+    from slurmgen.backends.slurm_here.sweep import SlurmSweep
+
+    return SlurmSweep(record, client)
+
+
+def _ssh_sweep_handle(
+    record: SweepRecord, profile: ClusterProfile | None, base: Path, client: SlurmClient | None
+) -> SlurmSweep:
+    from slurmgen.backends.slurm_ssh.sweep import RemoteSweep
+
+    assert profile is not None
+    return RemoteSweep(record, profile, base)
+
+
 KINDS: dict[str, Kind] = {
-    "slurm": Kind(_slurm_here),
-    "ssh": Kind(_slurm_ssh),
+    "slurm": Kind(_slurm_here, job=_slurm_job, sweep=_slurm_sweep_handle),
+    "ssh": Kind(_slurm_ssh, job=_ssh_job, sweep=_ssh_sweep_handle),
     "local": Kind(_emulated),
 }
 
 
 def kind_of(profile: ClusterProfile | None) -> str:
-    """The kind a submission goes to: over ssh for a cluster profile with a host, else this machine's Slurm."""
+    """The kind a submission goes to: over ssh for a cluster profile with a host, else this machine's Slurm. The one
+    place that tells them apart, for a submission and for a job of the journal (by the profile its entry names)."""
     return "ssh" if profile is not None and profile.host is not None else "slurm"
+
+
+def profile_of(entry: Entry | None) -> ClusterProfile | None:
+    """The cluster profile a journal entry was submitted through (`submit --cluster NAME`: its `profile`; the
+    entry's `cluster` is Slurm's own cluster name of a federation); None for a job submitted without one."""
+    from slurmgen.spec.profile import find_profile
+
+    name = None if entry is None else entry.extra.get("profile")
+    if entry is None or not isinstance(name, str):
+        return None
+    return find_profile(name, Path(entry.spec).parent)
+
+
+def attach_job(target: Target, base: Path, client: SlurmClient | None = None, notes: tuple[str, ...] = ()
+               ) -> JobHandle:  # fmt: skip
+    """A job of the submission journal (or one Slurm knows and the journal does not) as its kind's handle."""
+    profile = profile_of(target.entry)
+    attach = KINDS[kind_of(profile)].job
+    assert attach is not None
+    return attach(target, profile, base, client, notes)
 
 
 def backend_for(profile: ClusterProfile | None = None, base: Path | None = None) -> Backend:
@@ -101,7 +167,6 @@ def _claimed(text: str, base: Path | None) -> JobHandle | None:
 
 def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = None) -> JobHandle:
     from slurmgen.backends.emulated.job import LocalJob
-    from slurmgen.backends.slurm_here.job import SlurmJob
     from slurmgen.journal import Journal, find_home
     from slurmgen.local.local_jobs import records
     from slurmgen.slurm.ids import local_label, parse_job_id, parse_local_id
@@ -148,20 +213,7 @@ def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = 
         if target.entry is None and any(r.job_id == text.strip() for r in ran):
             notes = (f"note: {text.strip()} is Slurm's job {text.strip()}; the job run here is "
                      f"{local_label(text.strip())}",)  # fmt: skip
-    if target.entry is not None and isinstance(target.entry.extra.get("profile"), str):
-        remote = _remote_job(Target(target.job, target.entry), target.entry, base)
-        if remote is not None:
-            return remote
-    return SlurmJob(Target(target.job, target.entry), client, notes)
-
-
-def _remote_job(target: Target, entry: Entry, base: Path) -> JobHandle | None:
-    """The job submitted over ssh to the cluster whose profile its journal entry names (`profile`; the entry's
-    `cluster` is Slurm's own cluster name of a federation); None for a profile without host (a plain Slurm job)."""
-    from slurmgen.backends.slurm_ssh.job import RemoteJob, remote_profile
-
-    profile = remote_profile(entry)
-    return None if profile is None else RemoteJob(target, entry, profile, base)
+    return attach_job(Target(target.job, target.entry), base, client, notes)
 
 
 def group_of(text: str, client: SlurmClient | None = None) -> SlurmSweep | LocalGroup:
@@ -188,7 +240,6 @@ def group_of(text: str, client: SlurmClient | None = None) -> SlurmSweep | Local
 def plain_handle(job_id: str, client: SlurmClient | None = None) -> JobHandle:
     """`slurmgen.Job(id)`: a job id as it is, never the sweep its array belongs to; a local id as handle_of reads
     it. Reads the journal (for the job's logs and script); asks Slurm nothing."""
-    from slurmgen.backends.slurm_here.job import SlurmJob
     from slurmgen.journal import Journal, find, find_home
     from slurmgen.slurm.ids import parse_job_id, parse_local_id
     from slurmgen.submission.targets import Target
@@ -197,12 +248,7 @@ def plain_handle(job_id: str, client: SlurmClient | None = None) -> JobHandle:
         return handle_of(job_id, client)
     job = parse_job_id(job_id)
     base = find_home()
-    entry = find(Journal(base).jobs(), str(job))
-    if entry is not None and isinstance(entry.extra.get("profile"), str):
-        remote = _remote_job(Target(job, entry), entry, base)
-        if remote is not None:
-            return remote
-    return SlurmJob(Target(job, entry), client)
+    return attach_job(Target(job, find(Journal(base).jobs(), str(job))), base, client)
 
 
 def _sweep_of(record: LocalRecord) -> str | None:
@@ -238,14 +284,14 @@ def _slurm_sweep(text: str, jobs: list[Entry], client: SlurmClient | None) -> Jo
 
 
 def sweep_handle(record: SweepRecord, client: SlurmClient | None = None) -> SlurmSweep:
-    """A Slurm sweep's handle: over ssh when it was submitted to a cluster profile with a host (its journal
-    record names the profile), else through this machine's Slurm commands (``client``)."""
-    from slurmgen.backends.slurm_here.sweep import SlurmSweep
-    from slurmgen.backends.slurm_ssh.sweep import remote_sweep
+    """A sweep's handle of the kind its journal record names (over ssh for a cluster profile with a host, else
+    through this machine's Slurm commands, ``client``)."""
     from slurmgen.journal import find_home
 
-    remote = remote_sweep(record, find_home())
-    return remote if remote is not None else SlurmSweep(record, client)
+    profile = profile_of(record.first)
+    attach = KINDS[kind_of(profile)].sweep
+    assert attach is not None
+    return attach(record, profile, find_home(), client)
 
 
 def recent(client: SlurmClient | None = None) -> Report:

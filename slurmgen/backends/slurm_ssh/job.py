@@ -141,13 +141,14 @@ def remote_rows(targets: Sequence[Target], base: Path, now: float) -> dict[int, 
     this machine's Slurm, which does not know them. A cluster that cannot be asked (the shared connection ended
     and the login cannot be made here: an expired second factor) raises its one line, TransportError: its jobs'
     states are not known, and none of them is shown as a job that Slurm forgot (MinJobAge)."""
+    from slurmgen.backends.registry import kind_of, profile_of
     from slurmgen.backends.slurm_ssh.remote_status import remote_states
     from slurmgen.queries.status import when
 
     by_cluster: dict[str, list[tuple[int, RemoteJob]]] = {}
     for place, target in enumerate(targets):
-        profile = None if target.entry is None else remote_profile(target.entry)
-        if profile is not None and target.entry is not None:
+        profile = profile_of(target.entry)
+        if kind_of(profile) == "ssh" and profile is not None and target.entry is not None:
             job = RemoteJob(target, target.entry, profile, base)
             by_cluster.setdefault(profile.name, []).append((place, job))
     rows: dict[int, Row] = {}
@@ -158,15 +159,3 @@ def remote_rows(targets: Sequence[Target], base: Path, now: float) -> dict[int, 
             entry = job.entry
             rows[place] = remote_row(job.label, entry.name, states[str(job.target.key)], when(entry.time, now))
     return rows
-
-
-def remote_profile(entry: Entry) -> ClusterProfile | None:
-    """The profile with a host that a journal entry was submitted through (`submit --cluster NAME`); None for a
-    job submitted to this machine's Slurm."""
-    from slurmgen.spec.profile import find_profile
-
-    name = entry.extra.get("profile")
-    if not isinstance(name, str):
-        return None
-    profile = find_profile(name, Path(entry.spec).parent)
-    return None if profile.host is None else profile

@@ -58,15 +58,3 @@ class RemoteSweep(SlurmSweep):
     def goodput(self) -> Goodput:
         raise UsageError(f"sweep {self.label} runs on cluster {self.profile.name}: its roll-up reads run histories "
                          f"there; run `slurmgen report {self.label}` on the cluster's login node")  # fmt: skip
-
-
-def remote_sweep(record: SweepRecord, base: Path) -> RemoteSweep | None:
-    """The sweep's handle over ssh when its journal record names a cluster profile with a host; else None."""
-    from slurmgen.spec.profile import find_profile
-
-    first = record.first
-    name = first.extra.get("profile")
-    if not isinstance(name, str):
-        return None
-    profile = find_profile(name, Path(first.spec).parent)
-    return None if profile.host is None else RemoteSweep(record, profile, base)
