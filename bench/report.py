@@ -85,8 +85,9 @@ def bench_job(runs: int) -> tuple[float, float]:
 
 
 def bench_sweep(points: int) -> tuple[float, float]:
-    from slurmgen.goodput import fanout, summary
-    from slurmgen.goodput.files import slim
+    from slurmgen.goodput import summary
+    from slurmgen.queries import fanout
+    from slurmgen.queries.goodput_files import slim
 
     with tempfile.TemporaryDirectory() as tmp:
         dirs = []

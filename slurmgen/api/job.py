@@ -118,7 +118,7 @@ class Job:
     def write_logs(self, out: Callable[[bytes], None], rank: int | None = None, node: str | None = None) -> None:
         """Stream the job's logs to `out`, a chunk at a time (a log of any size, little memory); nothing when the
         job has printed nothing yet."""
-        from slurmgen.queries.log_reading import check_choice, write_logs
+        from slurmgen.backends.log_reading import check_choice, write_logs
 
         check_choice(rank, node)
         write_logs(self.handle.logs(rank, node), out)

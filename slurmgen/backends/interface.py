@@ -26,7 +26,7 @@ from slurmgen.errors import UsageError
 from slurmgen.submission.source import SpecSource
 
 if TYPE_CHECKING:
-    from slurmgen.goodput.view import Goodput
+    from slurmgen.queries.goodput_view import Goodput
     from slurmgen.slurm.client import SlurmClient
 
 Say = Callable[[str], object]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from slurmgen.backends.profile_kind import kind_of, profile_of
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from slurmgen.backends.interface import Backend, JobHandle, Report
     from slurmgen.backends.slurm_here.sweep import SlurmSweep
     from slurmgen.journal import Entry
-    from slurmgen.local.local_jobs import LocalRecord
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.profile import ClusterProfile
     from slurmgen.submission.sweep_record import SweepRecord
@@ -115,23 +115,6 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def kind_of(profile: ClusterProfile | None) -> str:
-    """The kind a submission goes to: over ssh for a cluster profile with a host, else this machine's Slurm. The one
-    place that tells them apart, for a submission and for a job of the journal (by the profile its entry names)."""
-    return "ssh" if profile is not None and profile.host is not None else "slurm"
-
-
-def profile_of(entry: Entry | None) -> ClusterProfile | None:
-    """The cluster profile a journal entry was submitted through (`submit --cluster NAME`: its `profile`; the
-    entry's `cluster` is Slurm's own cluster name of a federation); None for a job submitted without one."""
-    from slurmgen.spec.profile import find_profile
-
-    name = None if entry is None else entry.extra.get("profile")
-    if entry is None or not isinstance(name, str):
-        return None
-    return find_profile(name, Path(entry.spec).parent)
-
-
 def attach_job(target: Target, base: Path, client: SlurmClient | None = None, notes: tuple[str, ...] = ()
                ) -> JobHandle:  # fmt: skip
     """A job of the submission journal (or one Slurm knows and the journal does not) as its kind's handle."""
@@ -166,10 +149,10 @@ def _claimed(text: str, base: Path | None) -> JobHandle | None:
 
 
 def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = None) -> JobHandle:
-    from slurmgen.backends.emulated.job import LocalJob
+    from slurmgen.backends.emulated.lookup import by_local_id, by_sweep_id, of_record
     from slurmgen.journal import Journal, find_home
     from slurmgen.local.local_jobs import records
-    from slurmgen.slurm.ids import local_label, parse_job_id, parse_local_id
+    from slurmgen.slurm.ids import local_label, parse_job_id
     from slurmgen.submission.targets import Target, resolve
 
     claimed = _claimed(text, base)
@@ -178,32 +161,18 @@ def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = 
     base = find_home() if base is None else base
     journal = Journal(base)
     jobs, ran = journal.jobs(), records(base)
-    number = parse_local_id(text)
-    if number is not None:
-        group = _local_group(base, ran, local_label(number), lambda r: r.key.partition("_")[0] == number
-                             and "_" in r.key)  # fmt: skip
-        if group is not None and "_" not in number:
-            return group
-        found = [r for r in ran if number in (r.job_id, r.key)]
-        if not found:
-            raise UsageError(f"no local job {text.strip()} in {journal.path.parent / 'local'}; run the command in the "
-                             "directory that ran it")  # fmt: skip
-        return LocalJob(base, found[-1])
+    local = by_local_id(base, ran, text)
+    if local is not None:
+        return local
     sweep = _slurm_sweep(text, jobs, client)
     if sweep is not None:
         return sweep
-    local_sweep = _local_group(base, ran, text.strip(), lambda r: _sweep_of(r) == text.strip())
+    local_sweep = by_sweep_id(base, ran, text)
     if local_sweep is not None:
         return local_sweep
     target = resolve(text, jobs, journal.path, local=[r.entry for r in ran])
     if target.local:  # a spec or name whose newest job ran here
-        record = next(r for r in reversed(ran) if r.entry is target.entry)
-        sweep_id = _sweep_of(record)
-        if sweep_id is not None:
-            group = _local_group(base, ran, sweep_id, lambda r: _sweep_of(r) == sweep_id)
-            assert group is not None
-            return group
-        return LocalJob(base, record)
+        return of_record(base, ran, next(r for r in reversed(ran) if r.entry is target.entry))
     notes: tuple[str, ...] = ()
     try:
         parse_job_id(text)
@@ -249,24 +218,6 @@ def plain_handle(job_id: str, client: SlurmClient | None = None) -> JobHandle:
     job = parse_job_id(job_id)
     base = find_home()
     return attach_job(Target(job, find(Journal(base).jobs(), str(job))), base, client)
-
-
-def _sweep_of(record: LocalRecord) -> str | None:
-    from slurmgen.local.local_jobs import SWEEP_EXTRA
-
-    sweep = record.entry.extra.get(SWEEP_EXTRA)
-    return sweep if isinstance(sweep, str) else None
-
-
-def _local_group(
-    base: Path, ran: list[LocalRecord], label: str, member: Callable[[LocalRecord], bool]
-) -> JobHandle | None:
-    from slurmgen.backends.emulated.group import LocalGroup
-
-    found = [r for r in ran if member(r)]
-    if not found:
-        return None
-    return LocalGroup(base, _sweep_of(found[0]) or label, found)
 
 
 def _slurm_sweep(text: str, jobs: list[Entry], client: SlurmClient | None) -> JobHandle | None:

@@ -219,8 +219,8 @@ def logs_command(
 ) -> None:
     """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended).
     A job with no log yet (still pending) prints nothing, and says so on stderr."""
+    from slurmgen.backends.log_reading import check_choice, failed_first, write_logs
     from slurmgen.queries import logs as lg
-    from slurmgen.queries.log_reading import check_choice, failed_first, write_logs
 
     check_choice(rank, node)
     chosen = handle(job, point)

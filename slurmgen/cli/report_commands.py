@@ -1,7 +1,7 @@
 """`slurmgen report JOB`: what a job's time went to (goodput, the badput buckets, the checkpoint advice), for a
 job, a sweep or a local job, while it runs or after. `--json` prints the data (schema in docs/goodput.md),
 `--html FILE` writes the timeline picture. Thin: the job interface's handle
-gives the report (slurmgen.goodput.view); this prints it.
+gives the report (slurmgen.queries.goodput_view); this prints it.
 """
 
 from __future__ import annotations

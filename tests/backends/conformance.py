@@ -112,6 +112,8 @@ def test_submit_gives_the_id_that_status_and_logs_take(door: Door) -> None:
     status = job.handle.status()
     assert job.id in "\n".join(status.out)
     assert HELLO in job.logs()
+    own = door.backend.job(job.id)  # the backend's own door to the id it gave: the same job
+    assert own.label == job.id and own.state() == "COMPLETED"
 
 
 def test_history_and_report_read_the_finished_job(door: Door) -> None:

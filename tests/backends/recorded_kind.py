@@ -10,7 +10,7 @@ from pathlib import Path
 from slurmgen.backends.interface import DryRun, Followed, JobHandle, LogView, Report, Request, Say, Submitted, Warn
 from slurmgen.backends.registry import Kind
 from slurmgen.errors import UsageError
-from slurmgen.goodput.view import Goodput
+from slurmgen.queries.goodput_view import Goodput
 from slurmgen.slurm.client import SlurmClient
 from slurmgen.spec.profile import ClusterProfile
 

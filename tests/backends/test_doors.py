@@ -61,4 +61,4 @@ def test_every_kind_of_the_registry_makes_a_backend_that_names_itself() -> None:
         backend = registry.backend_named(name, ssh if name == "ssh" else None)
         assert backend.name == name
         assert all(line and "\n" not in line for line in backend.cannot.values())
-    assert registry.kind_of(None) == "slurm" and registry.kind_of(ssh) == "ssh"
+    assert registry.backend_for(None).name == "slurm" and registry.backend_for(ssh).name == "ssh"

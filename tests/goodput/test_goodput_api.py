@@ -15,9 +15,9 @@ import pytest
 import slurmgen
 from goodput.test_goodput import T0, crash_hang_preempt, ev
 from slurmgen import run_history as rh
-from slurmgen.goodput import fanout, summary
-from slurmgen.goodput import files as goodput_files
+from slurmgen.goodput import summary
 from slurmgen.journal import Entry, Journal
+from slurmgen.queries import fanout, goodput_files
 from slurmgen.spec.sweep_points import SweepSpec
 from slurmgen.submission.sweep_record import SweepRecord
 from slurmgen.submission.sweep_submit import OFFSET_KEY, SWEEP_KEY, TASKS_KEY

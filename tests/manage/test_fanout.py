@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from slurmgen.goodput import fanout
+from slurmgen.queries import fanout
 
 
 def whose(start: int, stop: int) -> list[tuple[int, int]]:

@@ -71,6 +71,15 @@ class Emulated:
         raise unsupported(self, "site_client")
 
     def job(self, label: str) -> JobHandle:
-        from slurmgen.backends.registry import handle_of
+        """A local id (`local-3`, `local-3_0`) or a local sweep's id, as `launch` printed it."""
+        from slurmgen.backends.emulated.lookup import by_local_id, by_sweep_id
+        from slurmgen.errors import UsageError
+        from slurmgen.journal import home
+        from slurmgen.local.local_jobs import records
 
-        return handle_of(label, None, self._base)
+        base = home() if self._base is None else self._base
+        ran = records(base)
+        found = by_local_id(base, ran, label) or by_sweep_id(base, ran, label)
+        if found is None:
+            raise UsageError(f"{label.strip()}: no job or sweep of that id ran here")
+        return found

@@ -14,8 +14,8 @@ from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
     from slurmgen.backends.interface import JobHandle
-    from slurmgen.goodput.view import Goodput
     from slurmgen.local.local_jobs import LocalRecord
+    from slurmgen.queries.goodput_view import Goodput
     from slurmgen.queries.sweep_status import PointRow
 
 
@@ -109,7 +109,7 @@ class LocalGroup(Group):
     def goodput(self) -> Goodput:
         """Every task's report, one after the other (a local array has no sweep record to roll up)."""
         from slurmgen.backends.emulated.job import target_of
-        from slurmgen.goodput.files import job_report
-        from slurmgen.goodput.view import of_jobs
+        from slurmgen.queries.goodput_files import job_report
+        from slurmgen.queries.goodput_view import of_jobs
 
         return of_jobs([r for record in self._latest().values() for r in job_report(target_of(record), None)])

@@ -15,7 +15,7 @@ from slurmgen.submission.targets import Target, local_target
 
 if TYPE_CHECKING:
     from slurmgen.backends.interface import JobHandle
-    from slurmgen.goodput.view import Goodput
+    from slurmgen.queries.goodput_view import Goodput
 
 ENDED_POLL = 0.5  # seconds between looks at the runner while following its logs: a local look, cheap
 
@@ -48,7 +48,7 @@ class LocalJob:
 
         row = local_jobs.row(self._fresh(), time.time())
         # restarts and excluded nodes (`slurmgen run --kill-rank`, `--bad-node`)
-        from slurmgen.goodput.view import live_lines
+        from slurmgen.queries.goodput_view import live_lines
 
         out = (st.table([row]), *live_lines(self.target, None))
         return Report(out=out, notes=tuple(restart_lines([self.target])))
@@ -126,6 +126,6 @@ class LocalJob:
         raise UsageError(f"--point: {self.label!r} is not a sweep (see `slurmgen status {self.label}`)")
 
     def goodput(self) -> Goodput:
-        from slurmgen.goodput.view import job_goodput
+        from slurmgen.queries.goodput_view import job_goodput
 
         return job_goodput(self.target, None)

@@ -139,9 +139,19 @@ class SlurmHere:
         return self.client
 
     def job(self, label: str) -> JobHandle:
-        from slurmgen.backends.registry import handle_of
+        """A job id (`123`, `123_4`) or a sweep id, as `launch` printed it; the journal gives its logs and script."""
+        from slurmgen.backends.slurm_here.job import SlurmJob
+        from slurmgen.backends.slurm_here.sweep import SlurmSweep
+        from slurmgen.journal import Journal, find
+        from slurmgen.slurm.ids import parse_job_id
+        from slurmgen.submission.sweep_record import is_sweep, load_record
+        from slurmgen.submission.targets import Target
 
-        return handle_of(label, self.client, self._base)
+        jobs = Journal(self.base).jobs()
+        if any(is_sweep(e) and e.extra.get("sweep") == label.strip() for e in jobs):
+            return SlurmSweep(load_record(label.strip(), jobs), self.client)
+        job = parse_job_id(label)
+        return SlurmJob(Target(job, find(jobs, str(job))), self.client)
 
 
 def dry_run_max_array_size(client: SlurmClient, warn: Warn) -> int:

@@ -12,7 +12,7 @@ from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
     from slurmgen.backends.interface import JobHandle
-    from slurmgen.goodput.view import Goodput
+    from slurmgen.queries.goodput_view import Goodput
     from slurmgen.slurm.client import JobInfo, SlurmClient
     from slurmgen.submission.targets import Target
 
@@ -59,7 +59,7 @@ class SlurmJob:
         # a save that would be killed at the next stop; restarts inside the allocation
         # (docs/reliability.md, "When things fail")
         notes = (*window_warnings([self.target]), *restart_lines([self.target]))
-        from slurmgen.goodput.view import live_lines
+        from slurmgen.queries.goodput_view import live_lines
 
         return Report(out=(st.table(rows), *live_lines(self.target, self.client)), notes=notes)
 
@@ -139,7 +139,7 @@ class SlurmJob:
         raise UsageError(f"--point: {self.label!r} is not a sweep (see `slurmgen status {self.label}`)")
 
     def goodput(self) -> Goodput:
-        from slurmgen.goodput.view import job_goodput
+        from slurmgen.queries.goodput_view import job_goodput
 
         known = self.target.entry is not None and bool(self.target.entry.log_dir)
         return job_goodput(self.target, None if known else self.client)  # no Slurm query for a job of the journal

@@ -11,7 +11,7 @@ from slurmgen.backends.interface import Report, Say
 
 if TYPE_CHECKING:
     from slurmgen.backends.interface import JobHandle
-    from slurmgen.goodput.view import Goodput
+    from slurmgen.queries.goodput_view import Goodput
     from slurmgen.queries.sweep_status import PointRow
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.submission.sweep_record import SweepRecord
@@ -40,8 +40,8 @@ class SlurmSweep(Group):
         return st.point_rows(self.record, st.query(self.client, self.record))
 
     def status(self) -> Report:
-        from slurmgen.goodput.view import sweep_rollup_line
         from slurmgen.queries import sweep_status as st
+        from slurmgen.queries.goodput_view import sweep_rollup_line
 
         rows = self.rows()
         return Report(out=(st.table(rows), st.summary(self.record, rows), *sweep_rollup_line(self.record)))
@@ -95,6 +95,6 @@ class SlurmSweep(Group):
         return SlurmJob(Target(job, find(list(self.record.arrays), str(job))), self._client)
 
     def goodput(self) -> Goodput:
-        from slurmgen.goodput.view import sweep_goodput
+        from slurmgen.queries.goodput_view import sweep_goodput
 
         return sweep_goodput(self.record)

@@ -117,6 +117,21 @@ class SlurmSsh:
         return SlurmClient(run=transport_runner(transport_for(profile.name, profile.host, profile.control_persist)))
 
     def job(self, label: str) -> JobHandle:
-        from slurmgen.backends.registry import handle_of
+        """A job id or a sweep id, as `launch` printed it, of a job the journal says was submitted to this cluster."""
+        from slurmgen.backends.slurm_ssh.job import RemoteJob
+        from slurmgen.backends.slurm_ssh.sweep import RemoteSweep
+        from slurmgen.journal import Journal, find, home
+        from slurmgen.slurm.ids import parse_job_id
+        from slurmgen.submission.sweep_record import is_sweep, load_record
+        from slurmgen.submission.targets import Target
 
-        return handle_of(label, None, self._base)
+        base = home() if self._base is None else self._base
+        jobs = Journal(base).jobs()
+        if any(is_sweep(e) and e.extra.get("sweep") == label.strip() for e in jobs):
+            return RemoteSweep(load_record(label.strip(), jobs), self.profile, base)
+        job = parse_job_id(label)
+        entry = find(jobs, str(job))
+        if entry is None or entry.extra.get("profile") != self.profile.name:
+            raise UsageError(f"job {label.strip()}: not submitted to cluster {self.profile.name} from here (see "
+                             "`slurmgen status`)")  # fmt: skip
+        return RemoteJob(Target(job, entry), entry, self.profile, base)

@@ -141,7 +141,7 @@ def remote_rows(targets: Sequence[Target], base: Path, now: float) -> dict[int, 
     this machine's Slurm, which does not know them. A cluster that cannot be asked (the shared connection ended
     and the login cannot be made here: an expired second factor) raises its one line, TransportError: its jobs'
     states are not known, and none of them is shown as a job that Slurm forgot (MinJobAge)."""
-    from slurmgen.backends.registry import kind_of, profile_of
+    from slurmgen.backends.profile_kind import kind_of, profile_of
     from slurmgen.backends.slurm_ssh.remote_status import remote_states
     from slurmgen.queries.status import when
 

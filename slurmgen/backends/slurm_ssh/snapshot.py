@@ -100,9 +100,7 @@ def package_snapshot() -> Snapshot:
     """slurmgen's own modules, as this process runs them: shipped beside the job's code so that the batch helper
     and the task supervisor in the job are the version that rendered its script (both are standard library only,
     so nothing needs installing on the cluster). Stored by content like any snapshot: a version ships once."""
-    import slurmgen  # loads no module of it (PEP 562 names): only where the package is
-
-    package = Path(slurmgen.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[2]  # slurmgen/, from slurmgen/backends/slurm_ssh/snapshot.py
     files = []
     for path in sorted(package.rglob("*")):
         if path.suffix not in (".py", ".typed") or "__pycache__" in path.parts or not path.is_file():

@@ -15,7 +15,7 @@ from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
     from slurmgen.backends.interface import JobHandle
-    from slurmgen.goodput.view import Goodput
+    from slurmgen.queries.goodput_view import Goodput
     from slurmgen.spec.profile import ClusterProfile
     from slurmgen.submission.sweep_record import SweepRecord
 

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from slurmgen import run_history
 from slurmgen.errors import UsageError
-from slurmgen.goodput import fanout
 from slurmgen.goodput.advice import ENOUGH, pooled_rate, rebased
 from slurmgen.goodput.summary import Report, SweepReport, gc_paused, partition_of, rate_of, report
+from slurmgen.queries import fanout
 from slurmgen.queries.history import job_log_dirs, no_history
 from slurmgen.slurm.ids import JobId
 from slurmgen.submission.targets import Target

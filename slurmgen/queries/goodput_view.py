@@ -1,7 +1,7 @@
 """A job's goodput as the job interface hands it out (`slurmgen report`, the live part of `slurmgen status`,
 `Job.report()`, `Sweep.report()`, `slurmgen doctor JOB`): every kind of job builds one `Goodput` from its run
 histories, so the CLI and the API never ask which kind a job is. The numbers are slurmgen.goodput's; the files
-are found by slurmgen.goodput.files.
+are found by slurmgen.queries.goodput_files.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Goodput:
 def of_jobs(reports: Sequence[Report]) -> Goodput:
     """One job's reports (an array job: one per task)."""
     from slurmgen.goodput import html, text
-    from slurmgen.goodput.files import reports_json
+    from slurmgen.queries.goodput_files import reports_json
 
     found = list(reports)
     lines = "\n\n".join("\n".join(text.report_lines(r)) for r in found).splitlines()
@@ -62,13 +62,13 @@ def of_sweep(sweep: SweepReport, detailed: Callable[[], SweepReport]) -> Goodput
 
 
 def job_goodput(target: Target, client: SlurmClient | None) -> Goodput:
-    from slurmgen.goodput.files import job_report
+    from slurmgen.queries.goodput_files import job_report
 
     return of_jobs(job_report(target, client))
 
 
 def sweep_goodput(record: SweepRecord) -> Goodput:
-    from slurmgen.goodput.files import sweep_report
+    from slurmgen.queries.goodput_files import sweep_report
 
     return of_sweep(sweep_report(record, detail=False), lambda: sweep_report(record))
 
@@ -76,8 +76,8 @@ def sweep_goodput(record: SweepRecord) -> Goodput:
 def live_lines(target: Target, client: SlurmClient | None) -> tuple[str, ...]:
     """The job's progress under its status table: step, rate, last save, goodput, ETA (slurmgen/goodput/live.py);
     nothing for a job whose rank 0 has not sampled a step yet. A bar on a terminal, plain lines otherwise."""
-    from slurmgen.goodput.files import histories
     from slurmgen.goodput.live import lines, live
+    from slurmgen.queries.goodput_files import histories
 
     found = histories(target, client)
     out: list[str] = []
@@ -91,7 +91,7 @@ def live_lines(target: Target, client: SlurmClient | None) -> tuple[str, ...]:
 
 def sweep_rollup_line(record: SweepRecord) -> tuple[str, ...]:
     """The sweep's goodput so far, under its status table (slurmgen report SWEEP has the whole roll-up)."""
-    from slurmgen.goodput.files import sweep_report
+    from slurmgen.queries.goodput_files import sweep_report
 
     roll = sweep_report(record, detail=False).to_json()
     if not roll["points"]:
