@@ -1,7 +1,7 @@
 """`slurmgen doctor SPEC` where no Slurm client answers (a laptop, a fresh clone): the checks that need only the spec
 and its last job's run history, and a list of what only the cluster can tell. Pure: the CLI prints the text.
 
-With a cluster the same checks come out of slurmgen.slurm.site.risks and manage/doctor.hang_risk; this module calls
+With a cluster the same checks come out of slurmgen.slurm.site.risks and doctor/site.hang_risk; this module calls
 the same rules (lead_time_risk, hang_risk, the time-limit window of site_preemption: the lead time) instead of
 copies of them.
 """

@@ -100,7 +100,7 @@ def sweep_report(record: SweepRecord, now: float | None = None, detail: bool = T
 
 def slim(r: Report, detail: bool) -> Report:
     """A point's report as a sweep's roll-up uses it: without `detail`, its timeline keeps its runs only (the
-    segments are summed in its buckets already), which is what a forked child sends back (manage/fanout.py)."""
+    segments are summed in its buckets already), which is what a forked child sends back (queries/fanout.py)."""
     return r if detail else replace(r, timeline=replace(r.timeline, segments=(), markers=()))
 
 

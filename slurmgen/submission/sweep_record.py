@@ -78,7 +78,7 @@ def load_record(sweep_id: str, jobs: list[Entry]) -> SweepRecord:
                           key=lambda e: (int(e.extra.get(ATTEMPT_KEY, 0)), e.time)))  # fmt: skip
     if not arrays:
         raise UsageError(f"the journal has no submitted array of sweep {sweep_id}")
-    # a sweep submitted over ssh has its run directory on the cluster, and a copy here (manage.remote_sweep)
+    # a sweep submitted over ssh has its run directory on the cluster, and a copy here (backends.slurm_ssh.sweep_arrays)
     copy = arrays[0].extra.get(COPY_KEY)
     path = Path(copy if isinstance(copy, str) else arrays[0].run_dir) / RESOLVED
     try:

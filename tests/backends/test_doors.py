@@ -47,7 +47,7 @@ def test_the_check_sees_the_branches_the_api_had() -> None:
     before = ast.parse(
         "def submit(cluster):\n"
         "    if source.profile is not None and source.profile.host is not None:\n"
-        "        from slurmgen.manage.remote_submit import submit_remote\n"
+        "        refusal = 'over ssh'\n"
         "    from slurmgen.backends.slurm_ssh.placing import send_remote\n"
     )
     assert sorted(kind_branches(before)) == ["2: .host", "4: import slurmgen.backends.slurm_ssh.placing"]

@@ -1,4 +1,4 @@
-"""manage/fanout.py: many independent items over this machine's CPUs, in order, with real forked children."""
+"""queries/fanout.py: many independent items over this machine's CPUs, in order, with real forked children."""
 
 from __future__ import annotations
 

@@ -131,7 +131,7 @@ def send_remote(
     warn: Callable[[str], object] = lambda line: None,
     overrides: tuple[str, ...] = (),
 ) -> RemoteSubmission:
-    """Store the code (place), then submit once: one job, or a sweep's arrays (manage.remote_sweep), each through
+    """Store the code (place), then submit once: one job, or a sweep's arrays (sweep_arrays), each through
     the same once-only remote call."""
     placed = place(compile_spec, profile, transport, project, code_dir, token)
     spec = placed.spec
