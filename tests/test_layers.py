@@ -192,8 +192,8 @@ def test_the_layers_see_what_they_check() -> None:
     assert unplaced == set(), "a new place under slurmgen/: say in MAY_IMPORT what it may import"
     assert {place(name) for name in modules()} == set(MAY_IMPORT)
     assert place("slurmgen.interruption.ending") == "policy" and place("slurmgen.contract") == "leaf"
-    assert not arrow_points_down("slurmgen.submission.plan", "slurmgen.cli.app")
-    assert not arrow_points_down("slurmgen.spec.model", "slurmgen.submission.plan")
+    assert not arrow_points_down("slurmgen.manage.plan", "slurmgen.cli.app")
+    assert not arrow_points_down("slurmgen.spec.model", "slurmgen.manage.plan")
     assert not arrow_points_down("slurmgen.slurm.client", "slurmgen.script.render")
     assert not arrow_points_down("slurmgen.interruption", "slurmgen.job_context")
     assert arrow_points_down("slurmgen.__main__", "slurmgen.cli.app")
