@@ -35,14 +35,20 @@ class Door:
     backend: Backend
     spec: Path
     runs_script: bool = True  # the kind runs the rendered script, whose batch shell keeps the run history
+    # a spec whose job runs for minutes, for a kind whose launch returns while the job goes on; None for a kind
+    # whose launch returns once the job has ended (a local run, in the foreground)
+    sleeper: Path | None = None
 
 
-def _spec(where: Path, name: str) -> Path:
+def _spec(where: Path, name: str, program: str = f"print({HELLO!r})", python: str = sys.executable) -> Path:
     where.mkdir(parents=True, exist_ok=True)
-    path = where / "job.yaml"
-    command = json.dumps([sys.executable, "-c", f"print({HELLO!r})"])
-    path.write_text(f'name: {name}\ncommand: {command}\ntime: "2:00"\npreemption: false\n')
+    path = where / f"{name}.yaml"
+    command = json.dumps([python, "-c", program])
+    path.write_text(f'name: {name}\ncommand: {command}\ntime: "5:00"\npreemption: false\n')
     return path
+
+
+SLEEP = "import time; time.sleep(300)"
 
 
 def open_door(kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -66,7 +72,7 @@ def open_door(kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeyp
             monkeypatch.setenv(key, value)
         spec = _spec(work, "conf-slurm")
         monkeypatch.chdir(work)
-        yield Door(registry.backend_for(None), spec)
+        yield Door(registry.backend_for(None), spec, sleeper=_spec(work, "conf-slurm-sleep", SLEEP))
     else:
         from remote.cluster_login import SECRET, client_env, project, start_login
 
@@ -79,7 +85,8 @@ def open_door(kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeyp
             monkeypatch.chdir(repo)
             from slurmgen.spec.profile import find_profile
 
-            yield Door(registry.backend_for(find_profile("alpha", repo)), repo / "job.yaml")
+            sleeper = _spec(repo, "conf-ssh-sleep", SLEEP, "python3")
+            yield Door(registry.backend_for(find_profile("alpha", repo)), repo / "job.yaml", sleeper=sleeper)
         finally:
             login.close_master()
             login.remove()
@@ -88,7 +95,7 @@ def open_door(kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeyp
 def _launched(door: Door) -> slurmgen.Job:
     done = door.backend.launch(Request(SpecSource(door.spec, ())), lambda line: None)
     job = slurmgen.Job(done.label)
-    if door.backend.name in ("slurm", "ssh"):
+    if door.sleeper is not None:  # its launch returns while the job goes on
         job.wait(timeout=LONG)
     return job
 
@@ -168,3 +175,17 @@ def test_what_a_kind_cannot_do_is_one_line_from_the_backend(door: Door) -> None:
     if "dry_run" not in door.backend.cannot:
         shown = door.backend.dry_run(request, lambda said: None)
         assert shown.script and shown.lines
+
+
+def test_cancel_ends_a_job_that_has_not_ended(door: Door) -> None:
+    """A kind whose launch returns while the job goes on cancels it: the job ends CANCELLED. A kind whose launch
+    returns once the job has ended has nothing left to cancel, and says so in one line."""
+    if door.sleeper is None:
+        job = _launched(door)
+        said = job.handle.cancel(None, None)
+        assert len(said.notes) == 1 and "nothing to cancel" in said.notes[0], said
+        return
+    done = door.backend.launch(Request(SpecSource(door.sleeper, ())), lambda line: None)
+    job = slurmgen.Job(done.label)
+    job.cancel()
+    assert job.wait(timeout=LONG) == "CANCELLED"

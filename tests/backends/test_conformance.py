@@ -12,6 +12,7 @@ from .conformance import (
     Door,
     open_door,
     test_an_ended_job_answers_or_says_why_not_in_one_line_through_every_door,
+    test_cancel_ends_a_job_that_has_not_ended,
     test_history_and_report_read_the_finished_job,
     test_submit_gives_the_id_that_status_and_logs_take,
     test_what_a_kind_cannot_do_is_one_line_from_the_backend,
@@ -19,6 +20,7 @@ from .conformance import (
 
 __all__ = [
     "test_an_ended_job_answers_or_says_why_not_in_one_line_through_every_door",
+    "test_cancel_ends_a_job_that_has_not_ended",
     "test_history_and_report_read_the_finished_job",
     "test_submit_gives_the_id_that_status_and_logs_take",
     "test_what_a_kind_cannot_do_is_one_line_from_the_backend",
