@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from ssh_server import start_sshd  # noqa: E402
 
-from slurmgen.remote.remote_status import remote_states  # noqa: E402
+from slurmgen.backends.slurm_ssh.remote_status import remote_states  # noqa: E402
 from slurmgen.remote.transport import SshTransport  # noqa: E402
 
 

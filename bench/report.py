@@ -86,8 +86,8 @@ def bench_job(runs: int) -> tuple[float, float]:
 
 def bench_sweep(points: int) -> tuple[float, float]:
     from slurmgen.goodput import summary
-    from slurmgen.manage import fanout
-    from slurmgen.manage.goodput_files import slim
+    from slurmgen.queries import fanout
+    from slurmgen.queries.goodput_files import slim
 
     with tempfile.TemporaryDirectory() as tmp:
         dirs = []

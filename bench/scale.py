@@ -247,7 +247,7 @@ def measure(ranks: int, per_node: int, rows: dict[str, Row], work: str) -> None:
     row("hostlist: expand", "/event").cpu[ranks] = cpu(lambda: expand_hostlist(f"n[00000-{nodes - 1:05d}]"))
 
     # slurmgen logs --rank R: the one file, without opening the others.
-    from slurmgen.manage import logs
+    from slurmgen.queries import logs
 
     batch_log = Path(work, f"job-{ranks}.log")
     batch_log.write_text("")

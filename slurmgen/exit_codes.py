@@ -43,7 +43,7 @@ EXIT_CANCELLED = 143  # a job ended by `slurmgen cancel`: SIGTERM's code, as a s
 # one that did (local/rehearse.py). The job's own code stays in the COMPLETED line, the journal and `status`.
 EXIT_REHEARSAL_MISSED = 5
 
-# --- `submit --wait` (manage/wait.py) --------------------------------------------------------------------------
+# --- `submit --wait` (queries/wait.py) --------------------------------------------------------------------------
 # It exits with the job's own code; slurmgen's own failures (a refused spec, Slurm failing, a job Slurm forgot)
 # exit with this one instead, as docker run and timeout(1) keep a code of their own (125), and the last line on
 # stdout (`result_line`) tells the two apart even when the job itself exits 125.

@@ -5,10 +5,11 @@
     slurmgen.task     (each task)             may use the shared modules only
     shared: slurmgen/*.py, slurmgen/slurm/    use none of the three
 
-and the layers of the whole tree, top to bottom: slurmgen.cli (and `python -m slurmgen`); slurmgen.api; slurmgen.manage
-and slurmgen.local; slurmgen.script, slurmgen.spec and slurmgen.slurm; the shared modules (slurmgen/*.py), of which
-the interruption policy (slurmgen/interruption*.py) uses only the contract, the errors, the run history and the
-signal names. No module reaches itself again through these arrows.
+and the layers of the whole tree, top to bottom: slurmgen.cli (and `python -m slurmgen`); slurmgen.api;
+slurmgen.backends; slurmgen.doctor, slurmgen.queries and slurmgen.local; slurmgen.submission; slurmgen.script,
+slurmgen.spec and slurmgen.slurm; the shared modules (slurmgen/*.py), of which the interruption policy
+(slurmgen/interruption*.py) uses only the contract, the errors, the run history and the signal names.
+No module reaches itself again through these arrows.
 
 Read from the source, function-level and TYPE_CHECKING imports included: an arrow is an arrow, whenever it runs."""
 
@@ -122,26 +123,20 @@ def test_no_circle_at_all() -> None:
 LOW = {"slurm", "leaf", "policy"}
 MAY_IMPORT = {
     "__main__": {"cli"},
-    "cli": {"api", "goodput", "jobkind", "manage", "local", "remote", "script", "spec", *LOW},
+    "cli": {"api", "backends", "doctor", "goodput", "local", "queries", "remote", "script", "spec", "submission", *LOW},
     "slurmgen": {"api", *LOW},  # the package's lazy names (slurmgen.Job, ...)
-    "api": {"goodput", "jobkind", "manage", "local", "remote", "script", "spec", *LOW},
-    # the one job interface, over every kind of job
-    "jobkind": {
-        "goodput",
-        "manage",
-        "local",
-        "remote",
-        "script",
-        "spec",
-        *LOW,
-    },  # the one job interface, over every kind of job
-    "manage": {"goodput", "remote", "script", "spec", *LOW},
+    "api": {"backends", "goodput", "queries", "script", "spec", "submission", *LOW},
+    # one backend per kind of job, and the registry the CLI and the API ask
+    "backends": {"goodput", "local", "queries", "remote", "script", "spec", "submission", *LOW},
+    "doctor": {"queries", "script", "spec", "submission", *LOW},  # slurmgen doctor, the site command
+    "queries": {"goodput", "script", "spec", "submission", *LOW},  # the answers more than one kind gives alike
+    "submission": {"script", "spec", *LOW},  # what every kind shares to submit: plan, journal, token recovery
     "goodput": LOW,  # pure numbers and pictures of a run history (slurmgen/goodput/)
-    "local": {"manage", "script", "spec", *LOW},
+    "local": {"queries", "script", "spec", "submission", *LOW},
     "script": {"spec", *LOW},
     "spec": LOW,
     "slurm": LOW,
-    "remote": LOW,  # the transport and snapshots: standard library, errors
+    "remote": LOW,  # the transport: standard library, errors
     "leaf": LOW,
     "policy": {"policy", "leaf"},  # and of the shared modules only POLICY_MAY_IMPORT
     "runtime": {"task", *LOW},
@@ -205,8 +200,8 @@ def test_the_layers_see_what_they_check() -> None:
     assert unplaced == set(), "a new place under slurmgen/: say in MAY_IMPORT what it may import"
     assert {place(name) for name in modules()} == set(MAY_IMPORT)
     assert place("slurmgen.interruption.ending") == "policy" and place("slurmgen.contract") == "leaf"
-    assert not arrow_points_down("slurmgen.manage.plan", "slurmgen.cli.app")
-    assert not arrow_points_down("slurmgen.spec.model", "slurmgen.manage.plan")
+    assert not arrow_points_down("slurmgen.submission.plan", "slurmgen.cli.app")
+    assert not arrow_points_down("slurmgen.spec.model", "slurmgen.submission.plan")
     assert not arrow_points_down("slurmgen.slurm.client", "slurmgen.script.render")
     assert not arrow_points_down("slurmgen.interruption", "slurmgen.job_context")
     assert arrow_points_down("slurmgen.__main__", "slurmgen.cli.app")

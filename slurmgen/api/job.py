@@ -1,5 +1,5 @@
 """`slurmgen.Job`: a handle on one job (a Slurm job or array, or a job run here), from the process that started it or
-any other. It asks the job interface (slurmgen.jobkind), as the CLI does.
+any other. It asks the job interface (slurmgen.backends.interface), as the CLI does.
 
 A handle holds only the job id: every question goes to Slurm (or the local journal) when asked, so two processes
 attached to one job always agree. The journal (where `slurmgen submit` records its jobs, found from the working
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from slurmgen.jobkind import JobHandle
+    from slurmgen.backends.interface import JobHandle
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.slurm.ids import JobId
 
@@ -27,17 +27,21 @@ class Job:
     when there is no Slurm client, UsageError for a local id this directory's journal does not know)."""
 
     def __init__(self, job_id: str | int | JobId, *, client: SlurmClient | None = None) -> None:
+        from slurmgen.backends.registry import claimed
         from slurmgen.slurm.ids import as_job_id, local_label, parse_local_id
 
         local = parse_local_id(job_id) if isinstance(job_id, str) else None
-        self._id = local_label(local) if local is not None else str(as_job_id(job_id).without_step())
+        if isinstance(job_id, str) and claimed(job_id):  # an id of a kind that gives out its own
+            self._id = job_id.strip()
+        else:
+            self._id = local_label(local) if local is not None else str(as_job_id(job_id).without_step())
         self._client = client
         self._handle: JobHandle | None = None
 
     @classmethod
     def from_spec(cls, path: str | Path, *, client: SlurmClient | None = None) -> Job:
         """The last job of a spec file (or job name), submitted or run here, from the journals. No Slurm query."""
-        from slurmgen.jobkind.resolve import handle_of
+        from slurmgen.backends.registry import handle_of
 
         found = handle_of(str(path), client)
         job = cls(found.label, client=client)
@@ -60,9 +64,10 @@ class Job:
 
     @property
     def handle(self) -> JobHandle:
-        """The job interface's handle on this job (slurmgen.jobkind): found on first use, through the journals."""
+        """The job interface's handle on this job (slurmgen.backends.interface): found on first use, through the
+        journals."""
         if self._handle is None:
-            from slurmgen.jobkind.resolve import plain_handle
+            from slurmgen.backends.registry import plain_handle
 
             self._handle = plain_handle(self._id, self._client)
         return self._handle
@@ -113,7 +118,7 @@ class Job:
     def write_logs(self, out: Callable[[bytes], None], rank: int | None = None, node: str | None = None) -> None:
         """Stream the job's logs to `out`, a chunk at a time (a log of any size, little memory); nothing when the
         job has printed nothing yet."""
-        from slurmgen.jobkind.logs import check_choice, write_logs
+        from slurmgen.backends.log_reading import check_choice, write_logs
 
         check_choice(rank, node)
         write_logs(self.handle.logs(rank, node), out)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from slurmgen.slurm.ids import JobId
     from slurmgen.slurm.parse import QueueEntry
 
-from slurmgen.manage.status import UNKNOWN, fold
+from slurmgen.queries.status import UNKNOWN, fold
 
 __all__ = ["UNKNOWN", "fold", "status"]
 

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slurmgen.api.compiling import SpecSource, Warn, compiled
+from slurmgen.backends.interface import Request
 from slurmgen.errors import Problem, SpecError, UsageError
+from slurmgen.submission.source import SpecSource, Warn
 
 if TYPE_CHECKING:
     from slurmgen.api.job import Job
-    from slurmgen.manage.plan import Plan
-    from slurmgen.manage.submit import Submission
-    from slurmgen.manage.sweep_submit import SweepSubmission
-    from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
 
 
@@ -97,98 +93,21 @@ def spec_source(spec: str | Path | JobSpec | Mapping[str, Any], overrides: Mappi
     return SpecSource(path, args)
 
 
-def load_and_render(source: SpecSource, templates: Path | None, warn: Warn) -> tuple[JobSpec, str]:
-    """The spec and its script (see compiled)."""
-    built = compiled(source, templates, warn)
-    return built.spec, built.script
+def request_for(
+    spec: str | Path | JobSpec | Mapping[str, Any],
+    overrides: Mapping[str, object] | None,
+    cluster: str | None,
+    one: str | None = None,
+    many: str | None = None,
+) -> Request:
+    """The submission of `slurmgen.submit` and `slurmgen.submit_sweep`: the spec (see spec_source) under the cluster
+    profile ``cluster`` names (clusters.yaml), as `--cluster` does."""
+    source = spec_source(spec, overrides)
+    if cluster is not None:
+        from slurmgen.spec.profile import find_profile
 
-
-def planned(source: SpecSource, templates: Path | None, base: Path, warn: Warn) -> Plan:
-    """Validate and render (warnings to ``warn``), then plan a submission recorded under ``base``; the plan keeps
-    the exact bytes that were validated (the spec file is read once)."""
-    from slurmgen.journal import new_token
-    from slurmgen.manage.plan import plan
-
-    built = compiled(source, templates, warn)
-    return plan(source.path, built.spec, built.script, base, Path.cwd(), new_token(), source.overrides, built.text)
-
-
-def submit_source(source: SpecSource, templates: Path | None, warn: Warn) -> tuple[Plan, Submission]:
-    """Carry out the plan: settle earlier submissions whose sbatch timed out, then sbatch once. Costs one squeue
-    (only when the journal holds an unresolved submission) and one sbatch; a timed-out sbatch adds up to three
-    squeue lookups by the submission's token, never a second sbatch."""
-    from slurmgen.journal import home
-
-    base = home()
-    p = planned(source, templates, base, warn)
-    refusal = (f"{source.path}: sweep: a sweep is many jobs; submit it with slurmgen.submit_sweep (a Sweep handle) "
-               f"or `slurmgen submit {source.path}`")  # fmt: skip
-    done = submit_any(p, base, warn, single=refusal)
-    assert done.job is not None  # a sweep was refused
-    return p, done.job
-
-
-@dataclass(frozen=True)
-class Submitted:
-    """What a submission gave: the id status/logs/cancel take (a job id, or a sweep's id), the line that says so,
-    and the job's submission (None for a sweep)."""
-
-    label: str
-    message: str
-    job: Submission | None
-
-
-def submit_any(p: Plan, base: Path, warn: Warn, *, single: str | None = None) -> Submitted:
-    """Submit a planned spec: one job, or a sweep's arrays. The one place where a submission is told a sweep from
-    a single job; ``single`` refuses a sweep with that line (a caller that follows one job, as `submit --wait`,
-    or returns one, as slurmgen.submit, cannot take many)."""
-    if p.spec.sweep is None:
-        done = submit_plan(p, base, warn)
-        cluster = f" on cluster {done.cluster}" if done.cluster else ""
-        message = f"submitted job {done.job_id}{cluster}; run dir {p.run_dir}; logs in {p.log_dir}"
-        return Submitted(str(done.job_id), message, done)
-    if single is not None:
-        raise UsageError(single)
-    from slurmgen.slurm.client import SlurmClient
-
-    swept, points = submit_planned(p, base, SlurmClient(), warn)
-    message = (f"submitted sweep {swept.sweep_id}: {points} points as array job(s) {', '.join(map(str, swept.jobs))}; "
-               f"run dir {p.run_dir}; follow it with: slurmgen status {swept.sweep_id}")  # fmt: skip
-    return Submitted(swept.sweep_id, message, None)
-
-
-def dry_run_report(p: Plan, warn: Warn) -> list[str]:
-    """What `submit --dry-run` says on stderr after the script: the files it would write and the sbatch line(s),
-    one per array for a sweep (split at the cluster's MaxArraySize, or Slurm's default when it cannot be read)."""
-    from slurmgen.manage.plan import dry_run_lines
-
-    if p.spec.sweep is None:
-        return dry_run_lines(p)
-    from slurmgen.manage.sweep_plan import dry_run_lines as sweep_lines
-    from slurmgen.manage.sweep_plan import sweep_plan
-    from slurmgen.slurm.client import SlurmClient
-
-    sp = sweep_plan(p, dry_run_max_array_size(SlurmClient(), warn))
-    return [*dry_run_lines(p)[:2], *sweep_lines(sp)]  # the files it would write; then one sbatch line per array
-
-
-def submit_plan(p: Plan, base: Path, warn: Warn) -> Submission:
-    """sbatch one planned job (not a sweep), after settling earlier submissions whose sbatch timed out."""
-    from slurmgen.journal import Journal
-    from slurmgen.manage import submit as submitting
-    from slurmgen.slurm.client import SlurmClient
-
-    client, journal = SlurmClient(), Journal(base)
-    for note in submitting.settle_unresolved(journal, client):
-        warn(note)
-    done = submitting.submit(p, client, journal)
-    if done.recovered:
-        warn(f"note: sbatch timed out, but the job reached Slurm: found job {done.job_id} by its token {p.token}")
-    for problem in done.problems:
-        warn(f"warning: {problem}")
-    for other in done.others:
-        warn(f"warning: job {other} carries the same submission token; check it with `slurmgen status {other}`")
-    return done
+        source = SpecSource(source.path, source.overrides, find_profile(cluster, source.path.parent))
+    return Request(source, one=one, many=many)
 
 
 def _ignore(line: str) -> None:
@@ -213,121 +132,15 @@ def submit(
     ``cluster`` names a cluster profile (clusters.yaml), as `--cluster` does: its defaults go under the spec, and
     with a `host` the job is submitted over ssh with a snapshot of the project around the current directory."""
     from slurmgen.api.job import Job
-    from slurmgen.slurm.ids import as_job_id
+    from slurmgen.backends.registry import backend_for
 
-    source = spec_source(spec, overrides)
-    if cluster is not None:
-        from slurmgen.spec.profile import find_profile
-
-        source = SpecSource(source.path, source.overrides, find_profile(cluster, source.path.parent))
-        if source.profile is not None and source.profile.host is not None:
-            refusal = (f"{source.path}: sweep: a sweep is many jobs; submit it with slurmgen.submit_sweep(..., "
-                       f"cluster={cluster!r}) or `slurmgen submit {source.path} --cluster {cluster}`")  # fmt: skip
-            remote = submit_remote_source(source, None, warn or _ignore, snapshot=True, single=refusal)
-            return Job(as_job_id(remote.label))
-    _, done = submit_source(source, None, warn or _ignore)
-    return Job(as_job_id(done.job_id))
-
-
-def dry_run_max_array_size(client: SlurmClient, warn: Warn) -> int:
-    """The cluster's MaxArraySize for a dry run: Slurm's default (and a note) when it cannot be read."""
-    from slurmgen.errors import SchedulerError, SchedulerMissing
-    from slurmgen.manage.sweep_plan import DEFAULT_MAX_ARRAY_SIZE
-    from slurmgen.manage.sweep_submit import max_array_size
-
-    try:
-        return max_array_size(client)
-    except (SchedulerError, SchedulerMissing) as exc:
-        warn(f"note: cannot read MaxArraySize ({exc}); the dry run assumes Slurm's default {DEFAULT_MAX_ARRAY_SIZE}")
-        return DEFAULT_MAX_ARRAY_SIZE
-
-
-def submit_planned(p: Plan, base: Path, client: SlurmClient, warn: Warn) -> tuple[SweepSubmission, int]:
-    """sbatch every array of a planned sweep (one sbatch per array, split at the cluster's MaxArraySize); the
-    submission and its number of points. One `scontrol show config` and one sbatch per array."""
-    from slurmgen.journal import Journal
-    from slurmgen.manage import submit as submitting
-    from slurmgen.manage.sweep_plan import sweep_plan
-    from slurmgen.manage.sweep_submit import max_array_size, submit_sweep
-
-    journal = Journal(base)
-    for note in submitting.settle_unresolved(journal, client):
-        warn(note)
-    sp = sweep_plan(p, max_array_size(client))
-    done = submit_sweep(sp, client, journal)
-    for problem in done.problems:
-        warn(f"warning: {problem}")
-    return done, sum(len(a.task_ids) for a in sp.arrays)
-
-
-def submit_remote_source(
-    source: SpecSource,
-    templates: Path | None,
-    warn: Warn,
-    *,
-    snapshot: bool,
-    code_dir: str | None = None,
-    single: str | None = None,
-    many: str | None = None,
-) -> Submitted:
-    """Submit to the cluster of ``source.profile`` over ssh (slurmgen.manage.remote_submit): the snapshot of the
-    project around the current directory (or, without one, the job starts in ``code_dir`` on the cluster). One job,
-    or a sweep's arrays; ``single`` refuses a sweep with that line, ``many`` a single job, before anything is sent
-    (see submit_any)."""
-    from slurmgen.journal import Journal, home, new_token
-    from slurmgen.manage.remote_submit import submit_remote
-    from slurmgen.remote.transport import transport_for
-    from slurmgen.script.build import build_file
-
-    profile = source.profile
-    if profile is None or profile.host is None:
-        raise UsageError("a remote submission needs a cluster profile with a host")
-    if not snapshot and code_dir is None:
-        raise UsageError("--no-snapshot: say where the code is on the cluster with --set chdir=/path/on/the/cluster")
-
-    def compile_spec(extra: list[str]) -> tuple[JobSpec, str]:
-        """The spec alone first (its output, chdir and setup place the run; no render), then with the run's
-        placement the script: the spec's warnings are said once."""
-        from slurmgen.script.build import check_file
-
-        if not extra:
-            checked = check_file(source.path, list(source.overrides), Path.cwd(), profile)
-            if single is not None and checked.spec.sweep is not None:
-                raise UsageError(single)
-            if many is not None and checked.spec.sweep is None:
-                raise UsageError(many)
-            said.update(str(p) for p in checked.warnings)
-            for problem in checked.warnings:
-                warn(f"warning: {problem}")
-            return checked.spec, ""
-        built = build_file(source.path, [*source.overrides, *extra], templates, Path.cwd(), profile)
-        for problem in built.warnings:  # the script doctor's, on the script that is submitted
-            if str(problem) not in said:
-                warn(f"warning: {problem}")
-        return built.spec, built.script
-
-    said: set[str] = set()
-
-    import time
-
-    done = submit_remote(
-        compile_spec,
-        profile,
-        transport_for(profile.name, profile.host, profile.control_persist),
-        project=Path.cwd() if snapshot else None,
-        code_dir=code_dir,
-        token=new_token(),
-        journal=Journal(home()),
-        spec_path=source.path.resolve(),
-        clock=time.time,
-        warn=warn,
-        overrides=source.overrides,
-    )
-    sent = "" if done.upload is None else f" ({done.upload.files_sent} files, {done.upload.bytes_sent} bytes sent)"
-    code = f"snapshot {done.snapshot[:12]}{' dirty' if done.dirty else ''}{sent}" if done.snapshot else done.code_dir
-    if done.arrays:
-        message = (f"submitted sweep {done.job_id} on cluster {done.cluster} as array job(s) {', '.join(done.arrays)}; "
-                   f"code {code}; logs in {done.log_dir}; follow it with: slurmgen status {done.job_id}")  # fmt: skip
+    request = request_for(spec, overrides, cluster)
+    path = request.source.path
+    if cluster is None:
+        where = f"slurmgen.submit_sweep (a Sweep handle) or `slurmgen submit {path}`"
     else:
-        message = f"submitted job {done.job_id} on cluster {done.cluster}; code {code}; logs in {done.log_dir}"
-    return Submitted(done.job_id, message, None)
+        where = f"slurmgen.submit_sweep(..., cluster={cluster!r}) or `slurmgen submit {path} --cluster {cluster}`"
+    refusal = f"{path}: sweep: a sweep is many jobs; submit it with {where}"
+    request = Request(request.source, one=refusal)
+    done = backend_for(request.source.profile).launch(request, warn or _ignore)
+    return Job(done.label)

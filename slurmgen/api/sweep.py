@@ -13,15 +13,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slurmgen.backends.interface import Request
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
     from slurmgen.api.job import Job
-    from slurmgen.jobkind.groups import LocalGroup, SlurmSweep
-    from slurmgen.manage.sweep_record import SweepRecord
-    from slurmgen.manage.sweep_status import PointRow
+    from slurmgen.backends.emulated.group import LocalGroup
+    from slurmgen.backends.slurm_here.sweep import SlurmSweep
+    from slurmgen.queries.sweep_status import PointRow
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
+    from slurmgen.submission.sweep_record import SweepRecord
 
 Warn = Callable[[str], None]
 
@@ -30,7 +32,7 @@ def record_of(text: str) -> SweepRecord | None:
     """The sweep ``text`` names (its id, spec file, job name, or any job id of it), from the journal; None when it
     names no sweep. No Slurm query."""
     from slurmgen.journal import Journal, find_home
-    from slurmgen.manage.sweep_record import load_record, sweep_id_of
+    from slurmgen.submission.sweep_record import load_record, sweep_id_of
 
     jobs = Journal(find_home()).jobs()
     sweep_id = sweep_id_of(text, jobs)
@@ -40,11 +42,11 @@ def record_of(text: str) -> SweepRecord | None:
 class Sweep:
     """One sweep, submitted to Slurm or run here (`slurmgen run` of a spec with sweep:). `Sweep("<sweep id>")` (or
     its spec, name, or any job id of it) attaches from any process that finds the journal it was recorded in;
-    nothing is asked until a method asks. It asks the job interface's sweep handle (slurmgen.jobkind.groups), as
+    nothing is asked until a method asks. It asks the job interface's sweep handle (slurmgen.backends.groups), as
     `slurmgen status/cancel SWEEP` do."""
 
     def __init__(self, sweep: str | Path, *, client: SlurmClient | None = None) -> None:
-        from slurmgen.jobkind.resolve import group_of
+        from slurmgen.backends.registry import group_of
 
         self._group: SlurmSweep | LocalGroup = group_of(str(sweep), client)
         self._client = client
@@ -52,7 +54,7 @@ class Sweep:
     @classmethod
     def for_record(cls, record: SweepRecord, *, client: SlurmClient | None = None) -> Sweep:
         """The handle of a sweep whose journal record is read already. No Slurm query."""
-        from slurmgen.jobkind.resolve import sweep_handle
+        from slurmgen.backends.registry import sweep_handle
 
         handle = cls.__new__(cls)
         handle._group, handle._client = sweep_handle(record, client), client
@@ -80,7 +82,7 @@ class Sweep:
     def rows(self) -> list[PointRow]:
         """Every point's latest attempt (index, values, array task, state, restarts, elapsed, exit): the rows of
         `slurmgen status SWEEP`. One squeue call for the whole sweep (none for a sweep run here)."""
-        from slurmgen.jobkind.resolve import group_of
+        from slurmgen.backends.registry import group_of
 
         self._group = group_of(self.id, self._client)  # a resubmission from another process adds arrays
         return self._group.rows()
@@ -108,7 +110,7 @@ class Sweep:
     def wait(self, timeout: float | None = None, *, sleep: Callable[[float], None] = time.sleep) -> dict[int, str]:
         """Wait until no point is pending or running; the final states. One squeue call per poll, every 2 s backing
         off to 30 s while nothing changes; TimeoutError after ``timeout`` seconds (the sweep goes on)."""
-        from slurmgen.manage.sweep_status import GONE
+        from slurmgen.queries.sweep_status import GONE
         from slurmgen.slurm.ids import JobState
 
         finals = {s.name for s in JobState if s.is_terminal} | {GONE}
@@ -173,23 +175,11 @@ def submit_sweep(
     """Validate, render and submit a spec with `sweep:` as Slurm job arrays (see slurmgen.submit for ``spec``,
     ``overrides``, ``warn`` and ``cluster``); the sweep's handle. One `scontrol show config` and one sbatch per
     array (over ssh: one once-only submit call per array, after the snapshot)."""
-    from slurmgen.api.compiling import SpecSource
-    from slurmgen.api.submitting import planned, spec_source, submit_planned, submit_remote_source
-    from slurmgen.journal import home
-    from slurmgen.slurm.client import SlurmClient
+    from slurmgen.api.submitting import request_for
+    from slurmgen.backends.registry import backend_for
 
-    source = spec_source(spec, overrides)
-    if cluster is not None:
-        from slurmgen.spec.profile import find_profile
-
-        source = SpecSource(source.path, source.overrides, find_profile(cluster, source.path.parent))
-        if source.profile is not None and source.profile.host is not None:
-            refusal = f"{source.path}: has no sweep: field; submit it with slurmgen.submit"
-            return Sweep(submit_remote_source(source, None, warn or _ignore, snapshot=True, many=refusal).label)
-    base = home()
-    p = planned(source, None, base, warn or _ignore)
-    if p.spec.sweep is None:
-        raise UsageError(f"{source.path}: has no sweep: field; submit it with slurmgen.submit")
-    client = SlurmClient()
-    done, _ = submit_planned(p, base, client, warn or _ignore)
-    return Sweep(done.sweep_id, client=client)
+    request = request_for(spec, overrides, cluster)
+    refusal = f"{request.source.path}: has no sweep: field; submit it with slurmgen.submit"
+    request = Request(request.source, many=refusal)
+    done = backend_for(request.source.profile).launch(request, warn or _ignore)
+    return Sweep(done.label)

@@ -7,6 +7,7 @@ line and an exit code.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from difflib import get_close_matches
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,26 +23,65 @@ if TYPE_CHECKING:
         Context,
     )  # typer carries its own click (typer/_click); the top-level click is not it
 
-# Each command and the module under slurmgen.cli that defines it, in the order `slurmgen --help` lists them. A
-# module is imported, and its command made into a click command, only when that command runs or help lists it:
-# typer turns a command's signature into click parameters at every start, some milliseconds each, so a
-# `slurmgen render` that built all fourteen was slower than one that builds its own. tests/cli/test_cli_commands.py
-# checks this table against the modules.
-COMMANDS = {
-    "render": "spec_commands",
-    "validate": "spec_commands",
-    "schema": "spec_commands",
-    "submit": "job_commands",
-    "requeue": "job_commands",
-    "resume": "job_commands",
-    "status": "job_commands",
-    "logs": "job_commands",
-    "cancel": "job_commands",
-    "run": "local_commands",
-    "doctor": "site_commands",
-    "history": "site_commands",
-    "resubmit": "sweep_commands",
-    "report": "report_commands",
+# Each command's module under slurmgen.cli is imported, and its command made into a click command, only when that
+# command runs or help lists it: typer turns a command's signature into click parameters at every start, some
+# milliseconds each, so a `slurmgen render` that built all fourteen was slower than one that builds its own. Each
+# loader below imports its module by a plain import statement and is named after it.
+
+
+def spec_commands() -> typer.Typer:
+    from slurmgen.cli import spec_commands as module
+
+    return module.commands
+
+
+def job_commands() -> typer.Typer:
+    from slurmgen.cli import job_commands as module
+
+    return module.commands
+
+
+def local_commands() -> typer.Typer:
+    from slurmgen.cli import local_commands as module
+
+    return module.commands
+
+
+def site_commands() -> typer.Typer:
+    from slurmgen.cli import site_commands as module
+
+    return module.commands
+
+
+def sweep_commands() -> typer.Typer:
+    from slurmgen.cli import sweep_commands as module
+
+    return module.commands
+
+
+def report_commands() -> typer.Typer:
+    from slurmgen.cli import report_commands as module
+
+    return module.commands
+
+
+# Each command and the loader of the module that defines it, in the order `slurmgen --help` lists them.
+# tests/cli/test_cli_commands.py checks this table against the modules.
+COMMANDS: dict[str, Callable[[], typer.Typer]] = {
+    "render": spec_commands,
+    "validate": spec_commands,
+    "schema": spec_commands,
+    "submit": job_commands,
+    "requeue": job_commands,
+    "resume": job_commands,
+    "status": job_commands,
+    "logs": job_commands,
+    "cancel": job_commands,
+    "run": local_commands,
+    "doctor": site_commands,
+    "history": site_commands,
+    "resubmit": sweep_commands,
+    "report": report_commands,
 }
 
 
@@ -84,18 +124,17 @@ def load_command(name: str) -> Command:
     """The click command of COMMANDS[name], made as typer makes the commands of an app added with add_typer
     (typer.main.get_command_from_info and get_command_name, the functions typer's own get_command calls for each
     command of an app)."""
-    import importlib
-
     import typer.main
 
-    commands: typer.Typer = importlib.import_module(f"slurmgen.cli.{COMMANDS[name]}").commands
+    loader = COMMANDS[name]
+    commands = loader()
     for info in commands.registered_commands:
         assert info.callback is not None
         if (info.name or typer.main.get_command_name(info.callback.__name__)) == name:
             return typer.main.get_command_from_info(
                 info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
             )
-    raise LookupError(f"slurmgen.cli.{COMMANDS[name]} defines no command {name!r}")
+    raise LookupError(f"slurmgen.cli.{loader.__name__} defines no command {name!r}")
 
 
 app = typer.Typer(

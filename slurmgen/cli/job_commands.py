@@ -1,7 +1,7 @@
 """The job commands: submit, requeue, resume, status, logs, cancel. Thin: parse, call a module, print, exit.
 
-Every command on an existing job asks a handle of the job interface (slurmgen.jobkind), whatever the job is (a
-Slurm job, a job run here, a sweep or one point of it), and never looks at its kind: tests/cli checks that.
+Every command on an existing job asks a handle of the job interface (slurmgen.backends.interface), whatever the job is
+(a Slurm job, a job run here, a sweep or one point of it), and never looks at its kind: tests/cli checks that.
 
 Results (a job id, a table, log text) go to stdout and human messages to stderr, so `JOB=$(slurmgen submit x.yaml)`
 works. Errors are raised and printed once by slurmgen.cli.app.main. Imports are inside the commands: the CLI's start-up
@@ -21,40 +21,14 @@ from slurmgen.cli.output import err
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
-    from slurmgen.jobkind import JobHandle, Report
-    from slurmgen.manage.plan import Plan
-    from slurmgen.slurm.client import SlurmClient
-    from slurmgen.slurm.showjob import JobInfo
+    from slurmgen.backends.interface import Backend, JobHandle, Report, Request
 
 commands = typer.Typer()
 
 
-def planned(spec: Path, overrides: list[str], templates: Path | None, base: Path) -> Plan:
-    """Validate, render (warnings on stderr) and plan a submission recorded under ``base``."""
-    from slurmgen.api.compiling import SpecSource
-    from slurmgen.api.submitting import planned as api_planned
-
-    return api_planned(SpecSource(spec, tuple(overrides)), templates, base, err)
-
-
-def submit_spec(spec: Path, overrides: list[str], templates: Path | None, single: bool = False) -> str:
-    """Submit a spec (one job or a sweep) through the API's path (slurmgen.submit's): warnings and a summary on
-    stderr, the id that status/logs/cancel take alone on stdout; that id."""
-    from slurmgen.api.submitting import submit_any
-    from slurmgen.journal import home
-
-    base = home()
-    p = planned(spec, overrides, templates, base)
-    done = submit_any(p, base, err, single="--wait follows one job; follow a sweep with `slurmgen status SWEEP`"
-                      if single else None)  # fmt: skip
-    err(done.message)
-    print(done.label, flush=True)
-    return done.label
-
-
 def handle(text: str, point: int | None = None) -> JobHandle:
     """The job, sweep or sweep point a JOB argument (and --point) names, whatever its kind; notes on stderr."""
-    from slurmgen.jobkind.resolve import handle_of
+    from slurmgen.backends.registry import handle_of
 
     found = handle_of(text)
     for note in found.notes:
@@ -73,7 +47,7 @@ def show(report: Report) -> None:
 
 
 @commands.command("submit", short_help="Validate, render and submit a job; print its id.")
-def submit_command(
+def on_submit(
     spec: SpecArg,
     set_: SetOpt = None,
     templates: TemplatesOpt = None,
@@ -88,87 +62,66 @@ def submit_command(
     ] = False,
 ) -> None:
     """Validate, render and submit a job; print its id alone on stdout."""
+    from slurmgen.backends.interface import Request, unsupported
+    from slurmgen.backends.registry import backend_for
+    from slurmgen.submission.source import SpecSource
+
+    overrides = list(set_ or [])
+    profile = None
     if cluster is not None:
-        _submit_to_cluster(spec, list(set_ or []), templates, cluster, no_snapshot, dry_run or test_only or wait)
-        return
+        from slurmgen.cli.spec_commands import cluster_profile
+
+        profile = cluster_profile(cluster, spec)
+    backend = backend_for(profile)
+    for asked, question in ((dry_run, "dry_run"), (test_only, "would_run"), (wait, "follow")):
+        if asked and question in backend.cannot:
+            raise unsupported(backend, question)
     if dry_run and (test_only or wait):
         raise UsageError("--dry-run submits nothing: it cannot be combined with --test-only or --wait")
     if test_only and wait:
         raise UsageError("--test-only submits nothing, so there is nothing to --wait for")
-    overrides = list(set_ or [])
+    request = Request(SpecSource(spec, tuple(overrides), profile), templates, _code_dir(overrides), not no_snapshot)
     if wait:
-        _submit_and_wait(spec, overrides, templates)
-    if not (dry_run or test_only):
-        submit_spec(spec, overrides, templates)
-        return
-    from slurmgen.api.submitting import dry_run_report
-    from slurmgen.journal import home
-
-    p = planned(spec, overrides, templates, home())
+        _submit_and_wait(backend, request)
     if dry_run:
-        from slurmgen.script.directives import sq
-        from slurmgen.spec.secrets import mask
-
-        sys.stdout.write(mask(p.script, p.spec.env, sq))  # what a terminal or a CI log shows: no token
-        for line in dry_run_report(p, err):
+        shown = backend.dry_run(request, err)
+        sys.stdout.write(shown.script)
+        for line in shown.lines:
             err(line)
         return
-    from slurmgen.manage.submit import would_run
-    from slurmgen.slurm.client import SlurmClient
-
-    result = would_run(p, SlurmClient())
-    start = result.start.isoformat(sep=" ") if result.start else "an unknown time"
-    print(
-        f"job {p.spec.name} can run: it would start at {start} on {result.nodes} "
-        f"(partition {result.partition}, {result.processors} processors)"
-    )
-
-
-def _submit_to_cluster(
-    spec: Path, overrides: list[str], templates: Path | None, cluster: str, no_snapshot: bool, other: bool
-) -> None:
-    """`submit --cluster NAME`: over ssh to the profile's host; a profile without host is this machine, where the
-    submission is the usual one with the profile's defaults under the spec."""
-    import json
-
-    from slurmgen.api.compiling import SpecSource
-    from slurmgen.api.submitting import submit_any, submit_remote_source
-    from slurmgen.cli.spec_commands import cluster_profile
-    from slurmgen.journal import home
-
-    profile = cluster_profile(cluster, spec)
-    assert profile is not None
-    source = SpecSource(spec, tuple(overrides), profile)
-    if profile.host is None:
-        from slurmgen.api.submitting import planned as api_planned
-
-        done = submit_any(api_planned(source, templates, home(), err), home(), err)
-    else:
-        if other:
-            raise UsageError(
-                "--cluster with a host submits over ssh: --dry-run, --test-only and --wait are not there yet"
-            )
-        code_dir = None
-        if no_snapshot:
-            chdir = [o.partition("=")[2] for o in overrides if o.partition("=")[0].strip() == "chdir"]
-            code_dir = json.loads(chdir[-1]) if chdir and chdir[-1].startswith('"') else (chdir[-1] if chdir else None)
-        done = submit_remote_source(source, templates, err, snapshot=not no_snapshot, code_dir=code_dir)
+    if test_only:
+        print(backend.would_run(request, err))
+        return
+    done = backend.launch(request, err)
     err(done.message)
     print(done.label, flush=True)
 
 
-def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -> None:
+def _code_dir(overrides: list[str]) -> str | None:
+    """Where the code is when it is not shipped (`--no-snapshot`): --set chdir=DIR, the last one given."""
+    import json
+
+    chdir = [o.partition("=")[2] for o in overrides if o.partition("=")[0].strip() == "chdir"]
+    return str(json.loads(chdir[-1])) if chdir and chdir[-1].startswith('"') else (chdir[-1] if chdir else None)
+
+
+def _submit_and_wait(backend: Backend, request: Request) -> None:
     """Submit, follow the job to its end and exit with its code; slurmgen's own failures exit 125 (wait.py)."""
+    from slurmgen.backends.interface import Request
     from slurmgen.cli.output import report
     from slurmgen.errors import SlurmgenError
     from slurmgen.exit_codes import EXIT_WAIT_ERROR
-    from slurmgen.manage.wait import result_line
-    from slurmgen.slurm.client import SlurmClient
+    from slurmgen.queries.wait import result_line
 
     job = ""
     try:
-        job = submit_spec(spec, overrides, templates, single=True)
-        _wait(SlurmClient(), job)
+        one = Request(request.source, request.templates, request.code_dir, request.snapshot,
+                      one="--wait follows one job; follow a sweep with `slurmgen status SWEEP`")  # fmt: skip
+        done = backend.launch(one, err)
+        err(done.message)
+        job = done.label
+        print(job, flush=True)
+        _wait(backend, job)
     except SlurmgenError as exc:
         report(exc)
         err(f"slurmgen: exiting {EXIT_WAIT_ERROR}: slurmgen or Slurm failed, not the job (see the line above)")
@@ -176,25 +129,20 @@ def _submit_and_wait(spec: Path, overrides: list[str], templates: Path | None) -
         raise typer.Exit(EXIT_WAIT_ERROR) from None
 
 
-def _wait(client: SlurmClient, job: str) -> None:
-    from slurmgen.journal import Journal, find, find_home
-    from slurmgen.manage.history import last_failing
-    from slurmgen.manage.targets import Target
-    from slurmgen.manage.wait import follow, result_line
-    from slurmgen.slurm.ids import parse_job_id
+def _wait(backend: Backend, job: str) -> None:
+    from slurmgen.queries.wait import result_line
 
     progress = Progress()
-    target = Target(parse_job_id(job), find(Journal(find_home()).jobs(), job))  # the job just submitted
     try:
-        result = follow(client, target.job, progress)
+        result = backend.follow(job, progress)
     except KeyboardInterrupt:
         progress.close()
         err(f"stopped waiting; job {job} goes on (slurmgen status {job}, slurmgen cancel {job})")
         raise typer.Exit(130) from None
     progress.close()
-    failing = last_failing(target, client.show_jobs(target.job)) if result.exit_code else None
+    failing = result.failing
     err(f"slurmgen: {result.message}" + (f"; {failing} failed first" if failing else ""))
-    print(result_line(result.job or job, result.state, result.exit_code, failing), flush=True)
+    print(result_line(result.job, result.state, result.exit_code, failing), flush=True)
     raise typer.Exit(result.exit_code)
 
 
@@ -209,11 +157,9 @@ class Progress:
         self.clock = time.monotonic
         self.start = self.clock()
 
-    def __call__(self, infos: list[JobInfo]) -> None:
-        from slurmgen.manage.wait import describe
+    def __call__(self, line: str) -> None:
         from slurmgen.slurm.times import format_duration
 
-        line = describe(infos)
         if self.tty:
             sys.stderr.write(f"\r\x1b[K[{format_duration(int(self.clock() - self.start))}] {line}")
             sys.stderr.flush()
@@ -248,7 +194,7 @@ def status_command(
     job: Annotated[str | None, typer.Argument(metavar="JOB", help="A job id or spec; default: recent jobs.")] = None,
 ) -> None:
     """A table of job states: one job (or array, or sweep), or the recent jobs of the journal."""
-    from slurmgen.jobkind.resolve import recent
+    from slurmgen.backends.registry import recent
 
     show(recent() if job is None else handle(job).status())
 
@@ -273,8 +219,8 @@ def logs_command(
 ) -> None:
     """Print the batch log, the per-node logs and the ranks' logs of a job (all requeued runs: they are appended).
     A job with no log yet (still pending) prints nothing, and says so on stderr."""
-    from slurmgen.jobkind.logs import check_choice, failed_first, write_logs
-    from slurmgen.manage import logs as lg
+    from slurmgen.backends.log_reading import check_choice, failed_first, write_logs
+    from slurmgen.queries import logs as lg
 
     check_choice(rank, node)
     chosen = handle(job, point)

@@ -1,7 +1,7 @@
 """`slurmgen report JOB`: what a job's time went to (goodput, the badput buckets, the checkpoint advice), for a
 job, a sweep or a local job, while it runs or after. `--json` prints the data (schema in docs/goodput.md),
 `--html FILE` writes the timeline picture. Thin: the job interface's handle
-gives the report (slurmgen.jobkind.goodput_view); this prints it.
+gives the report (slurmgen.queries.goodput_view); this prints it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def report_command(
 ) -> None:
     """Goodput and where the rest of the time went (queue, start-up, saves, restores, redone steps, recovery,
     hangs), with checkpoint-interval advice. Works while the job runs and after it has left the queue."""
-    from slurmgen.jobkind.resolve import handle_of
+    from slurmgen.backends.registry import handle_of
 
     found = handle_of(job).goodput()  # a job, an array, a sweep, run here or on Slurm: one interface
     if html is not None:

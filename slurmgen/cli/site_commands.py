@@ -1,5 +1,5 @@
 """`slurmgen doctor` and `slurmgen history`: what this cluster does to a job on preemption, and what each run of a
-job did. Thin: parse, call slurmgen.manage.doctor / .history, print. Reports go to stdout, messages to stderr;
+job did. Thin: parse, call slurmgen.doctor.site / .history, print. Reports go to stdout, messages to stderr;
 errors are raised and printed once by slurmgen.cli.app.main.
 """
 
@@ -31,10 +31,10 @@ def doctor_command(
     """What preemption and the time limit will do to a job here: whether a preempted job is requeued or
     cancelled, how long it has to save before it is killed, whether it is warned by its signal first, and what
     could go wrong, with the fix. Without a Slurm client, with a SPEC: what the spec alone shows."""
+    from slurmgen.backends.registry import backend_for
+    from slurmgen.doctor import site as doctor
     from slurmgen.journal import Journal, find_home
-    from slurmgen.manage import doctor
     from slurmgen.script.build import check_file
-    from slurmgen.slurm.client import SlurmClient
 
     facts, last = None, None
     if spec is not None and not spec.exists() and not set_:
@@ -45,12 +45,7 @@ def doctor_command(
         from slurmgen.spec.profile import find_profile
 
         profile = find_profile(cluster, None if spec is None else spec.parent)
-    client = SlurmClient()
-    if profile is not None and profile.host is not None:  # that cluster's Slurm, through its shared connection
-        from slurmgen.remote.remote_status import transport_runner
-        from slurmgen.remote.transport import transport_for
-
-        client = SlurmClient(run=transport_runner(transport_for(profile.name, profile.host, profile.control_persist)))
+    client = backend_for(profile).site_client()  # that cluster's Slurm (over ssh: through its shared connection)
     if spec is not None:
         checked = check_file(spec, set_ or [], Path.cwd(), profile)
         warn_all(checked.warnings)  # the same warnings as render, validate, submit and run
@@ -63,13 +58,13 @@ def doctor_command(
     except SchedulerMissing as exc:
         if facts is None:
             raise
-        from slurmgen.manage.doctor_offline import render_offline
+        from slurmgen.doctor.offline import render_offline
 
         print(render_offline(facts, last, str(exc)), end="")
         return  # the image check needs the cluster too: render_offline lists it
     print(report, end="")
     if spec is not None and checked.spec.container is not None:
-        from slurmgen.manage.doctor_image import check_image
+        from slurmgen.doctor.image import check_image
 
         found = check_image(checked.spec)  # one short step on a node: the image and its python and torch
         if found is not None:
@@ -80,7 +75,7 @@ def doctor_command(
 
 def _doctor_job(job: str) -> None:
     """`slurmgen doctor JOB`: the checkpoint-interval advice from the job's measured saves and interruptions."""
-    from slurmgen.jobkind.resolve import handle_of
+    from slurmgen.backends.registry import handle_of
 
     print("\n".join(handle_of(job).goodput().advice()))
 
@@ -90,7 +85,7 @@ def history_command(job: JobArg, point: PointOpt = None) -> None:
     """One row per run of a job: start, end, nodes, exit code, cause, who requeued, the save. Works after the job
     has left the queue."""
     from slurmgen import run_history
-    from slurmgen.manage import history
+    from slurmgen.queries import history
 
     chosen = handle(job, point)
     log_dirs, why_none = chosen.history_dirs()

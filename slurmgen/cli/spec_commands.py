@@ -33,8 +33,8 @@ def cluster_profile(cluster: str | None, spec: Path) -> ClusterProfile | None:
 def compiled(spec: Path, overrides: list[str], templates: Path | None, cluster: str | None = None) -> Build:
     """The compile step (slurmgen.script.build) from this directory, through the API's path; its warnings go to
     stderr."""
-    from slurmgen.api.compiling import SpecSource
-    from slurmgen.api.compiling import compiled as api_compiled
+    from slurmgen.submission.source import SpecSource
+    from slurmgen.submission.source import compiled as api_compiled
 
     return api_compiled(SpecSource(spec, tuple(overrides), cluster_profile(cluster, spec)), templates, err)
 

@@ -1,5 +1,5 @@
 """Sweeps on the command line: what `render` says of a sweep, and resubmit. `status`, `logs`, `cancel` and
-`history` of a sweep (and its --point) go through the job interface like any job (slurmgen.jobkind).
+`history` of a sweep (and its --point) go through the job interface like any job (slurmgen.backends.interface).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ commands = typer.Typer()
 def render_lines(spec: JobSpec) -> list[str]:
     """What `render` says of a sweep on stderr: the arrays it would make (with Slurm's default MaxArraySize;
     submit reads the cluster's) and each point's values."""
-    from slurmgen.manage.sweep_plan import DEFAULT_MAX_ARRAY_SIZE, split
+    from slurmgen.submission.sweep_plan import DEFAULT_MAX_ARRAY_SIZE, split
 
     sweep = spec.sweep
     assert sweep is not None
@@ -47,7 +47,7 @@ def resubmit_command(
     points: PointsOpt = None,
 ) -> None:
     """Rerun some points of a sweep as a new array, with the same values (the first submission's script)."""
-    from slurmgen.jobkind.resolve import group_of
+    from slurmgen.backends.registry import group_of
 
     if failed == (points is not None):
         raise UsageError("give exactly one of --failed or --points I,J")

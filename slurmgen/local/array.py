@@ -26,10 +26,10 @@ from slurmgen.journal import home
 from slurmgen.local import jobenv, local_jobs, setup
 from slurmgen.local.local_jobs import KEY_EXTRA, PARAMS_EXTRA, POINT_EXTRA, SWEEP_EXTRA, VALUES_EXTRA
 from slurmgen.local.runner import LocalJob, Runner
-from slurmgen.manage.logs import label
-from slurmgen.manage.sweep_plan import expand
+from slurmgen.queries.logs import label
 from slurmgen.slurm.ids import local_label
 from slurmgen.spec.model import JobSpec
+from slurmgen.submission.sweep_plan import expand
 
 POLL = 0.1
 

@@ -15,7 +15,7 @@ from slurmgen.exit_codes import EXIT_REHEARSAL_MISSED
 from slurmgen.journal import home
 from slurmgen.local import jobenv, local_jobs, rehearse, setup
 from slurmgen.local.runner import LocalJob, Runner
-from slurmgen.manage.logs import label
+from slurmgen.queries.logs import label
 from slurmgen.slurm.ids import local_label, parse_local_id
 from slurmgen.spec.model import JobSpec
 
@@ -251,7 +251,7 @@ def resume_local(
     shape = _shape(loaded.spec, record.job_id, submit_dir, loaded.gpus)
     job = LocalJob(loaded.spec, script, paths, shape)
     if (paths.task_logs / "history").is_dir():
-        # Credited to this command, as `slurmgen resume` credits a cluster requeue (slurmgen.manage.resume), before
+        # Credited to this command, as `slurmgen resume` credits a cluster requeue (slurmgen.queries.resume), before
         # the next run starts and would take the restart for someone else's.
         run_history.append(str(paths.task_logs), "resume", run_history.REQUEUE, record.runs, time.time())
     return _start(job, source, options, base, (*loaded.notes, *notes), env, out, clock, restart=record.runs)

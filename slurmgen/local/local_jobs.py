@@ -19,9 +19,9 @@ from slurmgen.atomic import write_text
 from slurmgen.errors import UsageError
 from slurmgen.journal import Entry, Journal
 from slurmgen.local import jobenv, procs
-from slurmgen.manage.status import Row, when
-from slurmgen.manage.targets import LOCAL_KEY
+from slurmgen.queries.status import Row, when
 from slurmgen.slurm.ids import local_label
+from slurmgen.submission.targets import LOCAL_KEY
 
 if TYPE_CHECKING:
     from slurmgen.local.setup import Paths

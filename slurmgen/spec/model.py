@@ -1,6 +1,6 @@
 """The job spec as the rest of slurmgen sees it: frozen values with every default resolved.
 
-Built by slurmgen.spec.load from a YAML file; rendered by slurmgen.script, planned by slurmgen.manage. The fields
+Built by slurmgen.spec.load from a YAML file; rendered by slurmgen.script, planned by slurmgen.submission. The fields
 are declared once, in the field table (spec/fields.py); spec/model_fields.py is generated from it.
 """
 

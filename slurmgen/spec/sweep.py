@@ -20,7 +20,7 @@ from slurmgen.spec.yaml_source import FieldPath
 if TYPE_CHECKING:
     from slurmgen.spec.sweep_points import Value
 
-MAX_POINTS = 100_000  # the script's size limits a sweep first (slurmgen.manage.sweep_plan.MAX_SCRIPT_BYTES)
+MAX_POINTS = 100_000  # the script's size limits a sweep first (slurmgen.submission.sweep_plan.MAX_SCRIPT_BYTES)
 DISTRIBUTIONS = ("choice", "uniform", "loguniform", "randint")
 KEYS = ("grid", "points", "random", "max_parallel")
 

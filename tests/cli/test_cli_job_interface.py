@@ -1,5 +1,5 @@
-"""One job interface (slurmgen.jobkind): the CLI's job commands ask a handle and never test what kind of job it
-is, and a job with no log yet has empty logs (a notebook polling a queued job's logs must not crash)."""
+"""One job interface (slurmgen.backends.interface): the CLI's job commands ask a handle and never test what kind of job
+it is, and a job with no log yet has empty logs (a notebook polling a queued job's logs must not crash)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from .cli_setup import install_fake, run
 
 CLI = Path(slurmgen.__file__).parent / "cli"
 JOB_COMMANDS = ("job_commands.py", "site_commands.py")  # submit/requeue/resume/status/logs/cancel; history
-KIND_WORDS = {"local", "slurm", "sweep", "remote"}
-KIND_MODULES = ("slurmgen.local", "slurmgen.jobkind.local_job", "slurmgen.jobkind.slurm_job", "slurmgen.jobkind.groups",
-                "slurmgen.manage.sweep_record", "slurmgen.api.sweep", "slurmgen.cli.sweep_commands")  # fmt: skip
+KIND_WORDS = {"local", "slurm", "sweep", "remote", "host"}
+KIND_MODULES = ("slurmgen.local", "slurmgen.backends.emulated", "slurmgen.backends.slurm_here",
+                "slurmgen.backends.slurm_ssh", "slurmgen.backends.groups", "slurmgen.remote",
+                "slurmgen.submission.sweep_record", "slurmgen.api.sweep", "slurmgen.cli.sweep_commands")  # fmt: skip
 
 
 def kind_branches(source: str) -> list[str]:

@@ -12,7 +12,7 @@ from fake_slurm import FakeSlurm
 from history_events import T0, write_three_runs
 from recorded import DATA, SLURM_DATA
 
-from slurmgen.manage.status import when
+from slurmgen.queries.status import when
 
 from .cli_setup import install_fake, run
 

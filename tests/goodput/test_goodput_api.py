@@ -17,10 +17,10 @@ from goodput.test_goodput import T0, crash_hang_preempt, ev
 from slurmgen import run_history as rh
 from slurmgen.goodput import summary
 from slurmgen.journal import Entry, Journal
-from slurmgen.manage import fanout, goodput_files
-from slurmgen.manage.sweep_record import SweepRecord
-from slurmgen.manage.sweep_submit import OFFSET_KEY, SWEEP_KEY, TASKS_KEY
+from slurmgen.queries import fanout, goodput_files
 from slurmgen.spec.sweep_points import SweepSpec
+from slurmgen.submission.sweep_record import SweepRecord
+from slurmgen.submission.sweep_submit import OFFSET_KEY, SWEEP_KEY, TASKS_KEY
 
 
 def write(log_dir: Path, events: list[dict[str, Any]]) -> None:
@@ -67,7 +67,7 @@ def test_sweep_report_rolls_up_its_points(tmp_path: Path) -> None:
 def test_a_sweep_report_spread_over_forked_children_is_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A large sweep's points are read and reported in forked children (manage/fanout.py): the same roll-up."""
+    """A large sweep's points are read and reported in forked children (queries/fanout.py): the same roll-up."""
     array = entry(tmp_path, "200", **{SWEEP_KEY: "s1", OFFSET_KEY: 0, TASKS_KEY: "0-5"})
     record = SweepRecord("s1", (array,), SweepSpec(("lr",), tuple((k / 10,) for k in range(6)), None), {})
     for p in range(6):

@@ -17,10 +17,10 @@ from slurmgen.errors import UsageError
 from slurmgen.journal import Entry, find_home
 from slurmgen.local import setup
 from slurmgen.local.fake_scontrol import ENDING, show_job
-from slurmgen.manage.targets import resolve
 from slurmgen.slurm.ids import parse_local_id
 from slurmgen.slurm.showjob import job_info, parse_show_job
 from slurmgen.spec.load import load_file
+from slurmgen.submission.targets import resolve
 
 QUICK = """\
 name: quick

@@ -8,8 +8,8 @@ from fake_slurm import FakeSlurm
 from recorded import recorded_text
 
 from slurmgen.errors import SchedulerError, UsageError
-from slurmgen.manage.control import plan_cancel, plan_requeue, requeue_job, signal_route
-from slurmgen.manage.wait import follow, outcome
+from slurmgen.queries.control import plan_cancel, plan_requeue, requeue_job, signal_route
+from slurmgen.queries.wait import follow, outcome
 from slurmgen.signal_names import require_signal_name as signal_name
 from slurmgen.slurm.client import InvalidJobId, JobPending, RequeueDisabled
 from slurmgen.slurm.ids import JobId

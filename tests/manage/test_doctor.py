@@ -10,10 +10,10 @@ import pytest
 from history_events import T0, write_three_runs
 from recorded import recorded_text
 
+from slurmgen.doctor import site as doctor
 from slurmgen.errors import UsageError
 from slurmgen.journal import Entry, Journal
-from slurmgen.manage import doctor
-from slurmgen.manage.history import LastSave, WindowMiss
+from slurmgen.queries.history import LastSave, WindowMiss
 from slurmgen.slurm import site
 
 SITE = site.parse_config(recorded_text("handwritten-show-config-22.05-user-signal.out"))  # JobRequeue=0, KillWait 30

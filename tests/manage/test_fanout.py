@@ -1,4 +1,4 @@
-"""manage/fanout.py: many independent items over this machine's CPUs, in order, with real forked children."""
+"""queries/fanout.py: many independent items over this machine's CPUs, in order, with real forked children."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from slurmgen.manage import fanout
+from slurmgen.queries import fanout
 
 
 def whose(start: int, stop: int) -> list[tuple[int, int]]:

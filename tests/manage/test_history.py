@@ -8,11 +8,11 @@ from history_events import GIB, SITE, T0, write_three_runs
 
 from slurmgen import run_history
 from slurmgen.journal import Entry
-from slurmgen.manage import history
-from slurmgen.manage.status import when
-from slurmgen.manage.targets import Target
+from slurmgen.queries import history
+from slurmgen.queries.status import when
 from slurmgen.slurm import site
 from slurmgen.slurm.ids import JobId
+from slurmgen.submission.targets import Target
 
 PLAN = site.site_preemption_from_event(SITE)  # windows: preemption 35 s (grace 30 + KillWait 5), time-limit 60 s
 

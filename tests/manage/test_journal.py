@@ -10,8 +10,8 @@ import pytest
 
 from slurmgen.errors import SlurmgenError, UsageError
 from slurmgen.journal import Entry, Journal, find_home, home
-from slurmgen.manage.targets import resolve
 from slurmgen.slurm.ids import JobId
+from slurmgen.submission.targets import resolve
 
 WRITERS, EACH = 6, 60
 

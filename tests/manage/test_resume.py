@@ -12,9 +12,9 @@ from fake_slurm import FakeSlurm
 from slurmgen import contract, run_history
 from slurmgen.errors import UsageError
 from slurmgen.journal import Entry, Journal
-from slurmgen.manage.resume import resume
-from slurmgen.manage.targets import Target
+from slurmgen.queries.resume import resume
 from slurmgen.slurm.ids import JobId
+from slurmgen.submission.targets import Target
 
 SHOW = ("scontrol", "--oneliner", "show", "job")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from recorded import recorded_text
 
 from slurmgen.journal import Entry
-from slurmgen.manage import logs, status
-from slurmgen.manage.targets import Target
+from slurmgen.queries import logs, status
 from slurmgen.slurm.ids import JobId
 from slurmgen.slurm.showjob import job_info, parse_show_job
+from slurmgen.submission.targets import Target
 
 
 def records(name: str) -> list[dict[str, str]]:

@@ -13,14 +13,15 @@ from fake_slurm import FakeSlurm, done, timed_out
 from recorded import recorded_text
 from tiny_job import SPEC
 
+from slurmgen.backends.slurm_here import sbatch as submission
 from slurmgen.errors import SchedulerError, SchedulerMissing, SpecError, UsageError
 from slurmgen.journal import Entry, Journal
-from slurmgen.manage import plan, status
-from slurmgen.manage import submit as submission
+from slurmgen.queries import status
 from slurmgen.script.render import render
 from slurmgen.slurm.client import SchedulerTimeout, SlurmClient
 from slurmgen.slurm.ids import JobId
 from slurmgen.spec.load import load_file
+from slurmgen.submission import plan, recovery
 
 Answer = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
 
@@ -92,7 +93,7 @@ def test_submit_reads_every_sbatch_answer(tmp_path: Path, recording: str, job: s
     p = make_plan(tmp_path)
     run = Script(lambda argv: done(recorded(recording)))
     env = {"PATH": "/usr/bin", "SLURM_CONF": "/c", "SBATCH_TIMELIMIT": "1", "SLURM_JOB_ID": "8", "HOME": "/h"}
-    result = submission.submit(p, SlurmClient(run, env=env), Journal(p.run_dir.parents[2]), which=has_sbatch)
+    result = submission.send_job(p, SlurmClient(run, env=env), Journal(p.run_dir.parents[2]), which=has_sbatch)
     assert (str(result.job_id), result.cluster, result.recovered) == (job, cluster, False)
     (argv, sbatch_env), *rest = run.calls
     assert rest == [] and argv == p.sbatch_argv()
@@ -111,7 +112,7 @@ def test_the_run_directory_and_log_directory_exist_before_sbatch(tmp_path: Path)
         seen["logs"] = (tmp_path / "logs").is_dir()
         return done("77\n")
 
-    submission.submit(p, SlurmClient(Script(sbatch), env={}), Journal(tmp_path / ".slurmgen"), which=has_sbatch)
+    submission.send_job(p, SlurmClient(Script(sbatch), env={}), Journal(tmp_path / ".slurmgen"), which=has_sbatch)
     assert seen == {"script": p.script, "logs": True}
     assert sorted(f.name for f in p.run_dir.iterdir()) == ["job.sbatch", "spec.resolved.json", "spec.yaml"]
     assert (p.run_dir / "spec.yaml").read_text() == (tmp_path / "tiny.yaml").read_text()
@@ -127,7 +128,7 @@ def test_sbatch_refusal_is_its_message_and_is_journaled(tmp_path: Path) -> None:
     p = make_plan(tmp_path)
     run = Script(lambda argv: done(stderr=recorded("sbatch-error-gres.err"), rc=1))
     with pytest.raises(SchedulerError) as err:
-        submission.submit(p, SlurmClient(run, env={}), Journal(tmp_path / ".slurmgen"), which=has_sbatch)
+        submission.send_job(p, SlurmClient(run, env={}), Journal(tmp_path / ".slurmgen"), which=has_sbatch)
     assert str(err.value) == (
         "sbatch failed (exit 1): Batch job submission failed: Requested node configuration is not available"
     )
@@ -139,7 +140,7 @@ def test_without_sbatch_nothing_is_written(tmp_path: Path) -> None:
     p = make_plan(tmp_path)
     run = Script(lambda argv: done("1\n"))
     with pytest.raises(SchedulerMissing, match=r"^sbatch not found.*--dry-run") as err:
-        submission.submit(p, SlurmClient(run, env={}), Journal(tmp_path / ".slurmgen"), which=lambda name: None)
+        submission.send_job(p, SlurmClient(run, env={}), Journal(tmp_path / ".slurmgen"), which=lambda name: None)
     assert err.value.exit_code == 4
     assert run.calls == [] and sorted(f.name for f in tmp_path.iterdir()) == ["tiny.yaml"]
 
@@ -157,7 +158,7 @@ def test_an_unwritable_log_path_fails_before_sbatch(tmp_path: Path, output: str,
     p = make_plan(tmp_path, output=output.format(tmp=tmp_path), extra=extra)
     run = Script(lambda argv: done("1\n"))
     with pytest.raises(SpecError) as err:
-        submission.submit(p, SlurmClient(run, env={}), Journal(tmp_path / ".slurmgen"), which=has_sbatch)
+        submission.send_job(p, SlurmClient(run, env={}), Journal(tmp_path / ".slurmgen"), which=has_sbatch)
     (problem,) = err.value.problems
     assert (problem.source, problem.path) == (str(tmp_path / "tiny.yaml"), field)
     assert problem.message.startswith("cannot write to ")
@@ -183,7 +184,7 @@ def test_timeout_recovers_the_job_by_its_token(tmp_path: Path) -> None:
     comments = recorded("squeue-comments.out") + f"77\x1fslurmgen:{p.token}\n"
     run = Script(answer_timeout_then(comments))
     journal = Journal(tmp_path / ".slurmgen")
-    result = submission.submit(p, SlurmClient(run, env={}), journal, which=has_sbatch, sleep=no_sleep)
+    result = submission.send_job(p, SlurmClient(run, env={}), journal, which=has_sbatch, sleep=no_sleep)
     assert (result.job_id, result.recovered) == (JobId(77), True)
     assert len(run.commands("sbatch")) == 1
     assert run.commands("squeue") == [
@@ -202,10 +203,10 @@ def test_timeout_without_the_job_says_so_and_does_not_resubmit(tmp_path: Path, c
     journal = Journal(tmp_path / ".slurmgen")
     slept: list[float] = []
     with pytest.raises(SchedulerTimeout) as err:
-        submission.submit(p, SlurmClient(run, env={}), journal, which=has_sbatch, sleep=slept.append)
+        submission.send_job(p, SlurmClient(run, env={}), journal, which=has_sbatch, sleep=slept.append)
     assert "it was probably not submitted" in str(err.value) and "grep TOKEN" in str(err.value)
     assert len(run.commands("sbatch")) == 1
-    assert len(run.commands("squeue")) == submission.LOOKUPS and len(slept) == submission.LOOKUPS - 1
+    assert len(run.commands("squeue")) == recovery.LOOKUPS and len(slept) == recovery.LOOKUPS - 1
     assert [e.event for e in journal.entries()] == ["submitting", "unknown"]
     assert [e.token for e in journal.unresolved()] == ["TOKEN"]
 
@@ -214,7 +215,7 @@ def test_a_timed_out_submission_is_found_by_status_and_settled_by_the_next_submi
     p = make_plan(tmp_path)
     journal = Journal(tmp_path / ".slurmgen")
     with pytest.raises(SchedulerTimeout):
-        submission.submit(p, SlurmClient(Script(answer_timeout_then("")), env={}), journal, which=has_sbatch,
+        submission.send_job(p, SlurmClient(Script(answer_timeout_then("")), env={}), journal, which=has_sbatch,
                           sleep=no_sleep)  # fmt: skip
     late = Script(lambda argv: done(f"91\x1fmy words slurmgen:{p.token}\n"))
     before = journal.path.read_bytes()
@@ -222,10 +223,10 @@ def test_a_timed_out_submission_is_found_by_status_and_settled_by_the_next_submi
     assert notes == ["note: the submission of tiny (token TOKEN) whose sbatch timed out is job 91"]
     assert [str(t.job) for t in targets] == ["91"] and rows == []
     assert journal.path.read_bytes() == before  # status only reads
-    notes = submission.settle_unresolved(journal, SlurmClient(late, env={}))
+    notes = recovery.settle_unresolved(journal, SlurmClient(late, env={}))
     assert notes == ["note: the submission of tiny (token TOKEN) whose sbatch timed out is job 91"]
     assert [e.job_id for e in journal.jobs()] == ["91"] and journal.unresolved() == []
-    assert submission.settle_unresolved(journal, SlurmClient(late, env={})) == []  # settled: no more lookups
+    assert recovery.settle_unresolved(journal, SlurmClient(late, env={})) == []  # settled: no more lookups
 
 
 # --- test-only -----------------------------------------------------------------------------------------------
@@ -255,7 +256,7 @@ def test_an_unwritable_run_directory_stops_before_sbatch(tmp_path: Path) -> None
                   tmp_path, "TOKEN")  # fmt: skip
     run = Script(lambda argv: done("1\n"))
     with pytest.raises(UsageError, match=r"cannot write the run directory .*set SLURMGEN_HOME"):
-        submission.submit(p, SlurmClient(run, env={}), Journal(tmp_path / "afile" / "sg"), which=has_sbatch)
+        submission.send_job(p, SlurmClient(run, env={}), Journal(tmp_path / "afile" / "sg"), which=has_sbatch)
     assert run.calls == []
 
 
@@ -271,7 +272,7 @@ class FailingJournal(Journal):
 def test_a_job_submitted_is_reported_even_when_the_journal_fails_afterwards(tmp_path: Path) -> None:
     p = make_plan(tmp_path)
     run = Script(lambda argv: done("88\n"))
-    result = submission.submit(p, SlurmClient(run, env={}), FailingJournal(tmp_path / ".slurmgen"), which=has_sbatch)
+    result = submission.send_job(p, SlurmClient(run, env={}), FailingJournal(tmp_path / ".slurmgen"), which=has_sbatch)
     assert result.job_id == JobId(88)
     assert result.problems == (
         f"job 88 is not in the journal {tmp_path}/.slurmgen/journal.jsonl: No space left on device",

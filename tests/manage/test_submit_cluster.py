@@ -281,12 +281,12 @@ exec sleep 60
 def test_an_sbatch_timeout_is_settled_by_the_token_never_by_a_second_sbatch(
     slurm_cluster: SlurmCluster, tmp_path: Path, submits: bool
 ) -> None:
+    from slurmgen.backends.slurm_here.sbatch import send_job as do_submit
     from slurmgen.journal import Journal, new_token
-    from slurmgen.manage.plan import plan
-    from slurmgen.manage.submit import submit as do_submit
     from slurmgen.script.render import render
     from slurmgen.slurm.client import SchedulerTimeout, SlurmClient
     from slurmgen.spec.load import load_file
+    from slurmgen.submission.plan import plan
 
     wrapper = tmp_path / "bin" / "sbatch"
     wrapper.parent.mkdir()

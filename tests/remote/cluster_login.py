@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import SlurmCluster
 from ssh_server import Sshd, askpass, start_sshd
 
-from slurmgen.remote.remote_status import remote_states
+from slurmgen.backends.slurm_ssh.remote_status import remote_states
 from slurmgen.remote.transport import SshTransport
 
 SECRET = "3132333435363738393031323334353637383930"  # noqa: S105 - the RFC 6238 test key, not a credential

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmgen.jobkind.resolve import recent
+from slurmgen.backends.registry import recent
 from slurmgen.journal import Entry, Journal
 from slurmgen.remote import transport
 from slurmgen.remote.transport import RemoteResult, TransportError

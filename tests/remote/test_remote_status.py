@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from ssh_server import Sshd, start_sshd
 
-from slurmgen.remote.remote_status import SECTION, RemoteState, decide, remote_states, transport_runner
+from slurmgen.backends.slurm_ssh.remote_status import SECTION, RemoteState, decide, remote_states, transport_runner
 from slurmgen.remote.transport import SshTransport
 from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.parse import SQUEUE_SEPARATOR

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from slurmgen.backends.registry import sweep_handle
+from slurmgen.backends.slurm_ssh.once import once_script
+from slurmgen.backends.slurm_ssh.sweep import RemoteSweep
+from slurmgen.backends.slurm_ssh.sweep_arrays import send_sweep_remote
 from slurmgen.errors import UsageError
-from slurmgen.jobkind.remote_sweep import RemoteSweep
-from slurmgen.jobkind.resolve import sweep_handle
 from slurmgen.journal import Entry, Journal
-from slurmgen.manage.remote_once import submit_script
-from slurmgen.manage.remote_sweep import submit_sweep_remote
-from slurmgen.manage.sweep_record import load_record, sweep_id_of
 from slurmgen.remote.transport import LocalTransport
 from slurmgen.script.build import build_file
 from slurmgen.slurm.ids import JobId
+from slurmgen.submission.sweep_record import load_record, sweep_id_of
 
 SPEC = """name: swp
 command: [python3, train.py]
@@ -61,7 +61,7 @@ def test_a_remote_sweep_is_split_at_max_array_size_and_recorded_with_its_cluster
                  script="job.sbatch", time=1.0, cluster="alpha", log_dir=str(logs),
                  extra={"profile": "alpha", "snapshot": "abc", "code_dir": str(code)})  # fmt: skip
 
-    sweep_id, arrays = submit_sweep_remote(LocalTransport("alpha"), built.spec, built.script, str(code), run_dir,
+    sweep_id, arrays = send_sweep_remote(LocalTransport("alpha"), built.spec, built.script, str(code), run_dir,
                                            "/shipped", base, tmp_path / "job.yaml", (), journal, lambda: 2.0,
                                            print)  # fmt: skip
 
@@ -98,7 +98,7 @@ def test_the_submit_call_answers_an_array_found_by_its_token_and_then_its_own_fi
     bin_dir = stand_ins(tmp_path, "77_[0-1] slurmgen:t9-a0\n")
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
     run_dir = tmp_path / "run"
-    command = submit_script(str(run_dir), str(tmp_path / "logs"), "/shipped", None, "t9-a0", ("--array=0-1",),
+    command = once_script(str(run_dir), str(tmp_path / "logs"), "/shipped", None, "t9-a0", ("--array=0-1",),
                             jobid="jobid-a0")  # fmt: skip
     for _ in range(2):
         got = subprocess.run(["bash", "-c", command], input=b"#!/bin/bash\n", capture_output=True, env=env, check=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ssh_server import Sshd
 
-from slurmgen.remote.snapshot import SnapshotError, take_snapshot, upload
+from slurmgen.backends.slurm_ssh.snapshot import SnapshotError, package_snapshot, take_snapshot, upload
 from slurmgen.remote.transport import LocalTransport
 
 
@@ -107,3 +107,11 @@ def test_a_full_disk_is_one_line_and_leaves_no_snapshot(repo: Path, tmp_path: Pa
         assert [p.name for p in (work / "objects").iterdir() if p.name.startswith(".in")] == []
     finally:
         subprocess.run(["umount", str(work)], check=False)
+
+
+def test_the_shipped_package_is_all_of_slurmgen_wherever_the_snapshot_module_lives() -> None:
+    """What a remote job runs: every module of slurmgen, named from the package's top (slurmgen/...), so that
+    `python3 -m slurmgen.batch` and the task supervisor import on the cluster."""
+    names = {f.path for f in package_snapshot().files}
+    assert {"slurmgen/__init__.py", "slurmgen/batch/__init__.py", "slurmgen/task/__init__.py"} <= names
+    assert all(name.startswith("slurmgen/") for name in names)

@@ -337,7 +337,7 @@ def test_a_clean_stop_keeps_the_state_and_says_how_to_resume(tmp_path: Path, pre
 
 
 def test_history_tells_a_stopped_run_from_a_completed_one(tmp_path: Path) -> None:
-    from slurmgen.manage.history import rows
+    from slurmgen.queries.history import rows
 
     logs = str(tmp_path / "logs")
     run_history.append(logs, "batch-shell", run_history.RUN_END, 1, 5.0, exit_code=0, ended="stopped")

@@ -10,10 +10,10 @@ from pathlib import Path
 from recorded import REPO
 
 from slurmgen.local import setup
-from slurmgen.manage import plan
-from slurmgen.manage.submit import write_run_dir
 from slurmgen.script.build import build_file, check_file
 from slurmgen.script.render import render
+from slurmgen.submission import plan
+from slurmgen.submission.run_dir import write_run_dir
 
 SPEC = """\
 name: built

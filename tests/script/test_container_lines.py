@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from slurmgen.manage.doctor_image import probe_argv, verdict
+from slurmgen.doctor.image import probe_argv, verdict
 from slurmgen.script.container_apptainer import env_shell
 from slurmgen.script.container_enroot import enroot_cleanup_line, enroot_prepare_line
 from slurmgen.script.render import render

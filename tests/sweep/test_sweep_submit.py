@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 from fake_slurm import FakeSlurm, done
 
+from slurmgen.backends.slurm_here.sbatch import send_sweep_here as submit_sweep
 from slurmgen.journal import Journal
-from slurmgen.manage import plan as planning
-from slurmgen.manage import sweep_status
-from slurmgen.manage.sweep_plan import compress, dry_run_lines, expand, split, sweep_plan
-from slurmgen.manage.sweep_record import load_record, sweep_id_of
-from slurmgen.manage.sweep_resubmit import plan_again
-from slurmgen.manage.sweep_submit import max_array_size, submit_sweep
+from slurmgen.queries import sweep_status
 from slurmgen.script.render import render
 from slurmgen.spec.load import load_file
+from slurmgen.submission import plan as planning
+from slurmgen.submission.sweep_plan import compress, dry_run_lines, expand, split, sweep_plan
+from slurmgen.submission.sweep_record import load_record, sweep_id_of
+from slurmgen.submission.sweep_resubmit import plan_again
+from slurmgen.submission.sweep_submit import max_array_size
 from sweep.sweep_data import SWEEP_SPEC, pending_row, squeue_rows
 
 

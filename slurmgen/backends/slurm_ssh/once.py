@@ -1,0 +1,127 @@
+"""The one remote call that submits over ssh (`slurmgen submit --cluster NAME`, slurmgen.backends.slurm_ssh.placing),
+and `slurmgen resume` of a remote job that Slurm has forgotten through the same call.
+
+Never submitted twice: the call holds a lock in the run's directory on the cluster (named by the submission's
+token), answers the job id written there by an earlier try, else looks for a job whose comment carries the token
+(an sbatch whose reply was lost with the connection), and only then runs sbatch. So when the connection drops
+mid-submit, the same call is simply made again with the same token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import re
+import shlex
+from collections.abc import Callable
+
+from slurmgen.errors import SchedulerError, UsageError
+from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
+from slurmgen.remote.transport import Transport, TransportError
+from slurmgen.spec.model import JobSpec
+from slurmgen.submission.plan import comment_for
+
+TRIES = 3  # a dropped connection is retried with the same token: the remote call is idempotent
+
+
+# squeue's %i of an array is one of its tasks (123_4) or a pending range (123_[5-9]): the part before `_` is the
+# array's job id (squeue(1) %i, "Job or job step id"; job_array.shtml).
+_SUBMIT = """set -u
+r={run}; mkdir -p "$r" {log_dir} || exit 3; cd "$r" || exit 3
+exec 9>"$r/lock"; flock 9
+if [ -s {jobid} ]; then cat {jobid}; exit 0; fi
+j=$(squeue --me --noheader --format='%i %k' 2>/dev/null |
+   awk -v t={marker} '$NF == t {{sub(/_.*/, "", $1); print $1; exit}}')
+if [ -n "$j" ]; then echo "$j" > {jobid}; cat {jobid}; exit 0; fi
+cat > job.sbatch.tmp && mv job.sbatch.tmp job.sbatch || exit 3
+PYTHONPATH={ship}${{PYTHONPATH:+:$PYTHONPATH}} sbatch --parsable {args} job.sbatch > {jobid}.tmp || exit 5
+cut -d';' -f1 {jobid}.tmp > {jobid} && rm -f {jobid}.tmp && cat {jobid}
+"""
+
+
+def once_script(
+    run_dir: str,
+    log_dir: str,
+    shipped: str,
+    spec: JobSpec | None,
+    token: str,
+    extra: tuple[str, ...] = (),
+    jobid: str = "jobid",
+) -> str:
+    """The one remote call that submits (see the module's docstring). ``spec`` None: a resubmission, whose comment
+    is the token alone (the script keeps its own #SBATCH lines). ``jobid``: the file in the run directory that
+    keeps the answer (each array of a sweep has its own; they share the run directory and script)."""
+    comment = comment_for(spec, token) if spec is not None else f"{TOKEN_PREFIX}{token}"
+    args = shlex.join([f"--comment={comment}", *extra])
+    return _SUBMIT.format(
+        run=shlex.quote(run_dir),
+        log_dir=shlex.quote(log_dir),
+        marker=shlex.quote(f"{TOKEN_PREFIX}{token}"),
+        ship=shlex.quote(shipped),
+        args=args,
+        jobid=shlex.quote(jobid),
+    )
+
+
+# The setup line version_setup wrote into the script: where the job's slurmgen was shipped.
+_SHIPPED = re.compile(r"export PYTHONPATH=(\S+?)\$\{PYTHONPATH")
+
+
+def resubmit_remote(
+    transport: Transport,
+    entry: Entry,
+    resume_from: str,
+    token: str,
+    journal: Journal,
+    clock: Callable[[], float],
+    warn: Callable[[str], object] = lambda line: None,
+) -> str:
+    """`slurmgen resume` of a remote job that Slurm has forgotten: its script, as it ran (in its run directory on
+    the cluster), submitted again with SLURMGEN_RESUME_FROM, through the same once-only remote call as a submit.
+    The new job's id."""
+    from slurmgen import contract
+
+    got = transport.run(f"cat {shlex.quote(posixpath.join(entry.run_dir, 'job.sbatch'))}")
+    script = got.stdout
+    if got.returncode != 0 or not script:
+        raise UsageError(f"the script job {resume_from} ran is gone from cluster {entry.cluster} "
+                         f"({entry.run_dir}/job.sbatch); submit the spec again")  # fmt: skip
+    found = _SHIPPED.search(script.decode(errors="replace"))
+    shipped = found[1].strip("'") if found else ""
+    run_dir = posixpath.join(posixpath.dirname(entry.run_dir), token)
+    extra = (f"--export=ALL,{contract.RESUME_FROM}={resume_from}",)
+
+    base = dataclasses.replace(entry, event="submitting", token=token, run_dir=run_dir, script="job.sbatch",
+                               time=clock(), job_id=None, extra={**entry.extra, "resumes": resume_from})  # fmt: skip
+    command = once_script(run_dir, entry.log_dir or "", shipped, None, token, extra)
+    return send_once(transport, command, script, base, journal, clock, warn)
+
+
+def send_once(
+    transport: Transport,
+    command: str,
+    script: bytes,
+    base: Entry,
+    journal: Journal,
+    clock: Callable[[], float],
+    warn: Callable[[str], object],
+) -> str:
+    """Make the once-only submit call (once_script), recorded in the journal as ``base`` (submitting, then
+    submitted or failed); a dropped connection is asked again with the same token. The job id."""
+    journal.append(base)
+    for attempt in range(1, TRIES + 1):
+        try:
+            got = transport.run(command, script, timeout=120)
+            break
+        except TransportError as exc:
+            if attempt == TRIES:
+                raise
+            warn(f"note: {exc}; asking again with the same submission token {base.token} (never a second job)")
+    text = got.stdout.decode(errors="replace").strip()
+    if got.returncode != 0 or not text.split(";")[0].isdigit():
+        said = (got.stderr.strip().splitlines() or [text or f"status {got.returncode}"])[-1]
+        journal.append(dataclasses.replace(base, event="failed", time=clock()))
+        raise SchedulerError(f"cluster {base.cluster}: sbatch refused the job: {said}")
+    job_id = text.split(";")[0]
+    journal.append(dataclasses.replace(base, event="submitted", time=clock(), job_id=job_id))
+    return job_id

@@ -1,0 +1,163 @@
+"""`slurmgen submit --cluster NAME` for a profile with a `host`: the snapshot and slurmgen's own in-job modules are
+stored on the cluster (slurmgen.backends.slurm_ssh.snapshot), then one idempotent remote call
+(slurmgen.backends.slurm_ssh.once) writes the script and runs sbatch: once for a job, once per array for a sweep
+(slurmgen.backends.slurm_ssh.sweep_arrays).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurmgen.backends.slurm_ssh.once import once_script, send_once
+from slurmgen.backends.slurm_ssh.snapshot import Upload, package_snapshot, snapshot_path, stored, take_snapshot, upload
+from slurmgen.journal import Entry, Journal
+from slurmgen.remote.transport import Transport
+from slurmgen.spec.model import JobSpec
+from slurmgen.spec.profile import ClusterProfile
+
+
+@dataclass(frozen=True)
+class RemoteSubmission:
+    job_id: str
+    cluster: str
+    run_dir: str  # on the cluster
+    log_dir: str
+    code_dir: str  # where the job starts: the snapshot, or the directory given with --no-snapshot
+    snapshot: str | None
+    commit: str | None
+    dirty: bool
+    upload: Upload | None
+    arrays: tuple[str, ...] = ()  # a sweep's array job ids (job_id is then the sweep's id)
+
+
+def remote_overrides(spec: JobSpec, workdir: str, code_dir: str | None) -> list[str]:
+    """`--set` values that place a remote run: it starts in the snapshot, and writes its logs and state under the
+    workdir (the snapshot is read-only). Pure."""
+    out = []
+    if code_dir is not None:
+        start = posixpath.join(code_dir, spec.chdir) if spec.chdir else code_dir
+        out.append(f"chdir={json.dumps(start)}")
+    if not posixpath.isabs(spec.output):
+        out.append(f"output={json.dumps(posixpath.join(workdir, 'runs', spec.name, spec.output))}")
+    return out
+
+
+def version_setup(python: str, shipped: str, version: str) -> str:
+    """The setup line that puts the shipped slurmgen first and says so when the job's environment has another."""
+    check = shlex.quote("import slurmgen; print(slurmgen.__version__)")
+    return (
+        f"export PYTHONPATH={shlex.quote(shipped)}${{PYTHONPATH:+:$PYTHONPATH}}; "
+        f"_sg_v=$(cd / && PYTHONPATH= {shlex.quote(python)} -c {check} 2>/dev/null) && "
+        f'[ "$_sg_v" != {shlex.quote(version)} ] && echo "slurmgen: this job runs slurmgen {version} shipped with it '
+        f'({shipped}); its environment has slurmgen $_sg_v installed" >&2 || true'
+    )
+
+
+Compile = Callable[[list[str]], tuple[JobSpec, str]]
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A spec made ready to submit on the cluster: its code stored there, and its script rendered to start in it."""
+
+    spec: JobSpec
+    script: str
+    run_dir: str  # on the cluster
+    shipped: str  # slurmgen's own in-job modules, on the cluster
+    code_dir: str | None
+    snapshot: str | None
+    commit: str | None
+    dirty: bool
+    upload: Upload | None
+    record: dict[str, object]  # what the journal keeps about the code (Entry.extra)
+
+
+def place(
+    compile_spec: Compile, profile: ClusterProfile, transport: Transport, project: Path | None, code_dir: str | None,
+    token: str,
+) -> Placed:  # fmt: skip
+    """Store the code on the cluster (one round trip when nothing changed), then render the script that starts in
+    it. ``project``: the directory to snapshot (None: --no-snapshot, the job starts in ``code_dir``, already on the
+    cluster). ``compile_spec(extra_overrides)`` validates, and renders when given overrides."""
+    from importlib.metadata import version
+
+    __version__ = version("slurmgen-torch")  # the distribution's name (pyproject.toml); `slurmgen` is its package
+    workdir = profile.workdir
+    spec, _ = compile_spec([])
+    snap = up = None
+    package = package_snapshot()
+    wanted = [package]
+    if project is not None:
+        snap = take_snapshot(project, profile.snapshot_limit_mb)
+        wanted.append(snap)
+    have = stored(wanted, transport, workdir)  # one round trip when nothing changed
+    if snap is not None:
+        up = Upload(snapshot_path(workdir, snap), 0, 0) if snap.digest in have else upload(snap, transport, workdir)
+        code_dir = up.path
+    shipped = snapshot_path(workdir, package)
+    if package.digest not in have:
+        upload(package, transport, workdir)
+    extra = remote_overrides(spec, workdir, code_dir)
+    setup = [*spec.setup, version_setup(spec.python, shipped, __version__)]
+    spec, script = compile_spec([*extra, f"setup={json.dumps(setup)}"])
+    record: dict[str, object] = {
+        "snapshot": None if snap is None else snap.digest,
+        "commit": None if snap is None else snap.commit,
+        "dirty": None if snap is None else snap.dirty,
+        "code_dir": code_dir,
+        "profile": profile.name,  # the cluster profile: status, logs, cancel find the cluster again by it
+    }
+    return Placed(spec, script, posixpath.join(workdir, "runs", spec.name, token), shipped, code_dir,
+                  None if snap is None else snap.digest, None if snap is None else snap.commit,
+                  bool(snap and snap.dirty), up, record)  # fmt: skip
+
+
+def send_remote(
+    compile_spec: Compile,
+    profile: ClusterProfile,
+    transport: Transport,
+    *,
+    project: Path | None,
+    code_dir: str | None,
+    token: str,
+    journal: Journal,
+    spec_path: Path,
+    clock: Callable[[], float],
+    warn: Callable[[str], object] = lambda line: None,
+    overrides: tuple[str, ...] = (),
+) -> RemoteSubmission:
+    """Store the code (place), then submit once: one job, or a sweep's arrays (sweep_arrays), each through
+    the same once-only remote call."""
+    placed = place(compile_spec, profile, transport, project, code_dir, token)
+    spec = placed.spec
+    log_dir = spec.output
+    base = Entry(event="submitting", token=token, name=spec.name, spec=str(spec_path), run_dir=placed.run_dir,
+                 script="job.sbatch", time=clock(), cluster=profile.name, log_dir=log_dir,
+                 extra=placed.record)  # fmt: skip
+    arrays: tuple[str, ...] = ()
+    if spec.sweep is None:
+        command = once_script(placed.run_dir, log_dir, placed.shipped, spec, token)
+        job_id = send_once(transport, command, placed.script.encode(), base, journal, clock, warn)
+    else:
+        from slurmgen.backends.slurm_ssh.sweep_arrays import send_sweep_remote
+
+        start = placed.code_dir or "/"
+        job_id, arrays = send_sweep_remote(transport, spec, placed.script, start, placed.run_dir, placed.shipped,
+                                             base, spec_path, overrides, journal, clock, warn)  # fmt: skip
+    return RemoteSubmission(
+        job_id=job_id,
+        cluster=profile.name,
+        run_dir=placed.run_dir,
+        log_dir=log_dir,
+        code_dir=str(placed.code_dir),
+        snapshot=placed.snapshot,
+        commit=placed.commit,
+        dirty=placed.dirty,
+        upload=placed.upload,
+        arrays=arrays,
+    )
