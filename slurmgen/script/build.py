@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from slurmgen.errors import Problem
 from slurmgen.spec.load import load_bytes, read_spec
 from slurmgen.spec.model import JobSpec
-from slurmgen.spec.where import missing_error_dir, missing_script
+from slurmgen.spec.where import missing_script
 
 if TYPE_CHECKING:
     from slurmgen.spec.profile import ClusterProfile
@@ -47,7 +47,7 @@ def check(
     """Validate the bytes with the overrides; ``submit_dir`` is where the job is submitted from (its files are
     looked at: the command's script must be there). Raises SpecError with every problem."""
     loaded = load_bytes(raw, source, overrides, profile)
-    missing = [missing_script(loaded.spec, source, submit_dir), missing_error_dir(loaded.spec, source, submit_dir)]
+    missing = [missing_script(loaded.spec, source, submit_dir)]
     warnings = (*loaded.warnings, *(problem for problem in missing if problem is not None))
     return Checked(source, raw, loaded.spec, warnings, loaded.origins)
 

@@ -64,23 +64,3 @@ def missing_script(
         f"{script} does not exist in {base} ({where}, where the job runs); check the path, submit from the "
         "directory that holds it, or set chdir",
     )
-
-
-def missing_error_dir(
-    spec: JobSpec, source: str, submit_dir: Path, exists: Callable[[Path], bool] = os.path.isdir
-) -> Problem | None:
-    """A warning when the error log's directory (spec field error) is not there: Slurm does not create it, and a job
-    whose --error it cannot open fails at launch (JobLaunchFailure, exit 0:53, no log at all: measured on 22.05).
-    The output directory is created at submission, so an error log next to it needs nothing."""
-    if spec.error is None or "$" in spec.error or spec.error.rstrip("/") == spec.output.rstrip("/"):
-        return None
-    base = submit_dir / spec.chdir if spec.chdir else submit_dir
-    path = Path(spec.error) if os.path.isabs(spec.error) else base / spec.error
-    if exists(path):
-        return None
-    return Problem(
-        source,
-        "error",
-        f"{path} does not exist; Slurm does not create the error log's directory, and fails the job at launch "
-        f"without any log when it cannot open it: create it first (mkdir -p {spec.error})",
-    )

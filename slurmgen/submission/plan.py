@@ -32,6 +32,7 @@ class Plan:
     state_dir: Path | None  # preemption.state_dir when preemption is on
     sbatch_args: tuple[str, ...]  # options on sbatch's command line (they beat the script's #SBATCH lines)
     spec_text: bytes | None = None  # the bytes validated, kept as spec.yaml; None: copy the file (read again)
+    error_dir: Path | None = None  # the spec's error: the batch stderr's directory, which must exist before sbatch
 
     @property
     def script_path(self) -> Path:
@@ -79,6 +80,7 @@ def plan(
         state_dir=workdir / pre.state_dir if pre.enabled else None,
         sbatch_args=(f"--comment={comment_for(spec, token)}",),
         spec_text=spec_text,
+        error_dir=workdir / spec.error if spec.error else None,
     )
 
 
@@ -86,10 +88,11 @@ def dry_run_lines(p: Plan) -> list[str]:
     """What submit would do, for `--dry-run` (the script itself goes to stdout)."""
     import shlex
 
+    error = f", {p.error_dir} (error)" if p.error_dir is not None else ""
     state = f" and {p.state_dir} (preemption.state_dir)" if p.state_dir is not None else ""
     return [
         f"would write {p.script_path} (the script above), {p.run_dir / SPEC_COPY} and {p.run_dir / RESOLVED}",
-        f"would create {p.log_dir} (output){state}",
+        f"would create {p.log_dir} (output){error}{state}",
         f"would run: {shlex.join(p.sbatch_argv())}",
         f"the job would start in {p.workdir}",
     ]

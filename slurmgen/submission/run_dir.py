@@ -55,11 +55,19 @@ def write_run_dir(p: Plan, base: Path) -> None:
     write_text(p.run_dir / RESOLVED, json.dumps(resolved, indent=2, sort_keys=True) + "\n")
 
 
-def prepare(p: Plan, base: Path) -> None:
-    """Every effect before sbatch: the log and state directories (checked), then the run directory."""
+def ensure_dirs(p: Plan) -> None:
+    """The directories the job writes into before its first line runs, created and checked: the batch log's
+    (output), the batch stderr's (error) and the resume state's (preemption.state_dir)."""
     ensure_writable(p.log_dir, "output", p.source)
+    if p.error_dir is not None:
+        ensure_writable(p.error_dir, "error", p.source)
     if p.state_dir is not None:
         ensure_writable(p.state_dir, "preemption.state_dir", p.source)
+
+
+def prepare(p: Plan, base: Path) -> None:
+    """Every effect before sbatch: the job's directories (checked), then the run directory."""
+    ensure_dirs(p)
     try:
         write_run_dir(p, base)
     except OSError as exc:

@@ -124,6 +124,21 @@ def test_the_run_directory_and_log_directory_exist_before_sbatch(tmp_path: Path)
     assert [f.name for f in (tmp_path / "logs").iterdir()] == ["state"]  # preemption.state_dir; no probe left
 
 
+def test_the_error_logs_directory_exists_before_sbatch_as_the_outputs_does(tmp_path: Path) -> None:
+    """Slurm creates neither log directory, and fails a job whose --error it cannot open at launch, with no log."""
+    p = make_plan(tmp_path, extra="error: errs/batch\n")
+    assert p.error_dir == tmp_path / "errs" / "batch"
+    seen: dict[str, bool] = {}
+
+    def sbatch(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        seen["errs"] = (tmp_path / "errs" / "batch").is_dir()
+        return done("78\n")
+
+    submission.send_job(p, SlurmClient(Script(sbatch), env={}), Journal(tmp_path / ".slurmgen"), which=has_sbatch)
+    assert seen == {"errs": True}
+    assert f"{tmp_path / 'errs' / 'batch'} (error)" in plan.dry_run_lines(p)[1]
+
+
 def test_sbatch_refusal_is_its_message_and_is_journaled(tmp_path: Path) -> None:
     p = make_plan(tmp_path)
     run = Script(lambda argv: done(stderr=recorded("sbatch-error-gres.err"), rc=1))

@@ -105,3 +105,28 @@ def test_the_submit_call_answers_an_array_found_by_its_token_and_then_its_own_fi
         assert (got.returncode, got.stdout) == (0, b"77\n"), got.stderr
     assert not (tmp_path / "sbatch.log").exists()  # never submitted again
     assert (run_dir / "jobid-a0").read_text() == "77\n"
+
+
+def test_the_submit_call_creates_the_error_logs_directory_beside_the_outputs(tmp_path: Path) -> None:
+    """On the cluster, as on this machine: Slurm creates neither log directory, so the one remote call does."""
+    env = {"PATH": f"{stand_ins(tmp_path)}:/usr/bin:/bin"}
+    logs, errs = tmp_path / "runs" / "logs", tmp_path / "runs" / "err s"
+    command = once_script(str(tmp_path / "run"), str(logs), "/shipped", None, "t1", error_dir=str(errs))
+    got = subprocess.run(["bash", "-c", command], input=b"#!/bin/bash\n", capture_output=True, env=env, check=False)
+    assert got.returncode == 0, got.stderr
+    assert logs.is_dir() and errs.is_dir()
+
+
+def test_a_remote_jobs_error_log_goes_beside_its_output_under_the_workdir_not_into_the_snapshot(tmp_path: Path) -> None:
+    from slurmgen.backends.slurm_ssh.placing import remote_overrides
+    from slurmgen.spec.load import load_text
+
+    plain = 'name: tiny\ncommand: [python3, train.py]\ntime: "5:00"\noutput: logs\n'
+    spec = load_text(plain + "error: errs\n", "job.yaml").spec
+    assert remote_overrides(spec, "/w", "/w/snapshots/abc") == [
+        'chdir="/w/snapshots/abc"',
+        'output="/w/runs/tiny/logs"',
+        'error="/w/runs/tiny/errs"',
+    ]
+    absolute = load_text(plain + "error: /scratch/errs\n", "job.yaml").spec
+    assert remote_overrides(absolute, "/w", None) == ['output="/w/runs/tiny/logs"']

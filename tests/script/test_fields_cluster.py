@@ -28,7 +28,7 @@ def test_srun_options_error_log_and_the_partitions_time_limit(slurm_cluster: Slu
         "preemption: false\noutput: logs\nerror: errs\n"
         "srun:\n  label: true\n  distribution: block\n  overcommit: true\n  kill-on-bad-exit: false\n"
     )
-    (tmp_path / "errs").mkdir()  # Slurm does not create the error log's directory
+    # errs/ is not there: Slurm creates no log directory, and submit creates it as it creates the output's.
     result = run_slurmgen("submit", "job.yaml", "--wait", cwd=tmp_path, env=slurm_cluster.env, timeout=300)
     assert result.returncode == 0, result.stderr
     job = result.stdout.splitlines()[0]

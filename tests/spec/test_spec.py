@@ -250,17 +250,3 @@ def test_a_variable_in_env_is_named_as_not_expanded() -> None:
         'export OMP_NUM_THREADS="$SLURM_CPUS_PER_TASK"'
     ]
     assert warnings("env: {PRICE: 'costs $5', PATH_LIKE: /opt/bin}\n") == []
-
-
-def test_a_missing_error_directory_is_named(tmp_path: Path) -> None:
-    from slurmgen.spec.where import missing_error_dir
-
-    problem = missing_error_dir(spec("error: errs\n"), "t.yaml", tmp_path)
-    assert problem is not None and str(problem) == (
-        f"t.yaml: error: {tmp_path}/errs does not exist; Slurm does not create the error log's directory, and fails "
-        "the job at launch without any log when it cannot open it: create it first (mkdir -p errs)"
-    )
-    (tmp_path / "errs").mkdir()
-    assert missing_error_dir(spec("error: errs\n"), "t.yaml", tmp_path) is None
-    assert missing_error_dir(spec("error: logs\n"), "t.yaml", tmp_path) is None  # the output directory: created
-    assert missing_error_dir(spec(), "t.yaml", tmp_path) is None

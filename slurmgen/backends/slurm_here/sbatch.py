@@ -20,7 +20,7 @@ from slurmgen.slurm.parse import TestOnly
 from slurmgen.submission.plan import Plan
 from slurmgen.submission.recording import entry, record_after
 from slurmgen.submission.recovery import find_by_token
-from slurmgen.submission.run_dir import ensure_writable, prepare
+from slurmgen.submission.run_dir import ensure_dirs, prepare
 from slurmgen.submission.sweep_plan import SweepPlan
 from slurmgen.submission.sweep_submit import SweepSubmission, send_sweep, sweep_extra
 
@@ -127,9 +127,7 @@ def send_sweep_here(
     if fresh:
         prepare(p, journal.base)
     else:
-        ensure_writable(p.log_dir, "output", p.source)
-        if p.state_dir is not None:
-            ensure_writable(p.state_dir, "preemption.state_dir", p.source)
+        ensure_dirs(p)
 
     def record_of(k: int) -> Record:
         def record(event: str, job: JobId | None = None, cluster: str | None = None, **extra: object) -> Entry:

@@ -47,15 +47,17 @@ def once_script(
     token: str,
     extra: tuple[str, ...] = (),
     jobid: str = "jobid",
+    error_dir: str | None = None,
 ) -> str:
     """The one remote call that submits (see the module's docstring). ``spec`` None: a resubmission, whose comment
     is the token alone (the script keeps its own #SBATCH lines). ``jobid``: the file in the run directory that
-    keeps the answer (each array of a sweep has its own; they share the run directory and script)."""
+    keeps the answer (each array of a sweep has its own; they share the run directory and script). ``error_dir``: the
+    spec's error, created beside the log's directory (Slurm creates neither)."""
     comment = comment_for(spec, token) if spec is not None else f"{TOKEN_PREFIX}{token}"
     args = shlex.join([f"--comment={comment}", *extra])
     return _SUBMIT.format(
         run=shlex.quote(run_dir),
-        log_dir=shlex.quote(log_dir),
+        log_dir=" ".join(shlex.quote(d) for d in (log_dir, error_dir) if d is not None),
         marker=shlex.quote(f"{TOKEN_PREFIX}{token}"),
         ship=shlex.quote(shipped),
         args=args,

@@ -44,6 +44,8 @@ def remote_overrides(spec: JobSpec, workdir: str, code_dir: str | None) -> list[
         out.append(f"chdir={json.dumps(start)}")
     if not posixpath.isabs(spec.output):
         out.append(f"output={json.dumps(posixpath.join(workdir, 'runs', spec.name, spec.output))}")
+    if spec.error is not None and not posixpath.isabs(spec.error):  # beside the output: the snapshot is read-only
+        out.append(f"error={json.dumps(posixpath.join(workdir, 'runs', spec.name, spec.error))}")
     return out
 
 
@@ -141,7 +143,7 @@ def send_remote(
                  extra=placed.record)  # fmt: skip
     arrays: tuple[str, ...] = ()
     if spec.sweep is None:
-        command = once_script(placed.run_dir, log_dir, placed.shipped, spec, token)
+        command = once_script(placed.run_dir, log_dir, placed.shipped, spec, token, error_dir=spec.error)
         job_id = send_once(transport, command, placed.script.encode(), base, journal, clock, warn)
     else:
         from slurmgen.backends.slurm_ssh.sweep_arrays import send_sweep_remote
