@@ -232,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"warning: ignoring {' '.join(args.ignored)}: the local run uses no container image; tasks run "
                 "on this machine with its Python and files"
             )
+        if args.unplaced:
+            _err(f"warning: ignoring {' '.join(args.unplaced)}: on one machine placement and binding change nothing")
         shape = step_shape(args, env, next_step_id(env.get(jobenv.LOCAL_DIR)))
     except (SrunError, ValueError) as exc:
         _err(f"error: {exc}")

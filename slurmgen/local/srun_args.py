@@ -34,6 +34,25 @@ _CONTAINER_VALUED = {
 }
 
 
+# Options of the spec's `srun:` that say how a step is placed, bound or wired on a real cluster (srun(1): CPU and
+# memory binding, task distribution, MPI plugin, labels, the wait after the first task ends): on one machine they
+# change nothing a test of the job could see, so the emulation accepts them and says it ignores them.
+_PLACEMENT = {
+    "--mpi",
+    "--distribution",
+    "--cpu-bind",
+    "--mem-bind",
+    "--hint",
+    "--overcommit",
+    "--label",
+    "--unbuffered",
+    "--wait",
+    "--cpu-freq",
+    "--network",
+    "--accel-bind",
+}
+
+
 class SrunError(Exception):
     """A command line this emulation cannot run; srun's own wording where there is one."""
 
@@ -50,6 +69,7 @@ class SrunArgs:
     nodelist: str = ""
     ntasks: int | None = None
     ignored: tuple[str, ...] = field(default=())  # container options, for the warning
+    unplaced: tuple[str, ...] = field(default=())  # placement options (_PLACEMENT), for the warning
 
 
 def _positive(option: str, value: str) -> int:
@@ -62,6 +82,7 @@ def parse_args(argv: Sequence[str]) -> SrunArgs:
     """srun's options as the rendered script writes them (both `--opt=value` and `--opt value`)."""
     values: dict[str, str] = {}
     ignored: list[str] = []
+    unplaced: list[str] = []
     args = list(argv)
     while args and args[0].startswith("-"):
         arg = args.pop(0)
@@ -85,6 +106,8 @@ def parse_args(argv: Sequence[str]) -> SrunArgs:
                 values[_VALUED[name]] = value
         elif is_container and not eq:
             ignored.append(name)  # pyxis flags: --container-writable, --no-container-mount-home, ...
+        elif name in _PLACEMENT:  # the script writes the spec's srun: options as --name or --name=value
+            unplaced.append(arg)
         else:
             raise SrunError(f"option {arg!r} is not emulated by `slurmgen run` (only what slurmgen renders)")
     if not args:
@@ -106,6 +129,7 @@ def parse_args(argv: Sequence[str]) -> SrunArgs:
         nodelist=values.get("nodelist", ""),
         ntasks=_positive("--ntasks", values["ntasks"]) if "ntasks" in values else None,
         ignored=tuple(ignored),
+        unplaced=tuple(unplaced),
     )
 
 

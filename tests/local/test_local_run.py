@@ -220,6 +220,15 @@ def test_fake_srun_understands_what_slurmgen_renders() -> None:
     )
 
 
+def test_fake_srun_accepts_the_placement_options_of_the_specs_srun_and_names_them() -> None:
+    args = parse_args(["--kill-on-bad-exit=0", "--label", "--distribution=block", "--mpi=pmix", "prog", "--label"])
+    assert (args.kill_on_bad_exit, args.unplaced, args.command) == (
+        False,
+        ("--label", "--distribution=block", "--mpi=pmix"),
+        ("prog", "--label"),
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
