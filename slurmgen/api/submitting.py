@@ -33,6 +33,8 @@ def spec_mapping(spec: JobSpec) -> dict[str, Any]:
         del data["nproc_per_node"]  # derived: tasks_per_node
     data["env"] = dict(spec.env)
     data["sbatch"] = {key: True if value is None else value for key, value in spec.sbatch}
+    if spec.srun:  # left out when empty, as to_dict leaves it (the digest of a spec without it is unchanged)
+        data["srun"] = {key: True if value is None else value for key, value in spec.srun}
     if not spec.preemption.enabled:
         data["preemption"] = False  # its other fields are resolved for "off" and refused as given values
     if not spec.recovery.enabled:

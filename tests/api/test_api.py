@@ -163,7 +163,8 @@ def test_a_loaded_spec_is_submitted_like_its_file(tmp_path: Path, monkeypatch: p
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SLURMGEN_HOME", raising=False)
     variants = ["preemption: false\n", "array: 0-3\nlauncher: torchrun\nnodes: 2\n",
-                "env: {A: '1'}\nsbatch: {exclusive: true, comment: hi}\ncontainer: {image: x.sqsh}\n"]  # fmt: skip
+                "env: {A: '1'}\nsbatch: {exclusive: true, comment: hi}\ncontainer: {image: x.sqsh}\n",
+                "srun: {label: true, mpi: pmix, kill-on-bad-exit: false}\nerror: errs\n"]  # fmt: skip
     base = "name: x\ncommand: [python, t.py]\ntime: '00:10:00'\n"
     specs = [load_file(p).spec for p in sorted((ROOT / "jobs").glob("*.yaml"))]
     specs += [load_text(base + extra, "x.yaml").spec for extra in variants]
