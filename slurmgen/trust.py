@@ -271,6 +271,26 @@ def own_dir(path: str, mode: int = 0o755) -> None:
                         "it or choose another output directory")  # fmt: skip
 
 
+def private_dir(path: str) -> None:
+    """Make `path` this user's private directory (0700), or make sure the one already there is. For a name anyone
+    can compute in a place anyone can write (/dev/shm, sticky): another user who made it first, or a link or a
+    directory others may write, would feed slurmgen the files in it. Refused with one line naming the path, its
+    owner and mode, and the fix (Untrusted); in a sticky place nobody else can rename or remove it once it is
+    ours (unlink(2), rename(2)), so one check when it is first used holds for the job."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    info = os.lstat(path)
+    found = breach(path, info, directory=True)
+    if found is None:
+        return
+    mode = f"mode {stat.S_IMODE(info.st_mode):o}"
+    facts = {Breach.MODE: "", Breach.OWNER: f" ({mode})"}.get(found[0], f" (owner uid {info.st_uid}, {mode})")
+    fix = (f"; `chmod 700 {path}`" if found[0] is Breach.MODE else
+           f"; remove it (its owner or root: `rm -r {path}`): another user may have made it to steer this job"
+           )  # fmt: skip
+    raise Untrusted(f"not used: {found[1]}{facts}{fix}")
+
+
 def owned_by_me(path: str) -> bool:
     """Whether directory `path` is this user's (the `.slurmgen` search stops at the first that is not)."""
     try:

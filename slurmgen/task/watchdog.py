@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 
 from slurmgen import run_history, trust
 from slurmgen.job_context.context import JobContext
-from slurmgen.progress_mark import PROGRESS_DIR, ProgressMark, node_dir, progress_path, steps_marked
+from slurmgen.progress_mark import PROGRESS_DIR, ProgressMark, node_dir, own_node_dir, progress_path, steps_marked
 from slurmgen.task.node_watch import START_FACTOR, NodeWatch, poll_interval
 
 __all__ = [
@@ -137,6 +137,13 @@ def start(
     log_dir = job.log_dir
     if job.hang_timeout is None or not log_dir or rank is None:
         return None
+    try:
+        own_node_dir(job)  # before anything in it is read: another user may have made it first
+    except trust.Untrusted as exc:
+        say(f"{exc}; the hang watchdog is off on this node")
+        return None
+    except OSError:
+        pass  # no directory: no progress is read from it, as before
     timeout, started, stop = float(job.hang_timeout), time.time(), threading.Event()
     view = NodeWatch(job, rank, pid, started, timeout)  # now: what the program has written so far is no progress
 
