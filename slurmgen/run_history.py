@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurmgen import trust
+from slurmgen.printable import printable
 
 FORMAT = 1
 DIR_NAME = "history"
@@ -260,7 +261,7 @@ def restart_text(event: Mapping[str, Any]) -> str:
         text += f", {steps} step{'' if steps == 1 else 's'} lost"
     if isinstance(seconds, (int, float)):
         text += f", {seconds:g} s lost"
-    return text
+    return printable(text)  # the cause and who come from the history, the error line from a rank's log
 
 
 @dataclass(frozen=True)
