@@ -13,7 +13,8 @@ the batch shell, each task, the runtime):
   Anything else is one line naming the path, its owner or mode, and the fix, and is never followed.
 - **Write**: a file in a place others may write is opened with O_NOFOLLOW (a planted link, dangling or not,
   fails with ELOOP instead of creating or appending to the file it points at), without O_TRUNC (a planted file
-  is checked before a byte of it changes), and kept only when it is a regular file of this user's; a directory
+  is checked before a byte of it changes), and kept only when it is a regular file of this user's with one link (a
+  hard link to a file of this user's elsewhere would be written through); a directory
   slurmgen creates there must be this user's own directory, not a link.
 - **Search**: the search for a `.slurmgen` directory in the parents of the current directory stops at a
   directory this user does not own (a world-writable /tmp or scratch root holds other users' `.slurmgen`).
@@ -239,10 +240,17 @@ def open_write(path: str, append: bool = True, mode: int = 0o600, readable: bool
             if exc.errno in (errno.ELOOP, errno.EACCES) and (why := why_not_file(path, os.lstat(path))):
                 raise _refuse(path, why, "written") from None
         raise
-    found = breach(path, os.fstat(fd))
+    info = os.fstat(fd)
+    found = breach(path, info)
     if found is not None and found[0] is not Breach.MODE:  # our own file with a loose mode is ours
         os.close(fd)
         raise _refuse(path, found[1] + FIX[found[0]].format(path=path), "written")
+    if info.st_nlink > 1:
+        # A hard link another user made to a file of ours elsewhere passes the owner check: writing would change
+        # that file. Linux refuses such a link where fs.protected_hardlinks is 1 (proc(5)); not every node sets it.
+        os.close(fd)
+        raise _refuse(path, f"{path} has {info.st_nlink} hard links, so it is also a file elsewhere; remove it",
+                      "written")  # fmt: skip
     return fd
 
 

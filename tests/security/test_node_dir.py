@@ -6,57 +6,20 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from security.other_users import PLANTER, VICTIM, as_victim, need_root, plant
 
 from slurmgen import contract
 from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import ProgressMark, node_dir
 
-PLANTER = 65534
-VICTIM = 1  # daemon: a plain user that is not root and not the planter
-
-
-def as_user(uid: int, act: Callable[[], str]) -> str:
-    """What ``act`` returns, run in a forked child as ``uid`` (its gid the same number, no other group). What it
-    imports is imported here first: the other user may not be able to read this interpreter's library."""
-    import encodings.ascii  # noqa: F401
-
-    from slurmgen.task import node_watch, watchdog  # noqa: F401
-
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.close(read)
-        try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            out = act()
-        except BaseException as exc:  # the parent's assertion shows it
-            out = f"child failed: {exc!r}"
-        os.write(write, out.encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        text = pipe.read().decode()
-    os.waitpid(pid, 0)
-    return text
-
-
-def plant(script: str) -> None:
-    argv = ["setpriv", "--reuid", str(PLANTER), "--regid", str(PLANTER), "--clear-groups", "sh", "-ec", script]
-    subprocess.run(argv, check=True, env={"PATH": "/usr/bin:/bin", "HOME": "/"})
-
-
 @pytest.fixture
 def job_env() -> Iterator[dict[str, str]]:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("acting as two other users needs root and setpriv (util-linux); CI runs these as root")
+    need_root()
     top = Path(tempfile.mkdtemp(prefix="slurmgen-nodedir-"))
     top.chmod(0o755)
     log = top / "logs"
@@ -79,6 +42,8 @@ def victims_node_dir(env: dict[str, str]) -> str:
 
 
 def start_watch(env: dict[str, str]) -> Callable[[], str]:
+    from slurmgen.task import node_watch, watchdog  # noqa: F401 - imported before the victim's child needs them
+
     def act() -> str:
         from slurmgen.task import watchdog
 
@@ -97,7 +62,7 @@ def test_a_node_directory_another_user_made_first_is_refused_and_none_of_its_fil
 ) -> None:
     folder = victims_node_dir(job_env)
     plant(f"mkdir -m 777 {folder} && touch {folder}/hang {folder}/release {folder}/rank-0")
-    said = as_user(VICTIM, start_watch(job_env)).splitlines()
+    said = as_victim(start_watch(job_env)).splitlines()
     assert said[:2] == ["watching=False", "marks=False"], said
     assert len(said) == 3, said  # one line
     line = said[2]
@@ -111,7 +76,7 @@ def test_a_link_planted_as_the_node_directory_is_refused(job_env: dict[str, str]
     os.chown(target, VICTIM, VICTIM)
     try:
         plant(f"ln -s {target} {folder}")
-        said = as_user(VICTIM, start_watch(job_env)).splitlines()
+        said = as_victim(start_watch(job_env)).splitlines()
         assert said[0] == "watching=False" and "is a symbolic link" in said[2], said
     finally:
         os.unlink(folder)
@@ -120,7 +85,7 @@ def test_a_link_planted_as_the_node_directory_is_refused(job_env: dict[str, str]
 
 def test_the_users_own_node_directory_is_made_private_and_watched(job_env: dict[str, str]) -> None:
     folder = victims_node_dir(job_env)
-    said = as_user(VICTIM, start_watch(job_env)).splitlines()
+    said = as_victim(start_watch(job_env)).splitlines()
     assert said == ["watching=True", "marks=True"], said
     info = os.lstat(folder)
     assert (info.st_uid, info.st_mode & 0o777) == (VICTIM, 0o700)
