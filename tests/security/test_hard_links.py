@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from security.other_users import VICTIM, as_victim, need_root, plant
 
+from security.other_users import VICTIM, as_victim, need_root, plant
 from slurmgen import trust
 from slurmgen.local import setup
 from slurmgen.spec.load import load_file

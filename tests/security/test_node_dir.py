@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from security.other_users import PLANTER, VICTIM, as_victim, need_root, plant
 
+from security.other_users import PLANTER, VICTIM, as_victim, need_root, plant
 from slurmgen import contract
 from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import ProgressMark, node_dir
+
 
 @pytest.fixture
 def job_env() -> Iterator[dict[str, str]]:
@@ -42,11 +43,9 @@ def victims_node_dir(env: dict[str, str]) -> str:
 
 
 def start_watch(env: dict[str, str]) -> Callable[[], str]:
-    from slurmgen.task import node_watch, watchdog  # noqa: F401 - imported before the victim's child needs them
+    from slurmgen.task import node_watch, watchdog  # noqa: F401 - imported here: the victim cannot read the library
 
     def act() -> str:
-        from slurmgen.task import watchdog
-
         said: list[str] = []
         stop = watchdog.start(JobContext.from_environ(env), 0, os.getpid(), said.append)
         if stop is not None:
