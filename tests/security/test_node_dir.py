@@ -88,3 +88,17 @@ def test_the_users_own_node_directory_is_made_private_and_watched(job_env: dict[
     assert said == ["watching=True", "marks=True"], said
     info = os.lstat(folder)
     assert (info.st_uid, info.st_mode & 0o777) == (VICTIM, 0o700)
+
+
+def test_the_end_of_the_step_never_removes_another_users_node_directory(job_env: dict[str, str]) -> None:
+    from slurmgen.task import watchdog
+
+    folder = victims_node_dir(job_env)
+    plant(f"mkdir -m 777 {folder} && touch {folder}/hang")
+
+    def leave() -> str:
+        watchdog.leave_node(JobContext.from_environ(job_env), 0, 0.0)
+        return "left"
+
+    assert as_victim(leave) == "left"
+    assert sorted(os.listdir(folder)) == ["hang"] and os.stat(folder).st_uid == PLANTER
