@@ -102,3 +102,43 @@ def test_the_end_of_the_step_never_removes_another_users_node_directory(job_env:
 
     assert as_victim(leave) == "left"
     assert sorted(os.listdir(folder)) == ["hang"] and os.stat(folder).st_uid == PLANTER
+
+
+def test_a_local_job_whose_node_directory_another_user_keeps_touching_runs_to_its_end(tmp_path: Path) -> None:
+    """The whole attack on a real local run (`slurmgen run`): the other user made the node directory first and
+    touches `hang`, the ranks' `dumped-N` and `release` in it every 0.1 s, which before made the watchdog of the
+    node's second task end its healthy program as hung within about a second, at every restart, until the
+    repeated-failure rule ended the job. The victim is the test's user (root): the refusal is slurmgen's
+    own owner check, which root does not pass either."""
+    import subprocess
+    import sys
+
+    from cli_run import run_slurmgen
+
+    need_root()
+    tmp_path.chmod(0o755)
+    # the local id is the first free one here (a port or a state another run holds is skipped): plant for each
+    folders = [node_dir(JobContext.from_environ({contract.LOG_DIR: str(tmp_path / "logs" / f"job-{n}"),
+                                                 "SLURMD_NODENAME": "127.0.0.1"})) for n in range(1, 10)]  # fmt: skip
+    listed = " ".join(folders)
+    toucher = subprocess.Popen(
+        ["setpriv", "--reuid", str(PLANTER), "--regid", str(PLANTER), "--clear-groups", "sh", "-c",
+         f"for d in {listed}; do mkdir -m 777 $d; done; while :; do for d in {listed}; do "
+         "touch $d/hang $d/dumped-0 $d/dumped-1 $d/release; done; sleep 0.1; done"],
+    )  # fmt: skip
+    try:
+        (tmp_path / "job.yaml").write_text(
+            f"name: job\ncommand: [{sys.executable!r}, '-c', 'import time; time.sleep(4)']\ntime: '00:10:00'\n"
+            f"nodes: 1\ntasks_per_node: 2\npython: {sys.executable}\nrecovery: {{hang_timeout: 1}}\n"
+        )
+        done = run_slurmgen("run", "job.yaml", cwd=tmp_path)
+    finally:
+        toucher.kill()
+        toucher.wait()
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+    everything = done.stderr + "".join(p.read_text(errors="replace") for p in (tmp_path / "logs").rglob("*.log"))
+    assert done.returncode == 0, everything
+    assert "no progress on any rank" not in everything and "restart" not in everything.lower(), everything
+    refusals = [line for line in everything.splitlines() if "the hang watchdog is off on this node" in line]
+    assert refusals and all(f"uid {PLANTER}" in line and "remove it" in line for line in refusals), everything
