@@ -51,12 +51,23 @@ def leads_node(job: JobContext) -> bool:
         return True
 
 
+def own_node_dir(job: JobContext) -> str:
+    """This node's directory for the job, made or checked as the user's own 0700 directory (trust.private_dir):
+    its name is computable by anyone on the node, and another user who made it first could write `hang` or
+    `release` there (a healthy job killed as hung) or keep touching `rank-N` (a real hang hidden). Raises
+    trust.Untrusted; the task's readers and writers use the directory only once it passed."""
+    path = node_dir(job)
+    trust.private_dir(path)
+    return path
+
+
 def write_node_file(path: str, text: str) -> None:
-    """A small file in the node's own directory, which is made on first use (0700: the user's own)."""
+    """A small file in the node's own directory, which is made on first use (0700: the user's own; a directory
+    another user made first is refused, trust.Untrusted)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     except FileNotFoundError:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        trust.private_dir(os.path.dirname(path))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, text.encode())
@@ -73,6 +84,11 @@ class ProgressMark:
     def __init__(self, job: JobContext, rank: int) -> None:
         on = bool(job.log_dir) and job.hang_timeout is not None
         self.node_path = node_mark_path(job, rank) if on else None
+        if self.node_path is not None:
+            try:  # the supervisor says why (task/watchdog.py); the program only keeps out of it
+                own_node_dir(job)
+            except (OSError, trust.Untrusted):
+                self.node_path = None
         self.path = progress_path(str(job.log_dir), rank) if on and leads_node(job) else None
         self.last = self.shared_last = -SHARED_MARK_PERIOD
         self._fd: int | None = None
@@ -84,7 +100,7 @@ class ProgressMark:
         if self.node_path is not None:
             try:
                 write_node_file(self.node_path, f"{steps}\n")
-            except OSError:
+            except (OSError, trust.Untrusted):
                 self.node_path = None
         if self.path is not None and now - self.shared_last >= SHARED_MARK_PERIOD:
             self.shared_last = now

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurmgen import trust
+from slurmgen.printable import printable
 
 FORMAT = 1
 DIR_NAME = "history"
@@ -99,39 +100,86 @@ def read(log_dir: str) -> list[dict[str, Any]]:
     if loose is not None:
         _stderr(f"slurmgen: {directory}: not believed: {loose}")
         return []
-    lines: list[bytes] = []
+    files: list[tuple[str, list[bytes]]] = []
     for name in names:
+        path = os.path.join(directory, name)
         try:
             # Another user's file (or link) in the history is never believed: it would steer requeues.
-            data = trust.read_or_warn(os.path.join(directory, name), _stderr, "believed", dir_checked=True)
+            data = trust.read_or_warn(path, _stderr, "believed", dir_checked=True)
         except OSError:
             continue
-        lines += (data or b"").splitlines()
-    events = [r for r in _records(lines) if isinstance(r, dict) and isinstance(r.get("run"), int) and "event" in r]
+        files.append((path, (data or b"").splitlines()))
+    events = _records([line for _, lines in files for line in lines])
+    if events is None:  # some line is not an event: each file line by line, each bad line named and skipped
+        events = [event for path, lines in files for event in _events_of(path, lines)]
     events.sort(key=_order)
     return events
 
 
 def _order(event: dict[str, Any]) -> tuple[int, float]:
-    when = event.get("time", 0)
-    return event["run"], float(when) if isinstance(when, (int, float)) else 0.0
+    return event["run"], float(event.get("time", 0))
 
 
-def _records(lines: list[bytes]) -> list[Any]:
-    """The JSON values of lines (of one file or several): one parse of them all when every line is whole (the
-    usual case, several times faster than a parse per line), else line by line, skipping a torn one (or one that
-    is not UTF-8)."""
+def _records(lines: list[bytes]) -> list[dict[str, Any]] | None:
+    """The events of lines (of one file or several) in one parse when every line is a whole, well-formed event
+    (the usual case, several times faster than a parse per line); None when one is not."""
     try:
-        return list(json.loads((b"[" + b",".join(lines) + b"]").decode())) if lines else []
-    except ValueError:  # UnicodeDecodeError is one
-        pass
+        found = json.loads((b"[" + b",".join(lines) + b"]").decode()) if lines else []
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+    return found if all(_flaw(record) is None for record in found) else None
+
+
+def _events_of(path: str, lines: list[bytes]) -> list[dict[str, Any]]:
+    """The well-formed events of one file's lines; each other line is skipped with a warning naming the file and
+    the line (a torn last line of a writer that crashed mid-write, a disk error, a foreign or damaged record)."""
     found = []
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         try:
-            found.append(json.loads(line))
-        except ValueError:
-            continue
+            record = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser's stack
+            flaw: str | None = "not one JSON value (torn, not UTF-8, or nested too deep)"
+        else:
+            flaw = _flaw(record)
+        if flaw is None:
+            found.append(record)
+        elif (path, number) not in _WARNED:  # once per process: status reads a history more than once
+            _WARNED.add((path, number))
+            _stderr(f"slurmgen: {path}:{number}: skipped: {flaw}")
     return found
+
+
+_WARNED: set[tuple[str, int]] = set()
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) < 1e300
+
+
+SCALARS = (str, int, float, bool, type(None))
+
+
+def _flaw(record: Any) -> str | None:
+    """What keeps a parsed line from being an event whose fields every reader can use as their types say, or
+    None: the shared fields (`event`, `run`, `time`, `by`) and the run start's `site` (slurm/site.py)."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if not isinstance(record.get("event"), str):
+        return "no text `event`"
+    if not isinstance(record.get("run"), int) or isinstance(record["run"], bool):
+        return "no whole-number `run`"
+    if not _number(record.get("time", 0)):
+        return "`time` is not a number of seconds"
+    if not isinstance(record.get("by", ""), str):
+        return "`by` is not text"
+    site = record.get("site")
+    if site is not None:
+        windows = site.get("windows", {}) if isinstance(site, dict) else None
+        if (not isinstance(site, dict) or not isinstance(windows, dict)
+                or not all(isinstance(v, SCALARS) for k, v in site.items() if k != "windows")
+                or not all(_number(v) for v in windows.values())):  # fmt: skip
+            return "`site` is not shaped as a run start records it"
+    return None
 
 
 @dataclass
@@ -213,7 +261,7 @@ def restart_text(event: Mapping[str, Any]) -> str:
         text += f", {steps} step{'' if steps == 1 else 's'} lost"
     if isinstance(seconds, (int, float)):
         text += f", {seconds:g} s lost"
-    return text
+    return printable(text)  # the cause and who come from the history, the error line from a rank's log
 
 
 @dataclass(frozen=True)

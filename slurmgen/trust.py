@@ -13,7 +13,8 @@ the batch shell, each task, the runtime):
   Anything else is one line naming the path, its owner or mode, and the fix, and is never followed.
 - **Write**: a file in a place others may write is opened with O_NOFOLLOW (a planted link, dangling or not,
   fails with ELOOP instead of creating or appending to the file it points at), without O_TRUNC (a planted file
-  is checked before a byte of it changes), and kept only when it is a regular file of this user's; a directory
+  is checked before a byte of it changes), and kept only when it is a regular file of this user's with one link (a
+  hard link to a file of this user's elsewhere would be written through); a directory
   slurmgen creates there must be this user's own directory, not a link.
 - **Search**: the search for a `.slurmgen` directory in the parents of the current directory stops at a
   directory this user does not own (a world-writable /tmp or scratch root holds other users' `.slurmgen`).
@@ -239,10 +240,17 @@ def open_write(path: str, append: bool = True, mode: int = 0o600, readable: bool
             if exc.errno in (errno.ELOOP, errno.EACCES) and (why := why_not_file(path, os.lstat(path))):
                 raise _refuse(path, why, "written") from None
         raise
-    found = breach(path, os.fstat(fd))
+    info = os.fstat(fd)
+    found = breach(path, info)
     if found is not None and found[0] is not Breach.MODE:  # our own file with a loose mode is ours
         os.close(fd)
         raise _refuse(path, found[1] + FIX[found[0]].format(path=path), "written")
+    if info.st_nlink > 1:
+        # A hard link another user made to a file of ours elsewhere passes the owner check: writing would change
+        # that file. Linux refuses such a link where fs.protected_hardlinks is 1 (proc(5)); not every node sets it.
+        os.close(fd)
+        raise _refuse(path, f"{path} has {info.st_nlink} hard links, so it is also a file elsewhere; remove it",
+                      "written")  # fmt: skip
     return fd
 
 
@@ -269,6 +277,26 @@ def own_dir(path: str, mode: int = 0o755) -> None:
     if info.st_uid != uid:
         raise Untrusted(f"{path}: not used: it is owned by uid {info.st_uid}, not by this user (uid {uid}); remove "
                         "it or choose another output directory")  # fmt: skip
+
+
+def private_dir(path: str) -> None:
+    """Make `path` this user's private directory (0700), or make sure the one already there is. For a name anyone
+    can compute in a place anyone can write (/dev/shm, sticky): another user who made it first, or a link or a
+    directory others may write, would feed slurmgen the files in it. Refused with one line naming the path, its
+    owner and mode, and the fix (Untrusted); in a sticky place nobody else can rename or remove it once it is
+    ours (unlink(2), rename(2)), so one check when it is first used holds for the job."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    info = os.lstat(path)
+    found = breach(path, info, directory=True)
+    if found is None:
+        return
+    mode = f"mode {stat.S_IMODE(info.st_mode):o}"
+    facts = {Breach.MODE: "", Breach.OWNER: f" ({mode})"}.get(found[0], f" (owner uid {info.st_uid}, {mode})")
+    fix = (f"; `chmod 700 {path}`" if found[0] is Breach.MODE else
+           f"; remove it (its owner or root: `rm -r {path}`): another user may have made it to steer this job"
+           )  # fmt: skip
+    raise Untrusted(f"not used: {found[1]}{facts}{fix}")
 
 
 def owned_by_me(path: str) -> bool:

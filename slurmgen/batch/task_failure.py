@@ -11,6 +11,7 @@ job's exit code and names its rank, node and log. Pure, but for reading the last
 from __future__ import annotations
 
 from slurmgen.interruption.casualty import TaskFailure, first_failure
+from slurmgen.printable import printable
 
 __all__ = ["TaskFailure", "first_failure", "report", "tail"]  # the failure itself is the policy's (casualty.py)
 
@@ -37,7 +38,8 @@ def tail(path: str | None, lines: int = TAIL_LINES) -> list[str]:
 
 
 def report(failure: TaskFailure, step_code: int, last: list[str]) -> list[str]:
-    """What the batch log says about it."""
+    """What the batch log says about it: the rank's last lines, and its node and log from the run history, with
+    every control character escaped (slurmgen/printable.py), as status and history show the history's text."""
     how = f"was killed by SIG{failure.signal}" if failure.signal else f"exited with code {failure.exit_code}"
     lines = [f"rank {failure.rank} on {failure.node} failed first: its program {how}"]
     if step_code != failure.exit_code:
@@ -45,4 +47,4 @@ def report(failure: TaskFailure, step_code: int, last: list[str]) -> list[str]:
     if failure.log:
         lines.append(f"its log: {failure.log}" + ("; last lines:" if last else " (empty)"))
         lines += [f"| {line}" for line in last]
-    return lines
+    return [printable(line) for line in lines]  # the program's own text: its escape sequences are shown, not run

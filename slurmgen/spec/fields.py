@@ -49,7 +49,14 @@ class Time(Str):
                     f"YAML reads `{raw}` as the number {value} (base 60), which Slurm would take as {value} minutes; "
                     f'quote it: time: "{raw}"',
                 )
-            return ctx.fail(path, f'write the time as quoted text, e.g. "{raw}" for {raw} minutes or "01:00:00"')
+            if isinstance(value, int) and value >= 0:
+                return ctx.fail(path, f'write the time as quoted text, e.g. "{raw}" for {raw} minutes or "01:00:00"')
+            # .inf, .nan, 1.5: quoted, they are no Slurm time either; say the forms that are
+            return ctx.fail(
+                path,
+                f"YAML reads `{raw}` as a number, and Slurm has no such time; write quoted text in "
+                'one of its forms: "90" (minutes), "01:30:00" (HH:MM:SS) or "2-00:00:00" (D-HH:MM:SS)',
+            )
         value = super().check(value, ctx, path)
         if isinstance(value, str):
             try:

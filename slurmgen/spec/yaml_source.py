@@ -216,6 +216,15 @@ def _too_deep(text: str, source: str) -> Problem | None:
     return None
 
 
+def _unreadable(exc: yaml.reader.ReaderError, text: str, source: str) -> Problem:
+    """A character YAML does not read (a NUL, a C0 control, U+FFFE: yaml/reader.py, check_printable) as one line
+    with its line number; PyYAML's own message is two lines that give only a position in a "<unicode string>"."""
+    number = text[: max(0, exc.position)].count("\n") + 1
+    where = source if source.startswith("--") else f"{source}:{number}"
+    code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+    return Problem(where, "", f"contains the character U+{code:04X}, which YAML does not allow; remove it")
+
+
 def load_yaml(text: str, source: str) -> tuple[YamlDocument | None, list[Problem]]:
     """Parse one YAML document: the values with their marks (None if unparsable) and the problems found."""
     for char, name in _YAML_BREAKS.items():
@@ -228,6 +237,8 @@ def load_yaml(text: str, source: str) -> tuple[YamlDocument | None, list[Problem
         if too_deep is not None:
             return None, [too_deep]
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.reader.ReaderError as exc:
+        return None, [_unreadable(exc, text, source)]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -260,6 +271,8 @@ def load_override(text: str) -> tuple[Any, dict[FieldPath, Mark], list[Problem]]
         if too_deep is not None:
             return None, {}, [too_deep]
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.reader.ReaderError as exc:
+        return None, {}, [_unreadable(exc, text, "--set")]
     except yaml.YAMLError as exc:
         return None, {}, [Problem("--set", "", f"the value {text!r} is not valid YAML: {exc}")]
     if node is None:

@@ -227,12 +227,14 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
             _send(child, sig)
     os.close(go_write)  # the child's read returns: it sets its signals and execs
     own = None if stacks is None else functools.partial(stacks.dump, child, caught_by(child))
+    began = time.time()
     watching = watchdog.start(plan.job, plan.rank, child, say, own)
     try:
         return _wait_loop(plan, routing, child, watched, say)
     finally:
         if watching is not None:
             watching.set()
+        watchdog.leave_node(plan.job, plan.rank, began)  # the node's last task removes the node's directory
         if stacks is not None:
             stacks.close()
 

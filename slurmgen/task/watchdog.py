@@ -40,8 +40,16 @@ from collections.abc import Callable, Mapping
 
 from slurmgen import run_history, trust
 from slurmgen.job_context.context import JobContext
-from slurmgen.progress_mark import PROGRESS_DIR, ProgressMark, node_dir, progress_path, steps_marked
-from slurmgen.task.node_watch import START_FACTOR, NodeWatch, poll_interval
+from slurmgen.progress_mark import (
+    PROGRESS_DIR,
+    ProgressMark,
+    node_dir,
+    own_node_dir,
+    progress_path,
+    steps_marked,
+    write_node_file,
+)
+from slurmgen.task.node_watch import START_FACTOR, NodeWatch, count_since, local_ranks, poll_interval
 
 __all__ = [
     "PROGRESS_DIR",
@@ -137,6 +145,13 @@ def start(
     log_dir = job.log_dir
     if job.hang_timeout is None or not log_dir or rank is None:
         return None
+    try:
+        own_node_dir(job)  # before anything in it is read: another user may have made it first
+    except trust.Untrusted as exc:
+        say(f"{exc}; the hang watchdog is off on this node")
+        return None
+    except OSError:
+        pass  # no directory: no progress is read from it, as before
     timeout, started, stop = float(job.hang_timeout), time.time(), threading.Event()
     view = NodeWatch(job, rank, pid, started, timeout)  # now: what the program has written so far is no progress
 
@@ -161,6 +176,23 @@ def start(
 
     threading.Thread(target=watch, name="slurmgen-hang-watchdog", daemon=True).start()
     return stop
+
+
+def leave_node(job: JobContext, rank: int | None, since: float) -> None:
+    """This task's program has ended (its supervisor calls this last): note it in the node's directory, and the
+    last of the node's tasks to leave removes the directory. Only evidence deletes: the directory must be this
+    user's own (lstat: a link or another user's is never touched), and every rank of the node (local_ranks) must
+    have left since ``since``, when this supervisor started (a note left by an earlier start of the step is older);
+    a count that falls short keeps the directory. A restart of the step makes it again."""
+    if not watches(job, rank):
+        return
+    folder = node_dir(job)
+    with contextlib.suppress(OSError):
+        if trust.breach(folder, os.lstat(folder), directory=True) is not None:
+            return
+        write_node_file(os.path.join(folder, f"left-{rank}"), "")
+        if count_since(folder, "left-", since) >= local_ranks(job):
+            shutil.rmtree(folder)
 
 
 def nccl_trace_env(job: JobContext, env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -1,0 +1,67 @@
+"""The node's own directory (/dev/shm, progress_mark.node_dir) lives as long as the step on that node: the last of
+the node's tasks to end removes it (task/watchdog.py, leave_node), and only then; a real local run leaves none."""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from pathlib import Path
+
+from cli_run import run_slurmgen
+
+from slurmgen import contract
+from slurmgen.job_context.context import JobContext
+from slurmgen.progress_mark import node_dir, write_node_file
+from slurmgen.task import watchdog
+
+
+def env(log: Path, local_id: int) -> dict[str, str]:
+    return {contract.LOG_DIR: str(log), contract.HANG_TIMEOUT: "20", "SLURMD_NODENAME": "n1",
+            "SLURM_LOCALID": str(local_id), "SLURM_PROCID": str(local_id), "SLURM_NTASKS": "2",
+            "SLURM_STEP_TASKS_PER_NODE": "2", "SLURM_NODEID": "0"}  # fmt: skip
+
+
+def test_the_last_task_of_the_node_to_end_removes_the_directory_and_not_before(tmp_path: Path) -> None:
+    first, second = JobContext.from_environ(env(tmp_path, 0)), JobContext.from_environ(env(tmp_path, 1))
+    folder = node_dir(first)
+    began = os.stat(tmp_path).st_mtime - 1  # both supervisors started before now
+    try:
+        write_node_file(os.path.join(folder, "rank-0"), "5\n")
+        watchdog.leave_node(first, 0, began)
+        assert os.path.isdir(folder)  # rank 1 still runs: its watch reads the directory
+        watchdog.leave_node(second, 1, began)
+        assert not os.path.exists(folder)
+    finally:
+        if os.path.isdir(folder):
+            import shutil
+
+            shutil.rmtree(folder)
+
+
+def test_a_note_left_by_an_earlier_start_of_the_step_does_not_count(tmp_path: Path) -> None:
+    first, second = JobContext.from_environ(env(tmp_path, 0)), JobContext.from_environ(env(tmp_path, 1))
+    folder = node_dir(first)
+    try:
+        write_node_file(os.path.join(folder, "rank-0"), "5\n")
+        watchdog.leave_node(second, 1, 0.0)  # the earlier start: rank 1 left, rank 0 was killed
+        os.utime(os.path.join(folder, "left-1"), (100.0, 100.0))
+        watchdog.leave_node(first, 0, 200.0)  # this start began at 200: rank 1 of this start still runs
+        assert os.path.isdir(folder)
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_local_run_with_the_watchdog_leaves_no_node_directory(tmp_path: Path) -> None:
+    (tmp_path / "job.yaml").write_text(
+        f"name: job\ncommand: [{sys.executable!r}, '-c', 'import time; time.sleep(1)']\ntime: '00:10:00'\n"
+        f"nodes: 2\ntasks_per_node: 2\npython: {sys.executable}\nrecovery: {{hang_timeout: 30}}\n"
+    )
+    done = run_slurmgen("run", "job.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    log_dir = tmp_path / "logs" / "job-1"
+    assert log_dir.is_dir()
+    pattern = node_dir(JobContext.from_environ({contract.LOG_DIR: str(log_dir), "SLURMD_NODENAME": "*"}))
+    assert glob.glob(pattern) == []
