@@ -15,7 +15,7 @@ import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Literal, Optional, overload
 
 from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
 from slurmgen.signal_names import require_signal_name
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 30.0  # seconds; a hung scontrol must not hang a task (submitit #1713)
 
 # run(argv, env, timeout) -> CompletedProcess with text stdout/stderr. Raises what subprocess.run raises.
-Runner = Callable[[Sequence[str], Mapping[str, str] | None, float], "subprocess.CompletedProcess[str]"]
+# Optional, not `X | None`: an alias is evaluated at import, and the batch shell's helper imports this on 3.9.
+Runner = Callable[[Sequence[str], Optional[Mapping[str, str]], float], "subprocess.CompletedProcess[str]"]  # noqa: UP045
 
 
 def run_command(argv: Sequence[str], env: Mapping[str, str] | None, timeout: float) -> subprocess.CompletedProcess[str]:
