@@ -140,9 +140,9 @@ echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), started at ${_sg_star
 # Its Python below slurmgen's floor: it said which and the fix in one line (slurmgen/python_floor.py), and recorded
 # the start; nothing after it could run.
 'python3' '-m' 'slurmgen.batch' 'begin'
-_sg_rc=$?
-[ "${_sg_rc}" -ne 9 ] || exit 1
-[ "${_sg_rc}" -eq 0 ] || echo "slurmgen: could not record the start of this run (see above)" >&2
+_sg_begun=$?  # not _sg_rc: a run that ends before its first step hands the batch helper's end an empty step code
+[ "${_sg_begun}" -ne 9 ] || exit 1
+[ "${_sg_begun}" -eq 0 ] || echo "slurmgen: could not record the start of this run (see above)" >&2
 # A requeue request left by an earlier run that never reached its end must not requeue this one.
 rm -f "${SLURMGEN_STATE_DIR}/${_sg_key}.requeue"
 
@@ -175,8 +175,8 @@ esac
 # --- Rendezvous: the first node of the step, port = base + (job id + attempt) % range --------------------
 # A Python below slurmgen's floor has said so in one line (exit 9); any other failure is this step's.
 _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" SLURM_STEP_NODELIST="${_sg_nodes}" 'python3' '-m' 'slurmgen.task' '--rendezvous')" || {
-    _sg_rc=$?
-    [ "${_sg_rc}" -eq 9 ] ||
+    _sg_rdzv_rc=$?
+    [ "${_sg_rdzv_rc}" -eq 9 ] ||
         echo "slurmgen: cannot work out the rendezvous address (see above); is slurmgen installed for 'python3' (spec field python)?" >&2
     exit 1
 }
