@@ -15,7 +15,7 @@ nothing of slurmgen at module level.
 import os
 import sys
 
-IN_JOB = (3, 9)  # slurmgen.batch, slurmgen.task and what they import (tests/test_python_floors.py runs them)
+IN_JOB = (3, 9)  # slurmgen.batch, slurmgen.task and what they import (tests/test_python_floor.py runs them)
 RUNTIME = (3, 10)  # slurmgen.runtime and the CLI: pyproject.toml's requires-python
 MIN_PYTHON = IN_JOB  # the floor refuse_older checks
 
