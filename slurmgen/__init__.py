@@ -93,5 +93,5 @@ def __getattr__(name: str) -> object:  # PEP 562
     return value
 
 
-def __dir__() -> list[str]:
+def __dir__() -> "list[str]":  # quoted: a Python below the in-job floor must get as far as slurmgen.python_floor
     return sorted({*globals(), *__all__})

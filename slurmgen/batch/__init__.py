@@ -15,4 +15,4 @@ remove a completed job's resume state), nothing else of slurmgen.runtime and not
 
 from slurmgen.python_floor import refuse_older as _refuse_older
 
-_refuse_older("batch shell helper")
+_refuse_older("the batch shell's helper (slurmgen.batch)")

@@ -2,14 +2,30 @@
 outcomes and actions it answers with. Enums, so a misspelt outcome is an AttributeError and not a silent `else`.
 
 StrEnum: every value is also the string it always was, so the run history (JSON), the messages and the tests
-that read them stay as they were (a run-end's `ended` is still "completed", "requeued", ...).
+that read them stay as they were (a run-end's `ended` is still "completed", "requeued", ...). It is written here
+rather than taken from the standard library's enum.StrEnum (new in 3.11) because the batch shell's helper and the
+task supervisor import this module on the host's or image's Python, from 3.9 up.
 
 Standard library only, no other import.
 """
 
 from __future__ import annotations
 
-from enum import Enum, StrEnum
+from enum import Enum
+
+
+class StrEnum(str, Enum):
+    """enum.StrEnum of Python 3.11 for 3.9 and 3.10: str() and format() give the value on every version.
+
+    A plain ``(str, Enum)`` member prints as ``Phase.RUNNING`` under str() on every version and under format()
+    from 3.12 (the enum docs' "Notes" on StrEnum and IntEnum's __str__ changes), so both are str's own.
+    """
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(self, format_spec)
 
 
 class Event(Enum):

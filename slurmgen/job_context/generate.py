@@ -90,7 +90,9 @@ def variables_text() -> str:
     listed = ["from slurmgen.job_context.values import (", *(f"    {name}," for name in used), ")"]
     lines = [HEADER.rstrip("\n"), *([one_line] if len(one_line) <= LINE_LENGTH else listed), ""]
     lines += ["TYPE_CHECKING = False  # typing stays unloaded: every process imports this", "if TYPE_CHECKING:"]
-    lines += ["    from typing import Self", "", ""]
+    # typing.Self is new in 3.11; mypy checks for 3.10 and always has typing_extensions' stubs, and the import
+    # never runs (TYPE_CHECKING is False outside the type checker).
+    lines += ["    from typing_extensions import Self", "", ""]
     lines += ["@dataclass(frozen=True)", "class JobVariables:"]
     lines += ['    """The job variables, read once, and what derives from them."""', ""]
     lines += [f"    {row.field}: {_parser(row)[1]}  # {row.name}" for row in rows()]

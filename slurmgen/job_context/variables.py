@@ -39,7 +39,7 @@ from slurmgen.job_context.values import (
 
 TYPE_CHECKING = False  # typing stays unloaded: every process imports this
 if TYPE_CHECKING:
-    from typing import Self
+    from typing_extensions import Self
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,12 @@ import sys as _sys
 # (bench/runtime_import.py). mypy treats a module-level TYPE_CHECKING = False like typing's.
 TYPE_CHECKING = False
 
-# The oldest Python the runtime is tested with (the test suite runs it, torch included). A container with an
-# older one gets one line instead of a SyntaxError or TypeError deep inside a task.
-MIN_PYTHON = (3, 11)
-if _sys.version_info < MIN_PYTHON:
+# The oldest Python the runtime runs on (slurmgen.python_floor.RUNTIME, pyproject.toml's requires-python; not
+# imported, as this package imports nothing). A program on an older one gets one line instead of a SyntaxError or
+# TypeError deep inside a task. The batch shell's helper, whose floor is lower and checked by its own package,
+# imports the checkpoint layout from here (checkpoint file names) and passes.
+MIN_PYTHON = (3, 10)
+if _sys.version_info < MIN_PYTHON and "slurmgen.batch" not in _sys.modules:
     _message = (
         f"slurmgen's runtime needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer in the task; this is "
         f"{_sys.version.split()[0]} ({_sys.executable}): use a newer image or set the spec field python"

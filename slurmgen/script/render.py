@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from slurmgen import contract
+from slurmgen import contract, python_floor
 from slurmgen.errors import SlurmgenError, UsageError
 from slurmgen.exit_codes import EXIT_INVALID, NODES_REQUEUED, NODES_SHORT
 from slurmgen.interruption.hold import STEP_GRACE, hold_limit  # the hold window is an interruption decision
@@ -117,6 +117,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "marker_suffix": contract.REQUEUE_MARKER_SUFFIX,
         "wandb": spec.trackers.wandb,
         "batch_begin": join(batch_words(spec, "begin")),
+        "python_refused": python_floor.REFUSED,
         "batch_signal": join(batch_words(spec, "signal")),
         "batch_restart": join(batch_words(spec, "restart")),
         "batch_before": join(batch_words(spec, "before")),

@@ -15,7 +15,7 @@ import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Literal, Optional, overload
 
 from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
 from slurmgen.signal_names import require_signal_name
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 30.0  # seconds; a hung scontrol must not hang a task (submitit #1713)
 
 # run(argv, env, timeout) -> CompletedProcess with text stdout/stderr. Raises what subprocess.run raises.
-Runner = Callable[[Sequence[str], Mapping[str, str] | None, float], "subprocess.CompletedProcess[str]"]
+# Optional, not `X | None`: an alias is evaluated at import, and the batch shell's helper imports this on 3.9.
+Runner = Callable[[Sequence[str], Optional[Mapping[str, str]], float], "subprocess.CompletedProcess[str]"]  # noqa: UP045
 
 
 def run_command(argv: Sequence[str], env: Mapping[str, str] | None, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -80,12 +81,9 @@ class JobPending(SchedulerError):
     """ "Job is pending execution": the job is queued already (e.g. a second requeue right after one)."""
 
 
+_UNKNOWN_JOB = "Slurm does not know job {job} (wrong id, or finished long ago)"
 _KNOWN_ERRORS: tuple[tuple[str, type[SchedulerError], str], ...] = (
-    (
-        "Invalid job id specified",
-        InvalidJobId,
-        "Slurm does not know job {job} (wrong id, or finished long ago)",
-    ),
+    ("Invalid job id specified", InvalidJobId, _UNKNOWN_JOB),
     (
         "Requested operation is presently disabled",
         RequeueDisabled,
@@ -109,8 +107,14 @@ _UNREACHABLE = (
 )
 
 
+# `scontrol show job 12_34` of a job whose task 34 (or het component) is gone: "Job 12_34 not found", exit 1, on
+# stdout up to 25.11 and on stderr from 26.05 (src/scontrol/info_job.c, scontrol_print_job; SchedMD/slurm commit
+# 047f923908). Like "Invalid job id specified", Slurm does not know that job.
+_JOB_NOT_FOUND = re.compile(r"^Job \d+(?:_\d+|\+\d+)? not found$", re.MULTILINE)
+
+
 def _failure(what: str, job: str, result: subprocess.CompletedProcess[str]) -> SchedulerError | SchedulerMissing:
-    text = f"{result.stderr}\n{result.stdout}"
+    text = f"{result.stderr}\n{result.stdout}"  # every message below is matched on either stream
     for needle in _UNREACHABLE:
         if needle in text:
             return SchedulerMissing(f"{what}: no Slurm controller reachable from here ({needle.lower()}); run it "
@@ -118,6 +122,8 @@ def _failure(what: str, job: str, result: subprocess.CompletedProcess[str]) -> S
     for needle, kind, message in _KNOWN_ERRORS:
         if needle in text:
             return kind(f"{what}: " + message.format(job=job))
+    if _JOB_NOT_FOUND.search(text):
+        return InvalidJobId(f"{what}: " + _UNKNOWN_JOB.format(job=job))
     lines = [re.sub(r"^\S+: error: ", "", ln.strip()) for ln in result.stderr.splitlines() if ln.strip()]
     detail = "; ".join(lines) or result.stdout.strip() or "no message"
     return SchedulerError(f"{what} failed (exit {result.returncode}): {detail}")

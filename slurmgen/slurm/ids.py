@@ -149,6 +149,17 @@ def as_job_id(value: JobId | str | int) -> JobId:
     return value if isinstance(value, JobId) else parse_job_id(value)
 
 
+# A run's own id (sacct(1) of 25.11, SLUID: it "changes each time a job is requeued/restarted/resized"): "s" and 13
+# characters of Crockford's base32 (src/common/sluid.c, cb32map "0123456789ABCDEFGHJKMNPQRSTVWXYZ").
+_SLUID = re.compile(r"[sS][0-9A-HJKMNP-TV-Z]{13}")
+
+
+def parse_sluid(text: str | None) -> str | None:
+    """A SLUID as Slurm prints it (``s731M834YGW200``); None for anything else (empty, ``(null)``, a job id)."""
+    value = (text or "").strip()
+    return value if _SLUID.fullmatch(value) else None
+
+
 # --- states -----------------------------------------------------------------------------------------------
 
 

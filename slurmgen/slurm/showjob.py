@@ -23,6 +23,7 @@ from slurmgen.slurm.ids import (
     optional,
     parse_datetime,
     parse_duration,
+    parse_sluid,
     parse_state,
     state_name,
 )
@@ -162,6 +163,11 @@ class JobInfo:
     stdout: str | None
     stderr: str | None
     fields: Mapping[str, str] = field(compare=False, hash=False, repr=False)
+
+    @property
+    def sluid(self) -> str | None:
+        """This run's SLUID: `scontrol show job --details` prints SLUID= from 26.05 (src/scontrol/info_job.c)."""
+        return parse_sluid(self.fields.get("SLUID"))
 
 
 def _job_id_of(rec: Mapping[str, str]) -> JobId:

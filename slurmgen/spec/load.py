@@ -98,7 +98,8 @@ def load_text(
             continue
         override_paths.add(path)
         for rel, mark in value_marks.items():
-            marks[(*path, *rel)] = mark
+            key = (*path, *rel)  # mypy takes `marks[(*path, *rel)]` for 3.11's star in a subscript
+            marks[key] = mark
     shown: tuple[tuple[str, Any, str], ...] = ()
     if given is not None:
         from slurmgen.spec.profile import origins

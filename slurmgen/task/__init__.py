@@ -16,4 +16,4 @@ imports this package's prepare, rendezvous, signal_block and watchdog.
 
 from slurmgen.python_floor import refuse_older as _refuse_older
 
-_refuse_older("runtime")
+_refuse_older("the task supervisor (slurmgen.task)")

@@ -84,4 +84,5 @@ def hook_path(env: Mapping[str, str]) -> dict[str, str]:
 
 def hook_env(env: Mapping[str, str], signum: int) -> dict[str, str]:
     """The program's environment with the hook first on PYTHONPATH and the signal it unblocks."""
-    return {**hook_path(env), contract.UNBLOCK_ON_HANDLER: str(signum)}
+    # int(): a signal.Signals is an IntEnum, whose str() is "Signals.SIGUSR1" before 3.11 (enum docs, IntEnum)
+    return {**hook_path(env), contract.UNBLOCK_ON_HANDLER: str(int(signum))}

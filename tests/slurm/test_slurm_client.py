@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from fake_slurm import FakeSlurm
-from recorded import PRIMARY, every_version
+from recorded import PRIMARY, every_version, recorded_text
 
 from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
 from slurmgen.slurm.client import (
@@ -116,6 +116,20 @@ def test_show_job(version: str) -> None:
     )  # fmt: skip
     assert client.show_job(99999) is None  # "Invalid job id specified" (e.g. purged after MinJobAge)
     assert client.show_jobs(99999) == []
+
+
+def test_a_gone_array_task_is_unknown_on_either_stream() -> None:
+    """`Job 11_7 not found` (exit 1) on stdout up to 25.11 and on stderr from 26.05 (the handwritten-show-job-task-
+    gone-* files): Slurm does not know that job, as for "Invalid job id specified"."""
+    out = recorded_text("handwritten-show-job-task-gone-25.11.out")
+    err = recorded_text("handwritten-show-job-task-gone-26.05.err")
+    for run in (FakeSlurm().on(*SHOW, "11_7", rc=1, out=out), FakeSlurm().on(*SHOW, "11_7", rc=1, err=err)):
+        assert SlurmClient(run).show_job("11_7") is None
+        assert SlurmClient(run).show_jobs("11_7") == []
+    other = FakeSlurm().on(*SHOW, "11_7", rc=1, err="Partition x not found\n")
+    with pytest.raises(SchedulerError, match="Partition x not found") as raised:
+        SlurmClient(other).show_job("11_7")
+    assert not isinstance(raised.value, InvalidJobId)
 
 
 @every_version

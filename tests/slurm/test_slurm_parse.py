@@ -749,3 +749,14 @@ def test_squeue_exit_code_is_a_raw_wait_status_read_as_exit_code_and_signal() ->
     assert exit_parts("") == (None, None) and exit_parts("N/A") == (None, None)
     (row,) = parse("12_3|FAILED|NonZeroExitCode|0|768|0:06|\n")
     assert (row.exit_code, row.exit_signal) == (3, None)
+
+
+@every_version
+def test_a_record_gives_its_runs_sluid_where_slurm_prints_it(version: str) -> None:
+    """SLUID= comes with `scontrol show job --details` from 26.05 (src/scontrol/info_job.c), after JobName=."""
+    text = recorded_text("show-job-o-running.out", version)
+    (plain,) = parse_show_job(text)
+    assert job_info(plain).sluid is None
+    (detailed,) = parse_show_job(re.sub(r"(JobName=[^\n]*?) (UserId=)", r"\1 SLUID=s731M834YGW200 \2", text))
+    assert job_info(detailed).sluid == "s731M834YGW200"
+    assert job_info(detailed).name == job_info(plain).name

@@ -134,7 +134,12 @@ _sg_restarts="${SLURM_RESTART_COUNT:-0}"
 printf -v _sg_started '%(%Y-%m-%d %H:%M:%S)T' "${SLURMGEN_START_TIME}"
 echo "slurmgen: job ${_sg_key}, run $((_sg_restarts + 1)), started at ${_sg_started}, nodes ${SLURM_JOB_NODELIST:-?}, logs in ${SLURMGEN_LOG_DIR}" >&2
 # The run's record (history/ in the log directory): its start, and the requeues Slurm made since the last run.
-'python3' '-m' 'slurmgen.batch' 'begin' || echo "slurmgen: could not record the start of this run (see above)" >&2
+# Its Python below slurmgen's floor: it said which and the fix in one line (slurmgen/python_floor.py), and recorded
+# the start; nothing after it could run.
+'python3' '-m' 'slurmgen.batch' 'begin'
+_sg_begun=$?  # not _sg_rc: a run that ends before its first step hands the batch helper's end an empty step code
+[ "${_sg_begun}" -ne 9 ] || exit 1
+[ "${_sg_begun}" -eq 0 ] || echo "slurmgen: could not record the start of this run (see above)" >&2
 # A requeue request left by an earlier run that never reached its end must not requeue this one.
 rm -f "${SLURMGEN_STATE_DIR}/${_sg_key}.requeue"
 
@@ -170,10 +175,13 @@ case "${_sg_rc}" in
         ;;
 esac
 # --- Rendezvous: the first node of the step, port = base + (job id + attempt) % range --------------------
-if ! _sg_rdzv="$(MASTER_PORT="${_sg_user_port}" SLURM_STEP_NODELIST="${_sg_nodes}" 'python3' '-m' 'slurmgen.task' '--rendezvous')"; then
-    echo "slurmgen: cannot work out the rendezvous address (see above); is slurmgen installed for 'python3' (spec field python)?" >&2
+# A Python below slurmgen's floor has said so in one line (exit 9); any other failure is this step's.
+_sg_rdzv="$(MASTER_PORT="${_sg_user_port}" SLURM_STEP_NODELIST="${_sg_nodes}" 'python3' '-m' 'slurmgen.task' '--rendezvous')" || {
+    _sg_rdzv_rc=$?
+    [ "${_sg_rdzv_rc}" -eq 9 ] ||
+        echo "slurmgen: cannot work out the rendezvous address (see above); is slurmgen installed for 'python3' (spec field python)?" >&2
     exit 1
-fi
+}
 read -r MASTER_ADDR MASTER_PORT <<<"${_sg_rdzv}"
 export MASTER_ADDR MASTER_PORT
 echo "slurmgen: rendezvous at ${MASTER_ADDR}:${MASTER_PORT}" >&2
