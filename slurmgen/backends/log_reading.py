@@ -27,6 +27,7 @@ def failed_first(job: JobHandle, label: str) -> tuple[int, str]:
     failed on its own."""
     from slurmgen import run_history
     from slurmgen.interruption.casualty import first_failure
+    from slurmgen.printable import printable
 
     dirs, why_none = job.history_dirs()
     for log_dir in reversed(dirs):  # the latest submission's first (a resumed job's new id comes last)
@@ -36,7 +37,7 @@ def failed_first(job: JobHandle, label: str) -> tuple[int, str]:
         for run in reversed(failed_runs):
             failure = first_failure(events, run)
             if failure is not None:
-                return failure.rank, f"{failure.describe()} failed first, in run {run}: its log"
+                return failure.rank, f"{printable(failure.describe())} failed first, in run {run}: its log"
     raise UsageError(f"job {label}: no task failed on its own in its run history" + (f" ({why_none})" if why_none
                      and not dirs else ""))  # fmt: skip
 

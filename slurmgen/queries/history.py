@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from slurmgen import run_history
+from slurmgen.printable import printable
 from slurmgen.queries.logs import batch_logs
 from slurmgen.queries.status import when
 from slurmgen.slurm.showjob import JobInfo
@@ -39,7 +40,8 @@ def last_failing(target: Target, infos: Sequence[JobInfo]) -> str | None:
     if len(dirs) != 1:
         return None
     runs = run_history.History.load(str(dirs[0])).runs()
-    return runs[-1].failing if runs else None
+    failing = runs[-1].failing if runs else None
+    return printable(failing) if failing else None  # the run history holds what the program printed
 
 
 def step_restarts(target: Target, infos: Sequence[JobInfo]) -> int | None:
@@ -242,13 +244,13 @@ def rows(events: Sequence[Mapping[str, Any]], now: float | None = None) -> list[
             str(run.run),
             "" if run.start is None else when(float(run.start), now),
             "" if run.end is None else when(float(run.end), now),
-            run.nodes or "",
+            printable(run.nodes or ""),
             "" if run.exit_code is None else str(run.exit_code),
-            cause,
+            printable(cause),
             REQUEUERS.get(run.requeued_by or "", run.requeued_by or ""),
             "" if seconds is None else f"{seconds:.1f} s" + (f" ({run.saves} saves)" if run.saves > 1 else ""),
             size_text(run.save_bytes),
-            _note(run, miss),
+            printable(_note(run, miss)),
         ))  # fmt: skip
     return out
 
