@@ -40,7 +40,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurmgen import contract, trust
-from slurmgen.interruption import TaskSignalFacts, decide
 from slurmgen.job_context.context import JobContext
 from slurmgen.task.python_hook import hook_env, hook_path, hooks_python
 from slurmgen.task.signal_block import SUPERVISED
@@ -127,6 +126,10 @@ class Routing:
 
     def route(self, sig: int, sender: int, now: float, child_catches: Callable[[int], bool]) -> bool:
         """Record a signal; True when it must be sent to the program (it did not reach it)."""
+        # Imported at the first signal, not on the way to starting the program: the policy's modules (and typing,
+        # which the policy package imports) are a tenth of the supervisor's start-up CPU (bench/startup.py).
+        from slurmgen.interruption import TaskSignalFacts, decide
+
         recent = any(s == sig and wide and now - t <= REPEAT_WINDOW for s, wide, t in self.received)
         stepwide = self.remember(sig, sender, now)
         preemption = sig == self.plan.preempt
