@@ -18,7 +18,9 @@ printed): the batch helpers before the step (each `python3 -m slurmgen.batch ...
 supervisor, and its start-up hook), the program's `import torch`, the runtime's import, the c10d store, the start
 barrier, the process group, Preemption() and load(). "added" is slurmgen's total minus bare's. Python processes
 per rank: the processes between srun and the program, the program included; per node: the batch helpers started
-before the step (the preemption watcher among them, which runs beside the step). Results under bench/results/.
+before the step (the preemption watcher among them, which runs beside the step). Then the CPU of each piece run
+alone (--cpu-reps): on a busy node, start-up wall time follows the CPU spent before the program's first step,
+and those numbers move little with the machine's load. Results under bench/results/.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import socket
 import statistics
@@ -239,12 +242,43 @@ def processes(run: dict[str, Any]) -> tuple[int, int, list[str]]:
     return per_rank, len(helpers), helpers
 
 
+def cpu_ms(argv: list[str], env: dict[str, str], cwd: Path, reps: int) -> float:
+    """Median CPU (user + system, the process and what it waited for) of one command run alone, in ms."""
+    used = []
+    for _ in range(reps):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(used) * 1000
+
+
+def cpu_table(job: Job, reps: int) -> dict[str, float]:
+    """What each of slurmgen's pieces costs in CPU, alone: on a busy node (four ranks importing torch on two cores,
+    other jobs) start-up wall time follows CPU, while these numbers barely move with the load."""
+    env = job.runner.env(1)
+    env.update(PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+    py = sys.executable
+    runtime = "import torch.distributed; import slurmgen.runtime.dist; from slurmgen.runtime import Preemption"
+    pieces = {
+        "python3 -c pass": [py, "-c", "pass"],
+        "batch begin": [py, "-m", "slurmgen.batch", "begin"],
+        "batch watch": [py, "-m", "slurmgen.batch", "watch", str(os.getpid()), "USR1"],
+        "task --rendezvous": [py, "-m", "slurmgen.task", "--rendezvous"],
+        "supervisor (-- /bin/true)": [py, "-m", "slurmgen.task", "--", "/bin/true"],
+        "import torch": [py, "-c", "import torch.distributed"],
+        "import torch + runtime": [py, "-c", runtime],
+    }
+    return {name: cpu_ms(argv, env, job.work, reps) for name, argv in pieces.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--tasks-per-node", type=int, default=2)
     parser.add_argument("--cluster", action="store_true", help="submit to the real Slurm cluster (SLURM_CONF)")
+    parser.add_argument("--cpu-reps", type=int, default=15, help="runs of each piece for the CPU table (0: none)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args()
     # /tmp: the real cluster's nodes (network namespaces) share this machine's file system.
@@ -275,10 +309,17 @@ def main() -> None:
             print(f"python processes, {variant}: {per_rank} per rank, {helpers} batch helper(s) per node before the "
                   f"step ({', '.join(names) or 'none'})")  # fmt: skip
         print(f"load average: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
+        cpu = {} if args.cpu_reps == 0 else cpu_table(job, args.cpu_reps)
+        if cpu:
+            print(f"CPU of each piece alone, median of {args.cpu_reps} (ms; batch begin here asks the local fake "
+                  "scontrol, a Python process, three times):")  # fmt: skip
+            for name, ms in cpu.items():
+                print(f"  {name:<30}{ms:8.1f}")
         results = ROOT / "bench" / "results"
         results.mkdir(exist_ok=True)
         name = results / f"startup-{size}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        name.write_text(json.dumps({"median": med, "runs": table, "added": added}, indent=1), encoding="utf-8")
+        saved = {"median": med, "runs": table, "added": added, "cpu_ms": cpu}
+        name.write_text(json.dumps(saved, indent=1), encoding="utf-8")
         print(f"results: {name.relative_to(ROOT)}")
     finally:
         if args.keep:
