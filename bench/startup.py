@@ -311,10 +311,10 @@ def main() -> None:
         print(f"load average: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
         cpu = {} if args.cpu_reps == 0 else cpu_table(job, args.cpu_reps)
         if cpu:
-            print(f"CPU of each piece alone, median of {args.cpu_reps} (ms; batch begin here asks the local fake "
-                  "scontrol, a Python process, three times):")  # fmt: skip
-            for name, ms in cpu.items():
-                print(f"  {name:<30}{ms:8.1f}")
+            print(f"CPU of each piece alone, median of {args.cpu_reps} (ms; batch begin with the local emulator's "
+                  "scontrol):")  # fmt: skip
+            for piece, ms in cpu.items():
+                print(f"  {piece:<30}{ms:8.1f}")
         results = ROOT / "bench" / "results"
         results.mkdir(exist_ok=True)
         name = results / f"startup-{size}-{time.strftime('%Y%m%d-%H%M%S')}.json"
