@@ -232,6 +232,7 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     # The policy that routes signals: loaded now that the program is on its way, not before its start
     # (bench/startup.py), and before the wait loop's first signal needs it.
     import slurmgen.interruption.running  # noqa: F401
+
     own = None if stacks is None else functools.partial(stacks.dump, child, caught_by(child))
     watching = watchdog.start(plan.job, plan.rank, child, say, own)
     try:
