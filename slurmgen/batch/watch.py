@@ -12,9 +12,10 @@ whose trap then does what it does for Slurm's own signal. The decisions are slur
 preempt_watch_needed and decide_preempt_watch.
 
 What it costs and how it ends:
-- It ends at once where it has nothing to wait for: no scontrol (a container), `slurmgen run` (whose emulated
-  preemption never loses its signal), or a site whose recorded preemption leaves no grace time (PreemptMode OFF
-  or SUSPEND, GraceTime 0).
+- It ends at once where it has nothing to wait for: no scontrol (a container) or `slurmgen run` (whose emulated
+  preemption never loses its signal); after its first pause where the site's recorded preemption leaves no grace
+  time (PreemptMode OFF or SUSPEND, GraceTime 0). Until that pause it has imported only what those first checks
+  need: it starts beside the step's ranks, whose start-up its CPU would slow (bench/startup.py).
 - It never outlives the batch shell: the shell kills it after the step's last start; if the shell itself dies
   (SIGKILL at the end of the grace, or any other way) the kernel sends it SIGKILL (prctl PR_SET_PDEATHSIG, see
   prctl(2)), and each look checks that its parent is still the shell.
@@ -29,18 +30,14 @@ import ctypes
 import os
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from slurmgen import contract, interruption, run_history
-from slurmgen.interruption.allocation import WatchFacts, preempt_watch_needed
-from slurmgen.interruption.states import WatchStep
+from slurmgen import contract
 from slurmgen.job_context.context import JobContext
-from slurmgen.slurm.retry import Retry
-from slurmgen.slurm.view import look
 
-ONCE = Retry(tries=1, pauses=())
 MIN_POLL = 0.1  # seconds; below this the looks would cost slurmctld more than a lost grace costs the job
 MAX_POLL = 300.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -72,6 +69,8 @@ def die_with_parent(shell_pid: int) -> bool:
 
 def site_of_run(log_dir: str, ctx: JobContext) -> Mapping[str, object]:
     """What the site does on preemption, as this run's start recorded it (empty if unknown)."""
+    from slurmgen import run_history
+
     return run_history.History.load(log_dir).site(ctx.run)
 
 
@@ -90,17 +89,27 @@ def watch(
         return 0
     if ctx.local_dir:
         return 0  # `slurmgen run`: its emulated preemption always delivers the signal; each look would cost a process
+    pause, said_unsure = poll_seconds(ctx), False
+    # The first pause before anything costly: the policy, the run history and Slurm's client are about 50 ms of
+    # CPU (bench/startup.py), spent once the step has started rather than beside its ranks' start-up. A site
+    # whose preemption leaves no grace time is known after that pause, when the watcher ends.
+    sleep(pause)
+    from slurmgen import interruption
+    from slurmgen.interruption.allocation import WatchFacts, preempt_watch_needed
+    from slurmgen.interruption.states import WatchStep
+    from slurmgen.slurm.retry import Retry
+    from slurmgen.slurm.view import look
+
     if not preempt_watch_needed(site_of_run(log_dir, ctx)):
         return 0
-    pause, said_unsure = poll_seconds(ctx), False
+    once = Retry(tries=1, pauses=())
     while True:
-        sleep(pause)
         if os.getppid() != shell_pid:
             return 0
         got = received(log_dir)
         if interruption.decide(WatchFacts(False, True, got, preempt_signal)) is WatchStep.DONE:
             return 0
-        view = look(key, retry=ONCE)
+        view = look(key, retry=once)
         if view is None and not said_unsure:
             said_unsure = True
             say(f"the preemption watcher cannot ask Slurm about job {key} (scontrol failed or timed out): no "
@@ -118,3 +127,18 @@ def watch(
             )
             os.kill(shell_pid, getattr(signal, f"SIG{preempt_signal}"))
             return 0
+        sleep(pause)
+
+
+def _say(line: str) -> None:
+    print(f"slurmgen: {line}", file=sys.stderr, flush=True)
+
+
+def main(shell_pid: int, preempt_signal: str) -> int:
+    """``python3 -m slurmgen.batch watch SHELL_PID SIG``, which batch/__main__.py brings here without the other
+    commands' imports (the watcher starts beside the step's ranks), with commands.main's error boundary."""
+    try:
+        return watch(shell_pid, preempt_signal, JobContext.from_environ(os.environ), _say)
+    except Exception as error:  # the batch shell must go on (as in commands.main)
+        _say(f"internal error in the batch shell's watch step ({type(error).__name__}): {error}")
+        return 0

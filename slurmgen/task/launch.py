@@ -29,14 +29,15 @@ import os
 import sys
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from slurmgen import contract
 from slurmgen.errors import SlurmgenError, UsageError
 from slurmgen.exit_codes import EXIT_CANNOT_EXECUTE, EXIT_INVALID, EXIT_NOT_FOUND
 from slurmgen.job_context.context import JobContext
-from slurmgen.task import torchrun_agent
 
+# Not `typing`'s: its import is about 2 ms of every task's start (bench/startup.py), and nothing on the way to the
+# program needs it. mypy treats a module-level TYPE_CHECKING = False like typing's.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from slurmgen.task.supervisor import TaskSetup
 
@@ -81,6 +82,8 @@ def run(
 
     flags, command = parse_args(argv)
     agent = "--torchrun-agent" in flags
+    if agent:  # only torchrun's launcher task needs it
+        from slurmgen.task import torchrun_agent
     torchrun = agent and torchrun_agent.is_torchrun(command)  # the agent runs here, and says ready itself
     preempt = None
     job = JobContext.from_environ(environ)  # this task's one read of its environment; passed down from here

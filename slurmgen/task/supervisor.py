@@ -40,8 +40,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurmgen import contract, trust
-from slurmgen.interruption import decide
-from slurmgen.interruption.running import TaskSignalFacts
 from slurmgen.job_context.context import JobContext
 from slurmgen.task.python_hook import hook_env, hook_path, hooks_python
 from slurmgen.task.signal_block import SUPERVISED
@@ -128,6 +126,12 @@ class Routing:
 
     def route(self, sig: int, sender: int, now: float, child_catches: Callable[[int], bool]) -> bool:
         """Record a signal; True when it must be sent to the program (it did not reach it)."""
+        # Not on the way to starting the program: the policy's modules (and typing, which the policy package
+        # imports) are a tenth of the supervisor's start-up CPU (bench/startup.py); supervise() loads them once the
+        # program is released, and only a signal pending before that imports them here.
+        from slurmgen.interruption import decide
+        from slurmgen.interruption.running import TaskSignalFacts
+
         recent = any(s == sig and wide and now - t <= REPEAT_WINDOW for s, wide, t in self.received)
         stepwide = self.remember(sig, sender, now)
         preemption = sig == self.plan.preempt
@@ -226,6 +230,10 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
         if sig != signal.SIGCHLD and routing.route(sig, -1, time.monotonic(), lambda s: False):
             _send(child, sig)
     os.close(go_write)  # the child's read returns: it sets its signals and execs
+    # The policy that routes signals: loaded now that the program is on its way, not before its start
+    # (bench/startup.py), and before the wait loop's first signal needs it.
+    import slurmgen.interruption.running  # noqa: F401
+
     own = None if stacks is None else functools.partial(stacks.dump, child, caught_by(child))
     began = time.time()
     watching = watchdog.start(plan.job, plan.rank, child, say, own)

@@ -32,13 +32,12 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 
-from slurmgen import run_history, trust
+from slurmgen import trust
 from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import (
     PROGRESS_DIR,
@@ -101,6 +100,8 @@ def dump_stacks(pid: int) -> str:
     tool = py_spy()
     if tool is None:
         return f"{PY_SPY_MISSING}: no stacks\n"
+    import subprocess  # only at a hang: not part of every supervisor's start (bench/startup.py)
+
     try:
         done = subprocess.run([tool, "dump", "--pid", str(pid)], capture_output=True, text=True,
                               timeout=DUMP_TIMEOUT, check=False)  # fmt: skip
@@ -124,6 +125,8 @@ def on_hang(
     stacks = program_stacks(pid, own)  # before the file exists: other ranks count the files as dumps done
     with os.fdopen(trust.open_write(path, mode=0o644), "a", encoding="utf-8") as out:  # never through a link
         out.write(head + stacks + "\n")
+    from slurmgen import run_history  # only at a hang, like subprocess above
+
     with contextlib.suppress(OSError, trust.Untrusted):
         # One history file per node, not per rank: the batch shell reads one file per node (run_history.py).
         run_history.append(log_dir, f"node-{node}", run_history.HANG, job.run, now, rank=rank,
