@@ -41,6 +41,9 @@ ALLOWED = {
     # Runs inside the user's interpreter before site-packages are usable (the python start-up hook): it may import
     # nothing of slurmgen, so it takes its one variable itself, and removes it so the program never sees it.
     "task/pyhook/sitecustomize.py": "the start-up hook imports nothing of slurmgen",
+    # The floor check runs before any other module of slurmgen is imported, on any Python 3: an interpreter below
+    # the floor cannot be trusted to import the job context, so it reads whether it runs inside an image itself.
+    "python_floor.py": "the Python floor's check runs before the job context can be imported",
 }
 
 
