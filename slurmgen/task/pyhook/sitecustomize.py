@@ -15,7 +15,6 @@ environment's own sitecustomize still runs. Standard library only; written for e
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import signal
 import sys
@@ -66,7 +65,7 @@ def _chain() -> None:
     """Import the sitecustomize this one stands in front of, as site would have."""
     this = sys.modules.pop("sitecustomize", None)
     try:
-        importlib.import_module("sitecustomize")
+        import sitecustomize  # type: ignore[import-not-found]  # noqa: F401  # the next one on sys.path
     except ImportError as exc:
         if exc.name != "sitecustomize":
             raise
