@@ -44,7 +44,9 @@ def _spec(where: Path, name: str, program: str = f"print({HELLO!r})", python: st
     where.mkdir(parents=True, exist_ok=True)
     path = where / f"{name}.yaml"
     command = json.dumps([python, "-c", program])
-    path.write_text(f'name: {name}\ncommand: {command}\ntime: "5:00"\npreemption: false\n')
+    # python: the interpreter of the batch helper and the task supervisor, which must import slurmgen (the
+    # default, python3 on the nodes' PATH, is the system's here, without it)
+    path.write_text(f'name: {name}\ncommand: {command}\npython: {python}\ntime: "5:00"\npreemption: false\n')
     return path
 
 
