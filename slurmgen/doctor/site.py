@@ -16,6 +16,7 @@ from slurmgen.errors import UsageError
 from slurmgen.journal import Journal
 from slurmgen.queries.history import LastSave, job_log_dirs, read_last_save, size_text
 from slurmgen.slurm.client import SlurmClient
+from slurmgen.slurm.expedite import expedite_problem
 from slurmgen.slurm.ids import parse_job_id
 from slurmgen.slurm.site import (
     NO_PREEMPTION,
@@ -54,6 +55,7 @@ class SpecFacts:
     signal: str | None
     time_limit: int | None  # seconds; None when unlimited
     hang_timeout: int = 0  # recovery.hang_timeout; 0: no watchdog
+    expedite: bool = False  # recovery.expedite: sbatch --requeue=expedite
 
     @classmethod
     def of(cls, source: str, spec: JobSpec) -> SpecFacts:
@@ -66,6 +68,7 @@ class SpecFacts:
             signal=spec.preemption.signal if on else None,
             time_limit=spec.time_seconds,
             hang_timeout=spec.recovery.hang_timeout,
+            expedite=spec.recovery.expedite,
         )
 
 
@@ -153,8 +156,19 @@ def _site_lines(report: DoctorReport) -> list[str]:
         _row("user signal", signal),
         _row("KillWait", f"{site.kill_wait} s from SIGTERM to SIGKILL"),
         _row("JobRequeue", "1" if site.job_requeue else "0 (slurmgen asks for --requeue itself)"),
+        _row("requeue", requeue_text(site)),
     ]
+    if spec is not None and spec.expedite and (problem := expedite_problem(site)) is not None:
+        lines.append(_row("risk", f"{spec.source}: recovery.expedite: {problem}; fix: remove recovery.expedite, "
+                                  f"or ask the admins to enable it"))  # fmt: skip
     return lines + (spec_rows(spec, last) if spec is not None else [])
+
+
+def requeue_text(site: SiteConfig) -> str:
+    """How long a requeued run waits before it may start again, and whether an expedited requeue is allowed."""
+    fast = "allowed (enable_expedited_requeue)" if site.expedited_requeue else "not allowed here"
+    return (f"a requeued run may start {site.requeue_delay} s after the requeue ({site.requeue_delay_from}); "
+            f"expedited requeue {fast}")  # fmt: skip
 
 
 def spec_rows(spec: SpecFacts, last: LastSave | None) -> list[str]:

@@ -82,13 +82,19 @@ def directives(spec: JobSpec) -> list[Directive]:
     # A requeued run must not truncate the earlier run's log (JobFileAppend=0 is Slurm's default).
     add("open-mode", "append")
     pre = spec.preemption
+    # sbatch(1) of 25.11: --requeue[=expedite]; the site must allow it (slurm.conf(5) SlurmctldParameters=
+    # enable_expedited_requeue) or slurmctld refuses the job (src/slurmctld/job_mgr.c, "Expedited requeue
+    # requested but not enabled"). doctor and submit check the site first (slurmgen/slurm/expedite.py).
+    requeue = "expedite" if spec.recovery.expedite else None
     if pre.enabled:
         # Explicit, because a site may set JobRequeue=0 and the runtime relies on requeue.
-        d.append(Directive("requeue", None))
+        d.append(Directive("requeue", requeue))
         # B: sends the signal to the batch shell only; its trap forwards it to the step (srun passes it on to
         # every task). The shell sees it even before the step exists, so it is never lost (Slurm would drop a
         # step-only signal sent before srun starts).
         add("signal", f"B:{pre.signal}@{pre.lead_time}")
+    elif requeue:
+        d.append(Directive("requeue", requeue))
     if spec.env:
         from slurmgen.spec.secrets import export_option
 

@@ -17,6 +17,15 @@ from slurmgen.slurm.ids import version_tuple
 
 DEFAULT_KILL_WAIT = 30  # slurm.conf(5) KillWait
 NO_PREEMPTION = "preempt/none"
+# How long a requeued job waits before it may start again. src/slurmctld/job_mgr.c (`_requeue_delay` from 25.11,
+# inline before): the job's BeginTime becomes now + delay + 1, the delay being SchedulerParameters=requeue_delay=
+# (slurm.conf(5), 25.11 on) or else the credential lifetime, AuthInfo=cred_expire= (at least 5, else ignored;
+# src/interfaces/cred.c, src/common/slurm_cred.c before 23.11), whose default DEFAULT_EXPIRATION_WINDOW is 120 s.
+DEFAULT_CRED_EXPIRE = 120
+MIN_CRED_EXPIRE = 5
+REQUEUE_DELAY_SINCE = (25, 11)
+# sbatch(1) --requeue[=expedite], slurm.conf(5) SlurmctldParameters=enable_expedited_requeue: both from 25.11.
+EXPEDITE_SINCE = (25, 11)
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,9 @@ class SiteConfig:
     preempt_mode: str  # the cluster's PreemptMode as Slurm prints it, e.g. OFF, REQUEUE, CANCEL, GANG,SUSPEND
     user_signal: bool  # the --signal user signal is sent at preemption time
     raw: Mapping[str, str] = field(compare=False, hash=False, repr=False)
+    requeue_delay: int = DEFAULT_CRED_EXPIRE  # seconds a requeued job waits (one more, in fact) before it may start
+    requeue_delay_from: str = "Slurm's default"  # which setting gave requeue_delay, in slurm.conf's words
+    expedited_requeue: bool = False  # SlurmctldParameters=enable_expedited_requeue on a Slurm that knows it
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,30 @@ def _int(value: str | None, default: int) -> int:
     return int(match[1]) if match else default
 
 
+def _option(parameters: str | None, name: str) -> str | None:
+    """One `name=value` of a comma-separated parameter list (SchedulerParameters, AuthInfo), or None."""
+    if _unset(parameters):
+        return None
+    for word in str(parameters).split(","):
+        key, sep, value = word.strip().partition("=")
+        if sep and key.lower() == name:
+            return value.strip()
+    return None
+
+
+def requeue_delay(raw: Mapping[str, str], version: str | None) -> tuple[int, str]:
+    """(the delay's seconds, where they come from): see DEFAULT_CRED_EXPIRE; Slurm adds one second to it
+    (`now + delay + 1`). An unknown version is taken as a new one."""
+    new = (version_tuple(version) or (99, 0)) >= REQUEUE_DELAY_SINCE
+    explicit = _option(raw.get("SchedulerParameters"), "requeue_delay") if new else None
+    if explicit is not None and re.fullmatch(r"\d+", explicit):
+        return int(explicit), f"SchedulerParameters=requeue_delay={explicit}"
+    expire = _option(raw.get("AuthInfo"), "cred_expire")
+    if expire is not None and re.fullmatch(r"\d+", expire) and int(expire) >= MIN_CRED_EXPIRE:
+        return int(expire), f"AuthInfo=cred_expire={expire}"
+    return DEFAULT_CRED_EXPIRE, f"Slurm's default (AuthInfo cred_expire {DEFAULT_CRED_EXPIRE} s)"
+
+
 def parse_config(text: str) -> SiteConfig:
     """`scontrol show config`: `Key = value` lines (padded keys; later sections such as cgroup's come after the
     main one, so the first value of a key wins)."""
@@ -74,6 +110,9 @@ def parse_config(text: str) -> SiteConfig:
     user_signal = "preempt_send_user_signal" in ctld
     if (version_tuple(version) or (99, 0)) >= (23, 2):
         user_signal = user_signal or "send_user_signal" in preempt
+    delay, delay_from = requeue_delay(raw, version)
+    # src/slurmctld/job_mgr.c `_expedited_requeue_enabled`: a substring of SlurmctldParameters, as for the signal.
+    expedite = (version_tuple(version) or (99, 0)) >= EXPEDITE_SINCE and "enable_expedited_requeue" in ctld
     return SiteConfig(
         version=version,
         kill_wait=_int(raw.get("KillWait"), DEFAULT_KILL_WAIT),
@@ -81,6 +120,9 @@ def parse_config(text: str) -> SiteConfig:
         preempt_type=NO_PREEMPTION if _unset(raw.get("PreemptType")) else raw["PreemptType"].strip(),
         preempt_mode="OFF" if _unset(raw.get("PreemptMode")) else raw["PreemptMode"].strip().upper(),
         user_signal=user_signal,
+        requeue_delay=delay,
+        requeue_delay_from=delay_from,
+        expedited_requeue=expedite,
         raw=raw,
     )
 

@@ -49,6 +49,9 @@ def node_checks(spec: JobSpec) -> bool:
 # digest (empty, None).
 ADDED_EMPTY = ("srun", "error")
 
+# The recovery fields added later, and their defaults: a job that leaves them at the default keeps its digest.
+RECOVERY_ADDED: dict[str, Any] = {"expedite": False}
+
 # The container fields added with runtimes enroot and apptainer, and their defaults (spec/fields.py).
 CONTAINER_ADDED: dict[str, Any] = {
     "runtime": "pyxis",
@@ -78,6 +81,9 @@ class JobSpec(JobFields):
         for key in ADDED_EMPTY:
             if not out[key]:
                 del out[key]  # a job that leaves a newer field out keeps the digest it had before that field existed
+        for key, default in RECOVERY_ADDED.items():
+            if out["recovery"][key] == default:
+                del out["recovery"][key]
         if out.get("container") is not None:
             # A pyxis container that uses none of the fields added with the other runtimes keeps its old digest.
             for key, default in CONTAINER_ADDED.items():

@@ -42,6 +42,7 @@ class RecoverySpec:
     hang_timeout: int
     spare_nodes: int
     health_check: tuple[str, ...]
+    expedite: bool
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """The spec's `recovery:` section: what the batch shell does when the step fails inside a running allocation.
 
 The names are the contract (docs/reliability.md, "When things fail"): `max_restarts`, `hang_timeout`, `spare_nodes`,
-`health_check`. `recovery: false` switches restarts and the hang watchdog off. Defaults are safe: a crashed step is
-started again inside the allocation up to 3 times (a repeated failure, the same error at the same saved state, is
-never restarted: slurmgen/interruption/), and the hang timeout is generous (30 minutes) so that a slow start
-(loading a model, compiling) is never taken for a hang.
+`health_check`, `expedite`. `recovery: false` switches restarts and the hang watchdog off. Defaults are safe: a
+crashed step is started again inside the allocation up to 3 times (a repeated failure, the same error at the same
+saved state, is never restarted: slurmgen/interruption/), and the hang timeout is generous (30 minutes) so that a
+slow start (loading a model, compiling) is never taken for a hang.
 """
 
 from __future__ import annotations
@@ -48,6 +48,13 @@ RECOVERY = Obj(
             "runs once on every node before every start of the step (with a time limit); a non-zero exit marks the "
             "node bad: a spare takes its place, else the job is requeued away from it",
         ),
+        "expedite": Field(
+            Bool(),
+            "ask for an expedited requeue (sbatch --requeue=expedite, Slurm 25.11+ with SlurmctldParameters="
+            "enable_expedited_requeue): a requeued run is eligible at once and goes to the top of the queue, and "
+            "Slurm requeues the job whenever its batch script exits non-zero",
+            default=False,
+        ),
     },
     model="RecoverySpec",
 )
@@ -73,4 +80,5 @@ def resolve_recovery(r: Any, ctx: Ctx) -> dict[str, Any]:
         "hang_timeout": r.get("hang_timeout", DEFAULT_HANG_TIMEOUT) if enabled else 0,
         "spare_nodes": r.get("spare_nodes", 0),
         "health_check": tuple(check or ()),
+        "expedite": bool(r.get("expedite", False)),
     }

@@ -48,3 +48,27 @@ def test_doctor_reads_the_real_cluster(slurm_cluster: SlurmCluster, tmp_path: Pa
     assert f"  spec         {spec}: job doc, lead time 120 s (--signal=B:USR1@120), time limit 00:10:00" in done.stdout
     assert "time-limit 120 s (the --signal lead time)" in done.stdout
     assert "  last save    none recorded" in done.stdout
+
+
+def test_expedite_where_the_cluster_has_none(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """recovery.expedite on the primary cluster (22.05, no expedited requeue; AuthInfo=cred_expire=5): doctor
+    says the requeue delay and the one risk line; submit refuses in one line and writes nothing; the cluster's
+    own sbatch rejects the option (what the check spares the user)."""
+    conf = site.parse_config(slurm_cluster.run(["scontrol", "show", "config"], check=True).stdout)
+    spec = tmp_path / "job.yaml"
+    spec.write_text('name: fast\ncommand: ["true"]\ntime: "00:10:00"\nrecovery: {expedite: true}\n')
+    done = slurm_cluster.run(slurmgen_argv("doctor", str(spec)), cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert (f"  requeue      a requeued run may start {conf.requeue_delay} s after the requeue "
+            f"({conf.requeue_delay_from}); expedited requeue not allowed here\n") in done.stdout  # fmt: skip
+    risks = [line for line in done.stdout.splitlines() if line.startswith("  risk") and "recovery.expedite" in line]
+    assert len(risks) == 1 and f"Slurm {conf.version} has no expedited requeue" in risks[0]
+
+    done = slurm_cluster.run(slurmgen_argv("submit", str(spec)), cwd=tmp_path)
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"error: {spec}: recovery.expedite: Slurm {conf.version} has no expedited requeue")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.yaml"]  # no run directory, no log directory
+
+    raw = slurm_cluster.run(["sbatch", "--requeue=expedite", "-o", "/dev/null", "--wrap", "true"], cwd=tmp_path)
+    assert raw.returncode != 0 and "requeue" in raw.stderr

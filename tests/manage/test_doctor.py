@@ -117,3 +117,19 @@ def test_a_hang_timeout_shorter_than_the_measured_save_is_a_risk() -> None:
     )
     assert doctor.hang_risk(replace(SPEC, hang_timeout=1800), SAVE) is None
     assert doctor.hang_risk(short, None) is None  # nothing measured yet
+
+
+def test_the_requeue_delay_and_an_expedite_the_site_does_not_allow() -> None:
+    """The requeue row on 22.05 (AuthInfo=cred_expire=5 of the harness) and 25.11 (requeue_delay=30), and
+    recovery.expedite as one risk line where the site cannot give it."""
+    old = doctor.render(doctor.build_report(SITE, PARTS, replace(SPEC, expedite=True), None))
+    assert ("  requeue      a requeued run may start 5 s after the requeue (AuthInfo=cred_expire=5); expedited "
+            "requeue not allowed here\n") in old  # fmt: skip
+    (line,) = [r for r in risk_lines(old) if "expedite" in r]
+    assert line.startswith("jobs/x.yaml: recovery.expedite: Slurm 22.05.8 has no expedited requeue")
+    assert line.endswith("; fix: remove recovery.expedite, or ask the admins to enable it")
+    new = site.parse_config(recorded_text("handwritten-show-config-25.11-expedite.out"))
+    text = doctor.render(doctor.build_report(new, PARTS, replace(SPEC, expedite=True), None))
+    assert "(SchedulerParameters=requeue_delay=30); expedited requeue allowed (enable_expedited_requeue)" in text
+    assert not [r for r in risk_lines(text) if "expedite" in r]
+    assert not [r for r in risk_lines(doctor.render(doctor.build_report(SITE, PARTS, SPEC, None))) if "expedite" in r]

@@ -174,3 +174,15 @@ def test_requeue_is_the_users_own_with_preemption_off() -> None:
 def test_srun_values_are_words_of_the_body_not_directives() -> None:
     words = step_words(spec('srun:\n  comment: "a hetjob\\tnote"\n'))
     assert "--comment=a hetjob\tnote" in words  # sbatch's directive rules (tabs, hetjob) are not srun's
+
+
+def test_expedite_asks_for_an_expedited_requeue() -> None:
+    """sbatch(1) of 25.11: `--requeue[=expedite]`, with preemption on or off."""
+    assert opts(spec("recovery:\n  expedite: true\n"))["requeue"] == "expedite"
+    off = opts(spec("preemption: false\nrecovery:\n  expedite: true\n"))
+    assert off["requeue"] == "expedite" and "signal" not in off
+    assert opts(spec("recovery: false\n"))["requeue"] is None  # no expedite without recovery
+    from slurmgen.script.render import render
+
+    script = render(spec("recovery:\n  expedite: true\n"))
+    assert "#SBATCH --requeue='expedite'\n" in script and "#SBATCH --requeue\n" not in script

@@ -291,3 +291,68 @@ def test_suspend_needs_nothing() -> None:
     (suspend,) = site.risks(plan, 300, 500.0, None)[-1:]
     assert plan.mode == "SUSPEND" and site.PREEMPTION not in plan.windows
     assert suspend.what.startswith("PreemptMode=SUSPEND") and suspend.fix.startswith("nothing to do")
+
+
+# --- the requeue delay and the expedited requeue ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("version", "directory"), recording_dirs(), ids=[v for v, _ in recording_dirs()])
+def test_each_recorded_cluster_says_its_requeue_delay(version: str, directory: Path) -> None:
+    """The harness sets AuthInfo=cred_expire=5 and no requeue_delay (tests/cluster/up.sh): 5 s on every version,
+    and no expedited requeue (none of the recorded versions but 26.05 knows it, and it is not switched on)."""
+    conf = site.parse_config(text("show-config.out", directory))
+    assert (conf.requeue_delay, conf.requeue_delay_from) == (5, "AuthInfo=cred_expire=5")
+    assert not conf.expedited_requeue
+
+
+def test_requeue_delay_from_scheduler_parameters_from_2511() -> None:
+    conf = site.parse_config(text("handwritten-show-config-25.11-expedite.out"))
+    assert (conf.version, conf.requeue_delay) == ("25.11.7", 30) and conf.expedited_requeue
+    assert conf.requeue_delay_from == "SchedulerParameters=requeue_delay=30"
+
+
+def with_lines(base: str, **lines: str) -> str:
+    """A `show config` text with the named keys' values replaced."""
+    out = []
+    for line in text(base).splitlines():
+        key = line.split("=")[0].strip()
+        out.append(f"{key:<24}= {lines[key]}" if key in lines else line)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("version", "scheduler", "auth", "delay", "source"),
+    [
+        # 25.11 reads requeue_delay; older releases do not have it (slurm.conf.5 of 25.11 is the first to list it)
+        ("24.11.5", "requeue_delay=30", "socket=/x", 120, "Slurm's default (AuthInfo cred_expire 120 s)"),
+        ("25.11.7", "bf_interval=1,requeue_delay=0", "cred_expire=60", 0, "SchedulerParameters=requeue_delay=0"),
+        ("26.05.5", "(null)", "socket=/x,cred_expire=60", 60, "AuthInfo=cred_expire=60"),
+        # src/interfaces/cred.c: a cred_expire below 5 is an error and the default stays
+        ("22.05.8", "(null)", "cred_expire=2", 120, "Slurm's default (AuthInfo cred_expire 120 s)"),
+        ("25.11.7", "requeue_delay=soon", "(null)", 120, "Slurm's default (AuthInfo cred_expire 120 s)"),
+    ],
+)
+def test_requeue_delay_by_version_and_setting(version: str, scheduler: str, auth: str, delay: int, source: str
+                                              ) -> None:  # fmt: skip
+    conf = site.parse_config(with_lines("handwritten-show-config-25.11-expedite.out", SLURM_VERSION=version,
+                                        SchedulerParameters=scheduler, AuthInfo=auth))  # fmt: skip
+    assert (conf.requeue_delay, conf.requeue_delay_from) == (delay, source)
+
+
+def test_expedited_requeue_only_where_the_site_enables_it_on_2511_and_later() -> None:
+    from slurmgen.slurm.expedite import expedite_problem, expedite_refusal
+
+    base = "handwritten-show-config-25.11-expedite.out"
+    on = site.parse_config(text(base))
+    assert expedite_problem(on) is None and expedite_refusal(on, "jobs/x.yaml") is None
+    off = site.parse_config(with_lines(base, SlurmctldParameters="(null)"))
+    assert expedite_refusal(off, "jobs/x.yaml") == (
+        "jobs/x.yaml: recovery.expedite: this cluster does not allow it (SlurmctldParameters has no "
+        "enable_expedited_requeue; slurmctld would refuse the job); fix: remove recovery.expedite, or ask the "
+        "admins to enable it"
+    )
+    old = site.parse_config(text("show-config.out", SLURM_DATA / PRIMARY))
+    assert (problem := expedite_problem(old)) is not None and problem.startswith("Slurm 22.05.8 has no expedited")
+    # the setting on a release that does not know it counts for nothing
+    older = site.parse_config(with_lines(base, SLURM_VERSION="24.11.5"))
+    assert not older.expedited_requeue and (expedite_problem(older) or "").startswith("Slurm 24.11.5 has no")
