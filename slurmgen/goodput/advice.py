@@ -62,6 +62,7 @@ class Advice:
     time_limit_seconds: float | None
     last_save_by_seconds: float | None  # after a run's start: the latest start of its last save before the limit
     basis: str  # where M comes from: "this job" or "N jobs on cluster/partition"
+    requeue_delay_seconds: float = 0.0  # the site's requeue delays the job waited out, counted in R
 
     def lines(self) -> list[str]:
         """The advice in plain lines (report, doctor)."""
@@ -73,7 +74,9 @@ class Advice:
             out.append(
                 f"mean time between interruptions {duration_text(self.mtbf_seconds)} ({self.interruptions} in "
                 f"{duration_text(self.observed_seconds)}, {self.basis}); restart cost {self.restart_seconds:.0f} s"
-            )
+                + (f" (with Slurm's requeue delay, {self.requeue_delay_seconds:.0f} s in all)"
+                   if self.requeue_delay_seconds else "")
+            )  # fmt: skip
         if self.young_seconds is not None and self.daly_seconds is not None:
             young, daly = duration_text(self.young_seconds), duration_text(self.daly_seconds)
             out.append(f"optimum save interval: Young {young}, Daly {daly}")
@@ -100,7 +103,7 @@ def duration_text(seconds: float) -> str:
 
 def advise(save_seconds: float, interruptions: int, observed_seconds: float, restart_seconds: float,
            interval_seconds: float | None, time_limit_seconds: float | None, step_seconds: float | None,
-           basis: str = "this job") -> Advice:  # fmt: skip
+           basis: str = "this job", requeue_delay_seconds: float = 0.0) -> Advice:  # fmt: skip
     """The advice from measured numbers (see the module's doc for the formulas)."""
     mtbf = observed_seconds / interruptions if interruptions > 0 and observed_seconds > 0 else None
     y = d = now = best = None
@@ -114,7 +117,7 @@ def advise(save_seconds: float, interruptions: int, observed_seconds: float, res
         # The save must be durable before the limit, with a step to reach the step boundary it starts at.
         last = max(time_limit_seconds - save_seconds - (step_seconds or 0.0), 0.0)
     return Advice(save_seconds, mtbf, interruptions, observed_seconds, restart_seconds, interval_seconds,
-                  y, d, now, best, time_limit_seconds, last, basis)  # fmt: skip
+                  y, d, now, best, time_limit_seconds, last, basis, requeue_delay_seconds)  # fmt: skip
 
 
 ENOUGH = 3  # interruptions: below this, one job's mean time between them is mostly chance

@@ -125,13 +125,28 @@ def advice_of(events: Sequence[Mapping[str, Any]], line: tl.Timeline, buckets: M
     if not saves:
         return None
     interruptions, observed = interruption_rate(events, line)
-    coming_back = sum(buckets[k] for k in (tl.STARTUP, tl.RESTORE, tl.RECOVERY, tl.HANG))
+    delays = requeue_delays(events, line)
+    coming_back = sum(buckets[k] for k in (tl.STARTUP, tl.RESTORE, tl.RECOVERY, tl.HANG)) + delays
     queues = [e["queue"] for e in events if e.get("event") == rh.RUN_START and isinstance(e.get("queue"), Mapping)]
     limits = [q.get("limit") for q in queues]
     limit = next((float(v) for v in reversed(limits) if isinstance(v, (int, float))), None)
     step = next((r.step_seconds for r in reversed(line.runs) if r.step_seconds is not None), None)
     return advise(sum(saves) / len(saves), interruptions, observed, coming_back / (interruptions + 1),
-                  _interval(events), limit, step)  # fmt: skip
+                  _interval(events), limit, step, requeue_delay_seconds=delays)  # fmt: skip
+
+
+def requeue_delays(events: Sequence[Mapping[str, Any]], line: tl.Timeline) -> float:
+    """The seconds Slurm held the job after each requeue of it (the site's requeue delay, recorded at the start
+    of the run that waited: slurm/site_config.py), each at most the wait between the two runs. They are queue
+    time in the timeline; the advice counts them in what an interruption costs."""
+    total = 0.0
+    for before, after in zip(line.runs, line.runs[1:], strict=False):
+        if before.ended == "completed":
+            continue
+        recorded = rh.site_of(events, after.run).get("requeue_delay")
+        if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded > 0:
+            total += min(float(recorded), max(after.start - before.end, 0.0))
+    return total
 
 
 def report(job: str, events: Sequence[Mapping[str, Any]], now: float, detail: bool = True) -> Report:

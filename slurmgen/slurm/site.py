@@ -83,6 +83,7 @@ class SitePreemption:
     windows: Mapping[str, float]  # seconds a stop (current step + save) may take, by cause
     version: str | None = None  # for the spelling of the parameters in advice
     preempt_type: str | None = None
+    requeue_delay: int | None = None  # seconds a requeued run waits before it may start (site_config.requeue_delay)
 
 
 # --- what happens -----------------------------------------------------------------------------------------------
@@ -127,6 +128,7 @@ def site_preemption(site: SiteConfig, partition: PartitionInfo | None, lead_time
         windows=windows,
         version=site.version,
         preempt_type=site.preempt_type,
+        requeue_delay=site.requeue_delay,
     )
 
 
@@ -142,6 +144,7 @@ def site_preemption_event(plan: SitePreemption) -> dict[str, Any]:
         "windows": dict(plan.windows),
         "version": plan.version,
         "preempt_type": plan.preempt_type,
+        "requeue_delay": plan.requeue_delay,
     }
 
 
@@ -161,6 +164,7 @@ def site_preemption_from_event(record: Any) -> SitePreemption | None:
             windows=windows,
             version=record.get("version"),
             preempt_type=record.get("preempt_type"),
+            requeue_delay=int(record["requeue_delay"]) if record.get("requeue_delay") is not None else None,
         )
     except (TypeError, ValueError):
         return None

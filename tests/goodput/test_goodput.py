@@ -204,3 +204,33 @@ def test_rebased_advice_keeps_the_jobs_save_cost_and_uses_the_pooled_rate() -> N
     assert b.daly_seconds == pytest.approx(advice.daly(10.0, 400.0))
     assert b.last_save_by_seconds == a.last_save_by_seconds
     assert "5 in" in b.lines()[1] and "pooled" in b.lines()[1]
+
+
+def test_the_sites_requeue_delay_is_queue_time_and_part_of_the_restart_cost() -> None:
+    """Run 2 recorded a site whose requeue delay is 30 s (slurm/site_config.py): the 100 s between the runs stay
+    queue time, and the advice counts 30 s of them in R; a delay longer than the wait counts only the wait."""
+    plain = summary.report("1", crash_hang_preempt(), now=T0 + 5000)
+    site_2 = {"windows": {}, "mode": "REQUEUE", "requeue_delay": 30}
+    events = [dict(e, site=site_2) if (e["event"], e["run"]) == (rh.RUN_START, 2) else e for e in crash_hang_preempt()]
+    r = summary.report("1", events, now=T0 + 5000)
+    assert r.buckets["queue"] == pytest.approx(100) == plain.buckets["queue"]
+    assert r.advice is not None and plain.advice is not None
+    assert r.advice.requeue_delay_seconds == pytest.approx(30) and plain.advice.requeue_delay_seconds == 0
+    assert r.advice.restart_seconds == pytest.approx(plain.advice.restart_seconds + 30 / (3 + 1))
+    assert any("with Slurm's requeue delay, 30 s in all" in line for line in r.advice.lines())
+    long = [dict(e, site=site_2 | {"requeue_delay": 500}) if (e["event"], e["run"]) == (rh.RUN_START, 2) else e
+            for e in crash_hang_preempt()]  # fmt: skip
+    advice_long = summary.report("1", long, now=T0 + 5000).advice
+    assert advice_long is not None and advice_long.requeue_delay_seconds == pytest.approx(100)
+
+
+def test_the_run_start_records_the_sites_requeue_delay() -> None:
+    from recorded import recorded_text
+
+    from slurmgen.slurm import site
+
+    conf = site.parse_config(recorded_text("handwritten-show-config-25.11-expedite.out"))
+    event = site.site_preemption_event(site.site_preemption(conf, None, 300))
+    assert event["requeue_delay"] == 30
+    again = site.site_preemption_from_event(event)
+    assert again is not None and again.requeue_delay == 30
