@@ -31,7 +31,7 @@ FORMAT = 1
 DIR_NAME = "history"
 
 # Events
-RUN_START = "run-start"  # batch shell: nodes, host, partition, site (what Slurm will do on preemption)
+RUN_START = "run-start"  # batch shell: nodes, host, partition, site (what Slurm will do on preemption), sluid
 SIGNAL = "signal"  # batch shell: a signal reached it (sig)
 PREEMPTED = "preempted"  # batch shell or rank 0: Slurm is preempting this run (mode, preempt_time, end_time)
 STOP = "stop"  # rank 0: the ranks agreed to stop (cause, actions, signals, step_seconds); batch shell: its own stop
@@ -190,6 +190,7 @@ class Run:
     start: float | None = None
     end: float | None = None
     nodes: str | None = None
+    sluid: str | None = None  # Slurm's id of this run (SLURM_JOB_SLUID, 26.05+), where it gave one
     exit_code: int | None = None
     cause: str | None = None  # why it stopped: preemption, time-limit, failure, terminated, ... (None: it ran out)
     mode: str | None = None  # Slurm's PreemptMode when preempted
@@ -220,6 +221,7 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
         kind, when = e.get("event"), e.get("time")
         if kind == RUN_START:
             r.start, r.nodes = when, e.get("nodes")
+            r.sluid = e["sluid"] if isinstance(e.get("sluid"), str) else None
         elif kind == RUN_END:
             r.end, r.exit_code, r.failing, r.ended = when, e.get("exit_code"), e.get("failing"), e.get("ended")
         elif kind == SIGNAL:

@@ -90,7 +90,10 @@ def begin(ctx: JobContext, say: Callable[[str], None] = _say, client: SlurmClien
         say(f"run {past} was requeued {how}")
     plan = _site_preemption(ctx, client)
     from slurmgen.batch.queue_times import queue_times
+    from slurmgen.slurm.ids import parse_sluid
 
+    # The run's own id where Slurm gives one (SLURM_JOB_SLUID, 26.05+): unique across requeues and clusters.
+    sluid = parse_sluid(ctx.sluid)
     record(
         ctx,
         WRITER,
@@ -100,6 +103,7 @@ def begin(ctx: JobContext, say: Callable[[str], None] = _say, client: SlurmClien
         partition=ctx.partition,
         site=None if plan is None else site_preemption_event(plan),
         queue=queue_times(ctx, client),  # Slurm's submit, eligible and start times (slurmgen report)
+        **({} if sluid is None else {"sluid": sluid}),
     )
     saved = history.last_save()
     if plan is not None and saved is not None and saved.save_seconds is not None and ctx.preempt_signal:

@@ -23,7 +23,7 @@ from slurmgen.slurm.showjob import JobInfo
 from slurmgen.slurm.site import SitePreemption, misfits, site_preemption_from_event, window_basis
 from slurmgen.submission.targets import Target
 
-COLUMNS = ("RUN", "START", "END", "NODES", "EXIT", "CAUSE", "REQUEUED BY", "SAVE", "SIZE", "NOTE")
+COLUMNS = ("RUN", "SLUID", "START", "END", "NODES", "EXIT", "CAUSE", "REQUEUED BY", "SAVE", "SIZE", "NOTE")
 REQUEUERS = {"slurm": "Slurm", "rank0": "rank 0", "batch-shell": "batch shell", "resume": "slurmgen resume"}
 
 
@@ -242,6 +242,7 @@ def rows(events: Sequence[Mapping[str, Any]], now: float | None = None) -> list[
         miss = window_miss(plans.get(run.run), seconds, run.step_seconds, causes.get(run.run))
         out.append((
             str(run.run),
+            printable(run.sluid or ""),
             "" if run.start is None else when(float(run.start), now),
             "" if run.end is None else when(float(run.end), now),
             printable(run.nodes or ""),

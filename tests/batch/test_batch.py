@@ -542,3 +542,23 @@ def test_auto_requeues_a_program_that_ended_before_the_decision(tmp_path: Path) 
     assert said[0].startswith("warning: the program did not construct slurmgen's Preemption, so SIGUSR1 cannot")
     assert job.requeues == [["scontrol", "requeue", "Incomplete", "77"]]
     assert [(r.cause, r.requeued_by) for r in history(tmp_path)] == [("requested", "batch-shell")]
+
+
+def test_the_run_start_carries_slurms_sluid_where_slurm_exports_one(tmp_path: Path) -> None:
+    """SLURM_JOB_SLUID (src/common/env.c of 26.05) becomes the run's `sluid` and `history`'s SLUID column; a value
+    that is not a SLUID is not recorded, and without the variable (22.05 to 25.11) the column is left out."""
+    from slurmgen.queries import history as history_view
+
+    batch.begin(JobContext.from_environ(env_for(tmp_path, SLURM_JOB_SLUID="s731M834YGW200")), print, OneJob().client())
+    batch.begin(JobContext.from_environ(env_for(tmp_path, restarts=1, SLURM_JOB_SLUID="77")), print, OneJob().client())
+    events = run_history.read(str(tmp_path / "logs"))
+    starts = [e for e in events if e["event"] == run_history.RUN_START]
+    assert [e.get("sluid") for e in starts] == ["s731M834YGW200", None] and "sluid" not in starts[1]
+    assert [r.sluid for r in run_history.runs(events)] == ["s731M834YGW200", None]
+    table = history_view.table(history_view.rows(events))
+    assert table.splitlines()[0].split()[:2] == ["RUN", "SLUID"]
+    assert table.splitlines()[1].split()[:2] == ["1", "s731M834YGW200"]
+    without = tmp_path / "plain"
+    batch.begin(JobContext.from_environ(env_for(without)), print, OneJob().client())
+    plain = history_view.table(history_view.rows(run_history.read(str(without / "logs"))))
+    assert "SLUID" not in plain and plain.startswith("RUN  START")
