@@ -109,3 +109,30 @@ def test_slurm_commands_through_ssh_keep_their_errors_apart_from_the_login_noise
     done = transport_runner(t)(["scancel", "7"], None, 30)
     assert done.returncode == 1 and done.stderr.strip().endswith("Invalid job id specified")
     assert "Welcome" not in done.stderr + done.stdout
+
+
+def end_with(code: int) -> str:
+    return record({"event": "run-start"}, {"event": "run-end", "exit_code": code, "ended": "failed"})
+
+
+def test_sacct_exit_codes_by_the_rule_of_the_clusters_version() -> None:
+    """The handwritten sacct rows of jobs that exited 3 and 143 (tests/data/slurm/handwritten-sacct-exit-*): from
+    25.11 sacct's code is the job's own; before it 143 reads 15, and the job's code comes from scontrol while Slurm
+    has the job, else from the run's record where it agrees (15 or 15 + 128), else as sacct printed it."""
+    from recorded import recorded_text
+
+    jobs = ["41", "42", "43", "44"]
+    new = decide(jobs, answer(sacct="slurm 25.11.7\n" + recorded_text("handwritten-sacct-exit-25.11.out")))
+    assert [(s.state, s.exit_code) for s in new.values()] == [("FAILED", 3), ("FAILED", 143), ("CANCELLED", 0),
+                                                                ("COMPLETED", 0)]  # fmt: skip
+    assert {s.source for s in new.values()} == {"sacct"}
+    old_rows = "slurm 25.05.4\n" + recorded_text("handwritten-sacct-exit-25.05.out")
+    assert decide(["42"], answer(sacct=old_rows))["42"] == RemoteState("FAILED", "sacct", 15)  # nothing better
+    by_scontrol = decide(["42"], answer(sacct=old_rows, scontrol=show_row("42", "FAILED", "143:0")))
+    assert by_scontrol["42"] == RemoteState("FAILED", "scontrol", 143)
+    by_record = decide(["42", "41"], answer(sacct=old_rows, records={"42": end_with(143), "41": end_with(7)}))
+    assert by_record["42"] == RemoteState("FAILED", "sacct", 143)
+    assert by_record["41"] == RemoteState("FAILED", "sacct", 3)  # a record that disagrees is not taken
+    # 25.11's sacct with the same scontrol answer keeps its own exact code
+    assert decide(["42"], answer(sacct="slurm 25.11.7\n42|FAILED|143:0", scontrol=show_row("42", "FAILED", "1:0"))
+                  )["42"] == RemoteState("FAILED", "sacct", 143)  # fmt: skip

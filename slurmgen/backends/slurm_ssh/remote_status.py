@@ -6,6 +6,11 @@ off: Slurm keeps a finished job there MinJobAge seconds, slurm.conf(5)), then th
 (`<log dir>/history/batch-shell.jsonl`, slurmgen.run_history) for what Slurm has forgotten. Choosing among the
 answers is pure (`decide`). COMPLETING is not final: the job's processes may still be running (squeue(1) JOB STATE
 CODES), so a COMPLETING job is live whatever else says.
+
+sacct's exit codes follow slurmgen.slurm.sacct's rule: before 25.11 a code of 128 or more reads 128 less (a batch
+shell that exited 143 reads `15:0`), so the script asks `sacct --version` too, and a code that may not be the
+job's own is taken from `scontrol show job` while Slurm still has the job, else from the run's own record where
+that agrees with it, else as sacct printed it.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from dataclasses import dataclass
 from slurmgen.errors import SchedulerError
 from slurmgen.remote.transport import Transport
 from slurmgen.slurm.client import Runner
-from slurmgen.slurm.ids import state_name
+from slurmgen.slurm.ids import version_tuple
 from slurmgen.slurm.parse import SQUEUE_FORMAT, SQUEUE_SEPARATOR, parse_squeue
+from slurmgen.slurm.sacct import SacctRow, parse_rows
 from slurmgen.slurm.showjob import job_info, parse_show_job
 
 LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STOPPED"})
@@ -60,7 +66,7 @@ def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str]) -> str:
         + ') seen["$i"]=1;; esac; done <<<"$q"',
         "m=; for j in " + " ".join(shlex.quote(j) for j in jobs) + '; do [ -n "${seen[$j]:-}" ] || m="$m,$j"; done',
         f"echo '{SECTION}sacct'",
-        'if [ -n "$m" ]; then sacct --noheader --parsable2 --allocations --jobs="${m#,}"'
+        'if [ -n "$m" ]; then sacct --version 2>/dev/null; sacct --noheader --parsable2 --allocations --jobs="${m#,}"'
         " --format=JobID,State,ExitCode 2>/dev/null || echo '@@no-accounting'; fi",
         f"echo '{SECTION}scontrol'",
         '[ -n "$m" ] && scontrol show job -o 2>/dev/null',
@@ -113,11 +119,7 @@ def decide(jobs: Sequence[str], text: str) -> dict[str, RemoteState]:
     """Each job's state from the sections of the one call. Pure."""
     parts = sections(text)
     queue = {str(e.job_id): e for e in parse_squeue(parts.get("squeue", ""))}
-    accounting = {}
-    for line in parts.get("sacct", "").splitlines():
-        fields = line.split("|")
-        if len(fields) == 3:
-            accounting[fields[0]] = fields
+    accounting = {row.job: row for row in sacct_rows(parts.get("sacct", ""))}
     shown = {}
     for rec in parse_show_job(parts.get("scontrol", "")):
         try:
@@ -131,14 +133,17 @@ def decide(jobs: Sequence[str], text: str) -> dict[str, RemoteState]:
         if entry is not None and entry.state_name in LIVE:
             out[job] = RemoteState(entry.state_name, "squeue")
             continue
-        if job in accounting:
-            _, state, exit_code = accounting[job]
-            name = state_name(state)
-            if name not in LIVE or name == "COMPLETING":
-                code = exit_code.split(":")[0]
-                out[job] = RemoteState(name, "sacct", int(code) if code.isdigit() and name not in LIVE else None)
-                continue
+        row = accounting.get(job)
         kept = shown.get(job)
+        if row is not None and (row.state not in LIVE or row.state == "COMPLETING"):
+            if row.state in LIVE:
+                out[job] = RemoteState(row.state, "sacct")
+                continue
+            if not row.exact and kept is not None and kept.state_name not in LIVE:
+                out[job] = RemoteState(kept.state_name, "scontrol", kept.exit_code)  # the code as it was
+                continue
+            out[job] = RemoteState(row.state, "sacct", _exit_code(row, parts.get(f"record {job}", "")))
+            continue
         if kept is not None:
             out[job] = RemoteState(kept.state_name, "scontrol", kept.exit_code if kept.state_name not in LIVE else None)
             continue
@@ -148,6 +153,26 @@ def decide(jobs: Sequence[str], text: str) -> dict[str, RemoteState]:
         record = _from_record(parts.get(f"record {job}", ""))
         out[job] = record if record is not None else RemoteState("UNKNOWN", "none")
     return out
+
+
+def sacct_rows(text: str) -> list[SacctRow]:
+    """The rows of the sacct section, read by the rule of the version `sacct --version` printed before them
+    (`slurm 22.05.8`; none: an unknown version, whose codes are not taken as exact)."""
+    version = None
+    for line in text.splitlines():
+        if line.startswith("slurm ") and "|" not in line:
+            version = version_tuple(line.removeprefix("slurm "))
+    return parse_rows(text, version)
+
+
+def _exit_code(row: SacctRow, record: str) -> int | None:
+    """sacct's code, or the run's own where sacct's may be 128 less (slurmgen.slurm.sacct) and the record agrees."""
+    if row.exit_code is None or row.exact:
+        return row.exit_code
+    own = _from_record(record)
+    if own is not None and own.exit_code is not None and own.exit_code in (row.exit_code, row.exit_code + 128):
+        return own.exit_code
+    return row.exit_code
 
 
 def remote_states(transport: Transport, jobs: Sequence[str], log_dirs: Mapping[str, str]) -> dict[str, RemoteState]:
