@@ -1,13 +1,13 @@
 """The `srun` a local job finds first on PATH: starts nodes x tasks-per-node tasks on this machine.
 
-Like srun (srun(1)): tasks get SLURM_PROCID/LOCALID/NODEID/STEP_* in block order, one output file per
-expanded --output pattern (all tasks of a node share `%N.log`), every signal srun receives is forwarded to all
-tasks, --kill-on-bad-exit ends the others (SIGCONT, SIGTERM, SIGKILL after KillWait) once one exits non-zero,
-and srun exits with the highest task exit code (128+N for a task killed by signal N). Tasks stay in the job's
-process group, so the runner can always end them. pyxis' --container-* options are accepted and ignored, with
-one warning: tasks run on this machine, not in the image. While it runs, the step is registered in the job's control
-directory (`step-<id>.pid`) for the fake `scontrol show step` and `scancel --signal`: a signal from scancel is
-forwarded to every task, as slurmstepd delivers it to every process of the step.
+Like srun (srun(1)): tasks get SLURM_PROCID/LOCALID/NODEID/STEP_* in block order, one output file per expanded
+--output pattern (all tasks of a node share `%N.log`), every signal srun receives is forwarded to all tasks,
+--kill-on-bad-exit ends the others (SIGCONT, SIGTERM, SIGKILL after KillWait) once one exits non-zero (as --mpi=pmix
+or pmi2 does on Slurm 26.05 without it), and srun exits with the highest task exit code (128+N for a task killed by
+signal N). Tasks stay in the job's process group, so the runner can always end them. pyxis' --container-* options
+are accepted and ignored, with one warning: tasks run on this machine, not in the image. While it runs, the step is
+registered in the job's control directory (`step-<id>.pid`) for the fake `scontrol show step` and `scancel
+--signal`: a signal from scancel is forwarded to every task, as slurmstepd delivers it to every process of the step.
 """
 
 from __future__ import annotations
@@ -170,10 +170,16 @@ class Step:
         return max(self.codes.values(), default=0)
 
     def _bad_exit(self) -> None:
-        if not self.args.kill_on_bad_exit or self.terminating or not self.tasks:
+        if not (self.args.kill_on_bad_exit or self.args.mpi_abort) or self.terminating or not self.tasks:
             return
         self.terminating = True
-        _err(f"error: Terminating StepId={self.shape.job_id}.{self.shape.step_id} (--kill-on-bad-exit)")
+        if self.args.kill_on_bad_exit:
+            _err(f"error: Terminating StepId={self.shape.job_id}.{self.shape.step_id} (--kill-on-bad-exit)")
+        else:
+            # Slurm 26.05's PMI servers end the rest of the step with SIGCONT, SIGTERM and SIGKILL after
+            # KillWait (CHANGELOG/slurm-26.05.md; SchedMD/slurm commit 756cb994d8), where older ones sent SIGKILL:
+            # the emulation follows 26.05, so the tasks see a TERM no one sent the batch shell.
+            _err(f"error: {self.shape.job_id}.{self.shape.step_id}: a task failed: the MPI plugin ends the others")
         # Every process of the step, as slurmstepd's proctrack signals them, not just the task it started.
         for pid in procs.descendants(list(self.tasks)):
             procs.signal_process(pid, signal.SIGCONT)
@@ -233,7 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "on this machine with its Python and files"
             )
         if args.unplaced:
-            _err(f"warning: ignoring {' '.join(args.unplaced)}: on one machine placement and binding change nothing")
+            _err(
+                f"warning: ignoring {' '.join(args.unplaced)}: on one machine placement and binding change nothing"
+                + (" (the MPI plugin still ends the other tasks when one fails)" if args.mpi_abort else "")
+            )
         shape = step_shape(args, env, next_step_id(env.get(jobenv.LOCAL_DIR)))
     except (SrunError, ValueError) as exc:
         _err(f"error: {exc}")

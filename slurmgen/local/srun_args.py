@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -66,10 +67,16 @@ class SrunArgs:
     output: str | None = None
     open_mode: str = "truncate"
     kill_on_bad_exit: bool = False
+    # --mpi=pmix or pmi2: Slurm's PMI server ends the step when a task fails or aborts, whatever
+    # --kill-on-bad-exit says (src/plugins/mpi/pmix/pmixp_client.c `_errhandler`)
+    mpi_abort: bool = False
     nodelist: str = ""
     ntasks: int | None = None
     ignored: tuple[str, ...] = field(default=())  # container options, for the warning
     unplaced: tuple[str, ...] = field(default=())  # placement options (_PLACEMENT), for the warning
+
+
+_MPI_ABORT = re.compile(r"--mpi=(pmix\S*|pmi2)$")
 
 
 def _positive(option: str, value: str) -> int:
@@ -126,6 +133,7 @@ def parse_args(argv: Sequence[str]) -> SrunArgs:
         output=values.get("output"),
         open_mode=mode,
         kill_on_bad_exit=kill == "1",
+        mpi_abort=any(_MPI_ABORT.match(word) for word in unplaced),
         nodelist=values.get("nodelist", ""),
         ntasks=_positive("--ntasks", values["ntasks"]) if "ntasks" in values else None,
         ignored=tuple(ignored),

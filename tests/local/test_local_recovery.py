@@ -104,6 +104,24 @@ def test_a_bug_on_rank_0_only_is_blamed_on_rank_0_not_its_casualties(tmp_path: P
     assert both.returncode == 2 and "--failed picks the rank itself" in both.stderr
 
 
+def test_the_term_of_26_05s_mpi_plugin_after_a_ranks_bug_is_no_preemption(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    """Rank 1 raises at step 30 on every start; without --kill-on-bad-exit, the fake srun's --mpi=pmix ends the
+    others as Slurm 26.05's PMIx plugin does (SIGCONT, SIGTERM, SIGKILL after KillWait), so rank 0's Preemption
+    takes a TERM no one sent the batch shell. The cause is rank 1 both times, the job is never requeued (even with
+    requeue_on_failure, which a preemption would trigger) and ends with the program's exit code."""
+    command = own_command(tmp_path, "--bug-at", "30", "--bug-rank", "1", steps=STEPS)
+    extra = "srun: {kill-on-bad-exit: false, mpi: pmix}\n" + own_port(tmp_path)
+    job = LocalJob(tmp_path, spec(command, preemption="{requeue_on_failure: true}", extra=extra))
+    jobs.append(job)
+    assert job.finish() == 1, job.everything()
+    batch = job.file("batch")
+    assert "the MPI plugin ends the others" in batch, batch
+    assert re.search(r"rank 1 on \S+ \(exit 1\) failed again with the same error", batch), batch
+    assert "requeue issued" not in batch and "FAILED, exit code 1, 1 run" in job.runner, job.runner
+    events = run_history.read(str(job.cwd / "logs" / f"job-{job.job_id()}"))
+    assert not [e for e in events if e.get("event") in (run_history.PREEMPTED, run_history.REQUEUE)]
+
+
 def test_the_kill_rehearsal_kills_the_ranks_program_and_the_step_restarts(tmp_path: Path, jobs: list[LocalJob]) -> None:
     """`slurmgen run --kill-rank 2 --after 10`: rank 2's own program (not slurmgen's supervisor) dies of SIGKILL at
     10 s of the first run, while it trains (200 steps take 10 s after its start); the step restarts inside the

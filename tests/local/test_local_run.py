@@ -323,6 +323,23 @@ def test_fake_srun_kill_on_bad_exit_and_highest_exit_code(
     assert code == 128 + signal.SIGTERM  # the highest: the others died of SIGTERM
 
 
+def test_fake_srun_with_pmix_ends_the_others_with_term_as_slurm_26_05(
+    tmp_path: Path, fake_bin: Path, session_procs: list[subprocess.Popen[str]]
+) -> None:
+    """--mpi=pmix without --kill-on-bad-exit: task 1 exits 3 and the others, which note the TERM and exit, get
+    SIGCONT and SIGTERM (26.05's PMIx error handler), not a bare SIGKILL; without --mpi they run on."""
+    task = ('if [ "$SLURM_PROCID" = 1 ]; then sleep 1; exit 3; fi; '
+            f'trap \'echo "TERM $SLURM_PROCID" >> {tmp_path}/terms; exit 143\' TERM; '
+            'while :; do sleep 0.05; done')  # fmt: skip
+    proc = srun(["--kill-on-bad-exit=0", "--mpi=pmix", "sh", "-c", task], tmp_path, fake_bin, session_procs)
+    code = proc.wait(timeout=60)
+    err = proc.stderr.read() if proc.stderr else ""
+    assert "task 1: Exited with exit code 3" in err and "the MPI plugin ends the others" in err, err
+    assert code == 143 and sorted((tmp_path / "terms").read_text().split("\n")[:-1]) == ["TERM 0", "TERM 2",
+                                                                                        "TERM 3"]  # fmt: skip
+    assert parse_args(["--mpi=pmi2", "p"]).mpi_abort and not parse_args(["--mpi=none", "p"]).mpi_abort
+
+
 def test_fake_srun_forwards_signals_to_every_task(
     tmp_path: Path, fake_bin: Path, session_procs: list[subprocess.Popen[str]]
 ) -> None:

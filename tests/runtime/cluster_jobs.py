@@ -86,16 +86,18 @@ def check_resume(text: str) -> None:
 
 
 def submit_own(  # type: ignore[no-untyped-def]
-    cluster, tmp: Path, name: str, *, steps: int, tasks_per_node: int, recovery: str, extra: tuple[str, ...] = ()
-) -> str:
-    """Submit tests/runtime/own_checkpoint.py (2 nodes, gloo, a save every 20 steps) with this `recovery:`."""
+    cluster, tmp: Path, name: str, *, steps: int, tasks_per_node: int, recovery: str, extra: tuple[str, ...] = (),
+    spec_lines: str = "",
+) -> str:  # fmt: skip
+    """Submit tests/runtime/own_checkpoint.py (2 nodes, gloo, a save every 20 steps) with this `recovery:` (and
+    ``spec_lines``, more fields of the spec)."""
     command = [PY, str(OWN), "--steps", str(steps), "--step-time", "0.05", "--save-every", "20",
                "--snapshot", str(tmp / f"{name}.pt"), *extra]  # fmt: skip
     text = (
         f"name: {name}\ncommand: {command!r}\ntime: '00:10:00'\nnodes: 2\ntasks_per_node: {tasks_per_node}\n"
         f"cpus_per_task: 1\npython: {PY}\noutput: {tmp}/logs\n"
         "distributed: {backend: gloo, timeout: 60, barrier_timeout: 30}\n"
-        f"recovery: {recovery}\n"
+        f"recovery: {recovery}\n{spec_lines}"
     )
     script = tmp / f"{name}.sbatch"
     script.write_text(render(load_text(text, "test.yaml").spec))

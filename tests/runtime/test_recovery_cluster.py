@@ -93,3 +93,23 @@ def test_a_bug_on_rank_0_only_ends_the_job_with_its_exit_code_and_names_rank_0(
     assert (info.state.name, info.exit_code) == ("FAILED", 1), batch[-3000:]
     assert batch.count("rendezvous at") <= 2, batch[-3000:]
     assert re.search(r"rank 0 on \S+ \(exit 1\) failed again with the same error", batch), batch[-3000:]
+
+
+@pytest.mark.slurm_versions("26.05")
+def test_the_term_a_failed_ranks_peers_get_is_no_preemption(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """Rank 1 raises at step 30 on every start. Its peers get SIGCONT, SIGTERM and SIGKILL after KillWait: from
+    srun's --kill-on-bad-exit (src/srun/launch.c, SIG_TERM_KILL, on every version) and, on 26.05, from the PMI
+    plugins as well (CHANGELOG/slurm-26.05.md; the chroot's 26.05 has pmi2 alone, whose TERM needs PMI2_Abort, so
+    the PMIx case is emulated locally: tests/local/test_local_recovery.py). Rank 0's Preemption takes that TERM
+    as a stop, a casualty's: the cause is rank 1, the job is never requeued (even with requeue_on_failure, which
+    a preemption would trigger too), and it ends FAILED with the program's code."""
+    job = submit_own(slurm_cluster, tmp_path, "peer", steps=STEPS, tasks_per_node=2, recovery="{}",
+                     extra=("--bug-at", "30", "--bug-rank", "1"),
+                     spec_lines="preemption: {requeue_on_failure: true}\n")  # fmt: skip
+    info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=300)
+    batch = read(tmp_path, "peer", job, "batch")
+    assert (info.state.name, info.restarts, info.exit_code) == ("FAILED", 0, 1), batch[-3000:]
+    assert re.search(r"rank 1 on \S+ \(exit 1\) failed again with the same error", batch), batch[-3000:]
+    assert "requeue issued" not in batch
+    events = run_history.read(str(tmp_path / "logs" / f"peer-{job}"))
+    assert not [e for e in events if e.get("event") in (run_history.PREEMPTED, run_history.REQUEUE)]
