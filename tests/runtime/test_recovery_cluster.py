@@ -10,6 +10,7 @@ import pytest
 from conftest import SlurmCluster
 
 from slurmgen import run_history
+from slurmgen.slurm.ids import parse_sluid
 
 from .cluster_jobs import read_log as read
 from .cluster_jobs import submit_own
@@ -113,3 +114,6 @@ def test_the_term_a_failed_ranks_peers_get_is_no_preemption(slurm_cluster: Slurm
     assert "requeue issued" not in batch
     events = run_history.read(str(tmp_path / "logs" / f"peer-{job}"))
     assert not [e for e in events if e.get("event") in (run_history.PREEMPTED, run_history.REQUEUE)]
+    # 26.05 exports SLURM_JOB_SLUID to the batch shell (src/common/env.c setup_env): the run start carries it
+    (start,) = [e for e in events if e.get("event") == run_history.RUN_START]
+    assert parse_sluid(start.get("sluid")) is not None, start
