@@ -48,6 +48,7 @@ SWEEP_OFFSET = "SLURMGEN_SWEEP_OFFSET"
 KEEP = "SLURMGEN_KEEP"  # how many complete sharded checkpoints to keep (preemption.keep)
 # Recovery inside the allocation (spec section recovery:; docs/reliability.md, "When things fail"):
 MAX_RESTARTS = "SLURMGEN_MAX_RESTARTS"  # restarts of the step per run after a crash; 0 or unset: none
+EXPEDITE = "SLURMGEN_EXPEDITE"  # "1": the job asked for an expedited requeue (recovery.expedite)
 HANG_TIMEOUT = "SLURMGEN_HANG_TIMEOUT"  # seconds without progress on any rank; 0, empty or unset: no watchdog
 SPARE_NODES = "SLURMGEN_SPARE_NODES"  # nodes allocated beyond the spec's `nodes`; unset: none
 HEALTH_CHECK = "SLURMGEN_HEALTH_CHECK"  # the user's node check, one shell-quoted command line; unset: none
@@ -339,6 +340,15 @@ def variables() -> tuple[Variable, ...]:
             "max_restarts",
             "count",
             default=0,
+        ),
+        _exported(
+            EXPEDITE,
+            "recovery.expedite",
+            "1: the job asked for an expedited requeue; a run that ends for good clears the job's requeue flag",
+            (BY_BATCH,),
+            "expedite",
+            "flag",
+            omit=OMIT_EMPTY,
         ),
         _exported(
             HANG_TIMEOUT,

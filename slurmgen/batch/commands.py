@@ -210,11 +210,28 @@ def end(
     if ending.line:
         say(ending.line)
     recorded = code if ending.requeued else ending.code
+    if ctx.expedite and not ending.requeued and ending.code != 0:
+        _no_expedited_requeue(key, ending.code, client, say)
     record(ctx, WRITER, run_history.RUN_END, exit_code=recorded, step_code=rc, requeued=ending.requeued,
            failing=failing, ended=ending.ended)  # fmt: skip
     if ending.remove_state:
         _remove_state(ctx, key, say)
     return ending.code
+
+
+def _no_expedited_requeue(key: str, code: int, client: SlurmClient | None, say: Callable[[str], None]) -> None:
+    """A run of a job with --requeue=expedite that ends for good with a non-zero code: Slurm would requeue the job
+    and hold it (REQUEUE_HOLD, "holding expedited requeue ... as no epilogs failed": src/slurmctld/job_mgr.c
+    `batch_requeue_fini`; measured on 26.05), so it clears the job's requeue flag first and the job ends FAILED."""
+    from slurmgen.errors import SlurmgenError
+    from slurmgen.slurm.client import SlurmClient
+
+    try:
+        (client or SlurmClient(timeout=10.0)).clear_requeue(key)
+    except SlurmgenError as exc:
+        say(f"warning: could not clear the expedited requeue ({exc}): Slurm may hold the job for a requeue")
+        return
+    say(f"the run ended for good (exit {code}): expedited requeue cleared, so Slurm does not requeue and hold it")
 
 
 def _job_code(

@@ -64,6 +64,7 @@ class JobVariables:
     max_preemptions: int | None  # SLURMGEN_MAX_PREEMPTIONS
     requeue_on_failure: bool  # SLURMGEN_REQUEUE_ON_FAILURE
     max_restarts: int  # SLURMGEN_MAX_RESTARTS
+    expedite: bool  # SLURMGEN_EXPEDITE
     hang_timeout: int | None  # SLURMGEN_HANG_TIMEOUT
     spare_nodes: int | None  # SLURMGEN_SPARE_NODES
     health_check: str  # SLURMGEN_HEALTH_CHECK
@@ -126,6 +127,7 @@ class JobVariables:
             max_preemptions=whole(environ, contract.MAX_PREEMPTIONS),
             requeue_on_failure=flag(environ, contract.REQUEUE_ON_FAILURE),
             max_restarts=count(environ, contract.MAX_RESTARTS, 0),
+            expedite=flag(environ, contract.EXPEDITE),
             hang_timeout=positive(environ, contract.HANG_TIMEOUT),
             spare_nodes=whole(environ, contract.SPARE_NODES),
             health_check=verbatim(environ, contract.HEALTH_CHECK, ""),

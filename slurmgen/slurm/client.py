@@ -356,6 +356,13 @@ class SlurmClient:
         argv = ["scontrol", command, *(["Incomplete"] if incomplete else []), target]
         self._checked(argv, f"scontrol {command}", target)
 
+    def clear_requeue(self, job: JobId | str | int) -> None:
+        """`scontrol update JobId=<job> Requeue=0`: the job is no longer requeued by Slurm (scontrol(1), Requeue=).
+        An expedited job that exits non-zero would otherwise be requeued and held (src/slurmctld/job_mgr.c,
+        `_set_job_requeue_exit_value` and `batch_requeue_fini`: "holding expedited requeue")."""
+        target = as_job_id(job).requeue_target()
+        self._checked(["scontrol", "update", f"JobId={target}", "Requeue=0"], "scontrol update", target)
+
     def release(self, job: JobId | str | int) -> None:
         """`scontrol release`: let a held job (requeuehold, sbatch -H) start."""
         target = as_job_id(job).requeue_target()

@@ -5,8 +5,9 @@ Sources (Slurm 25.11): sbatch(1) `--requeue[=expedite]`: "the job be immediately
 scheduled with the highest possible priority. This will only happen if expedited requeues are allowed globally
 with the SlurmctldParameters=enable_expedited_requeue"; src/slurmctld/job_mgr.c `_job_create` refuses such a job
 where the site does not allow it ("Expedited requeue requested but not enabled", ESLURM_NOT_SUPPORTED), and
-`_set_job_requeue_exit_value` requeues a job with the flag whenever its batch script exits non-zero. Older sbatch
-takes `--requeue` without a value and rejects the option. Pure and standard-library only.
+`_set_job_requeue_exit_value` requeues a job with the flag whenever its batch script exits non-zero, and
+`batch_requeue_fini` holds it unless an epilog failed (the batch shell clears the flag first: batch/commands.py).
+Older sbatch takes `--requeue` without a value and rejects the option. Pure and standard-library only.
 """
 
 from __future__ import annotations

@@ -51,8 +51,8 @@ RECOVERY = Obj(
         "expedite": Field(
             Bool(),
             "ask for an expedited requeue (sbatch --requeue=expedite, Slurm 25.11+ with SlurmctldParameters="
-            "enable_expedited_requeue): a requeued run is eligible at once and goes to the top of the queue, and "
-            "Slurm requeues the job whenever its batch script exits non-zero",
+            "enable_expedited_requeue): a requeued run is eligible at once and goes to the top of the queue; a run "
+            "that fails for good clears the job's requeue flag, which Slurm would otherwise requeue and hold",
             default=False,
         ),
     },

@@ -38,6 +38,7 @@ class OneJob:
     srun_pid: int = 4242  # the step's srun, as `scontrol show step` reports it
     submitted: list[list[str]] = field(default_factory=list)  # sbatch calls (continuation jobs): job 88, 89, ...
     sbatch_down: bool = False  # every sbatch fails as a controller that does not answer
+    updates: list[list[str]] = field(default_factory=list)  # scontrol update calls
 
     def answer(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
         if argv[0] == "scancel":
@@ -58,6 +59,9 @@ class OneJob:
             return done(recorded_text("show-config.out"))
         if argv[1:4] == ["-o", "show", "partition"]:
             return done(recorded_text("show-partition-o.out"))
+        if argv[1] == "update":
+            self.updates.append(argv)
+            return done()
         if argv[1] == "requeue":
             self.requeues.append(argv)
             if self.requeue_disabled:
@@ -562,3 +566,19 @@ def test_the_run_start_carries_slurms_sluid_where_slurm_exports_one(tmp_path: Pa
     batch.begin(JobContext.from_environ(env_for(without)), print, OneJob().client())
     plain = history_view.table(history_view.rows(run_history.read(str(without / "logs"))))
     assert "SLUID" not in plain and plain.startswith("RUN  START")
+
+
+@pytest.mark.parametrize(("expedite", "requeue_on_failure", "cleared"), [("1", "", True), ("", "", False),
+                                                                         ("1", "1", False)])  # fmt: skip
+def test_an_expedited_job_that_ends_for_good_clears_its_requeue_flag(
+    tmp_path: Path, expedite: str, requeue_on_failure: str, cleared: bool
+) -> None:
+    """recovery.expedite: a run that fails for good (not requeued) asks `scontrol update JobId=77 Requeue=0`, or
+    Slurm would requeue the job and hold it; a run that is requeued, or a job without expedite, asks nothing."""
+    job = OneJob()
+    env = env_for(tmp_path) | {contract.EXPEDITE: expedite, contract.REQUEUE_ON_FAILURE: requeue_on_failure}
+    said: list[str] = []
+    code = batch.end(3, JobContext.from_environ(env), said.append, job.client())
+    assert job.updates == ([["scontrol", "update", "JobId=77", "Requeue=0"]] if cleared else [])
+    assert code == (0 if requeue_on_failure else 3)
+    assert any("expedited requeue cleared" in line for line in said) == cleared
