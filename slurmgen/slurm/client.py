@@ -22,6 +22,7 @@ from slurmgen.signal_names import require_signal_name
 from slurmgen.slurm.ids import (
     JobId,
     as_job_id,
+    check_cluster_name,
 )
 from slurmgen.slurm.parse import (
     COMMENT_FORMAT,
@@ -189,7 +190,7 @@ class SlurmClient:
         self._run = run
         self._env = env
         self.timeout = timeout
-        self.cluster = cluster
+        self.cluster = None if cluster is None else check_cluster_name(cluster)  # one argv word, never an option
 
     def on_cluster(self, cluster: str | None) -> SlurmClient:
         """This client, asking ``cluster`` (a job's cluster, as sbatch named it); itself for None or its own."""
