@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from slurmgen.errors import SchedulerError
 from slurmgen.remote.transport import Transport
 from slurmgen.slurm.client import Runner
-from slurmgen.slurm.ids import state_name
+from slurmgen.slurm.ids import check_cluster_name, state_name
 from slurmgen.slurm.parse import SQUEUE_FORMAT, SQUEUE_SEPARATOR, parse_squeue
 from slurmgen.slurm.showjob import job_info, parse_show_job
 
@@ -45,13 +45,15 @@ def transport_runner(transport: Transport) -> Runner:
     return run
 
 
-def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str]) -> str:
+def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str], cluster: str | None = None) -> str:
     """The one script: its output is sections (`@@slurmgen-section NAME`) the parser splits. sacct and scontrol
     run only when squeue has not listed every job, and once each for all of those (a round trip stays a few
-    commands, however many jobs)."""
+    commands, however many jobs). ``cluster``: the jobs' cluster of a multi-cluster site, named to each command
+    (`--clusters`; with --noheader squeue prints no `CLUSTER:` line, src/squeue/squeue.c)."""
     ids = ",".join(jobs)
+    on = "" if cluster is None else f" --clusters={shlex.quote(check_cluster_name(cluster))}"
     lines = [
-        f"q=$(squeue --noheader --states=all --jobs={shlex.quote(ids)} --format={shlex.quote(SQUEUE_FORMAT)}"
+        f"q=$(squeue{on} --noheader --states=all --jobs={shlex.quote(ids)} --format={shlex.quote(SQUEUE_FORMAT)}"
         " 2>/dev/null)",
         f"echo '{SECTION}squeue'; printf '%s\\n' \"$q\"",
         # live jobs are answered by squeue; the others (ended, or not listed) are asked of sacct and scontrol
@@ -60,10 +62,10 @@ def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str]) -> str:
         + ') seen["$i"]=1;; esac; done <<<"$q"',
         "m=; for j in " + " ".join(shlex.quote(j) for j in jobs) + '; do [ -n "${seen[$j]:-}" ] || m="$m,$j"; done',
         f"echo '{SECTION}sacct'",
-        'if [ -n "$m" ]; then sacct --noheader --parsable2 --allocations --jobs="${m#,}"'
+        f'if [ -n "$m" ]; then sacct{on} --noheader --parsable2 --allocations --jobs="${{m#,}}"'
         " --format=JobID,State,ExitCode 2>/dev/null || echo '@@no-accounting'; fi",
         f"echo '{SECTION}scontrol'",
-        '[ -n "$m" ] && scontrol show job -o 2>/dev/null',
+        f'[ -n "$m" ] && scontrol{on} show job -o 2>/dev/null',
         "true",
     ]
     for job, log_dir in log_dirs.items():
@@ -150,7 +152,9 @@ def decide(jobs: Sequence[str], text: str) -> dict[str, RemoteState]:
     return out
 
 
-def remote_states(transport: Transport, jobs: Sequence[str], log_dirs: Mapping[str, str]) -> dict[str, RemoteState]:
-    """Every job's state in one round trip over the transport."""
-    got = transport.run(status_script(jobs, log_dirs))
+def remote_states(
+    transport: Transport, jobs: Sequence[str], log_dirs: Mapping[str, str], cluster: str | None = None
+) -> dict[str, RemoteState]:
+    """Every job's state in one round trip over the transport (the jobs of one cluster of a multi-cluster site)."""
+    got = transport.run(status_script(jobs, log_dirs, cluster))
     return decide(jobs, got.stdout.decode(errors="replace"))
