@@ -193,8 +193,8 @@ sys.exit(99)
 class FakeClusters:
     """Stand-in sbatch, scontrol, squeue and scancel of a multi-cluster site (several clusters behind one login
     node, their names resolved by slurmdbd), for what the local test cluster cannot be: it has no slurmdbd, and
-    refuses every `-M` (docs/clusters.md). Stateful where FakeSlurm replays: the jobs live in a JSON file beside
-    the stand-ins.
+    refuses every `-M` (docs/remote.md, "Multi-cluster sites"). Stateful where FakeSlurm replays: the jobs live in a
+    JSON file beside the stand-ins.
 
     As Slurm does: `sbatch -M a,b` (or `#SBATCH --clusters=a,b` in the script, or SLURM_CLUSTERS) submits to one of
     them and answers `<id>;<cluster>` with --parsable (src/sbatch/sbatch.c); sbatch picks the one where the job

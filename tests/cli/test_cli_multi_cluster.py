@@ -1,7 +1,7 @@
 """A multi-cluster site end to end, in-process: the stand-in clusters of tests/fake_slurm.py (FakeClusters) answer
 `sbatch --parsable` with `<id>;<cluster>` and know a job only when asked with `-M <cluster>`, as a site whose
 clusters share one slurmdbd does; the local test cluster has no slurmdbd and refuses every `-M`
-(tests/cluster/test_multi_cluster_cluster.py)."""
+(tests/cli/test_cli_multi_cluster_cluster.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeClusters:
     (work / "tiny.yaml").write_text(SPEC.format(output="logs") + "sbatch: {clusters: 'alpha,beta'}\n")
     (work / "plain.yaml").write_text(SPEC.format(output="logs").replace("output: logs\n", ""))  # the profile's
     # Slurm's file name patterns have no cluster (sbatch(1) "filename pattern"): two jobs 42 of one name would share
-    # logs/tiny-42.log, so the profile gives alpha's jobs a directory of their own (docs/clusters.md)
+    # logs/tiny-42.log, so the profile gives alpha's jobs a directory of their own (docs/remote.md, "Multi-cluster
+    # sites")
     (work / "clusters.yaml").write_text(
         "on-alpha:\n  workdir: /unused\n  defaults:\n    output: logs/alpha\n    sbatch: {M: alpha}\n"
     )
@@ -78,6 +79,12 @@ def test_a_job_of_each_cluster_is_asked_of_its_own_cluster(site: FakeClusters, c
     code, out, err = run(capsys, "history", "beta:42")
     assert code == 2 and err.startswith("error: job beta:42: no run history") and "logs/tiny-42/history" in err
 
+    # resume of the cancelled job: Slurm still knows it on alpha, so it is requeued there
+    code, _, err = run(capsys, "resume", "alpha:42")
+    assert code == 0 and "slurmgen status alpha:42" in err
+    assert (site.jobs("alpha")["42"]["state"], site.jobs("alpha")["42"]["restarts"]) == ("PENDING", 1)
+    assert site.jobs("beta")["42"]["restarts"] == 1  # its one requeue above, no more
+
     # every command after the two submissions named the job's cluster; none asked the login node's own
     later = [argv for argv in site.calls if argv[0] != "sbatch"]
     assert later and all(argv[1] in ("--clusters=alpha", "--clusters=beta") for argv in later), later
@@ -97,3 +104,12 @@ def test_a_job_named_on_the_wrong_cluster_is_unknown_there(site: FakeClusters, c
     assert code != 0 and "42" in err and len(err.splitlines()) == 1, err
     code, _, err = run(capsys, "cancel", "alpha:42")
     assert code != 0 and site.jobs("beta")["42"]["state"] == "RUNNING", err
+
+
+def test_the_python_api_names_the_cluster_too(site: FakeClusters, capsys: pytest.CaptureFixture[str]) -> None:
+    import slurmgen
+
+    job = slurmgen.submit("tiny.yaml")
+    assert job == slurmgen.Job("42;beta") and job.id == "beta:42"
+    assert job.state() == "RUNNING" and slurmgen.Job("alpha:42").handle.label == "alpha:42"
+    assert site.calls[-1][:2] == ["scontrol", "--clusters=beta"]

@@ -27,9 +27,10 @@ from slurmgen.submission.plan import comment_for
 TRIES = 3  # a dropped connection is retried with the same token: the remote call is idempotent
 
 
-# sbatch's answer is kept whole: `123;name` on a multi-cluster site (src/sbatch/sbatch.c), whose cluster every later
-# command names. The token lookup asks the login node's own cluster only: a job that sbatch placed on another
-# cluster and whose answer was lost before it reached the jobid file is not found there (docs/clusters.md).
+# sbatch's answer is kept whole: `123;name` on a multi-cluster site (src/sbatch/sbatch.c), whose cluster every
+# later command names. The token lookup asks the login node's own cluster only: a job that sbatch placed on another
+# cluster and whose answer was lost before it reached the jobid file is not found there (docs/remote.md,
+# "Multi-cluster sites").
 # squeue's %i of an array is one of its tasks (123_4) or a pending range (123_[5-9]): the part before `_` is the
 # array's job id (squeue(1) %i, "Job or job step id"; job_array.shtml).
 _SUBMIT = """set -u
