@@ -78,6 +78,10 @@ class SchedulerTimeout(SchedulerError):
     comment instead (SlurmClient.comments)."""
 
 
+class ClusterUnreachable(SchedulerError):
+    """A cluster named by --clusters (or SLURM_CLUSTERS) that Slurm cannot resolve: no slurmdbd, or not its name."""
+
+
 class JobPending(SchedulerError):
     """ "Job is pending execution": the job is queued already (e.g. a second requeue right after one)."""
 
@@ -132,7 +136,7 @@ def _failure(what: str, job: str, result: subprocess.CompletedProcess[str]) -> S
             return kind(f"{what}: " + message.format(job=job))
     if unreachable := _CLUSTER_UNREACHABLE.search(text):
         by = "--clusters" if unreachable["by"] == "--cluster" else "SLURM_CLUSTERS"
-        return SchedulerError(f"{what}: Slurm cannot reach cluster {unreachable['name']!r} named by {by}: names "
+        return ClusterUnreachable(f"{what}: Slurm cannot reach cluster {unreachable['name']!r} named by {by}: names "
                               "resolve through the accounting database (slurmdbd), so check `sacctmgr list "
                               "clusters`, or drop the cluster where there is one cluster and no slurmdbd")  # fmt: skip
     if _JOB_NOT_FOUND.search(text):

@@ -28,7 +28,10 @@ def test_clusters_without_slurmdbd_is_one_line_and_no_job(slurm_cluster: SlurmCl
 
     done = slurm_cluster.run(slurmgen_argv("submit", str(spec)), cwd=tmp_path)
     assert done.returncode == 3 and done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stderr
-    assert f"cannot reach cluster '{name}' named by --clusters" in done.stderr and "slurmdbd" in done.stderr
+    assert (
+        f"{spec}: sbatch.clusters: sbatch: Slurm cannot reach cluster '{name}'" in done.stderr
+        and "slurmdbd" in done.stderr
+    )
     queue = slurm_cluster.run(["squeue", "--noheader", "--states=all", "--name=multi-no-dbd"], check=True)
     assert queue.stdout == ""  # nothing was submitted
     (journal,) = tmp_path.glob(".slurmgen/journal.jsonl")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
 from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
-from slurmgen.slurm.client import SchedulerTimeout, SlurmClient
+from slurmgen.slurm.client import ClusterUnreachable, SchedulerTimeout, SlurmClient
 from slurmgen.slurm.ids import JobId
 from slurmgen.slurm.parse import TestOnly
 from slurmgen.submission.plan import Plan
@@ -72,7 +72,12 @@ def send_job(
     if (absent := missing(p.spec.env, os.environ)) is not None:
         raise UsageError(f"{p.source}: {absent}")  # sbatch would propagate nothing: the job would lack it
     prepare(p, journal.base)
-    return sbatch_once(p, p.sbatch_args, p.token, partial(entry, p), client, journal, sleep)
+    try:
+        return sbatch_once(p, p.sbatch_args, p.token, partial(entry, p), client, journal, sleep)
+    except ClusterUnreachable as exc:
+        if any(option in ("clusters", "cluster") for option, _ in p.spec.sbatch):  # the spec's (or its profile's)
+            raise ClusterUnreachable(f"{p.source}: sbatch.clusters: {exc}") from None
+        raise
 
 
 def sbatch_once(
