@@ -202,7 +202,8 @@ class FakeClusters:
     counts its own job ids from 42, so two clusters have a job 42 each. A command without `-M` asks the login
     node's own cluster (`local`), which knows none of them: "Invalid job id specified", as a real one would, or
     worse, another user's job of the same id. squeue prints `CLUSTER: <name>` first when not told --noheader
-    (src/squeue/squeue.c). A batch job writes one line to its --output file when submitted."""
+    (src/squeue/squeue.c), then a row per job in the codes of --format it knows. A batch job writes one line to its
+    --output file when submitted."""
 
     def __init__(self, bin_dir: Path, clusters: Sequence[str] = ("alpha", "beta"), local: str = "home") -> None:
         self.bin_dir = bin_dir
@@ -305,7 +306,17 @@ def job_of(text):
 if command == "squeue":
     if "--noheader" not in rest:
         print("CLUSTER: " + cluster)
-    sys.exit(0)  # no rows: a token lookup finds nothing, as for a job of another user
+    options = {k: v for k, v in (w.partition("=")[::2] for w in rest)}
+    asked = options["--jobs"].split(",") if options.get("--jobs") else sorted(jobs)
+    codes = options.get("--format", "%i").split("\x1f")
+    for job in asked:
+        found = job_of(job)
+        if found is None:
+            continue
+        values = {"%i": job, "%A": job, "%T": found["state"], "%r": "None", "%M": "0:05", "%l": "5:00", "%D": "2",
+                  "%N": "node[1-2]", "%P": "debug", "%j": found["name"], "%k": found["comment"]}
+        print("\x1f".join(values[code] for code in codes))
+    sys.exit(0)
 if command == "scancel":
     found = job_of(rest[-1])
     if found is None:

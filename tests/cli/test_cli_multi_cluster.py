@@ -114,3 +114,8 @@ def test_the_python_api_names_the_cluster_too(site: FakeClusters, capsys: pytest
     assert job == slurmgen.Job("42;beta") and job.id == "beta:42"
     assert job.state() == "RUNNING" and slurmgen.Job("alpha:42").handle.label == "alpha:42"
     assert site.calls[-1][:2] == ["scontrol", "--clusters=beta"]
+    assert run(capsys, "submit", "plain.yaml", "--cluster", "on-alpha")[1] == "alpha:42\n"
+    # one squeue per cluster, each job under the id it was asked by (with its cluster)
+    states = slurmgen.status(["beta:42", "alpha:42", "42;alpha", "alpha:43"])
+    assert states == {"beta:42": "RUNNING", "alpha:42": "RUNNING", "alpha:43": "UNKNOWN"}
+    assert [argv[:2] for argv in site.calls[-2:]] == [["squeue", "--clusters=beta"], ["squeue", "--clusters=alpha"]]
