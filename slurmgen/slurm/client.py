@@ -196,6 +196,11 @@ class SlurmClient:
         self.timeout = timeout
         self.cluster = None if cluster is None else check_cluster_name(cluster)  # one argv word, never an option
 
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The environment the commands run in (this process's when none was given)."""
+        return os.environ if self._env is None else self._env
+
     def on_cluster(self, cluster: str | None) -> SlurmClient:
         """This client, asking ``cluster`` (a job's cluster, as sbatch named it); itself for None or its own."""
         if cluster is None or cluster == self.cluster:
