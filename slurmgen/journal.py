@@ -191,12 +191,30 @@ def unresolved(entries: list[Entry]) -> list[Entry]:
 
 
 def latest_per_job(entries: list[Entry]) -> list[Entry]:
-    latest: dict[str, Entry] = {}
+    """One entry per job, the latest; a job is its id on its cluster (job 42 of two clusters is two jobs)."""
+    latest: dict[tuple[str | None, str], Entry] = {}
     for entry in entries:
         if entry.job_id:
-            latest.pop(entry.job_id, None)
-            latest[entry.job_id] = entry
+            key = (entry.cluster, entry.job_id)
+            latest.pop(key, None)
+            latest[key] = entry
     return list(latest.values())
+
+
+# An ssh submission's extra: the cluster its sbatch named (its `cluster` is the profile's name).
+SLURM_CLUSTER = "slurm_cluster"
+
+
+def slurm_cluster(entry: Entry | None) -> str | None:
+    """The cluster of a multi-cluster site that sbatch named for this job (`123;name`), which every later command
+    names again; None for a site with one cluster. A submission through a cluster profile (`extra["profile"]`)
+    keeps the profile's name in `cluster` and Slurm's in `extra["slurm_cluster"]`."""
+    if entry is None:
+        return None
+    if "profile" in entry.extra:
+        named = entry.extra.get(SLURM_CLUSTER)
+        return named if isinstance(named, str) and named else None
+    return entry.cluster or None
 
 
 def last_for(jobs: list[Entry], spec_or_name: str, cwd: Path | None = None) -> Entry | None:
@@ -211,11 +229,12 @@ def last_for(jobs: list[Entry], spec_or_name: str, cwd: Path | None = None) -> E
     return None
 
 
-def find(jobs: list[Entry], job_id: str) -> Entry | None:
-    """The journal entry of a job id in any form: 123, 123_4 (array task of 123), 123+1 (het component)."""
+def find(jobs: list[Entry], job_id: str, cluster: str | None = None) -> Entry | None:
+    """The journal entry of a job id in any form: 123, 123_4 (array task of 123), 123+1 (het component); with
+    ``cluster``, only a job sbatch placed on that cluster (the newest of any cluster without)."""
     base = job_id.split(".", 1)[0].split("_", 1)[0].split("+", 1)[0]
     for entry in reversed(jobs):
-        if entry.job_id in (job_id, base):
+        if entry.job_id in (job_id, base) and (cluster is None or slurm_cluster(entry) == cluster):
             return entry
     return None
 

@@ -28,13 +28,18 @@ class Job:
 
     def __init__(self, job_id: str | int | JobId, *, client: SlurmClient | None = None) -> None:
         from slurmgen.backends.registry import claimed
-        from slurmgen.slurm.ids import as_job_id, local_label, parse_local_id
+        from slurmgen.slurm.ids import as_job_id, cluster_label, local_label, parse_cluster_job, parse_local_id
 
         local = parse_local_id(job_id) if isinstance(job_id, str) else None
         if isinstance(job_id, str) and claimed(job_id):  # an id of a kind that gives out its own
             self._id = job_id.strip()
+        elif local is not None:
+            self._id = local_label(local)
+        elif isinstance(job_id, str):  # `alpha:123`: a job of cluster alpha of a multi-cluster site
+            cluster, job = parse_cluster_job(job_id)
+            self._id = cluster_label(cluster, job.without_step())
         else:
-            self._id = local_label(local) if local is not None else str(as_job_id(job_id).without_step())
+            self._id = str(as_job_id(job_id).without_step())
         self._client = client
         self._handle: JobHandle | None = None
 
@@ -50,7 +55,8 @@ class Job:
 
     @property
     def id(self) -> str:
-        """The job's id as every command takes it: 123, 123_4 for one array task, local-3 for a job run here."""
+        """The job's id as every command takes it: 123, 123_4 for one array task, local-3 for a job run here,
+        alpha:123 for a job of cluster alpha of a multi-cluster site."""
         return self._id
 
     def __repr__(self) -> str:

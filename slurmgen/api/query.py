@@ -29,14 +29,23 @@ def _matches(wanted: JobId, row: QueueEntry) -> bool:
 
 
 def status(ids: Iterable[str | int | JobId], *, client: SlurmClient | None = None) -> dict[str, str]:
-    """{job id: Slurm's state word} for every id given, from ONE `squeue` call whatever their number. A job Slurm
-    does not know (a wrong id, or it ended over MinJobAge ago) maps to UNKNOWN. Keys are the ids as Slurm spells
-    them (`str(123)` -> "123", "123_4")."""
+    """{job id: Slurm's state word} for every id given, from ONE `squeue` call whatever their number (one per
+    cluster for jobs of several clusters of a multi-cluster site, `alpha:123`). A job Slurm does not know (a wrong
+    id, or it ended over MinJobAge ago) maps to UNKNOWN. Keys are the ids as Slurm spells them (`str(123)` ->
+    "123", "123_4"), with their cluster when one was named (`alpha:123`)."""
     from slurmgen.slurm.client import SlurmClient
-    from slurmgen.slurm.ids import as_job_id
+    from slurmgen.slurm.ids import cluster_label, parse_cluster_job
 
-    wanted = list(dict.fromkeys(as_job_id(i).without_step() for i in ids))
-    if not wanted:
-        return {}
-    rows = (client or SlurmClient()).squeue(wanted, all_states=True)
-    return {str(w): fold([r.state_name for r in rows if _matches(w, r)]) for w in wanted}
+    by_cluster: dict[str | None, list[JobId]] = {}
+    for given in ids:
+        cluster, job = parse_cluster_job(given) if isinstance(given, str | int) else (None, given)
+        wanted = by_cluster.setdefault(cluster, [])
+        if job.without_step() not in wanted:
+            wanted.append(job.without_step())
+    asker = client or SlurmClient()
+    states: dict[str, str] = {}
+    for cluster, wanted in by_cluster.items():
+        rows = asker.on_cluster(cluster).squeue(wanted, all_states=True)
+        for w in wanted:
+            states[cluster_label(cluster, w)] = fold([r.state_name for r in rows if _matches(w, r)])
+    return states

@@ -182,7 +182,7 @@ def handle_of(text: str, client: SlurmClient | None = None, base: Path | None = 
         if target.entry is None and any(r.job_id == text.strip() for r in ran):
             notes = (f"note: {text.strip()} is Slurm's job {text.strip()}; the job run here is "
                      f"{local_label(text.strip())}",)  # fmt: skip
-    return attach_job(Target(target.job, target.entry), base, client, notes)
+    return attach_job(Target(target.job, target.entry, named=target.named), base, client, notes)
 
 
 def group_of(text: str, client: SlurmClient | None = None) -> SlurmSweep | LocalGroup:
@@ -210,23 +210,23 @@ def plain_handle(job_id: str, client: SlurmClient | None = None) -> JobHandle:
     """`slurmgen.Job(id)`: a job id as it is, never the sweep its array belongs to; a local id as handle_of reads
     it. Reads the journal (for the job's logs and script); asks Slurm nothing."""
     from slurmgen.journal import Journal, find, find_home
-    from slurmgen.slurm.ids import parse_job_id, parse_local_id
+    from slurmgen.slurm.ids import parse_cluster_job, parse_local_id
     from slurmgen.submission.targets import Target
 
     if parse_local_id(job_id) is not None or claimed(job_id):
         return handle_of(job_id, client)
-    job = parse_job_id(job_id)
+    cluster, job = parse_cluster_job(job_id)
     base = find_home()
-    return attach_job(Target(job, find(Journal(base).jobs(), str(job))), base, client)
+    return attach_job(Target(job, find(Journal(base).jobs(), str(job), cluster), named=cluster), base, client)
 
 
 def _slurm_sweep(text: str, jobs: list[Entry], client: SlurmClient | None) -> JobHandle | None:
     """The Slurm sweep ``text`` names (its id, spec, name, or its array's job id; `123_4` is one point's task)."""
-    from slurmgen.slurm.ids import parse_job_id
+    from slurmgen.slurm.ids import parse_cluster_job
     from slurmgen.submission.sweep_record import load_record, sweep_id_of
 
     try:
-        if parse_job_id(text).array_task is not None:
+        if parse_cluster_job(text)[1].array_task is not None:
             return None
     except UsageError:
         pass

@@ -59,8 +59,11 @@ def submit_continuation(key: str, cause: str, ctx: JobContext, *, by: str, clien
     if token:
         args.append(f"--comment={TOKEN_PREFIX}{token}")
     # The environment goes with the new job (--export=ALL; SlurmClient drops Slurm's job variables), less the
-    # rendezvous this script exported, which the new job would take for the user's own port.
-    inherited = {name: value for name, value in ctx.environ.items() if name not in ("MASTER_ADDR", "MASTER_PORT")}
+    # rendezvous this script exported, which the new job would take for the user's own port, and less the
+    # submitting shell's SLURM_CLUSTERS (sbatch exported it into the job): the continuation belongs on this job's
+    # cluster, the one whose configuration Slurm set as the job's SLURM_CONF (src/common/env.c, setup_env).
+    dropped = ("MASTER_ADDR", "MASTER_PORT", "SLURM_CLUSTERS")
+    inherited = {name: value for name, value in ctx.environ.items() if name not in dropped}
     asker = client or SlurmClient(env=inherited, timeout=60)
     try:
         submitted = asker.sbatch(script, args)

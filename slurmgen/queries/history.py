@@ -58,11 +58,11 @@ def no_history(target: Target, log_dirs: Sequence[Path], slurm_knows: bool) -> s
     """Why there is nothing to show, in one line."""
     if not log_dirs:
         if target.entry is None and not slurm_knows:
-            return (f"job {target.job}: neither the journal here nor Slurm knows it; run slurmgen history in the "
+            return (f"job {target.label}: neither the journal here nor Slurm knows it; run slurmgen history in the "
                     "directory you submitted it from")  # fmt: skip
-        return f"job {target.job}: Slurm gives no absolute log path for it, so its run history cannot be found"
+        return f"job {target.label}: Slurm gives no absolute log path for it, so its run history cannot be found"
     where = ", ".join(f"{run_history.history_dir(str(d))}/" for d in log_dirs)
-    return (f"job {target.job}: no run history (looked in {where}); a job records its runs once its first run has "
+    return (f"job {target.label}: no run history (looked in {where}); a job records its runs once its first run has "
             "started, if it was submitted by slurmgen")  # fmt: skip
 
 

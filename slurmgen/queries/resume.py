@@ -106,7 +106,7 @@ def resume(client: SlurmClient, target: Target, journal: Journal) -> tuple[Resum
             script=str(step.script),
             time=time.time(),
             job_id=str(submitted.job_id),
-            cluster=submitted.cluster,
+            cluster=submitted.cluster or client.cluster,  # the cluster it was asked of (`--clusters`)
             log_dir=entry.log_dir,
             array=entry.array,
             extra={"resumes": step.resume_from},

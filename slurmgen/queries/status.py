@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from slurmgen.journal import Entry, Journal, latest_per_job, unresolved
+from slurmgen.journal import Entry, Journal, latest_per_job, slurm_cluster, unresolved
 from slurmgen.slurm.client import SlurmClient
-from slurmgen.slurm.ids import JobState, parse_job_id, parse_state
+from slurmgen.slurm.ids import JobState, cluster_label, parse_job_id, parse_state
 from slurmgen.slurm.showjob import JobInfo
 from slurmgen.slurm.times import format_duration
 from slurmgen.submission.targets import Target
@@ -68,10 +68,15 @@ def when(epoch: float, now: float) -> str:
 
 
 def row_from_info(
-    info: JobInfo, entry: Entry | None, now: float, failed_first: str | None = None, step_restarts: int | None = None
+    info: JobInfo,
+    entry: Entry | None,
+    now: float,
+    failed_first: str | None = None,
+    step_restarts: int | None = None,
+    cluster: str | None = None,
 ) -> Row:
     return Row(
-        job=str(info.job_id),
+        job=cluster_label(cluster, info.job_id),
         name=info.name,
         state=state_label(info),
         reason=info.reason or "",
@@ -92,7 +97,7 @@ def row_from_entry(entry: Entry, now: float) -> Row:
         reason = "sbatch timed out; not found in the queue" if entry.event == "unknown" else "no job id yet"
         return Row(job="?", name=entry.name, state=state, reason=reason, submitted=when(entry.time, now))
     return Row(
-        job=entry.job_id,
+        job=cluster_label(slurm_cluster(entry), entry.job_id),
         name=entry.name,
         state="gone",
         reason="Slurm has forgotten it (it ended over MinJobAge ago)",
@@ -114,13 +119,13 @@ def rows_for(
     unknown: list[Target] = []
     now = clock()
     for target in targets:
-        infos = client.show_jobs(target.job)
+        infos = client.on_cluster(target.cluster).show_jobs(target.job)
         if target.job.array_task is not None:  # one task asked: not its siblings
             infos = [i for i in infos if i.job_id == target.job.without_step()] or infos
         if infos:
             first = failing(target, infos) if len(infos) == 1 and infos[0].state.is_terminal else None
             restarted = step_restarts(target, infos) if len(infos) == 1 else None
-            rows.extend(row_from_info(info, target.entry, now, first, restarted) for info in infos)
+            rows.extend(row_from_info(info, target.entry, now, first, restarted, target.cluster) for info in infos)
         elif target.entry is not None:
             rows.append(row_from_entry(target.entry, now))
         else:

@@ -22,6 +22,7 @@ from slurmgen.signal_names import require_signal_name
 from slurmgen.slurm.ids import (
     JobId,
     as_job_id,
+    check_cluster_name,
 )
 from slurmgen.slurm.parse import (
     COMMENT_FORMAT,
@@ -77,6 +78,10 @@ class SchedulerTimeout(SchedulerError):
     comment instead (SlurmClient.comments)."""
 
 
+class ClusterUnreachable(SchedulerError):
+    """A cluster named by --clusters (or SLURM_CLUSTERS) that Slurm cannot resolve: no slurmdbd, or not its name."""
+
+
 class JobPending(SchedulerError):
     """ "Job is pending execution": the job is queued already (e.g. a second requeue right after one)."""
 
@@ -113,6 +118,13 @@ _UNREACHABLE = (
 _JOB_NOT_FOUND = re.compile(r"^Job \d+(?:_\d+|\+\d+)? not found$", re.MULTILINE)
 
 
+# `-M name` (or SLURM_CLUSTERS) that Slurm cannot resolve: the names are looked up in slurmdbd, so a site without
+# one (AccountingStorageType=accounting_storage/none) refuses every name, its own ClusterName included
+# (src/common/proc_args.c, print_db_notok; measured on 22.05.8: "Problem talking to database", then this line).
+_CLUSTER_UNREACHABLE = re.compile(r"'(?P<name>[^']*)' can't be reached now, or it is an invalid entry for "
+                                  r"(?P<by>--cluster|SLURM_CLUSTERS)")  # fmt: skip
+
+
 def _failure(what: str, job: str, result: subprocess.CompletedProcess[str]) -> SchedulerError | SchedulerMissing:
     text = f"{result.stderr}\n{result.stdout}"  # every message below is matched on either stream
     for needle in _UNREACHABLE:
@@ -122,6 +134,11 @@ def _failure(what: str, job: str, result: subprocess.CompletedProcess[str]) -> S
     for needle, kind, message in _KNOWN_ERRORS:
         if needle in text:
             return kind(f"{what}: " + message.format(job=job))
+    if unreachable := _CLUSTER_UNREACHABLE.search(text):
+        by = "--clusters" if unreachable["by"] == "--cluster" else "SLURM_CLUSTERS"
+        return ClusterUnreachable(f"{what}: Slurm cannot reach cluster {unreachable['name']!r} named by {by}: names "
+                              "resolve through the accounting database (slurmdbd), so check `sacctmgr list "
+                              "clusters`, or drop the cluster where there is one cluster and no slurmdbd")  # fmt: skip
     if _JOB_NOT_FOUND.search(text):
         return InvalidJobId(f"{what}: " + _UNKNOWN_JOB.format(job=job))
     lines = [re.sub(r"^\S+: error: ", "", ln.strip()) for ln in result.stderr.splitlines() if ln.strip()]
@@ -140,31 +157,60 @@ def clean_submit_env(mapping: Mapping[str, str], keep: Iterable[str] = ()) -> di
     Input variables beat #SBATCH lines (sbatch(1) "INPUT ENVIRONMENT VARIABLES"), and SLURM_* left from an
     enclosing allocation leak into the new job (a SLURM_CPU_BIND pinned every rank to a few cores in
     goodfire-ai/spd #955; a stale SLURM_ARRAY_JOB_ID in submitit #1782).
-    SLURM_CONF stays: it says which cluster to talk to (submitit #1814). ``keep`` names more to keep.
+    SLURM_CONF stays: it says which cluster to talk to (submitit #1814); so does SLURM_CLUSTERS, the user's
+    `--clusters` (sbatch(1) "INPUT ENVIRONMENT VARIABLES"), whose choice sbatch's answer names (`123;name`).
+    ``keep`` names more to keep.
     """
-    kept = {"SLURM_CONF", *keep}
+    kept = {"SLURM_CONF", "SLURM_CLUSTERS", *keep}
     return {k: v for k, v in mapping.items() if k in kept or not _INHERITED.match(k)}
 
 
 # --- the client -------------------------------------------------------------------------------------------
 
 
+def _on_cluster(argv: Sequence[str], cluster: str | None) -> list[str]:
+    """``argv`` with `--clusters=<cluster>` right after the command's name: sbatch, squeue, scontrol and scancel
+    all read `-M, --clusters` (their man pages), and scontrol only before its subcommand."""
+    return list(argv) if cluster is None else [argv[0], f"--clusters={cluster}", *argv[1:]]
+
+
+# `squeue -M name` prints `CLUSTER: name` before that cluster's rows unless --noheader is given
+# (src/squeue/squeue.c, _multi_cluster); scontrol prints none (it takes one cluster only: src/scontrol/scontrol.c).
+# slurmgen passes --noheader, but a site's wrapper or a later Slurm may print it: such a line is no row.
+_CLUSTER_HEADER = re.compile(r"\ACLUSTER: \S+\n")
+
+
 class SlurmClient:
-    """Slurm's client commands. ``run`` is the only effect; ``env=None`` means this process's environment."""
+    """Slurm's client commands. ``run`` is the only effect; ``env=None`` means this process's environment.
+    ``cluster``: the cluster of a multi-cluster site every command names (`--clusters`); None: the local one."""
 
     def __init__(
         self,
         run: Runner = run_command,
         env: Mapping[str, str] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        cluster: str | None = None,
     ) -> None:
         self._run = run
         self._env = env
         self.timeout = timeout
+        self.cluster = None if cluster is None else check_cluster_name(cluster)  # one argv word, never an option
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The environment the commands run in (this process's when none was given)."""
+        return os.environ if self._env is None else self._env
+
+    def on_cluster(self, cluster: str | None) -> SlurmClient:
+        """This client, asking ``cluster`` (a job's cluster, as sbatch named it); itself for None or its own."""
+        if cluster is None or cluster == self.cluster:
+            return self
+        return SlurmClient(self._run, self._env, self.timeout, cluster)
 
     def _call(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        argv = _on_cluster(argv, self.cluster)
         try:
-            return self._run(argv, self._env if env is None else env, self.timeout)
+            result = self._run(argv, self._env if env is None else env, self.timeout)
         except FileNotFoundError:
             raise SchedulerMissing(
                 f"{argv[0]}: command not found (is the Slurm client installed and on PATH?)"
@@ -174,6 +220,10 @@ class SlurmClient:
         except subprocess.TimeoutExpired:
             hint = " The job may or may not have been submitted: check squeue." if argv[0] == "sbatch" else ""
             raise SchedulerTimeout(f"{' '.join(argv)}: no answer from Slurm within {self.timeout:g} s.{hint}") from None
+        if self.cluster is not None and _CLUSTER_HEADER.match(result.stdout):
+            rows = _CLUSTER_HEADER.sub("", result.stdout, count=1)
+            result = subprocess.CompletedProcess(result.args, result.returncode, rows, result.stderr)
+        return result
 
     def _checked(
         self, argv: Sequence[str], what: str, job: str, env: Mapping[str, str] | None = None

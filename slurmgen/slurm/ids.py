@@ -122,6 +122,50 @@ def parse_job_id(text: str | int) -> JobId:
     )
 
 
+# --- a job of one cluster of a multi-cluster site ---------------------------------------------------------
+
+# `sbatch --parsable -M name` answers `123;name` (src/sbatch/sbatch.c prints ";%s" with working_cluster_rec->name
+# when a cluster was named), and every later command must name that cluster again (`-M name`), or it asks the
+# local cluster, which knows no job 123 or another job 123. slurmgen shows such a job as `name:123` (no `;`, which
+# the shell reads as the end of a command) and also reads Slurm's own `123;name`. A cluster name as slurm.conf's
+# ClusterName writes it: letters, digits, `_`, `-` and `.`.
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+CLUSTER_SEPARATOR = ":"
+
+
+def check_cluster_name(name: str, where: str = "cluster") -> str:
+    """``name`` as given when it is a Slurm cluster name, else a UsageError saying what one looks like."""
+    if not _CLUSTER_NAME.fullmatch(name):
+        raise UsageError(f"{where}: not a Slurm cluster name: {name!r} (letters, digits, '_', '-', '.'; e.g. alpha)")
+    return name
+
+
+def split_cluster(text: str) -> tuple[str | None, str]:
+    """(cluster, the rest) of ``name:123`` and of Slurm's ``123;name``; (None, text) for any other text. Only the
+    cluster's form is checked here: the rest is parsed by whoever reads it (a job id, a sweep id)."""
+    text = text.strip()
+    head, sep, tail = text.partition(CLUSTER_SEPARATOR)
+    if sep and _CLUSTER_NAME.fullmatch(head) and tail[:1].isdigit():
+        return head, tail
+    head, sep, tail = text.partition(";")
+    if sep and _CLUSTER_NAME.fullmatch(tail) and head[:1].isdigit():
+        return tail, head
+    return None, text
+
+
+def parse_cluster_job(text: str | int) -> tuple[str | None, JobId]:
+    """A job id with the cluster it belongs to, if named (``alpha:123``, ``123;alpha``, or a plain ``123_4``)."""
+    if isinstance(text, int):
+        return None, JobId(text)
+    cluster, rest = split_cluster(text)
+    return cluster, parse_job_id(rest)
+
+
+def cluster_label(cluster: str | None, job: JobId | str) -> str:
+    """How a job is shown: ``alpha:123`` on a named cluster, else Slurm's id alone."""
+    return str(job) if not cluster else f"{cluster}{CLUSTER_SEPARATOR}{job}"
+
+
 # A job run on this machine by `slurmgen run` is named `local-<n>`: its number is not Slurm's, and a bare `2` always
 # means the cluster's job 2.
 LOCAL_PREFIX = "local-"

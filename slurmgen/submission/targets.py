@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmgen.errors import UsageError
-from slurmgen.journal import Entry, find, last_for
-from slurmgen.slurm.ids import JobId, local_label, parse_job_id, parse_local_id
+from slurmgen.journal import Entry, find, last_for, slurm_cluster
+from slurmgen.slurm.ids import JobId, cluster_label, local_label, parse_cluster_job, parse_job_id, parse_local_id
 
 
 @dataclass(frozen=True)
@@ -21,11 +21,18 @@ class Target:
     job: JobId
     entry: Entry | None  # the journal's record when the job was submitted with slurmgen from here
     local: bool = False  # a job `slurmgen run` ran here (its entry is the local journal's): Slurm never knew it
+    named: str | None = None  # the cluster the user named (`alpha:123`), when they named one
+
+    @property
+    def cluster(self) -> str | None:
+        """The cluster of a multi-cluster site the job is on, which every Slurm command about it names: the one
+        the user named, else the one its sbatch named; None on a site with one cluster."""
+        return self.named or slurm_cluster(self.entry)
 
     @property
     def label(self) -> str:
-        """The job as the user names it: `local-2`, or Slurm's id."""
-        return local_label(self.key) if self.local else str(self.job)
+        """The job as the user names it: `local-2`, Slurm's id, or `cluster:id` on a multi-cluster site."""
+        return local_label(self.key) if self.local else cluster_label(self.cluster, self.job)
 
     @property
     def key(self) -> str:
@@ -45,9 +52,9 @@ def local_target(entry: Entry) -> Target:
 def resolve(
     text: str, jobs: list[Entry], journal: Path, cwd: Path | None = None, local: list[Entry] | None = None
 ) -> Target:
-    """A job id (123, 123_4, 123+1, 123.batch), a local id (local-2), or a spec path / job name: its most recent
-    job, submitted (`jobs`, the submission journal) or run here (`local`: one entry per local job, its `time` the
-    start of its latest run)."""
+    """A job id (123, 123_4, 123+1, 123.batch; `alpha:123` on cluster alpha), a local id (local-2), or a spec
+    path / job name: its most recent job, submitted (`jobs`, the submission journal) or run here (`local`: one entry
+    per local job, its `time` the start of its latest run)."""
     local = local or []
     number = parse_local_id(text)
     if number is not None:
@@ -58,11 +65,11 @@ def resolve(
             )
         return local_target(entry)
     try:
-        job = parse_job_id(text)
+        cluster, job = parse_cluster_job(text)
     except UsageError:
         pass
     else:
-        return Target(job, find(jobs, str(job)))
+        return Target(job, find(jobs, str(job), cluster), named=cluster)
     submitted, ran = last_for(jobs, text, cwd), last_for(local, text, cwd)
     if ran is not None and ran.job_id and (submitted is None or ran.time >= submitted.time):
         return local_target(ran)

@@ -134,7 +134,8 @@ def test_status_of_the_journal_and_of_one_job(fake: FakeSlurm, capsys: pytest.Ca
     fake.on("scontrol", err="slurm_load_jobs error: Invalid job id specified\n", rc=1)
     code, out, _ = run(capsys, "status")
     assert code == 0 and out.splitlines()[1].split()[:3] == ["15", "tiny", "gone"]  # from the journal
-    code, out, err = run(capsys, "status", "15;rm")
+    # `15;rm` is Slurm's own spelling of job 15 of cluster rm (sbatch --parsable -M rm); a command is no id
+    code, out, err = run(capsys, "status", "15;rm -rf ~")
     assert code == 2 and "not a Slurm job id" in err
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurmgen.errors import SlurmgenError, UsageError
-from slurmgen.journal import Entry, Journal, find_home, home
+from slurmgen.journal import Entry, Journal, find, find_home, home, slurm_cluster
 from slurmgen.slurm.ids import JobId
 from slurmgen.submission.targets import resolve
 
@@ -84,6 +84,27 @@ def test_targets(tmp_path: Path) -> None:
     for bad in ("10; scancel 1", "--full", "nothing"):
         with pytest.raises(UsageError, match="not a Slurm job id"):
             resolve(bad, jobs, journal.path)
+
+
+def test_a_job_is_its_id_on_its_cluster(tmp_path: Path) -> None:
+    """Two clusters of a multi-cluster site count their own ids: job 42 of each is a job of its own, found by its
+    cluster (sbatch named it); a bare 42 is the newest. Over ssh the entry's `cluster` is the profile's name and
+    Slurm's cluster is in its extra."""
+    journal = Journal(tmp_path)
+    journal.append(entry("a", job_id="42", cluster="alpha"))
+    journal.append(entry("b", job_id="42", cluster="beta"))
+    journal.append(entry("c", job_id="42", cluster="login", extra={"profile": "login", "slurm_cluster": "gamma"}))
+    journal.append(entry("d", job_id="43", cluster="login", extra={"profile": "login"}))
+    jobs = journal.jobs()
+    assert [(e.token, slurm_cluster(e)) for e in jobs] == [("a", "alpha"), ("b", "beta"), ("c", "gamma"), ("d", None)]
+    assert [find(jobs, "42_1", c).token for c in ("alpha", "beta", "gamma", None)] == ["a", "b", "c", "c"]  # type: ignore[union-attr]
+    assert find(jobs, "42", "delta") is None
+    target = resolve("beta:42", jobs, journal.path)
+    assert (target.entry, target.cluster, target.label) == (jobs[1], "beta", "beta:42")
+    assert resolve("42;gamma", jobs, journal.path).label == "gamma:42"
+    unknown = resolve("delta:42", jobs, journal.path)  # named, not in the journal: Slurm is asked on delta
+    assert (unknown.entry, unknown.cluster) == (None, "delta")
+    assert resolve("43", jobs, journal.path).cluster is None  # a profile's job without Slurm's cluster
 
 
 def test_where_the_journal_lives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -211,6 +211,26 @@ def test_timeout_recovers_the_job_by_its_token(tmp_path: Path) -> None:
     ]
 
 
+def test_timeout_on_a_multi_cluster_site_looks_on_each_cluster_named(tmp_path: Path) -> None:
+    """`-M alpha,beta`: sbatch may have put the job on either, so the token is looked for on each (every lookup
+    naming its cluster); found on beta, the job is beta's, as if sbatch had answered `77;beta`."""
+    p = make_plan(tmp_path, extra="sbatch: {clusters: 'alpha,beta'}\n")
+
+    def answer(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        if argv[0] == "sbatch":
+            return timeout(argv)
+        return done(f"77\x1fslurmgen:{p.token}\n" if argv[1] == "--clusters=beta" else "")
+
+    run = Script(answer)
+    journal = Journal(tmp_path / ".slurmgen")
+    result = submission.send_job(p, SlurmClient(run, env={}), journal, which=has_sbatch, sleep=no_sleep)
+    assert (result.job_id, result.cluster, result.recovered) == (JobId(77), "beta", True)
+    assert len(run.commands("sbatch")) == 1
+    assert [argv[1] for argv in run.commands("squeue")] == ["--clusters=alpha"] * recovery.LOOKUPS + ["--clusters=beta"]
+    assert [(e.event, e.job_id, e.cluster) for e in journal.entries()] == [("submitting", None, None),
+                                                                         ("submitted", "77", "beta")]  # fmt: skip
+
+
 @pytest.mark.parametrize("comments", [None, "", "78\x1fslurmgen:OTHER\n79\x1fslurmgen:TOKEN-not\n"])
 def test_timeout_without_the_job_says_so_and_does_not_resubmit(tmp_path: Path, comments: str | None) -> None:
     p = make_plan(tmp_path)

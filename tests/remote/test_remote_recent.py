@@ -74,3 +74,41 @@ def test_a_cluster_that_cannot_be_asked_is_its_one_line_never_a_forgotten_job(
     with pytest.raises(TransportError) as raised:
         recent(local_slurm([]))
     assert str(raised.value) == REFUSED
+
+
+class ScriptedCluster(FakeCluster):
+    """The login of a multi-cluster site: answers each status script for the one cluster it names, if it names one
+    (`--clusters=east`), else for the login node's own cluster; keeps the scripts."""
+
+    def __init__(self, answers: Mapping[str | None, str]) -> None:
+        super().__init__("")
+        self.answers = answers
+        self.scripts: list[str] = []
+
+    def run(self, script: str, stdin: bytes = b"", timeout: float = 120) -> RemoteResult:
+        self.scripts.append(script)
+        named = next((c for c in self.answers if c is not None and f"--clusters={c} " in script), None)
+        return RemoteResult(0, self.answers[named].encode(), "")
+
+
+def test_jobs_of_two_clusters_behind_one_login_are_each_asked_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Job 7 of the login's own cluster and job 7 of cluster east (sbatch answered `7;east` over ssh): two jobs,
+    one round trip each, every Slurm command of the second naming east."""
+    journal_of(tmp_path, monkeypatch)
+    journal = Journal(tmp_path / "home")
+    journal.append(Entry("submitted", "t9", "east", str(tmp_path / "job.yaml"), "/w/r9", "job.sbatch", 3.0,
+                         job_id="7", cluster="alpha", log_dir="/w/logs",
+                         extra={"profile": "alpha", "slurm_cluster": "east"}))  # fmt: skip
+    login = ScriptedCluster({
+        None: answer(squeue=squeue_row("7", "COMPLETED"), sacct="7|COMPLETED|0:0"),
+        "east": answer(squeue=squeue_row("7", "RUNNING")),
+    })  # fmt: skip
+    monkeypatch.setattr(transport, "transport_for", lambda *args: login)
+    rows = [line.split()[:3] for line in recent(local_slurm([])).out[0].splitlines()[1:]]
+    assert rows == [["7", "remote", "COMPLETED"], ["8", "t", "RUNNING"], ["east:7", "east", "RUNNING"]]
+    assert len(login.scripts) == 2 and "--clusters" not in login.scripts[0]
+    commands = ("squeue ", "sacct ", "scontrol ")
+    asked = [ln for ln in login.scripts[1].splitlines() if not ln.startswith("echo") and any(c in ln for c in commands)]
+    assert len(asked) == 3 and all("--clusters=east " in line for line in asked), asked

@@ -70,13 +70,15 @@ def test_a_remote_sweep_is_split_at_max_array_size_and_recorded_with_its_cluster
     assert "--array=0-1 --export=ALL,SLURMGEN_SWEEP_ID=swp-t1,SLURMGEN_SWEEP_OFFSET=0 job.sbatch" in asked[0]
     assert "--array=0 --export=ALL,SLURMGEN_SWEEP_ID=swp-t1,SLURMGEN_SWEEP_OFFSET=2 job.sbatch" in asked[1]
     assert "--comment=slurmgen:t1-a0 " in asked[0] and "--comment=slurmgen:t1-a1 " in asked[1]
-    assert (Path(run_dir) / "jobid-a0").read_text() == "41\n" and (Path(run_dir) / "job.sbatch").exists()
+    # sbatch's answer kept whole (`41;cl`: a multi-cluster site's), its cluster in the journal's entries
+    assert (Path(run_dir) / "jobid-a0").read_text() == "41;cl\n" and (Path(run_dir) / "job.sbatch").exists()
 
     jobs = journal.jobs()
     submitted = [e for e in jobs if e.event == "submitted"]
     assert [(e.job_id, e.token, e.cluster, e.extra["profile"], e.extra["offset"], e.extra["tasks"], e.run_dir)
             for e in submitted] == [("41", "t1-a0", "alpha", "alpha", 0, "0-1", run_dir),
                                     ("42", "t1-a1", "alpha", "alpha", 2, "0", run_dir)]  # fmt: skip
+    assert [e.extra["slurm_cluster"] for e in submitted] == ["cl", "cl"]
     # the points are read back from the copy here, not from the run directory on the cluster
     assert sweep_id_of("41_1", jobs) == sweep_id_of("42", jobs) == "swp-t1"
     record = load_record(sweep_id, jobs)
@@ -87,7 +89,7 @@ def test_a_remote_sweep_is_split_at_max_array_size_and_recorded_with_its_cluster
     monkeypatch.setenv("SLURMGEN_HOME", str(tmp_path / "journal"))
     handle = sweep_handle(record)  # the profile has a host: Slurm's commands go through its connection
     assert isinstance(handle, RemoteSweep) and handle.profile.host == "alpha-login"
-    assert handle.point(2).label == "42_0"  # a remote job: its logs are copied here through the connection
+    assert handle.point(2).label == "cl:42_0"  # a remote job of cluster cl: its logs come through the connection
     with pytest.raises(UsageError, match=r"runs on cluster alpha: resubmitting its points over ssh is not supported"):
         handle.resubmit([0], print)  # said in one line before anything is asked of the cluster
 

@@ -141,6 +141,13 @@ def test_one_letter_sbatch_key_is_its_short_option_written_long() -> None:
     assert [d.line() for d in ds[-3:]] == ["#SBATCH --exclude='node3'", "#SBATCH --wait", "#SBATCH --exclusive"]
 
 
+def test_the_cluster_of_a_multi_cluster_site_in_each_spelling() -> None:
+    """sbatch reads -M, --cluster and --clusters as one option (src/sbatch/opt.c); the spec takes each."""
+    for key in ("M", "clusters", "cluster"):
+        ds = directives(spec(f"sbatch:\n  {key}: alpha,beta\n"))
+        assert ds[-1].line() == f"#SBATCH --{'clusters' if key == 'M' else key}='alpha,beta'"
+
+
 def test_an_option_of_a_later_slurm_passes_as_written() -> None:
     ds = directives(spec("sbatch:\n  some-new-option: 1\n"))
     assert ds[-1].line() == "#SBATCH --some-new-option='1'"

@@ -50,6 +50,52 @@ def test_sbatch_submits_in_a_clean_environment(version: str) -> None:
 
 
 @every_version
+def test_a_client_on_a_cluster_names_it_in_every_command(version: str) -> None:
+    """`-M alpha` goes right after the command's name (scontrol reads options only before its subcommand); what the
+    commands answer is read as from a site with one cluster."""
+    on = "--clusters=alpha"
+    argv = ("squeue", on, "--noheader", f"--format={SQUEUE_FORMAT}")
+    run = Replay({
+        ("sbatch", on, "--parsable", "/w/job.sh"): "handwritten-sbatch-parsable-cluster",
+        ("scontrol", on, *SHOW[1:], "7"): "show-job-o-running",
+        (*argv, "--jobs=11", "--states=all"): "handwritten-squeue-cluster-header",  # a `CLUSTER: alpha` line first
+    }, version)  # fmt: skip
+    run.on("scancel", on, "42", exact=True).on("scontrol", on, "requeue", "42", exact=True)  # silent, as they are
+    here = SlurmClient(run, env={})
+    client = here.on_cluster("alpha")
+    assert (here.cluster, client.cluster, client.on_cluster(None) is client) == (None, "alpha", True)
+    assert client.sbatch("/w/job.sh") == Submitted(JobId(42), "alpha")
+    info = client.show_job(7)
+    assert info is not None and info.state == JobState.RUNNING
+    rows = client.squeue(["11"], all_states=True)
+    assert [str(r.job_id) for r in rows] == ["11_[3-5%2]", "11_2", "11_1"]  # the header is no row
+    client.cancel(42)
+    client.requeue(42)
+    assert all(call.argv[1] == on for call in run.calls) and len(run.calls) == 5
+
+
+def test_a_cluster_slurm_cannot_resolve_is_one_line() -> None:
+    """What sbatch -M says on a site without slurmdbd (measured on the 22.05 test cluster), and where a name is
+    not one of `sacctmgr list clusters`: one line naming the cluster and what to check."""
+    fake = FakeSlurm().on("sbatch", err=recorded_text("handwritten-sbatch-clusters-no-dbd.err"), rc=1)
+    with pytest.raises(SchedulerError) as caught:
+        fake.client(env={}).on_cluster("slurmgen").sbatch("/w/job.sh")
+    message = str(caught.value)
+    assert (
+        message.startswith("sbatch: Slurm cannot reach cluster 'slurmgen' named by --clusters") and "\n" not in message
+    )
+    assert "sacctmgr list clusters" in message and "slurmdbd" in message
+    with pytest.raises(UsageError, match="not a Slurm cluster name: '--all'"):
+        fake.client().on_cluster("--all")
+
+
+def test_the_users_choice_of_clusters_reaches_sbatch() -> None:
+    """SLURM_CLUSTERS is sbatch's --clusters from the environment (sbatch(1)): the user's, kept like SLURM_CONF."""
+    env = {"SLURM_CLUSTERS": "alpha,beta", "SLURM_CLUSTER_NAME": "home", "SLURM_JOB_ID": "9"}
+    assert clean_submit_env(env) == {"SLURM_CLUSTERS": "alpha,beta"}
+
+
+@every_version
 def test_sbatch_plain_and_test_only(version: str) -> None:
     run = Replay({("sbatch", "j.sh"): "sbatch-plain", ("sbatch", "--test-only", "j.sh"): "sbatch-test-only"}, version)
     client = SlurmClient(run, env={})

@@ -15,7 +15,16 @@ import pytest
 from recorded import VERSIONS, every_version, recorded, recorded_text
 
 from slurmgen.errors import SchedulerError, UsageError
-from slurmgen.slurm.ids import JobId, JobState, parse_duration, parse_job_id, parse_state
+from slurmgen.slurm.ids import (
+    JobId,
+    JobState,
+    check_cluster_name,
+    cluster_label,
+    parse_cluster_job,
+    parse_duration,
+    parse_job_id,
+    parse_state,
+)
 from slurmgen.slurm.parse import (
     Submitted,
     parse_comments,
@@ -222,6 +231,33 @@ def test_parse_duration(text: str, seconds: int | None) -> None:
 )
 def test_sbatch_output_handwritten(name: str, expected: Submitted) -> None:
     assert parse_sbatch_output(data(name)) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "cluster", "job"),
+    [
+        ("alpha:42", "alpha", JobId(42)),  # how slurmgen shows a job of cluster alpha
+        ("42;alpha", "alpha", JobId(42)),  # how `sbatch --parsable -M alpha` answers (src/sbatch/sbatch.c)
+        (" gpu-2.a:42_3\n", "gpu-2.a", JobId(42, array_task=3)),
+        ("b:42+1.batch", "b", JobId(42, het_offset=1, step="batch")),
+        ("42", None, JobId(42)),
+    ],
+)
+def test_a_job_id_with_its_cluster(text: str, cluster: str | None, job: JobId) -> None:
+    assert parse_cluster_job(text) == (cluster, job)
+    assert parse_cluster_job(cluster_label(cluster, job)) == (cluster, job)  # what is shown reads back
+
+
+@pytest.mark.parametrize("text", ["alpha:", ":42", "al pha:42", "42;", "42;-M", "42;a b", "-x:42", "alpha:42;beta"])
+def test_a_job_id_with_a_cluster_is_checked_whole(text: str) -> None:
+    with pytest.raises(UsageError, match="not a Slurm job id"):
+        parse_cluster_job(text)
+
+
+def test_a_cluster_name_is_checked() -> None:
+    assert check_cluster_name("alpha_2") == "alpha_2"
+    with pytest.raises(UsageError, match="--clusters: not a Slurm cluster name: 'a,b'"):
+        check_cluster_name("a,b", "--clusters")
 
 
 @every_version

@@ -106,8 +106,12 @@ class SlurmHere:
             for other in done.others:
                 warn(f"warning: job {other} carries the same submission token; check it with `slurmgen status "
                      f"{other}`")  # fmt: skip
+            from slurmgen.slurm.ids import cluster_label
+
+            # On a multi-cluster site the job is `cluster:id` (slurmgen.slurm.ids): every later command names it.
+            label = cluster_label(done.cluster, done.job_id)
             cluster = f" on cluster {done.cluster}" if done.cluster else ""
-            return Submitted(str(done.job_id), f"submitted job {done.job_id}{cluster}; run dir {p.run_dir}; logs in "
+            return Submitted(label, f"submitted job {label}{cluster}; run dir {p.run_dir}; logs in "
                              f"{p.log_dir}")  # fmt: skip
         from slurmgen.submission.sweep_plan import sweep_plan
         from slurmgen.submission.sweep_submit import max_array_size
@@ -127,12 +131,14 @@ class SlurmHere:
         from slurmgen.journal import Journal, find, find_home
         from slurmgen.queries.history import last_failing
         from slurmgen.queries.wait import describe, follow
-        from slurmgen.slurm.ids import parse_job_id
+        from slurmgen.slurm.ids import parse_cluster_job
         from slurmgen.submission.targets import Target
 
-        target = Target(parse_job_id(label), find(Journal(find_home()).jobs(), label))  # the job just submitted
-        result = follow(self.client, target.job, lambda infos: progress(describe(infos)))
-        failing = last_failing(target, self.client.show_jobs(target.job)) if result.exit_code else None
+        cluster, job = parse_cluster_job(label)
+        target = Target(job, find(Journal(find_home()).jobs(), str(job), cluster), named=cluster)  # just submitted
+        client = self.client.on_cluster(target.cluster)
+        result = follow(client, target.job, lambda infos: progress(describe(infos)))
+        failing = last_failing(target, client.show_jobs(target.job)) if result.exit_code else None
         return Followed(result.job or label, result.state, result.exit_code, result.message, failing)
 
     def site_client(self) -> SlurmClient:
@@ -143,15 +149,15 @@ class SlurmHere:
         from slurmgen.backends.slurm_here.job import SlurmJob
         from slurmgen.backends.slurm_here.sweep import SlurmSweep
         from slurmgen.journal import Journal, find
-        from slurmgen.slurm.ids import parse_job_id
+        from slurmgen.slurm.ids import parse_cluster_job
         from slurmgen.submission.sweep_record import is_sweep, load_record
         from slurmgen.submission.targets import Target
 
         jobs = Journal(self.base).jobs()
         if any(is_sweep(e) and e.extra.get("sweep") == label.strip() for e in jobs):
             return SlurmSweep(load_record(label.strip(), jobs), self.client)
-        job = parse_job_id(label)
-        return SlurmJob(Target(job, find(jobs, str(job))), self.client)
+        cluster, job = parse_cluster_job(label)
+        return SlurmJob(Target(job, find(jobs, str(job), cluster), named=cluster), self.client)
 
 
 def dry_run_max_array_size(client: SlurmClient, warn: Warn) -> int:

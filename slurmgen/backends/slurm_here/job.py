@@ -36,11 +36,12 @@ class SlurmJob:
 
     @property
     def client(self) -> SlurmClient:
+        """This machine's Slurm client, naming the job's cluster on a multi-cluster site (`--clusters`)."""
         if self._client is None:
             from slurmgen.slurm.client import SlurmClient
 
             self._client = SlurmClient()
-        return self._client
+        return self._client.on_cluster(self.target.cluster)
 
     def records(self) -> list[JobInfo]:
         """scontrol's records of the job; only the asked task's when one array task is named. One query."""
@@ -121,19 +122,24 @@ class SlurmJob:
 
     def requeue(self, hold: bool, finished: bool) -> Report:
         from slurmgen.queries.control import requeue_job
+        from slurmgen.slurm.ids import cluster_label
 
         step = requeue_job(self.client, self.target.job, hold=hold, finished=finished)
-        return Report(notes=(step.message, f"done; follow it with: slurmgen status {step.target}"))
+        shown = cluster_label(self.target.cluster, step.target)
+        return Report(notes=(step.message, f"done; follow it with: slurmgen status {shown}"))
 
     def resume(self, say: Say) -> Report:
         from slurmgen.journal import Journal, find_home
         from slurmgen.queries.resume import resume
+        from slurmgen.slurm.ids import cluster_label
 
         step, new = resume(self.client, self.target, Journal(find_home()))
         if new is None:
-            return Report(notes=(step.message, f"done; follow it with: slurmgen status {step.requeue_target}"))
+            shown = cluster_label(self.target.cluster, str(step.requeue_target))
+            return Report(notes=(step.message, f"done; follow it with: slurmgen status {shown}"))
+        label = cluster_label(self.client.cluster, new)  # the cluster it was resubmitted to: the job's own
         return Report(
-            out=(str(new),), notes=(step.message, f"submitted job {new}; follow it with: slurmgen status {new}")
+            out=(label,), notes=(step.message, f"submitted job {label}; follow it with: slurmgen status {label}")
         )
 
     def point(self, index: int) -> JobHandle:

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 from slurmgen.errors import SchedulerError, SchedulerMissing, UsageError
 from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
-from slurmgen.slurm.client import SchedulerTimeout, SlurmClient
+from slurmgen.slurm.client import ClusterUnreachable, SchedulerTimeout, SlurmClient
 from slurmgen.slurm.ids import JobId
 from slurmgen.slurm.parse import TestOnly
 from slurmgen.submission.plan import Plan
@@ -88,7 +88,12 @@ def send_job(
     if p.spec.recovery.expedite:
         check_expedite(p, client)
     prepare(p, journal.base)
-    return sbatch_once(p, p.sbatch_args, p.token, partial(entry, p), client, journal, sleep)
+    try:
+        return sbatch_once(p, p.sbatch_args, p.token, partial(entry, p), client, journal, sleep)
+    except ClusterUnreachable as exc:
+        if any(option in ("clusters", "cluster") for option, _ in p.spec.sbatch):  # the spec's (or its profile's)
+            raise ClusterUnreachable(f"{p.source}: sbatch.clusters: {exc}") from None
+        raise
 
 
 def sbatch_once(
@@ -109,7 +114,11 @@ def sbatch_once(
     try:
         submitted = client.sbatch(p.script_path, args)
     except SchedulerTimeout as exc:
-        found = find_by_token(client, p.spec.name, token, sleep)
+        found, cluster = [], None
+        for cluster in named_clusters(p.spec.sbatch, args, client.env):  # where sbatch may have put the job
+            found = find_by_token(client.on_cluster(cluster), p.spec.name, token, sleep)
+            if found:
+                break
         if not found:
             record_after(journal, record("unknown", error=str(exc)))
             raise SchedulerTimeout(
@@ -117,13 +126,25 @@ def sbatch_once(
                 f"{TOKEN_PREFIX}{token} is in the queue: it was probably not submitted. Before submitting again, "
                 f"check with: squeue --me --format='%i %k' | grep {token}"
             ) from None
-        problem = record_after(journal, record("submitted", found[0], recovered=True))
-        return Submission(found[0], None, recovered=True, others=tuple(found[1:]), problems=problem)
+        problem = record_after(journal, record("submitted", found[0], cluster, recovered=True))
+        return Submission(found[0], cluster, recovered=True, others=tuple(found[1:]), problems=problem)
     except (SchedulerError, SchedulerMissing) as exc:
         record_after(journal, record("failed", error=str(exc)))
         raise
     problem = record_after(journal, record("submitted", submitted.job_id, submitted.cluster))
     return Submission(submitted.job_id, submitted.cluster, problems=problem)
+
+
+def named_clusters(
+    directives: tuple[tuple[str, str | None], ...], args: tuple[str, ...], env: Mapping[str, str]
+) -> list[str | None]:
+    """The clusters an sbatch may have placed its job on, in the order it reads them (sbatch(1): the command line,
+    then SLURM_CLUSTERS, then the script's #SBATCH lines); [None], the local cluster, when none is named."""
+    given = [a.split("=", 1)[1] for a in args if a.startswith(("--clusters=", "--cluster="))]
+    given += [env["SLURM_CLUSTERS"]] if env.get("SLURM_CLUSTERS") else []
+    given += [value for option, value in directives if option in ("clusters", "cluster") and value]
+    names = [name.strip() for name in given[0].split(",") if name.strip()] if given else []
+    return list(dict.fromkeys(names)) or [None]
 
 
 def send_sweep_here(

@@ -28,11 +28,14 @@ class SlurmSweep(Group):
 
     @property
     def client(self) -> SlurmClient:
+        """This machine's Slurm client, naming the cluster the sweep's first array went to on a multi-cluster site."""
+        from slurmgen.journal import slurm_cluster
+
         if self._client is None:
             from slurmgen.slurm.client import SlurmClient
 
             self._client = SlurmClient()
-        return self._client
+        return self._client.on_cluster(slurm_cluster(self.record.first))
 
     def rows(self) -> list[PointRow]:
         from slurmgen.queries import sweep_status as st
@@ -92,7 +95,7 @@ class SlurmSweep(Group):
         from slurmgen.submission.targets import Target
 
         job = self.record.point_of(index)
-        return SlurmJob(Target(job, find(list(self.record.arrays), str(job))), self._client)
+        return SlurmJob(Target(job, find(list(self.record.arrays), str(job))), self._client)  # the entry's cluster
 
     def goodput(self) -> Goodput:
         from slurmgen.queries.goodput_view import sweep_goodput

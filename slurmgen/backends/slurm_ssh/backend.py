@@ -121,7 +121,7 @@ class SlurmSsh:
         from slurmgen.backends.slurm_ssh.job import RemoteJob
         from slurmgen.backends.slurm_ssh.sweep import RemoteSweep
         from slurmgen.journal import Journal, find, home
-        from slurmgen.slurm.ids import parse_job_id
+        from slurmgen.slurm.ids import parse_cluster_job
         from slurmgen.submission.sweep_record import is_sweep, load_record
         from slurmgen.submission.targets import Target
 
@@ -129,9 +129,9 @@ class SlurmSsh:
         jobs = Journal(base).jobs()
         if any(is_sweep(e) and e.extra.get("sweep") == label.strip() for e in jobs):
             return RemoteSweep(load_record(label.strip(), jobs), self.profile, base)
-        job = parse_job_id(label)
-        entry = find(jobs, str(job))
+        cluster, job = parse_cluster_job(label)
+        entry = find(jobs, str(job), cluster)
         if entry is None or entry.extra.get("profile") != self.profile.name:
             raise UsageError(f"job {label.strip()}: not submitted to cluster {self.profile.name} from here (see "
                              "`slurmgen status`)")  # fmt: skip
-        return RemoteJob(Target(job, entry), entry, self.profile, base)
+        return RemoteJob(Target(job, entry, named=cluster), entry, self.profile, base)

@@ -39,7 +39,7 @@ class RemoteJob(SlurmJob):
         from slurmgen.backends.slurm_ssh.remote_status import remote_states
 
         key = str(self.target.key)
-        return remote_states(self.transport, [key], {key: self.job_dir()})[key]
+        return remote_states(self.transport, [key], {key: self.job_dir()}, self.target.cluster)[key]
 
     def job_dir(self) -> str:
         return f"{self.entry.log_dir}/{self.entry.name}-{self.target.key}"
@@ -100,13 +100,15 @@ class RemoteJob(SlurmJob):
         from slurmgen.backends.slurm_ssh.once import resubmit_remote
         from slurmgen.journal import Journal, find_home, new_token
         from slurmgen.queries.resume import plan_resume
+        from slurmgen.slurm.ids import cluster_label
 
         infos = self.client.show_jobs(self.target.job)
         if infos:
             step = plan_resume(self.target, infos)  # refuses a job that has not ended
             assert step.requeue_target is not None
             self.client.requeue(step.requeue_target)
-            return Report(notes=(step.message, f"done; follow it with: slurmgen status {step.requeue_target}"))
+            shown = cluster_label(self.target.cluster, str(step.requeue_target))
+            return Report(notes=(step.message, f"done; follow it with: slurmgen status {shown}"))
         new = resubmit_remote(self.transport, self.entry, str(self.target.key), new_token(), Journal(find_home()),
                               time.time, say)  # fmt: skip
         return Report(out=(new,), notes=(
@@ -145,16 +147,18 @@ def remote_rows(targets: Sequence[Target], base: Path, now: float) -> dict[int, 
     from slurmgen.backends.slurm_ssh.remote_status import remote_states
     from slurmgen.queries.status import when
 
-    by_cluster: dict[str, list[tuple[int, RemoteJob]]] = {}
+    # by profile, and by the cluster of a multi-cluster site behind it: one round trip each
+    by_cluster: dict[tuple[str, str | None], list[tuple[int, RemoteJob]]] = {}
     for place, target in enumerate(targets):
         profile = profile_of(target.entry)
         if kind_of(profile) == "ssh" and profile is not None and target.entry is not None:
             job = RemoteJob(target, target.entry, profile, base)
-            by_cluster.setdefault(profile.name, []).append((place, job))
+            by_cluster.setdefault((profile.name, target.cluster), []).append((place, job))
     rows: dict[int, Row] = {}
-    for jobs in by_cluster.values():
+    for (_, cluster), jobs in by_cluster.items():
         keys = [str(job.target.key) for _, job in jobs]
-        states = remote_states(jobs[0][1].transport, keys, {str(job.target.key): job.job_dir() for _, job in jobs})
+        dirs = {str(job.target.key): job.job_dir() for _, job in jobs}
+        states = remote_states(jobs[0][1].transport, keys, dirs, cluster)
         for place, job in jobs:
             entry = job.entry
             rows[place] = remote_row(job.label, entry.name, states[str(job.target.key)], when(entry.time, now))

@@ -14,16 +14,23 @@ import posixpath
 import re
 import shlex
 from collections.abc import Callable
+from typing import NamedTuple
 
 from slurmgen.errors import SchedulerError, UsageError
-from slurmgen.journal import TOKEN_PREFIX, Entry, Journal
+from slurmgen.journal import SLURM_CLUSTER, TOKEN_PREFIX, Entry, Journal
 from slurmgen.remote.transport import Transport, TransportError
+from slurmgen.slurm.ids import cluster_label
+from slurmgen.slurm.parse import parse_sbatch_output
 from slurmgen.spec.model import JobSpec
 from slurmgen.submission.plan import comment_for
 
 TRIES = 3  # a dropped connection is retried with the same token: the remote call is idempotent
 
 
+# sbatch's answer is kept whole: `123;name` on a multi-cluster site (src/sbatch/sbatch.c), whose cluster every
+# later command names. The token lookup asks the login node's own cluster only: a job that sbatch placed on another
+# cluster and whose answer was lost before it reached the jobid file is not found there (docs/remote.md,
+# "Multi-cluster sites").
 # squeue's %i of an array is one of its tasks (123_4) or a pending range (123_[5-9]): the part before `_` is the
 # array's job id (squeue(1) %i, "Job or job step id"; job_array.shtml).
 _SUBMIT = """set -u
@@ -35,7 +42,7 @@ j=$(squeue --me --noheader --format='%i %k' 2>/dev/null |
 if [ -n "$j" ]; then echo "$j" > {jobid}; cat {jobid}; exit 0; fi
 cat > job.sbatch.tmp && mv job.sbatch.tmp job.sbatch || exit 3
 PYTHONPATH={ship}${{PYTHONPATH:+:$PYTHONPATH}} sbatch --parsable {args} job.sbatch > {jobid}.tmp || exit 5
-cut -d';' -f1 {jobid}.tmp > {jobid} && rm -f {jobid}.tmp && cat {jobid}
+mv {jobid}.tmp {jobid} && cat {jobid}
 """
 
 
@@ -96,7 +103,13 @@ def resubmit_remote(
     base = dataclasses.replace(entry, event="submitting", token=token, run_dir=run_dir, script="job.sbatch",
                                time=clock(), job_id=None, extra={**entry.extra, "resumes": resume_from})  # fmt: skip
     command = once_script(run_dir, entry.log_dir or "", shipped, None, token, extra)
-    return send_once(transport, command, script, base, journal, clock, warn)
+    sent = send_once(transport, command, script, base, journal, clock, warn)
+    return cluster_label(sent.cluster, sent.job_id)
+
+
+class Sent(NamedTuple):
+    job_id: str  # Slurm's id
+    cluster: str | None  # the cluster sbatch named on a multi-cluster site
 
 
 def send_once(
@@ -107,9 +120,10 @@ def send_once(
     journal: Journal,
     clock: Callable[[], float],
     warn: Callable[[str], object],
-) -> str:
+) -> Sent:
     """Make the once-only submit call (once_script), recorded in the journal as ``base`` (submitting, then
-    submitted or failed); a dropped connection is asked again with the same token. The job id."""
+    submitted or failed); a dropped connection is asked again with the same token. The job id, and its cluster on
+    a multi-cluster site (in the entry's extra: its `cluster` is the profile's name)."""
     journal.append(base)
     for attempt in range(1, TRIES + 1):
         try:
@@ -120,10 +134,20 @@ def send_once(
                 raise
             warn(f"note: {exc}; asking again with the same submission token {base.token} (never a second job)")
     text = got.stdout.decode(errors="replace").strip()
-    if got.returncode != 0 or not text.split(";")[0].isdigit():
+    answer = _answer(text) if got.returncode == 0 else None
+    if answer is None:
         said = (got.stderr.strip().splitlines() or [text or f"status {got.returncode}"])[-1]
         journal.append(dataclasses.replace(base, event="failed", time=clock()))
         raise SchedulerError(f"cluster {base.cluster}: sbatch refused the job: {said}")
-    job_id = text.split(";")[0]
-    journal.append(dataclasses.replace(base, event="submitted", time=clock(), job_id=job_id))
-    return job_id
+    extra = base.extra if answer.cluster is None else {**base.extra, SLURM_CLUSTER: answer.cluster}
+    journal.append(dataclasses.replace(base, event="submitted", time=clock(), job_id=answer.job_id, extra=extra))
+    return answer
+
+
+def _answer(text: str) -> Sent | None:
+    """`123` or `123;name` (sbatch --parsable, as the jobid file keeps it); None for anything else."""
+    try:
+        submitted = parse_sbatch_output(text)
+    except SchedulerError:
+        return None
+    return Sent(str(submitted.job_id), submitted.cluster)

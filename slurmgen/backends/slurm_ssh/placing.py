@@ -17,6 +17,7 @@ from slurmgen.backends.slurm_ssh.once import once_script, send_once
 from slurmgen.backends.slurm_ssh.snapshot import Upload, package_snapshot, snapshot_path, stored, take_snapshot, upload
 from slurmgen.journal import Entry, Journal
 from slurmgen.remote.transport import Transport
+from slurmgen.slurm.ids import cluster_label
 from slurmgen.spec.model import JobSpec
 from slurmgen.spec.profile import ClusterProfile
 
@@ -144,7 +145,8 @@ def send_remote(
     arrays: tuple[str, ...] = ()
     if spec.sweep is None:
         command = once_script(placed.run_dir, log_dir, placed.shipped, spec, token, error_dir=spec.error)
-        job_id = send_once(transport, command, placed.script.encode(), base, journal, clock, warn)
+        sent = send_once(transport, command, placed.script.encode(), base, journal, clock, warn)
+        job_id = cluster_label(sent.cluster, sent.job_id)  # `name:123` on a multi-cluster site
     else:
         from slurmgen.backends.slurm_ssh.sweep_arrays import send_sweep_remote
 

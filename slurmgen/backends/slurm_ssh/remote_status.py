@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from slurmgen.errors import SchedulerError
 from slurmgen.remote.transport import Transport
 from slurmgen.slurm.client import Runner
-from slurmgen.slurm.ids import version_tuple
+from slurmgen.slurm.ids import check_cluster_name, version_tuple
 from slurmgen.slurm.parse import SQUEUE_FORMAT, SQUEUE_SEPARATOR, parse_squeue
 from slurmgen.slurm.sacct import SacctRow, parse_rows
 from slurmgen.slurm.showjob import job_info, parse_show_job
@@ -51,13 +51,15 @@ def transport_runner(transport: Transport) -> Runner:
     return run
 
 
-def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str]) -> str:
+def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str], cluster: str | None = None) -> str:
     """The one script: its output is sections (`@@slurmgen-section NAME`) the parser splits. sacct and scontrol
     run only when squeue has not listed every job, and once each for all of those (a round trip stays a few
-    commands, however many jobs)."""
+    commands, however many jobs). ``cluster``: the jobs' cluster of a multi-cluster site, named to each command
+    (`--clusters`; with --noheader squeue prints no `CLUSTER:` line, src/squeue/squeue.c)."""
     ids = ",".join(jobs)
+    on = "" if cluster is None else f" --clusters={shlex.quote(check_cluster_name(cluster))}"
     lines = [
-        f"q=$(squeue --noheader --states=all --jobs={shlex.quote(ids)} --format={shlex.quote(SQUEUE_FORMAT)}"
+        f"q=$(squeue{on} --noheader --states=all --jobs={shlex.quote(ids)} --format={shlex.quote(SQUEUE_FORMAT)}"
         " 2>/dev/null)",
         f"echo '{SECTION}squeue'; printf '%s\\n' \"$q\"",
         # live jobs are answered by squeue; the others (ended, or not listed) are asked of sacct and scontrol
@@ -66,10 +68,11 @@ def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str]) -> str:
         + ') seen["$i"]=1;; esac; done <<<"$q"',
         "m=; for j in " + " ".join(shlex.quote(j) for j in jobs) + '; do [ -n "${seen[$j]:-}" ] || m="$m,$j"; done',
         f"echo '{SECTION}sacct'",
-        'if [ -n "$m" ]; then sacct --version 2>/dev/null; sacct --noheader --parsable2 --allocations --jobs="${m#,}"'
+        f'if [ -n "$m" ]; then sacct --version 2>/dev/null; sacct{on} --noheader --parsable2 --allocations'
+        ' --jobs="${m#,}"'
         " --format=JobID,State,ExitCode 2>/dev/null || echo '@@no-accounting'; fi",
         f"echo '{SECTION}scontrol'",
-        '[ -n "$m" ] && scontrol show job -o 2>/dev/null',
+        f'[ -n "$m" ] && scontrol{on} show job -o 2>/dev/null',
         "true",
     ]
     for job, log_dir in log_dirs.items():
@@ -175,7 +178,9 @@ def _exit_code(row: SacctRow, record: str) -> int | None:
     return row.exit_code
 
 
-def remote_states(transport: Transport, jobs: Sequence[str], log_dirs: Mapping[str, str]) -> dict[str, RemoteState]:
-    """Every job's state in one round trip over the transport."""
-    got = transport.run(status_script(jobs, log_dirs))
+def remote_states(
+    transport: Transport, jobs: Sequence[str], log_dirs: Mapping[str, str], cluster: str | None = None
+) -> dict[str, RemoteState]:
+    """Every job's state in one round trip over the transport (the jobs of one cluster of a multi-cluster site)."""
+    got = transport.run(status_script(jobs, log_dirs, cluster))
     return decide(jobs, got.stdout.decode(errors="replace"))

@@ -61,7 +61,7 @@ def send_sweep_remote(
                                     extra={**base.extra, **sweep_extra(sp, k), COPY_KEY: str(p.run_dir)})  # fmt: skip
         command = once_script(run_dir, str(base.log_dir), shipped, spec, token, args,
                               jobid=f"jobid-a{k}", error_dir=spec.error)  # fmt: skip
-        return send_once(transport, command, script.encode(), entry, journal, clock, warn), ()
+        return send_once(transport, command, script.encode(), entry, journal, clock, warn).job_id, ()
 
     done = send_sweep(sp, send)
     return done.sweep_id, done.jobs
