@@ -18,13 +18,14 @@ from dataclasses import dataclass
 
 from slurmgen.errors import SchedulerError
 from slurmgen.remote.transport import Transport
-from slurmgen.slurm.client import Runner
+from slurmgen.slurm.client import CommandMissing, Runner
 from slurmgen.slurm.ids import state_name
 from slurmgen.slurm.parse import SQUEUE_FORMAT, SQUEUE_SEPARATOR, parse_squeue
 from slurmgen.slurm.showjob import job_info, parse_show_job
 
 LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STOPPED"})
 SECTION = "@@slurmgen-section "
+MISSING = "@@slurmgen-missing"
 
 
 def transport_runner(transport: Transport) -> Runner:
@@ -35,14 +36,26 @@ def transport_runner(transport: Transport) -> Runner:
         del env
         # The command's stderr goes to a section of its own: the login's noise on ssh's stderr never mixes in.
         script = (
+            f"command -v {shlex.quote(argv[0])} >/dev/null 2>&1 || {{ echo '{MISSING}'; exit 127; }}\n"
             f'e=$(mktemp); {shlex.join(argv)} 2>"$e"; rc=$?; echo "{SECTION}stderr"; cat "$e"; rm -f "$e"; exit $rc'
         )
         got = transport.run(script, timeout=timeout + 30)
         text = got.stdout.decode(errors="replace")
+        if got.returncode == 127 and text.strip() == MISSING:
+            raise CommandMissing(missing_line(transport.cluster, argv[0]))
         out, _, err = text.partition(SECTION + "stderr\n")
         return subprocess.CompletedProcess(list(argv), got.returncode, out, err)
 
     return run
+
+
+def missing_line(cluster: str, command: str) -> str:
+    """The one line for a command the login node does not find, even after the login profile (transport)."""
+    return (
+        f"cluster {cluster}: {command} is not found on the login node, neither on the PATH of a command over ssh "
+        "nor after the login profile bash reads (/etc/profile, ~/.bash_profile, ~/.profile): load it there "
+        "(`module load slurm` in ~/.bashrc or ~/.bash_profile), or ask the cluster's admins where Slurm's commands are"
+    )
 
 
 def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str]) -> str:
