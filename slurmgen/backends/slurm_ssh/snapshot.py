@@ -172,16 +172,6 @@ def snapshot_path(workdir: str, snap: Snapshot) -> str:
     return f"{workdir}/snapshots/{snap.digest}/files"
 
 
-def stored(snaps: list[Snapshot], transport: Transport, workdir: str) -> set[str]:
-    """Which of these snapshots the cluster has already, in one round trip (a submit of an unchanged project
-    then costs this call and the submission's)."""
-    names = " ".join(shlex.quote(s.digest) for s in snaps)
-    got = transport.run(
-        f"cd {shlex.quote(workdir)}/snapshots 2>/dev/null && for h in {names}; do [ -d $h ] && echo $h; done; true"
-    )
-    return set(got.stdout.decode().split()) if got.returncode == 0 else set()
-
-
 def upload(snap: Snapshot, transport: Transport, workdir: str) -> Upload:
     """Send what the cluster lacks and build the snapshot there; the snapshot's path on the cluster."""
     cluster = transport.cluster
