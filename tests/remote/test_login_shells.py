@@ -1,6 +1,7 @@
 """Every remote command runs under bash whatever the user's login shell: tcsh, fish and dash users on a real sshd
 that runs each command through the user's own login shell (no ForceCommand), the error of a login that cannot run
-it shown in the line, and Slurm's commands found when only a login profile (`~/.bash_profile`) puts them on PATH."""
+it shown in the line, and Slurm's commands found when only a login profile (`~/.bash_profile`) puts them on PATH,
+and said in one line when even that does not."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from cli_run import run_slurmgen
 from recorded import PRIMARY, recorded_text
 from ssh_server import LoginUser, Sshd, add_login_user, ensure_package, start_sshd
 
+from slurmgen.backends.slurm_ssh.remote_status import remote_states
+from slurmgen.errors import SchedulerMissing
 from slurmgen.remote.transport import TransportError, frame
 
 
@@ -123,6 +126,9 @@ def test_slurm_only_on_the_login_profile_path_is_found_and_its_absence_is_said(
                 assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
                 assert f"cluster {bare.name}: scontrol is not found on the login node" in done.stderr
                 assert "module load slurm" in done.stderr and "UNKNOWN" not in done.stderr
+                with pytest.raises(SchedulerMissing) as caught:  # status: the same line, not a job UNKNOWN
+                    remote_states(user.transport(plain_sshd, bare.name), ["41"], {})
+                assert str(caught.value).startswith(f"cluster {bare.name}: squeue is not found on the login node")
     finally:
         profiled.remove(plain_sshd)
         bare.remove(plain_sshd)

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from slurmgen.errors import SchedulerError
+from slurmgen.errors import SchedulerError, SchedulerMissing
 from slurmgen.remote.transport import Transport
 from slurmgen.slurm.client import CommandMissing, Runner
 from slurmgen.slurm.ids import state_name
@@ -64,6 +64,8 @@ def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str]) -> str:
     commands, however many jobs)."""
     ids = ",".join(jobs)
     lines = [
+        # no squeue even after the login profile (slurmgen.remote.transport): said, not every job UNKNOWN
+        f"command -v squeue >/dev/null 2>&1 || {{ echo '{MISSING}'; exit 127; }}",
         f"q=$(squeue --noheader --states=all --jobs={shlex.quote(ids)} --format={shlex.quote(SQUEUE_FORMAT)}"
         " 2>/dev/null)",
         f"echo '{SECTION}squeue'; printf '%s\\n' \"$q\"",
@@ -166,4 +168,7 @@ def decide(jobs: Sequence[str], text: str) -> dict[str, RemoteState]:
 def remote_states(transport: Transport, jobs: Sequence[str], log_dirs: Mapping[str, str]) -> dict[str, RemoteState]:
     """Every job's state in one round trip over the transport."""
     got = transport.run(status_script(jobs, log_dirs))
-    return decide(jobs, got.stdout.decode(errors="replace"))
+    text = got.stdout.decode(errors="replace")
+    if got.returncode == 127 and text.strip() == MISSING:
+        raise SchedulerMissing(missing_line(transport.cluster, "squeue"))
+    return decide(jobs, text)
