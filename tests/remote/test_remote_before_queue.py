@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cli_run import run_slurmgen
+from recorded import PRIMARY, recorded_text
 from runtime.test_runtime_import import find_python
 from ssh_server import Sshd, start_sshd
 
@@ -20,12 +21,17 @@ from slurmgen.backends.slurm_ssh.snapshot import take_snapshot
 
 
 def stand_ins(folder: Path) -> Path:
-    """sbatch (records its options, answers job 41) and an empty squeue: what the once-only submit call runs."""
+    """sbatch (records its options, answers job 41) and an empty squeue: what the once-only submit call runs; and
+    scontrol answering doctor's two questions from recorded 22.05 output."""
     bin_dir = folder / "slurm-bin"
     bin_dir.mkdir()
+    (folder / "config.out").write_text(recorded_text("show-config.out", PRIMARY))
+    (folder / "partitions.out").write_text(recorded_text("show-partition-o.out", PRIMARY))
+    scontrol = f'case "$*" in\n"show config") cat {folder}/config.out;;\n*) cat {folder}/partitions.out;;\nesac\n'
     (bin_dir / "sbatch").write_text(f'#!/bin/sh\necho "$*" >> {folder}/sbatch.log\necho "41;cl"\n')
     (bin_dir / "squeue").write_text("#!/bin/sh\ntrue\n")
-    for tool in ("sbatch", "squeue"):
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\n{scontrol}")
+    for tool in ("sbatch", "squeue", "scontrol"):
         (bin_dir / tool).chmod(0o755)
     return bin_dir
 
@@ -78,6 +84,16 @@ def test_an_old_python_on_the_login_node_is_refused_before_anything_is_sent(logi
     through = run_slurmgen("submit", "--cluster", "alpha", "--no-check", "job.yaml", cwd=repo, env=env)
     assert (through.returncode, through.stdout) == (0, "41\n"), through.stderr
     assert "--comment=slurmgen:" in (tmp_path / "sbatch.log").read_text()
+
+
+def test_doctor_on_the_cluster_says_the_old_python_failed(login: Sshd, tmp_path: Path) -> None:
+    python = old_python()
+    repo, env = project(login, tmp_path, python)
+    done = run_slurmgen("doctor", "job.yaml", "--cluster", "alpha", cwd=repo, env=env)
+    assert done.returncode == 1, done.stderr
+    assert f"\n  python       FAILED: python: {python} is Python 3.8; slurmgen's batch shell helper" in done.stdout
+    ok = run_slurmgen("doctor", "job.yaml", "--cluster", "alpha", "--set", 'python="python3"', cwd=repo, env=env)
+    assert ok.returncode == 0 and "\n  python       ok: python3 is Python 3." in ok.stdout, ok.stdout + ok.stderr
 
 
 def test_the_api_refuses_it_too(login: Sshd, tmp_path: Path) -> None:
