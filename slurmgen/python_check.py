@@ -3,15 +3,21 @@ held against slurmgen's floors (slurmgen.python_floor), so a job that would stop
 submit time instead of after its wait in the queue.
 
 The probe is one call of ``<python> -c 'import sys; print(sys.version_info[:2])'`` through a runner (the Slurm
-client's Runner: argv, env, timeout); every decision is the pure ``judge``.
+client's Runner: argv, env, timeout), or one line of a remote call that rides along (slurmgen.backends.slurm_ssh's
+survey); every decision is the pure ``judge``, and ``before_queue`` refuses or warns. An image's own python
+(``container.python``) is not asked at submit: starting a container costs seconds to minutes (a docker:// image is
+pulled) and the image lives on the nodes; `slurmgen doctor SPEC` asks it with one short step (slurmgen.doctor.image).
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from slurmgen.errors import SlurmgenError
+from slurmgen.exit_codes import EXIT_INVALID
 from slurmgen.python_floor import IN_JOB, RUNTIME, dotted
 from slurmgen.slurm.client import Runner
 
@@ -31,6 +37,10 @@ class PythonCheck:
     @property
     def ok(self) -> bool:
         return self.problem is None
+
+    @property
+    def version_text(self) -> str:
+        return "unknown" if self.version is None else dotted(self.version)
 
 
 def parse_version(stdout: str) -> tuple[int, int] | None:
@@ -74,3 +84,33 @@ def probe(python: str, run: Runner, timeout: float = 30.0) -> PythonCheck:
     if done.returncode != 0:
         return judge(python, None, done.stderr or f"exit {done.returncode}")
     return judge(python, parse_version(done.stdout), done.stderr)
+
+
+class PythonRefused(SlurmgenError):
+    """The spec's ``python`` is below the floor: the job would stop at its first line after its wait in the queue."""
+
+    exit_code = EXIT_INVALID
+
+
+NO_CHECK = "--no-check submits anyway"
+
+
+def before_queue(check: PythonCheck, spec: str, where: str, setup: bool, warn: Callable[[str], object]) -> None:
+    """Act on the verdict before anything is submitted: refuse in one line (the spec file, the field, the
+    interpreter, where it was asked, the fix) a Python that ran and is below the in-job floor; say the rest.
+
+    What the job runs may differ from what was asked here: a bare name (`python3`) is looked up on the job's PATH,
+    which the spec's ``setup`` lines (``setup``: it has some) may change (`module load python`). So a bare name
+    below the floor is refused only without setup lines (else a warning), and one that did not run here is left
+    alone (the nodes may have it); an absolute path that did not run is a warning."""
+    absolute = check.python.startswith("/")
+    if check.problem is not None:
+        line = f"{spec}: {check.problem} (asked {where})"
+        if check.version is not None and (absolute or not setup):
+            raise PythonRefused(f"{line}; {NO_CHECK}")
+        if check.version is not None:
+            warn(f"warning: {line}; the spec's setup lines may change it")
+        elif absolute and not setup:
+            warn(f"warning: {line}")
+    elif check.note is not None:
+        warn(f"note: {spec}: {check.note}")

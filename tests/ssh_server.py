@@ -53,6 +53,14 @@ class Sshd:
     # this machine's namespace, on loopback.
     netns: str | None = None
     address: str = "127.0.0.1"
+    # No ForceCommand: each command runs as sshd runs it, through the user's own login shell (`$SHELL -c`,
+    # sshd(8) LOGIN PROCESS): noise, path_prepend and exports do not apply (ForceCommand is bash).
+    plain: bool = False
+    # Files of this machine its sessions do not see (this machine's own Slurm client, say): in a mount namespace of
+    # sshd's own (mount_namespaces(7)), each one's directory is an overlay whose upper layer holds a whiteout for
+    # it (a 0/0 character device: the overlayfs documentation, "whiteouts and opaque directories"), so the file is
+    # not there at all: bash's `command -v` also names a file it cannot execute.
+    hidden: tuple[str, ...] = ()
 
     @property
     def config(self) -> Path:
@@ -122,12 +130,14 @@ class Sshd:
             "PasswordAuthentication no",
             "LogLevel VERBOSE",
             "MaxStartups 100",
-            f'ForceCommand echo "{self.noise}"; echo "{self.noise}" >&2; '
-            + (f'export PATH="{self.path_prepend}:$PATH"; ' if self.path_prepend else "")
-            + "".join(f"export {k}={shlex.quote(v)}; " for k, v in self.exports.items())
-            + 'eval "$SSH_ORIGINAL_COMMAND"',
+            *([] if self.plain else [
+                f'ForceCommand echo "{self.noise}"; echo "{self.noise}" >&2; '
+                + (f'export PATH="{self.path_prepend}:$PATH"; ' if self.path_prepend else "")
+                + "".join(f"export {k}={shlex.quote(v)}; " for k, v in self.exports.items())
+                + 'eval "$SSH_ORIGINAL_COMMAND"'
+            ]),
             *self.extra,
-        ]
+        ]  # fmt: skip
         (self.root / "sshd_config").write_text("\n".join(config) + "\n")
         log = open(self.log, "ab")  # noqa: SIM115 - closed by the process's end
         program = SSHD
@@ -138,6 +148,9 @@ class Sshd:
         # nsenter --net only (not `ip netns exec`, which remounts /sys): the files stay this machine's.
         enter = [] if self.netns is None else ["nsenter", f"--net=/run/netns/{self.netns}", "--"]
         argv = [*enter, program, "-D", "-e", "-f", str(self.root / "sshd_config")]
+        if self.hidden:
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", self.hide_script() + 'exec "$@"',
+                    "sh", *argv]  # fmt: skip
         self.proc = subprocess.Popen(argv, stderr=log)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -146,6 +159,18 @@ class Sshd:
                     return
             time.sleep(0.05)
         raise RuntimeError(f"sshd did not listen: {self.log.read_text()[-500:]}")
+
+    def hide_script(self) -> str:
+        lines = []
+        for i, folder in enumerate(sorted({os.path.dirname(f) for f in self.hidden})):
+            upper, work = self.root / f"hide{i}" / "upper", self.root / f"hide{i}" / "work"
+            upper.mkdir(parents=True)
+            work.mkdir()
+            lines += [f"mknod {shlex.quote(str(upper / os.path.basename(f)))} c 0 0 || exit 1"
+                      for f in self.hidden if os.path.dirname(f) == folder]  # fmt: skip
+            options = shlex.quote(f"lowerdir={folder},upperdir={upper},workdir={work}")
+            lines.append(f"mount -t overlay overlay -o {options} {shlex.quote(folder)} || exit 1")
+        return "; ".join(lines) + "; "
 
     def stop(self) -> None:
         """Stop the listener (sshd's per-connection children, the master's among them, live on)."""
@@ -175,6 +200,8 @@ def start_sshd(
     otp_secret: str | None = None,
     bastion: bool = False,
     netns: tuple[str, str] | None = None,
+    plain: bool = False,
+    hidden: tuple[str, ...] = (),
 ) -> Sshd:
     """A started server in ``root`` (default: a new short directory under /tmp, as ssh's control socket paths
     must fit in 108 bytes and pytest's tmp_path is longer). ``otp_secret``: a TOTP code is asked after the key
@@ -198,7 +225,8 @@ def start_sshd(
         jump.host_key()
         shutil.copy(f"{user_key}.pub", jump.root / "authorized_keys")
         jump.start()
-    server = Sshd(root, free_port(), path_prepend=path_prepend, exports=dict(exports or {}), otp_secret=otp_secret)
+    server = Sshd(root, free_port(), path_prepend=path_prepend, exports=dict(exports or {}), otp_secret=otp_secret,
+                  plain=plain, hidden=hidden)  # fmt: skip
     if netns is not None:
         server.netns, server.address = netns
     server.jump = jump
@@ -215,6 +243,47 @@ def start_sshd(
     server.config.write_text(config)
     server.start()
     return server
+
+
+@dataclass
+class LoginUser:
+    """A user of this machine made for a test, logging in to an sshd with the test's key: its login shell, its
+    home, and an ssh config that logs in as it (alias ``alias``)."""
+
+    name: str
+    home: Path
+    config: Path
+    alias: str
+
+    def transport(self, server: Sshd, cluster: str = "alpha") -> SshTransport:
+        env = {**os.environ, "SLURMGEN_SSH_DIR": str(server.root / "c")}
+        return SshTransport(cluster, self.alias, persist=30, ssh=("ssh", "-F", str(self.config)), environ=env)
+
+    def remove(self, server: Sshd) -> None:
+        argv = ["ssh", "-F", str(self.config), "-o", f"ControlPath={server.root / 'c'}/%C", "-O", "exit", self.alias]
+        subprocess.run(argv, capture_output=True, check=False)
+        subprocess.run(["userdel", "-r", "-f", self.name], capture_output=True, check=False)
+
+
+def add_login_user(server: Sshd, name: str, shell: str) -> LoginUser:
+    """A new user with ``shell`` as its login shell (useradd, as root), and a config logging in to ``server`` as
+    it. Its password field is `*`: no password, but not a locked account, which sshd refuses without PAM."""
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        pytest.skip("needs root and useradd to make a test user")
+    subprocess.run(["userdel", "-r", "-f", name], capture_output=True, check=False)  # a crashed run's
+    subprocess.run(["useradd", "-m", "-s", shell, "-p", "*", name], check=True, capture_output=True)
+    home = Path(f"/home/{name}")
+    # sshd reads the authorized keys as the user (auth2-pubkeyfile.c, temporarily_use_uid): they must be readable
+    server.root.chmod(0o755)
+    (server.root / "authorized_keys").chmod(0o644)
+    text = server.config.read_text()
+    user = os.environ.get("USER", "root")
+    alias = f"{server.alias}-{name}"
+    first = text.split("\nHost ", 1)[0]  # the server's own entry (a bastion's follows it)
+    entry = first.replace(f"Host {server.alias}\n", f"Host {alias}\n", 1).replace(f"User {user}\n", f"User {name}\n")
+    config = server.root / f"ssh_config-{name}"
+    config.write_text(entry)
+    return LoginUser(name, home, config, alias)
 
 
 def ensure_package(package: str, marker: Path) -> None:

@@ -122,6 +122,7 @@ def submit(
     *,
     warn: Warn | None = None,
     cluster: str | None = None,
+    check: bool = True,
 ) -> Job:
     """Validate, render and submit a spec (a file path, a loaded JobSpec, or a mapping of its fields, as
     `yaml.safe_load` gives them); the submitted job's handle.
@@ -132,7 +133,11 @@ def submit(
     SchedulerMissing. Costs one sbatch (plus one squeue when an earlier sbatch timed out).
 
     ``cluster`` names a cluster profile (clusters.yaml), as `--cluster` does: its defaults go under the spec, and
-    with a `host` the job is submitted over ssh with a snapshot of the project around the current directory."""
+    with a `host` the job is submitted over ssh with a snapshot of the project around the current directory.
+
+    ``check``: the spec's ``python`` is asked for its version first (on the login node for a remote cluster), and a
+    Python below slurmgen's floor raises PythonRefused before anything is submitted; ``check=False`` is
+    `--no-check`."""
     from slurmgen.api.job import Job
     from slurmgen.backends.registry import backend_for
 
@@ -143,6 +148,6 @@ def submit(
     else:
         where = f"slurmgen.submit_sweep(..., cluster={cluster!r}) or `slurmgen submit {path} --cluster {cluster}`"
     refusal = f"{path}: sweep: a sweep is many jobs; submit it with {where}"
-    request = Request(request.source, one=refusal)
+    request = Request(request.source, one=refusal, check=check)
     done = backend_for(request.source.profile).launch(request, warn or _ignore)
     return Job(done.label)

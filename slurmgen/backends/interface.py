@@ -146,7 +146,8 @@ class Request:
     """One submission: the spec (and the cluster profile under it), the template directory, whether a backend that
     ships the code takes a snapshot of it (``snapshot``; without, `--no-snapshot`, the job starts in ``code_dir``,
     already on the cluster); ``one`` refuses a sweep with that line, ``many`` a single job, before anything is
-    sent."""
+    sent; ``check``: the spec's ``python`` is asked for its version where the job is submitted and refused below
+    slurmgen's floor before anything is sent (slurmgen.python_check; `--no-check` turns it off)."""
 
     source: SpecSource
     templates: Path | None = None
@@ -154,6 +155,7 @@ class Request:
     snapshot: bool = True
     one: str | None = None
     many: str | None = None
+    check: bool = True
 
 
 class Backend(Protocol):

@@ -60,6 +60,10 @@ def on_submit(
     no_snapshot: Annotated[
         bool, typer.Option("--no-snapshot", help="With --cluster: run in --set chdir=DIR, already on the cluster.")
     ] = False,
+    no_check: Annotated[
+        bool,
+        typer.Option("--no-check", help="Submit without asking the spec's python for its version first."),
+    ] = False,
 ) -> None:
     """Validate, render and submit a job; print its id alone on stdout."""
     from slurmgen.backends.interface import Request, unsupported
@@ -80,7 +84,8 @@ def on_submit(
         raise UsageError("--dry-run submits nothing: it cannot be combined with --test-only or --wait")
     if test_only and wait:
         raise UsageError("--test-only submits nothing, so there is nothing to --wait for")
-    request = Request(SpecSource(spec, tuple(overrides), profile), templates, _code_dir(overrides), not no_snapshot)
+    request = Request(SpecSource(spec, tuple(overrides), profile), templates, _code_dir(overrides), not no_snapshot,
+                      check=not no_check)  # fmt: skip
     if wait:
         _submit_and_wait(backend, request)
     if dry_run:
@@ -116,7 +121,8 @@ def _submit_and_wait(backend: Backend, request: Request) -> None:
     job = ""
     try:
         one = Request(request.source, request.templates, request.code_dir, request.snapshot,
-                      one="--wait follows one job; follow a sweep with `slurmgen status SWEEP`")  # fmt: skip
+                      one="--wait follows one job; follow a sweep with `slurmgen status SWEEP`",
+                      check=request.check)  # fmt: skip
         done = backend.launch(one, err)
         err(done.message)
         job = done.label

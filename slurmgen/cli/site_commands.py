@@ -63,14 +63,25 @@ def doctor_command(
         print(render_offline(facts, last, str(exc)), end="")
         return  # the image check needs the cluster too: render_offline lists it
     print(report, end="")
+    failed = False
+    if spec is not None:
+        from slurmgen.python_check import probe
+
+        found = probe(checked.spec.python, client.runner)  # where sbatch runs: here, or the cluster's login node
+        said = found.problem or found.note or f"{found.python} is Python {found.version_text}"
+        # one that did not run here may still run in the job (its setup lines, the nodes): said, not failed
+        verdict = "ok" if found.ok else "FAILED" if found.version is not None else "unknown"
+        print(f"\n  {'python':<13}{verdict}: {said}")
+        failed = verdict == "FAILED"
     if spec is not None and checked.spec.container is not None:
         from slurmgen.doctor.image import check_image
 
-        found = check_image(checked.spec)  # one short step on a node: the image and its python and torch
-        if found is not None:
-            print(f"\n  {'image':<13}{'ok' if found.ok else 'FAILED'}: {found.line}")
-            if not found.ok:
-                raise typer.Exit(1)
+        image = check_image(checked.spec)  # one short step on a node: the image and its python and torch
+        if image is not None:
+            print(f"\n  {'image':<13}{'ok' if image.ok else 'FAILED'}: {image.line}")
+            failed = failed or not image.ok
+    if failed:
+        raise typer.Exit(1)
 
 
 def _doctor_job(job: str) -> None:

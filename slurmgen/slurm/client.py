@@ -49,6 +49,11 @@ DEFAULT_TIMEOUT = 30.0  # seconds; a hung scontrol must not hang a task (submiti
 Runner = Callable[[Sequence[str], Optional[Mapping[str, str]], float], "subprocess.CompletedProcess[str]"]  # noqa: UP045
 
 
+class CommandMissing(FileNotFoundError):
+    """A command a runner did not find, with the one line that says where it looked and what to do (a runner
+    that runs the commands on a cluster raises it: slurmgen.backends.slurm_ssh.remote_status)."""
+
+
 def run_command(argv: Sequence[str], env: Mapping[str, str] | None, timeout: float) -> subprocess.CompletedProcess[str]:
     """The default Runner: subprocess.run on an argv list, output captured as text, no shell."""
     return subprocess.run(
@@ -207,10 +212,18 @@ class SlurmClient:
             return self
         return SlurmClient(self._run, self._env, self.timeout, cluster)
 
+    @property
+    def runner(self) -> Runner:
+        """How each command is run: here, or on the cluster through its connection (the job's Python is asked the
+        same way: slurmgen.python_check)."""
+        return self._run
+
     def _call(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         argv = _on_cluster(argv, self.cluster)
         try:
             result = self._run(argv, self._env if env is None else env, self.timeout)
+        except CommandMissing as exc:
+            raise SchedulerMissing(str(exc)) from None
         except FileNotFoundError:
             raise SchedulerMissing(
                 f"{argv[0]}: command not found (is the Slurm client installed and on PATH?)"

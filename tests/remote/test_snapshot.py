@@ -62,11 +62,6 @@ def test_too_large_names_its_largest_files(repo: Path) -> None:
     assert "\n" not in line and "weights.bin (1.5 MB)" in line and ".gitignore" in line and "--no-snapshot" in line
 
 
-def test_not_a_repository_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(SnapshotError, match=r"not inside a git repository.*--no-snapshot"):
-        take_snapshot(tmp_path)
-
-
 def test_upload_through_ssh_sends_each_content_once_and_never_changes_a_snapshot(sshd: Sshd, repo: Path) -> None:
     t = sshd.transport()
     work = sshd.root / "cluster-work"

@@ -14,6 +14,7 @@ from slurmgen.errors import UsageError
 if TYPE_CHECKING:
     from slurmgen.backends.interface import JobHandle
     from slurmgen.slurm.client import SlurmClient
+    from slurmgen.spec.model import JobSpec
     from slurmgen.submission.plan import Plan
 
 
@@ -52,8 +53,18 @@ class SlurmHere:
             raise UsageError(request.one)
         if request.many is not None and built.spec.sweep is None:
             raise UsageError(request.many)
+        if request.check:
+            self.check_python(source.path, built.spec, warn)
         return plan(source.path, built.spec, built.script, self.base, Path.cwd(), new_token(), source.overrides,
                     built.text)  # fmt: skip
+
+    def check_python(self, path: Path, spec: JobSpec, warn: Warn) -> None:
+        """The spec's ``python`` asked for its version on this machine, where sbatch runs (the nodes share its
+        software as a rule); refused below slurmgen's floor before anything is submitted."""
+        from slurmgen.python_check import before_queue, probe
+        from slurmgen.slurm.client import run_command
+
+        before_queue(probe(spec.python, run_command), str(path), "on this machine", bool(spec.setup), warn)
 
     def dry_run(self, request: Request, warn: Warn) -> DryRun:
         """The script (secrets masked) and the files it would write and the sbatch line(s), one per array for a

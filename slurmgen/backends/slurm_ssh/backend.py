@@ -15,16 +15,18 @@ from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
     from slurmgen.backends.interface import JobHandle
+    from slurmgen.backends.slurm_ssh.snapshot import Snapshot
+    from slurmgen.backends.slurm_ssh.survey import Survey
     from slurmgen.slurm.client import SlurmClient
     from slurmgen.spec.model import JobSpec
     from slurmgen.spec.profile import ClusterProfile
 
-NOT_THERE_YET = "--cluster with a host submits over ssh: --dry-run, --test-only and --wait are not there yet"
+NOT_THERE_YET = "--cluster with a host submits over ssh: --test-only and --wait are not there yet"
 
 
 class SlurmSsh:
     name = "ssh"
-    cannot: Mapping[str, str] = {"dry_run": NOT_THERE_YET, "would_run": NOT_THERE_YET, "follow": NOT_THERE_YET}
+    cannot: Mapping[str, str] = {"would_run": NOT_THERE_YET, "follow": NOT_THERE_YET}
 
     def __init__(self, profile: ClusterProfile, base: Path | None = None) -> None:
         if profile.host is None:
@@ -33,7 +35,44 @@ class SlurmSsh:
         self._base = base
 
     def dry_run(self, request: Request, warn: Warn) -> DryRun:
-        raise unsupported(self, "dry_run")
+        """The script as it would be submitted (it starts in the snapshot, whose place on the cluster is its content
+        hash) and the snapshot's summary: its files and bytes, and what is new for the cluster's store, asked in one
+        read-only round trip with the job's Python (refused below the floor, as submit refuses it); "unknown" when
+        the cluster does not answer. Nothing is uploaded or written there."""
+        from slurmgen.backends.slurm_ssh.placing import check_python, placed_script
+        from slurmgen.backends.slurm_ssh.snapshot import package_snapshot, snapshot_path, take_snapshot
+        from slurmgen.backends.slurm_ssh.survey import survey
+        from slurmgen.remote.transport import TransportError, transport_for
+        from slurmgen.script.directives import sq
+        from slurmgen.spec.secrets import mask
+
+        profile, compile_spec = self.profile, self._compiler(request, warn)
+        assert profile.host is not None
+        spec, _ = compile_spec([])
+        package = package_snapshot()
+        snap = take_snapshot(Path.cwd(), profile.snapshot_limit_mb) if request.snapshot else None
+        if snap is not None and snap.note is not None:
+            warn(snap.note)
+        wanted = [package] if snap is None else [package, snap]
+        lines: list[str] = []
+        found: Survey | None = None
+        try:
+            transport = transport_for(profile.name, profile.host, profile.control_persist)
+            found = survey(transport, profile.workdir, wanted, spec.python if request.check else None, snap)
+        except TransportError as exc:
+            lines.append(f"note: what is new for the cluster's store is unknown: {exc}")
+        if found is not None:
+            check_python(spec, found.python, request.source.path, profile.name, warn)
+        if snap is not None:
+            lines.append(snapshot_summary(snap, found))
+        shipped = snapshot_path(profile.workdir, package)
+        sent = "unknown" if found is None else "stored already" if package.digest in found.stored else "new"
+        lines.append(f"slurmgen's modules: {len(package.files)} files, {package.size} bytes; for the store: {sent}")
+        code_dir = request.code_dir if snap is None else snapshot_path(profile.workdir, snap)
+        spec, script = placed_script(compile_spec, spec, profile.workdir, code_dir, shipped)
+        lines.append(f"would submit: sbatch job.sbatch in {profile.workdir}/runs/{spec.name}/<token> on cluster "
+                     f"{profile.name} ({profile.host}); nothing was sent")  # fmt: skip
+        return DryRun(mask(script, spec.env, sq), tuple(lines))
 
     def would_run(self, request: Request, warn: Warn) -> str:
         raise unsupported(self, "would_run")
@@ -49,14 +88,48 @@ class SlurmSsh:
         from slurmgen.backends.slurm_ssh.placing import send_remote
         from slurmgen.journal import Journal, home, new_token
         from slurmgen.remote.transport import transport_for
-        from slurmgen.script.build import build_file
 
+        source, profile = request.source, self.profile
+        compile_spec = self._compiler(request, warn)
+        assert profile.host is not None
+        done = send_remote(
+            compile_spec,
+            profile,
+            transport_for(profile.name, profile.host, profile.control_persist),
+            project=Path.cwd() if request.snapshot else None,
+            code_dir=None if request.snapshot else request.code_dir,
+            token=new_token(),
+            journal=Journal(home() if self._base is None else self._base),
+            spec_path=source.path.resolve(),
+            clock=time.time,
+            warn=warn,
+            overrides=source.overrides,
+            check=request.check,
+        )
+        up = done.upload
+        sent = "" if up is None else f" ({up.files_sent} files, {up.bytes_sent} bytes sent)"
+        code = (
+            f"snapshot {done.snapshot[:12]}{' dirty' if done.dirty else ''}{sent}" if done.snapshot else done.code_dir
+        )
+        if done.arrays:
+            message = (f"submitted sweep {done.job_id} on cluster {done.cluster} as array job(s) "
+                       f"{', '.join(done.arrays)}; code {code}; logs in {done.log_dir}; follow it with: slurmgen "
+                       f"status {done.job_id}")  # fmt: skip
+        else:
+            message = f"submitted job {done.job_id} on cluster {done.cluster}; code {code}; logs in {done.log_dir}"
+        return Submitted(done.job_id, message)
+
+    def _compiler(self, request: Request, warn: Warn) -> Callable[[list[str]], tuple[JobSpec, str]]:
+        """The compile step of a remote submission: ``compile_spec([])`` checks the spec alone (its output, chdir
+        and setup place the run; no render), ``compile_spec(extra)`` renders with the run's placement; the spec's
+        warnings are said once."""
         source, profile = request.source, self.profile
         if not request.snapshot and request.code_dir is None:
             raise UsageError(
                 "--no-snapshot: say where the code is on the cluster with --set chdir=/path/on/the/cluster"
             )
         said: set[str] = set()
+        from slurmgen.script.build import build_file
 
         def compile_spec(extra: list[str]) -> tuple[JobSpec, str]:
             """The spec alone first (its output, chdir and setup place the run; no render), then with the run's
@@ -79,32 +152,7 @@ class SlurmSsh:
                     warn(f"warning: {problem}")
             return built.spec, built.script
 
-        assert profile.host is not None
-        done = send_remote(
-            compile_spec,
-            profile,
-            transport_for(profile.name, profile.host, profile.control_persist),
-            project=Path.cwd() if request.snapshot else None,
-            code_dir=None if request.snapshot else request.code_dir,
-            token=new_token(),
-            journal=Journal(home() if self._base is None else self._base),
-            spec_path=source.path.resolve(),
-            clock=time.time,
-            warn=warn,
-            overrides=source.overrides,
-        )
-        up = done.upload
-        sent = "" if up is None else f" ({up.files_sent} files, {up.bytes_sent} bytes sent)"
-        code = (
-            f"snapshot {done.snapshot[:12]}{' dirty' if done.dirty else ''}{sent}" if done.snapshot else done.code_dir
-        )
-        if done.arrays:
-            message = (f"submitted sweep {done.job_id} on cluster {done.cluster} as array job(s) "
-                       f"{', '.join(done.arrays)}; code {code}; logs in {done.log_dir}; follow it with: slurmgen "
-                       f"status {done.job_id}")  # fmt: skip
-        else:
-            message = f"submitted job {done.job_id} on cluster {done.cluster}; code {code}; logs in {done.log_dir}"
-        return Submitted(done.job_id, message)
+        return compile_spec
 
     def site_client(self) -> SlurmClient:
         """Slurm's commands run on the cluster through its one shared connection."""
@@ -135,3 +183,14 @@ class SlurmSsh:
             raise UsageError(f"job {label.strip()}: not submitted to cluster {self.profile.name} from here (see "
                              "`slurmgen status`)")  # fmt: skip
         return RemoteJob(Target(job, entry, named=cluster), entry, self.profile, base)
+
+
+def snapshot_summary(snap: Snapshot, found: Survey | None) -> str:
+    """`submit --dry-run`'s line on the snapshot: files, bytes, and what the cluster's store lacks of it. Pure."""
+    head = f"snapshot {snap.digest[:12]}{' dirty' if snap.dirty else ''}: {len(snap.files)} files, {snap.size} bytes"
+    if found is None:
+        return f"{head}; new for the cluster's store: unknown (the cluster did not answer)"
+    if snap.digest in found.stored:
+        return f"{head}; new for the cluster's store: nothing (stored already)"
+    sizes = {f.digest: f.size for f in snap.files if f.digest in found.missing}
+    return f"{head}; new for the cluster's store: {len(sizes)} files, {sum(sizes.values())} bytes"

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmgen.backends.slurm_ssh.once import once_script, send_once
-from slurmgen.backends.slurm_ssh.snapshot import Upload, package_snapshot, snapshot_path, stored, take_snapshot, upload
+from slurmgen.backends.slurm_ssh.snapshot import Upload, package_snapshot, snapshot_path, take_snapshot, upload
+from slurmgen.backends.slurm_ssh.survey import survey
 from slurmgen.journal import Entry, Journal
+from slurmgen.python_check import PythonCheck, before_queue
 from slurmgen.remote.transport import Transport
 from slurmgen.slurm.ids import cluster_label
 from slurmgen.spec.model import JobSpec
@@ -80,16 +82,33 @@ class Placed:
     record: dict[str, object]  # what the journal keeps about the code (Entry.extra)
 
 
-def place(
-    compile_spec: Compile, profile: ClusterProfile, transport: Transport, project: Path | None, code_dir: str | None,
-    token: str,
-) -> Placed:  # fmt: skip
-    """Store the code on the cluster (one round trip when nothing changed), then render the script that starts in
-    it. ``project``: the directory to snapshot (None: --no-snapshot, the job starts in ``code_dir``, already on the
-    cluster). ``compile_spec(extra_overrides)`` validates, and renders when given overrides."""
+def placed_script(compile_spec: Compile, spec: JobSpec, workdir: str, code_dir: str | None, shipped: str) -> tuple[
+        JobSpec, str]:  # fmt: skip
+    """The spec and script of a job that starts in ``code_dir`` with slurmgen's modules from ``shipped``."""
     from importlib.metadata import version
 
     __version__ = version("slurmgen-torch")  # the distribution's name (pyproject.toml); `slurmgen` is its package
+    extra = remote_overrides(spec, workdir, code_dir)
+    setup = [*spec.setup, version_setup(spec.python, shipped, __version__)]
+    return compile_spec([*extra, f"setup={json.dumps(setup)}"])
+
+
+def check_python(
+    spec: JobSpec, found: PythonCheck | None, spec_path: Path, cluster: str, warn: Callable[[str], object]
+) -> None:
+    """The job's Python as the login node answered (None: not asked, --no-check): refused below the floor."""
+    if found is not None:
+        before_queue(found, str(spec_path), f"on the login node of cluster {cluster}", bool(spec.setup), warn)
+
+
+def place(
+    compile_spec: Compile, profile: ClusterProfile, transport: Transport, project: Path | None, code_dir: str | None,
+    token: str, check: bool = True, spec_path: Path = Path("spec"), warn: Callable[[str], object] = lambda line: None,
+) -> Placed:  # fmt: skip
+    """Store the code on the cluster (one round trip when nothing changed; the job's Python is asked in it, and
+    refused below the floor before anything is sent), then render the script that starts in it. ``project``: the
+    directory to snapshot (None: --no-snapshot, the job starts in ``code_dir``, already on the cluster).
+    ``compile_spec(extra_overrides)`` validates, and renders when given overrides."""
     workdir = profile.workdir
     spec, _ = compile_spec([])
     snap = up = None
@@ -97,17 +116,19 @@ def place(
     wanted = [package]
     if project is not None:
         snap = take_snapshot(project, profile.snapshot_limit_mb)
+        if snap.note is not None:
+            warn(snap.note)
         wanted.append(snap)
-    have = stored(wanted, transport, workdir)  # one round trip when nothing changed
+    found = survey(transport, workdir, wanted, spec.python if check else None, None)  # one round trip
+    check_python(spec, found.python, spec_path, profile.name, warn)
+    have = found.stored
     if snap is not None:
         up = Upload(snapshot_path(workdir, snap), 0, 0) if snap.digest in have else upload(snap, transport, workdir)
         code_dir = up.path
     shipped = snapshot_path(workdir, package)
     if package.digest not in have:
         upload(package, transport, workdir)
-    extra = remote_overrides(spec, workdir, code_dir)
-    setup = [*spec.setup, version_setup(spec.python, shipped, __version__)]
-    spec, script = compile_spec([*extra, f"setup={json.dumps(setup)}"])
+    spec, script = placed_script(compile_spec, spec, workdir, code_dir, shipped)
     record: dict[str, object] = {
         "snapshot": None if snap is None else snap.digest,
         "commit": None if snap is None else snap.commit,
@@ -133,10 +154,11 @@ def send_remote(
     clock: Callable[[], float],
     warn: Callable[[str], object] = lambda line: None,
     overrides: tuple[str, ...] = (),
+    check: bool = True,
 ) -> RemoteSubmission:
     """Store the code (place), then submit once: one job, or a sweep's arrays (sweep_arrays), each through
     the same once-only remote call."""
-    placed = place(compile_spec, profile, transport, project, code_dir, token)
+    placed = place(compile_spec, profile, transport, project, code_dir, token, check, spec_path, warn)
     spec = placed.spec
     log_dir = spec.output
     base = Entry(event="submitting", token=token, name=spec.name, spec=str(spec_path), run_dir=placed.run_dir,

@@ -21,9 +21,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from slurmgen.errors import SchedulerError
+from slurmgen.errors import SchedulerError, SchedulerMissing
 from slurmgen.remote.transport import Transport
-from slurmgen.slurm.client import Runner
+from slurmgen.slurm.client import CommandMissing, Runner
 from slurmgen.slurm.ids import check_cluster_name, version_tuple
 from slurmgen.slurm.parse import SQUEUE_FORMAT, SQUEUE_SEPARATOR, parse_squeue
 from slurmgen.slurm.sacct import SacctRow, parse_rows
@@ -31,6 +31,7 @@ from slurmgen.slurm.showjob import job_info, parse_show_job
 
 LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "STOPPED"})
 SECTION = "@@slurmgen-section "
+MISSING = "@@slurmgen-missing"
 
 
 def transport_runner(transport: Transport) -> Runner:
@@ -41,14 +42,26 @@ def transport_runner(transport: Transport) -> Runner:
         del env
         # The command's stderr goes to a section of its own: the login's noise on ssh's stderr never mixes in.
         script = (
+            f"command -v {shlex.quote(argv[0])} >/dev/null 2>&1 || {{ echo '{MISSING}'; exit 127; }}\n"
             f'e=$(mktemp); {shlex.join(argv)} 2>"$e"; rc=$?; echo "{SECTION}stderr"; cat "$e"; rm -f "$e"; exit $rc'
         )
         got = transport.run(script, timeout=timeout + 30)
         text = got.stdout.decode(errors="replace")
+        if got.returncode == 127 and text.strip() == MISSING:
+            raise CommandMissing(missing_line(transport.cluster, argv[0]))
         out, _, err = text.partition(SECTION + "stderr\n")
         return subprocess.CompletedProcess(list(argv), got.returncode, out, err)
 
     return run
+
+
+def missing_line(cluster: str, command: str) -> str:
+    """The one line for a command the login node does not find, even after the login profile (transport)."""
+    return (
+        f"cluster {cluster}: {command} is not found on the login node, neither on the PATH of a command over ssh "
+        "nor after the login profile bash reads (/etc/profile, ~/.bash_profile, ~/.profile): load it there "
+        "(`module load slurm` in ~/.bashrc or ~/.bash_profile), or ask the cluster's admins where Slurm's commands are"
+    )
 
 
 def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str], cluster: str | None = None) -> str:
@@ -59,6 +72,8 @@ def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str], cluster: str
     ids = ",".join(jobs)
     on = "" if cluster is None else f" --clusters={shlex.quote(check_cluster_name(cluster))}"
     lines = [
+        # no squeue even after the login profile (slurmgen.remote.transport): said, not every job UNKNOWN
+        f"command -v squeue >/dev/null 2>&1 || {{ echo '{MISSING}'; exit 127; }}",
         f"q=$(squeue{on} --noheader --states=all --jobs={shlex.quote(ids)} --format={shlex.quote(SQUEUE_FORMAT)}"
         " 2>/dev/null)",
         f"echo '{SECTION}squeue'; printf '%s\\n' \"$q\"",
@@ -183,4 +198,7 @@ def remote_states(
 ) -> dict[str, RemoteState]:
     """Every job's state in one round trip over the transport (the jobs of one cluster of a multi-cluster site)."""
     got = transport.run(status_script(jobs, log_dirs, cluster))
-    return decide(jobs, got.stdout.decode(errors="replace"))
+    text = got.stdout.decode(errors="replace")
+    if got.returncode == 127 and text.strip() == MISSING:
+        raise SchedulerMissing(missing_line(transport.cluster, "squeue"))
+    return decide(jobs, text)

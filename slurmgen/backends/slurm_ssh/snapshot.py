@@ -1,7 +1,8 @@
 """The code a remote job runs: a snapshot of the project taken at submit, stored by content on the cluster.
 
 Taken: the files git tracks (as they are in the working tree, uncommitted changes included) and the untracked files
-git does not ignore (`git ls-files --cached --others --exclude-standard`). Each file is stored once under
+git does not ignore, or outside a git repository the directory's own files (slurmgen.backends.slurm_ssh.project_files
+says which). Each file is stored once under
 `WORKDIR/objects/<sha256>`; a snapshot is `WORKDIR/snapshots/<hash>`, the hash of its manifest (path, mode and
 content hash of every file). Only objects the cluster lacks are sent, so an unchanged project sends no file
 content. A snapshot is built in a temporary directory and renamed into place (rename(2) is atomic), then made
@@ -14,11 +15,11 @@ import hashlib
 import io
 import os
 import shlex
-import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurmgen.backends.slurm_ssh.project_files import git, list_files
 from slurmgen.errors import SlurmgenError
 from slurmgen.remote.transport import Transport
 
@@ -43,6 +44,7 @@ class Snapshot:
     files: tuple[SnapshotFile, ...]
     commit: str | None  # HEAD, or None before the first commit
     dirty: bool  # uncommitted changes or untracked files went in
+    note: str | None = None  # the line saying it was not taken from git (not a git repository)
 
     @property
     def manifest(self) -> bytes:
@@ -57,22 +59,12 @@ class Snapshot:
         return sum(f.size for f in self.files)
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False, timeout=60)
-
-
 def take_snapshot(directory: Path, limit_mb: int = 100) -> Snapshot:
-    """The snapshot of the git repository around ``directory``; SnapshotError in one line when it cannot be."""
-    top = _git(directory, "rev-parse", "--show-toplevel")
-    if top.returncode != 0:
-        raise SnapshotError(
-            f"{directory}: not inside a git repository; a snapshot takes git's files (git init), "
-            "or use --no-snapshot to run in a directory already on the cluster"
-        )
-    root = Path(top.stdout.decode().strip())
-    listed = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    """The snapshot of the project around ``directory``; SnapshotError in one line when it cannot be."""
+    listed = list_files(directory)
+    root = listed.root
     files: list[SnapshotFile] = []
-    for name in sorted(set(listed.stdout.decode(errors="surrogateescape").split("\0")) - {""}):
+    for name in listed.names:
         path = root / name
         try:
             info = os.lstat(path)
@@ -82,9 +74,12 @@ def take_snapshot(directory: Path, limit_mb: int = 100) -> Snapshot:
             continue  # links and submodules are not copied: a link may point off the project
         data = path.read_bytes()
         files.append(SnapshotFile(name, hashlib.sha256(data).hexdigest(), len(data), bool(info.st_mode & 0o111)))
-    commit = _git(root, "rev-parse", "--verify", "-q", "HEAD")
-    status = _git(root, "status", "--porcelain", "--untracked-files=normal")
-    snap = Snapshot(root, tuple(files), commit.stdout.decode().strip() or None, bool(status.stdout.strip()))
+    if listed.git:
+        commit = git(root, "rev-parse", "--verify", "-q", "HEAD")
+        status = git(root, "status", "--porcelain", "--untracked-files=normal")
+        snap = Snapshot(root, tuple(files), commit.stdout.decode().strip() or None, bool(status.stdout.strip()))
+    else:
+        snap = Snapshot(root, tuple(files), None, False, listed.note)
     if snap.size > limit_mb * MB:
         largest = sorted(files, key=lambda f: f.size, reverse=True)[:3]
         named = ", ".join(f"{f.path} ({f.size / MB:.1f} MB)" for f in largest)
@@ -136,6 +131,7 @@ fail() {{
 }}
 mkdir -p "$i" || fail "cannot make $i"
 # Errors are kept in memory, not in a file: on a full disk a file of them would be empty.
+command -v tar >/dev/null || fail "tar is not on the login node's PATH (ask its admins for GNU tar)"
 e=$(tar -x -C "$i" 2>&1 >/dev/null) || fail "unpacking: $(printf '%s' "$e" | head -1)"
 mv "$i/MANIFEST" "$i.manifest" || fail "no manifest arrived"
 for f in "$i"/*; do
@@ -174,16 +170,6 @@ def _check(result_code: int, out: bytes, cluster: str, what: str) -> str:
 def snapshot_path(workdir: str, snap: Snapshot) -> str:
     """Where a stored snapshot's files are on the cluster."""
     return f"{workdir}/snapshots/{snap.digest}/files"
-
-
-def stored(snaps: list[Snapshot], transport: Transport, workdir: str) -> set[str]:
-    """Which of these snapshots the cluster has already, in one round trip (a submit of an unchanged project
-    then costs this call and the submission's)."""
-    names = " ".join(shlex.quote(s.digest) for s in snaps)
-    got = transport.run(
-        f"cd {shlex.quote(workdir)}/snapshots 2>/dev/null && for h in {names}; do [ -d $h ] && echo $h; done; true"
-    )
-    return set(got.stdout.decode().split()) if got.returncode == 0 else set()
 
 
 def upload(snap: Snapshot, transport: Transport, workdir: str) -> Upload:
