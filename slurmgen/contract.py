@@ -48,6 +48,9 @@ SWEEP_OFFSET = "SLURMGEN_SWEEP_OFFSET"
 KEEP = "SLURMGEN_KEEP"  # how many complete sharded checkpoints to keep (preemption.keep)
 # Recovery inside the allocation (spec section recovery:; docs/reliability.md, "When things fail"):
 MAX_RESTARTS = "SLURMGEN_MAX_RESTARTS"  # restarts of the step per run after a crash; 0 or unset: none
+# "1" with `srun: {kill-on-bad-exit: false}`: a failing task leaves the others running and srun waits for all of
+# them (srun(1) -K), so a later task's SIGTERM or stop is not the step's doing; unset: srun ends the step.
+RUN_ON_BAD_EXIT = "SLURMGEN_RUN_ON_BAD_EXIT"
 HANG_TIMEOUT = "SLURMGEN_HANG_TIMEOUT"  # seconds without progress on any rank; 0, empty or unset: no watchdog
 SPARE_NODES = "SLURMGEN_SPARE_NODES"  # nodes allocated beyond the spec's `nodes`; unset: none
 HEALTH_CHECK = "SLURMGEN_HEALTH_CHECK"  # the user's node check, one shell-quoted command line; unset: none
@@ -336,6 +339,15 @@ def variables() -> tuple[Variable, ...]:
             "max_restarts",
             "count",
             default=0,
+        ),
+        _exported(
+            RUN_ON_BAD_EXIT,
+            "run_on_bad_exit",
+            "1: srun: {kill-on-bad-exit: false}, a failing task leaves the others running; unset: srun ends the step",
+            (BY_BATCH,),
+            "run_on_bad_exit",
+            "flag",
+            omit=OMIT_EMPTY,
         ),
         _exported(
             HANG_TIMEOUT,

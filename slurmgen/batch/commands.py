@@ -223,10 +223,11 @@ def _job_code(
         return rc, None
     # After restarts inside the allocation (batch/restart.py), the last start of the step is the one ending.
     since = history.last_restart_time(ctx.run)
-    failure = task_failure.first_failure(history.since(since), ctx.run)
+    step_kills = not ctx.run_on_bad_exit
+    failure = task_failure.first_failure(history.since(since), ctx.run, step_kills)
     if failure is None:
         return rc, None
-    for line in task_failure.report(failure, rc, task_failure.tail(failure.log)):
+    for line in task_failure.report(failure, rc, task_failure.tail(failure.log), step_kills):
         say(line)
     return failure.exit_code, failure.describe()
 

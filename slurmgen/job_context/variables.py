@@ -64,6 +64,7 @@ class JobVariables:
     max_preemptions: int | None  # SLURMGEN_MAX_PREEMPTIONS
     requeue_on_failure: bool  # SLURMGEN_REQUEUE_ON_FAILURE
     max_restarts: int  # SLURMGEN_MAX_RESTARTS
+    run_on_bad_exit: bool  # SLURMGEN_RUN_ON_BAD_EXIT
     hang_timeout: int | None  # SLURMGEN_HANG_TIMEOUT
     spare_nodes: int | None  # SLURMGEN_SPARE_NODES
     health_check: str  # SLURMGEN_HEALTH_CHECK
@@ -125,6 +126,7 @@ class JobVariables:
             max_preemptions=whole(environ, contract.MAX_PREEMPTIONS),
             requeue_on_failure=flag(environ, contract.REQUEUE_ON_FAILURE),
             max_restarts=count(environ, contract.MAX_RESTARTS, 0),
+            run_on_bad_exit=flag(environ, contract.RUN_ON_BAD_EXIT),
             hang_timeout=positive(environ, contract.HANG_TIMEOUT),
             spare_nodes=whole(environ, contract.SPARE_NODES),
             health_check=verbatim(environ, contract.HEALTH_CHECK, ""),

@@ -71,6 +71,12 @@ class JobSpec(JobFields):
     def world_size(self) -> int:
         return self.nodes * self.nproc_per_node
 
+    @property
+    def run_on_bad_exit(self) -> bool:
+        """`srun: {kill-on-bad-exit: false}`: one failing task leaves the others running, and srun waits for all of
+        them (srun(1) -K, --kill-on-bad-exit); slurmgen writes 1 otherwise (script/step.py)."""
+        return dict(self.srun).get("kill-on-bad-exit") == "0"
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if self.sweep is None:
