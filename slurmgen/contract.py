@@ -57,6 +57,10 @@ HEALTH_CHECK = "SLURMGEN_HEALTH_CHECK"  # the user's node check, one shell-quote
 # Set by the batch shell for each start of the step within one run (never by the user): 0 for the first start,
 # then 1, 2, ... for each restart inside the allocation. The rendezvous port moves with it (job_port).
 STEP_ATTEMPT = "SLURMGEN_STEP_ATTEMPT"
+# Spec field steps (the command N times in one allocation): N, exported when above 1; and, set by the batch shell
+# before each of them, the index of the one running (0 to N-1). A requeued run starts at the first not done.
+STEPS = "SLURMGEN_STEPS"
+STEP_INDEX = "SLURMGEN_STEP_INDEX"
 # How the program takes part in preemption (spec field preemption.handler; exported with the preemption signal):
 PREEMPT_HANDLER = "SLURMGEN_PREEMPT_HANDLER"
 HANDLER_AUTO = "auto"  # runtime when the program constructs Preemption (it announces itself), else requeue
@@ -341,6 +345,16 @@ def variables() -> tuple[Variable, ...]:
             default=0,
         ),
         _exported(
+            STEPS,
+            "steps",
+            "how many times the command runs, one after another, in one allocation",
+            (BY_BATCH,),
+            "steps",
+            "count",
+            default=1,
+            omit=OMIT_DEFAULT,
+        ),
+        _exported(
             RUN_ON_BAD_EXIT,
             "run_on_bad_exit",
             "1: srun: {kill-on-bad-exit: false}, a failing task leaves the others running; unset: srun ends the step",
@@ -425,6 +439,15 @@ def variables() -> tuple[Variable, ...]:
             (BY_BATCH,),
             "signals",
             "stamped_signals",
+        ),
+        Variable(
+            STEP_INDEX,
+            "with spec field steps: which of the steps runs, 0 to steps - 1 (unset: the only one)",
+            FROM_BATCH_SHELL,
+            (BY_BATCH, BY_TASK, BY_RUNTIME),
+            "step_index",
+            "count",
+            default=0,
         ),
         Variable(
             STEP_ATTEMPT,

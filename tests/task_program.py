@@ -10,6 +10,9 @@ lines N WIDTH GO   every rank prints `READY rank=R`, waits for the file GO, then
                    `rank=R line=I xxx...` (WIDTH x's) as fast as it can, with print() and PYTHONUNBUFFERED as the
                    job sets it (two writes per line), then `LINES DONE rank=R`
 fail RANK CODE     rank RANK prints a traceback-like line to stderr and exits CODE; every other rank waits
+steps FILE [wait]  spec field steps: rank 0 appends `INDEX RESTARTS` (SLURMGEN_STEP_INDEX, SLURM_RESTART_COUNT or
+                   0) to FILE and every rank exits 0; with `wait`, in step 1 of the first run every rank prints
+                   `waiting` and sleeps until the batch shell stops it (a preemption)
 fail-alone RANK CODE FLAG   rank RANK prints a traceback-like line and exits CODE at once; every other rank waits
                    until that rank's FLAG-RANK file exists (it writes it before exiting) and 2 s more, then prints
                    `FINISHED rank=R` and exits 0: a failure the others outlive when srun lets them run on
@@ -69,8 +72,22 @@ def fail_alone(rank: int, code: int, flag: str) -> int:
     return 0
 
 
+def steps(path: str, wait: bool) -> int:
+    index, restarts = os.environ.get("SLURMGEN_STEP_INDEX", "-"), os.environ.get("SLURM_RESTART_COUNT") or "0"
+    if os.environ.get("RANK") == "0":
+        with open(path, "a") as out:
+            out.write(f"{index} {restarts}\n")
+    if wait and index == "1" and restarts == "0":
+        print(f"rank {os.environ.get('RANK')} waiting", flush=True)
+        time.sleep(300)
+        return 1  # never reached in the tests: the preemption's stop ends the step first
+    return 0
+
+
 def main(argv: list[str]) -> int:
     mode = argv[0]
+    if mode == "steps":
+        return steps(argv[1], argv[2:] == ["wait"])
     if mode == "fail-alone":
         return fail_alone(int(argv[1]), int(argv[2]), argv[3])
     if mode == "lines":

@@ -65,7 +65,9 @@ def restart(
     if rc == 0 or not log_dir or key is None or max_restarts == 0:
         return 1
     run = ctx.run
-    history = run_history.History.load(log_dir)  # one read for the whole decision
+    # One read for the whole decision, as the current step (spec field steps) sees it: the restarts and failures
+    # of the steps that completed before it are theirs, and recovery.max_restarts counts per step.
+    history = run_history.History.load(log_dir).current_step(run)
     restarts = history.of_run(run, run_history.RESTART)
     since = float(restarts[-1].get("time") or 0.0) if restarts else 0.0
     record = run_record(history, run, batch_stop_actions=STOP_ACTIONS)
@@ -99,9 +101,10 @@ def restart(
     f, now = facts.failure, time.time()
     # Time lost: the work since the newest save (or since this start of the step, when nothing was saved in it)
     # plus the time from the failure to here; the next start's own start-up comes on top.
-    begun = max(since, _saved_at(history, ctx), history.last_time(run, run_history.RUN_START))
+    started = max(since, history.last_time(run, run_history.RUN_START), history.last_time(run, run_history.STEP_DONE))
+    begun = max(started, _saved_at(history, ctx))
     lost = round(now - begun, 1) if begun else None
-    steps = steps_lost(log_dir, history, run, max(since, history.last_time(run, run_history.RUN_START)))
+    steps = steps_lost(log_dir, history, run, started)
     run_history.append(log_dir, WRITER, run_history.RESTART, run, now, cause=plan.cause, attempt=attempt + 1,
                        who=f.who, error=f.error, saved=f.saved, step_code=rc, lost_seconds=lost, steps_lost=steps,
                        **_where(history, run, since, not ctx.run_on_bad_exit))  # fmt: skip

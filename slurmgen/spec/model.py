@@ -84,6 +84,8 @@ class JobSpec(JobFields):
         for key in ADDED_EMPTY:
             if not out[key]:
                 del out[key]  # a job that leaves a newer field out keeps the digest it had before that field existed
+        if out["steps"] == 1:
+            del out["steps"]  # likewise: one step is what every job did before steps existed
         if out.get("container") is not None:
             # A pyxis container that uses none of the fields added with the other runtimes keeps its old digest.
             for key, default in CONTAINER_ADDED.items():

@@ -271,9 +271,10 @@ def untimed(path: Path) -> None:
 
 @EVERY_VERSION
 def test_test_only_takes_srun_options_error_and_no_time(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
-    """The rendered script with `srun:` options, `error:` and no `time` passes `sbatch --test-only`, and submit says
-    the limit the partition gives the job (the test clusters' partitions have neither DefaultTime nor MaxTime)."""
-    untimed(spec(tmp_path, ["ranks"], extra=REAL_SCRIPT))
+    """The rendered script with `srun:` options, `error:`, `steps` and no `time` passes `sbatch --test-only`, and
+    submit says the limit the partition gives the job (the test clusters' partitions have neither DefaultTime nor
+    MaxTime)."""
+    untimed(spec(tmp_path, ["ranks"], extra=REAL_SCRIPT + "steps: 3\n"))
     script = slurmgen(slurm_cluster, tmp_path, "render", "job.yaml")
     assert script.returncode == 0, script.stderr
     assert "#SBATCH --time" not in script.stdout and "#SBATCH --error=" in script.stdout
@@ -306,6 +307,20 @@ def test_with_kill_on_bad_exit_off_the_other_ranks_finish_and_the_job_exits_with
     err = errs[0].read_text()
     assert "rank 1 on node" in err and "failed first: its program exited with code 3; the other tasks ran on" in err
     assert "Terminated" not in err, err
+
+
+@EVERY_VERSION
+def test_three_steps_run_in_one_allocation(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """steps: 3 on real Slurm: the command runs three times in the job's one run (SLURMGEN_STEP_INDEX 0, 1, 2), one
+    srun step each, and `slurmgen history` shows the three steps done."""
+    record = tmp_path / "steps.txt"
+    spec(tmp_path, ["steps", str(record)], nodes=1, extra="steps: 3\n")
+    done = slurmgen(slurm_cluster, tmp_path, "submit", "job.yaml", "--wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+    job = done.stdout.split()[0]
+    assert record.read_text().splitlines() == ["0 0", "1 0", "2 0"]
+    shown = slurmgen(slurm_cluster, tmp_path, "history", job)
+    assert shown.returncode == 0 and "steps 1, 2, 3 of 3 done" in shown.stdout, shown.stdout + shown.stderr
 
 
 def test_unwritable_log_path_fails_before_sbatch(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
