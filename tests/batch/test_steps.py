@@ -10,9 +10,11 @@ from slurmgen.batch.steps import first_step, step_done
 from slurmgen.job_context.context import JobContext
 
 
-def context(tmp_path: Path, *, restarts: int = 0, preemption: bool = False, **extra: str) -> JobContext:
+def context(
+    tmp_path: Path, *, restarts: int = 0, preemption: bool = False, extra: dict[str, str] | None = None
+) -> JobContext:
     env = {"SLURM_JOB_ID": "77", contract.LOG_DIR: str(tmp_path / "logs"), contract.STATE_DIR: str(tmp_path / "state"),
-           contract.STEPS: "3", "SLURM_JOB_NODELIST": "node1", **extra}  # fmt: skip
+           contract.STEPS: "3", "SLURM_JOB_NODELIST": "node1", **(extra or {})}  # fmt: skip
     if preemption:
         env[contract.PREEMPT_SIGNAL] = "USR1"
     if restarts:
@@ -55,7 +57,7 @@ def test_a_failed_step_or_one_that_exits_0_during_a_stop_is_not_done(tmp_path: P
 
 def test_a_preemption_signal_the_program_handled_itself_keeps_the_step_undone(tmp_path: Path) -> None:
     """handler: program: the program saves and exits 0 on the signal; slurmgen records no stop, the signal says it."""
-    ctx = context(tmp_path, preemption=True, **{contract.SIGNALS: "USR1@12.5"})
+    ctx = context(tmp_path, preemption=True, extra={contract.SIGNALS: "USR1@12.5"})
     said: list[str] = []
     assert step_done(0, 0, ctx, said.append) == 1 and "during SIGUSR1" in said[0]
 
@@ -67,7 +69,8 @@ def test_the_next_step_sees_none_of_the_steps_before_it(tmp_path: Path) -> None:
     event(ctx, run_history.RUN_START, 1.0, nodes="node1")
     event(ctx, run_history.RESTART, 2.0, cause="crash", who="rank 0")
     event(ctx, run_history.FINISHED, 3.0)
-    assert step_done(0, 0, ctx, [].append) == 0
+    said: list[str] = []
+    assert step_done(0, 0, ctx, said.append) == 0
     event(ctx, run_history.TASK_EXIT, 99e9, rank=1, exit_code=3)  # step 2's own
     seen = run_history.History.load(ctx.log_dir).current_step(ctx.run)
     assert not seen.has(ctx.run, run_history.FINISHED) and not seen.of_run(ctx.run, run_history.RESTART)
