@@ -49,12 +49,19 @@ KEEP = "SLURMGEN_KEEP"  # how many complete sharded checkpoints to keep (preempt
 # Recovery inside the allocation (spec section recovery:; docs/reliability.md, "When things fail"):
 MAX_RESTARTS = "SLURMGEN_MAX_RESTARTS"  # restarts of the step per run after a crash; 0 or unset: none
 EXPEDITE = "SLURMGEN_EXPEDITE"  # "1": the job asked for an expedited requeue (recovery.expedite)
+# "1" with `srun: {kill-on-bad-exit: false}`: a failing task leaves the others running and srun waits for all of
+# them (srun(1) -K), so a later task's SIGTERM or stop is not the step's doing; unset: srun ends the step.
+RUN_ON_BAD_EXIT = "SLURMGEN_RUN_ON_BAD_EXIT"
 HANG_TIMEOUT = "SLURMGEN_HANG_TIMEOUT"  # seconds without progress on any rank; 0, empty or unset: no watchdog
 SPARE_NODES = "SLURMGEN_SPARE_NODES"  # nodes allocated beyond the spec's `nodes`; unset: none
 HEALTH_CHECK = "SLURMGEN_HEALTH_CHECK"  # the user's node check, one shell-quoted command line; unset: none
 # Set by the batch shell for each start of the step within one run (never by the user): 0 for the first start,
 # then 1, 2, ... for each restart inside the allocation. The rendezvous port moves with it (job_port).
 STEP_ATTEMPT = "SLURMGEN_STEP_ATTEMPT"
+# Spec field steps (the command N times in one allocation): N, exported when above 1; and, set by the batch shell
+# before each of them, the index of the one running (0 to N-1). A requeued run starts at the first not done.
+STEPS = "SLURMGEN_STEPS"
+STEP_INDEX = "SLURMGEN_STEP_INDEX"
 # How the program takes part in preemption (spec field preemption.handler; exported with the preemption signal):
 PREEMPT_HANDLER = "SLURMGEN_PREEMPT_HANDLER"
 HANDLER_AUTO = "auto"  # runtime when the program constructs Preemption (it announces itself), else requeue
@@ -351,6 +358,25 @@ def variables() -> tuple[Variable, ...]:
             omit=OMIT_EMPTY,
         ),
         _exported(
+            STEPS,
+            "steps",
+            "how many times the command runs, one after another, in one allocation",
+            (BY_BATCH,),
+            "steps",
+            "count",
+            default=1,
+            omit=OMIT_DEFAULT,
+        ),
+        _exported(
+            RUN_ON_BAD_EXIT,
+            "run_on_bad_exit",
+            "1: srun: {kill-on-bad-exit: false}, a failing task leaves the others running; unset: srun ends the step",
+            (BY_BATCH,),
+            "run_on_bad_exit",
+            "flag",
+            omit=OMIT_EMPTY,
+        ),
+        _exported(
             HANG_TIMEOUT,
             "recovery.hang_timeout",
             "seconds without progress on any rank; 0, empty or unset: no watchdog",
@@ -426,6 +452,15 @@ def variables() -> tuple[Variable, ...]:
             (BY_BATCH,),
             "signals",
             "stamped_signals",
+        ),
+        Variable(
+            STEP_INDEX,
+            "with spec field steps: which of the steps runs, 0 to steps - 1 (unset: the only one)",
+            FROM_BATCH_SHELL,
+            (BY_BATCH, BY_TASK, BY_RUNTIME),
+            "step_index",
+            "count",
+            default=0,
         ),
         Variable(
             STEP_ATTEMPT,

@@ -55,6 +55,10 @@ NODE_EXCLUDED = "node-excluded"  # batch shell: a node failed its check or Slurm
 FIRST_STEP = "first-step"  # rank 0: the program's first should_stop() of this start (steps: 1)
 PROGRESS = "progress"  # rank 0: a sample, at 1, 2, 4 ... s then every 60 s (steps, step_seconds: the recent mean)
 LOAD = "load"  # rank 0: a resume state was loaded (seconds: how long the load blocked)
+STEP_DONE = "step-done"  # batch shell, spec field steps: step `index` (of `steps`) completed; the next one starts
+# What the start of one step records about itself: a run with several steps (spec field steps) decides on the
+# current step's alone (History.current_step), while the run's own facts (its start, signals, requeues) stay.
+STEP_SCOPED = frozenset({STOP, FINISHED, HANDLER, TASK_EXIT, RESTART, HANG, REPEATED, FIRST_STEP, PROGRESS, LOAD})
 
 # Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own
 # (preemption.max_preemptions), apart from the requeues the job asks for itself (preemption.max_requeues).
@@ -211,6 +215,8 @@ class Run:
     # Nodes excluded in this run (batch/nodes.py): "node2: health check failed (exit 1)", one per node.
     excluded: list[str] = field(default_factory=list)
     fallback: str | None = None  # preemption.handler auto stopped a program without Preemption (batch/signals.py)
+    steps_done: list[int] = field(default_factory=list)  # spec field steps: the steps this run completed (0-based)
+    steps: int | None = None  # spec field steps: how many the job has (None: one, or no step completed yet)
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -251,6 +257,9 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
             r.repeated = str(e.get("error") or "")
         elif kind == NODE_EXCLUDED:
             r.excluded.append(f"{e.get('node')}: {e.get('reason')}")
+        elif kind == STEP_DONE and isinstance(e.get("index"), int):
+            r.steps_done.append(int(e["index"]))
+            r.steps = int(e["steps"]) if isinstance(e.get("steps"), int) else r.steps
     return [by_run[n] for n in sorted(by_run)]
 
 
@@ -322,6 +331,21 @@ class History:
     def load(cls, log_dir: str | None) -> History:
         """The history in ``log_dir`` (empty outside slurmgen's script, which exports the log directory)."""
         return cls(read(log_dir) if log_dir else [])
+
+    def current_step(self, number: int) -> History:
+        """The history as the current step of run ``number`` sees it (spec field steps): that run's events of a
+        step's own (STEP_SCOPED) from before its last completed step left out; every other event kept."""
+        done = self.last_time(number, STEP_DONE)
+        if not done:
+            return self
+        return History(
+            e for e in self.events
+            if not (e.get("run") == number and e.get("event") in STEP_SCOPED and float(e.get("time") or 0) <= done)
+        )  # fmt: skip
+
+    def steps_done(self) -> set[int]:
+        """The steps (spec field steps) completed in any run of the job."""
+        return {int(e["index"]) for e in self.all(STEP_DONE) if isinstance(e.get("index"), int)}
 
     def runs(self) -> list[Run]:
         if self._runs is None:

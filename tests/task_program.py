@@ -10,6 +10,12 @@ lines N WIDTH GO   every rank prints `READY rank=R`, waits for the file GO, then
                    `rank=R line=I xxx...` (WIDTH x's) as fast as it can, with print() and PYTHONUNBUFFERED as the
                    job sets it (two writes per line), then `LINES DONE rank=R`
 fail RANK CODE     rank RANK prints a traceback-like line to stderr and exits CODE; every other rank waits
+steps FILE [wait]  spec field steps: rank 0 appends `INDEX RESTARTS` (SLURMGEN_STEP_INDEX, SLURM_RESTART_COUNT or
+                   0) to FILE and every rank exits 0; with `wait`, in step 1 of the first run every rank prints
+                   `waiting` and sleeps until the batch shell stops it (a preemption)
+fail-alone RANK CODE FLAG   rank RANK prints a traceback-like line and exits CODE at once; every other rank waits
+                   until that rank's FLAG-RANK file exists (it writes it before exiting) and 2 s more, then prints
+                   `FINISHED rank=R` and exits 0: a failure the others outlive when srun lets them run on
 """
 
 from __future__ import annotations
@@ -50,8 +56,40 @@ def fail(rank: int, code: int) -> int:
     return code
 
 
+def fail_alone(rank: int, code: int, flag: str) -> int:
+    me = int(os.environ.get("RANK", "-1"))
+    print(f"STARTED rank={me}", flush=True)
+    if me == rank:
+        print(f"ValueError: boom at rank {me}", file=sys.stderr, flush=True)
+        with open(f"{flag}-{me}", "w"):
+            pass
+        return code
+    deadline = time.monotonic() + 120
+    while not os.path.exists(f"{flag}-{rank}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(2)  # the failed rank's exit is well behind us: srun, had it ended the step, would have by now
+    print(f"FINISHED rank={me}", flush=True)
+    return 0
+
+
+def steps(path: str, wait: bool) -> int:
+    index, restarts = os.environ.get("SLURMGEN_STEP_INDEX", "-"), os.environ.get("SLURM_RESTART_COUNT") or "0"
+    if os.environ.get("RANK") == "0":
+        with open(path, "a") as out:
+            out.write(f"{index} {restarts}\n")
+    if wait and index == "1" and restarts == "0":
+        print(f"rank {os.environ.get('RANK')} waiting", flush=True)
+        time.sleep(300)
+        return 1  # never reached in the tests: the preemption's stop ends the step first
+    return 0
+
+
 def main(argv: list[str]) -> int:
     mode = argv[0]
+    if mode == "steps":
+        return steps(argv[1], argv[2:] == ["wait"])
+    if mode == "fail-alone":
+        return fail_alone(int(argv[1]), int(argv[2]), argv[3])
     if mode == "lines":
         lines(int(argv[1]), int(argv[2]), argv[3])
         return 0

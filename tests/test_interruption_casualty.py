@@ -84,3 +84,19 @@ def test_a_stop_caused_by_a_casualtys_signal_is_not_a_stop(
     from slurmgen.interruption.casualty import stop_of_a_casualty
 
     assert stop_of_a_casualty(stop, [TaskEnd(*end) for end in ends], signals) is casualty
+
+
+def test_without_kill_on_bad_exit_a_later_signal_is_its_own_end_and_a_stop_stays_a_stop() -> None:
+    """srun: {kill-on-bad-exit: false}: srun sends the others nothing when rank 1 fails, so rank 0's SIGKILL after
+    it (the OOM killer) is a failure of its own, not a casualty; a lost peer (76) still is one; rank 0's stop after
+    rank 1's failure is a stop under way (a signal to the step alone), never taken for srun's TERM."""
+    from slurmgen.interruption.casualty import is_casualty, stop_of_a_casualty
+
+    ends = [TaskEnd(1, 3, None, 10.0), TaskEnd(0, 137, "KILL", 10.5), TaskEnd(2, 76, None, 10.6)]
+    assert [is_casualty(end, ends) for end in ends] == [False, True, True]
+    assert [is_casualty(end, ends, step_kills=False) for end in ends] == [False, False, True]
+    found = cause_of(ends, step_kills=False)
+    assert found is not None and found.rank == 1
+    killed = [TaskEnd(1, 137, "KILL", 10.0)]
+    assert stop_of_a_casualty(11.0, killed, ()) is True
+    assert stop_of_a_casualty(11.0, killed, (), step_kills=False) is False

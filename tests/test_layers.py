@@ -74,7 +74,7 @@ def test_the_graph_sees_the_arrows_it_checks() -> None:
     """The reader is not blind: known arrows of each kind are there (top-level, lazy, `from pkg import mod`)."""
     arrows = graph()
     assert "slurmgen.task.prepare" in arrows["slurmgen.runtime.dist"]
-    assert "slurmgen.runtime.checkpoint.layout" in arrows["slurmgen.batch.commands"]  # inside a function
+    assert "slurmgen.runtime.checkpoint.layout" in arrows["slurmgen.batch.resume_state"]  # inside a function
     assert "slurmgen.batch.task_failure" in arrows["slurmgen.batch.restart"]  # `from slurmgen.batch import ...`
     assert "slurmgen.batch.commands" in arrows["slurmgen.runtime.batch.__main__"]  # the legacy forwarder
 

@@ -7,6 +7,8 @@
     python3 -m slurmgen.batch restart RC N   # after a failed step: exit 0 to start it again in the
                                                      # allocation (batch/restart.py)
     python3 -m slurmgen.batch end RC         # after the step, with its exit code; exits with the job's
+    python3 -m slurmgen.batch steps          # spec field steps: the first step not done (batch/steps.py)
+    python3 -m slurmgen.batch step-done I RC # after step I: exit 0 to start the next
 
 The rendered script keeps only what bash must do (traps, forwarding, waiting); every rule lives here, once,
 with the runtime's own code (budgets, run history, Slurm's view of the job), and is tested as Python.
@@ -62,7 +64,7 @@ if TYPE_CHECKING:
 WRITER = "batch-shell"
 USAGE = (
     "usage: python3 -m slurmgen.batch begin | before ATTEMPT | signal SIG [PID] | restart RC ATTEMPT | "
-    "watch SHELL_PID SIG | end RC"
+    "watch SHELL_PID SIG | end RC | steps | step-done INDEX RC"
 )
 
 
@@ -156,8 +158,9 @@ def end(
     restarts = ctx.restart_count
     preemption_on = ctx.preempt_signal is not None
     signals = tuple(_record_signals(ctx))
-    # One read of the run history for the whole decision (the signals just recorded included).
-    history = run_history.History.load(ctx.log_dir)
+    # One read of the run history for the whole decision (the signals just recorded included), as the current step
+    # (spec field steps) sees it: the stops and task exits of the steps that completed before it are theirs.
+    history = run_history.History.load(ctx.log_dir).current_step(ctx.run)
     site = site_facts(history, ctx.run)
     this_run = run_record(history, ctx.run, batch_stop_actions=STOP_ACTIONS, site=site)
     if (unheard := never_taken(ctx.preempt_signal, signals, ctx.handler, this_run)) is not None:
@@ -215,7 +218,9 @@ def end(
     record(ctx, WRITER, run_history.RUN_END, exit_code=recorded, step_code=rc, requeued=ending.requeued,
            failing=failing, ended=ending.ended)  # fmt: skip
     if ending.remove_state:
-        _remove_state(ctx, key, say)
+        from slurmgen.batch.resume_state import remove_state
+
+        remove_state(ctx, key, say)
     return ending.code
 
 
@@ -244,38 +249,13 @@ def _job_code(
         return rc, None
     # After restarts inside the allocation (batch/restart.py), the last start of the step is the one ending.
     since = history.last_restart_time(ctx.run)
-    failure = task_failure.first_failure(history.since(since), ctx.run)
+    step_kills = not ctx.run_on_bad_exit
+    failure = task_failure.first_failure(history.since(since), ctx.run, step_kills)
     if failure is None:
         return rc, None
-    for line in task_failure.report(failure, rc, task_failure.tail(failure.log)):
+    for line in task_failure.report(failure, rc, task_failure.tail(failure.log), step_kills):
         say(line)
     return failure.exit_code, failure.describe()
-
-
-def _remove_state(ctx: JobContext, key: str, say: Callable[[str], None]) -> None:
-    """The job completed: its resume state has nothing left to resume (docs/preemption.md, "Resume state"): the
-    plain state file and every sharded checkpoint directory of it (runtime/checkpoint/layout.py), complete or not."""
-    from slurmgen.runtime.checkpoint import layout
-
-    state_dir = ctx.state_dir
-    if not state_dir:
-        return
-    name = f"{key}.state"
-    removed: list[str] = []
-    try:
-        if os.path.isfile(path := os.path.join(state_dir, name)):
-            os.unlink(path)
-            removed.append(path)
-        for seq in layout.complete_seqs(name, layout.list_dir(state_dir)):
-            layout.remove(state_dir, name, seq)
-            removed.append(os.path.join(state_dir, layout.complete_name(name, seq)))
-        removed += layout.sweep_dirs(state_dir, name)
-    except OSError as exc:
-        say(f"could not remove the completed job's resume state in {state_dir}: {exc.strerror or exc}")
-    if removed:
-        record(ctx, WRITER, run_history.STATE_REMOVED, paths=removed)
-        shown = removed[0] if len(removed) == 1 else f"{removed[0]} and {len(removed) - 1} more"
-        say(f"the job completed: removed its resume state {shown}")
 
 
 def _record_signals(ctx: JobContext) -> list[str]:
@@ -347,14 +327,23 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             return restart(int(args[1]), int(args[2]), env, _say)
         if len(args) == 2 and args[0] == "end" and args[1].isdigit():
             return end(int(args[1]), env)
+        if args == ["steps"]:
+            from slurmgen.batch.steps import first_step
+
+            print(first_step(env), flush=True)
+            return 0
+        if len(args) == 3 and args[0] == "step-done" and args[1].isdigit() and args[2].isdigit():
+            from slurmgen.batch.steps import step_done
+
+            return step_done(int(args[1]), int(args[2]), env, _say)
         if len(args) == 3 and args[0] == "watch" and args[1].isdigit():
             from slurmgen.batch.watch import watch
 
             return watch(int(args[1]), args[2], env, _say)
     except Exception as error:  # the batch shell must go on: its job's exit code matters more than our record
         _say(f"internal error in the batch shell's {args[0] if args else ''} step ({type(error).__name__}): {error}")
-        if args[:1] == ["restart"]:
-            return 1  # no restart: the run goes on to its end, which keeps the state
+        if args[:1] in (["restart"], ["step-done"]):
+            return 1  # no restart, no next step: the run goes on to its end, which keeps the state
         if args[:1] == ["before"]:
             # No new start on an unknown answer: after a failed start the run's end keeps the state and decides;
             # before the first, nothing ran and nothing is left to keep: the job fails.

@@ -10,9 +10,10 @@ requeue is under way; never a failure that repeats). This module gathers its fac
   `ValueError: ...`; how it ended when it printed nothing: `exit 3`, `killed by SIGKILL`), and the newest save
   a restart would resume from (rank 0's save events and the resume state's files in the state directory);
 - what is left of the step: srun has returned, which on Slurm means its tasks have ended (slurmstepd kills the
-  step's processes when one task fails with --kill-on-bad-exit); the step is asked of Slurm until it has left,
-  and killed (`scancel --signal=KILL <job>.<step>`) if it lingers. A step that Slurm still shows as running after
-  that is never started again beside itself: the job ends instead.
+  step's processes when one task fails with --kill-on-bad-exit; with `srun: {kill-on-bad-exit: false}` srun
+  returns once every task has ended of itself, and the first failure is still the one recorded first); the step is
+  asked of Slurm until it has left, and killed (`scancel --signal=KILL <job>.<step>`) if it lingers. A step that
+  Slurm still shows as running after that is never started again beside itself: the job ends instead.
 The restart is recorded in the run history (event `restart`: cause, rank, node, exit code, error line, saved
 state), which `slurmgen history` shows and the next decision reads for a repeated failure.
 """
@@ -64,13 +65,15 @@ def restart(
     if rc == 0 or not log_dir or key is None or max_restarts == 0:
         return 1
     run = ctx.run
-    history = run_history.History.load(log_dir)  # one read for the whole decision
+    # One read for the whole decision, as the current step (spec field steps) sees it: the restarts and failures
+    # of the steps that completed before it are theirs, and recovery.max_restarts counts per step.
+    history = run_history.History.load(log_dir).current_step(run)
     restarts = history.of_run(run, run_history.RESTART)
     since = float(restarts[-1].get("time") or 0.0) if restarts else 0.0
     record = run_record(history, run, batch_stop_actions=STOP_ACTIONS)
     marker = os.path.join(ctx.state_dir or "", contract.requeue_marker_name(key))
     signals = tuple(name for name, _ in ctx.signals)
-    own_stop = bool(record.stop) and not _casualty_stop(history, run, since, signals)
+    own_stop = bool(record.stop) and not _casualty_stop(history, run, since, signals, not ctx.run_on_bad_exit)
     facts = RestartFacts(
         step_code=rc,
         signals=signals,
@@ -98,12 +101,13 @@ def restart(
     f, now = facts.failure, time.time()
     # Time lost: the work since the newest save (or since this start of the step, when nothing was saved in it)
     # plus the time from the failure to here; the next start's own start-up comes on top.
-    begun = max(since, _saved_at(history, ctx), history.last_time(run, run_history.RUN_START))
+    started = max(since, history.last_time(run, run_history.RUN_START), history.last_time(run, run_history.STEP_DONE))
+    begun = max(started, _saved_at(history, ctx))
     lost = round(now - begun, 1) if begun else None
-    steps = steps_lost(log_dir, history, run, max(since, history.last_time(run, run_history.RUN_START)))
+    steps = steps_lost(log_dir, history, run, started)
     run_history.append(log_dir, WRITER, run_history.RESTART, run, now, cause=plan.cause, attempt=attempt + 1,
                        who=f.who, error=f.error, saved=f.saved, step_code=rc, lost_seconds=lost, steps_lost=steps,
-                       **_where(history, run, since))  # fmt: skip
+                       **_where(history, run, since, not ctx.run_on_bad_exit))  # fmt: skip
     return 0
 
 
@@ -133,7 +137,7 @@ def failure_of(history: run_history.History, run: int, since: float, rc: int, ct
     from slurmgen.batch import task_failure
     from slurmgen.interruption.allocation import Failure
 
-    first = task_failure.first_failure(history.since(since), run)
+    first = task_failure.first_failure(history.since(since), run, not ctx.run_on_bad_exit)
     who = f"the step (exit {rc})" if first is None else first.describe()
     error = ""
     if first is not None:
@@ -215,8 +219,11 @@ def _saved_at(history: run_history.History, ctx: JobContext) -> float:
     return max(times, default=0.0)
 
 
-def _casualty_stop(history: run_history.History, run: int, since: float, signals: tuple[str, ...]) -> bool:
-    """Whether this start's stop is one a failed task's --kill-on-bad-exit SIGTERM caused (interruption/casualty.py)."""
+def _casualty_stop(
+    history: run_history.History, run: int, since: float, signals: tuple[str, ...], step_kills: bool
+) -> bool:
+    """Whether this start's stop is one a failed task's --kill-on-bad-exit SIGTERM caused (interruption/casualty.py);
+    never without --kill-on-bad-exit (``step_kills`` false): srun then sends the others nothing."""
     from slurmgen.interruption.casualty import TaskEnd, stop_of_a_casualty
 
     stops = [float(e.get("time") or 0.0) for e in history.of_run(run, run_history.STOP)]
@@ -227,13 +234,13 @@ def _casualty_stop(history: run_history.History, run: int, since: float, signals
             ends.append(TaskEnd(int(e["rank"]), int(e["exit_code"]), e.get("signal") or None, float(e["time"])))
         except (KeyError, TypeError, ValueError):
             continue
-    return stop_of_a_casualty(min((t for t in stops if t >= since), default=None), ends, signals)
+    return stop_of_a_casualty(min((t for t in stops if t >= since), default=None), ends, signals, step_kills)
 
 
-def _where(history: run_history.History, run: int, since: float) -> dict[str, Any]:
+def _where(history: run_history.History, run: int, since: float, step_kills: bool) -> dict[str, Any]:
     from slurmgen.batch import task_failure
 
-    first = task_failure.first_failure(history.since(since), run)
+    first = task_failure.first_failure(history.since(since), run, step_kills)
     if first is None:
         return {}
     return {"rank": first.rank, "node": first.node, "exit_code": first.exit_code, "failed_at": first.time}

@@ -5,7 +5,9 @@ exits with the highest code of all: measured on Slurm 22.05, task 1 exiting 3 ma
 sibling's SIGTERM, while srun's own line said "task 1: Exited with exit code 3". Each task's supervisor records a
 failure of its program's own (no stop signal came first) in the run history (run_history.TASK_EXIT); the batch
 shell's `end` takes the one that failed first on its own (slurmgen/interruption/casualty.py, first_failure) as the
-job's exit code and names its rank, node and log. Pure, but for reading the last lines of that log.
+job's exit code and names its rank, node and log. With `srun: {kill-on-bad-exit: false}` (SLURMGEN_RUN_ON_BAD_EXIT)
+the others run on and srun waits for all of them: its code is still the highest of its tasks', now their own.
+Pure, but for reading the last lines of that log.
 """
 
 from __future__ import annotations
@@ -37,13 +39,16 @@ def tail(path: str | None, lines: int = TAIL_LINES) -> list[str]:
     return text[-lines:]
 
 
-def report(failure: TaskFailure, step_code: int, last: list[str]) -> list[str]:
+def report(failure: TaskFailure, step_code: int, last: list[str], step_kills: bool = True) -> list[str]:
     """What the batch log says about it: the rank's last lines, and its node and log from the run history, with
     every control character escaped (slurmgen/printable.py), as status and history show the history's text."""
     how = f"was killed by SIG{failure.signal}" if failure.signal else f"exited with code {failure.exit_code}"
     lines = [f"rank {failure.rank} on {failure.node} failed first: its program {how}"]
+    if not step_kills:
+        lines[0] += "; the other tasks ran on (kill-on-bad-exit: false)"
     if step_code != failure.exit_code:
-        lines[0] += f"; the job exits {failure.exit_code} (the step's {step_code} comes from the other tasks' stop)"
+        why = "the other tasks' stop" if step_kills else "a task that ended after it"
+        lines[0] += f"; the job exits {failure.exit_code} (the step's {step_code} comes from {why})"
     if failure.log:
         lines.append(f"its log: {failure.log}" + ("; last lines:" if last else " (empty)"))
         lines += [f"| {line}" for line in last]

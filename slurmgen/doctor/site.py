@@ -18,6 +18,7 @@ from slurmgen.queries.history import LastSave, job_log_dirs, read_last_save, siz
 from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.expedite import expedite_problem
 from slurmgen.slurm.ids import parse_job_id
+from slurmgen.slurm.partition_time import time_left_out
 from slurmgen.slurm.site import (
     NO_PREEMPTION,
     QOS,
@@ -56,6 +57,7 @@ class SpecFacts:
     time_limit: int | None  # seconds; None when unlimited
     hang_timeout: int = 0  # recovery.hang_timeout; 0: no watchdog
     expedite: bool = False  # recovery.expedite: sbatch --requeue=expedite
+    time_left_out: bool = False  # no `time:`: the partition's DefaultTime or MaxTime applies
 
     @classmethod
     def of(cls, source: str, spec: JobSpec) -> SpecFacts:
@@ -69,6 +71,7 @@ class SpecFacts:
             time_limit=spec.time_seconds,
             hang_timeout=spec.recovery.hang_timeout,
             expedite=spec.recovery.expedite,
+            time_left_out=spec.time is None,
         )
 
 
@@ -177,7 +180,7 @@ def spec_rows(spec: SpecFacts, last: LastSave | None) -> list[str]:
     lead = f"lead time {spec.lead_time} s (--signal=B:{spec.signal}@{spec.lead_time})" if spec.lead_time else (
         "preemption off: no signal before the time limit"
     )  # fmt: skip
-    limit = format_duration(spec.time_limit)
+    limit = "left out (the partition's, below)" if spec.time_left_out else format_duration(spec.time_limit)
     lines.append(_row("spec", f"{spec.source}: job {spec.name}, {lead}, time limit {limit}"))
     if last is None:
         lines.append(_row("last save", "none recorded (no save in the run history of the spec's last job)"))
@@ -218,6 +221,8 @@ def _partition_lines(report: DoctorReport, part: PartitionReport, shared: set[Ri
         grace = f"{plan.grace} s" + (" (Slurm acts on its end within about 30 s more)" if plan.grace else "")
         by = ", ".join(part.preemptors) or "none: no partition has a higher PriorityTier"
     lines = [title, _row("mode", mode)]
+    if report.spec is not None and report.spec.time_left_out:
+        lines.append(_row("time", time_left_out(part.info).removeprefix("time left out: ")))
     if plan.mode in ("REQUEUE", "CANCEL"):
         lines.append(_row("GraceTime", grace))
     if plan.mode != "OFF":

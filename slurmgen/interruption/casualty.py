@@ -3,8 +3,11 @@ error line identifies the error (the repeated-failure rule compares that, alloca
 
 When one rank fails, the others die of it: their peers' connections close and they exit with slurmgen's peer-loss
 code (exit_codes.EXIT_PEER_LOST), or srun's --kill-on-bad-exit ends the step and they die of its signal (TERM,
-then KILL after KillWait: srun(1)). At 16,384 ranks, 16,383 casualties stand around one cause, and the first exit
-recorded is often a casualty's: a peer sees the closed connection before the failing rank has finished exiting.
+then KILL after KillWait: srun(1)). With `srun: {kill-on-bad-exit: false}` srun sends nothing: the others run on,
+and srun waits for all of them; a SIGTERM or SIGKILL that one of them gets later is its own end (the OOM killer,
+a scancel of the step), not the failure's, and only a lost peer is a casualty. At 16,384 ranks, 16,383 casualties
+stand around one cause, and the first exit recorded is often a casualty's: a peer sees the closed connection before
+the failing rank has finished exiting.
 
 Standard library and the run history's vocabulary only.
 """
@@ -31,20 +34,20 @@ class TaskEnd:
     time: float  # epoch seconds of the record
 
 
-def is_casualty(end: TaskEnd, ends: Sequence[TaskEnd]) -> bool:
-    """A task that died of another's failure: it lost its peers (exit 76), or it died of the step's signal after
-    another task had already failed."""
+def is_casualty(end: TaskEnd, ends: Sequence[TaskEnd], step_kills: bool = True) -> bool:
+    """A task that died of another's failure: it lost its peers (exit 76), or, while srun ends the step when a task
+    fails (``step_kills``: --kill-on-bad-exit=1), it died of the step's signal after another task had failed."""
     if end.exit_code == exit_codes.EXIT_PEER_LOST:
         return True
     by_step = end.signal in STEP_SIGNALS or end.exit_code in (128 + 15, 128 + 9)
-    return by_step and any(other.time < end.time and other.rank != end.rank for other in ends)
+    return step_kills and by_step and any(other.time < end.time and other.rank != end.rank for other in ends)
 
 
-def cause_of(ends: Sequence[TaskEnd]) -> TaskEnd | None:
+def cause_of(ends: Sequence[TaskEnd], step_kills: bool = True) -> TaskEnd | None:
     """The task that failed on its own, the earliest of them; only casualties: the earliest casualty."""
     if not ends:
         return None
-    own = [end for end in ends if not is_casualty(end, ends)]
+    own = [end for end in ends if not is_casualty(end, ends, step_kills)]
     return min(own or ends, key=lambda end: (end.time, end.rank))
 
 
@@ -62,10 +65,10 @@ class TaskFailure:
         return f"rank {self.rank} on {self.node} ({how})"
 
 
-def first_failure(events: Iterable[Mapping[str, Any]], run: int) -> TaskFailure | None:
+def first_failure(events: Iterable[Mapping[str, Any]], run: int, step_kills: bool = True) -> TaskFailure | None:
     """The task of ``run`` that failed on its own, the earliest of them, not a casualty of it (a rank that lost its
-    peers, exit 76, or died of the step's signal after another failed: `is_casualty`); None when no
-    task-exit event."""
+    peers, exit 76, or died of the step's signal after another failed while ``step_kills``: `is_casualty`); None
+    when no task-exit event."""
     found: list[TaskFailure] = []
     for e in events:
         if e.get("event") != run_history.TASK_EXIT or e.get("run") != run:
@@ -83,7 +86,7 @@ def first_failure(events: Iterable[Mapping[str, Any]], run: int) -> TaskFailure 
             )
         except (KeyError, TypeError, ValueError):
             continue
-    cause = cause_of([TaskEnd(f.rank, f.exit_code, f.signal, f.time) for f in found])
+    cause = cause_of([TaskEnd(f.rank, f.exit_code, f.signal, f.time) for f in found], step_kills)
     return None if cause is None else next(f for f in found if (f.rank, f.time) == (cause.rank, cause.time))
 
 
@@ -97,11 +100,15 @@ def error_key(line: str) -> str:
     return CHANGING.sub("#", line)
 
 
-def stop_of_a_casualty(stop_time: float | None, ends: Sequence[TaskEnd], signals: Sequence[str]) -> bool:
+def stop_of_a_casualty(
+    stop_time: float | None, ends: Sequence[TaskEnd], signals: Sequence[str], step_kills: bool = True
+) -> bool:
     """Whether rank 0's recorded stop is a casualty's, not a stop under way: no signal reached the batch shell (no
     preemption, time limit or scancel), and a task had failed on its own before it. srun's --kill-on-bad-exit
-    sends the rest of the step SIGTERM, which Preemption takes for a stop like any other (srun(1))."""
-    cause = cause_of(ends)
-    if stop_time is None or cause is None or signals or is_casualty(cause, ends):
+    sends the rest of the step SIGTERM, which Preemption takes for a stop like any other (srun(1)). Without it
+    (``step_kills`` false) srun sends nothing when a task fails: a stop rank 0 records is one of its own (a signal
+    sent to the step alone, `scancel --signal` without --batch), and it stays a stop."""
+    cause = cause_of(ends, step_kills)
+    if not step_kills or stop_time is None or cause is None or signals or is_casualty(cause, ends, step_kills):
         return False
     return stop_time >= cause.time

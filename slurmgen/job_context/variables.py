@@ -65,6 +65,8 @@ class JobVariables:
     requeue_on_failure: bool  # SLURMGEN_REQUEUE_ON_FAILURE
     max_restarts: int  # SLURMGEN_MAX_RESTARTS
     expedite: bool  # SLURMGEN_EXPEDITE
+    steps: int  # SLURMGEN_STEPS
+    run_on_bad_exit: bool  # SLURMGEN_RUN_ON_BAD_EXIT
     hang_timeout: int | None  # SLURMGEN_HANG_TIMEOUT
     spare_nodes: int | None  # SLURMGEN_SPARE_NODES
     health_check: str  # SLURMGEN_HEALTH_CHECK
@@ -74,6 +76,7 @@ class JobVariables:
     start_time: float | None  # SLURMGEN_START_TIME
     run_id: str | None  # SLURMGEN_RUN_ID
     signals: tuple[tuple[str, float | None], ...]  # SLURMGEN_SIGNALS
+    step_index: int  # SLURMGEN_STEP_INDEX
     step_attempt: int  # SLURMGEN_STEP_ATTEMPT
     batch_script: str  # SLURMGEN_BATCH_SCRIPT
     node_check_timeout: float | None  # SLURMGEN_NODE_CHECK_TIMEOUT
@@ -128,6 +131,8 @@ class JobVariables:
             requeue_on_failure=flag(environ, contract.REQUEUE_ON_FAILURE),
             max_restarts=count(environ, contract.MAX_RESTARTS, 0),
             expedite=flag(environ, contract.EXPEDITE),
+            steps=count(environ, contract.STEPS, 1),
+            run_on_bad_exit=flag(environ, contract.RUN_ON_BAD_EXIT),
             hang_timeout=positive(environ, contract.HANG_TIMEOUT),
             spare_nodes=whole(environ, contract.SPARE_NODES),
             health_check=verbatim(environ, contract.HEALTH_CHECK, ""),
@@ -137,6 +142,7 @@ class JobVariables:
             start_time=seconds(environ, contract.START_TIME),
             run_id=text(environ, contract.RUN_ID),
             signals=stamped_signals(environ, contract.SIGNALS),
+            step_index=count(environ, contract.STEP_INDEX, 0),
             step_attempt=count(environ, contract.STEP_ATTEMPT, 0),
             batch_script=verbatim(environ, contract.BATCH_SCRIPT, ""),
             node_check_timeout=seconds(environ, contract.NODE_CHECK_TIMEOUT),

@@ -209,6 +209,12 @@ ENDINGS = {
 
 def _note(run: run_history.Run, miss: WindowMiss | None) -> str:
     notes = []
+    if run.steps_done:
+        # Spec field steps: the steps this run completed, 1-based as the batch log says them ("step 2 of 3").
+        of = f" of {run.steps}" if run.steps else ""
+        notes.append(
+            f"step{'s' if len(run.steps_done) > 1 else ''} {', '.join(str(i + 1) for i in run.steps_done)}{of} done"
+        )
     if miss is not None:
         notes.append(f"! save+step {miss.need:.1f} s > {miss.window:g} s {miss.cause} window ({miss.basis})")
     if run.ended in ENDINGS:

@@ -126,6 +126,9 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "nodes_short": NODES_SHORT,
         "batch_nodes": join([spec.python, "-m", "slurmgen.batch.nodes", str(spec.nodes), str(spec.gpus_per_node)]),
         "batch_end": join(batch_words(spec, "end")),
+        "steps": spec.steps,
+        "batch_steps": join(batch_words(spec, "steps")),
+        "batch_step_done": join(batch_words(spec, "step-done")),
         "batch_watch": join(batch_words(spec, "watch")),
         "signals_file": contract.BATCH_SIGNALS_FILE,
     }

@@ -50,6 +50,9 @@ class PartitionInfo:
     priority_tier: int
     default: bool
     raw: Mapping[str, str] = field(compare=False, hash=False, repr=False)
+    # slurm.conf(5) DefaultTime and MaxTime in seconds; None where scontrol prints NONE, UNLIMITED or nothing
+    default_time: int | None = None
+    max_time: int | None = None
 
 
 # --- scontrol show config ------------------------------------------------------------------------------------
@@ -143,6 +146,18 @@ def _partition_fields(lines: list[str]) -> dict[str, str]:
     return fields
 
 
+def _limit(value: str | None) -> int | None:
+    """A partition's DefaultTime or MaxTime: seconds, or None for NONE, UNLIMITED or a form that is not Slurm's."""
+    from slurmgen.slurm.times import parse_time
+
+    if _unset(value) or str(value).strip().upper() == "NONE":
+        return None
+    try:
+        return parse_time(str(value))
+    except ValueError:
+        return None
+
+
 def parse_partitions(text: str) -> list[PartitionInfo]:
     """`scontrol show partition`: one line per partition with `-o`, else a block of indented lines each."""
     blocks: list[list[str]] = []
@@ -167,6 +182,8 @@ def parse_partitions(text: str) -> list[PartitionInfo]:
                 priority_tier=_int(raw.get("PriorityTier"), 1),
                 default=raw.get("Default", "").upper() == "YES",
                 raw=raw,
+                default_time=_limit(raw.get("DefaultTime")),
+                max_time=_limit(raw.get("MaxTime")),
             )
         )
     return out

@@ -435,6 +435,12 @@ SPEC = Obj(
             "exist when the job starts (default: stderr goes with stdout into the output log)",
         ),
         "chdir": Field(_path(max_len=1024), "working directory of the job"),
+        "steps": Field(
+            Int(min=1, max=1000),
+            "run the command this many times, one after another, in one allocation (setup once; SLURMGEN_STEP_INDEX "
+            "0, 1, ... in each); a requeued job resumes at the step that was interrupted",
+            default=1,
+        ),
         "array": Field(
             ArrayIndexes(directive=True, pattern=ARRAY, numbers_ok=True, hint="e.g. 0-15 or 1,3,5 or 0-99%10"),
             "job array indexes",

@@ -74,6 +74,12 @@ class JobSpec(JobFields):
     def world_size(self) -> int:
         return self.nodes * self.nproc_per_node
 
+    @property
+    def run_on_bad_exit(self) -> bool:
+        """`srun: {kill-on-bad-exit: false}`: one failing task leaves the others running, and srun waits for all of
+        them (srun(1) -K, --kill-on-bad-exit); slurmgen writes 1 otherwise (script/step.py)."""
+        return dict(self.srun).get("kill-on-bad-exit") == "0"
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if self.sweep is None:
@@ -84,6 +90,8 @@ class JobSpec(JobFields):
         for key, default in RECOVERY_ADDED.items():
             if out["recovery"][key] == default:
                 del out["recovery"][key]
+        if out["steps"] == 1:
+            del out["steps"]  # likewise: one step is what every job did before steps existed
         if out.get("container") is not None:
             # A pyxis container that uses none of the fields added with the other runtimes keeps its old digest.
             for key, default in CONTAINER_ADDED.items():

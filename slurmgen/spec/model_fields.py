@@ -93,6 +93,7 @@ class JobFields:
     output: str
     error: str | None
     chdir: str | None
+    steps: int
     array: str | None
     sweep: SweepSpec | None
     dependency: str | None

@@ -231,6 +231,33 @@ def test_the_job_exits_with_the_first_failing_tasks_own_code(tmp_path: Path, job
     assert (run.exit_code, run.failing) == (3, "rank 1 on 127.0.0.1 (exit 3)")
 
 
+def test_with_kill_on_bad_exit_off_the_others_finish_and_the_failed_rank_is_the_cause(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """srun: {kill-on-bad-exit: false}. Rank 1 exits 3 at once; ranks 0, 2 and 3 go on, and finish 2 s later with
+    exit 0: srun waits for all of them and exits 3. The job exits 3, the batch log names rank 1 as the failure and
+    says the others ran on, and the run history's failing rank is rank 1. With recovery on, the one restart names
+    rank 1 too, and the same failure again is not restarted a second time."""
+    flag = str(tmp_path / "failed")
+    command = [PY, str(PROGRAMS), "fail-alone", "1", "3", flag]
+    extra = "srun: {kill-on-bad-exit: false}\nrecovery: {max_restarts: 2}\n"
+    job = LocalJob(tmp_path, spec(command, preemption="false", extra=extra))
+    jobs.append(job)
+    assert job.finish() == 3, job.everything()
+    assert "FAILED, exit code 3" in job.runner, job.runner
+    for rank in (0, 2, 3):
+        log = job.file(f"rank-{rank}.log")
+        assert log.count(f"FINISHED rank={rank}") == 2, job.everything()  # the first start and its one restart
+    batch = job.file("batch")
+    assert "task 0: Terminated" not in batch, batch
+    assert "rank 1 on 127.0.0.1 failed first: its program exited with code 3; the other tasks ran on" in batch, batch
+    events = run_history.read(str(tmp_path / "logs" / f"job-{job.job_id()}"))
+    restarts = [e for e in events if e.get("event") == run_history.RESTART]
+    assert [(e["cause"], e["rank"], e["exit_code"]) for e in restarts] == [("crash", 1, 3)], events
+    (run,) = job.history()
+    assert (run.exit_code, run.failing) == (3, "rank 1 on 127.0.0.1 (exit 3)")
+
+
 OWN_SIGNAL = (
     "import signal, time; signal.signal(signal.SIGUSR1, lambda s, f: (print('got USR1', flush=True), exit(0))); "
     "print('READY', flush=True); time.sleep(120)"

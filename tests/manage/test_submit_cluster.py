@@ -261,6 +261,68 @@ def test_test_only_asks_the_scheduler(slurm_cluster: SlurmCluster, tmp_path: Pat
     assert not (tmp_path / ".slurmgen").exists() and not (tmp_path / "logs").exists()
 
 
+# What real scripts say that the spec says since `srun:`, `error:` and an optional `time`: every Slurm must take it.
+REAL_SCRIPT = "srun: {label: true, cpu-bind: none, kill-on-bad-exit: false}\nerror: errs\n"
+
+
+def untimed(path: Path) -> None:
+    path.write_text("\n".join(line for line in path.read_text().splitlines() if not line.startswith("time:")) + "\n")
+
+
+@EVERY_VERSION
+def test_test_only_takes_srun_options_error_and_no_time(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """The rendered script with `srun:` options, `error:`, `steps` and no `time` passes `sbatch --test-only`, and
+    submit says the limit the partition gives the job (the test clusters' partitions have neither DefaultTime nor
+    MaxTime)."""
+    untimed(spec(tmp_path, ["ranks"], extra=REAL_SCRIPT + "steps: 3\n"))
+    script = slurmgen(slurm_cluster, tmp_path, "render", "job.yaml")
+    assert script.returncode == 0, script.stderr
+    assert "#SBATCH --time" not in script.stdout and "#SBATCH --error=" in script.stdout
+    assert "'--kill-on-bad-exit=0'" in script.stdout and "'--cpu-bind=none'" in script.stdout
+    fits = slurmgen(slurm_cluster, tmp_path, "submit", "job.yaml", "--test-only")
+    assert fits.returncode == 0 and fits.stdout.startswith("job sgtest can run: it would start at "), fits.stderr
+    assert "note: time left out: partition debug has neither DefaultTime nor MaxTime" in fits.stderr, fits.stderr
+    assert not (tmp_path / ".slurmgen").exists() and not (tmp_path / "logs").exists()
+
+
+@EVERY_VERSION
+def test_with_kill_on_bad_exit_off_the_other_ranks_finish_and_the_job_exits_with_the_failed_ranks_code(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """srun: {kill-on-bad-exit: false} on real Slurm: rank 1 exits 3 at once; ranks 0, 2 and 3 finish after it
+    (srun waits for them, slurmstepd does not end the step); the job exits 3 and its batch log names rank 1. The
+    batch shell's stderr goes to `error:`, apart from its stdout."""
+    flag = tmp_path / "failed"
+    untimed(spec(tmp_path, ["fail-alone", "1", "3", str(flag)], extra=REAL_SCRIPT))
+    done = slurmgen(slurm_cluster, tmp_path, "submit", "job.yaml", "--wait")
+    job = done.stdout.split()[0]
+    assert done.returncode == 3, done.stdout + done.stderr
+    logs = node_logs(tmp_path, job)
+    for rank in range(4):  # every start of the step (recovery's default restart starts it once more)
+        log = logs[f"rank-{rank}"]
+        started, finished = log.count(f"STARTED rank={rank}"), log.count(f"FINISHED rank={rank}")
+        assert started >= 1 and finished == (0 if rank == 1 else started), logs
+    errs = list((tmp_path / "errs").glob(f"sgtest-{job}.err"))
+    assert len(errs) == 1, sorted((tmp_path / "errs").iterdir()) if (tmp_path / "errs").exists() else "no errs"
+    err = errs[0].read_text()
+    assert "rank 1 on node" in err and "failed first: its program exited with code 3; the other tasks ran on" in err
+    assert "Terminated" not in err, err
+
+
+@EVERY_VERSION
+def test_three_steps_run_in_one_allocation(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """steps: 3 on real Slurm: the command runs three times in the job's one run (SLURMGEN_STEP_INDEX 0, 1, 2), one
+    srun step each, and `slurmgen history` shows the three steps done."""
+    record = tmp_path / "steps.txt"
+    spec(tmp_path, ["steps", str(record)], nodes=1, extra="steps: 3\n")
+    done = slurmgen(slurm_cluster, tmp_path, "submit", "job.yaml", "--wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+    job = done.stdout.split()[0]
+    assert record.read_text().splitlines() == ["0 0", "1 0", "2 0"]
+    shown = slurmgen(slurm_cluster, tmp_path, "history", job)
+    assert shown.returncode == 0 and "steps 1, 2, 3 of 3 done" in shown.stdout, shown.stdout + shown.stderr
+
+
 def test_unwritable_log_path_fails_before_sbatch(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     spec(tmp_path, ["ranks"])
     (tmp_path / "afile").write_text("a regular file: nothing can be created under it, not even by root")

@@ -87,6 +87,7 @@ class SlurmHere:
         from slurmgen.backends.slurm_here.sbatch import would_run
 
         p = self.plan(request, warn)
+        self.say_partition_time(p, warn)
         result = would_run(p, self.client)
         start = result.start.isoformat(sep=" ") if result.start else "an unknown time"
         return (f"job {p.spec.name} can run: it would start at {start} on {result.nodes} "
@@ -96,7 +97,26 @@ class SlurmHere:
         """Settle earlier submissions whose sbatch timed out, then one sbatch (one per array for a sweep). Costs
         one squeue (only when the journal holds an unresolved submission) and one sbatch; a timed-out sbatch adds up
         to three squeue lookups by the submission's token, never a second sbatch."""
-        return self.send_plan(self.plan(request, warn), warn)
+        p = self.plan(request, warn)
+        self.say_partition_time(p, warn)
+        return self.send_plan(p, warn)
+
+    def say_partition_time(self, p: Plan, warn: Warn) -> None:
+        """A spec without `time:`: the limit the partition gives the job (its DefaultTime, else its MaxTime), one
+        line; one `scontrol show partition`, and a line saying so when Slurm does not answer."""
+        from slurmgen.errors import SlurmgenError
+        from slurmgen.slurm.partition_time import time_left_out
+        from slurmgen.slurm.site_config import default_partition, parse_partitions
+
+        if p.spec.time is not None:
+            return
+        name = p.spec.partition.split(",")[0] if p.spec.partition else None
+        try:
+            partitions = parse_partitions(self.client.show_partitions(name))
+        except SlurmgenError as exc:
+            warn(f"note: time left out: cannot read the partition's DefaultTime and MaxTime ({exc})")
+            return
+        warn("note: " + time_left_out(partitions[0] if name and partitions else default_partition(partitions)))
 
     def send_plan(self, p: Plan, warn: Warn) -> Submitted:
         """Carry out a plan: one job, or a sweep's arrays."""
