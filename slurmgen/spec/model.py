@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from slurmgen.errors import Problem
+from slurmgen.spec.fields import PER_NODE_LAUNCHERS
 from slurmgen.spec.model_fields import (
     ContainerSpec,
     DistributedSpec,
@@ -57,6 +58,7 @@ CONTAINER_ADDED: dict[str, Any] = {
     "writable_tmpfs": None,
     "cleanenv": None,
     "containall": None,
+    "gpu": None,
 }
 
 
@@ -71,6 +73,12 @@ class JobSpec(JobFields):
     def world_size(self) -> int:
         return self.nodes * self.nproc_per_node
 
+    @property
+    def per_node_launcher(self) -> bool:
+        """One launcher task per node that starts nproc_per_node workers (torchrun, accelerate), not srun's
+        task per rank."""
+        return self.launcher in PER_NODE_LAUNCHERS
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if self.sweep is None:
@@ -78,6 +86,8 @@ class JobSpec(JobFields):
         for key in ADDED_EMPTY:
             if not out[key]:
                 del out[key]  # a job that leaves a newer field out keeps the digest it had before that field existed
+        if not out["torchrun"]["extra_args"]:
+            del out["torchrun"]  # added after digests were first kept: left empty, the digest stays as it was
         if out.get("container") is not None:
             # A pyxis container that uses none of the fields added with the other runtimes keeps its old digest.
             for key, default in CONTAINER_ADDED.items():
