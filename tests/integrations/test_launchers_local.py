@@ -15,32 +15,12 @@ from pathlib import Path
 
 import pytest
 from cli_run import slurmgen_argv
-from runtime.runtime_helpers import free_low_port, without_steering
+from runtime.runtime_helpers import without_steering
 
-from .integration_helpers import DATA, PY, needs
+from .integration_helpers import needs
+from .launched_job import LINE, spec_text
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
-
-PROGRAM = DATA / "accelerate_launched.py"
-LINE = re.compile(
-    r"rank (\d)/(\d) local (\d) node (\S+) role (\S+): sum (\d+), launched by accelerate: (yes|no), "
-    r"final weights ([0-9a-f]{16})"
-)
-
-
-def spec_text(out: Path, launcher: str, extra_args: list[str], *, args: list[str], preemption: str) -> str:
-    return (
-        "name: launched\n"
-        f"command: {[PY, str(PROGRAM), *args]!r}\n"
-        "time: '00:10:00'\n"
-        f"launcher: {launcher}\nnodes: 2\nnproc_per_node: 2\n"
-        f"python: {PY}\n"
-        f"output: {out}/logs\n"
-        f"distributed: {{backend: gloo, port: {free_low_port()}, port_range: 1, timeout: 120}}\n"
-        f"preemption: {preemption}\n"
-        f"torchrun: {{extra_args: {extra_args!r}}}\n"
-        "env: {OMP_NUM_THREADS: '1'}\n"
-    )
 
 
 @dataclass(frozen=True)

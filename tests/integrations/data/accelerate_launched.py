@@ -46,6 +46,7 @@ def main() -> None:
         optimizer.step()
         optimizer.zero_grad()
         if step == 0 and args.sleep:
+            print(f"rank {rank}: sleeping at step {step}", flush=True)
             deadline = time.monotonic() + args.sleep
             while not got and time.monotonic() < deadline:
                 time.sleep(0.05)
