@@ -80,3 +80,25 @@ def test_torchrun_takes_the_extra_args(tmp_path: Path) -> None:
     assert sorted(rank for rank, *_ in lines) == ["0", "1", "2", "3"], run.logs[-4000:]
     assert {(role, total, launched) for _, _, _, _, role, total, launched, _ in lines} == {("trainer", "10", "no")}
     assert logs.is_dir() and list(logs.iterdir())  # torchrun's own per-run log directories
+
+
+def test_accelerates_torchrun_reads_the_signals_and_the_shutdown_timeout_the_agent_sets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """accelerate passes torchrun neither --signals-to-handle nor --shutdown-timeout; the agent's PET_* variables
+    are what torchrun's parser then takes, as accelerate builds its arguments (accelerate.utils.launch)."""
+    needs("accelerate")
+    import argparse
+
+    import torch.distributed.run as torchrun
+    from accelerate.utils.launch import _filter_args
+
+    from slurmgen.job_context.context import JobContext
+    from slurmgen.task.torchrun_agent import accelerate_environ
+
+    job = JobContext.from_environ({"SLURMGEN_PREEMPT_SIGNAL": "USR1", "SLURMGEN_LEAD_TIME": "240"})
+    for name, value in accelerate_environ(job).items():
+        monkeypatch.setenv(name, value)
+    given = ["--training_script", "x", "--training_script_args"]
+    args = _filter_args(argparse.Namespace(num_processes=4), torchrun.get_args_parser(), given)
+    assert (args.signals_to_handle, args.shutdown_timeout) == ("SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2", 240)
