@@ -80,3 +80,19 @@ def parse_sbatch_signal(value: str) -> tuple[str, str, int] | str:
     if not (seconds_part.isdigit() and seconds_part.isascii() and int(seconds_part) <= 65535):
         return f"{value!r}: the time after @ must be whole seconds from 0 to 65535; {fix}"
     return (where, name, int(seconds_part))
+
+
+# torchrun forwards only TERM, INT, HUP and QUIT by default (torch/distributed/run.py, --signals-to-handle;
+# pytorch#154849); the preemption signal and USR2 (clean exit) must be added.
+ELASTIC_DEFAULT = ("TERM", "INT", "HUP", "QUIT")
+
+
+def elastic_signals(preempt_signal: str | None) -> tuple[str, ...]:
+    """The signals a per-node launcher (torchrun, or accelerate launch's torchrun) handles and forwards to its
+    workers, with the SIG prefix as torchrun reads them: its defaults, the preemption signal (None: off), USR2.
+    The one formula for the rendered torchrun line and accelerate's agent."""
+    names = list(ELASTIC_DEFAULT)
+    for extra in (preempt_signal, "USR2"):
+        if extra and extra not in names:
+            names.append(extra)
+    return tuple("SIG" + name for name in names)

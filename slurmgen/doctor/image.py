@@ -49,8 +49,9 @@ def probe_argv(spec: JobSpec) -> list[str] | None:
         words.append(f"--account={spec.account}")
     if c.runtime == "pyxis":
         return [*words, f"--container-image={c.image}", python, "-c", PROBE]
-    gpu = ["--nv"] if spec.gpus_per_node else []
-    return [*words, "apptainer", "exec", *gpu, c.image, python, "-c", PROBE]
+    from slurmgen.script.container_apptainer import command_name, gpu_flags
+
+    return [*words, command_name(spec), "exec", *gpu_flags(spec), c.image, python, "-c", PROBE]
 
 
 def verdict(spec: JobSpec, returncode: int, stdout: str, stderr: str) -> ImageCheck:

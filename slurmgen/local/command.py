@@ -113,7 +113,7 @@ def _start(
     runner.runs = restart
     for note in notes:
         runner.say(note)
-    ranks = _plural(spec.nproc_per_node, "worker" if spec.launcher == "torchrun" else "task")
+    ranks = _plural(spec.nproc_per_node, "worker" if spec.per_node_launcher else "task")
     runner.say(
         f"{spec.name}, {_plural(spec.nodes, 'node')} x {ranks} on {jobenv.nodelist(job.shape.nodes)} "
         f"({spec.distributed.backend}); batch log {label(paths.batch_log, submit_dir)}, task logs "

@@ -45,7 +45,7 @@ class LocalSetup:
 
 
 def _tasks_field(spec: JobSpec) -> str:
-    return "nproc_per_node" if spec.launcher == "torchrun" else "tasks_per_node"
+    return "nproc_per_node" if spec.per_node_launcher else "tasks_per_node"
 
 
 def adapt(spec: JobSpec, gpus: Sequence[str]) -> tuple[list[str], list[str], tuple[tuple[str, ...], ...] | None]:
@@ -60,7 +60,7 @@ def adapt(spec: JobSpec, gpus: Sequence[str]) -> tuple[list[str], list[str], tup
     if slices is not None:
         return [], [], slices
     per_node = spec.nproc_per_node
-    unit = ("worker" if spec.launcher == "torchrun" else "task") + ("" if per_node == 1 else "s")
+    unit = ("worker" if spec.per_node_launcher else "task") + ("" if per_node == 1 else "s")
     have = f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''} here" if gpus else "no GPU here"
     note = (
         f"{have}, {spec.nodes * spec.gpus_per_node} needed: running on CPU with gpus_per_node=0 and "
@@ -94,7 +94,7 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
     tasks = (
         (spec.nodes + spec.recovery.spare_nodes)
         * spec.tasks_per_node
-        * (spec.nproc_per_node if spec.launcher == "torchrun" else 1)
+        * (spec.nproc_per_node if spec.per_node_launcher else 1)
     )
     if tasks > (cap := local_task_cap()):
         raise UsageError(

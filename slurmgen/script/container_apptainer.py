@@ -19,7 +19,11 @@ What the task needs inside, and how it gets there:
   "Environment and Metadata"). Slurm sets SLURM_PROCID and the rest per task, so they cannot be written into the
   script: a shell in each task exports an APPTAINERENV_ copy of each before it execs apptainer;
 - `--nv` for a GPU job: it binds the host's driver libraries and /dev/nvidia* (on a node without GPUs it is a
-  silent no-op, so it is safe whenever GPUs are asked for).
+  silent no-op, so it is safe whenever GPUs are asked for); `--rocm` for AMD's (container.gpu: rocm), neither for
+  container.gpu: none.
+
+runtime: singularity is Apptainer installed under its former name (Apptainer ships a `singularity` command with
+the same options, apptainer(1)); the lines are the same with the command's name.
 """
 
 from __future__ import annotations
@@ -66,15 +70,32 @@ def pythonpath(spec: JobSpec) -> str:
     return CONTAINER_RUNTIME_DIR + (f":{user}" if user else "")
 
 
+# apptainer(1) exec: --nv binds NVIDIA's driver and devices, --rocm AMD's.
+_GPU_FLAGS = {"nvidia": "--nv", "rocm": "--rocm"}
+
+
+def gpu_flags(spec: JobSpec) -> list[str]:
+    """The GPU option of `apptainer exec`: container.gpu's, else --nv when the job asks for GPUs."""
+    c = spec.container
+    assert c is not None
+    gpu = c.gpu or ("nvidia" if spec.gpus_per_node else "none")
+    return [_GPU_FLAGS[gpu]] if gpu in _GPU_FLAGS else []
+
+
+def command_name(spec: JobSpec) -> str:
+    """`apptainer`, or `singularity` where Apptainer is installed under that name."""
+    c = spec.container
+    assert c is not None
+    return "singularity" if c.runtime == "singularity" else "apptainer"
+
+
 def apptainer_words(spec: JobSpec) -> list[str]:
     c = spec.container
     assert c is not None
     words: list[str] = []
     if c.cleanenv or c.containall:
         words += env_shell(spec)
-    words += ["apptainer", "exec"]
-    if spec.gpus_per_node:
-        words.append("--nv")
+    words += [command_name(spec), "exec", *gpu_flags(spec)]
     if c.containall:
         words.append("--containall")
     elif c.cleanenv:

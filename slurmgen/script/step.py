@@ -13,11 +13,11 @@ from slurmgen import contract
 from slurmgen.script.directives import sq
 from slurmgen.script.shell_words import Shell, join
 from slurmgen.script.sweep import command_words  # a sweep's placeholders become shell expansions
+from slurmgen.signal_names import elastic_signals
 from slurmgen.spec.extra_options import KILL_ON_BAD_EXIT
 from slurmgen.spec.model import JobSpec, node_checks
 
-# torchrun forwards only TERM, INT, HUP and QUIT by default (pytorch#154849); USR1/USR2 must be added.
-_TORCHRUN_DEFAULT_SIGNALS = ("TERM", "INT", "HUP", "QUIT")
+ACCELERATE_MODULE = "accelerate.commands.launch"  # `accelerate launch` (accelerate/commands/accelerate_cli.py)
 
 
 def container_bootstrap() -> str:
@@ -90,10 +90,15 @@ def container_words(spec: JobSpec) -> list[str]:
     c = spec.container
     assert c is not None
     words: list[str] = [f"--container-image={c.image}"]
-    # The runtime must be importable inside the image: mount slurmgen's package (found by the batch shell) and
-    # the state directory (resume state, requeue marker) at the same path as outside.
-    state = "${SLURMGEN_STATE_DIR}"
-    ours = f'--container-mounts="${{_sg_pkg}}:{CONTAINER_RUNTIME_DIR}/slurmgen:ro,{state}:{state}"'
+    # The runtime must be importable inside the image: mount slurmgen's package (found by the batch shell), and
+    # at the same paths as outside
+    # the log directory (the ranks' logs, rank 0's history and the ready files, which the batch shell reads
+    # outside), and the state directory (resume state, requeue marker) when preemption is on: the batch shell
+    # creates it only then, and pyxis fails a step whose mount source is missing.
+    mounts = [f"${{_sg_pkg}}:{CONTAINER_RUNTIME_DIR}/slurmgen:ro", "${SLURMGEN_LOG_DIR}:${SLURMGEN_LOG_DIR}"]
+    if spec.preemption.enabled:
+        mounts.append("${SLURMGEN_STATE_DIR}:${SLURMGEN_STATE_DIR}")
+    ours = f'--container-mounts="{",".join(mounts)}"'
     words.append(Shell(ours + (sq("," + ",".join(c.mounts)) if c.mounts else "")))
     if c.workdir:
         words.append(f"--container-workdir={c.workdir}")
@@ -112,11 +117,7 @@ def container_words(spec: JobSpec) -> list[str]:
 
 
 def torchrun_words(spec: JobSpec) -> list[str]:
-    signals = list(_TORCHRUN_DEFAULT_SIGNALS)
-    extra = ["USR2"]
-    if spec.preemption.enabled:
-        extra.insert(0, spec.preemption.signal)
-    signals += [s for s in extra if s not in signals]
+    signals = elastic_signals(spec.preemption.signal if spec.preemption.enabled else None)
     words = [
         inside_python(spec),
         "-m",
@@ -126,7 +127,7 @@ def torchrun_words(spec: JobSpec) -> list[str]:
         "--rdzv-backend=c10d",
         Shell('--rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}"'),
         Shell('--rdzv-id="${_sg_key}"'),
-        "--signals-to-handle=" + ",".join("SIG" + s for s in signals),
+        "--signals-to-handle=" + ",".join(signals),
         # A crashed worker ends its agent and so the step, which the batch shell restarts inside the allocation
         # (spec field recovery, batch/restart.py): torchrun restarting its workers as well would double
         # every restart and hide it from the run history. Its default is 0 too; said here so it stays so.
@@ -136,7 +137,29 @@ def torchrun_words(spec: JobSpec) -> list[str]:
         # torchrun SIGKILLs its workers 30 s after forwarding a signal unless told otherwise (pytorch#119856);
         # the workers need the whole lead time to agree, save and requeue.
         words.append(f"--shutdown-timeout={spec.preemption.lead_time}")
+    words.extend(spec.torchrun.extra_args)  # the spec's own (spec/launcher_args.py refused slurmgen's)
     words.append("--no-python")
+    return words
+
+
+def accelerate_words(spec: JobSpec) -> list[str]:
+    """`accelerate launch` once per node, like torchrun. The rank of the node and the rendezvous address and port
+    are the task's own: slurmgen's agent adds --machine_rank, --main_process_ip and --main_process_port from its
+    job context (slurmgen/task/torchrun_agent.py), as torchrun learns them from its c10d rendezvous."""
+    from slurmgen.spec.launcher_args import accelerate_mode
+
+    extra = list(spec.torchrun.extra_args)
+    words = [inside_python(spec), "-m", ACCELERATE_MODULE]
+    # Workers on GPUs or CPUs alike through torchrun (accelerate's multi_gpu_launcher); its --cpu would run one
+    # process per node (simple_launcher). A job without GPUs gets ACCELERATE_USE_CPU from slurmgen's entry point
+    # in each worker (task/prepare.py). One process in all needs neither; accelerate refuses --multi_gpu for it.
+    if spec.world_size > 1 and not accelerate_mode(extra):
+        words.append("--multi_gpu")
+    words += [f"--num_machines={spec.nodes}", f"--num_processes={spec.world_size}"]
+    # Its torchrun restarting workers would double the batch shell's restarts (torchrun_words says why).
+    words.append("--max_restarts=0")
+    words.extend(extra)
+    words.append("--no_python")
     return words
 
 
@@ -145,7 +168,7 @@ def step_groups(spec: JobSpec) -> list[list[str]]:
     start], [agent entry, torchrun],
     the runtime entry point, the user's command."""
     groups = [srun_words(spec)]
-    if spec.container is not None and spec.container.runtime == "apptainer":
+    if spec.container is not None and spec.container.runtime in ("apptainer", "singularity"):
         from slurmgen.script.container_apptainer import apptainer_words
 
         groups.append(apptainer_words(spec))
@@ -153,9 +176,9 @@ def step_groups(spec: JobSpec) -> list[list[str]]:
         from slurmgen.script.container_enroot import enroot_start_words
 
         groups.append(enroot_start_words(spec))
-    if spec.launcher == "torchrun":
+    if spec.per_node_launcher:
         groups.append(runtime_entry(spec, "--torchrun-agent", "--"))
-        groups.append(torchrun_words(spec))
+        groups.append(accelerate_words(spec) if spec.launcher == "accelerate" else torchrun_words(spec))
     groups.append(runtime_entry(spec, "--"))
     groups.append(command_words(spec))
     return groups
@@ -173,13 +196,13 @@ def step_line(spec: JobSpec) -> str:
 def container_context(spec: JobSpec) -> dict[str, str]:
     """The batch shell's container lines besides the step: apptainer's py-spy lookup, enroot's create/remove."""
     runtime = spec.container.runtime if spec.container else None
-    if runtime not in ("apptainer", "enroot"):
+    if runtime not in ("apptainer", "singularity", "enroot"):
         return {"container_tools": "", "container_prepare": "", "container_cleanup": ""}
     from slurmgen.script.container_apptainer import pyspy_words
     from slurmgen.script.container_enroot import enroot_cleanup_line, enroot_prepare_line
 
     return {
-        "container_tools": join(pyspy_words(spec)) if runtime == "apptainer" else "",
+        "container_tools": join(pyspy_words(spec)) if runtime != "enroot" else "",
         "container_prepare": enroot_prepare_line(spec) if runtime == "enroot" else "",
         "container_cleanup": enroot_cleanup_line(spec) if runtime == "enroot" else "",
     }

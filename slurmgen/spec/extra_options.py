@@ -22,7 +22,6 @@ MANAGED = {
     "tasks-per-node": "tasks_per_node",
     "ntasks": "nodes/tasks_per_node",
     "gpus-per-node": "gpus_per_node",
-    "gres": "gpus_per_node",
     "gpus": "gpus_per_node",
     "cpus-per-task": "cpus_per_task",
     "mem": "mem",
@@ -63,6 +62,21 @@ SRUN_MANAGED = {
     "container": "container",
 }
 _PYXIS_PREFIXES = ("container-", "no-container-")
+# sbatch(1)'s ways to ask for GPUs besides --gpus-per-node, which slurmgen writes from gpus_per_node: a second
+# request is refused, since Slurm would take both (a job asking for 8 GPUs per node and 1 per task).
+GPU_OPTIONS = ("gpus", "gpus-per-node", "gpus-per-task", "gpus-per-socket")
+
+
+def asks_for_gpus(option: str, value: Any) -> bool:
+    """Whether an sbatch option asks for GPUs: one of GPU_OPTIONS, or --gres naming the gpu resource (sbatch(1)
+    --gres: a comma-separated list of name[[:type]:count], e.g. gpu:a100:2)."""
+    if option in GPU_OPTIONS:
+        return True
+    if option != "gres" or isinstance(value, bool):
+        return False
+    return any(part.strip().split(":", 1)[0] == "gpu" for part in str(value).split(","))
+
+
 KILL_ON_BAD_EXIT = "kill-on-bad-exit"
 
 
@@ -95,12 +109,23 @@ def _abbreviation(key: str, option: str, command: Command) -> str:
     )
 
 
-def check_sbatch(sbatch: dict[str, Any], preemption: bool, ctx: Ctx) -> dict[str, str | None]:
-    """`sbatch:` as directives: option -> value (None: a flag); problems recorded on `ctx`."""
+def check_sbatch(sbatch: dict[str, Any], preemption: bool, ctx: Ctx, gpus: int = 0) -> dict[str, str | None]:
+    """`sbatch:` as directives: option -> value (None: a flag); problems recorded on `ctx`. ``gpus``: the spec's
+    gpus_per_node, which a GPU option here would ask for a second time."""
     out: dict[str, str | None] = {}
     for key, (option, value) in _option_names("sbatch", sbatch, SBATCH, ctx).items():
         path = ("sbatch", key)
         shown = _as_read(key, option, SBATCH)
+        if gpus > 0 and asks_for_gpus(option, value):
+            ctx.fail(
+                path,
+                f"asks for GPUs a second time: gpus_per_node: {gpus} already asks for them (slurmgen writes "
+                f"--gpus-per-node={gpus}); keep one of the two, gpus_per_node or sbatch.{key}",
+            )
+            continue
+        if option == "gres" and asks_for_gpus(option, value):
+            ctx.fail(path, "asks for GPUs, which slurmgen writes itself; use the spec field gpus_per_node instead")
+            continue
         if option == "signal" and not preemption:
             # With slurmgen's preemption off the signal is the user's own: checked, then trapped and forwarded
             # by the batch shell when it is sent there (B:).

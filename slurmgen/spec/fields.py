@@ -308,14 +308,25 @@ TRACKERS = Obj(
 
 # The container runtimes (spec/container.py checks which fields each takes; script/step.py and
 # script/container_apptainer.py write their command lines).
-CONTAINER_RUNTIMES = ("pyxis", "enroot", "apptainer")
+CONTAINER_RUNTIMES = ("pyxis", "enroot", "apptainer", "singularity")
+# What container.gpu hands into the image: apptainer(1) exec --nv (NVIDIA's driver and devices) or --rocm (AMD's).
+CONTAINER_GPUS = ("nvidia", "rocm", "none")
+# How slurmgen starts the tasks (docs/spec.md, Launchers): srun itself, or one per-node launcher per node.
+LAUNCHERS = ("srun", "torchrun", "accelerate")
+PER_NODE_LAUNCHERS = ("torchrun", "accelerate")
 
 CONTAINER = Obj(
     {
         "runtime": Field(
             Enum(CONTAINER_RUNTIMES),
-            "pyxis: srun --container-* options; enroot: enroot create/start without pyxis; apptainer: apptainer exec",
+            "pyxis: srun --container-* options; enroot: enroot create/start without pyxis; apptainer: apptainer exec; "
+            "singularity: the same options as apptainer, for Apptainer installed under the name singularity",
             default="pyxis",
+        ),
+        "gpu": Field(
+            Enum(CONTAINER_GPUS),
+            "the GPUs the image sees (apptainer, singularity): nvidia (--nv), rocm (--rocm) or none; default: nvidia "
+            "when gpus_per_node asks for GPUs, else none. pyxis and enroot take nvidia only (enroot's NVIDIA hook)",
         ),
         "image": Field(
             _text(max_len=1024),
@@ -349,6 +360,17 @@ CONTAINER = Obj(
     model="ContainerSpec",
 )
 
+TORCHRUN = Obj(
+    {
+        "extra_args": Field(
+            List(Str(max_len=4096)),
+            "arguments added to torchrun's (or accelerate launch's) own, e.g. [--role=trainer, --log-dir=/tmp/x]; "
+            "those slurmgen sets itself are refused",
+        ),
+    },
+    model="TorchrunSpec",
+)
+
 ARGV = List(Str(max_len=65536), min_items=1)
 
 SPEC = Obj(
@@ -372,11 +394,11 @@ SPEC = Obj(
         "nodes": Field(Int(min=1, max=100000), "number of nodes", default=1),
         "gpus_per_node": Field(Int(min=0, max=64), "GPUs per node", default=0),
         "tasks_per_node": Field(
-            Int(min=1, max=1024), "Slurm tasks per node (srun: one per GPU; torchrun: 1)", resolved=True
+            Int(min=1, max=1024), "Slurm tasks per node (srun: one per GPU; torchrun, accelerate: 1)", resolved=True
         ),
         "nproc_per_node": Field(
             Int(min=1, max=1024),
-            "torchrun only: worker processes per node (default: gpus_per_node, or 1)",
+            "torchrun and accelerate only: worker processes per node (default: gpus_per_node, or 1)",
             resolved=True,
         ),
         "cpus_per_task": Field(Int(min=1, max=4096), "CPUs per task"),
@@ -395,13 +417,19 @@ SPEC = Obj(
         "constraint": Field(_text(max_len=1024), "node features, e.g. a100&ib"),
         "launcher": Field(
             Enum(
-                ("srun", "torchrun"),
-                hint="the launcher is how slurmgen starts the tasks, and a program such as Accelerate or DeepSpeed "
-                "reads the ranks that torchrun gives: use launcher: torchrun and run your script itself, e.g. "
-                "command: [python, train.py]",
+                LAUNCHERS,
+                hint="the launcher is how slurmgen starts the tasks: srun (one task per GPU), torchrun or "
+                "accelerate (one per node, which starts a worker per GPU); a program such as DeepSpeed reads the "
+                "ranks that torchrun gives: run your script itself under launcher: torchrun (docs/spec.md, "
+                "Launchers)",
             ),
-            "srun: one task per GPU; torchrun: one per node",
+            "srun: one task per GPU; torchrun: one torchrun per node; accelerate: one `accelerate launch` per node",
             default="srun",
+        ),
+        "torchrun": Field(
+            TORCHRUN,
+            "options of the per-node launcher (launcher: torchrun or accelerate)",
+            resolved=True,
         ),
         "python": Field(_text(max_len=1024), "interpreter that runs slurmgen's runtime", default="python3"),
         "distributed": Field(DISTRIBUTED, "process group settings", resolved=True),
@@ -424,7 +452,7 @@ SPEC = Obj(
             AnyOf(((str, SetupLine(max_len=65536)), (list, List(SetupLine(max_len=65536)))), "shell lines"),
             "shell lines run in the batch shell before launch (the one place for raw shell)",
         ),
-        "container": Field(CONTAINER, "run every task inside this image (pyxis, enroot or apptainer)"),
+        "container": Field(CONTAINER, "run every task inside this image (pyxis, enroot, apptainer or singularity)"),
         "trackers": Field(
             TRACKERS, "experiment trackers: how the job's run identity (SLURMGEN_RUN_ID) reaches them", resolved=True
         ),

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from slurmgen.errors import Problem
+from slurmgen.spec.fields import PER_NODE_LAUNCHERS
 from slurmgen.spec.model_fields import (
     ContainerSpec,
     DistributedSpec,
@@ -60,6 +61,7 @@ CONTAINER_ADDED: dict[str, Any] = {
     "writable_tmpfs": None,
     "cleanenv": None,
     "containall": None,
+    "gpu": None,
 }
 
 
@@ -80,6 +82,12 @@ class JobSpec(JobFields):
         them (srun(1) -K, --kill-on-bad-exit); slurmgen writes 1 otherwise (script/step.py)."""
         return dict(self.srun).get("kill-on-bad-exit") == "0"
 
+    @property
+    def per_node_launcher(self) -> bool:
+        """One launcher task per node that starts nproc_per_node workers (torchrun, accelerate), not srun's
+        task per rank."""
+        return self.launcher in PER_NODE_LAUNCHERS
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if self.sweep is None:
@@ -92,6 +100,8 @@ class JobSpec(JobFields):
                 del out["recovery"][key]
         if out["steps"] == 1:
             del out["steps"]  # likewise: one step is what every job did before steps existed
+        if not out["torchrun"]["extra_args"]:
+            del out["torchrun"]  # added after digests were first kept: left empty, the digest stays as it was
         if out.get("container") is not None:
             # A pyxis container that uses none of the fields added with the other runtimes keeps its old digest.
             for key, default in CONTAINER_ADDED.items():

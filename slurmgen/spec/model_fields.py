@@ -14,6 +14,11 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class TorchrunSpec:
+    extra_args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class DistributedSpec:
     backend: str
     port: int
@@ -48,6 +53,7 @@ class RecoverySpec:
 @dataclass(frozen=True)
 class ContainerSpec:
     runtime: str
+    gpu: str | None
     image: str
     python: str | None
     mounts: tuple[str, ...]
@@ -82,6 +88,7 @@ class JobFields:
     qos: str | None
     constraint: str | None
     launcher: str
+    torchrun: TorchrunSpec
     python: str
     distributed: DistributedSpec
     preemption: PreemptionSpec

@@ -15,7 +15,7 @@ from slurmgen.errors import Problem
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
 from slurmgen.spec.extra_options import check_sbatch, check_srun
-from slurmgen.spec.fields import PREEMPTION, SPEC
+from slurmgen.spec.fields import PER_NODE_LAUNCHERS, PREEMPTION, SPEC
 from slurmgen.spec.recovery import resolve_recovery
 from slurmgen.spec.types import AnyOf, Ctx, Obj
 from slurmgen.spec.yaml_source import dotted
@@ -125,7 +125,8 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     for key in ("output", "error", "chdir"):
         if key in f and (msg := _path_problem(f[key])):
             ctx.fail((key,), msg)
-    out["sbatch"] = check_sbatch(f.get("sbatch", {}), out["preemption"]["enabled"], ctx)
+    out["sbatch"] = check_sbatch(f.get("sbatch", {}), out["preemption"]["enabled"], ctx, gpus)
+    out["torchrun"] = _resolve_torchrun(f.get("torchrun", {}), launcher, ctx)
     out["srun"] = check_srun(f.get("srun", {}), ctx)
     _keep_given(f, out)
     return out
@@ -149,23 +150,39 @@ def _resolve_tasks(out: dict[str, Any], f: dict[str, Any], ctx: Ctx, gpus: int, 
             ctx.fail(
                 ("tasks_per_node",),
                 f"the srun launcher runs one task per GPU: use {gpus} (or leave it out); for one task per node that "
-                "starts a worker per GPU, write launcher: torchrun",
+                "starts a worker per GPU, write launcher: torchrun (or launcher: accelerate for `accelerate "
+                "launch`; docs/spec.md, Launchers)",
             )
         if "nproc_per_node" in f:
-            ctx.fail(("nproc_per_node",), "only for launcher: torchrun; with srun set tasks_per_node")
+            ctx.fail(("nproc_per_node",), "only for launcher: torchrun or accelerate; with srun set tasks_per_node")
         out["tasks_per_node"] = out["nproc_per_node"] = tasks
         return
     tasks = f.get("tasks_per_node", 1)
     if tasks != 1:
         ctx.fail(
             ("tasks_per_node",),
-            "torchrun runs one task per node that starts the workers: use 1 (set nproc_per_node for workers)",
+            f"{launcher} runs one task per node that starts the workers: use 1 (set nproc_per_node for workers)",
         )
     nproc = f.get("nproc_per_node", per_gpu)
     if gpus > 0 and nproc != gpus:
-        ctx.fail(("nproc_per_node",), f"torchrun starts one worker per GPU: use {gpus} (or leave it out)")
+        ctx.fail(("nproc_per_node",), f"{launcher} starts one worker per GPU: use {gpus} (or leave it out)")
     out["tasks_per_node"] = 1
     out["nproc_per_node"] = nproc
+
+
+def _resolve_torchrun(t: dict[str, Any], launcher: str, ctx: Ctx) -> dict[str, Any]:
+    args = list(t.get("extra_args", []))
+    if args and launcher not in PER_NODE_LAUNCHERS:
+        ctx.fail(
+            ("torchrun", "extra_args"),
+            f"passes arguments to the per-node launcher, but launcher is {launcher}; write launcher: torchrun (or "
+            "accelerate), or remove torchrun",
+        )
+    elif args:
+        from slurmgen.spec.launcher_args import check_extra_args  # loaded only for a spec that gives some
+
+        check_extra_args(args, launcher, ctx)
+    return {"extra_args": args}
 
 
 def _resolve_distributed(d: dict[str, Any], gpus: int, ctx: Ctx) -> dict[str, Any]:

@@ -11,10 +11,11 @@ command as the child of a thin supervisor (slurmgen.task.supervisor): it deliver
 log, and records a failure of the program's own for the batch shell. The supervisor blocks the signals it handles
 first, before anything slow: a signal sent during start-up waits instead of killing the task.
 
-``--torchrun-agent``: this task is torchrun's per-node launcher, with the preemption signal blocked (Slurm delivers it
-to every process of the step, workers included, so torchrun need not forward it, and must not die of it while
-starting). ``python -m torch.distributed.run`` runs in this process (slurmgen.task.torchrun_agent: one shutdown
-and one line when the job ends); any other command is ``exec``'d. torchrun sets the rank variables for its workers
+``--torchrun-agent``: this task is torchrun's (or `accelerate launch`'s) per-node launcher, with the preemption
+signal blocked (Slurm delivers it to every process of the step, workers included, so torchrun need not forward it,
+and must not die of it while starting). ``python -m torch.distributed.run`` and ``python -m
+accelerate.commands.launch`` run in this process (slurmgen.task.torchrun_agent: one shutdown and one line when the
+job ends); any other command is ``exec``'d. torchrun sets the rank variables for its workers
 itself, so none are set here; each worker runs this entry point again and gets its own supervisor.
 
 ``--rendezvous`` prints ``MASTER_ADDR MASTER_PORT`` on one line for the batch shell:
@@ -85,6 +86,7 @@ def run(
     if agent:  # only torchrun's launcher task needs it
         from slurmgen.task import torchrun_agent
     torchrun = agent and torchrun_agent.is_torchrun(command)  # the agent runs here, and says ready itself
+    accelerate = agent and torchrun_agent.is_accelerate(command)  # accelerate's torchrun: here too
     preempt = None
     job = JobContext.from_environ(environ)  # this task's one read of its environment; passed down from here
     if "--rendezvous" not in flags:
@@ -95,7 +97,7 @@ def run(
         # of the outermost entry point; torchrun's workers learn it from their agent's.
         job = replace(job, step_pid=job.step_pid or str(os.getppid()))
         environ.setdefault(contract.STEP_PID, str(job.step_pid))
-        if preempt is not None and not torchrun:
+        if preempt is not None and not (torchrun or accelerate):
             say_ready(job)  # torchrun's agent says it once its workers exist (slurmgen.task.torchrun_agent)
     from slurmgen.task.prepare import Host, prepare, resolve_master
 
@@ -118,6 +120,14 @@ def run(
             err(f"slurmgen: {line}")
 
         return supervisor.supervise(plan, say)
+    if accelerate:
+        # As torchrun, below; this node's rank (its task's index: one task per node) and the rendezvous from here.
+        pet = torchrun_agent.accelerate_environ(job)
+        environ.update(pet)  # read by accelerate's torchrun in this process
+        args = torchrun_agent.accelerate_args(
+            command[3:], prepared.ranks.rank, prepared.master.host, prepared.port.port
+        )
+        return torchrun_agent.run_accelerate(args, err, job, pet, preempt, lambda: say_ready(job))
     if torchrun:
         # In this process: one line, not tracebacks, when the job ends; and an early preemption signal kept for the
         # workers.

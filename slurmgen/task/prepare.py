@@ -11,7 +11,7 @@ tests pass plain values.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from slurmgen import contract
@@ -114,6 +114,16 @@ def resolve_master(ctx: JobContext, host: Host) -> tuple[MasterHost, str, Master
     return master, ip, port
 
 
+def gpus_given(environ: Mapping[str, str]) -> bool:
+    """Whether Slurm gave this task GPUs: SLURM_GPUS_ON_NODE (srun(1), OUTPUT ENVIRONMENT VARIABLES) above 0, or
+    a device in CUDA_VISIBLE_DEVICES (which Slurm's gres/gpu plugin sets)."""
+    on_node = environ.get("SLURM_GPUS_ON_NODE", "").strip()
+    if on_node.isdigit() and int(on_node) > 0:
+        return True
+    visible = environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    return bool(visible) and visible not in ("-1", "NoDevFiles")
+
+
 def prepare(ctx: JobContext, host: Host | None = None, *, agent: bool = False) -> Prepared:
     """Compute the variables a task needs. ``agent``: this is torchrun's per-node launcher, not a rank."""
     host = host or Host()
@@ -141,11 +151,13 @@ def prepare(ctx: JobContext, host: Host | None = None, *, agent: bool = False) -
         # leaving it hung until the time limit (pytorch #97191).
         ASYNC_ERROR_HANDLING: "1",
     }
-    if ctx.gpus_per_node == 0:
-        # A job without GPUs. accelerate (and so transformers' Trainer) makes a process group out of RANK,
-        # WORLD_SIZE and LOCAL_RANK only on a GPU or when told to use the CPU: without either, every rank trains
-        # alone, silently (accelerate/state.py, PartialState._prepare_backend). Its own launcher sets this
-        # variable for CPU runs (accelerate/utils/launch.py); Accelerator and TrainingArguments both read it.
+    if ctx.gpus_per_node == 0 and not gpus_given(present):
+        # A job without GPUs: neither the spec's gpus_per_node nor Slurm (GPUs asked for in sbatch:, e.g.
+        # gpus-per-task) gave this task any; on a GPU job the variable would put accelerate on the CPU. accelerate
+        # (and so transformers' Trainer) makes a process group out of RANK, WORLD_SIZE and LOCAL_RANK only on a
+        # GPU or when told to use the CPU: without either, every rank trains alone, silently
+        # (accelerate/state.py, PartialState._prepare_backend). Its own launcher sets this variable for CPU runs
+        # (accelerate/utils/launch.py); Accelerator and TrainingArguments both read it.
         wanted[ACCELERATE_USE_CPU] = "true"
     if ranks.source == "slurm" and not agent:
         wanted.update(standard_rank_variables(ranks))

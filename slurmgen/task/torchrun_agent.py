@@ -16,6 +16,13 @@ workers, stayed pending in the agent and no worker ever got it: under a loaded m
 "preempted after the program had finished its work". The agent now tells the batch shell that it is ready (the
 ready file that ends the shell's hold of an early signal) only once its workers exist, and when it starts them it
 takes a preemption signal pending in itself (sigtimedwait(2), no wait) and sends it to each of them.
+
+`launcher: accelerate` runs `accelerate launch` here the same way: its multi_gpu_launcher calls torchrun's
+`torch.distributed.run.run` in its own process (accelerate/commands/launch.py), so the same agent, the same one
+shutdown and the same hand-over of an early signal apply. accelerate passes torchrun neither --signals-to-handle
+nor --shutdown-timeout; torchrun reads both from PET_SIGNALS_TO_HANDLE and PET_SHUTDOWN_TIMEOUT when they are not
+given (torch/distributed/argparse_util.py, `env`), which the agent sets from its job context. So are the node's
+rank and the rendezvous, which accelerate takes as --machine_rank, --main_process_ip and --main_process_port.
 """
 
 from __future__ import annotations
@@ -24,13 +31,17 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from slurmgen.job_context.context import JobContext
 
 TORCHRUN_MODULE = "torch.distributed.run"
+ACCELERATE_MODULE = "accelerate.commands.launch"
+# torch/distributed/argparse_util.py, `env`: an option's value from PET_<DEST> when the command line has none.
+PET_SIGNALS = "PET_SIGNALS_TO_HANDLE"
+PET_SHUTDOWN = "PET_SHUTDOWN_TIMEOUT"
 
 
 # torch/distributed/elastic/agent/server/api.py: on a SignalException the agent shuts its workers down with
@@ -54,13 +65,33 @@ def agent_stopped_line(node: str, name: str, timeout: str) -> str:
             f"them up to {timeout} s to end before SIGKILL")  # fmt: skip
 
 
-def is_torchrun(command: Sequence[str]) -> bool:
+def is_torchrun(command: Sequence[str], module: str = TORCHRUN_MODULE) -> bool:
     """`python3 -m torch.distributed.run ...`: the agent the rendered step starts (slurmgen.script.step)."""
     return (
-        len(command) >= 3
-        and os.path.basename(command[0]).startswith("python")
-        and list(command[1:3]) == ["-m", TORCHRUN_MODULE]
+        len(command) >= 3 and os.path.basename(command[0]).startswith("python") and list(command[1:3]) == ["-m", module]
     )
+
+
+def is_accelerate(command: Sequence[str]) -> bool:
+    """`python3 -m accelerate.commands.launch ...`: the rendered step of `launcher: accelerate`."""
+    return is_torchrun(command, ACCELERATE_MODULE)
+
+
+def accelerate_environ(job: JobContext) -> dict[str, str]:
+    """What accelerate's torchrun reads from the environment: the signals it forwards (the rendered torchrun's,
+    slurmgen.signal_names.elastic_signals) and, with preemption on, the lead time as its shutdown timeout."""
+    from slurmgen.signal_names import elastic_signals
+
+    out = {PET_SIGNALS: ",".join(elastic_signals(job.preempt_signal))}
+    if job.preempt_signal and job.lead_seconds:
+        out[PET_SHUTDOWN] = str(job.lead_seconds)
+    return out
+
+
+def accelerate_args(args: Sequence[str], machine_rank: int, master_addr: str, master_port: int) -> list[str]:
+    """accelerate launch's arguments with this node's rank and the rendezvous first (before the program)."""
+    own = [f"--machine_rank={machine_rank}", f"--main_process_ip={master_addr}", f"--main_process_port={master_port}"]
+    return [*own, *args]
 
 
 def once(handler: Callable[[int, Any], None], signals: Sequence[int]) -> Callable[[int, Any], None]:
@@ -85,15 +116,46 @@ def pass_pending(sig: signal.Signals | None, pids: Iterable[int], send: Callable
     return True
 
 
+def run_accelerate(
+    args: Sequence[str],
+    err: Callable[[str], object],
+    job: JobContext,
+    pet: Mapping[str, str],
+    preempt: signal.Signals | None = None,
+    ready: Callable[[], None] = lambda: None,
+) -> int:
+    """`accelerate launch` with ``args`` (accelerate_args's) in this process; its exit code. ``pet``:
+    accelerate_environ's variables, set in the environment already."""
+    from accelerate.commands.launch import launch_command, launch_command_parser
+
+    if "--multi_gpu" not in args:
+        # One process in all (or a mode of accelerate's own): it starts without torchrun's PContext, so the agent
+        # holds the signal from now on.
+        ready()
+
+    def launch() -> None:
+        launch_command(launch_command_parser().parse_args(list(args)))
+
+    signals = tuple(pet[PET_SIGNALS].split(","))
+    timeout = pet.get(PET_SHUTDOWN, str(WORKER_SHUTDOWN_TIMEOUT))
+    return run(args, err, job, preempt, ready, launch=launch, signals=signals, timeout=timeout)
+
+
 def run(
     args: Sequence[str],
     err: Callable[[str], object],
     job: JobContext,
     preempt: signal.Signals | None = None,
     ready: Callable[[], None] = lambda: None,
+    *,
+    launch: Callable[[], object] | None = None,
+    signals: Sequence[str] | None = None,
+    timeout: str | None = None,
 ) -> int:
     """torchrun with ``args`` in this process; its exit code. ``preempt``: the preemption signal the entry point
-    blocked; ``ready``: tells the batch shell that the workers hold it (called at each start of the workers)."""
+    blocked; ``ready``: tells the batch shell that the workers hold it (called at each start of the workers).
+    ``launch``: what runs torchrun (default: torchrun's own main with ``args``), with ``signals`` the ones it
+    handles and ``timeout`` its shutdown timeout (default: read from ``args``)."""
     import torch.distributed.run as torchrun
     from torch.distributed.elastic.multiprocessing import api
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -109,19 +171,22 @@ def run(
 
     api.PContext.start = start_then_pass_on  # type: ignore[method-assign,assignment]
 
-    names = job.elastic_signals
-    if "--signals-to-handle" in " ".join(args):
+    names = tuple(signals) if signals is not None else job.elastic_signals
+    if signals is None and "--signals-to-handle" in " ".join(args):
         names = tuple(next(a.partition("=")[2] for a in args if a.startswith("--signals-to-handle=")).split(","))
     death = [getattr(signal, n.strip()) for n in names if hasattr(signal, n.strip())]
     # PContext.start looks the handler up in its module when it registers it.
     api._terminate_process_handler = once(api._terminate_process_handler, death)  # type: ignore[assignment]
-    sys.argv = [TORCHRUN_MODULE, *args]
+    sys.argv = [TORCHRUN_MODULE if launch is None else ACCELERATE_MODULE, *args]
     try:
-        torchrun.main(list(args))
+        if launch is None:
+            torchrun.main(list(args))
+        else:
+            launch()
     except api.SignalException as exc:
         name = signal.Signals(exc.sigval).name
         node = job.node_name or os.uname().nodename
-        err(agent_stopped_line(node, name, shutdown_timeout(args)))
+        err(agent_stopped_line(node, name, timeout or shutdown_timeout(args)))
         return 128 + int(exc.sigval)
     except ChildFailedError as exc:  # a worker failed: torchrun's own summary (ranks, exit codes, error files)
         err(str(exc))

@@ -47,9 +47,9 @@ def cluster(slurm_cluster: SlurmCluster, image: str) -> SlurmCluster:
     return slurm_cluster
 
 
-def container(image: str, tmp: Path, extra: str = "") -> str:
+def container(image: str, tmp: Path, extra: str = "", runtime: str = "apptainer") -> str:
     return (
-        f"container: {{runtime: apptainer, image: {image}, python: {IMAGE_PY}, "
+        f"container: {{runtime: {runtime}, image: {image}, python: {IMAGE_PY}, "
         f"mounts: ['{ROOT}:{ROOT}:ro', '{tmp}:{tmp}']{extra}}}\n"
     )
 
@@ -61,12 +61,14 @@ def submit_text(cluster: SlurmCluster, tmp: Path, name: str, text: str) -> str:
     return str(cluster.submit(script))
 
 
-def spec(image: str, tmp: Path, name: str, command: list[str], extra: str = "", box: str = "") -> str:
+def spec(
+    image: str, tmp: Path, name: str, command: list[str], extra: str = "", box: str = "", runtime: str = "apptainer"
+) -> str:
     """2 nodes x 2 ranks, gloo, in the image; `box`: more container fields, `extra`: more spec lines."""
     return (
         f"name: {name}\ncommand: {command!r}\ntime: '00:10:00'\nnodes: 2\ntasks_per_node: 2\ncpus_per_task: 1\n"
         f"python: {PY}\noutput: {tmp}/logs\ndistributed: {{backend: gloo, timeout: 60, barrier_timeout: 30}}\n"
-        + container(image, tmp, box)
+        + container(image, tmp, box, runtime)
         + extra
     )
 
@@ -105,6 +107,28 @@ def test_a_2x2_gloo_job_runs_inside_the_image_with_its_ranks_even_under_containa
     out = logs(tmp_path, "gloo", job)
     assert (info.state.name, info.exit_code) == ("COMPLETED", 0), out[-3000:]
     assert out.count("done after 60 steps, all_reduce=") == 4, out[-3000:]
+
+
+@pytest.mark.parametrize("gpu", ["rocm", "none"])
+def test_runtime_singularity_is_apptainer_by_its_former_name_and_takes_the_gpu_option(
+    gpu: str, cluster: SlurmCluster, image: str, tmp_path: Path
+) -> None:
+    """The chroot's Apptainer also installs `singularity`: the same job runs through it, with `--rocm` (Apptainer
+    warns on a node without AMD GPUs and runs on) or with no GPU option, ranks and all."""
+    probe = (
+        "import os; print('INSIDE', open('/etc/debian_version').read().strip(), os.environ['RANK'], "
+        "os.environ.get('APPTAINER_CONTAINER') or os.environ.get('SINGULARITY_CONTAINER'), flush=True)"
+    )
+    text = spec(image, tmp_path, "sing", [IMAGE_PY, "-c", probe], box=f", gpu: {gpu}", runtime="singularity")
+    script_words = render(load_text(text, "sing.yaml").spec)
+    assert "'singularity' 'exec'" in script_words and ("'--rocm'" in script_words) is (gpu == "rocm")
+    job = submit_text(cluster, tmp_path, "sing", text)
+    info = cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=300)
+    out = logs(tmp_path, "sing", job)
+    assert (info.state.name, info.exit_code) == ("COMPLETED", 0), out[-3000:]
+    inside = re.findall(r"INSIDE (12\.\S+) (\d) (\S+)", out)
+    assert sorted(rank for _, rank, _ in inside) == ["0", "1", "2", "3"], out[-3000:]
+    assert {box for _, _, box in inside} == {image}, out[-3000:]
 
 
 def test_usr1_preemption_saves_once_requeues_once_and_resumes_to_the_uninterrupted_weights(

@@ -27,7 +27,7 @@ BASE = 'name: c\ncommand: [python3, /w/t.py]\ntime: "10"\nnodes: 2\n'
 # apptainer(1) 1.4 `exec` (apptainer exec --help); enroot's doc/cmd/{create,start,remove}.md; pyxis' README
 # ("--container-image", "--container-mounts", "--container-workdir", "--container-name", "--container-env",
 # "--[no-]container-mount-home", "--container-writable", "--container-readonly").
-APPTAINER_EXEC = {"--nv", "--containall", "--cleanenv", "--writable-tmpfs", "--pwd", "--bind", "--env"}
+APPTAINER_EXEC = {"--nv", "--rocm", "--containall", "--cleanenv", "--writable-tmpfs", "--pwd", "--bind", "--env"}
 ENROOT_START = {"--conf", "--env", "--rc", "--root", "--rw", "--mount"}
 ENROOT_CREATE = {"--name"}
 ENROOT_REMOVE = {"--force"}
@@ -76,13 +76,71 @@ def test_enroot_lines_use_only_documented_options() -> None:
         assert {w.strip("'").split("=")[0] for w in tail.split() if w.startswith("'--")} <= documented
 
 
-def test_pyxis_options_are_documented_ones() -> None:
-    s = spec("  image: 'nvcr.io#nvidia/pytorch:24.05-py3'\n  workdir: /w\n  name: c1\n  env: [A, B]\n"
-             "  mount_home: false\n  writable: false\n")  # fmt: skip
+@pytest.mark.parametrize(
+    ("runtime", "gpu", "gpus", "flags"),
+    [
+        ("apptainer", None, 0, []),
+        ("apptainer", None, 4, ["--nv"]),  # as before container.gpu: --nv whenever the job asks for GPUs
+        ("apptainer", "nvidia", 0, ["--nv"]),
+        ("apptainer", "rocm", 4, ["--rocm"]),
+        ("apptainer", "none", 4, []),
+        ("singularity", None, 4, ["--nv"]),
+        ("singularity", "rocm", 0, ["--rocm"]),
+    ],
+)
+def test_container_gpu_picks_the_exec_option_and_singularity_is_apptainer_by_its_old_name(
+    runtime: str, gpu: str | None, gpus: int, flags: list[str]
+) -> None:
+    box = f"  runtime: {runtime}\n  image: /i/t.sif\n" + (f"  gpu: {gpu}\n" if gpu else "")
+    s = spec(box, f"gpus_per_node: {gpus}\n")
+    line = step_groups(s)[1]
+    assert line[0] == runtime and line[1] == "exec"
+    assert [w for w in line if w in ("--nv", "--rocm")] == flags
+    assert options(line[2 : line.index("/i/t.sif")]) <= APPTAINER_EXEC
+    # the doctor's probe runs the image the same way
+    argv = probe_argv(s)
+    assert argv is not None and argv[4:6] == [runtime, "exec"] and [w for w in argv if w in ("--nv", "--rocm")] == flags
+
+
+def mounts_expanded(word: str, tmp_path: Path) -> list[str]:
+    """pyxis' --container-mounts word as the batch shell expands it (bash, with the variables the script sets)."""
+    env = {"PATH": os.environ["PATH"], "_sg_pkg": "/pkg/slurmgen", "SLURMGEN_LOG_DIR": "/out/logs/c-7",
+           "SLURMGEN_STATE_DIR": "/out/logs/state"}  # fmt: skip
+    done = subprocess.run(["bash", "-c", f"printf '%s\\n' {word}"], env=env, capture_output=True, text=True, check=True)
+    (value,) = done.stdout.splitlines()
+    assert value.startswith("--container-mounts=")
+    return value.removeprefix("--container-mounts=").split(",")
+
+
+def test_pyxis_options_are_documented_ones_and_mount_the_log_dir(tmp_path: Path) -> None:
+    """The log directory is mounted at its own path (the ranks' logs, rank 0's history and the ready files would
+    land inside the image otherwise), and the state directory only when preemption is on: the batch shell makes
+    it only then, and pyxis fails a step whose mount source is missing."""
+    box = ("  image: 'nvcr.io#nvidia/pytorch:24.05-py3'\n  workdir: /w\n  name: c1\n  env: [A, B]\n"
+           "  mount_home: false\n  writable: false\n  mounts: [/d:/d:ro]\n")  # fmt: skip
+    s = spec(box)
     srun = step_groups(s)[0]
     pyxis = {w for w in options(srun) if "container" in w}
     assert pyxis <= PYXIS and "--container-env=A,B" in srun
     assert step_groups(s)[1][0] == "python3"  # no container line between srun and the entry point
+    word = next(w for w in srun if w.startswith("--container-mounts="))
+    assert mounts_expanded(word, tmp_path) == [
+        "/pkg/slurmgen:/opt/slurmgen/slurmgen:ro",
+        "/out/logs/c-7:/out/logs/c-7",
+        "/out/logs/state:/out/logs/state",
+        "/d:/d:ro",
+    ]
+    off = step_groups(spec(box, "preemption: false\n"))[0]
+    word = next(w for w in off if w.startswith("--container-mounts="))
+    assert mounts_expanded(word, tmp_path) == [
+        "/pkg/slurmgen:/opt/slurmgen/slurmgen:ro",
+        "/out/logs/c-7:/out/logs/c-7",
+        "/d:/d:ro",
+    ]
+    # The rendered script creates each mounted directory before the step, the state directory with preemption only.
+    on, off_script = render(s), render(spec(box, "preemption: false\n"))
+    assert on.index('mkdir -p "${SLURMGEN_LOG_DIR}" "${SLURMGEN_STATE_DIR}";') < on.index("--container-mounts=")
+    assert 'mkdir -p "${SLURMGEN_LOG_DIR}";' in off_script and "SLURMGEN_STATE_DIR:" not in off_script
 
 
 @pytest.mark.parametrize("containall", [False, True])

@@ -50,7 +50,7 @@ preemption: false
     assert spec.env == (("B", "2"), ("A", "1"))  # the file's order
     assert spec.setup == ("module load cuda",)
     assert spec.container == ContainerSpec(
-        "pyxis", "nvcr.io#nvidia/pytorch:24.05-py3", None, (), (), None, None, None, None, None, None, None
+        "pyxis", None, "nvcr.io#nvidia/pytorch:24.05-py3", None, (), (), None, None, None, None, None, None, None
     )
     assert spec.sbatch == (("exclusive", None), ("mail-type", "END"))
     assert spec.preemption.enabled is False and isinstance(spec.distributed, DistributedSpec)

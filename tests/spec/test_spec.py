@@ -46,6 +46,18 @@ def test_torchrun_runs_one_task_per_node() -> None:
     assert (cpu.tasks_per_node, cpu.nproc_per_node) == (1, 3)
 
 
+def test_accelerate_is_a_per_node_launcher_like_torchrun() -> None:
+    s = spec("launcher: accelerate\nnodes: 2\ngpus_per_node: 4\n")
+    assert (s.tasks_per_node, s.nproc_per_node, s.world_size, s.per_node_launcher) == (1, 4, 8, True)
+    assert spec().per_node_launcher is False
+
+
+def test_one_gpu_request_in_sbatch_alone_and_a_gres_that_is_no_gpu_are_kept() -> None:
+    """Only a second GPU request is refused: GPUs asked for per task alone, or another generic resource, pass."""
+    assert spec("sbatch: {gpus-per-task: 1}\n").sbatch == (("gpus-per-task", "1"),)
+    assert spec("gpus_per_node: 2\nsbatch: {gres: 'nvme:1'}\n").sbatch == (("gres", "nvme:1"),)
+
+
 def test_short_limit_gets_a_quarter_as_lead_time() -> None:
     assert spec(overrides=["time=8"]).preemption.lead_time == 120
 

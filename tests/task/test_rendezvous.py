@@ -330,6 +330,13 @@ def test_prepare_tells_accelerate_to_use_the_cpu_only_in_a_job_without_gpus() ->
         "ACCELERATE_USE_CPU"
         not in prepare(JobContext.from_environ({**cpu_job, "ACCELERATE_USE_CPU": "false"}), fake_host()).updates
     )
+    # GPUs asked for in sbatch: (gpus-per-task) leave gpus_per_node at 0, but Slurm gave the task GPUs: not a CPU job
+    for given in ({"SLURM_GPUS_ON_NODE": "4"}, {"CUDA_VISIBLE_DEVICES": "0,1"}):
+        assert "ACCELERATE_USE_CPU" not in prepare(JobContext.from_environ({**cpu_job, **given}), fake_host()).updates
+    for none in ({"SLURM_GPUS_ON_NODE": "0"}, {"CUDA_VISIBLE_DEVICES": ""}, {"CUDA_VISIBLE_DEVICES": "NoDevFiles"}):
+        assert (
+            prepare(JobContext.from_environ({**cpu_job, **none}), fake_host()).updates["ACCELERATE_USE_CPU"] == "true"
+        )
 
 
 def test_prepare_empty_variables_count_as_unset() -> None:

@@ -198,7 +198,7 @@ if [ -n "${_sg_signals}" ]; then
         *) break ;;  # end, or no answer: the run's end keeps the state and decides
     esac
 fi
-'srun' '--nodes=2' '--ntasks-per-node=4' '--cpus-per-task=8' '--kill-on-bad-exit=1' ${_sg_nodes:+"--nodelist=${_sg_nodes}"} --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' '--container-image=nvcr.io#nvidia/pytorch:24.05-py3' --container-mounts="${_sg_pkg}:/opt/slurmgen/slurmgen:ro,${SLURMGEN_STATE_DIR}:${SLURMGEN_STATE_DIR}"',/datasets:/datasets:ro,/home/me/project:/workspace' '--container-workdir=/workspace' '--no-container-mount-home' \
+'srun' '--nodes=2' '--ntasks-per-node=4' '--cpus-per-task=8' '--kill-on-bad-exit=1' ${_sg_nodes:+"--nodelist=${_sg_nodes}"} --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' '--container-image=nvcr.io#nvidia/pytorch:24.05-py3' --container-mounts="${_sg_pkg}:/opt/slurmgen/slurmgen:ro,${SLURMGEN_LOG_DIR}:${SLURMGEN_LOG_DIR},${SLURMGEN_STATE_DIR}:${SLURMGEN_STATE_DIR}"',/datasets:/datasets:ro,/home/me/project:/workspace' '--container-workdir=/workspace' '--no-container-mount-home' \
     'python3' '-c' 'import sys; sys.path.insert(0, "/opt/slurmgen"); from slurmgen.task.launch import main; sys.exit(main())' '--' \
     'python' '/workspace/finetune.py' '--epochs' '3' &
 _sg_step=$!
