@@ -10,9 +10,9 @@ without a container never loads them.
 from __future__ import annotations
 
 from slurmgen import contract
-from slurmgen.script.directives import sq
-from slurmgen.script.shell_words import Shell, join
-from slurmgen.script.sweep import command_words  # a sweep's placeholders become shell expansions
+from slurmgen.script.expansion import batch_word
+from slurmgen.script.shell_words import Shell, join, quoted
+from slurmgen.script.sweep import command_words, task_flags  # placeholders and ${NAME} become expansions
 from slurmgen.spec.extra_options import KILL_ON_BAD_EXIT
 from slurmgen.spec.model import JobSpec, node_checks
 
@@ -89,12 +89,12 @@ def container_words(spec: JobSpec) -> list[str]:
 
     c = spec.container
     assert c is not None
-    words: list[str] = [f"--container-image={c.image}"]
+    words: list[str] = [batch_word(f"--container-image={c.image}")]
     # The runtime must be importable inside the image: mount slurmgen's package (found by the batch shell) and
     # the state directory (resume state, requeue marker) at the same path as outside.
     state = "${SLURMGEN_STATE_DIR}"
     ours = f'--container-mounts="${{_sg_pkg}}:{CONTAINER_RUNTIME_DIR}/slurmgen:ro,{state}:{state}"'
-    words.append(Shell(ours + (sq("," + ",".join(c.mounts)) if c.mounts else "")))
+    words.append(Shell(ours + (quoted(batch_word("," + ",".join(c.mounts))) if c.mounts else "")))
     if c.workdir:
         words.append(f"--container-workdir={c.workdir}")
     if c.env:
@@ -156,7 +156,7 @@ def step_groups(spec: JobSpec) -> list[list[str]]:
     if spec.launcher == "torchrun":
         groups.append(runtime_entry(spec, "--torchrun-agent", "--"))
         groups.append(torchrun_words(spec))
-    groups.append(runtime_entry(spec, "--"))
+    groups.append(runtime_entry(spec, *task_flags(spec), "--"))
     groups.append(command_words(spec))
     return groups
 
