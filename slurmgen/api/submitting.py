@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -101,15 +101,21 @@ def request_for(
     cluster: str | None,
     one: str | None = None,
     many: str | None = None,
+    args: Sequence[str] = (),
 ) -> Request:
     """The submission of `slurmgen.submit` and `slurmgen.submit_sweep`: the spec (see spec_source) under the cluster
-    profile ``cluster`` names (clusters.yaml), as `--cluster` does."""
+    profile ``cluster`` names (clusters.yaml), as `--cluster` does, with ``args`` after its command."""
+    if isinstance(args, str):
+        raise UsageError(
+            f"args: a list of words, not the text {args!r}: write args=[{', '.join(map(repr, args.split()))}]"
+        )
     source = spec_source(spec, overrides)
+    profile = None
     if cluster is not None:
         from slurmgen.spec.profile import find_profile
 
-        source = SpecSource(source.path, source.overrides, find_profile(cluster, source.path.parent))
-    return Request(source, one=one, many=many)
+        profile = find_profile(cluster, source.path.parent)
+    return Request(SpecSource(source.path, source.overrides, profile, tuple(args)), one=one, many=many)
 
 
 def _ignore(line: str) -> None:
@@ -122,6 +128,7 @@ def submit(
     *,
     warn: Warn | None = None,
     cluster: str | None = None,
+    args: Sequence[str] = (),
 ) -> Job:
     """Validate, render and submit a spec (a file path, a loaded JobSpec, or a mapping of its fields, as
     `yaml.safe_load` gives them); the submitted job's handle.
@@ -132,11 +139,14 @@ def submit(
     SchedulerMissing. Costs one sbatch (plus one squeue when an earlier sbatch timed out).
 
     ``cluster`` names a cluster profile (clusters.yaml), as `--cluster` does: its defaults go under the spec, and
-    with a `host` the job is submitted over ssh with a snapshot of the project around the current directory."""
+    with a `host` the job is submitted over ssh with a snapshot of the project around the current directory.
+
+    ``args`` go after the spec's command, as `slurmgen submit SPEC -- ARGS` does (each one word, never split;
+    `${NAME}` expands as in the spec); the job's run directory and journal entry keep them."""
     from slurmgen.api.job import Job
     from slurmgen.backends.registry import backend_for
 
-    request = request_for(spec, overrides, cluster)
+    request = request_for(spec, overrides, cluster, args=args)
     path = request.source.path
     if cluster is None:
         where = f"slurmgen.submit_sweep (a Sweep handle) or `slurmgen submit {path}`"

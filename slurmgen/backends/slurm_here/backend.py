@@ -53,7 +53,7 @@ class SlurmHere:
         if request.many is not None and built.spec.sweep is None:
             raise UsageError(request.many)
         return plan(source.path, built.spec, built.script, self.base, Path.cwd(), new_token(), source.overrides,
-                    built.text)  # fmt: skip
+                    built.text, source.args)  # fmt: skip
 
     def dry_run(self, request: Request, warn: Warn) -> DryRun:
         """The script (secrets masked) and the files it would write and the sbatch line(s), one per array for a

@@ -64,7 +64,7 @@ class SlurmSsh:
             from slurmgen.script.build import check_file
 
             if not extra:
-                checked = check_file(source.path, list(source.overrides), Path.cwd(), profile)
+                checked = check_file(source.path, list(source.overrides), Path.cwd(), profile, source.args)
                 if request.one is not None and checked.spec.sweep is not None:
                     raise UsageError(request.one)
                 if request.many is not None and checked.spec.sweep is None:
@@ -73,7 +73,9 @@ class SlurmSsh:
                 for problem in checked.warnings:
                     warn(f"warning: {problem}")
                 return checked.spec, ""
-            built = build_file(source.path, [*source.overrides, *extra], request.templates, Path.cwd(), profile)
+            built = build_file(
+                source.path, [*source.overrides, *extra], request.templates, Path.cwd(), profile, source.args
+            )
             for problem in built.warnings:  # the script doctor's, on the script that is submitted
                 if str(problem) not in said:
                     warn(f"warning: {problem}")
@@ -92,6 +94,7 @@ class SlurmSsh:
             clock=time.time,
             warn=warn,
             overrides=source.overrides,
+            args=source.args,
         )
         up = done.upload
         sent = "" if up is None else f" ({up.files_sent} files, {up.bytes_sent} bytes sent)"
