@@ -240,6 +240,8 @@ class Str(Type):
         out: dict[str, Any] = {"type": ["string", "number"] if self.numbers_ok else "string", "maxLength": self.max_len}
         if self.pattern is not None:
             out["pattern"] = f"^(?:{self.pattern})$"
+            if self.expands in (TASK, BATCH):  # with a ${NAME}, the loader checks the shape itself (as_path)
+                out["pattern"] += r"|\$\{"
         return out
 
     def model_type(self) -> str:
