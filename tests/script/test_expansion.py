@@ -90,3 +90,15 @@ def test_render_appends_the_arguments_after_the_double_dash(tmp_path: Path, caps
     assert main(["render", str(path), "--", "--lr", "3e-4", "two words", "a;b", "$5"]) == 0
     out = capsys.readouterr().out
     assert "'python' 't.py' '--fixed' '--lr' '3e-4' 'two words' 'a;b' '$5' &\n" in out
+
+
+def test_a_bare_variable_warns_with_its_braced_spelling_and_fails_strict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(BASE + "command: [python, t.py, '--data=$SCRATCH/x']\n")
+    assert main(["validate", str(path)]) == 0
+    assert "command[2]: $SCRATCH is not expanded" in capsys.readouterr().err
+    assert main(["validate", "--strict", str(path)]) == 2
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "$SCRATCH" in x]
+    assert "write ${SCRATCH} to have it expanded" in line and line.endswith("(--strict)")
