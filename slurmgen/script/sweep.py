@@ -67,11 +67,9 @@ def env_words(spec: JobSpec) -> list[tuple[str, str]]:
 def task_flags(spec: JobSpec) -> list[str]:
     """The task entry point's flags for the values it expands itself (a name that differs per task):
     `--expand=I,J` for command words, `--expand-env=NAME=VALUE` for env values (slurmgen/task/launch.py)."""
-    from slurmgen.spec.secrets import Forwarded
-
     flags: list[str] = []
     for name, value in spec.env:
-        if not isinstance(value, Forwarded) and expansion.per_task(value):
+        if type(value) is str and expansion.per_task(value):  # not a forwarded name (spec/secrets.py): text
             w = word(value, spec)
             flags.append(Shell(sq(f"--expand-env={name}=") + w) if isinstance(w, Shell) else f"--expand-env={name}={w}")
     indexes = [str(i) for i, w in enumerate(spec.command) if expansion.per_task(w)]
