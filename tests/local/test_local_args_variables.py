@@ -92,3 +92,16 @@ def test_arguments_survive_a_requeue_and_history_shows_them(tmp_path: Path) -> N
     shown = run_slurmgen("history", "job", cwd=tmp_path, env=base_env())
     assert shown.returncode == 0, shown.stderr
     assert "args: --lr 3e-4 'two words' '$5'" in shown.stderr
+
+
+def test_a_sweep_point_fills_its_placeholders_beside_the_variables(tmp_path: Path) -> None:
+    """A placeholder and a variable in one word, expanded by the batch shell or (with a per-task name) by each task,
+    whose copy of the point's value keeps a `$` of the value as text."""
+    body = (
+        "preemption: false\nsweep: {points: [{lr: 0.1, tag: 'a$b'}, {lr: 0.2, tag: x}]}\n"
+        "command: [" + PY + ", prog.py, '--out=${MISSING:-d}/{lr}', '--tag={tag}-r${SLURM_PROCID}']\n"
+    )
+    (tmp_path / "job.yaml").write_text(spec(tmp_path, body).replace(f"command: [{PY}, prog.py]\n", ""))
+    run(tmp_path, "--", "--given")
+    got = sorted(line["argv"] for line in lines(tmp_path))
+    assert got == [["--out=d/0.1", "--tag=a$b-r0", "--given"], ["--out=d/0.2", "--tag=x-r0", "--given"]]
