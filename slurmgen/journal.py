@@ -51,6 +51,12 @@ class Entry:
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
 
+    @property
+    def args(self) -> tuple[str, ...]:
+        """The words given after `--` at submission (`slurmgen submit SPEC -- ARGS`), last in the job's command."""
+        given = self.extra.get("args")
+        return tuple(str(a) for a in given) if isinstance(given, list) else ()
+
     @classmethod
     def from_json(cls, line: str) -> Entry:
         """Raises ValueError for a line that is not one of ours: not JSON, not an object, a field of the wrong type."""

@@ -26,6 +26,7 @@ for package in (slurmgen.batch, slurmgen.task):
             __import__(info.name)
             names.append(info.name)
 import slurmgen.runtime.checkpoint.layout
+import slurmgen.variables  # loaded by a task only when it expands a per-task ${NAME}
 print(len(names))
 """
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -101,15 +101,21 @@ def request_for(
     cluster: str | None,
     one: str | None = None,
     many: str | None = None,
+    args: Sequence[str] = (),
 ) -> Request:
     """The submission of `slurmgen.submit` and `slurmgen.submit_sweep`: the spec (see spec_source) under the cluster
-    profile ``cluster`` names (clusters.yaml), as `--cluster` does."""
+    profile ``cluster`` names (clusters.yaml), as `--cluster` does, with ``args`` after its command."""
+    if isinstance(args, str):
+        raise UsageError(
+            f"args: a list of words, not the text {args!r}: write args=[{', '.join(map(repr, args.split()))}]"
+        )
     source = spec_source(spec, overrides)
+    profile = None
     if cluster is not None:
         from slurmgen.spec.profile import find_profile
 
-        source = SpecSource(source.path, source.overrides, find_profile(cluster, source.path.parent))
-    return Request(source, one=one, many=many)
+        profile = find_profile(cluster, source.path.parent)
+    return Request(SpecSource(source.path, source.overrides, profile, tuple(args)), one=one, many=many)
 
 
 def _ignore(line: str) -> None:
@@ -123,6 +129,7 @@ def submit(
     warn: Warn | None = None,
     cluster: str | None = None,
     check: bool = True,
+    args: Sequence[str] = (),
 ) -> Job:
     """Validate, render and submit a spec (a file path, a loaded JobSpec, or a mapping of its fields, as
     `yaml.safe_load` gives them); the submitted job's handle.
@@ -137,11 +144,14 @@ def submit(
 
     ``check``: the spec's ``python`` is asked for its version first (on the login node for a remote cluster), and a
     Python below slurmgen's floor raises PythonRefused before anything is submitted; ``check=False`` is
-    `--no-check`."""
+    `--no-check`.
+
+    ``args`` go after the spec's command, as `slurmgen submit SPEC -- ARGS` does (each one word, never split;
+    `${NAME}` expands as in the spec); the job's run directory and journal entry keep them."""
     from slurmgen.api.job import Job
     from slurmgen.backends.registry import backend_for
 
-    request = request_for(spec, overrides, cluster)
+    request = request_for(spec, overrides, cluster, args=args)
     path = request.source.path
     if cluster is None:
         where = f"slurmgen.submit_sweep (a Sweep handle) or `slurmgen submit {path}`"

@@ -171,14 +171,16 @@ def submit_sweep(
     *,
     warn: Warn | None = None,
     cluster: str | None = None,
+    args: Sequence[str] = (),
 ) -> Sweep:
     """Validate, render and submit a spec with `sweep:` as Slurm job arrays (see slurmgen.submit for ``spec``,
-    ``overrides``, ``warn`` and ``cluster``); the sweep's handle. One `scontrol show config` and one sbatch per
-    array (over ssh: one once-only submit call per array, after the snapshot)."""
+    ``overrides``, ``warn``, ``cluster`` and ``args``: the same words for every point); the sweep's handle. One
+    `scontrol show config` and one sbatch per array (over ssh: one once-only submit call per array, after the
+    snapshot)."""
     from slurmgen.api.submitting import request_for
     from slurmgen.backends.registry import backend_for
 
-    request = request_for(spec, overrides, cluster)
+    request = request_for(spec, overrides, cluster, args=args)
     refusal = f"{request.source.path}: has no sweep: field; submit it with slurmgen.submit"
     request = Request(request.source, many=refusal)
     done = backend_for(request.source.profile).launch(request, warn or _ignore)

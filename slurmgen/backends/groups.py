@@ -74,6 +74,9 @@ class Group:
     def code(self) -> str | None:
         return None  # the files in the job's directory, as they are
 
+    def args(self) -> tuple[str, ...]:
+        raise self._one_point("args")
+
     def history_dirs(self) -> tuple[list[Path], str]:
         raise self._one_point("history")
 

@@ -93,6 +93,10 @@ class JobHandle(Protocol):
         runs the files in its directory as they are."""
         ...
 
+    def args(self) -> tuple[str, ...]:
+        """The words given after `--` when the job was submitted (the last words of its command); () for none."""
+        ...
+
     def history_dirs(self) -> tuple[list[Path], str]:
         """The job's log directories, whose `history/` holds its run history (slurmgen.run_history), and why there
         would be none to show, in one line."""

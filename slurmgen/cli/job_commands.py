@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from slurmgen.cli.options import ClusterOpt, JobArg, PointOpt, SetOpt, SpecArg, TemplatesOpt
+from slurmgen.cli.options import ArgsArg, ClusterOpt, JobArg, PointOpt, SetOpt, SpecArg, TemplatesOpt
 from slurmgen.cli.output import err
 from slurmgen.errors import UsageError
 
@@ -64,8 +64,10 @@ def on_submit(
         bool,
         typer.Option("--no-check", help="Submit without asking the spec's python for its version first."),
     ] = False,
+    args: ArgsArg = None,
 ) -> None:
-    """Validate, render and submit a job; print its id alone on stdout."""
+    """Validate, render and submit a job; print its id alone on stdout. Words after `--` go after the spec's
+    command: `slurmgen submit job.yaml -- --lr 3e-4`."""
     from slurmgen.backends.interface import Request, unsupported
     from slurmgen.backends.registry import backend_for
     from slurmgen.submission.source import SpecSource
@@ -84,8 +86,8 @@ def on_submit(
         raise UsageError("--dry-run submits nothing: it cannot be combined with --test-only or --wait")
     if test_only and wait:
         raise UsageError("--test-only submits nothing, so there is nothing to --wait for")
-    request = Request(SpecSource(spec, tuple(overrides), profile), templates, _code_dir(overrides), not no_snapshot,
-                      check=not no_check)  # fmt: skip
+    source = SpecSource(spec, tuple(overrides), profile, tuple(args or ()))
+    request = Request(source, templates, _code_dir(overrides), not no_snapshot, check=not no_check)
     if wait:
         _submit_and_wait(backend, request)
     if dry_run:

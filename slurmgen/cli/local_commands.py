@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from slurmgen.cli.options import ClusterOpt, SetOpt, TemplatesOpt
+from slurmgen.cli.options import ArgsArg, ClusterOpt, SetOpt, TemplatesOpt
 from slurmgen.cli.output import err
 
 commands = typer.Typer()
@@ -60,8 +60,10 @@ def run_local(
         str | None, typer.Option("--signal", metavar="SIG", help="Deliver SIG to a running local job (--job).")
     ] = None,
     cluster: ClusterOpt = None,
+    args: ArgsArg = None,
 ) -> None:
-    """Run a job spec end to end on this machine: the real script, emulated nodes, signals and requeues."""
+    """Run a job spec end to end on this machine: the real script, emulated nodes, signals and requeues. Words
+    after `--` go after the spec's command."""
     from slurmgen.cli.spec_commands import cluster_profile
     from slurmgen.errors import UsageError
     from slurmgen.local.command import command
@@ -82,5 +84,6 @@ def run_local(
         rehearse,
         bad_node,
         None if cluster is None or spec is None else cluster_profile(cluster, spec),  # its defaults, run here
+        tuple(args or ()),
     )
     raise typer.Exit(command(spec, job, signal, opts, err))

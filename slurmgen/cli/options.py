@@ -14,6 +14,16 @@ SetOpt = Annotated[
 TemplatesOpt = Annotated[
     Path | None, typer.Option("--templates", metavar="DIR", help="Look for templates in DIR first.")
 ]
+# `slurmgen submit SPEC -- --lr 3e-4`: the words after `--` go after the spec's command (click reads everything after
+# `--` as arguments, options included).
+ArgsArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="[-- ARGS...]",
+        help="Arguments for the program, after the spec's command (`${NAME}` expands as in the spec).",
+        show_default=False,
+    ),
+]
 SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="The job spec (YAML).", show_default=False)]
 JobArg = Annotated[
     str,

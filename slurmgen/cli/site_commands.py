@@ -114,3 +114,9 @@ def history_command(job: JobArg, point: PointOpt = None) -> None:
     code = chosen.code()
     if code is not None:
         err(f"code: {code}")
+    if args := chosen.args():
+        import shlex
+
+        from slurmgen.printable import printable
+
+        err(f"args: {printable(shlex.join(args))}")  # as given after `--`; the same in every run of the job

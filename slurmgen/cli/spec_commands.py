@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from slurmgen.cli.options import ClusterOpt, SetOpt, SpecArg, TemplatesOpt
+from slurmgen.cli.options import ArgsArg, ClusterOpt, SetOpt, SpecArg, TemplatesOpt
 from slurmgen.cli.output import err, warn_all
 from slurmgen.errors import Problem, SpecError, UsageError
 
@@ -30,13 +30,16 @@ def cluster_profile(cluster: str | None, spec: Path) -> ClusterProfile | None:
     return find_profile(cluster, spec.parent)
 
 
-def compiled(spec: Path, overrides: list[str], templates: Path | None, cluster: str | None = None) -> Build:
+def compiled(
+    spec: Path, overrides: list[str], templates: Path | None, cluster: str | None = None, args: tuple[str, ...] = ()
+) -> Build:
     """The compile step (slurmgen.script.build) from this directory, through the API's path; its warnings go to
     stderr."""
     from slurmgen.submission.source import SpecSource
     from slurmgen.submission.source import compiled as api_compiled
 
-    return api_compiled(SpecSource(spec, tuple(overrides), cluster_profile(cluster, spec)), templates, err)
+    source = SpecSource(spec, tuple(overrides), cluster_profile(cluster, spec), tuple(args))
+    return api_compiled(source, templates, err)
 
 
 def load_and_render(spec: Path, overrides: list[str], templates: Path | None) -> tuple[JobSpec, str]:
@@ -55,10 +58,11 @@ def render(
     set_: SetOpt = None,
     templates: TemplatesOpt = None,
     cluster: ClusterOpt = None,
+    args: ArgsArg = None,
 ) -> None:
     """Print the sbatch script for a job spec (no cluster needed). With --cluster, stderr first lists every
-    field given and where it came from (the profile, the spec or --set)."""
-    built = compiled(spec, set_ or [], templates, cluster)
+    field given and where it came from (the profile, the spec or --set). Words after `--` go after the command."""
+    built = compiled(spec, set_ or [], templates, cluster, tuple(args or ()))
     for field, value, origin in built.origins:
         err(f"{field} = {json.dumps(value)}    ({origin})")
     text = built.script

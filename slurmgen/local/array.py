@@ -89,7 +89,7 @@ def run_array(
     what = f"sweep {named}" if sweep_id else f"array {named}"
     out(f"slurmgen: {what}: {len(ids)} task(s), at most {limit or len(ids)} at once; slurmgen status {named}")
     opts = {"nodes": options.nodes, "tasks_per_node": options.tasks_per_node, "overrides": list(options.overrides),
-            "templates": options.templates}  # fmt: skip
+            "templates": options.templates, "args": list(options.args)}  # fmt: skip
     waiting = [
         Task(str(source), opts, job_id, array_job, t, len(ids), min(ids), max(ids), sweep_id, str(submit_dir))
         for job_id, t in zip(job_ids, ids, strict=True)
@@ -133,7 +133,7 @@ def run_task(task: Task, out: Callable[[str], object]) -> int:
     env = dict(os.environ)
     options = setup.Options(
         task.options["nodes"], task.options["tasks_per_node"], tuple(task.options["overrides"]), None,
-        task.options["templates"],
+        task.options["templates"], args=tuple(task.options.get("args") or ()),
     )  # fmt: skip
     submit_dir = Path(task.submit_dir)
     loaded = setup.load(task.source, options, jobenv.visible_gpus(env, os.listdir("/dev")))

@@ -132,8 +132,10 @@ def _start(
     # on the cluster, where local job 3 is someone else's job 3.
     record = local_jobs.recorder(local_jobs.journal(base), source, spec.name, paths, job_id)
     given = {"nodes": options.nodes, "tasks_per_node": options.tasks_per_node, "overrides": list(options.overrides),
-             "templates": options.templates, "submit_dir": str(submit_dir)}  # fmt: skip
-    record("RUNNING", runner_pid=os.getpid(), nodes=job.shape.nodes, tasks_per_node=spec.nproc_per_node, options=given)
+             "templates": options.templates, "submit_dir": str(submit_dir), "args": list(options.args)}  # fmt: skip
+    given_args: dict[str, object] = {"args": list(options.args)} if options.args else {}  # as a journal entry
+    record("RUNNING", runner_pid=os.getpid(), nodes=job.shape.nodes, tasks_per_node=spec.nproc_per_node, options=given,
+           **given_args)  # fmt: skip
     started = time.monotonic()
     try:
         end = runner.run(restart)
@@ -230,6 +232,7 @@ def resume_local(
         tasks_per_node=given.get("tasks_per_node"),
         overrides=tuple(given.get("overrides") or ()),
         templates=given.get("templates"),
+        args=tuple(given.get("args") or ()),
     )
     env = dict(os.environ if environ is None else environ)
     submit_dir = Path(given["submit_dir"])

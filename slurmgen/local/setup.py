@@ -33,6 +33,7 @@ class Options:
     rehearse: tuple[str, int, float] | None = None
     bad_node: int | None = None  # --bad-node N: emulated node N (1 is the first) fails its checks
     profile: ClusterProfile | None = None  # --cluster NAME: its defaults go under the spec, as on that cluster
+    args: tuple[str, ...] = ()  # given after `--`: they go after the spec's command
 
 
 @dataclass(frozen=True)
@@ -80,11 +81,11 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
     sets = list(options.overrides)
     if options.nodes is not None:
         sets.append(f"nodes={options.nodes}")
-    first = check(raw, str(source), sets, where, options.profile)
+    first = check(raw, str(source), sets, where, options.profile, options.args)
     extra, notes, slices = adapt(first.spec, gpus)
     if options.tasks_per_node is not None:
         extra.append(f"{_tasks_field(first.spec)}={options.tasks_per_node}")
-    checked = check(raw, str(source), sets + extra, where, options.profile) if extra else first
+    checked = check(raw, str(source), sets + extra, where, options.profile, options.args) if extra else first
     spec = checked.spec
     _refuse_missing_script(spec, raw, str(source), where)
     if (absent := secrets.missing(spec.env, os.environ)) is not None:

@@ -109,7 +109,8 @@ def resume(client: SlurmClient, target: Target, journal: Journal) -> tuple[Resum
             cluster=submitted.cluster or client.cluster,  # the cluster it was asked of (`--clusters`)
             log_dir=entry.log_dir,
             array=entry.array,
-            extra={"resumes": step.resume_from},
+            # The script is the one the job ran, its arguments after `--` in it: kept for history, as the first's.
+            extra={"resumes": step.resume_from, **({"args": list(entry.args)} if entry.args else {})},
         )
     )
     return step, submitted.job_id

@@ -42,11 +42,17 @@ class Build:
 
 
 def check(
-    raw: bytes, source: str, overrides: Sequence[str], submit_dir: Path, profile: ClusterProfile | None = None
+    raw: bytes,
+    source: str,
+    overrides: Sequence[str],
+    submit_dir: Path,
+    profile: ClusterProfile | None = None,
+    args: Sequence[str] = (),
 ) -> Checked:
-    """Validate the bytes with the overrides; ``submit_dir`` is where the job is submitted from (its files are
-    looked at: the command's script must be there). Raises SpecError with every problem."""
-    loaded = load_bytes(raw, source, overrides, profile)
+    """Validate the bytes with the overrides and the arguments after the command's (`-- ARGS`); ``submit_dir`` is
+    where the job is submitted from (its files are looked at: the command's script must be there). Raises SpecError
+    with every problem."""
+    loaded = load_bytes(raw, source, overrides, profile, args)
     missing = [missing_script(loaded.spec, source, submit_dir)]
     warnings = (*loaded.warnings, *(problem for problem in missing if problem is not None))
     return Checked(source, raw, loaded.spec, warnings, loaded.origins)
@@ -63,10 +69,14 @@ def build(checked: Checked, templates: str | Path | None) -> Build:
 
 
 def check_file(
-    path: str | Path, overrides: Sequence[str], submit_dir: Path, profile: ClusterProfile | None = None
+    path: str | Path,
+    overrides: Sequence[str],
+    submit_dir: Path,
+    profile: ClusterProfile | None = None,
+    args: Sequence[str] = (),
 ) -> Checked:
     """Read the spec file once and check it (over a cluster profile's defaults when given)."""
-    return check(read_spec(path), str(path), overrides, submit_dir, profile)
+    return check(read_spec(path), str(path), overrides, submit_dir, profile, args)
 
 
 def build_file(
@@ -75,6 +85,7 @@ def build_file(
     templates: str | Path | None,
     submit_dir: Path,
     profile: ClusterProfile | None = None,
+    args: Sequence[str] = (),
 ) -> Build:
     """Read the spec file once, check it and render it."""
-    return build(check_file(path, overrides, submit_dir, profile), templates)
+    return build(check_file(path, overrides, submit_dir, profile, args), templates)

@@ -28,6 +28,7 @@ the same options, apptainer(1)); the lines are the same with the command's name.
 
 from __future__ import annotations
 
+from slurmgen.script.expansion import batch_word
 from slurmgen.script.shell_words import Shell
 from slurmgen.spec.model import JobSpec
 
@@ -109,10 +110,10 @@ def apptainer_words(spec: JobSpec) -> list[str]:
     if spec.preemption.enabled:  # the batch shell creates the state directory only then
         words.append(Shell('--bind="${SLURMGEN_STATE_DIR}"'))
     words.append(Shell(f'${{_sg_pyspy:+"--bind=${{_sg_pyspy}}:{TOOLS_DIR}/py-spy:ro"}}'))
-    words += [f"--bind={m}" for m in c.mounts]
+    words += [batch_word(f"--bind={m}") for m in c.mounts]
     words.append(f"--env=PYTHONPATH={pythonpath(spec)}")
     words.append(f"--env=PREPEND_PATH={TOOLS_DIR}")
-    words.append(c.image)
+    words.append(batch_word(c.image))
     return words
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from slurmgen.script.container_apptainer import CONTAINER_RUNTIME_DIR, pythonpath
 from slurmgen.script.directives import sq
+from slurmgen.script.expansion import batch_word
 from slurmgen.script.shell_words import Shell, join
 from slurmgen.spec.model import JobSpec
 
@@ -39,7 +40,7 @@ def enroot_start_words(spec: JobSpec) -> list[str]:
     if spec.preemption.enabled:  # the batch shell creates the state directory only then
         words += ["--mount", Shell('"${SLURMGEN_STATE_DIR}:${SLURMGEN_STATE_DIR}"')]
     for m in c.mounts:
-        words += ["--mount", _mount(m)]
+        words += ["--mount", batch_word(_mount(m))]
     words += ["--env", f"PYTHONPATH={pythonpath(spec)}"]
     for name in c.env:
         words += ["--env", name]
@@ -52,7 +53,7 @@ def enroot_prepare_line(spec: JobSpec) -> str:
     c = spec.container
     assert c is not None
     per_node = [*_per_node(), "--kill-on-bad-exit=1"]
-    return join([*per_node, "enroot", "create", "--name", container_name_word(spec), c.image])
+    return join([*per_node, "enroot", "create", "--name", container_name_word(spec), batch_word(c.image)])
 
 
 def enroot_cleanup_line(spec: JobSpec) -> str:

@@ -13,5 +13,10 @@ class Shell(str):
     """A word the batch shell expands (already quoted as needed)."""
 
 
+def quoted(word: str) -> str:
+    """One word as shell text: a Shell word as written, data single-quoted."""
+    return word if isinstance(word, Shell) else sq(word)
+
+
 def join(words: list[str]) -> str:
-    return " ".join(w if isinstance(w, Shell) else sq(w) for w in words)
+    return " ".join(quoted(w) for w in words)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from slurmgen import contract
 from slurmgen.script.directives import sq
-from slurmgen.script.shell_words import Shell, join
-from slurmgen.script.sweep import command_words  # a sweep's placeholders become shell expansions
+from slurmgen.script.expansion import batch_word
+from slurmgen.script.shell_words import Shell, join, quoted
+from slurmgen.script.sweep import command_words, task_flags  # placeholders and ${NAME} become expansions
 from slurmgen.signal_names import elastic_signals
 from slurmgen.spec.extra_options import KILL_ON_BAD_EXIT
 from slurmgen.spec.model import JobSpec, node_checks
@@ -89,7 +90,7 @@ def container_words(spec: JobSpec) -> list[str]:
 
     c = spec.container
     assert c is not None
-    words: list[str] = [f"--container-image={c.image}"]
+    words: list[str] = [batch_word(f"--container-image={c.image}")]
     # The runtime must be importable inside the image: mount slurmgen's package (found by the batch shell), and
     # at the same paths as outside
     # the log directory (the ranks' logs, rank 0's history and the ready files, which the batch shell reads
@@ -99,7 +100,7 @@ def container_words(spec: JobSpec) -> list[str]:
     if spec.preemption.enabled:
         mounts.append("${SLURMGEN_STATE_DIR}:${SLURMGEN_STATE_DIR}")
     ours = f'--container-mounts="{",".join(mounts)}"'
-    words.append(Shell(ours + (sq("," + ",".join(c.mounts)) if c.mounts else "")))
+    words.append(Shell(ours + (quoted(batch_word("," + ",".join(c.mounts))) if c.mounts else "")))
     if c.workdir:
         words.append(f"--container-workdir={c.workdir}")
     if c.env:
@@ -179,7 +180,7 @@ def step_groups(spec: JobSpec) -> list[list[str]]:
     if spec.per_node_launcher:
         groups.append(runtime_entry(spec, "--torchrun-agent", "--"))
         groups.append(accelerate_words(spec) if spec.launcher == "accelerate" else torchrun_words(spec))
-    groups.append(runtime_entry(spec, "--"))
+    groups.append(runtime_entry(spec, *task_flags(spec), "--"))
     groups.append(command_words(spec))
     return groups
 

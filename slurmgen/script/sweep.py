@@ -8,6 +8,7 @@ bash words that expand those variables, so every value stays data: it is single-
 
 from __future__ import annotations
 
+from slurmgen.script import expansion
 from slurmgen.script.directives import sq
 from slurmgen.script.shell_words import Shell
 from slurmgen.spec.model import JobSpec
@@ -18,15 +19,25 @@ def variable(name: str) -> str:
 
 
 def word(text: str, spec: JobSpec) -> str:
-    """One command word or env value: plain data (quoted later) without a sweep; else a Shell word."""
+    """One command word or env value: plain data (quoted later), or a Shell word that expands its `${NAME}`
+    (slurmgen/script/expansion.py) and, in a sweep, its placeholders."""
     if spec.sweep is None:
-        return text
+        return expansion.word(text)
+    return expansion.word(text, _filled, _filled_for_task)
+
+
+def _filled(text: str, doubled: bool = False) -> str:
+    """A plain piece with its placeholders as bash expansions (each `$` of a value doubled for a task that expands
+    the word: it reads `$$` as `$`)."""
     from slurmgen.spec.sweep_points import split_template  # the points' module: only for a sweep
 
     parts = split_template(text)  # the loader already refused malformed braces
-    if len(parts) == 1 and isinstance(parts[0], str):
-        return parts[0]
-    return Shell("".join(sq(p) if isinstance(p, str) else f'"${{{variable(p.name)}}}"' for p in parts) or "''")
+    value = "//\\$/\\$\\$" if doubled else ""
+    return "".join(sq(p) if isinstance(p, str) else f'"${{{variable(p.name)}{value}}}"' for p in parts)
+
+
+def _filled_for_task(text: str) -> str:
+    return _filled(text, doubled=True)
 
 
 def command_words(spec: JobSpec) -> list[str]:
@@ -46,9 +57,25 @@ def env_words(spec: JobSpec) -> list[tuple[str, str]]:
             if name != value:
                 out.append((name, Shell(f'"${{{value}}}"')))
             continue
+        if expansion.per_task(value):
+            continue  # each task sets it (task_flags)
         w = word(value, spec)
         out.append((name, w if isinstance(w, Shell) else sq(w)))
     return out
+
+
+def task_flags(spec: JobSpec) -> list[str]:
+    """The task entry point's flags for the values it expands itself (a name that differs per task):
+    `--expand=I,J` for command words, `--expand-env=NAME=VALUE` for env values (slurmgen/task/launch.py)."""
+    flags: list[str] = []
+    for name, value in spec.env:
+        if type(value) is str and expansion.per_task(value):  # not a forwarded name (spec/secrets.py): text
+            w = word(value, spec)
+            flags.append(Shell(sq(f"--expand-env={name}=") + w) if isinstance(w, Shell) else f"--expand-env={name}={w}")
+    indexes = [str(i) for i, w in enumerate(spec.command) if expansion.per_task(w)]
+    if indexes:
+        flags.append("--expand=" + ",".join(indexes))
+    return flags
 
 
 def cases(spec: JobSpec) -> list[str]:

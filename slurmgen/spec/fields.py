@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from slurmgen import contract
+from slurmgen import contract, variables
 from slurmgen.signal_names import preemption_signal_problem, signal_name
 from slurmgen.slurm.times import format_duration, parse_time
 from slurmgen.spec.recovery import RECOVERY
 from slurmgen.spec.sweep import SweepType
-from slurmgen.spec.types import AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
+from slurmgen.spec.types import BATCH, SBATCH_LINE, TASK, AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
 from slurmgen.spec.yaml_source import REFUSED, FieldPath
 
 NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]*"
@@ -186,14 +186,16 @@ class EnvMap(Map):
 
 
 class Mount(Str):
-    """A bind mount, /host:/container[:flags]: the paths as written, never expanded."""
+    """A bind mount, /host:/container[:flags]; `${NAME}` is expanded by the batch shell (slurmgen/variables.py)."""
 
     def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
-        if isinstance(value, str) and "$" in value:  # written single-quoted (script/step.py): a literal $
+        if isinstance(value, str) and (bare := variables.bare_names(value)):
+            # A bare $NAME is passed on as written, and no path starts with `$`: said here, with the spelling.
             return ctx.fail(
                 path,
-                f"{value!r} is not valid: variables such as $PWD are not expanded in mounts (the value is passed "
-                "as written); write the absolute paths, e.g. /home/me/project:/workspace",
+                f"{value!r} is not valid: ${bare[0]} is not expanded (the value is passed as written); write "
+                f"${{{bare[0]}}}, which the batch shell expands, e.g. "
+                + value.replace(f"${bare[0]}", f"${{{bare[0]}}}"),
             )
         return super().check(value, ctx, path)
 
@@ -329,7 +331,7 @@ CONTAINER = Obj(
             "when gpus_per_node asks for GPUs, else none. pyxis and enroot take nvidia only (enroot's NVIDIA hook)",
         ),
         "image": Field(
-            _text(max_len=1024),
+            _text(max_len=1024, expands=BATCH),
             "container image (pyxis --container-image; enroot: a squashfs file; apptainer: a .sif file, a sandbox "
             "directory or a docker://, oras://, library:// reference)",
             required=True,
@@ -339,7 +341,7 @@ CONTAINER = Obj(
             "the image's interpreter that runs slurmgen's runtime inside (default: the spec field python)",
         ),
         "mounts": Field(
-            List(Mount(directive=True, pattern=MOUNT, hint="write /host/path:/container/path[:ro]")),
+            List(Mount(directive=True, pattern=MOUNT, hint="write /host/path:/container/path[:ro]", expands=BATCH)),
             "bind mounts, /host:/container[:flags] (apptainer --bind, pyxis --container-mounts, enroot --mount)",
         ),
         "env": Field(
@@ -371,7 +373,7 @@ TORCHRUN = Obj(
     model="TorchrunSpec",
 )
 
-ARGV = List(Str(max_len=65536), min_items=1)
+ARGV = List(Str(max_len=65536, expands=TASK), min_items=1)
 
 SPEC = Obj(
     {
@@ -382,7 +384,7 @@ SPEC = Obj(
             required=True,
         ),
         "command": Field(
-            AnyOf(((str, Str(max_len=65536)), (list, ARGV)), "a command line or a list of arguments"),
+            AnyOf(((str, Str(max_len=65536, expands=TASK)), (list, ARGV)), "a command line or a list of arguments"),
             "what every task runs: a list is argv, a string is split with shell rules",
             required=True,
         ),
@@ -445,7 +447,10 @@ SPEC = Obj(
             resolved=True,
         ),
         "env": Field(
-            EnvMap(EnvName(pattern=ENV_KEY, hint="a shell variable name"), EnvValue(numbers_ok=True, max_len=65536)),
+            EnvMap(
+                EnvName(pattern=ENV_KEY, hint="a shell variable name"),
+                EnvValue(numbers_ok=True, max_len=65536, expands=TASK),
+            ),
             "environment variables for every task",
         ),
         "setup": Field(
@@ -456,13 +461,15 @@ SPEC = Obj(
         "trackers": Field(
             TRACKERS, "experiment trackers: how the job's run identity (SLURMGEN_RUN_ID) reaches them", resolved=True
         ),
-        "output": Field(_path(max_len=1024), "log directory; logs land per job id and per node", default="logs"),
+        "output": Field(
+            _path(max_len=1024, expands=SBATCH_LINE), "log directory; logs land per job id and per node", default="logs"
+        ),
         "error": Field(
-            _path(max_len=1024),
+            _path(max_len=1024, expands=SBATCH_LINE),
             "directory for the batch shell's stderr apart from its stdout, in <error>/<name>-<jobid>.err; it must "
             "exist when the job starts (default: stderr goes with stdout into the output log)",
         ),
-        "chdir": Field(_path(max_len=1024), "working directory of the job"),
+        "chdir": Field(_path(max_len=1024, expands=SBATCH_LINE), "working directory of the job"),
         "steps": Field(
             Int(min=1, max=1000),
             "run the command this many times, one after another, in one allocation (setup once; SLURMGEN_STEP_INDEX "

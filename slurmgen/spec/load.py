@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slurmgen.errors import Problem, SpecError
-from slurmgen.spec.fields import SPEC
+from slurmgen.spec.fields import ARGV, SPEC
 from slurmgen.spec.model import JobSpec, LoadedSpec
 from slurmgen.spec.rules import cross_check, resolve
 from slurmgen.spec.sweep import check_uses
@@ -67,10 +67,15 @@ def _apply(data: dict[str, Any], path: FieldPath, value: Any) -> str | None:
 
 
 def load_text(
-    text: str, source: str, overrides: list[str] | None = None, profile: ClusterProfile | None = None
+    text: str,
+    source: str,
+    overrides: list[str] | None = None,
+    profile: ClusterProfile | None = None,
+    args: Sequence[str] = (),
 ) -> LoadedSpec:
     """Validate one spec given as text, over a cluster profile's defaults when given (precedence: profile, spec,
-    --set). Raises SpecError with every problem found, a profile's value named by the profile's file and line."""
+    --set); ``args`` (`slurmgen submit SPEC -- ARGS`) go after the command's own words. Raises SpecError with every
+    problem found, a profile's value named by the profile's file and line."""
     loaded, problems = load_yaml(text, source)
     if loaded is None:
         raise SpecError(problems)
@@ -115,9 +120,11 @@ def load_text(
     ctx.problems.extend(problems)
     ctx.problems.extend(set_problems)
     checked = SPEC.check(data, ctx, ())
+    given_args = check_args(args, ctx.problems)
     warnings: list[Problem] = []
     if checked is not BAD and not ctx.problems:
         spec_fields = resolve(checked, ctx)
+        spec_fields["command"] = [*spec_fields["command"], *given_args]
         if not ctx.problems:
             check_uses(spec_fields, ctx)
         if not ctx.problems:
@@ -125,6 +132,20 @@ def load_text(
     if ctx.problems:
         raise SpecError(ctx.problems)
     return LoadedSpec(spec=_build(spec_fields), warnings=tuple(warnings), origins=shown)
+
+
+ARGS_SOURCE = "--"  # names the arguments after `--` in a problem: `--: args[1]: ...`
+
+
+def check_args(args: Sequence[str], problems: list[Problem]) -> list[str]:
+    """The command-line arguments to append to the command, checked as the command's own words are (no control
+    character, and `${NAME}` only, never `$(...)`); a problem names the argument by its index."""
+    if not args:
+        return []
+    ctx = Ctx(source=ARGS_SOURCE, marks={}, lines={})
+    checked = ARGV.check(list(args), ctx, ("args",))
+    problems.extend(ctx.problems)
+    return [] if checked is BAD else list(checked)
 
 
 MAX_SPEC_BYTES = 1 << 20  # a job spec is a page of text; 1 MiB leaves room and keeps a runaway file out
@@ -164,7 +185,11 @@ def read_spec(path: str | Path) -> bytes:
 
 
 def load_bytes(
-    raw: bytes, source: str, overrides: Sequence[str] | None = None, profile: ClusterProfile | None = None
+    raw: bytes,
+    source: str,
+    overrides: Sequence[str] | None = None,
+    profile: ClusterProfile | None = None,
+    args: Sequence[str] = (),
 ) -> LoadedSpec:
     """Validate a spec file's bytes (UTF-8; CRLF line ends are fine)."""
     try:
@@ -173,11 +198,11 @@ def load_bytes(
         raise SpecError([Problem(source, "", f"is not UTF-8 text (byte {exc.start}); save it as UTF-8")]) from None
     if "\r" in text:
         text = text.replace("\r\n", "\n")  # a CRLF file is fine; a lone CR inside a value is caught per field
-    return load_text(text, source, list(overrides or []), profile)
+    return load_text(text, source, list(overrides or []), profile, args)
 
 
-def load_file(path: str | Path, overrides: list[str] | None = None) -> LoadedSpec:
-    return load_bytes(read_spec(path), str(path), overrides)
+def load_file(path: str | Path, overrides: list[str] | None = None, args: Sequence[str] = ()) -> LoadedSpec:
+    return load_bytes(read_spec(path), str(path), overrides, args=args)
 
 
 def _build(f: dict[str, Any]) -> JobSpec:

@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
-from slurmgen import contract
+from slurmgen import contract, variables
 from slurmgen.errors import Problem
 from slurmgen.signal_names import parse_sbatch_signal
 from slurmgen.slurm.times import format_duration, parse_time, slurm_minutes
@@ -30,7 +30,6 @@ BARE_MEM_WARN = 1024  # a unit-less mem below this many MB is most likely meant 
 _SECRET = re.compile(r"(?i)(secret|token|passw|api_?key|access_?key|private_?key|credential)")
 _SHELL_OPS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1"}
 _SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
-_VARIABLE = re.compile(r"\$(?:\{[A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][A-Za-z0-9_]*)\}?")
 
 
 def _path_problem(text: str) -> str | None:
@@ -315,6 +314,9 @@ def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
     if mem is not None and mem.isdigit() and 0 < int(mem) < BARE_MEM_WARN:
         # sbatch(1) --mem: "Default units are megabytes"; `mem: 32` meant as gigabytes would starve the job.
         warn(("mem",), f"{mem} without a unit is {mem} MB for Slurm; write {mem}G for gigabytes or {mem}M to keep it")
+    for path, value in _expanding_values(f):
+        if bare := variables.bare_names(value):
+            warn(path, bare_variable_message(value, bare[0]))
     if f["env"]:
         _env_warnings(f["env"], warn)
     if f["setup"]:
@@ -342,19 +344,31 @@ def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
     return warnings
 
 
+def _expanding_values(f: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    """The values in which `${NAME}` is expanded (slurmgen/variables.py), with their paths; mounts refuse a bare
+    `$NAME` themselves (no path starts with `$`)."""
+    out: list[tuple[tuple[str | int, ...], str]] = [(("command", i), w) for i, w in enumerate(f["command"])]
+    out += [(("env", k), v) for k, v in f["env"].items() if type(v) is str]  # not a forwarded name (secrets.py)
+    container = f.get("container")
+    if container:
+        out.append((("container", "image"), container["image"]))
+    return out
+
+
+def bare_variable_message(value: str, name: str) -> str:
+    """The one warning for a `$NAME` without braces, wherever `${NAME}` is expanded."""
+    return (
+        f"${name} is not expanded: the task gets the text {value!r} as written; write ${{{name}}} to have it "
+        f"expanded, or $${name} to keep the $ and silence this warning"
+    )
+
+
 def _env_warnings(env: dict[str, Any], warn: Callable[[tuple[str | int, ...], str], None]) -> None:
     """Slurm's own variables, and secrets written into the script. Only a spec with env loads the token patterns
     (spec/secrets.py)."""
     from slurmgen.spec import secrets
 
     for key, value in env.items():
-        if isinstance(value, str) and (var := _VARIABLE.search(value)):
-            # The script exports the value single-quoted (templates/sbatch.sh.j2, env), as data.
-            warn(
-                ("env", key),
-                f"{var[0]} is not expanded: the task gets the text {value!r} as written; give the value itself, or "
-                f'set it in a setup line instead: export {key}="{value}"',
-            )
         if key.startswith("SLURM_"):
             warn(("env", key), "SLURM_* variables are Slurm's own; setting one can change how srun places tasks")
         elif isinstance(value, str) and secrets.looks_like_token(value):

@@ -14,6 +14,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from slurmgen import variables
 from slurmgen.spec.types import BAD, Ctx, Type, bad_char
 from slurmgen.spec.yaml_source import FieldPath
 
@@ -40,7 +41,9 @@ def check_uses(f: dict[str, Any], ctx: Ctx) -> None:
     places += [(("env", name), value) for name, value in f["env"].items()]
     for path, text in places:
         try:
-            parts = split_template(text)
+            # A placeholder lives in the value's plain text: never inside a `${NAME}` or a `$${...}` literal.
+            chunks = variables.literal_text(variables.split(text))
+            parts = [part for chunk in chunks for part in split_template(chunk)]
         except ValueError as exc:
             ctx.fail(path, str(exc))
             continue

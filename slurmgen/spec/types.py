@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from slurmgen import variables
 from slurmgen.errors import Problem
 from slurmgen.spec.yaml_source import REFUSED, FieldPath, Mark, dotted
 
@@ -161,6 +162,45 @@ class Int(Type):
         return "int"
 
 
+# Where a value's `${NAME}` is expanded (docs/spec.md, Variables): in each task (a name that differs per task) or
+# else in the batch shell; in the batch shell only (the value is one for the whole job); or nowhere, because the
+# value is on an #SBATCH line, which sbatch reads as literal text (sbatch(1): "shell-specific syntax including
+# variable names will be read as literal text") before any shell runs.
+TASK, BATCH, SBATCH_LINE = "task", "batch", "sbatch"
+
+
+def variable_problem(value: str, where: str) -> str | None:
+    """What is wrong with the `${...}` of a value expanded ``where``, with the fix; None when nothing is."""
+    if where == SBATCH_LINE:
+        if "${" not in value:
+            return None
+        return (
+            f"{value!r}: sbatch reads #SBATCH lines as literal text and opens the job's log before any shell runs, "
+            "so ${NAME} is not expanded here (it would make a directory named after the text); write the path itself"
+        )
+    try:
+        parts = variables.split(value)
+    except variables.VariableError as exc:
+        return str(exc)
+    if where == BATCH:
+        for var in variables.variables(parts):
+            if var.per_task:
+                return (
+                    f"{value!r}: ${{{var.name}}} differs per task, but this value is one for the whole job (the batch "
+                    "shell expands it, where the variable is not set); use it in command or env instead"
+                )
+    return None
+
+
+def as_path(value: str) -> str:
+    """A value with each `${NAME}` as `/v`, for a pattern that wants a path where a variable may stand."""
+    try:
+        parts = variables.split(value)
+    except variables.VariableError:
+        return value
+    return "".join("/v" if isinstance(p, variables.Variable) else p for p in parts)
+
+
 @dataclass
 class Str(Type):
     pattern: str | None = None  # full-match regex
@@ -168,6 +208,7 @@ class Str(Type):
     max_len: int = 4096
     numbers_ok: bool = False  # accept an unquoted number as the text the user wrote (env values, mem)
     directive: bool = False  # the value lands on an #SBATCH line: sbatch's own parsing rules apply
+    expands: str = ""  # `${NAME}` in the value (slurmgen/variables.py): TASK, BATCH, SBATCH_LINE, "" (plain data)
 
     def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
         value = ctx.typed_text(value, path)
@@ -188,7 +229,10 @@ class Str(Type):
             return ctx.fail(path, problem)
         if len(value) > self.max_len:
             return ctx.fail(path, f"is {len(value)} characters long; the limit is {self.max_len}")
-        if self.pattern is not None and not re.fullmatch(self.pattern, value):
+        if self.expands and (problem := variable_problem(value, self.expands)):
+            return ctx.fail(path, problem)
+        shape = as_path(value) if self.expands in (TASK, BATCH) else value
+        if self.pattern is not None and not re.fullmatch(self.pattern, shape):
             return ctx.fail(path, f"{value!r} is not valid: {self.hint or 'must match ' + self.pattern}")
         return value
 
@@ -196,6 +240,8 @@ class Str(Type):
         out: dict[str, Any] = {"type": ["string", "number"] if self.numbers_ok else "string", "maxLength": self.max_len}
         if self.pattern is not None:
             out["pattern"] = f"^(?:{self.pattern})$"
+            if self.expands in (TASK, BATCH):  # with a ${NAME}, the loader checks the shape itself (as_path)
+                out["pattern"] += r"|\$\{"
         return out
 
     def model_type(self) -> str:

@@ -33,6 +33,7 @@ class Plan:
     sbatch_args: tuple[str, ...]  # options on sbatch's command line (they beat the script's #SBATCH lines)
     spec_text: bytes | None = None  # the bytes validated, kept as spec.yaml; None: copy the file (read again)
     error_dir: Path | None = None  # the spec's error: the batch stderr's directory, which must exist before sbatch
+    args: tuple[str, ...] = ()  # given after `--`: already the last words of spec.command; kept to be shown
 
     @property
     def script_path(self) -> Path:
@@ -63,6 +64,7 @@ def plan(
     token: str,
     overrides: tuple[str, ...] = (),
     spec_text: bytes | None = None,
+    args: tuple[str, ...] = (),
 ) -> Plan:
     """Where the run lives and what sbatch gets. ``base`` is the journal's directory, ``cwd`` where sbatch runs."""
     workdir = cwd / spec.chdir if spec.chdir else cwd
@@ -81,6 +83,7 @@ def plan(
         sbatch_args=(f"--comment={comment_for(spec, token)}",),
         spec_text=spec_text,
         error_dir=workdir / spec.error if spec.error else None,
+        args=args,
     )
 
 

@@ -23,7 +23,7 @@ def entry(p: Plan, event: str, job_id: JobId | None = None, cluster: str | None 
         cluster=cluster,
         log_dir=str(p.log_dir.absolute()),
         array=p.spec.array is not None or p.spec.sweep is not None,
-        extra=dict(extra),
+        extra={**({"args": list(p.args)} if p.args else {}), **extra},
     )
 
 

@@ -46,6 +46,7 @@ def write_run_dir(p: Plan, base: Path) -> None:
     resolved = {
         "source": str(p.source.resolve()),
         "overrides": list(p.overrides),
+        "args": list(p.args),
         "digest": p.spec.digest,
         "workdir": str(p.workdir),
         "submit_dir": str(p.submit_dir),

@@ -17,11 +17,13 @@ Warn = Callable[[str], None]
 
 @dataclass(frozen=True)
 class SpecSource:
-    """A spec to submit: the file it lives in (the run directory keeps a copy) and its `--set` overrides."""
+    """A spec to submit: the file it lives in (the run directory keeps a copy), its `--set` overrides and the
+    arguments given after `--`, which go after the spec's command (the run directory and the journal keep them)."""
 
     path: Path
     overrides: tuple[str, ...]
     profile: ClusterProfile | None = None  # a cluster's profile: its defaults go under the spec
+    args: tuple[str, ...] = ()
 
 
 def compiled(source: SpecSource, templates: Path | None, warn: Warn) -> Build:
@@ -29,7 +31,7 @@ def compiled(source: SpecSource, templates: Path | None, warn: Warn) -> Build:
     script doctor's) go to ``warn``. `slurmgen render` and every submission take this one path."""
     from slurmgen.script.build import build_file
 
-    built = build_file(source.path, list(source.overrides), templates, Path.cwd(), source.profile)
+    built = build_file(source.path, list(source.overrides), templates, Path.cwd(), source.profile, source.args)
     for problem in built.warnings:
         warn(f"warning: {problem}")
     return built

@@ -27,8 +27,10 @@ def plan_again(record: SweepRecord, indexes: list[int], max_array_size: int) -> 
     except OSError as exc:
         raise UsageError(f"cannot read the first submission of sweep {record.sweep_id} in {run_dir}: {exc}") from None
     overrides = [str(o) for o in resolved.get("overrides", [])]  # type: ignore[attr-defined]
-    spec = load_text(text, str(resolved.get("source", first.spec)), overrides).spec
+    args = tuple(str(a) for a in resolved.get("args", []))  # type: ignore[attr-defined]
+    spec = load_text(text, str(resolved.get("source", first.spec)), overrides, args=args).spec
     submit_dir = Path(str(resolved.get("submit_dir", run_dir)))
-    p = plan(Path(first.spec), spec, script, run_dir.parents[2], submit_dir, new_token(), tuple(overrides))
+    p = plan(Path(first.spec), spec, script, run_dir.parents[2], submit_dir, new_token(), tuple(overrides),
+             args=args)  # fmt: skip
     p = replace(p, run_dir=run_dir)  # the first submission's script and spec copy: the same values
     return sweep_plan(p, max_array_size, indexes, sweep_id=record.sweep_id, attempt=record.attempts)

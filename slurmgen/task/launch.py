@@ -1,6 +1,6 @@
 """The entry point the rendered script runs in every task.
 
-    python3 -m slurmgen.task [--torchrun-agent] -- CMD ARGS...
+    python3 -m slurmgen.task [--torchrun-agent] [--expand=I,J] [--expand-env=NAME=VALUE]... -- CMD ARGS...
     python3 -m slurmgen.task --rendezvous
 
 Without ``--rendezvous`` it sets the variables an unmodified ``env://`` program needs (RANK, LOCAL_RANK,
@@ -17,6 +17,10 @@ and must not die of it while starting). ``python -m torch.distributed.run`` and 
 accelerate.commands.launch`` run in this process (slurmgen.task.torchrun_agent: one shutdown and one line when the
 job ends); any other command is ``exec``'d. torchrun sets the rank variables for its workers
 itself, so none are set here; each worker runs this entry point again and gets its own supervisor.
+
+``--expand=I,J`` and ``--expand-env=NAME=VALUE``: the command's words I and J, and the variable NAME, hold a
+``${NAME}`` that differs per task (``${SLURM_PROCID}``, ``${RANK}``: slurmgen/variables.py); this task expands them
+from its own environment, once its ranks are set, just before the program starts.
 
 ``--rendezvous`` prints ``MASTER_ADDR MASTER_PORT`` on one line for the batch shell:
 ``read -r MASTER_ADDR MASTER_PORT < <(python3 -m slurmgen.task --rendezvous)``.
@@ -43,19 +47,31 @@ if TYPE_CHECKING:
     from slurmgen.task.supervisor import TaskSetup
 
 USAGE = (
-    "usage: python3 -m slurmgen.task [--torchrun-agent] -- CMD [ARGS...]\n       python3 -m slurmgen.task --rendezvous"
+    "usage: python3 -m slurmgen.task [--torchrun-agent] [--expand=I,J] [--expand-env=NAME=VALUE]... -- CMD [ARGS...]"
+    "\n       python3 -m slurmgen.task --rendezvous"
 )
 _FLAGS = ("--rendezvous", "--torchrun-agent")
+_EXPAND, _EXPAND_ENV = "--expand=", "--expand-env="
 
 
 def parse_args(argv: Sequence[str]) -> tuple[set[str], list[str]]:
     """Flags before ``--`` (or before the first non-flag word), then the command."""
+    flags, _, command = parse_all(argv)
+    return flags, command
+
+
+def parse_all(argv: Sequence[str]) -> tuple[set[str], list[str], list[str]]:
+    """The flags, the `--expand`/`--expand-env` ones in order, and the command."""
     args = list(argv)
     flags: set[str] = set()
+    expansions: list[str] = []
     while args and args[0].startswith("--") and args[0] != "--":
         flag = args.pop(0)
         if flag in ("--help", "-h"):
             raise UsageError(USAGE)
+        if flag.startswith((_EXPAND, _EXPAND_ENV)):
+            expansions.append(flag)
+            continue
         if flag not in _FLAGS:
             raise UsageError(f"unknown option {flag!r}\n{USAGE}")
         flags.add(flag)
@@ -66,7 +82,32 @@ def parse_args(argv: Sequence[str]) -> tuple[set[str], list[str]]:
             raise UsageError(f"--rendezvous takes no command and no other option\n{USAGE}")
     elif not args:
         raise UsageError(f"no command to run\n{USAGE}")
-    return flags, args
+    return flags, expansions, args
+
+
+def expand_per_task(expansions: Sequence[str], command: list[str], environ: MutableMapping[str, str]) -> list[str]:
+    """The command with its per-task words expanded, and ``environ`` with its per-task variables set, from this
+    task's environment (its ranks already set): every value read from the environment before any is set."""
+    from slurmgen import variables
+
+    words = list(command)
+    setting: dict[str, str] = {}
+    try:
+        for flag in expansions:
+            if flag.startswith(_EXPAND_ENV):
+                name, sep, template = flag[len(_EXPAND_ENV) :].partition("=")
+                if not sep or not name:
+                    raise UsageError(f"{flag!r}: write --expand-env=NAME=VALUE")
+                setting[name] = template
+                continue
+            for index in flag[len(_EXPAND) :].split(","):
+                if not index.isdigit() or int(index) >= len(words):
+                    raise UsageError(f"{flag!r}: the command has words 0 to {len(words) - 1}")
+                words[int(index)] = variables.expand(words[int(index)], environ)
+        environ.update(variables.expand_all(setting, environ))
+    except variables.VariableError as error:
+        raise UsageError(str(error)) from None
+    return words
 
 
 def run(
@@ -81,7 +122,7 @@ def run(
     """The entry point with its effects passed in. Returns the exit code (``execvp`` does not return)."""
     from slurmgen.task.signal_block import block_preemption_signal, block_supervised
 
-    flags, command = parse_args(argv)
+    flags, expansions, command = parse_all(argv)
     agent = "--torchrun-agent" in flags
     if agent:  # only torchrun's launcher task needs it
         from slurmgen.task import torchrun_agent
@@ -109,6 +150,8 @@ def run(
     for warning in prepared.warnings:
         err(f"slurmgen: warning: {warning}")
     environ.update(prepared.updates)
+    if expansions:
+        command = expand_per_task(expansions, command, environ)
     if not agent:
         from slurmgen.task import supervisor
 

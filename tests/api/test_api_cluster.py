@@ -102,3 +102,40 @@ def test_status_of_twenty_jobs_is_one_slurm_call(slurm_cluster: SlurmCluster, tm
     finally:
         if jobs:
             slurm_cluster.run(["scancel", *jobs])
+
+
+ECHO = """\
+import json, os, sys
+keys = ("OMP_NUM_THREADS", "PER_RANK", "SLURM_PROCID")
+print(json.dumps({"argv": sys.argv[1:], "env": {k: os.environ.get(k) for k in keys}}), flush=True)
+"""
+
+
+def test_args_and_variables_reach_every_task_on_the_cluster(on_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """`slurmgen.submit(..., args=[...])` on a real 2-node job: the words arrive as given after the command, the
+    batch shell expands `${SLURM_CPUS_PER_TASK}` (set by sbatch --cpus-per-task) and each task its own
+    `${SLURM_PROCID}`."""
+    (tmp_path / "echo.py").write_text(ECHO)
+    command = json.dumps([sys.executable, str(tmp_path / "echo.py"), "--rank=${SLURM_PROCID}"])
+    path = tmp_path / "vars.yaml"
+    path.write_text(
+        f'name: sgvars\ncommand: {command}\ntime: "00:10:00"\nnodes: 2\ntasks_per_node: 1\ncpus_per_task: 1\n'
+        f"python: {sys.executable}\npreemption: false\noutput: logs\n"
+        "env: {OMP_NUM_THREADS: '${SLURM_CPUS_PER_TASK}', PER_RANK: 'r${SLURM_PROCID}'}\n"
+    )
+    given = ["--lr", "3e-4", "two words", "it's", "$5", "a;id", "$${KEEP}"]
+    job = slurmgen.submit(path, args=given)
+    assert job.wait(timeout=LONG) == "COMPLETED", job.logs()
+    got = sorted(
+        (json.loads(line) for log in (tmp_path / "logs").glob(f"sgvars-{job.id}/rank-*.log")
+         for line in log.read_text().splitlines() if line.startswith("{")),
+        key=lambda line: str(line["env"]["SLURM_PROCID"]),
+    )  # fmt: skip
+    assert [line["argv"] for line in got] == [
+        ["--rank=0", "--lr", "3e-4", "two words", "it's", "$5", "a;id", "${KEEP}"],
+        ["--rank=1", "--lr", "3e-4", "two words", "it's", "$5", "a;id", "${KEEP}"],
+    ]
+    assert [line["env"] for line in got] == [
+        {"OMP_NUM_THREADS": "1", "PER_RANK": "r0", "SLURM_PROCID": "0"},
+        {"OMP_NUM_THREADS": "1", "PER_RANK": "r1", "SLURM_PROCID": "1"},
+    ]

@@ -62,6 +62,9 @@ class RecordedJob:
     def code(self) -> str | None:
         return None
 
+    def args(self) -> tuple[str, ...]:
+        return ()
+
     def history_dirs(self) -> tuple[list[Path], str]:
         self._note("history")
         return [self.place], f"job {self.label}: no run history"

@@ -124,12 +124,12 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     [
         # Plain metavars, as man pages write them: REQUIRED, [OPTIONAL], ... for repeatable (Typer's own {SPEC} reads
         # like a set of choices)
-        ("render", "Usage: slurmgen render [OPTIONS] SPEC\n"),
+        ("render", "Usage: slurmgen render [OPTIONS] SPEC [-- ARGS...]\n"),
         ("validate", "Usage: slurmgen validate [OPTIONS] SPEC...\n"),
         ("status", "Usage: slurmgen status [OPTIONS] [JOB]\n"),
         ("logs", "Usage: slurmgen logs [OPTIONS] JOB\n"),
         ("history", "Usage: slurmgen history [OPTIONS] JOB\n"),
-        ("run", "Usage: slurmgen run [OPTIONS] [SPEC]\n"),
+        ("run", "Usage: slurmgen run [OPTIONS] [SPEC] [-- ARGS...]\n"),
     ],
 )
 def test_help_names_the_arguments_plainly(command: str, usage: str, capsys: pytest.CaptureFixture[str]) -> None:

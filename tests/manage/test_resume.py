@@ -57,6 +57,23 @@ def test_a_forgotten_job_is_submitted_again_from_its_state(tmp_path: Path) -> No
     assert (latest.job_id, latest.extra, latest.log_dir) == ("15", {"resumes": "14"}, entry.log_dir)
 
 
+def test_a_forgotten_jobs_arguments_are_in_the_script_submitted_again_and_kept_in_the_journal(tmp_path: Path) -> None:
+    """`slurmgen submit SPEC -- ARGS`: the words are in the run directory's script, which the resume submits as it
+    is (no render again), and the new job's journal entry keeps them for history."""
+    from dataclasses import replace
+
+    fake = FakeSlurm().on(*SHOW, "14", recording="show-job-invalid").on("sbatch", out="15\n")
+    journal, entry = journal_with_job(tmp_path, "14")
+    given = ["--lr", "3e-4", "two words"]
+    Path(entry.script).write_text("#!/bin/bash\n'python' 't.py' '--lr' '3e-4' 'two words' &\n")
+    entry = replace(entry, extra={"args": given})
+    resume(fake.client(env={}), Target(JobId(14), entry), journal)
+    (argv,) = fake.commands("sbatch")
+    assert argv[-1] == entry.script and "'two words' &" in Path(argv[-1]).read_text()
+    latest = journal.jobs()[-1]
+    assert (latest.job_id, latest.args, latest.extra["resumes"]) == ("15", tuple(given), "14")
+
+
 @pytest.mark.parametrize("recording", ["show-job-o-running", "show-job-o-pending"])
 def test_a_job_that_has_not_ended_has_nothing_to_resume(tmp_path: Path, recording: str) -> None:
     fake = FakeSlurm().on(*SHOW, recording=recording)

@@ -35,10 +35,13 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
                    "  control_persist: 60\n")  # fmt: skip
     git(repo, "add", "train.py")
     git(repo, "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-qm", "one")
-    (repo / "train.py").write_text("import time\nprint('uncommitted version', flush=True)\ntime.sleep(4)\n")
+    uncommitted = "import sys, time\nprint('uncommitted version', sys.argv[1:], flush=True)\ntime.sleep(4)\n"
+    (repo / "train.py").write_text(uncommitted)
     work = login.root / "work"
     env = client_env(login)
-    first = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+    # Arguments after `--` travel in the rendered script: through ssh, and into the requeued run as well.
+    given = ["--lr", "3e-4", "two words", "$5", "a;id"]
+    first = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", "--", *given, cwd=repo, env=env)
     assert first.returncode == 0, first.stderr
     job = first.stdout.strip()
     assert re.search(r"snapshot \w{12} dirty \(\d+ files, [1-9]\d* bytes sent\)", first.stderr), first.stderr
@@ -56,13 +59,15 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
     assert wait_state(t, job, log_dir, {"COMPLETED", "FAILED"}, timeout=120) == "COMPLETED"
     logs = logs_of(log_dir)
     assert logs.count("uncommitted version") == 2, logs  # both runs ran the submitted code
+    assert logs.count(f"uncommitted version {given}") == 2, logs  # with the same arguments
     assert "edited after submit" not in logs
-    (repo / "train.py").write_text("import time\nprint('uncommitted version', flush=True)\ntime.sleep(4)\n")
+    (repo / "train.py").write_text(uncommitted)
     second = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
     assert second.returncode == 0, second.stderr
     assert "(0 files, 0 bytes sent)" in second.stderr  # unchanged: no file content uploaded
     journal = (login.root / "journal" / "journal.jsonl").read_text()
     assert f'"job_id":"{job}"' in journal and '"cluster":"alpha"' in journal and '"dirty":true' in journal
+    assert '"args":["--lr","3e-4","two words","$5","a;id"]' in journal
     assert login.accepted() == 1  # two slurmgen processes, one login
 
 

@@ -21,6 +21,7 @@ import yaml
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
+from slurmgen import variables
 from slurmgen.errors import SpecError
 from slurmgen.script.directives import directives
 from slurmgen.script.render import render
@@ -161,6 +162,9 @@ def test_values_are_rejected_or_arrive_unchanged(
             assert "\n" not in line and line.startswith("prop.yaml:"), line
         event("rejected")
         return
+    if any(variables.has_variables(v) for v in (env_value, arg, image)):
+        event("expands ${NAME} or $$: tests/script/test_expansion.py")  # the value arrives expanded, not as written
+        return
     event("rendered and run")
     spec = loaded.spec
     script = render(spec)
@@ -176,9 +180,16 @@ def test_values_are_rejected_or_arrive_unchanged(
     assert got["env"]["SLURMGEN_JOB_NAME"] == name
 
 
-def test_a_known_hostile_spec_runs_safely(tmp_path: Path) -> None:
-    value = "$(touch INJECTED); `touch INJECTED` 'x' \"y\" # z \\ %j"
-    text = spec_yaml("ok", value, value, "img", "w")
+def test_a_known_hostile_spec_is_refused_and_its_escaped_form_runs_safely(tmp_path: Path) -> None:
+    hostile = "$(touch INJECTED); `touch INJECTED` 'x' \"y\" # z \\ %j"
+    text = spec_yaml("ok", hostile, hostile, "img", "w")
+    assert text is not None
+    with pytest.raises(SpecError) as refused:
+        load_text(text, "hostile.yaml")
+    assert [p.path for p in refused.value.problems] == ["command[2]", "env.USER_VALUE"]
+    assert all("runs a command" in str(p) for p in refused.value.problems)
+    value = "$(touch INJECTED); ${HOME} 'x' \"y\" # z \\ %j ;id"  # `$$` keeps each `$` as text
+    text = spec_yaml("ok", value.replace("$", "$$"), value.replace("$", "$$"), "img", "w")
     assert text is not None
     spec = load_text(text, "hostile.yaml").spec
     got = run_script(render(spec), tmp_path)

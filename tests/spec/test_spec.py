@@ -255,10 +255,10 @@ def test_the_command_script_and_where_it_must_be(tmp_path: Path) -> None:
     )
 
 
-def test_a_variable_in_env_is_named_as_not_expanded() -> None:
+def test_a_bare_variable_in_env_is_named_as_not_expanded_with_its_braced_spelling() -> None:
     assert warnings("env: {OMP_NUM_THREADS: $SLURM_CPUS_PER_TASK}\n") == [
         "t.yaml:4: env.OMP_NUM_THREADS: $SLURM_CPUS_PER_TASK is not expanded: the task gets the text "
-        "'$SLURM_CPUS_PER_TASK' as written; give the value itself, or set it in a setup line instead: "
-        'export OMP_NUM_THREADS="$SLURM_CPUS_PER_TASK"'
+        "'$SLURM_CPUS_PER_TASK' as written; write ${SLURM_CPUS_PER_TASK} to have it expanded, or "
+        "$$SLURM_CPUS_PER_TASK to keep the $ and silence this warning"
     ]
-    assert warnings("env: {PRICE: 'costs $5', PATH_LIKE: /opt/bin}\n") == []
+    assert warnings("env: {PRICE: 'costs $5', PATH_LIKE: /opt/bin, N: '${SLURM_CPUS_PER_TASK}', D: '$$HOME'}\n") == []

@@ -223,3 +223,20 @@ def test_the_agent_passes_a_preemption_signal_that_came_before_its_workers_on_to
         assert signal.SIGUSR1 not in signal.sigpending()  # taken, not left for the agent's own unblock
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def test_a_task_expands_its_per_task_words_and_variables_from_its_own_environment() -> None:
+    """`--expand=I,J` and `--expand-env=NAME=VALUE` (slurmgen/script/expansion.py writes them): read from the
+    task's environment, its ranks set; every value read before any is set, and `$$` is one `$`."""
+    from slurmgen.task.launch import expand_per_task, parse_all
+
+    flags, expansions, command = parse_all(
+        ["--expand-env=TAG=r${RANK}", "--expand-env=SEEN=${TAG:-unset}", "--expand=1,2", "--", "prog",
+         "--rank=${RANK}", "$${RANK}-${SLURM_PROCID}", "${RANK}"]
+    )  # fmt: skip
+    assert flags == set() and len(expansions) == 3
+    environ = {"RANK": "3", "SLURM_PROCID": "3"}
+    assert expand_per_task(expansions, command, environ) == ["prog", "--rank=3", "${RANK}-3", "${RANK}"]
+    assert (environ["TAG"], environ["SEEN"]) == ("r3", "unset")
+    with pytest.raises(UsageError, match="the command has words 0 to 1"):
+        expand_per_task(["--expand=5"], ["prog", "x"], {})

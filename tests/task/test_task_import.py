@@ -30,4 +30,7 @@ def test_the_entry_point_and_its_old_names_run_the_same_launcher() -> None:
     runs = [subprocess.run(c, cwd=REPO, capture_output=True, text=True, timeout=60) for c in commands]
     assert [r.returncode for r in runs] == [2, 2, 2]
     assert runs[0].stderr == runs[1].stderr == runs[2].stderr
-    assert "usage: python3 -m slurmgen.task [--torchrun-agent] -- CMD" in runs[0].stderr
+    assert (
+        "usage: python3 -m slurmgen.task [--torchrun-agent] [--expand=I,J] [--expand-env=NAME=VALUE]... -- CMD"
+        in runs[0].stderr
+    )

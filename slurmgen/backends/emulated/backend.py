@@ -51,13 +51,13 @@ class Emulated:
         if request.one is not None or request.many is not None:
             from slurmgen.spec.load import load_file
 
-            swept = load_file(source.path, list(source.overrides)).spec.sweep is not None
+            swept = load_file(source.path, list(source.overrides), source.args).spec.sweep is not None
             if request.one is not None and swept:
                 raise UsageError(request.one)
             if request.many is not None and not swept:
                 raise UsageError(request.many)
         templates = None if request.templates is None else str(request.templates)
-        options = Options(None, None, source.overrides, None, templates, None, None, source.profile)
+        options = Options(None, None, source.overrides, None, templates, None, None, source.profile, source.args)
         code = run_local(source.path, options, warn)
         ran = local_jobs.records(home() if self._base is None else self._base)
         if not ran:

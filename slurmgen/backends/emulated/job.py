@@ -81,6 +81,9 @@ class LocalJob:
     def code(self) -> str | None:
         return None  # the files in the job's directory, as they are
 
+    def args(self) -> tuple[str, ...]:
+        return self.record.entry.args
+
     def history_dirs(self) -> tuple[list[Path], str]:
         from slurmgen.queries.history import job_log_dirs, no_history
 

@@ -56,7 +56,7 @@ class SlurmHere:
         if request.check:
             self.check_python(source.path, built.spec, warn)
         return plan(source.path, built.spec, built.script, self.base, Path.cwd(), new_token(), source.overrides,
-                    built.text)  # fmt: skip
+                    built.text, source.args)  # fmt: skip
 
     def check_python(self, path: Path, spec: JobSpec, warn: Warn) -> None:
         """The spec's ``python`` asked for its version on this machine, where sbatch runs (the nodes share its

@@ -102,6 +102,9 @@ class SlurmJob:
     def code(self) -> str | None:
         return None  # the files in the job's directory, as they are
 
+    def args(self) -> tuple[str, ...]:
+        return () if self.target.entry is None else self.target.entry.args
+
     def history_dirs(self) -> tuple[list[Path], str]:
         from slurmgen.queries.history import job_log_dirs, no_history
 

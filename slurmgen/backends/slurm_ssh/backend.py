@@ -105,6 +105,7 @@ class SlurmSsh:
             warn=warn,
             overrides=source.overrides,
             check=request.check,
+            args=source.args,
         )
         up = done.upload
         sent = "" if up is None else f" ({up.files_sent} files, {up.bytes_sent} bytes sent)"
@@ -137,7 +138,7 @@ class SlurmSsh:
             from slurmgen.script.build import check_file
 
             if not extra:
-                checked = check_file(source.path, list(source.overrides), Path.cwd(), profile)
+                checked = check_file(source.path, list(source.overrides), Path.cwd(), profile, source.args)
                 if request.one is not None and checked.spec.sweep is not None:
                     raise UsageError(request.one)
                 if request.many is not None and checked.spec.sweep is None:
@@ -146,7 +147,9 @@ class SlurmSsh:
                 for problem in checked.warnings:
                     warn(f"warning: {problem}")
                 return checked.spec, ""
-            built = build_file(source.path, [*source.overrides, *extra], request.templates, Path.cwd(), profile)
+            built = build_file(
+                source.path, [*source.overrides, *extra], request.templates, Path.cwd(), profile, source.args
+            )
             for problem in built.warnings:  # the script doctor's, on the script that is submitted
                 if str(problem) not in said:
                     warn(f"warning: {problem}")

@@ -53,6 +53,9 @@ class RemoteJob(SlurmJob):
     def code(self) -> str:
         return code_of(self.entry.extra)
 
+    def args(self) -> tuple[str, ...]:
+        return self.entry.args
+
     def state(self) -> str:
         return self.remote_state().state
 

@@ -155,6 +155,7 @@ def send_remote(
     warn: Callable[[str], object] = lambda line: None,
     overrides: tuple[str, ...] = (),
     check: bool = True,
+    args: tuple[str, ...] = (),
 ) -> RemoteSubmission:
     """Store the code (place), then submit once: one job, or a sweep's arrays (sweep_arrays), each through
     the same once-only remote call."""
@@ -163,7 +164,7 @@ def send_remote(
     log_dir = spec.output
     base = Entry(event="submitting", token=token, name=spec.name, spec=str(spec_path), run_dir=placed.run_dir,
                  script="job.sbatch", time=clock(), cluster=profile.name, log_dir=log_dir,
-                 extra=placed.record)  # fmt: skip
+                 extra={**placed.record, **({"args": list(args)} if args else {})})  # fmt: skip
     arrays: tuple[str, ...] = ()
     if spec.sweep is None:
         command = once_script(placed.run_dir, log_dir, placed.shipped, spec, token, error_dir=spec.error)

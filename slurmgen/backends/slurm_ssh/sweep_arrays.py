@@ -49,7 +49,9 @@ def send_sweep_remote(
     profile = str(base.extra["profile"])
     copies = journal.base / "remote" / profile
     # the job starts in the snapshot: the plan's paths are the cluster's (spec.chdir and output are absolute there)
-    p = plan(spec_path, spec, script, copies, Path(start), base.token, overrides)
+    given = base.extra.get("args")
+    after = tuple(str(a) for a in given) if isinstance(given, list) else ()  # after `--`: the run directory keeps them
+    p = plan(spec_path, spec, script, copies, Path(start), base.token, overrides, args=after)
     sp = sweep_plan(p, max_array_size(SlurmClient(run=transport_runner(transport))))
     write_run_dir(p, journal.base)
 
