@@ -47,7 +47,9 @@ def node_checks(spec: JobSpec) -> bool:
 # --- hand-written: what the model has beyond the table's fields ---------------------------------------------
 # Fields added after digests were first kept (the resume state is keyed by them): left out, they stay out of the
 # digest (empty, None).
-ADDED_EMPTY = ("srun", "error")
+ADDED_EMPTY = ("srun", "error", "teardown")
+# Fields added later with a default: at that default they stay out of the digest too.
+ADDED_DEFAULT: dict[str, Any] = {"setup_fail_fast": True}
 
 # The container fields added with runtimes enroot and apptainer, and their defaults (spec/fields.py).
 CONTAINER_ADDED: dict[str, Any] = {
@@ -78,6 +80,9 @@ class JobSpec(JobFields):
         for key in ADDED_EMPTY:
             if not out[key]:
                 del out[key]  # a job that leaves a newer field out keeps the digest it had before that field existed
+        for key, default in ADDED_DEFAULT.items():
+            if out[key] == default:
+                del out[key]
         if out.get("container") is not None:
             # A pyxis container that uses none of the fields added with the other runtimes keeps its old digest.
             for key, default in CONTAINER_ADDED.items():
