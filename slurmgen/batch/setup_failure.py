@@ -17,8 +17,9 @@ WRITER = "batch-shell"
 
 
 def failing(item: int, text: str, rc: int) -> str:
-    """How the run history names the failure: `setup[1] (module load cuda) exited 127`."""
-    return f"setup[{item}] ({printable(text)}) exited {rc}"
+    """How the run history names the failure, as it names a failed rank (`rank 1 on node2 (exit 3)`), for history
+    and status (`...; setup[1] `module load cuda` (exit 1) failed first`)."""
+    return f"setup[{item}] `{printable(text)}` (exit {rc})"
 
 
 def setup_failed(rc: int, item: int, text: str, ctx: JobContext, say: Callable[[str], None]) -> int:

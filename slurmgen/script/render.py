@@ -102,6 +102,7 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "sweep_id": spec.name,
         "setup": list(spec.setup),  # kept for user templates; ours uses setup_items
         "setup_items": setup_items(spec.setup),
+        "setup_shown": [sq(shown) for _, _, shown in setup_items(spec.setup)],
         "setup_fail_fast": spec.setup_fail_fast,
         "teardown": [(number, text) for number, text, _ in setup_items(spec.teardown)],
         "batch_setup_failed": join(batch_words(spec, "setup-failed")),

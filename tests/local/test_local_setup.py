@@ -38,10 +38,10 @@ def test_a_failing_setup_line_ends_the_job_before_the_step_with_one_line(tmp_pat
     assert not (tmp_path / "step-ran").exists() and not (tmp_path / "after-the-failure").exists()
     assert (tmp_path / "torn-down").exists()
     (run,) = job.history()
-    assert (run.exit_code, run.failing, run.ended) == (3, 'setup[1] (sh -c "exit 3") exited 3', "failed")
+    assert (run.exit_code, run.failing, run.ended) == (3, 'setup[1] `sh -c "exit 3"` (exit 3)', "failed")
     assert "FAILED, exit code 3" in job.runner
     shown = run_slurmgen("history", f"local-{job.job_id()}", cwd=tmp_path, timeout=60)
-    assert shown.returncode == 0 and 'setup[1] (sh -c "exit 3") exited 3' in shown.stdout, shown.stdout
+    assert shown.returncode == 0 and 'setup[1] `sh -c "exit 3"` (exit 3)' in shown.stdout, shown.stdout
 
 
 def test_set_e_in_setup_ends_it_at_the_failing_command_and_the_run_is_recorded(

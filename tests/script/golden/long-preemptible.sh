@@ -153,7 +153,7 @@ export NCCL_DEBUG='WARN'
 # print, the commands that restore them (bash(1), "set", "shopt"), and slurmgen's traps are installed again. A
 # setup that ends this shell (set -e, set -u) reaches the EXIT trap, which records the run as failed.
 _sg_options="$(set +o; shopt -p)"
-_sg_setup_items=( 'module load cuda/12.4' 'source .venv/bin/activate')
+_sg_setup_items=('module load cuda/12.4' 'source .venv/bin/activate')  # how the batch log names each item
 _sg_setup_at=""
 _sg_setup_failed() {
     { set +x; } 2>/dev/null
@@ -164,9 +164,9 @@ _sg_setup_failed() {
     [ "${_sg_setup_rc}" -ne 0 ] || _sg_setup_rc=1  # it ended the shell with 0: still not a setup that ran
     _sg_log="$(readlink "/proc/$$/fd/2" 2>/dev/null)" || _sg_log="the batch log"
     echo "slurmgen: setup[${_sg_at}] (${_sg_setup_items[${_sg_at}]}) failed with exit code ${_sg_setup_rc}: the step does not start (its output is above, in ${_sg_log})" >&2
+    trap '' TERM  # from here the run's end decides alone, as after the step (below)
     if [ -n "${_sg_signals}" ]; then
         # A signal came while setup ran (a preemption's TERM ends its commands too): the run's end decides.
-        trap '' TERM
         SLURMGEN_SIGNALS="${_sg_signal_log}" SLURMGEN_BATCH_SCRIPT="$0" 'python3' '-m' 'slurmgen.batch' 'end' "${_sg_setup_rc}"
     else
         'python3' '-m' 'slurmgen.batch' 'setup-failed' "${_sg_setup_rc}" "${_sg_at}" "${_sg_setup_items[${_sg_at}]}"
