@@ -126,9 +126,10 @@ def test_set_x_e_setup_and_a_preemption_signal_requeue_and_teardown_runs_in_each
 ) -> None:
     """`set -x -e` and `set -o pipefail` in setup, then the preemption signal (`--preempt-after`) while the step
     runs: the batch shell is not killed by it (xtrace and errexit were put back after setup), the step is stopped
-    and the job requeued, run 2 completes. Teardown runs at the end of both runs, after the run's record."""
+    and the job requeued, run 2 completes. The user's own `trap ... USR1` held only while setup ran: slurmgen's
+    trap is back for the step. Teardown runs at the end of both runs, after the run's record."""
     items = (
-        "setup: ['set -x -e', 'set -o pipefail', 'export X=1']\n"
+        "setup: ['set -x -e', 'set -o pipefail', 'export X=1', 'trap \"echo user-trap\" USR1']\n"
         "teardown: ['echo \"run ${SLURM_RESTART_COUNT:-0}\" >>torn']\n"
     )
     job = LocalJob(
@@ -141,7 +142,7 @@ def test_set_x_e_setup_and_a_preemption_signal_requeue_and_teardown_runs_in_each
     assert job.finish() == 0, job.everything()
     assert "COMPLETED, exit code 0, 2 runs" in job.runner, job.runner
     batch = job.file("batch")
-    assert "batch shell received SIGUSR1" in batch
+    assert "batch shell received SIGUSR1" in batch and "user-trap" not in batch.replace("echo user-trap", ""), batch
     assert (tmp_path / "torn").read_text() == "run 0\nrun 1\n", batch
     first, second = job.history()
     assert first.requeued_by is not None and first.cause == "preemption", first
