@@ -9,6 +9,7 @@
     python3 -m slurmgen.batch end RC         # after the step, with its exit code; exits with the job's
     python3 -m slurmgen.batch steps          # spec field steps: the first step not done (batch/steps.py)
     python3 -m slurmgen.batch step-done I RC # after step I: exit 0 to start the next
+    python3 -m slurmgen.batch setup-failed RC N TEXT  # setup item N failed before the step (batch/setup_failure.py)
 
 The rendered script keeps only what bash must do (traps, forwarding, waiting); every rule lives here, once,
 with the runtime's own code (budgets, run history, Slurm's view of the job), and is tested as Python.
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
 WRITER = "batch-shell"
 USAGE = (
     "usage: python3 -m slurmgen.batch begin | before ATTEMPT | signal SIG [PID] | restart RC ATTEMPT | "
-    "watch SHELL_PID SIG | end RC | steps | step-done INDEX RC"
+    "watch SHELL_PID SIG | end RC | steps | step-done INDEX RC | setup-failed RC ITEM TEXT"
 )
 
 
@@ -336,6 +337,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             from slurmgen.batch.steps import step_done
 
             return step_done(int(args[1]), int(args[2]), env, _say)
+        if len(args) == 4 and args[0] == "setup-failed" and args[1].isdigit() and args[2].isdigit():
+            from slurmgen.batch.setup_failure import setup_failed
+
+            return setup_failed(int(args[1]), int(args[2]), args[3], env, _say)
         if len(args) == 3 and args[0] == "watch" and args[1].isdigit():
             from slurmgen.batch.watch import watch
 
@@ -350,7 +355,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             restarting = len(args) == 2 and args[1].isdigit() and int(args[1]) > 0
             print("end" if restarting else f"exit {exit_codes.EXIT_FAILURE}", flush=True)
             return 0
-        return int(args[1]) if len(args) == 2 and args[0] == "end" and args[1].isdigit() else 0
+        if args[:1] in (["end"], ["setup-failed"]) and len(args) >= 2 and args[1].isdigit():
+            return int(args[1])
+        return 0
     print(USAGE, file=sys.stderr)
     return 2
 

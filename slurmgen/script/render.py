@@ -100,7 +100,12 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "sweep": spec.sweep is not None,
         "sweep_cases": cases(spec),
         "sweep_id": spec.name,
-        "setup": list(spec.setup),
+        "setup": list(spec.setup),  # kept for user templates; ours uses setup_items
+        "setup_items": setup_items(spec.setup),
+        "setup_shown": [sq(shown) for _, _, shown in setup_items(spec.setup)],
+        "setup_fail_fast": spec.setup_fail_fast,
+        "teardown": [(number, text) for number, text, _ in setup_items(spec.teardown)],
+        "batch_setup_failed": join(batch_words(spec, "setup-failed")),
         "python": spec.python,
         "rendezvous": join(rendezvous_words(spec)),
         "package_dir": join(package_dir_words(spec)),
@@ -132,6 +137,18 @@ def context(spec: JobSpec) -> dict[str, Any]:
         "batch_watch": join(batch_words(spec, "watch")),
         "signals_file": contract.BATCH_SIGNALS_FILE,
     }
+
+
+def setup_items(items: tuple[str, ...]) -> list[tuple[int, str, str]]:
+    """Each setup or teardown item as the script holds it: its number (as validate names it, setup[N]), its text
+    as written (a block without the line break YAML keeps at its end), and how the batch log names it: the line,
+    or a block's first line and `...`."""
+    out = []
+    for number, item in enumerate(items):
+        text = item.rstrip("\n")
+        first = text.strip().split("\n", 1)[0]
+        out.append((number, text, f"{first} ..." if "\n" in text.strip() else first))
+    return out
 
 
 def user_batch_signal(spec: JobSpec) -> str | None:

@@ -10,7 +10,6 @@ without a container never loads them.
 from __future__ import annotations
 
 from slurmgen import contract
-from slurmgen.script.directives import sq
 from slurmgen.script.expansion import batch_word
 from slurmgen.script.shell_words import Shell, join, quoted
 from slurmgen.script.sweep import command_words, task_flags  # placeholders and ${NAME} become expansions

@@ -6,6 +6,7 @@ Validation (slurmgen.spec) and `slurmgen schema` are both driven by this table, 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from slurmgen import contract, variables
@@ -200,16 +201,27 @@ class Mount(Str):
         return super().check(value, ctx, path)
 
 
+@dataclass
 class SetupLine(Str):
-    """One shell line of setup: a line break in it (a YAML block scalar, `|`) would make lines the check never saw."""
+    """One item of setup or teardown: a shell line, or a block of lines (a YAML block scalar, `|`) run as written.
+    Refused: what would end the batch script before slurmgen's own lines after it run (spec/setup_lines.py);
+    teardown runs in a subshell, where `exit` and `exec` end only the subshell (``subshell``)."""
+
+    subshell: bool = False
 
     def check(self, value: Any, ctx: Ctx, path: FieldPath) -> Any:
-        if isinstance(value, str) and "\n" in value:
-            return ctx.fail(
-                path,
-                "holds a line break (a YAML block, `|` or `>`, keeps them); setup takes one shell line "
-                "per item: write each line as its own item, e.g. setup: [module load cuda, source .venv/bin/activate]",
-            )
+        if isinstance(value, str):
+            from slurmgen.spec.setup_lines import item_problem
+
+            if (problem := item_problem(value, ends_ok=self.subshell)) is not None:
+                return ctx.fail(path, problem)
+            # A line break is what a block keeps; every other character is checked as on one line.
+            lines = value.split("\n")
+            for line in lines:
+                super().check(line, ctx, path)
+            if len(value) > self.max_len:
+                return ctx.fail(path, f"is {len(value)} characters long; the limit is {self.max_len}")
+            return value
         return super().check(value, ctx, path)
 
 
@@ -455,7 +467,22 @@ SPEC = Obj(
         ),
         "setup": Field(
             AnyOf(((str, SetupLine(max_len=65536)), (list, List(SetupLine(max_len=65536)))), "shell lines"),
-            "shell lines run in the batch shell before launch (the one place for raw shell)",
+            "shell lines (or blocks) run in the batch shell before launch (the one place for raw shell); what they "
+            "export, source or cd into reaches the step",
+        ),
+        "setup_fail_fast": Field(
+            Bool(),
+            "a setup item that fails ends the job before the step, naming the item and its exit code; false runs "
+            "the step anyway",
+            default=True,
+        ),
+        "teardown": Field(
+            AnyOf(
+                ((str, SetupLine(max_len=65536, subshell=True)), (list, List(SetupLine(max_len=65536, subshell=True)))),
+                "shell lines",
+            ),
+            "shell lines (or blocks) run after the step's last end, whatever its end, before the job exits; "
+            "they never change the job's exit code",
         ),
         "container": Field(CONTAINER, "run every task inside this image (pyxis, enroot, apptainer or singularity)"),
         "trackers": Field(

@@ -48,7 +48,9 @@ def node_checks(spec: JobSpec) -> bool:
 # --- hand-written: what the model has beyond the table's fields ---------------------------------------------
 # Fields added after digests were first kept (the resume state is keyed by them): left out, they stay out of the
 # digest (empty, None).
-ADDED_EMPTY = ("srun", "error")
+ADDED_EMPTY = ("srun", "error", "teardown")
+# Fields added later with a default: at that default they stay out of the digest too.
+ADDED_DEFAULT: dict[str, Any] = {"setup_fail_fast": True}
 
 # The recovery fields added later, and their defaults: a job that leaves them at the default keeps its digest.
 RECOVERY_ADDED: dict[str, Any] = {"expedite": False}
@@ -102,6 +104,9 @@ class JobSpec(JobFields):
             del out["steps"]  # likewise: one step is what every job did before steps existed
         if not out["torchrun"]["extra_args"]:
             del out["torchrun"]  # added after digests were first kept: left empty, the digest stays as it was
+        for key, default in ADDED_DEFAULT.items():
+            if out[key] == default:
+                del out[key]
         if out.get("container") is not None:
             # A pyxis container that uses none of the fields added with the other runtimes keeps its old digest.
             for key, default in CONTAINER_ADDED.items():

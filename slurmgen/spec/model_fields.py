@@ -95,6 +95,8 @@ class JobFields:
     recovery: RecoverySpec
     env: tuple[tuple[str, str], ...]
     setup: tuple[str, ...]
+    setup_fail_fast: bool
+    teardown: tuple[str, ...]
     container: ContainerSpec | None
     trackers: TrackersSpec
     output: str

@@ -110,11 +110,13 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
         if key.startswith("SLURMGEN_"):
             ctx.fail(("env", key), "SLURMGEN_* variables are set by slurmgen itself; use another name")
     out["env"] = env
-    setup = f.get("setup", [])
-    out["setup"] = [setup] if isinstance(setup, str) else setup
-    for i, line in enumerate(out["setup"]):
-        if "\r" in line:
-            ctx.fail(("setup", i), "contains a carriage return (CR); save the file with Unix line ends")
+    for key in ("setup", "teardown"):
+        lines = f.get(key, [])
+        out[key] = [lines] if isinstance(lines, str) else lines
+        for i, line in enumerate(out[key]):
+            if "\r" in line:
+                ctx.fail((key, i), "contains a carriage return (CR); save the file with Unix line ends")
+    out["setup_fail_fast"] = f.get("setup_fail_fast", True)
     if isinstance(f.get("container"), dict):
         from slurmgen.spec.container import check_container  # loaded only for a spec with a container
 
@@ -395,34 +397,24 @@ def _setup_warnings(f: dict[str, Any], warn: Callable[[tuple[str | int, ...], st
     if isinstance(user, tuple) and user[0] == "B":
         own.append(user[1])  # the user's own --signal=B:<sig>, which the batch shell traps to forward it
     for i, line in enumerate(f["setup"]):
+        shown = line.strip().split("\n", 1)[0] + (" ..." if "\n" in line.strip() else "")
         for sig in dict.fromkeys(setup_lines.trapped_in(line)):
             if sig in own:
                 message = (
-                    f"`{line.strip()}` replaces slurmgen's own trap for SIG{sig}, which forwards it to the step "
-                    "(bash keeps one trap per signal), so your program never gets it; remove the trap and handle "
-                    "the signal in your program"
+                    f"`{shown}` replaces slurmgen's own trap for SIG{sig} while setup runs (bash keeps one trap per "
+                    "signal): a signal then runs your trap instead of being recorded and forwarded to the step, and "
+                    "slurmgen installs its own trap again after setup, so yours never runs later; remove the trap "
+                    "and handle the signal in your program (cleanup: teardown)"
                 )
             elif sig == "EXIT":
                 message = (
-                    f"`{line.strip()}` runs when the batch shell ends, after slurmgen's own end of the run (a "
-                    "requeue included), not when your program ends; do the cleanup in your program, or in a script "
-                    "that your command runs"
+                    f"`{shown}` runs when the batch shell ends, after slurmgen's own end of the run (a requeue "
+                    "included), not when your program ends, and while setup runs it replaces the trap that records "
+                    "a setup that ends the shell; put the cleanup in teardown instead"
                 )
             else:
                 message = (
-                    f"`{line.strip()}` makes the batch shell run this on SIG{sig} instead of ending, and slurmgen "
+                    f"`{shown}` makes the batch shell run this on SIG{sig} instead of ending, and slurmgen "
                     "does not forward it: the step never gets it; handle the signal in your program"
                 )
             warn(("setup", i), message)
-        for option in setup_lines.errexit_in(line):
-            effect = (
-                "ends the batch shell at the first command that fails, the wait for a failed step included, "
-                "before slurmgen restarts, requeues or records it"
-                if option == "set -e"
-                else "changes every pipeline of the batch shell after it, slurmgen's own included"
-            )
-            warn(
-                ("setup", i),
-                f"{option} stays on for slurmgen's lines after setup: it {effect}; keep it to your own lines, "
-                f"e.g. in a script that setup runs (bash setup.sh), or in a subshell: ( {option}; ... )",
-            )

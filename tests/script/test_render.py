@@ -85,6 +85,8 @@ FIELDS = {
     "no-time": "preemption: false\nsbatch:\n  requeue: true\n",
     "srun": "time: '10'\ngpus_per_node: 2\nsrun:\n  mpi: pmix\n  cpu-bind: cores\n  distribution: 'block:cyclic'\n"
     '  overcommit: true\n  kill-on-bad-exit: false\n  comment: "it\'s $HOME; `x`"\n',
+    "setup-teardown": "time: '10'\nsetup_fail_fast: false\nsetup:\n  - set -euxo pipefail\n  - |\n    cat <<EOF >cfg\n"
+    '    exit\n    EOF\n    for i in 1 2; do echo "$i"; done\nteardown:\n  - rm -f cfg || exit 1\n  - echo end\n',
 }
 
 

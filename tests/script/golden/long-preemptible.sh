@@ -147,9 +147,52 @@ rm -f "${SLURMGEN_STATE_DIR}/${_sg_key}.requeue"
 # --- The job's environment (spec field env) ---------------------------------------------------------------
 export NCCL_DEBUG='WARN'
 
-# --- Setup (spec field setup: raw shell, run as written) --------------------------------------------------
+# --- Setup (spec fields setup and setup_fail_fast: raw shell, run as written) -----------------------------
+# In this shell, so that what it exports, sources or cd's into reaches the step. What it does to the shell itself
+# is undone after it: the options (set -e/-u/-x/-o pipefail, shopt) are put back from what `set +o` and `shopt -p`
+# print, the commands that restore them (bash(1), "set", "shopt"), and slurmgen's traps are installed again. A
+# setup that ends this shell (set -e, set -u) reaches the EXIT trap, which records the run as failed.
+_sg_options="$(set +o; shopt -p)"
+_sg_setup_items=('module load cuda/12.4' 'source .venv/bin/activate')  # how the batch log names each item
+_sg_setup_at=""
+_sg_setup_failed() {
+    { set +x; } 2>/dev/null
+    _sg_setup_rc="$1"
+    eval "${_sg_options}"
+    _sg_at="${_sg_setup_at}"
+    _sg_setup_at=""
+    [ "${_sg_setup_rc}" -ne 0 ] || _sg_setup_rc=1  # it ended the shell with 0: still not a setup that ran
+    _sg_log="$(readlink "/proc/$$/fd/2" 2>/dev/null)" || _sg_log="the batch log"
+    echo "slurmgen: setup[${_sg_at}] (${_sg_setup_items[${_sg_at}]}) failed with exit code ${_sg_setup_rc}: the step does not start (its output is above, in ${_sg_log})" >&2
+    trap '' TERM  # from here the run's end decides alone, as after the step (below)
+    if [ -n "${_sg_signals}" ]; then
+        # A signal came while setup ran (a preemption's TERM ends its commands too): the run's end decides.
+        SLURMGEN_SIGNALS="${_sg_signal_log}" SLURMGEN_BATCH_SCRIPT="$0" 'python3' '-m' 'slurmgen.batch' 'end' "${_sg_setup_rc}"
+    else
+        'python3' '-m' 'slurmgen.batch' 'setup-failed' "${_sg_setup_rc}" "${_sg_at}" "${_sg_setup_items[${_sg_at}]}"
+    fi
+    _sg_code=$?
+    exit "${_sg_code}"
+}
+_sg_setup_done() {
+    [ "$1" -eq 0 ] && return 0
+    _sg_setup_failed "$1"
+}
+trap '_sg_setup_rc=$?; [ -z "${_sg_setup_at}" ] || _sg_setup_failed "${_sg_setup_rc}"' EXIT
+_sg_setup_at=0
 module load cuda/12.4
+# shellcheck disable=SC2320 # the item's own status, whatever its last command
+_sg_setup_done $?
+_sg_setup_at=1
 source .venv/bin/activate
+# shellcheck disable=SC2320 # the item's own status, whatever its last command
+_sg_setup_done $?
+_sg_setup_at=""
+{ set +x; } 2>/dev/null  # a setup's set -x: not for the restore itself
+eval "${_sg_options}"
+trap '_sg_forward HUP' HUP
+trap '_sg_forward USR2' USR2
+trap '_sg_forward TERM' TERM
 
 
 # --- Start the step; after a crash, start it again inside the allocation (spec field recovery) ---------------
