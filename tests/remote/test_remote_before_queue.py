@@ -28,7 +28,7 @@ def stand_ins(folder: Path) -> Path:
     (folder / "config.out").write_text(recorded_text("show-config.out", PRIMARY))
     (folder / "partitions.out").write_text(recorded_text("show-partition-o.out", PRIMARY))
     scontrol = f'case "$*" in\n"show config") cat {folder}/config.out;;\n*) cat {folder}/partitions.out;;\nesac\n'
-    (bin_dir / "sbatch").write_text(f'#!/bin/sh\necho "$*" >> {folder}/sbatch.log\necho "41;cl"\n')
+    (bin_dir / "sbatch").write_text(f'#!/bin/sh\necho "$*" >> {folder}/sbatch.log\necho 41\n')
     (bin_dir / "squeue").write_text("#!/bin/sh\ntrue\n")
     (bin_dir / "scontrol").write_text(f"#!/bin/sh\n{scontrol}")
     for tool in ("sbatch", "squeue", "scontrol"):
