@@ -243,6 +243,8 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
             r.refused = e.get("why")
         elif kind == RESTART:
             r.restarts.append(restart_text(e))
+            if r.requeued_by is None and r.cause != PREEMPTION:
+                r.cause = None  # a stop of the start that failed (a casualty's TERM) is not why the run ended
         elif kind == CONTINUED:
             r.continued_as, r.cause = str(e.get("job") or "?"), e.get("cause") or r.cause
         elif kind == REPEATED:
@@ -369,6 +371,15 @@ class History:
     def last_restart_time(self, number: int) -> float:
         """When the step of run ``number`` last started again inside the allocation (0 when it never did)."""
         return self.last_time(number, RESTART)
+
+    def current_start(self, number: int) -> History:
+        """This history as the current start of run ``number``'s step sees it: that run's events from its last
+        restart inside the allocation on (batch/restart.py), every other run's as they are. A stop, a finish or a
+        handler of a start that was restarted belongs to that start, not to the run's end."""
+        since = self.last_restart_time(number)
+        if not since:
+            return self
+        return History(e for e in self.events if e.get("run") != number or float(e.get("time") or 0) >= since)
 
     def since(self, time: float) -> list[Mapping[str, Any]]:
         """The events from ``time`` on (every run)."""

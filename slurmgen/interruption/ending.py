@@ -60,7 +60,10 @@ def run_record(
     """What the run history says about ``run``, from its events read once: its stop, the batch shell's own stop
     (a stop event whose actions are ``batch_stop_actions``), its requeue, whether rank 0 constructed Preemption
     and saw the program finish, and what the site's Slurm does in a grace time (``site``: recorded at the run's
-    start, read by the caller; the default knows nothing of the site, for a caller that does not decide on it)."""
+    start, read by the caller; the default knows nothing of the site, for a caller that does not decide on it).
+    Only the current start of the step counts: after a restart inside the allocation, the stop that the failed
+    start's casualty recorded (srun's --kill-on-bad-exit TERM) is that start's story, not this run's end."""
+    history = history.current_start(run)
     stops = history.of_run(run, run_history.STOP)
     requeue = next(iter(history.of_run(run, run_history.REQUEUE)), None)
     return RunRecord(
