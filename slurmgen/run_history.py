@@ -364,6 +364,11 @@ class History:
         stop = next((e for e in self.of_run(number, STOP) if e.get("actions") == actions), None)
         return None if stop is None else str(stop.get("cause") or PREEMPTION)
 
+    def step_restarts(self, number: int | None = None) -> int:
+        """How often the step was started again inside the allocation (batch/restart.py), in run ``number`` or in
+        every run: the one count that status, history, report and `slurmgen.Job` show beside the requeues."""
+        return sum(1 for e in self.events if e.get("event") == RESTART and number in (None, e.get("run")))
+
     def last_time(self, number: int, event: str) -> float:
         """When run ``number`` last recorded ``event`` (epoch seconds; 0.0 when it never did)."""
         return max((float(e.get("time") or 0) for e in self.of_run(number, event)), default=0.0)
