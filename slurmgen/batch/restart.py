@@ -143,6 +143,7 @@ def failure_of(history: run_history.History, run: int, since: float, rc: int, ct
         error = TORCH_RANK_PREFIX.sub("", own[-1])[:300] if own else ""
         # A program that printed nothing of its own: how it ended is its error line (`sys.exit(3)` twice is a bug).
         error = error or (f"killed by SIG{first.signal}" if first.signal else f"exit {first.exit_code}")
+        error = first.raised or error  # the exception it raised, as its start-up hook recorded it
     return Failure(who, error, saved_point(history, ctx))
 
 
@@ -224,7 +225,9 @@ def _casualty_stop(history: run_history.History, run: int, since: float, signals
     ends = []
     for e in exits:
         try:
-            ends.append(TaskEnd(int(e["rank"]), int(e["exit_code"]), e.get("signal") or None, float(e["time"])))
+            raised = e.get("raised_at")
+            ends.append(TaskEnd(int(e["rank"]), int(e["exit_code"]), e.get("signal") or None, float(e["time"]),
+                                float(raised) if isinstance(raised, (int, float)) else None))  # fmt: skip
         except (KeyError, TypeError, ValueError):
             continue
     return stop_of_a_casualty(min((t for t in stops if t >= since), default=None), ends, signals)

@@ -42,6 +42,8 @@ def report(failure: TaskFailure, step_code: int, last: list[str]) -> list[str]:
     every control character escaped (slurmgen/printable.py), as status and history show the history's text."""
     how = f"was killed by SIG{failure.signal}" if failure.signal else f"exited with code {failure.exit_code}"
     lines = [f"rank {failure.rank} on {failure.node} failed first: its program {how}"]
+    if failure.raised:
+        lines[0] = f"rank {failure.rank} on {failure.node} failed first: its program raised {failure.raised} and {how}"
     if step_code != failure.exit_code:
         lines[0] += f"; the job exits {failure.exit_code} (the step's {step_code} comes from the other tasks' stop)"
     if failure.log:

@@ -168,3 +168,29 @@ def test_the_hang_rehearsal_stops_the_ranks_program_and_the_watchdog_restarts_th
     assert stacks.read_text().startswith("rank 1 on 127.0.0.1, pid ")
     [event] = restarts(job)
     assert event["cause"] == "hang"
+
+
+def test_a_rank_that_raises_and_exits_last_is_the_cause_not_its_casualties(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """1 node x 2 ranks: rank 1 raises ValueError, and its atexit hooks close its process group and then wait
+    3 s; rank 0 loses its peer and exits 76 first, and srun's --kill-on-bad-exit ends rank 1 with SIGTERM in its
+    atexit wait. The start-up hook recorded rank 1's exception when it was raised: the batch log names rank 1 and
+    its error, and the job ends FAILED with the program's own code, 1. (Before: FAILED 76, "rank 0 ... failed
+    first: its program exited with code 76", a casualty.)"""
+    command = [PY, str(Path(__file__).parent / "raise_last.py"), "400"]
+    text = spec(command, preemption="{handler: runtime}", extra="recovery: {max_restarts: 0}\n" + own_port(tmp_path))
+    job = LocalJob(tmp_path, text.replace("nodes: 2\n", "nodes: 1\n"))
+    jobs.append(job)
+    assert job.finish() == 1, job.everything()
+    assert "FAILED, exit code 1" in job.runner, job.runner
+    events = run_history.read(str(tmp_path / "logs" / f"job-{job.job_id()}"))
+    exits = {e["rank"]: e for e in events if e.get("event") == run_history.TASK_EXIT}
+    assert exits[0]["exit_code"] == 76, exits  # the casualty exited first, with the peer-loss code
+    assert exits[1]["raised"] == "ValueError: bad batch at step 20" and exits[1]["exit_code"] == 1, exits
+    assert exits[1]["raised_at"] < exits[0]["time"], exits
+    batch = job.file("batch")
+    assert "rank 1 on 127.0.0.1 failed first: its program raised ValueError: bad batch at step 20" in batch, batch
+    assert "failed first: its program exited with code 76" not in batch, batch
+    [end] = [e for e in events if e.get("event") == run_history.RUN_END]
+    assert (end["exit_code"], end["failing"]) == (1, "rank 1 on 127.0.0.1 (exit 1)"), end
