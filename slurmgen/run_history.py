@@ -256,9 +256,11 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
 
 def restart_text(event: Mapping[str, Any]) -> str:
     """One restart inside the allocation: "crash: rank 1 on n2 (killed by SIGKILL), 30 steps lost, 12.5 s lost"
-    (cause, who failed where, then what it cost, where known)."""
-    steps, seconds = event.get("steps_lost"), event.get("lost_seconds")
+    (cause, who failed where and why, then what it cost, where known)."""
+    steps, seconds, reason = event.get("steps_lost"), event.get("lost_seconds"), event.get("reason")
     text = f"{event.get('cause')}: {event.get('who')}"
+    if isinstance(reason, str) and reason:
+        text += f" ({reason})"  # why: "rendezvous failed: port 29517 in use", the exception it raised
     if isinstance(steps, int):
         text += f", {steps} step{'' if steps == 1 else 's'} lost"
     if isinstance(seconds, (int, float)):

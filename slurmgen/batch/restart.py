@@ -102,7 +102,8 @@ def restart(
     lost = round(now - begun, 1) if begun else None
     steps = steps_lost(log_dir, history, run, max(since, history.last_time(run, run_history.RUN_START)))
     run_history.append(log_dir, WRITER, run_history.RESTART, run, now, cause=plan.cause, attempt=attempt + 1,
-                       who=f.who, error=f.error, saved=f.saved, step_code=rc, lost_seconds=lost, steps_lost=steps,
+                       who=f.who, error=f.error, reason=f.reason, saved=f.saved, step_code=rc, lost_seconds=lost,
+                       steps_lost=steps,
                        **_where(history, run, since))  # fmt: skip
     return 0
 
@@ -131,7 +132,7 @@ def steps_lost(log_dir: str, history: run_history.History, run: int, started: fl
 def failure_of(history: run_history.History, run: int, since: float, rc: int, ctx: JobContext) -> Failure:
     """The failure of this start of the step: who failed first, its own last line, the save it could resume from."""
     from slurmgen.batch import task_failure
-    from slurmgen.interruption.allocation import Failure
+    from slurmgen.interruption.allocation import Failure, failure_reason
 
     first = task_failure.first_failure(history.since(since), run)
     who = f"the step (exit {rc})" if first is None else first.describe()
@@ -144,7 +145,8 @@ def failure_of(history: run_history.History, run: int, since: float, rc: int, ct
         # A program that printed nothing of its own: how it ended is its error line (`sys.exit(3)` twice is a bug).
         error = error or (f"killed by SIG{first.signal}" if first.signal else f"exit {first.exit_code}")
         error = first.raised or error  # the exception it raised, as its start-up hook recorded it
-    return Failure(who, error, saved_point(history, ctx))
+    reason = failure_reason(error, None if first is None else first.raised, first is not None)
+    return Failure(who, error, saved_point(history, ctx), reason)
 
 
 def hang_events(history: run_history.History, run: int, since: float) -> list[Mapping[str, Any]]:

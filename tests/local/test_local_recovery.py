@@ -194,3 +194,26 @@ def test_a_rank_that_raises_and_exits_last_is_the_cause_not_its_casualties(
     assert "failed first: its program exited with code 76" not in batch, batch
     [end] = [e for e in events if e.get("event") == run_history.RUN_END]
     assert (end["exit_code"], end["failing"]) == (1, "rank 1 on 127.0.0.1 (exit 1)"), end
+
+
+def test_a_restart_after_a_taken_rendezvous_port_says_why(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    """A setup line holds the first start's rendezvous port (base + job id % 2) as another process's listener:
+    rank 0's store cannot listen and the step fails; it restarts on the next port of the range and completes. The
+    restart says why in the batch log and the history: "rendezvous failed: port N in use". (Before, the batch log
+    showed two rendezvous ports and a restart line naming only "rank 0 ... (exit 1)".)"""
+    base = 20000 + zlib.crc32(str(tmp_path).encode()) % 9000
+    holder = Path(__file__).parent / "port_holder.py"
+    hold = f"{PY} {holder} $(({base} + SLURM_JOB_ID % 2)) 300 > {tmp_path / 'holder.out'} & sleep 1"
+    command = own_command(tmp_path, steps=60)
+    text = spec(command, extra=f"distributed: {{port: {base}, port_range: 2}}\nsetup: [{hold!r}]\n")
+    job = LocalJob(tmp_path, text.replace("nodes: 2\n", "nodes: 1\n"))
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    held = int((tmp_path / "holder.out").read_text().split()[1])
+    batch = job.file("batch")
+    assert f"rendezvous at 127.0.0.1:{held}\n" in batch, batch
+    assert re.search(rf"rank 0 on \S+ \(exit 1\) failed \(rendezvous failed: port {held} in use\): restarting", batch)
+    [event] = restarts(job)
+    assert event["reason"] == f"rendezvous failed: port {held} in use", event
+    shown = run_slurmgen("history", f"local-{job.job_id()}", cwd=tmp_path, timeout=60)
+    assert f"(exit 1) (rendezvous failed: port {held} in use)" in shown.stdout, shown.stdout
