@@ -50,6 +50,7 @@ HANG = "hang"  # a task's supervisor: no rank progressed for recovery.hang_timeo
 REPEATED = "repeated-failure"  # batch shell: the step failed again the same way; not restarted nor requeued
 CONTINUED = "continued"  # batch shell: a new job continues this one's work from its state (job: its id; cause)
 FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
+AUTO_WAIT = "auto-wait"  # batch shell: handler auto waits for the program to construct Preemption (sig, seconds)
 NODE_EXCLUDED = "node-excluded"  # batch shell: a node failed its check or Slurm marks it down (node, reason, spare)
 # What a job's time went to (slurmgen/goodput/): written once per start of the program or sampled, never per step.
 FIRST_STEP = "first-step"  # rank 0: the program's first should_stop() of this start (steps: 1)

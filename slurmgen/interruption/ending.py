@@ -95,6 +95,7 @@ class EndFacts:
     unanswered: bool  # auto: the preemption signal came and the program ended before taking part
     signal_cause: str  # why a requeue signal came, by Slurm's PreemptTime and the clock (requeue.signal_cause)
     repeated: bool = False  # decide_restart found the failure repeats: a bug, so no requeue either
+    ended_in_wait: bool = False  # handler auto: the step ended within auto's wait for Preemption (AUTO_WAIT)
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,11 @@ def decide_end(facts: EndFacts) -> EndAction:
             # Slurm requeues it whatever we do, even a finished program (24.05 and later): the state stays.
             line = "preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends"
             return EndAction(preempted=True, slurm_requeues=True, line=line)
-        if run.finished and facts.job_code == 0 and run.stop is None:
+        # An unmodified program under auto (it never constructed Preemption) records no finish; one that ended 0
+        # during auto's wait, before the batch shell stopped it and with no TERM from Slurm, ended on its own.
+        on_its_own = (facts.ended_in_wait and not run.announced and run.batch_stop is None
+                      and "TERM" not in facts.signals)  # fmt: skip
+        if (run.finished or on_its_own) and facts.job_code == 0 and facts.step_code == 0 and run.stop is None:
             # The program's work was done before the preemption reached it: nothing to come back for.
             return EndAction(preempted=True, line="preempted after the program had finished its work: not requeued")
         if run.continue_elsewhere:
