@@ -31,11 +31,6 @@ class TaskEnd:
     time: float  # epoch seconds of the record
     raised_at: float | None = None  # the program's uncaught exception, when its start-up hook recorded it
 
-    @property
-    def failed_at(self) -> float:
-        """When it failed: when it raised, where that is known (a raising rank may exit last), else its record."""
-        return self.time if self.raised_at is None else min(self.raised_at, self.time)
-
 
 def is_casualty(end: TaskEnd, ends: Sequence[TaskEnd]) -> bool:
     """A task that died of another's failure: it lost its peers (exit 76), or it died of the step's signal after
@@ -46,16 +41,18 @@ def is_casualty(end: TaskEnd, ends: Sequence[TaskEnd]) -> bool:
     if end.raised_at is not None:
         return False
     by_step = end.signal in STEP_SIGNALS or end.exit_code in (128 + 15, 128 + 9)
-    return by_step and any(other.failed_at < end.time and other.rank != end.rank for other in ends)
+    return by_step and any(other.time < end.time and other.rank != end.rank for other in ends)
 
 
 def cause_of(ends: Sequence[TaskEnd]) -> TaskEnd | None:
-    """The task that failed on its own, the earliest of them (by when it raised, where recorded); only casualties:
-    the earliest casualty."""
+    """The task that failed on its own, the earliest of them; only casualties: the earliest casualty. Among failures
+    of their own, the order is that of their records, not of when they raised: a rank that raised because a peer was
+    killed (gloo's "remote worker crashing") raises before the killed rank's end is recorded (under torchrun its
+    agent records it late), and is no more the cause than before."""
     if not ends:
         return None
     own = [end for end in ends if not is_casualty(end, ends)]
-    return min(own or ends, key=lambda end: (end.failed_at, end.rank))
+    return min(own or ends, key=lambda end: (end.time, end.rank))
 
 
 @dataclass(frozen=True)
