@@ -83,6 +83,7 @@ UNBLOCK_ON_HANDLER = "SLURMGEN_UNBLOCK_ON_HANDLER"
 # so the supervisor can ask for its stacks without py-spy (slurmgen.task.program_stacks; the hook has its own copy).
 STACKS_FD = "SLURMGEN_STACKS_FD"
 STACKS_SIGNAL = "SLURMGEN_STACKS_SIGNAL"
+ERROR_FD = "SLURMGEN_ERROR_FD"
 
 # Set by the runtime entry point in each task (never by the user): the standard torch names.
 MASTER_ADDR = "MASTER_ADDR"
@@ -563,6 +564,12 @@ def variables() -> tuple[Variable, ...]:
         ),
         Variable(STACKS_FD, "the descriptor the hook's faulthandler writes stacks to", FROM_TASK_ENTRY, (BY_PROGRAM,)),
         Variable(STACKS_SIGNAL, "the signal that asks the hook for the stacks", FROM_TASK_ENTRY, (BY_PROGRAM,)),
+        Variable(
+            ERROR_FD,
+            "the descriptor the hook writes the program's uncaught exception to",
+            FROM_TASK_ENTRY,
+            (BY_PROGRAM,),
+        ),
         Variable(
             PREEMPT_POLL,
             "seconds between the preemption watcher's looks at the job (0.1 to 300)",

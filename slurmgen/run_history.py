@@ -50,6 +50,7 @@ HANG = "hang"  # a task's supervisor: no rank progressed for recovery.hang_timeo
 REPEATED = "repeated-failure"  # batch shell: the step failed again the same way; not restarted nor requeued
 CONTINUED = "continued"  # batch shell: a new job continues this one's work from its state (job: its id; cause)
 FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
+AUTO_WAIT = "auto-wait"  # batch shell: handler auto waits for the program to construct Preemption (sig, seconds)
 NODE_EXCLUDED = "node-excluded"  # batch shell: a node failed its check or Slurm marks it down (node, reason, spare)
 # What a job's time went to (slurmgen/goodput/): written once per start of the program or sampled, never per step.
 FIRST_STEP = "first-step"  # rank 0: the program's first should_stop() of this start (steps: 1)
@@ -251,6 +252,8 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
             r.refused = e.get("why")
         elif kind == RESTART:
             r.restarts.append(restart_text(e))
+            if r.requeued_by is None and r.cause != PREEMPTION:
+                r.cause = None  # a stop of the start that failed (a casualty's TERM) is not why the run ended
         elif kind == CONTINUED:
             r.continued_as, r.cause = str(e.get("job") or "?"), e.get("cause") or r.cause
         elif kind == REPEATED:
@@ -265,9 +268,11 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
 
 def restart_text(event: Mapping[str, Any]) -> str:
     """One restart inside the allocation: "crash: rank 1 on n2 (killed by SIGKILL), 30 steps lost, 12.5 s lost"
-    (cause, who failed where, then what it cost, where known)."""
-    steps, seconds = event.get("steps_lost"), event.get("lost_seconds")
+    (cause, who failed where and why, then what it cost, where known)."""
+    steps, seconds, reason = event.get("steps_lost"), event.get("lost_seconds"), event.get("reason")
     text = f"{event.get('cause')}: {event.get('who')}"
+    if isinstance(reason, str) and reason:
+        text += f" ({reason})"  # why: "rendezvous failed: port 29517 in use", the exception it raised
     if isinstance(steps, int):
         text += f", {steps} step{'' if steps == 1 else 's'} lost"
     if isinstance(seconds, (int, float)):
@@ -388,6 +393,11 @@ class History:
         stop = next((e for e in self.of_run(number, STOP) if e.get("actions") == actions), None)
         return None if stop is None else str(stop.get("cause") or PREEMPTION)
 
+    def step_restarts(self, number: int | None = None) -> int:
+        """How often the step was started again inside the allocation (batch/restart.py), in run ``number`` or in
+        every run: the one count that status, history, report and `slurmgen.Job` show beside the requeues."""
+        return sum(1 for e in self.events if e.get("event") == RESTART and number in (None, e.get("run")))
+
     def last_time(self, number: int, event: str) -> float:
         """When run ``number`` last recorded ``event`` (epoch seconds; 0.0 when it never did)."""
         return max((float(e.get("time") or 0) for e in self.of_run(number, event)), default=0.0)
@@ -395,6 +405,15 @@ class History:
     def last_restart_time(self, number: int) -> float:
         """When the step of run ``number`` last started again inside the allocation (0 when it never did)."""
         return self.last_time(number, RESTART)
+
+    def current_start(self, number: int) -> History:
+        """This history as the current start of run ``number``'s step sees it: that run's events from its last
+        restart inside the allocation on (batch/restart.py), every other run's as they are. A stop, a finish or a
+        handler of a start that was restarted belongs to that start, not to the run's end."""
+        since = self.last_restart_time(number)
+        if not since:
+            return self
+        return History(e for e in self.events if e.get("run") != number or float(e.get("time") or 0) >= since)
 
     def since(self, time: float) -> list[Mapping[str, Any]]:
         """The events from ``time`` on (every run)."""

@@ -99,6 +99,38 @@ ROWS = [
         None,
         ("completed", 0, True),
     ),
+    # handler auto, an unmodified program (no Preemption, so no finish recorded) that ended 0 during auto's wait
+    # for it: it ended on its own, the job completed in this run (it was requeued for a second run doing nothing).
+    (
+        "auto: an unmodified program ended 0 during the wait",
+        facts(slurm=PREEMPTED, signals=("USR1",), ended_in_wait=True),
+        (None, None),
+        None,
+        ("completed", 0, True),
+    ),
+    # ... not when the wait was over (or none began: a TERM that reached only the tasks, a grace's end)
+    (
+        "auto: an unmodified program ended 0, not in the wait",
+        facts(slurm=PREEMPTED, signals=("USR1",)),
+        ("running", "preemption"),
+        "requeued",
+        ("requeued", 0, False),
+    ),
+    # ... not once the batch shell stopped it (the wait was over), nor after Slurm's TERM (the grace's end).
+    (
+        "auto: stopped by the batch shell",
+        facts(slurm=PREEMPTED, signals=("USR1",), ended_in_wait=True, run=RunRecord(batch_stop="preemption")),
+        ("running", "preemption"),
+        "requeued",
+        ("requeued", 0, False),
+    ),
+    (
+        "auto: ended 0 after Slurm's TERM",
+        facts(slurm=PREEMPTED, signals=("USR1", "TERM"), ended_in_wait=True),
+        ("running", "preemption"),
+        "requeued",
+        ("requeued", 0, False),
+    ),
     # ... but not when a stop was agreed first, or the program failed.
     (
         "finished but stopped",

@@ -23,6 +23,16 @@ CAUSES = [
     ([(2, 76, None, 10.3), (1, 76, None, 10.1)], 1),
     ([], None),
 ]
+# (rank, exit code, signal, time, raised_at): a rank that raised, then took seconds to exit (an atexit hook), is
+# killed by the step's TERM after its peers exited 76: it is the cause, by when it raised.
+RAISED = [
+    ([(0, 76, None, 10.5, None), (1, 1, None, 13.6, 10.1)], 1),
+    ([(0, 76, None, 10.5, None), (2, 76, None, 10.6, None), (1, 1, None, 14.0, 10.2)], 1),
+    # a rank that raised in a collective (it lost its peers) and exited 76 stays a casualty
+    ([(0, 76, None, 10.5, 10.4), (1, 1, None, 13.6, 10.1)], 1),
+    # without the record (a program the hook does not reach) the earliest casualty, as before
+    ([(0, 76, None, 10.5, None), (1, 143, "TERM", 13.6, None)], 0),
+]
 
 
 @pytest.mark.parametrize(("ends", "cause"), CAUSES)
@@ -30,6 +40,14 @@ def test_the_cause_is_the_rank_that_failed_on_its_own(ends: list[tuple[int, int,
                                                       cause: int | None) -> None:  # fmt: skip
     found = cause_of([TaskEnd(*end) for end in ends])
     assert (found.rank if found else None) == cause
+
+
+@pytest.mark.parametrize(("ends", "cause"), RAISED)
+def test_a_rank_that_raised_is_the_cause_even_when_it_exits_after_its_casualties(
+    ends: list[tuple[int, int, str | None, float, float | None]], cause: int
+) -> None:
+    found = cause_of([TaskEnd(*end) for end in ends])
+    assert found is not None and found.rank == cause
 
 
 KEYS = [

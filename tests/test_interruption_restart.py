@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from slurmgen import interruption
+from slurmgen.interruption import allocation
 from slurmgen.interruption.allocation import Failure, RestartFacts
 from slurmgen.interruption.states import RestartCause
 
@@ -70,3 +71,34 @@ def test_a_repeated_failure_is_not_requeued_on_failure_either() -> None:
     failing = end_facts(step_code=1, job_code=1, requeue_on_failure=True)
     assert interruption.decide(failing).requeue is not None
     assert interruption.decide(replace(failing, repeated=True)).requeue is None
+
+
+REASONS = [
+    # rank 0's store could not listen: slurmgen's own line, torch's, the kernel's
+    ("RuntimeSetupError: port 29517 (SLURMGEN_PORT + SLURM_JOB_ID % SLURMGEN_PORT_RANGE) is already in use on n1; "
+     "another job or process holds it", None, True, "rendezvous failed: port 29517 in use"),
+    ("", "DistNetworkError: The server socket has failed to listen on any local network address. port: 29500, "
+     "useIpv6: 0, code: -98, name: EADDRINUSE", True, "rendezvous failed: port 29500 in use"),
+    ("OSError: [Errno 98] Address already in use", None, True, "rendezvous failed: port in use"),
+    # the exception the rank raised, recorded by its start-up hook
+    ("ValueError: bad batch", "ValueError: bad batch", True, "ValueError: bad batch"),
+    # a rank's last printed line is no reason (a SIGKILL comes between two lines); its signal is in `who`
+    ("STEP 86", None, True, ""),
+    # no task failed on its own: srun or a node ended the step
+    ("", None, False, allocation.NO_TASK),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("error", "raised", "any_task", "reason"), REASONS)
+def test_a_failure_says_why_in_a_few_words(error: str, raised: str | None, any_task: bool, reason: str) -> None:
+    assert allocation.failure_reason(error, raised, any_task) == reason
+
+
+def test_the_restart_line_carries_the_reason() -> None:
+    reason = "rendezvous failed: port 29517 in use"
+    taken = Failure("rank 0 on n1 (exit 1)", "RuntimeSetupError: port 29517 ...", "", reason)
+    plan = interruption.decide(facts(failure=taken))
+    assert plan.restart and plan.line is not None
+    assert plan.line.startswith("rank 0 on n1 (exit 1) failed (rendezvous failed: port 29517 in use): restarting")
+    plan = interruption.decide(facts())
+    assert plan.line is not None and plan.line.startswith("rank 1 on n2 (killed by SIGKILL) failed: restarting")

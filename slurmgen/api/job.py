@@ -144,6 +144,20 @@ class Job:
                 runs.append({"log_dir": str(log_dir), **asdict(run)})
         return runs
 
+    def restarts(self) -> dict[str, int]:
+        """{"requeues": ..., "restarts": ...}: the job's requeues (its runs after the first) and its step's restarts
+        inside the allocation, over every run, as `slurmgen status` and `slurmgen report --json` count them. From
+        the run history; both 0 before the job's first run has started."""
+        from slurmgen import run_history
+
+        log_dirs, _ = self.handle.history_dirs()
+        requeues = restarts = 0
+        for log_dir in log_dirs:
+            history = run_history.History.load(str(log_dir))
+            requeues += max(len(history.runs()) - 1, 0)
+            restarts += history.step_restarts()
+        return {"requeues": requeues, "restarts": restarts}
+
     def report(self) -> dict[str, Any]:
         """What `slurmgen report JOB --json` prints: goodput, wall_seconds, productive_seconds, buckets,
         queue_seconds, the runs, the timeline and the checkpoint advice (docs: goodput); an array job's as

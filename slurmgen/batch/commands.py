@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from slurmgen.slurm.retry import Retry
 
 WRITER = "batch-shell"
+WAIT_SLACK = 5.0  # s: the step's end reaches `end` a moment after the step ended (srun's return, bash's wait)
 USAGE = (
     "usage: python3 -m slurmgen.batch begin | before ATTEMPT | signal SIG [PID] | restart RC ATTEMPT | "
     "watch SHELL_PID SIG | end RC | steps | step-done INDEX RC | setup-failed RC ITEM TEXT"
@@ -185,6 +186,7 @@ def end(
         unanswered=fallback,
         signal_cause=signal_cause(ctx, None if view is None else view.preempted(), time.time()),
         repeated=history.has(ctx.run, run_history.REPEATED),
+        ended_in_wait=ctx.handler == contract.HANDLER_AUTO and _ended_in_wait(history, ctx.run, time.time()),
     )
     plan = decide(facts)
     if plan.attribute and view is not None:
@@ -238,6 +240,16 @@ def _no_expedited_requeue(key: str, code: int, client: SlurmClient | None, say: 
         say(f"warning: could not clear the expedited requeue ({exc}): Slurm may hold the job for a requeue")
         return
     say(f"the run ended for good (exit {code}): expedited requeue cleared, so Slurm does not requeue and hold it")
+
+
+def _ended_in_wait(history: run_history.History, run: int, now: float) -> bool:
+    """Whether this run's step ended within handler auto's wait for Preemption (the batch shell's auto-wait
+    record: when it began and for how long): before the wait was over, so before auto stopped it."""
+    for wait in history.of_run(run, run_history.AUTO_WAIT):
+        began, seconds = float(wait.get("time") or 0.0), wait.get("seconds")
+        if isinstance(seconds, (int, float)) and began <= now <= began + float(seconds) + WAIT_SLACK:
+            return True
+    return False
 
 
 def _job_code(

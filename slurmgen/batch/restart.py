@@ -106,7 +106,8 @@ def restart(
     lost = round(now - begun, 1) if begun else None
     steps = steps_lost(log_dir, history, run, started)
     run_history.append(log_dir, WRITER, run_history.RESTART, run, now, cause=plan.cause, attempt=attempt + 1,
-                       who=f.who, error=f.error, saved=f.saved, step_code=rc, lost_seconds=lost, steps_lost=steps,
+                       who=f.who, error=f.error, reason=f.reason, saved=f.saved, step_code=rc, lost_seconds=lost,
+                       steps_lost=steps,
                        **_where(history, run, since, not ctx.run_on_bad_exit))  # fmt: skip
     return 0
 
@@ -135,7 +136,7 @@ def steps_lost(log_dir: str, history: run_history.History, run: int, started: fl
 def failure_of(history: run_history.History, run: int, since: float, rc: int, ctx: JobContext) -> Failure:
     """The failure of this start of the step: who failed first, its own last line, the save it could resume from."""
     from slurmgen.batch import task_failure
-    from slurmgen.interruption.allocation import Failure
+    from slurmgen.interruption.allocation import Failure, failure_reason
 
     first = task_failure.first_failure(history.since(since), run, not ctx.run_on_bad_exit)
     who = f"the step (exit {rc})" if first is None else first.describe()
@@ -147,7 +148,9 @@ def failure_of(history: run_history.History, run: int, since: float, rc: int, ct
         error = TORCH_RANK_PREFIX.sub("", own[-1])[:300] if own else ""
         # A program that printed nothing of its own: how it ended is its error line (`sys.exit(3)` twice is a bug).
         error = error or (f"killed by SIG{first.signal}" if first.signal else f"exit {first.exit_code}")
-    return Failure(who, error, saved_point(history, ctx))
+        error = first.raised or error  # the exception it raised, as its start-up hook recorded it
+    reason = failure_reason(error, None if first is None else first.raised, first is not None)
+    return Failure(who, error, saved_point(history, ctx), reason)
 
 
 def hang_events(history: run_history.History, run: int, since: float) -> list[Mapping[str, Any]]:
@@ -231,7 +234,9 @@ def _casualty_stop(
     ends = []
     for e in exits:
         try:
-            ends.append(TaskEnd(int(e["rank"]), int(e["exit_code"]), e.get("signal") or None, float(e["time"])))
+            raised = e.get("raised_at")
+            ends.append(TaskEnd(int(e["rank"]), int(e["exit_code"]), e.get("signal") or None, float(e["time"]),
+                                float(raised) if isinstance(raised, (int, float)) else None))  # fmt: skip
         except (KeyError, TypeError, ValueError):
             continue
     return stop_of_a_casualty(min((t for t in stops if t >= since), default=None), ends, signals, step_kills)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slurmgen import contract, interruption, run_history
-from slurmgen.interruption.fallback import fallback_note, fallback_warning
+from slurmgen.interruption.fallback import fallback_note, fallback_warning, wait_line
 from slurmgen.interruption.requeue_route import slurm_ends_graced_preempted
 from slurmgen.interruption.running import BeforeStepFacts, PreemptionSignalFacts, announce_wait_for
 from slurmgen.interruption.running import window_end as policy_window_end
@@ -91,6 +91,9 @@ def on_signal(
         if route is SignalRoute.FORWARD:
             return 0
         waited = announce_wait(ctx)
+        say(wait_line(waited))  # in the batch log, as the wait begins (docs/preemption.md, handler auto)
+        # The run's end reads it: a step that ends 0 within this wait ended on its own (ending.decide_end).
+        record(ctx, WRITER, run_history.AUTO_WAIT, sig=sig, seconds=waited)
         if _announced_within(waited, step_pid, ctx, kill=kill, sleep=sleep, clock=clock):
             return 0
     cause = signal_cause(ctx, None if view is None else view.preempted(), clock())

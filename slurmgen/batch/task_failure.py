@@ -44,6 +44,8 @@ def report(failure: TaskFailure, step_code: int, last: list[str], step_kills: bo
     every control character escaped (slurmgen/printable.py), as status and history show the history's text."""
     how = f"was killed by SIG{failure.signal}" if failure.signal else f"exited with code {failure.exit_code}"
     lines = [f"rank {failure.rank} on {failure.node} failed first: its program {how}"]
+    if failure.raised:
+        lines[0] = f"rank {failure.rank} on {failure.node} failed first: its program raised {failure.raised} and {how}"
     if not step_kills:
         lines[0] += "; the other tasks ran on (kill-on-bad-exit: false)"
     if step_code != failure.exit_code:

@@ -41,16 +41,20 @@ def live(events: Sequence[Mapping[str, Any]], now: float) -> Live | None:
     step = step if isinstance(step, int) else None
     timed = [e["step_seconds"] for e in samples if isinstance(e.get("step_seconds"), float | int)]
     seconds = float(timed[-1]) if timed else None
-    rate = 1.0 / seconds if seconds else None
+    # A run that ended (or whose program ended: the last sample says so) makes no steps: no rate, no ETA.
+    going = last_run.running and not sample.get("last")
+    rate = 1.0 / seconds if seconds and going else None
     total = next((e.get("total_steps") for e in reversed(samples) if isinstance(e.get("total_steps"), int)), None)
     saves = [float(e["time"]) for e in events if e.get("event") == rh.SAVE]
+    # Since the newest save: until now while the run goes on; until the run's end once it has ended.
+    upto = now if last_run.running else min(float(last_run.end), now)
     eta_end = None
     if total is not None and step is not None and rate:
         eta_end = max(total - step, 0) / rate
     limit = last_run.slurm.get("limit")
     eta_limit = None if limit is None or not last_run.running else max(last_run.start + limit - now, 0.0)
     return Live(
-        last_run.run, step, now - float(sample.get("time", now)), rate, now - max(saves) if saves else None,
+        last_run.run, step, now - float(sample.get("time", now)), rate, upto - max(saves) if saves else None,
         rep.goodput, total, eta_end, eta_limit, last_run.running,
     )  # fmt: skip
 
@@ -66,13 +70,22 @@ def lines(view: Live, terminal: bool, width: int = 80) -> list[str]:
     step = "?" if view.step is None else str(view.step)
     if view.total_steps is not None:
         step += f"/{view.total_steps}"
-    step += f" (sampled {duration_text(view.sampled_ago)} ago)" if view.step is not None else " (no step sampled yet)"
+    if view.step is None:
+        step += " (no step sampled yet)"
+    elif view.running:
+        step += f" (sampled {duration_text(view.sampled_ago)} ago)"
+    else:
+        step += " (the last)"
     out = [f"run: {view.run}{'' if view.running else ' (ended)'}", f"step: {step}"]
     if terminal and view.total_steps and view.step is not None:
         fraction = view.step / view.total_steps
         out.append(f"{bar(fraction, width - 8)} {fraction:4.0%}")
-    out.append("rate: " + ("?" if view.steps_per_second is None else f"{view.steps_per_second:.3g} steps/s"))
-    out.append("last save: " + ("none yet" if view.since_save is None else f"{duration_text(view.since_save)} ago"))
+    if view.running:
+        out.append("rate: " + ("?" if view.steps_per_second is None else f"{view.steps_per_second:.3g} steps/s"))
+        out.append("last save: " + ("none yet" if view.since_save is None else f"{duration_text(view.since_save)} ago"))
+    else:
+        saved = "none" if view.since_save is None else f"{duration_text(view.since_save)} before the run's end"
+        out.append(f"last save: {saved}")
     out.append(f"goodput so far: {view.goodput:.1%}")
     if view.eta_end is not None:
         out.append(f"eta to total_steps: {duration_text(view.eta_end)}")

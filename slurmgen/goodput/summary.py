@@ -59,6 +59,10 @@ class Report:
             "buckets": {k: round(v, 3) for k, v in self.buckets.items()},
             "queue_seconds": round(self.queue_seconds, 3),
             "redone_steps": self.redone_steps,
+            # beside each other as status shows them: the requeues (runs after the first) and the restarts of the
+            # step inside the allocation
+            "requeues": max(len(t.runs) - 1, 0),
+            "restarts": sum(r.restarts for r in t.runs),
             "runs": [
                 {
                     "run": r.run,
@@ -72,6 +76,7 @@ class Report:
                     "step_seconds": r.step_seconds,
                     "slurm_queue_seconds": r.slurm_queue_seconds,
                     "slurm": dict(r.slurm),
+                    "restarts": r.restarts,
                 }
                 for r in t.runs
             ],
@@ -103,7 +108,7 @@ def _interval(events: Sequence[Mapping[str, Any]]) -> float | None:
 
 def interruption_rate(events: Sequence[Mapping[str, Any]], line: tl.Timeline) -> tuple[int, float]:
     """(interruptions, seconds of runs): the step's restarts and the runs that did not complete but had a next."""
-    restarts = sum(1 for e in events if e.get("event") == rh.RESTART)
+    restarts = rh.History(events).step_restarts()
     requeues = sum(1 for r in line.runs[:-1] if r.ended != "completed")
     return restarts + requeues, sum(r.end - r.start for r in line.runs)
 

@@ -65,6 +65,7 @@ class RunView:
     steps: int | None  # the steps rank 0 had made at its last sample
     step_seconds: float | None  # rank 0's recent mean step time at its last sample
     slurm: Mapping[str, float]  # Slurm's submit, eligible and start times of this run (epoch seconds), as recorded
+    restarts: int = 0  # the step's restarts inside the allocation in this run (its restart events)
 
     @property
     def slurm_queue_seconds(self) -> float | None:
@@ -267,7 +268,7 @@ def build(events: Events, now: float, markers: bool = True) -> Timeline:
         runs.append(RunView(
             number, start, end, running, summary.ended, summary.cause, summary.nodes,
             sample.get("steps") if isinstance(sample.get("steps"), int) else None,
-            step_seconds, slurm,
+            step_seconds, slurm, len(restarts),
         ))  # fmt: skip
         previous_end = end
     return Timeline(tuple(runs), tuple(segments), tuple(found), redone_steps)

@@ -31,6 +31,31 @@ class Failure:
     who: str  # "rank 1 on node2 (exit 3)": task_failure.TaskFailure.describe(), or "the step (exit N)"
     error: str  # the failing rank's last line of its own (a traceback's last line), "" when none
     saved: str  # what a restart would resume from (the newest save it can see), "" when nothing was saved
+    reason: str = ""  # why it failed, in a few words (`failure_reason`), "" when `who` says all that is known
+
+
+# The rendezvous port taken: rank 0's store could not listen (runtime/c10d_store.py says "port N ... is already in
+# use"; torch's TCPStore "The server socket has failed to listen on any local network address. port: N"; the
+# kernel's EADDRINUSE "Address already in use").
+PORT_TAKEN = re.compile(
+    r"port (?P<a>\d+)\b[^;]*already in use|failed to listen on any local network address\.? port: (?P<b>\d+)|"
+    r"Address already in use"
+)
+NO_TASK = "no task recorded a failure of its own: srun or a node ended the step (srun's lines above say which)"
+
+
+def failure_reason(error: str, raised: str | None, any_task: bool) -> str:
+    """Why a start of the step failed, in one line for the batch log and the history: a rendezvous whose port was
+    taken, else the exception the failing rank raised (its start-up hook recorded it), else nothing more than its
+    exit code or signal (a rank's last printed line need not be an error); ``any_task``: a task recorded a
+    failure of its own at all."""
+    if not any_task:
+        return NO_TASK
+    for text in (raised or "", error):
+        if found := PORT_TAKEN.search(text):
+            port = found["a"] or found["b"]
+            return f"rendezvous failed: port {port} in use" if port else "rendezvous failed: port in use"
+    return raised or ""
 
 
 @dataclass(frozen=True)
@@ -86,6 +111,7 @@ def decide_restart(facts: RestartFacts) -> RestartAction:
                f"{facts.max_restarts}, recovery.max_restarts)"  # fmt: skip
         return RestartAction(False, None, line)
     how = "hung" if facts.event == RestartCause.HANG else "failed"
+    how += f" ({failure.reason})" if failure.reason else ""
     line = (f"{failure.who} {how}: restarting the step inside the allocation (restart {facts.restarts + 1} of "
             f"{facts.max_restarts}), from the last complete checkpoint")  # fmt: skip
     return RestartAction(True, facts.event, line)

@@ -32,19 +32,27 @@ class TaskEnd:
     exit_code: int
     signal: str | None  # the program died of this signal ("KILL"), None when it exited
     time: float  # epoch seconds of the record
+    raised_at: float | None = None  # the program's uncaught exception, when its start-up hook recorded it
 
 
 def is_casualty(end: TaskEnd, ends: Sequence[TaskEnd], step_kills: bool = True) -> bool:
     """A task that died of another's failure: it lost its peers (exit 76), or, while srun ends the step when a task
-    fails (``step_kills``: --kill-on-bad-exit=1), it died of the step's signal after another task had failed."""
+    fails (``step_kills``: --kill-on-bad-exit=1), it died of the step's signal after another task had failed. A task
+    that raised an exception of its own (task/program_error.py) is no casualty, even when its peers exited first: it
+    failed when it raised."""
     if end.exit_code == exit_codes.EXIT_PEER_LOST:
         return True
+    if end.raised_at is not None:
+        return False
     by_step = end.signal in STEP_SIGNALS or end.exit_code in (128 + 15, 128 + 9)
     return step_kills and by_step and any(other.time < end.time and other.rank != end.rank for other in ends)
 
 
 def cause_of(ends: Sequence[TaskEnd], step_kills: bool = True) -> TaskEnd | None:
-    """The task that failed on its own, the earliest of them; only casualties: the earliest casualty."""
+    """The task that failed on its own, the earliest of them; only casualties: the earliest casualty. Among failures
+    of their own, the order is that of their records, not of when they raised: a rank that raised because a peer was
+    killed (gloo's "remote worker crashing") raises before the killed rank's end is recorded (under torchrun its
+    agent records it late), and is no more the cause than before."""
     if not ends:
         return None
     own = [end for end in ends if not is_casualty(end, ends, step_kills)]
@@ -59,6 +67,8 @@ class TaskFailure:
     signal: str | None  # the program died of this signal (exit_code is then 128 + its number)
     log: str | None
     time: float
+    raised: str | None = None  # the uncaught exception its program raised ("ValueError: bad batch"), if recorded
+    raised_at: float | None = None
 
     def describe(self) -> str:
         how = f"killed by SIG{self.signal}" if self.signal else f"exit {self.exit_code}"
@@ -82,12 +92,18 @@ def first_failure(events: Iterable[Mapping[str, Any]], run: int, step_kills: boo
                     signal=str(e["signal"]) if e.get("signal") else None,
                     log=str(e["log"]) if e.get("log") else None,
                     time=float(e.get("time") or 0.0),
+                    raised=str(e["raised"]) if e.get("raised") else None,
+                    raised_at=_seconds(e.get("raised_at")),
                 )
             )
         except (KeyError, TypeError, ValueError):
             continue
-    cause = cause_of([TaskEnd(f.rank, f.exit_code, f.signal, f.time) for f in found], step_kills)
+    cause = cause_of([TaskEnd(f.rank, f.exit_code, f.signal, f.time, f.raised_at) for f in found], step_kills)
     return None if cause is None else next(f for f in found if (f.rank, f.time) == (cause.rank, cause.time))
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 # What changes from one attempt to the next in the same error: an address (IPv4, with its port), a pointer or

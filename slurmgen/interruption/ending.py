@@ -60,7 +60,10 @@ def run_record(
     """What the run history says about ``run``, from its events read once: its stop, the batch shell's own stop
     (a stop event whose actions are ``batch_stop_actions``), its requeue, whether rank 0 constructed Preemption
     and saw the program finish, and what the site's Slurm does in a grace time (``site``: recorded at the run's
-    start, read by the caller; the default knows nothing of the site, for a caller that does not decide on it)."""
+    start, read by the caller; the default knows nothing of the site, for a caller that does not decide on it).
+    Only the current start of the step counts: after a restart inside the allocation, the stop that the failed
+    start's casualty recorded (srun's --kill-on-bad-exit TERM) is that start's story, not this run's end."""
+    history = history.current_start(run)
     stops = history.of_run(run, run_history.STOP)
     requeue = next(iter(history.of_run(run, run_history.REQUEUE)), None)
     return RunRecord(
@@ -92,6 +95,7 @@ class EndFacts:
     unanswered: bool  # auto: the preemption signal came and the program ended before taking part
     signal_cause: str  # why a requeue signal came, by Slurm's PreemptTime and the clock (requeue.signal_cause)
     repeated: bool = False  # decide_restart found the failure repeats: a bug, so no requeue either
+    ended_in_wait: bool = False  # handler auto: the step ended within auto's wait for Preemption (AUTO_WAIT)
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,11 @@ def decide_end(facts: EndFacts) -> EndAction:
             # Slurm requeues it whatever we do, even a finished program (24.05 and later): the state stays.
             line = "preempted in its grace time (PreemptMode=REQUEUE): Slurm requeues the job as it ends"
             return EndAction(preempted=True, slurm_requeues=True, line=line)
-        if run.finished and facts.job_code == 0 and run.stop is None:
+        # An unmodified program under auto (it never constructed Preemption) records no finish; one that ended 0
+        # during auto's wait, before the batch shell stopped it and with no TERM from Slurm, ended on its own.
+        on_its_own = (facts.ended_in_wait and not run.announced and run.batch_stop is None
+                      and "TERM" not in facts.signals)  # fmt: skip
+        if (run.finished or on_its_own) and facts.job_code == 0 and facts.step_code == 0 and run.stop is None:
             # The program's work was done before the preemption reached it: nothing to come back for.
             return EndAction(preempted=True, line="preempted after the program had finished its work: not requeued")
         if run.continue_elsewhere:

@@ -23,6 +23,16 @@ def fallback_warning(sig: str, waited: float | None) -> str:
     )
 
 
+def wait_line(seconds: float) -> str:
+    """What auto says when the preemption signal came and the program has not constructed Preemption yet: the
+    batch log says it as the wait begins, and `slurmgen run`'s terminal too (local/handler_notice.py)."""
+    return (
+        "preemption.handler auto: the program has not constructed slurmgen's Preemption, so the batch shell waits "
+        f"up to {seconds:g} s for it, then stops the step with SIGTERM and requeues; set preemption.handler: "
+        "requeue to stop an unmodified program at once"
+    )
+
+
 def fallback_note(sig: str, waited: float | None) -> str:
     """auto's fallback as the run history keeps it (STOP's `fallback`), for `slurmgen history`, `status` and the
     local run's terminal: the batch log alone is where nobody looks."""

@@ -2,9 +2,9 @@
 
 Under auto the batch shell forwards the preemption signal and waits for the program to construct slurmgen's
 Preemption (a quarter of the lead time, at most a minute: slurmgen/batch/signals.py) before it stops the step with
-SIGTERM and requeues. An unmodified program's stop is so delayed by up to a minute, and the batch log was the only
-place that said why, where nobody running locally looks. The runner says it when it sends the signal and again
-when the run has ended.
+SIGTERM and requeues. An unmodified program's stop is so delayed by up to a minute; the batch log says why, but
+nobody running locally looks there. The runner says it too, when it sends the signal and again when the run has
+ended.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from slurmgen.spec.model import JobSpec
 def auto_notice(spec: JobSpec, log_dir: str, run: int, sig: str) -> str | None:
     """The line for signal ``sig`` reaching the batch shell in run ``run``; None when auto will not wait (another
     handler, another signal, or the program has constructed Preemption already)."""
+    from slurmgen.interruption.fallback import wait_line
     from slurmgen.interruption.running import announce_wait_for
 
     pre = spec.preemption
@@ -23,11 +24,7 @@ def auto_notice(spec: JobSpec, log_dir: str, run: int, sig: str) -> str | None:
         return None
     if run_history.History.load(log_dir).announced(run):
         return None
-    return (
-        "preemption.handler auto: the program has not constructed slurmgen's Preemption, so the batch shell waits "
-        f"up to {announce_wait_for(pre.lead_time):g} s for it, then stops the step with SIGTERM and requeues; set "
-        "preemption.handler: requeue to stop an unmodified program at once"
-    )
+    return wait_line(announce_wait_for(pre.lead_time))  # the batch log says the same (batch/signals.py)
 
 
 def fallback_lines(log_dir: str, run: int) -> list[str]:

@@ -123,8 +123,9 @@ def find(base: Path, job_id: str) -> LocalRecord:
     )
 
 
-def row(record: LocalRecord, now: float) -> Row:
-    """The job's line in `slurmgen status`: its id says that it ran here (`local-<n>`)."""
+def row(record: LocalRecord, now: float, step_restarts: int | None = None) -> Row:
+    """The job's line in `slurmgen status`: its id says that it ran here (`local-<n>`); ``step_restarts``: the
+    step's restarts inside the allocation, from its run history (queries/history.py step_restarts)."""
     entry = record.entry
     reasons = {"UNKNOWN": "its runner ended without recording the end (killed?)"}
     code = entry.extra.get("exit_code")
@@ -135,6 +136,7 @@ def row(record: LocalRecord, now: float) -> Row:
         state=record.state,
         reason=reasons.get(record.state, ""),
         restarts=str(max(record.runs - 1, 0)) if record.runs else "",
+        step_restarts="" if step_restarts is None else str(step_restarts),
         nodes=jobenv.nodelist(nodes) if isinstance(nodes, int) and nodes > 0 else "",
         exit="" if record.state in ("RUNNING", "UNKNOWN") or code is None else str(code),
         submitted=when(entry.time, now),

@@ -50,8 +50,8 @@ def step_restarts(target: Target, infos: Sequence[JobInfo]) -> int | None:
     dirs = job_log_dirs(target, infos)
     if len(dirs) != 1:
         return None
-    events = run_history.History.load(str(dirs[0])).events
-    return sum(1 for e in events if e.get("event") == run_history.RESTART) if events else None
+    history = run_history.History.load(str(dirs[0]))
+    return history.step_restarts() if history.events else None
 
 
 def no_history(target: Target, log_dirs: Sequence[Path], slurm_knows: bool) -> str:

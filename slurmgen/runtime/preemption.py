@@ -106,6 +106,7 @@ class Preemption:
         self._last_check: float | None = None
         self._progress: ProgressMark | None = None  # the hang watchdog's per-step progress (task/watchdog.py)
         self._steps = 0  # should_stop() calls in this process: its steps (a restart's steps lost are counted in them)
+        self._step: int | None = None  # the program's own step at its last should_stop(step=...), for the last sample
         if max_requeues is not None:
             self.context = dataclasses.replace(self.context, max_requeues=max_requeues)
         # The agreement waits as long as any collective of the training step may (the process-group timeout).
@@ -200,6 +201,7 @@ class Preemption:
         late = ", ".join(f"SIG{name}" for name in dict.fromkeys(self._received))
         if late:
             _log(f"{late} came after the program's last stop check; its work is done, so it changes nothing")
+        self._sampler.last(self._steps, time.monotonic(), self._step)  # status shows this step, not a mid-run one
         with contextlib.suppress(OSError):
             record(self.context, "rank0", run_history.FINISHED, signals=list(dict.fromkeys(self._received)))
 
@@ -236,6 +238,7 @@ class Preemption:
         if self._progress is None:
             self._progress = ProgressMark(self.context, self.rank)
         self._steps += 1
+        self._step = step
         self._progress.touch(self._steps)
         now = time.monotonic()
         self._sampler.step(self._steps, now, step)
@@ -387,6 +390,7 @@ class Preemption:
             _log("preempted in a PreemptMode=REQUEUE partition: Slurm requeues this job as it ends")
         self.cause = self.stop_cause(flags, preempted if known else None)
         if self.rank == 0:
+            self._sampler.last(self._steps, time.monotonic(), self._step)
             record(self.context, "rank0", run_history.STOP, cause=self.cause, actions=self._describe(flags),
                    signals=list(dict.fromkeys(self._received)), step_seconds=self.step_seconds)  # fmt: skip
         # A background save in flight finishes first (every rank takes part in it); its failure was reported.

@@ -3,7 +3,10 @@ step and recent mean step time at 1, 2, 4, ... 32 s after that first step and ev
 
 Cheap by design: `Preemption.should_stop()` calls `step()` at every step on every rank, and all it costs there is
 one comparison of two floats; a sample is one append to rank 0's own history file, so the shared file system
-sees at most one write a minute per job from it (no per-step write, no per-rank write). Standard library only.
+sees at most one write a minute per job from it (no per-step write, no per-rank write). The program's end and
+every stop record one more sample, the last (`last: true`): without it an ended job's last sample is one taken
+mid-run (a 6 s run's last is at 4 s), and `slurmgen status` showed that step, a rate and an ETA for a job that had
+ended. Standard library only.
 """
 
 from __future__ import annotations
@@ -30,8 +33,17 @@ class ProgressSampler:
             return
         self._sample(steps, now, step)
 
-    def _sample(self, steps: int, now: float, step: int | None) -> None:
+    def last(self, steps: int, now: float, step: int | None = None) -> None:
+        """The last sample of this start of the program: at its end, or at a stop (once; rank 0 only)."""
+        if not self._on or self._last is None or self._next == float("inf"):
+            return  # not rank 0, no step made, or done already (or the log directory failed)
+        self._sample(steps, now, step, last=True)
+        self._next = float("inf")
+
+    def _sample(self, steps: int, now: float, step: int | None, last: bool = False) -> None:
         fields: dict[str, object] = {"steps": steps}
+        if last:
+            fields["last"] = True
         if step is not None:
             fields["step"] = step
         if self._total is not None:

@@ -35,7 +35,7 @@ class ProgramStacks:
     """The supervisor's end: the file the program's faulthandler writes to, and asking for one dump."""
 
     def __init__(self) -> None:
-        self.fd = _unnamed_file()
+        self.fd = unnamed_file("stacks")
 
     def env(self, env: Mapping[str, str]) -> dict[str, str]:
         """The program's environment with the hook's orders: the descriptor and the signal to register."""
@@ -65,14 +65,14 @@ class ProgramStacks:
             os.close(self.fd)
 
 
-def _unnamed_file() -> int:
+def unnamed_file(what: str) -> int:
     """A file without a name in $TMPDIR (or /tmp), open for reading and writing. By hand rather than with
     `tempfile`, whose import (random) costs the supervisor's start tens of ms on a busy node. Raises OSError."""
     folder = os.environ.get("TMPDIR") or "/tmp"
     try:
         return os.open(folder, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
     except OSError:  # a file system without O_TMPFILE (open(2)): create it exclusively, then remove its name
-        path = os.path.join(folder, f"slurmgen-stacks-{os.getpid()}-{time.monotonic_ns()}")
+        path = os.path.join(folder, f"slurmgen-{what}-{os.getpid()}-{time.monotonic_ns()}")
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         os.unlink(path)
         return fd

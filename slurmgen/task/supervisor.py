@@ -38,16 +38,21 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from slurmgen import contract, trust
 from slurmgen.job_context.context import JobContext
 from slurmgen.task.python_hook import hook_env, hook_path, hooks_python
 from slurmgen.task.signal_block import SUPERVISED
 
+if TYPE_CHECKING:
+    from slurmgen.task.program_error import Raised
+
 REPEAT_WINDOW = 5.0  # s: the same signal from a parent this soon after the step's own is that parent passing it on
 WATCH_INTERVAL = 0.05  # s between looks at /proc while a preemption signal waits for the program's handler
 # s a supervisor waits, after its program died of a stopping signal, for its own copy of that signal (_late_stop)
 LATE_STOP_WAIT = 1.0
+EXIT_UNCAUGHT = 1  # CPython's exit status after an uncaught exception (its excepthook printed the traceback)
 # Signals that end a task on purpose: a task that exits non-zero after one is not a failure of its own.
 _STOPPING = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR2})
 
@@ -66,6 +71,7 @@ class TaskSetup:
     env: Mapping[str, str] = field(default_factory=dict)
     hooked: bool = False  # handler program, a Python program: the preemption signal starts blocked (python_hook)
     stacks_fd: int | None = None  # the program inherits it for its own stack dumps (task/program_stacks.py)
+    error_fd: int | None = None  # the program's hook writes its uncaught exception there (task/program_error.py)
     job: JobContext = field(default_factory=lambda: JobContext.from_environ({}))  # read once at the entry point
 
     @property
@@ -212,6 +218,15 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
         except OSError as exc:  # no temporary file: the watchdog still runs, with py-spy only
             say(f"no file for the program's own stack dumps ({exc.strerror}); a hang's stacks need py-spy")
 
+    errors = None
+    if python and plan.job.log_dir and plan.rank is not None:
+        from slurmgen.task.program_error import ProgramError
+
+        try:
+            errors = ProgramError()
+            plan = replace(plan, env=hook_path(errors.env(plan.env)), error_fd=errors.fd)
+        except OSError:  # no temporary file: the task that failed first is told by exit codes alone
+            errors = None
     if extra := watchdog.nccl_trace_env(plan.job, plan.env):
         plan = dataclasses.replace(plan, env={**plan.env, **extra})
     # A signal that came before the fork is pending here and not in the child (fork(2): the child's pending set
@@ -245,6 +260,8 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
         watchdog.leave_node(plan.job, plan.rank, began)  # the node's last task removes the node's directory
         if stacks is not None:
             stacks.close()
+        if errors is not None:
+            errors.close()
 
 
 def _open_log(path: str | None, say: Callable[[str], None]) -> int | None:
@@ -289,6 +306,8 @@ def _exec_child(plan: TaskSetup, path: str, log_fd: int | None, watched: set[int
             os.dup2(log_fd, 2)
         if plan.stacks_fd is not None:
             os.set_inheritable(plan.stacks_fd, True)
+        if plan.error_fd is not None:
+            os.set_inheritable(plan.error_fd, True)
         keep = set()
         how = child_disposition(plan.handler, plan.preempt, plan.hooked)
         if plan.preempt is not None and how == "ignore":
@@ -353,8 +372,13 @@ def _finish(plan: TaskSetup, routing: Routing, status: int, say: Callable[[str],
     if routing.owed:
         say(f"the program ended before installing a handler for {signal.Signals(routing.owed).name}")
     exit_code = 128 - code if code < 0 else code
-    if exit_code and not routing.stopped_on_purpose():
-        _record_exit(plan, exit_code, -code if code < 0 else None)
+    raised = _raised(plan)
+    if raised is not None and exit_code and _raised_first(raised, routing):
+        # It raised before the step's signal ended it (its atexit hooks were still running): the failure is its
+        # own, with the code an uncaught exception gives (1), not the signal's that cut its exit short.
+        _record_exit(plan, EXIT_UNCAUGHT, None, raised)
+    elif exit_code and not routing.stopped_on_purpose():
+        _record_exit(plan, exit_code, -code if code < 0 else None, raised)
     if code < 0:
         _die_by(-code)
     return exit_code
@@ -380,9 +404,32 @@ def _late_stop(routing: Routing, watched: set[int]) -> None:
             return
 
 
-def _record_exit(plan: TaskSetup, code: int, sig: int | None = None) -> int:
+def _raised_first(raised: Raised, routing: Routing) -> bool:
+    """Whether the program raised before any stopping signal reached this task: an exception raised after one
+    (a handler that raises on SIGTERM) is the stop's doing, not a failure of its own."""
+    stops = [at for sig, _, at in routing.received if routing.stops(sig)]
+    if not stops:
+        return True
+    raised_at = time.monotonic() - (time.time() - raised.time)  # the hook's epoch time on this clock
+    return raised_at < min(stops)
+
+
+def _raised(plan: TaskSetup) -> Raised | None:
+    """The uncaught exception the program's hook recorded (task/program_error.py), if any."""
+    if plan.error_fd is None:
+        return None
+    from slurmgen.task.program_error import MAX_BYTES, parse
+
+    try:
+        return parse(os.pread(plan.error_fd, MAX_BYTES, 0))
+    except OSError:
+        return None
+
+
+def _record_exit(plan: TaskSetup, code: int, sig: int | None = None, raised: Raised | None = None) -> int:
     """A failure of the task's own (no one asked it to stop): the run history's task-exit event, which the batch
-    shell reads to name the task that failed first and give the job its exit code."""
+    shell reads to name the task that failed first and give the job its exit code; with the exception the
+    program raised, and when (`raised`, `raised_at`), when its hook recorded one."""
     log_dir = plan.job.log_dir
     if log_dir and plan.rank is not None:
         from slurmgen import run_history
@@ -390,6 +437,8 @@ def _record_exit(plan: TaskSetup, code: int, sig: int | None = None) -> int:
         fields: dict[str, object] = {"rank": plan.rank, "node": plan.node, "exit_code": code, "log": plan.log_path}
         if sig is not None:
             fields["signal"] = signal.Signals(sig).name.removeprefix("SIG")
+        if raised is not None:
+            fields.update(raised=raised.error, raised_at=round(raised.time, 3))
         run = plan.run
         # On failure the exit code still reaches srun; only the name of the failing task is lost.
         with contextlib.suppress(OSError):

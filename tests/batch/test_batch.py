@@ -437,10 +437,13 @@ def test_auto_falls_back_to_requeue_with_one_warning_unless_preemption_announced
     batch_signal.on_signal("USR1", 4242, ctx, said.append, job.client(), kill=kills, sleep=lambda s: None,
                            clock=lambda: float(next(ticks)))  # fmt: skip
     assert kills.sent == [(4242, signal.SIGUSR1)]
-    assert said[0].startswith(
+    # the wait as it begins, in the batch log (not only on `slurmgen run`'s terminal), then the fallback's warning
+    assert said[0].startswith("preemption.handler auto: the program has not constructed slurmgen's Preemption, so "
+                              "the batch shell waits up to 30 s for it")  # fmt: skip
+    assert said[1].startswith(
         "warning: the program did not construct slurmgen's Preemption within 30 s of SIGUSR1, so SIGUSR1 cannot"
     )
-    assert "construct Preemption in the program" in said[0] and len(job.signalled) == 1
+    assert "construct Preemption in the program" in said[1] and len(job.signalled) == 1
     kills.sent.clear()
     # Next run: rank 0 constructed Preemption (it records that): the signal goes to the tasks, as with runtime.
     again = env_for(tmp_path, restarts=1, SLURMGEN_PREEMPT_HANDLER="auto")

@@ -234,3 +234,27 @@ def test_the_run_start_records_the_sites_requeue_delay() -> None:
     assert event["requeue_delay"] == 30
     again = site.site_preemption_from_event(event)
     assert again is not None and again.requeue_delay == 30
+
+
+def test_an_ended_job_shows_its_last_step_with_no_rate_and_no_eta() -> None:
+    """The samples come at 1, 2, 4 ... s: a 6 s program's last regular one is mid-run (step 80 of 120). The last
+    sample, recorded as the program ends, is the one shown, as the last; an ended run makes no steps, so there is
+    no rate and no ETA, and its last save is told against the run's end, not the clock."""
+    events = [
+        ev(rh.RUN_START, 1, 0, "batch-shell", queue={"start": T0, "limit": 600}),
+        ev(rh.FIRST_STEP, 1, 1, steps=1, step=1, total_steps=120),
+        ev(rh.PROGRESS, 1, 5, steps=80, step=80, step_seconds=0.05, total_steps=120),
+        ev(rh.SAVE, 1, 6, seconds=0.1, steps=118),
+        ev(rh.PROGRESS, 1, 7, steps=120, step=120, step_seconds=0.05, total_steps=120, last=True),
+        ev(rh.FINISHED, 1, 7),
+        ev(rh.RUN_END, 1, 8, "batch-shell", exit_code=0, ended="completed"),
+    ]
+    view = live.live(events, T0 + 3600)
+    assert view is not None and view.step == 120 and not view.running
+    assert view.steps_per_second is None and view.eta_end is None and view.eta_limit is None
+    text = live.lines(view, False)
+    assert "step: 120/120 (the last)" in text and "last save: 2 s before the run's end" in text, text
+    assert not [line for line in text if line.startswith(("rate:", "eta", "time limit"))], text
+    # a program that ended while its run goes on (the batch shell still at its end): no rate either
+    going = live.live(events[:-1], T0 + 7.5)
+    assert going is not None and going.running and going.step == 120 and going.steps_per_second is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -70,3 +71,50 @@ def test_report_after_a_crash_restart_and_a_preemption(tmp_path: Path, jobs: lis
     doctor = run_slurmgen("doctor", f"local-{job.job_id()}", cwd=tmp_path, env=without_steering())
     assert doctor.returncode == 0, doctor.stderr
     assert re.search(r"optimum save interval: Young \S+ \S+, Daly ", doctor.stdout), doctor.stdout
+
+
+def test_status_of_an_ended_local_job_shows_its_last_step_without_rate_or_eta(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """120 steps of 0.05 s: the regular samples come at 1, 2, 4 s after the first step, all mid-run. The program's
+    end records one more, the last: status of the ended job shows step 120 of 120 as the last, with no rate, no
+    ETA and no time since the last save measured against the clock. (Before, it showed a mid-run step such as
+    48/120, a rate, "last save: 2 s ago" and an ETA.)"""
+    job = LocalJob(tmp_path, spec(120))
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    [last] = [e for e in events(job) if e.get("last")]
+    assert last["event"] == run_history.PROGRESS and last["step"] == 120, last
+    done = run_slurmgen("status", f"local-{job.job_id()}", cwd=tmp_path, env=without_steering())
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^run: 1 \(ended\)$", done.stdout, re.M), done.stdout
+    assert re.search(r"^step: 120/120 \(the last\)$", done.stdout, re.M), done.stdout
+    assert not re.search(r"^(rate|eta to total_steps|time limit in): ", done.stdout, re.M), done.stdout
+    assert re.search(r"^last save: .* before the run's end$", done.stdout, re.M), done.stdout
+
+
+def test_restarts_inside_the_allocation_are_counted_beside_the_requeues_everywhere(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """The program SIGKILLs itself at step 60 once: the step restarts inside the allocation and the job completes
+    in its one run. status's table, `slurmgen.Job.restarts()`, `report --json` and history all say 1 restart and
+    0 requeues. (Before, a local job's status table had its REQUEUES only.)"""
+    command = spec(200).replace(f"{str(PROGRAM)!r}, '200'", f"{str(PROGRAM)!r}, '200', --die-at, '60', --once, "
+                                                             f"{str(tmp_path)!r}")  # fmt: skip
+    job = LocalJob(tmp_path, command)
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    key = f"local-{job.job_id()}"
+    done = run_slurmgen("status", key, cwd=tmp_path, env=without_steering())
+    assert done.returncode == 0, done.stderr
+    head, row = done.stdout.splitlines()[:2]
+    cells = dict(zip(re.split(r"\s{2,}", head.strip()), re.split(r"\s{2,}", row.strip()), strict=False))
+    assert (cells["STATE"], cells["REQUEUES"], cells["STEP RESTARTS"]) == ("COMPLETED", "0", "1"), done.stdout
+    api = subprocess.run([sys.executable, "-c", f"import slurmgen; print(slurmgen.Job({key!r}).restarts())"],
+                         cwd=tmp_path, env=without_steering(), capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert api.stdout.strip() == "{'requeues': 0, 'restarts': 1}", api.stderr
+    report = run_slurmgen("report", key, "--json", cwd=tmp_path, env=without_steering())
+    data = json.loads(report.stdout)
+    assert (data["requeues"], data["restarts"], [r["restarts"] for r in data["runs"]]) == (0, 1, [1]), data
+    history = run_slurmgen("history", key, cwd=tmp_path, env=without_steering())
+    assert "restart 1 (crash: rank 0 on " in history.stdout and "restart 2" not in history.stdout, history.stdout

@@ -50,3 +50,26 @@ def test_autos_wait_for_an_unmodified_program_is_said_on_the_terminal_and_in_his
     assert why in history.stdout, history.stdout + history.stderr
     status = slurmgen(tmp_path, "status", "local-1")
     assert f"job 1: run 1: {why}" in status.stdout + status.stderr, status.stdout + status.stderr
+
+
+@pytest.mark.slow
+def test_an_unmodified_program_that_ends_during_autos_wait_completes_in_one_run(tmp_path: Path) -> None:
+    """auto waits 15 s (a quarter of the 60 s lead time) after the preemption for an unmodified program to
+    construct Preemption; this one ends 0 on its own 6 s after the signal, within the wait. The job completes in
+    its one run, not requeued for a second run that has nothing to do; the batch log says the wait as it begins.
+    (Before: COMPLETED in 2 runs, and the wait's line on the terminal only.)"""
+    port = 20000 + zlib.crc32(str(tmp_path).encode()) % 9000
+    program = "import time; time.sleep(10); print('DONE', flush=True)"
+    (tmp_path / "job.yaml").write_text(
+        f"name: job\ncommand: [{PY}, -c, {json.dumps(program)}]\ntime: '00:10:00'\nnodes: 1\ntasks_per_node: 1\n"
+        f"python: {PY}\ndistributed: {{port: {port}}}\npreemption: {{lead_time: 60}}\n"
+    )
+    done = slurmgen(tmp_path, "run", "job.yaml", "--preempt-after", "4")
+    assert done.returncode == 0, done.stderr
+    assert "COMPLETED, exit code 0, 1 run in" in done.stderr, done.stderr
+    batch = (tmp_path / "logs" / "job-1.log").read_text()
+    wait = ("slurmgen: preemption.handler auto: the program has not constructed slurmgen's Preemption, so the batch "
+            "shell waits up to 15 s for it")  # fmt: skip
+    assert batch.count(wait) == 1, batch
+    assert "preempted after the program had finished its work: not requeued" in batch, batch
+    assert "requeue issued" not in batch and "DONE" in (tmp_path / "logs" / "job-1" / "rank-0.log").read_text()

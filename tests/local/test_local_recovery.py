@@ -186,3 +186,52 @@ def test_the_hang_rehearsal_stops_the_ranks_program_and_the_watchdog_restarts_th
     assert stacks.read_text().startswith("rank 1 on 127.0.0.1, pid ")
     [event] = restarts(job)
     assert event["cause"] == "hang"
+
+
+def test_a_rank_that_raises_and_exits_last_is_the_cause_not_its_casualties(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """1 node x 2 ranks: rank 1 raises ValueError, and its atexit hooks close its process group and then wait
+    3 s; rank 0 loses its peer and exits 76 first, and srun's --kill-on-bad-exit ends rank 1 with SIGTERM in its
+    atexit wait. The start-up hook recorded rank 1's exception when it was raised: the batch log names rank 1 and
+    its error, and the job ends FAILED with the program's own code, 1. (Before: FAILED 76, "rank 0 ... failed
+    first: its program exited with code 76", a casualty.)"""
+    command = [PY, str(Path(__file__).parent / "raise_last.py"), "400"]
+    text = spec(command, preemption="{handler: runtime}", extra="recovery: {max_restarts: 0}\n" + own_port(tmp_path))
+    job = LocalJob(tmp_path, text.replace("nodes: 2\n", "nodes: 1\n"))
+    jobs.append(job)
+    assert job.finish() == 1, job.everything()
+    assert "FAILED, exit code 1" in job.runner, job.runner
+    events = run_history.read(str(tmp_path / "logs" / f"job-{job.job_id()}"))
+    exits = {e["rank"]: e for e in events if e.get("event") == run_history.TASK_EXIT}
+    assert exits[0]["exit_code"] == 76, exits  # the casualty exited first, with the peer-loss code
+    assert exits[1]["raised"] == "ValueError: bad batch at step 20" and exits[1]["exit_code"] == 1, exits
+    assert exits[1]["raised_at"] < exits[0]["time"], exits
+    batch = job.file("batch")
+    assert "rank 1 on 127.0.0.1 failed first: its program raised ValueError: bad batch at step 20" in batch, batch
+    assert "failed first: its program exited with code 76" not in batch, batch
+    [end] = [e for e in events if e.get("event") == run_history.RUN_END]
+    assert (end["exit_code"], end["failing"]) == (1, "rank 1 on 127.0.0.1 (exit 1)"), end
+
+
+def test_a_restart_after_a_taken_rendezvous_port_says_why(tmp_path: Path, jobs: list[LocalJob]) -> None:
+    """A setup line holds the first start's rendezvous port (base + job id % 2) as another process's listener:
+    rank 0's store cannot listen and the step fails; it restarts on the next port of the range and completes. The
+    restart says why in the batch log and the history: "rendezvous failed: port N in use". (Before, the batch log
+    showed two rendezvous ports and a restart line naming only "rank 0 ... (exit 1)".)"""
+    base = 20000 + zlib.crc32(str(tmp_path).encode()) % 9000
+    holder = Path(__file__).parent / "port_holder.py"
+    hold = f"{PY} {holder} $(({base} + SLURM_JOB_ID % 2)) 300 > {tmp_path / 'holder.out'} & sleep 1"
+    command = own_command(tmp_path, steps=60)
+    text = spec(command, extra=f"distributed: {{port: {base}, port_range: 2}}\nsetup: [{hold!r}]\n")
+    job = LocalJob(tmp_path, text.replace("nodes: 2\n", "nodes: 1\n"))
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    held = int((tmp_path / "holder.out").read_text().split()[1])
+    batch = job.file("batch")
+    assert f"rendezvous at 127.0.0.1:{held}\n" in batch, batch
+    assert re.search(rf"rank 0 on \S+ \(exit 1\) failed \(rendezvous failed: port {held} in use\): restarting", batch)
+    [event] = restarts(job)
+    assert event["reason"] == f"rendezvous failed: port {held} in use", event
+    shown = run_slurmgen("history", f"local-{job.job_id()}", cwd=tmp_path, timeout=60)
+    assert f"(exit 1) (rendezvous failed: port {held} in use)" in shown.stdout, shown.stdout

@@ -14,6 +14,7 @@ from runtime.runtime_helpers import without_steering
 
 from local.test_local_handlers import LocalJob, own_command, spec
 from local.test_local_recovery import own_port, restarts
+from slurmgen import run_history
 
 pytestmark = [pytest.mark.slow, pytest.mark.torch]
 
@@ -129,3 +130,38 @@ def test_a_killed_rank_beside_a_rank_that_takes_the_steps_term_for_a_stop_is_res
     assert "COMPLETED, exit code 0, 1 run" in job.runner, job.runner
     [event] = restarts(job)
     assert (event["cause"], event["rank"]) == ("crash", 1), event
+
+
+def test_a_crash_restart_that_then_completes_ends_completed_and_removes_its_state(
+    tmp_path: Path, jobs: list[LocalJob]
+) -> None:
+    """The same job as above (no process group, Preemption only): rank 0 records a stop (terminated) when srun's
+    --kill-on-bad-exit sends it TERM after rank 1's SIGKILL; the step restarts and both ranks run to their end.
+    That stop belongs to the start that was restarted: the run's end decides from the last start, so the job
+    ends COMPLETED with its resume state removed, and the batch log, history and status agree. (Before, the run's
+    end took that stop for the run's: "stopped before its work was done (terminated): its resume state is kept",
+    history's note "state kept" and the state file left behind.)"""
+    command = [PY, str(WORKER), "--steps", "300", "--step-time", "0.05", "--save-every", "20"]
+    text = spec(command, preemption="{handler: runtime}", extra="recovery: {max_restarts: 2}\n" + own_port(tmp_path))
+    text = text.replace("nodes: 2\n", "nodes: 1\n")
+    job = LocalJob(tmp_path, text, "--kill-rank", "1", "--after", "10")
+    jobs.append(job)
+    assert job.finish() == 0, job.everything()
+    assert "COMPLETED, exit code 0, 1 run" in job.runner, job.runner
+    events = run_history.read(str(tmp_path / "logs" / f"job-{job.job_id()}"))
+    [restart] = [e for e in events if e.get("event") == run_history.RESTART]
+    stops = [e for e in events if e.get("event") == run_history.STOP]
+    # the seam itself: a stop was recorded in the start that was restarted
+    assert [s.get("cause") for s in stops] == ["terminated"] and stops[0]["time"] < restart["time"], events
+    batch = job.file("batch")
+    assert "stopped before its work was done" not in batch, batch
+    assert "the job completed: removed its resume state" in batch, batch
+    [end] = [e for e in events if e.get("event") == run_history.RUN_END]
+    assert end["ended"] == "completed", end
+    assert not list((tmp_path / "logs" / "state").glob("*.state")), list((tmp_path / "logs" / "state").iterdir())
+    key = f"local-{job.job_id()}"
+    shown = slurmgen(job, "history", key)
+    assert "state kept" not in shown and "terminated" not in shown, shown
+    [run] = job.history()
+    assert run.cause is None and run.ended == "completed" and len(run.restarts) == 1, run
+    assert re.search(rf"^{key}\s+job\s+COMPLETED\s", slurmgen(job, "status", key), re.M)

@@ -44,9 +44,9 @@ class LocalJob:
 
     def status(self) -> Report:
         from slurmgen.queries import status as st
-        from slurmgen.queries.history import restart_lines
+        from slurmgen.queries.history import restart_lines, step_restarts
 
-        row = local_jobs.row(self._fresh(), time.time())
+        row = local_jobs.row(self._fresh(), time.time(), step_restarts(self.target, []))
         # restarts and excluded nodes (`slurmgen run --kill-rank`, `--bad-node`)
         from slurmgen.queries.goodput_view import live_lines
 

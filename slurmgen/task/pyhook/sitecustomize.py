@@ -1,5 +1,6 @@
 """Runs at the start of a Python program that slurmgen's supervisor started under ``preemption.handler: program``,
-or under the hang watchdog (then it only registers faulthandler: ``_register_stacks``).
+or under the hang watchdog (then it registers faulthandler: ``_register_stacks``), and in every Python program the
+supervisor starts, to record its uncaught exception as it is raised (``_record_errors``).
 
 The supervisor starts the program with the preemption signal blocked and its action the default, so
 ``signal.getsignal`` reports SIG_DFL (CPython reads the OS action at start-up) and a program that installs its
@@ -14,6 +15,7 @@ environment's own sitecustomize still runs. Standard library only; written for e
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -23,6 +25,7 @@ from typing import Any
 _SIGNAL_VAR = "SLURMGEN_UNBLOCK_ON_HANDLER"  # slurmgen.contract.UNBLOCK_ON_HANDLER
 _STACKS_FD_VAR = "SLURMGEN_STACKS_FD"  # slurmgen.contract.STACKS_FD
 _STACKS_SIGNAL_VAR = "SLURMGEN_STACKS_SIGNAL"  # slurmgen.contract.STACKS_SIGNAL
+_ERROR_FD_VAR = "SLURMGEN_ERROR_FD"  # slurmgen.contract.ERROR_FD
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -50,6 +53,49 @@ def _register_stacks(fd: int, signum: int) -> None:
         faulthandler.register(signum, file=fd, all_threads=True)
     except (OSError, ValueError, RuntimeError):
         pass  # no dump then: the watchdog says so; the program itself must never fail for it
+
+
+def _record_errors(fd: int) -> None:
+    """The program's first uncaught exception, written to the supervisor's ``fd`` as it is raised, before the
+    traceback is printed and before atexit runs (slurmgen.task.program_error): the supervisor then names this
+    rank as the one that failed, even when it exits after the peers it took down."""
+    import json
+    import threading
+    import time
+
+    try:
+        os.set_inheritable(fd, False)  # the program's own children must not write into it
+    except OSError:
+        return
+    written: list[bool] = []
+
+    def write(kind: Any, value: Any, thread: str) -> None:
+        if written or not isinstance(kind, type) or issubclass(kind, (SystemExit, KeyboardInterrupt)):
+            return
+        written.append(True)
+        text = str(value).strip().splitlines()
+        error = kind.__name__ + (": " + text[0] if text else "")
+        line = json.dumps({"error": error[:300], "time": time.time(), "thread": thread}) + "\n"
+        # No record on failure: the supervisor decides by exit codes; the program must never fail for it.
+        with contextlib.suppress(OSError):
+            os.write(fd, line.encode("utf-8", "replace"))
+
+    previous = sys.excepthook
+
+    def excepthook(kind: Any, value: Any, tb: Any) -> None:
+        write(kind, value, "MainThread")
+        previous(kind, value, tb)
+
+    sys.excepthook = excepthook
+    previous_thread = getattr(threading, "excepthook", None)  # from Python 3.8
+    if previous_thread is None:
+        return
+
+    def thread_hook(args: Any) -> None:
+        write(args.exc_type, args.exc_value, getattr(args.thread, "name", "?"))
+        previous_thread(args)
+
+    threading.excepthook = thread_hook
 
 
 def _forget_this_directory() -> None:
@@ -81,4 +127,7 @@ if _name.isdigit():
     _install(int(_name))
 if _stacks_fd.isdigit() and _stacks_signal.isdigit():
     _register_stacks(int(_stacks_fd), int(_stacks_signal))
+_error_fd = os.environ.pop(_ERROR_FD_VAR, "")
+if _error_fd.isdigit():
+    _record_errors(int(_error_fd))
 _chain()
