@@ -114,6 +114,7 @@ JOB_PARTITION = "SLURM_JOB_PARTITION"
 # The run's SLUID (a job id unique across clusters and requeues), in the job's environment from Slurm 26.05
 # (src/common/env.c `setup_env`, SchedMD/slurm commit 1524248add); 25.11 sets it for prologs and epilogs only.
 JOB_SLUID = "SLURM_JOB_SLUID"
+GPUS_ON_NODE = "SLURM_GPUS_ON_NODE"  # the GPUs Slurm gave the task's node (srun(1), OUTPUT ENVIRONMENT VARIABLES)
 SUBMIT_DIR = "SLURM_SUBMIT_DIR"
 BATCH_SCRIPT = "SLURMGEN_BATCH_SCRIPT"  # the batch shell's $0 (slurmgen.batch.continuation)
 LOCAL_DIR = "SLURMGEN_LOCAL_DIR"  # the local run's directory (slurmgen/local/)
@@ -624,6 +625,15 @@ def variables() -> tuple[Variable, ...]:
         ),
         Variable(JOB_PARTITION, "the job's partition", FROM_SLURM, (BY_BATCH,), "partition", "given"),
         Variable(JOB_SLUID, "the run's SLUID (Slurm 26.05+)", FROM_SLURM, (BY_BATCH,), "sluid", "given"),
+        Variable(
+            GPUS_ON_NODE,
+            "the GPUs Slurm gave this node (GPUs asked for in sbatch:, too); 0 when unset",
+            FROM_SLURM,
+            (BY_TASK,),
+            "gpus_on_node",
+            "count",
+            default=0,
+        ),
         Variable(SUBMIT_DIR, "the directory sbatch ran in", FROM_SLURM, (BY_BATCH,), "submit_dir", "nonempty"),
         Variable(ARRAY_TASK_ID, "the array task's index", FROM_SLURM, in_job, "array_task_id", "nonempty"),
         Variable(ARRAY_JOB_ID, "the array's job id; with the task's index, the job key", FROM_SLURM, in_job),

@@ -57,6 +57,8 @@ ALLOWED_KEYS = {
     # The ssh transport runs on the user's laptop or login node, never inside a job: its settings are the user's.
     ("remote/transport.py", "SLURMGEN_SSH_DIR"): "where the user's ssh control sockets live, not a job variable",
     ("remote/transport.py", "SLURMGEN_SSH_CONFIG"): "the user's ssh config file, not a job variable",
+    # sbatch's own input variable (sbatch(1), INPUT ENVIRONMENT VARIABLES), read where the user runs sbatch.
+    ("backends/slurm_here/sbatch.py", "SLURM_CLUSTERS"): "the submitting shell's choice of clusters for sbatch",
 }
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
 

@@ -97,6 +97,7 @@ class JobVariables:
     step_nodes: str | None  # SLURM_STEP_NODELIST
     partition: str | None  # SLURM_JOB_PARTITION
     sluid: str | None  # SLURM_JOB_SLUID
+    gpus_on_node: int  # SLURM_GPUS_ON_NODE
     submit_dir: str | None  # SLURM_SUBMIT_DIR
     array_task_id: str | None  # SLURM_ARRAY_TASK_ID
     elastic_restart_count: int  # TORCHELASTIC_RESTART_COUNT
@@ -163,6 +164,7 @@ class JobVariables:
             step_nodes=given(environ, contract.STEP_NODELIST),
             partition=given(environ, contract.JOB_PARTITION),
             sluid=given(environ, contract.JOB_SLUID),
+            gpus_on_node=count(environ, contract.GPUS_ON_NODE, 0),
             submit_dir=nonempty(environ, contract.SUBMIT_DIR),
             array_task_id=nonempty(environ, contract.ARRAY_TASK_ID),
             elastic_restart_count=count(environ, contract.ELASTIC_RESTART_COUNT, 0),

@@ -11,7 +11,7 @@ tests pass plain values.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from slurmgen import contract
@@ -114,13 +114,12 @@ def resolve_master(ctx: JobContext, host: Host) -> tuple[MasterHost, str, Master
     return master, ip, port
 
 
-def gpus_given(environ: Mapping[str, str]) -> bool:
+def gpus_given(ctx: JobContext) -> bool:
     """Whether Slurm gave this task GPUs: SLURM_GPUS_ON_NODE (srun(1), OUTPUT ENVIRONMENT VARIABLES) above 0, or
     a device in CUDA_VISIBLE_DEVICES (which Slurm's gres/gpu plugin sets)."""
-    on_node = environ.get("SLURM_GPUS_ON_NODE", "").strip()
-    if on_node.isdigit() and int(on_node) > 0:
+    if ctx.gpus_on_node > 0:
         return True
-    visible = environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    visible = ctx.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
     return bool(visible) and visible not in ("-1", "NoDevFiles")
 
 
@@ -151,7 +150,7 @@ def prepare(ctx: JobContext, host: Host | None = None, *, agent: bool = False) -
         # leaving it hung until the time limit (pytorch #97191).
         ASYNC_ERROR_HANDLING: "1",
     }
-    if ctx.gpus_per_node == 0 and not gpus_given(present):
+    if ctx.gpus_per_node == 0 and not gpus_given(ctx):
         # A job without GPUs: neither the spec's gpus_per_node nor Slurm (GPUs asked for in sbatch:, e.g.
         # gpus-per-task) gave this task any; on a GPU job the variable would put accelerate on the CPU. accelerate
         # (and so transformers' Trainer) makes a process group out of RANK, WORLD_SIZE and LOCAL_RANK only on a

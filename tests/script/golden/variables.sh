@@ -202,7 +202,7 @@ if [ -n "${_sg_signals}" ]; then
         *) break ;;  # end, or no answer: the run's end keeps the state and decides
     esac
 fi
-'srun' '--nodes=2' '--ntasks-per-node=4' '--cpus-per-task=8' '--kill-on-bad-exit=1' ${_sg_nodes:+"--nodelist=${_sg_nodes}"} --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' '--container-image='"${HOME}"'/images/pytorch-24.05.sqsh' --container-mounts="${_sg_pkg}:/opt/slurmgen/slurmgen:ro,${SLURMGEN_STATE_DIR}:${SLURMGEN_STATE_DIR}"','"${HOME}"'/project:/workspace,/scratch/'"${USER}"':/scratch' \
+'srun' '--nodes=2' '--ntasks-per-node=4' '--cpus-per-task=8' '--kill-on-bad-exit=1' ${_sg_nodes:+"--nodelist=${_sg_nodes}"} --output="${SLURMGEN_LOG_DIR}/%N.log" '--open-mode=append' '--container-image='"${HOME}"'/images/pytorch-24.05.sqsh' --container-mounts="${_sg_pkg}:/opt/slurmgen/slurmgen:ro,${SLURMGEN_LOG_DIR}:${SLURMGEN_LOG_DIR},${SLURMGEN_STATE_DIR}:${SLURMGEN_STATE_DIR}"','"${HOME}"'/project:/workspace,/scratch/'"${USER}"':/scratch' \
     'python3' '-c' 'import sys; sys.path.insert(0, "/opt/slurmgen"); from slurmgen.task.launch import main; sys.exit(main())' '--expand-env=RANK_TAG=rank-${RANK}' '--expand=3' '--' \
     'python' '/workspace/train.py' '--data='"${SCRATCH:-/tmp}"'/data' '--out=runs/${SLURM_JOB_ID}/rank${SLURM_PROCID}' &
 _sg_step=$!
