@@ -48,8 +48,8 @@ def check_container(c: dict[str, Any], ctx: Ctx) -> None:
             "the image's NVIDIA_VISIBLE_DEVICES; remove gpu, or run the image with runtime: apptainer",
         )
     image = c.get("image")
-    if not isinstance(image, str):
-        return
+    if not isinstance(image, str) or image.startswith("${"):
+        return  # a path from a variable (`${SCRATCH}/x.sif`) is only known in the batch shell, which expands it
     if runtime in APPTAINER_LIKE and not image.startswith("/") and not _APPTAINER_URI.fullmatch(image):
         ctx.fail(
             ("container", "image"),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from slurmgen.cli.app import main
+from slurmgen.errors import SpecError
 from slurmgen.script.render import render
 from slurmgen.script.step import step_words
 from slurmgen.spec.load import load_text
@@ -51,6 +52,16 @@ def test_the_batch_shell_expands_the_words_and_keeps_the_literals(tmp_path: Path
     env = {"PATH": os.environ["PATH"], "SLURM_JOB_ID": "42", "HOME": "/nowhere"}
     done = subprocess.run(["bash", str(probe)], env=env, capture_output=True, text=True, check=True, timeout=30)
     assert done.stdout.splitlines() == ["42-dflt", "${HOME}", 'it\'s; "q" $(id)']
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "singularity", "enroot"])
+def test_an_image_path_from_a_variable_is_taken_as_the_batch_shell_will_expand_it(runtime: str) -> None:
+    """`${SCRATCH}/x.sif` cannot be judged absolute before the batch shell expands it: it renders expanded there,
+    while a relative path without a variable is still refused."""
+    text = script(f"command: [python, t.py]\ncontainer: {{runtime: {runtime}, image: '${{SCRATCH}}/img.sif'}}\n")
+    assert '"${SCRATCH}"' in text and "/img.sif" in text
+    with pytest.raises(SpecError, match="container.image"):
+        script(f"command: [python, t.py]\ncontainer: {{runtime: {runtime}, image: img.sif}}\n")
 
 
 def test_image_and_mounts_expand_in_the_batch_shell() -> None:
