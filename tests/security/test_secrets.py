@@ -55,6 +55,21 @@ def test_a_missing_forwarded_variable_is_one_line_before_anything_runs(tmp_path:
     assert "env.HF_TOKEN (from_env: HF_TOKEN): not set in this environment; export HF_TOKEN" in line
 
 
+def test_a_dry_run_with_a_missing_forwarded_variable_says_the_submit_would_be_refused(tmp_path: Path) -> None:
+    """`submit --dry-run` tells what submit would do: with the variable unset, refuse in the same line, not print a
+    `would run: sbatch ...`; with it set, the dry run goes through."""
+    (tmp_path / "s.yaml").write_text(spec_text())
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    done = run_slurmgen("submit", "s.yaml", "--dry-run", cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "env.HF_TOKEN (from_env: HF_TOKEN): not set in this environment" in line and "would be refused" in line
+    assert not (tmp_path / "logs").exists() and not (tmp_path / ".slurmgen").exists()
+    through = run_slurmgen("submit", "s.yaml", "--dry-run", cwd=tmp_path, env={**env, "HF_TOKEN": SECRET})
+    assert through.returncode == 0 and "would run: sbatch" in through.stderr, through.stderr
+    assert SECRET not in through.stdout + through.stderr
+
+
 def test_a_literal_token_warns_naming_the_field_and_render_masks_it(tmp_path: Path) -> None:
     text = "name: s\ncommand: [python3, -c, '1']\ntime: '00:05:00'\nenv:\n  MY_KEY: " + SECRET + "\n"
     loaded = load_text(text, "s.yaml")

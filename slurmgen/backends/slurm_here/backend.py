@@ -4,6 +4,7 @@ here, once: slurmgen.backends.slurm_here.sbatch; a sweep's arrays through the on
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,10 +71,12 @@ class SlurmHere:
         """The script (secrets masked) and the files it would write and the sbatch line(s), one per array for a
         sweep (split at the cluster's MaxArraySize, or Slurm's default when it cannot be read)."""
         from slurmgen.script.directives import sq
-        from slurmgen.spec.secrets import mask
+        from slurmgen.spec.secrets import mask, missing
         from slurmgen.submission.plan import dry_run_lines
 
         p = self.plan(request, warn)
+        if (absent := missing(p.spec.env, os.environ)) is not None:
+            raise UsageError(f"{p.source}: {absent} (the submit would be refused)")  # as send_plan refuses it
         script = mask(p.script, p.spec.env, sq)  # what a terminal or a CI log shows: no token
         if p.spec.sweep is None:
             return DryRun(script, tuple(dry_run_lines(p)))
