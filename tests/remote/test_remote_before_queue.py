@@ -141,3 +141,30 @@ def test_dry_run_shows_the_snapshot_and_the_script_and_sends_nothing(login: Sshd
     assert offline.returncode == 0 and offline.stdout.startswith("#!/bin/bash"), offline.stderr
     assert "new for the cluster's store: unknown (the cluster did not answer)" in offline.stderr
     assert "note: what is new for the cluster's store is unknown: cluster alpha: host unreachable" in offline.stderr
+
+
+def test_over_ssh_a_spec_without_time_hears_its_partitions_limit_and_an_expedite_the_site_lacks_is_refused(
+    login: Sshd, tmp_path: Path
+) -> None:
+    """The login node's Slurm (recorded 22.05: partition debug with neither limit, no expedited requeue) is asked
+    what the Slurm here is asked: the note on the limit a job without `time:` gets, once; and a refusal of
+    `recovery.expedite` before anything is uploaded."""
+    repo, env = project(login, tmp_path, "python3")
+    (repo / "job.yaml").write_text("name: pyc\ncommand: [python3, train.py]\npreemption: false\n")
+    done = run_slurmgen("submit", "--cluster", "alpha", "--no-check", "job.yaml", cwd=repo, env=env)
+    assert (done.returncode, done.stdout) == (0, "41\n"), done.stderr
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note: time left out")]
+    assert notes == [
+        "note: time left out: partition debug has neither DefaultTime nor MaxTime: the job may run unlimited, or be "
+        + notes[0].split(" or be ", 1)[1]
+    ], done.stderr
+    sent = (tmp_path / "sbatch.log").read_text()
+
+    (repo / "job.yaml").write_text(
+        'name: pyc\ncommand: [python3, train.py]\ntime: "5:00"\nrecovery: {expedite: true}\n'
+    )
+    refused = run_slurmgen("submit", "--cluster", "alpha", "--no-check", "job.yaml", cwd=repo, env=env)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith("error: job.yaml: recovery.expedite: Slurm 22.05.8 has no expedited requeue"), line
+    assert (tmp_path / "sbatch.log").read_text() == sent  # no second sbatch

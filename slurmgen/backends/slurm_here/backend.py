@@ -105,21 +105,9 @@ class SlurmHere:
         return self.send_plan(p, warn)
 
     def say_partition_time(self, p: Plan, warn: Warn) -> None:
-        """A spec without `time:`: the limit the partition gives the job (its DefaultTime, else its MaxTime), one
-        line; one `scontrol show partition`, and a line saying so when Slurm does not answer."""
-        from slurmgen.errors import SlurmgenError
-        from slurmgen.slurm.partition_time import time_left_out
-        from slurmgen.slurm.site_config import default_partition, parse_partitions
+        from slurmgen.submission.site_checks import say_partition_time
 
-        if p.spec.time is not None:
-            return
-        name = p.spec.partition.split(",")[0] if p.spec.partition else None
-        try:
-            partitions = parse_partitions(self.client.show_partitions(name))
-        except SlurmgenError as exc:
-            warn(f"note: time left out: cannot read the partition's DefaultTime and MaxTime ({exc})")
-            return
-        warn("note: " + time_left_out(partitions[0] if name and partitions else default_partition(partitions)))
+        say_partition_time(p.spec, self.client, warn)
 
     def send_plan(self, p: Plan, warn: Warn) -> Submitted:
         """Carry out a plan: one job, or a sweep's arrays."""

@@ -56,20 +56,6 @@ def require_sbatch(which: Which) -> None:
         )
 
 
-def check_expedite(p: Plan, client: SlurmClient) -> None:
-    """Refuse, before anything is written, a job asking for an expedited requeue the site does not give; a site
-    that cannot be asked lets it go (sbatch or slurmctld then say why)."""
-    from slurmgen.slurm.expedite import expedite_refusal
-    from slurmgen.slurm.site_config import parse_config
-
-    try:
-        site = parse_config(client.show_config())
-    except (SchedulerError, SchedulerMissing):
-        return
-    if (refusal := expedite_refusal(site, str(p.source))) is not None:
-        raise UsageError(refusal)
-
-
 def send_job(
     p: Plan,
     client: SlurmClient,
@@ -82,11 +68,11 @@ def send_job(
     in the queue, not by trying again."""
     require_sbatch(which)
     from slurmgen.spec.secrets import missing
+    from slurmgen.submission.site_checks import check_expedite
 
     if (absent := missing(p.spec.env, os.environ)) is not None:
         raise UsageError(f"{p.source}: {absent}")  # sbatch would propagate nothing: the job would lack it
-    if p.spec.recovery.expedite:
-        check_expedite(p, client)
+    check_expedite(p.spec, str(p.source), client)
     prepare(p, journal.base)
     try:
         return sbatch_once(p, p.sbatch_args, p.token, partial(entry, p), client, journal, sleep)

@@ -92,6 +92,12 @@ class SlurmSsh:
         source, profile = request.source, self.profile
         compile_spec = self._compiler(request, warn)
         assert profile.host is not None
+        spec, _ = compile_spec([])
+        if spec.time is None or spec.recovery.expedite:  # asked of the cluster only when the spec needs it
+            from slurmgen.submission.site_checks import check_expedite, say_partition_time
+
+            check_expedite(spec, str(source.path), self.site_client())
+            say_partition_time(spec, self.site_client(), warn)
         done = send_remote(
             compile_spec,
             profile,
@@ -143,9 +149,10 @@ class SlurmSsh:
                     raise UsageError(request.one)
                 if request.many is not None and checked.spec.sweep is None:
                     raise UsageError(request.many)
+                for problem in checked.warnings:  # once, however often the spec is checked alone
+                    if str(problem) not in said:
+                        warn(f"warning: {problem}")
                 said.update(str(p) for p in checked.warnings)
-                for problem in checked.warnings:
-                    warn(f"warning: {problem}")
                 return checked.spec, ""
             built = build_file(
                 source.path, [*source.overrides, *extra], request.templates, Path.cwd(), profile, source.args
