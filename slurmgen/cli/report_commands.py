@@ -29,10 +29,16 @@ def report_command(
     """Goodput and where the rest of the time went (queue, start-up, saves, restores, redone steps, recovery,
     hangs), with checkpoint-interval advice. Works while the job runs and after it has left the queue."""
     from slurmgen.backends.registry import handle_of
+    from slurmgen.cli.output_file import refusal, write_output
+    from slurmgen.errors import UsageError
 
+    if html is not None and (why := refusal("--html", html, False, "report.html")) is not None:
+        raise UsageError(why)  # before the job is looked up: a bad file name costs no report
     found = handle_of(job).goodput()  # a job, an array, a sweep, run here or on Slurm: one interface
     if html is not None:
-        html.write_text(found.page(), encoding="utf-8")
+        write_output(
+            "--html", html, found.page(), "report.html"
+        )  # as render -o: never through a link, never into a FIFO
         err(f"wrote {html}")
     if as_json:
         print(json.dumps(found.data, indent=2))

@@ -11,7 +11,7 @@ import typer
 
 from slurmgen.cli.options import ArgsArg, ClusterOpt, SetOpt, SpecArg, TemplatesOpt
 from slurmgen.cli.output import err, warn_all
-from slurmgen.errors import Problem, SpecError, UsageError
+from slurmgen.errors import Problem, SpecError
 
 if TYPE_CHECKING:
     from slurmgen.script.build import Build
@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from slurmgen.spec.profile import ClusterProfile
 
 commands = typer.Typer()
+
+# `-o -` and the idiom `-o /dev/stdout` both print the script (masked as on a terminal), never rename over a path
+STANDARD_OUTPUT = ("-", "/dev/stdout")
 
 
 def cluster_profile(cluster: str | None, spec: Path) -> ClusterProfile | None:
@@ -63,15 +66,20 @@ def render(
     """Print the sbatch script for a job spec (no cluster needed). With --cluster, stderr first lists every
     field given and where it came from (the profile, the spec or --set). Words after `--` go after the command."""
     built = compiled(spec, set_ or [], templates, cluster, tuple(args or ()))
-    for field, value, origin in built.origins:
-        err(f"{field} = {json.dumps(value)}    ({origin})")
+    if built.origins:
+        from slurmgen.spec.secrets import MASK, looks_like_token
+
+        for field, value, origin in built.origins:
+            # the table goes to the terminal as the script does: a token-like literal is masked in both
+            shown = MASK if isinstance(value, str) and looks_like_token(value) else json.dumps(value)
+            err(f"{field} = {shown}    ({origin})")
     text = built.script
     if built.spec.sweep is not None:
         from slurmgen.cli.sweep_commands import render_lines
 
         for line in render_lines(built.spec):
             err(line)
-    if output is None or str(output) == "-":
+    if output is None or str(output) in STANDARD_OUTPUT:
         if built.spec.env:  # only an env value can be a token
             from slurmgen.script.directives import sq
             from slurmgen.spec.secrets import mask
@@ -80,34 +88,10 @@ def render(
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    from slurmgen.atomic import shell_mode, write_text
+    from slurmgen.cli.output_file import write_output
 
-    if output.is_dir():
-        raise UsageError(f"-o {output}: is a directory; give a file name, e.g. -o {output / 'job.sbatch'}")
-    if (kind := _not_regular(output)) is not None:
-        # The atomic write renames a new file over the path: a device (-o /dev/null as root), a FIFO or
-        # /proc/self/fd/1 would be replaced by a regular file instead of written to.
-        raise UsageError(f"-o {output}: is {kind}, not a regular file; give a file name, or -o - for standard output")
-    try:
-        write_text(output, text, mode=shell_mode(output))  # as `slurmgen render x.yaml > FILE` would
-    except OSError as exc:
-        raise UsageError(
-            f"-o {output}: cannot write it ({exc.strerror or exc}); check that the directory exists"
-        ) from None
+    write_output("-o", output, text, "job.sbatch", stdout_hint=True)  # as `slurmgen render x.yaml > FILE` would
     err(f"wrote {output}")
-
-
-def _not_regular(path: Path) -> str | None:
-    """What `path` is when it exists and is not a regular file (after links), else None."""
-    import stat
-
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return None
-    kinds = {stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device", stat.S_ISFIFO: "a FIFO",
-             stat.S_ISSOCK: "a socket"}  # fmt: skip
-    return None if stat.S_ISREG(mode) else next((k for test, k in kinds.items() if test(mode)), "not a file")
 
 
 @commands.command(short_help="Check specs and report every problem of each.")
