@@ -65,8 +65,17 @@ def run_local(
     if spec.array or spec.sweep:  # every task as a job of its own (slurmgen.local.array)
         from slurmgen.local.array import run_array
 
-        if options.preempt_after is not None:
-            raise UsageError("--preempt-after rehearses one job; run one task of the array as a plain job for it")
+        # The rehearsals act on one job's ranks and nodes; an array's tasks are jobs of their own, so they are
+        # refused here rather than dropped on the way to each task.
+        given = [name for name, value in (("--preempt-after", options.preempt_after),
+                                          (f"--{(options.rehearse or ('',))[0]}-rank", options.rehearse),
+                                          ("--bad-node", options.bad_node)) if value is not None]  # fmt: skip
+        if given:
+            kind = "sweep" if spec.sweep else "array"
+            raise UsageError(
+                f"{' and '.join(given)}: a rehearsal of one job, and {source} is a{'n' if kind == 'array' else ''} "
+                f"{kind} (every task a job of its own); rehearse on a spec without `{kind}:`"
+            )
         return run_array(source, spec, options, out, env, submit_dir)
     base = home(env, submit_dir)
     try:
