@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurmgen.errors import SlurmgenError
+from slurmgen.ssh_destination import RULE, is_destination
 
 SSH_FAILED = 255  # ssh's own exit status for its errors (ssh(1) EXIT STATUS); else the remote command's
 
@@ -86,6 +87,8 @@ SSH_FAULTS: tuple[tuple[str, str, str], ...] = (
 def ssh_fault(cluster: str, host: str, stderr: str) -> str:
     """One line for an ssh failure (exit 255): the cluster, ssh's own words, what to do. Pure."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    if not is_destination(host):  # advice is pasted into a shell: it names only a checked host
+        host = "HOST"
     for needle, meaning, advice in SSH_FAULTS:
         said = next((line for line in lines if needle in line), None)
         if said is not None:
@@ -186,6 +189,9 @@ class SshTransport:
         ssh: Sequence[str] = ("ssh",),
         environ: Mapping[str, str] | None = None,
     ) -> None:
+        if not is_destination(host):
+            # never handed to ssh (an option word runs its ProxyCommand) nor named in advice to paste
+            raise TransportError(f"cluster {cluster}: host {host!r}: {RULE}; fix `host` in its clusters.yaml")
         self.cluster = cluster
         self.host = host
         self.persist = persist

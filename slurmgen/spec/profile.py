@@ -21,6 +21,7 @@ from typing import Any
 
 from slurmgen.errors import Problem, SpecError
 from slurmgen.spec.yaml_source import FieldPath, Mark, dotted, load_yaml
+from slurmgen.ssh_destination import RULE, is_destination
 
 PROFILE_FILE = "clusters.yaml"
 PROFILE_KEYS = ("host", "workdir", "defaults", "control_persist", "snapshot_limit_mb")
@@ -76,10 +77,9 @@ def parse_profiles(text: str, source: str) -> dict[str, ClusterProfile]:
                 known = ", ".join(PROFILE_KEYS)
                 problems.append(_problem(source, doc.lines, (*where, key), f"unknown key; known keys: {known}"))
         host, workdir, defaults = body.get("host"), body.get("workdir"), body.get("defaults", {})
-        if host is not None and (not isinstance(host, str) or not host or host.startswith("-") or host != host.strip()):
-            problems.append(
-                _problem(source, doc.lines, (*where, "host"), "must be an ssh destination (alias or user@host)")
-            )
+        if host is not None and not is_destination(host):
+            # ssh would read "-oProxyCommand=..." as an option, and advice naming it would run it when pasted
+            problems.append(_problem(source, doc.lines, (*where, "host"), f"{RULE}; got {host!r}"))
         if not isinstance(workdir, str) or not workdir:
             problems.append(_problem(source, doc.lines, (*where, "workdir"), "required: a directory on the cluster"))
         if defaults is None:

@@ -10,6 +10,7 @@ import pytest
 from cli_run import run_slurmgen
 
 from slurmgen.errors import SpecError
+from slurmgen.remote.transport import SshTransport, TransportError, ssh_fault
 from slurmgen.spec.load import load_text
 from slurmgen.spec.profile import find_profile, parse_profiles, user_profile_file
 
@@ -73,7 +74,11 @@ BAD_PROFILES = [
     ("x:\n  workdir: /w\n  defaults:\n    nodes: lots\n", "clusters.yaml:4: nodes: "),
     ("x:\n  host: alpha\n", "clusters.yaml:2: x.workdir: required: a directory on the cluster"),
     ("x:\n  workdir: /w\n  hots: a\n", "clusters.yaml:3: x.hots: unknown key; known keys: host, workdir, defaults"),
-    ("x:\n  workdir: /w\n  host: -oProxyCommand=evil\n", "clusters.yaml:3: x.host: must be an ssh destination"),
+    ("x:\n  workdir: /w\n  host: -oProxyCommand=evil\n", "clusters.yaml:3: x.host: must be one ssh destination word"),
+    # one word to YAML, two to ssh and to a shell the advice is pasted into: the option ran its command
+    ('x:\n  workdir: /w\n  host: "name -oProxyCommand=sh /tmp/x"\n', "clusters.yaml:3: x.host: must be one ssh"),
+    ('x:\n  workdir: /w\n  host: "a;touch${IFS}x"\n', "clusters.yaml:3: x.host: must be one ssh destination"),
+    ('x:\n  workdir: /w\n  host: "a\\x1b[2Jb"\n', "clusters.yaml:3: x.host: must be one ssh destination"),
     ("x:\n  workdir: /w\n  control_persist: soon\n", "clusters.yaml:3: x.control_persist: must be a whole number"),
 ]
 
@@ -129,3 +134,31 @@ def test_run_and_doctor_take_the_profiles_defaults_here(tmp_path: Path) -> None:
     assert "mark=from-profile" in logs + ran.stdout + ran.stderr
     bad = run_slurmgen("doctor", "--cluster", "nowhere", "t.yaml", cwd=tmp_path, env=env)
     assert bad.returncode != 0 and "nowhere: no such cluster profile" in bad.stderr
+
+
+def test_a_host_that_is_not_one_ssh_word_never_reaches_ssh_nor_advice(tmp_path: Path) -> None:
+    (tmp_path / "clusters.yaml").write_text('x:\n  workdir: /w\n  host: "name -oProxyCommand=sh evil.sh"\n')
+    (tmp_path / "t.yaml").write_text(SPEC)
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "none")}
+    done = run_slurmgen("submit", "--cluster", "x", "t.yaml", cwd=tmp_path, env=env)
+    assert done.returncode != 0
+    (line,) = done.stderr.strip().splitlines()
+    assert "clusters.yaml:3: x.host: must be one ssh destination word" in line, line
+    assert "`ssh " not in line
+    with pytest.raises(TransportError, match="must be one ssh destination word"):
+        SshTransport("x", "name -oProxyCommand=sh evil.sh")
+    said = ssh_fault("x", "a;sh evil.sh", "Host key verification failed.")  # a host no check passed: not named
+    assert "evil" not in said and "`ssh HOST`" in said
+    for good in ("login1", "me@login.example.org", "ssh://me@[::1]:2222", "alpha-login"):
+        assert "`ssh " + good + "`" in ssh_fault("x", good, "Host key verification failed.")
+
+
+def test_render_cluster_masks_a_token_in_the_table_of_origins(tmp_path: Path) -> None:
+    token = "hf_" + "a1B2c3D4" * 5
+    (tmp_path / "clusters.yaml").write_text(f"alpha:\n  workdir: /w\n  defaults:\n    env:\n      HF_TOKEN: {token}\n")
+    (tmp_path / "t.yaml").write_text(SPEC)
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "none")}
+    done = run_slurmgen("render", "--cluster", "alpha", "t.yaml", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert token not in done.stdout and token not in done.stderr  # was: printed in full in the table
+    assert "env.HF_TOKEN = '<secret: masked>'    (profile " in done.stderr, done.stderr
