@@ -39,7 +39,7 @@ class SlurmSsh:
         hash) and the snapshot's summary: its files and bytes, and what is new for the cluster's store, asked in one
         read-only round trip with the job's Python (refused below the floor, as submit refuses it); "unknown" when
         the cluster does not answer. Nothing is uploaded or written there."""
-        from slurmgen.backends.slurm_ssh.placing import check_python, placed_script
+        from slurmgen.backends.slurm_ssh.placing import check_python, not_code, placed_script
         from slurmgen.backends.slurm_ssh.snapshot import package_snapshot, snapshot_path, take_snapshot
         from slurmgen.backends.slurm_ssh.survey import survey
         from slurmgen.remote.transport import TransportError, transport_for
@@ -50,9 +50,10 @@ class SlurmSsh:
         assert profile.host is not None
         spec, _ = compile_spec([])
         package = package_snapshot()
-        snap = take_snapshot(Path.cwd(), profile.snapshot_limit_mb) if request.snapshot else None
-        if snap is not None and snap.note is not None:
-            warn(snap.note)
+        snap = take_snapshot(Path.cwd(), profile.snapshot_limit_mb, not_code(spec)) if request.snapshot else None
+        for line in () if snap is None else (snap.note, *snap.left_out):
+            if line is not None:
+                warn(line)
         wanted = [package] if snap is None else [package, snap]
         lines: list[str] = []
         found: Survey | None = None

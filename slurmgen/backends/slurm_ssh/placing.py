@@ -63,6 +63,11 @@ def version_setup(python: str, shipped: str, version: str) -> str:
     )
 
 
+def not_code(spec: JobSpec) -> tuple[str, ...]:
+    """What a local run of the spec writes in the project (logs, stderr, resume state): never in a snapshot. Pure."""
+    return tuple(p for p in (spec.output, spec.error, spec.preemption.state_dir) if p is not None)
+
+
 Compile = Callable[[list[str]], tuple[JobSpec, str]]
 
 
@@ -115,9 +120,10 @@ def place(
     package = package_snapshot()
     wanted = [package]
     if project is not None:
-        snap = take_snapshot(project, profile.snapshot_limit_mb)
-        if snap.note is not None:
-            warn(snap.note)
+        snap = take_snapshot(project, profile.snapshot_limit_mb, not_code(spec))
+        for line in (snap.note, *snap.left_out):
+            if line is not None:
+                warn(line)
         wanted.append(snap)
     found = survey(transport, workdir, wanted, spec.python if check else None, None)  # one round trip
     check_python(spec, found.python, spec_path, profile.name, warn)

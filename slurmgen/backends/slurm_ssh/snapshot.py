@@ -4,9 +4,12 @@ Taken: the files git tracks (as they are in the working tree, uncommitted change
 git does not ignore, or outside a git repository the directory's own files (slurmgen.backends.slurm_ssh.project_files
 says which). Each file is stored once under
 `WORKDIR/objects/<sha256>`; a snapshot is `WORKDIR/snapshots/<hash>`, the hash of its manifest (path, mode and
-content hash of every file). Only objects the cluster lacks are sent, so an unchanged project sends no file
-content. A snapshot is built in a temporary directory and renamed into place (rename(2) is atomic), then made
-read-only: a broken upload leaves no snapshot behind, and a requeued run finds the code it was submitted with.
+content hash of every file). The manifest ends each record with a NUL, the one byte no file name holds, so that no
+name can add a record of its own; names with control characters are refused here in one line, and the cluster side
+refuses any path that is absolute, holds `.` or `..` or an empty part, before it copies a file. Only objects the
+cluster lacks are sent, so an unchanged project sends no file content. A snapshot is built in a temporary directory
+and renamed into place (rename(2) is atomic), then made read-only: a broken upload leaves no snapshot behind, and a
+requeued run finds the code it was submitted with.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurmgen.backends.slurm_ssh.project_files import git, list_files
+from slurmgen.backends.slurm_ssh.project_files import Selection, git, list_files, select
 from slurmgen.errors import SlurmgenError
 from slurmgen.remote.transport import Transport
 
@@ -45,10 +48,15 @@ class Snapshot:
     commit: str | None  # HEAD, or None before the first commit
     dirty: bool  # uncommitted changes or untracked files went in
     note: str | None = None  # the line saying it was not taken from git (not a git repository)
+    left_out: tuple[str, ...] = ()  # one line per directory left out because it is read through a link
 
     @property
     def manifest(self) -> bytes:
-        return "".join(f"{f.digest} {'x' if f.executable else '-'} {f.path}\n" for f in self.files).encode()
+        """`<sha256> <x or -> <path>` then NUL, per file: the path's bytes as they are (git's own -z form)."""
+        return b"".join(
+            f"{f.digest} {'x' if f.executable else '-'} ".encode() + f.path.encode(errors="surrogateescape") + b"\0"
+            for f in self.files
+        )
 
     @property
     def digest(self) -> str:
@@ -59,12 +67,24 @@ class Snapshot:
         return sum(f.size for f in self.files)
 
 
-def take_snapshot(directory: Path, limit_mb: int = 100) -> Snapshot:
-    """The snapshot of the project around ``directory``; SnapshotError in one line when it cannot be."""
+def control_character(name: str) -> bool:
+    """Whether a file name holds a control character (C0, DEL or C1): a name no manifest line or log should carry."""
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name)
+
+
+def take_snapshot(directory: Path, limit_mb: int = 100, not_code: tuple[str, ...] = ()) -> Snapshot:
+    """The snapshot of the project around ``directory``; SnapshotError in one line when it cannot be. ``not_code``:
+    the spec's output and state directories (relative to ``directory``), left out when inside the project."""
     listed = list_files(directory)
     root = listed.root
+    chosen = select(root, listed.names, directory, not_code)
     files: list[SnapshotFile] = []
-    for name in listed.names:
+    for name in chosen.names:
+        if control_character(name):
+            raise SnapshotError(
+                f"{root}: the file {name!r} has a control character in its name, which no cluster-side copy can "
+                "carry safely; rename it (git mv), or add it to .gitignore"
+            )
         path = root / name
         try:
             info = os.lstat(path)
@@ -76,10 +96,10 @@ def take_snapshot(directory: Path, limit_mb: int = 100) -> Snapshot:
         files.append(SnapshotFile(name, hashlib.sha256(data).hexdigest(), len(data), bool(info.st_mode & 0o111)))
     if listed.git:
         commit = git(root, "rev-parse", "--verify", "-q", "HEAD")
-        status = git(root, "status", "--porcelain", "--untracked-files=normal")
-        snap = Snapshot(root, tuple(files), commit.stdout.decode().strip() or None, bool(status.stdout.strip()))
+        head = commit.stdout.decode().strip() or None
+        snap = Snapshot(root, tuple(files), head, _dirty(root, chosen), left_out=chosen.notes)
     else:
-        snap = Snapshot(root, tuple(files), None, False, listed.note)
+        snap = Snapshot(root, tuple(files), None, False, listed.note, chosen.notes)
     if snap.size > limit_mb * MB:
         largest = sorted(files, key=lambda f: f.size, reverse=True)[:3]
         named = ", ".join(f"{f.path} ({f.size / MB:.1f} MB)" for f in largest)
@@ -89,6 +109,21 @@ def take_snapshot(directory: Path, limit_mb: int = 100) -> Snapshot:
             "or use --no-snapshot"
         )
     return snap
+
+
+def _dirty(root: Path, chosen: Selection) -> bool:
+    """Whether a change git sees went in: what was left out as not code (a journal, logs) is not one."""
+    status = git(root, "status", "--porcelain", "-z", "--untracked-files=all")
+    entries = status.stdout.decode(errors="surrogateescape").split("\0")
+    skip = False
+    for entry in entries:
+        if skip or len(entry) < 4:
+            skip = False
+            continue
+        skip = entry[0] in "RC"  # a rename's or copy's next entry is its old name
+        if entry[3:] not in chosen.dropped:
+            return True
+    return False
 
 
 def package_snapshot() -> Snapshot:
@@ -122,7 +157,11 @@ while read -r d; do [ -f "$w/objects/$d" ] || echo "$d"; done
 """
 
 # Store the sent objects (each checked against its name), then build the snapshot beside its final place and rename
-# it there. The tar holds the objects and MANIFEST (digest, x or -, path per line). Any failure removes what it made.
+# it there. The tar holds the objects and MANIFEST (digest, x or -, path, then NUL, per file: bash's `read -d ''`
+# reads up to a NUL, and IFS= keeps a name's leading and trailing blanks). A path is copied only when it is plain
+# and relative: "/$p/" with `//`, `/./` or `/../` in it is an absolute path, an empty part, `.` or `..` (path
+# resolution, path_resolution(7)), which could write outside the snapshot (over its manifest, or ~/.ssh). Any
+# failure removes what it made.
 _STORE = """set -u
 w={w}; h={h}; i="$w/objects/.in.$$"; t="$w/snapshots/.tmp.$h.$$"
 fail() {{
@@ -141,9 +180,13 @@ for f in "$i"/*; do
 done
 rmdir "$i"; mkdir -p "$t/files" || fail "cannot make $t"
 mv "$i.manifest" "$t/manifest"
-while read -r d x p; do
-  mkdir -p "$t/files/$(dirname "$p")" || fail "cannot make a directory for $p"
-  e=$(cp "$w/objects/$d" "$t/files/$p" 2>&1) || fail "copying $p: $(printf '%s' "$e" | tail -1)"
+while IFS= read -r -d '' r; do
+  d=${{r%% *}}; r=${{r#* }}; x=${{r%% *}}; p=${{r#* }}; q=$(printf '%q' "$p")
+  case "$d" in [0-9a-f]*[0-9a-f]) ;; *) fail "the manifest names a bad object for $q";; esac
+  case "$d" in *[!0-9a-f]*) fail "the manifest names a bad object for $q";; esac
+  case "/$p/" in *//*|*/./*|*/../*) fail "refusing the path $q: not a plain relative path";; esac
+  case "$p" in */*) mkdir -p "$t/files/${{p%/*}}" || fail "cannot make a directory for $q";; esac
+  e=$(cp "$w/objects/$d" "$t/files/$p" 2>&1) || fail "copying $q: $(printf '%s' "$e" | tail -1)"
   [ "$x" = x ] && chmod +x "$t/files/$p"
 done < "$t/manifest"
 chmod -R a-w "$t/files"
