@@ -35,7 +35,9 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
                    "  control_persist: 60\n")  # fmt: skip
     git(repo, "add", "train.py")
     git(repo, "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-qm", "one")
-    uncommitted = "import sys, time\nprint('uncommitted version', sys.argv[1:], flush=True)\ntime.sleep(4)\n"
+    # the first run waits for the requeue below (however slow the machine); the requeued run ends at once
+    uncommitted = ("import os, sys, time\nprint('uncommitted version', sys.argv[1:], flush=True)\n"
+                   "time.sleep(120 if os.environ.get('SLURM_RESTART_COUNT', '0') == '0' else 1)\n")  # fmt: skip
     (repo / "train.py").write_text(uncommitted)
     work = login.root / "work"
     env = client_env(login)
