@@ -67,6 +67,8 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
     second = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
     assert second.returncode == 0, second.stderr
     assert "(0 files, 0 bytes sent)" in second.stderr  # unchanged: no file content uploaded
+    cancelled = run_slurmgen("cancel", second.stdout.strip(), cwd=repo, env=env)  # its first run would wait 120 s
+    assert cancelled.returncode == 0, cancelled.stderr
     journal = (login.root / "journal" / "journal.jsonl").read_text()
     assert f'"job_id":"{job}"' in journal and '"cluster":"alpha"' in journal and '"dirty":true' in journal
     assert '"args":["--lr","3e-4","two words","$5","a;id"]' in journal
