@@ -7,6 +7,8 @@ says which). Each file is stored once under
 content hash of every file). Only objects the cluster lacks are sent, so an unchanged project sends no file
 content. A snapshot is built in a temporary directory and renamed into place (rename(2) is atomic), then made
 read-only: a broken upload leaves no snapshot behind, and a requeued run finds the code it was submitted with.
+Whatever the login node's umask, the store's directories are 0700, each object 0400, and a stored file keeps the
+read and execute bits it has here (a 0600 file is 0400, not 0444).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from slurmgen.errors import SlurmgenError
 from slurmgen.remote.transport import Transport
 
 MB = 1_000_000
+READ_EXECUTE = 0o555  # what a stored file keeps of its mode: no write bit, and no read bit it did not have
 
 
 class SnapshotError(SlurmgenError):
@@ -35,7 +38,11 @@ class SnapshotFile:
     path: str  # relative to the repository's top
     digest: str  # sha256 of the content
     size: int
-    executable: bool
+    mode: int  # its read and execute bits (0o555 of st_mode): stored read-only, as private as it is here
+
+    @property
+    def executable(self) -> bool:
+        return bool(self.mode & 0o111)
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,7 @@ class Snapshot:
 
     @property
     def manifest(self) -> bytes:
-        return "".join(f"{f.digest} {'x' if f.executable else '-'} {f.path}\n" for f in self.files).encode()
+        return "".join(f"{f.digest} {f.mode:04o} {f.path}\n" for f in self.files).encode()
 
     @property
     def digest(self) -> str:
@@ -73,7 +80,7 @@ def take_snapshot(directory: Path, limit_mb: int = 100) -> Snapshot:
         if not path.is_file() or path.is_symlink():
             continue  # links and submodules are not copied: a link may point off the project
         data = path.read_bytes()
-        files.append(SnapshotFile(name, hashlib.sha256(data).hexdigest(), len(data), bool(info.st_mode & 0o111)))
+        files.append(SnapshotFile(name, hashlib.sha256(data).hexdigest(), len(data), info.st_mode & READ_EXECUTE))
     if listed.git:
         commit = git(root, "rev-parse", "--verify", "-q", "HEAD")
         status = git(root, "status", "--porcelain", "--untracked-files=normal")
@@ -102,7 +109,7 @@ def package_snapshot() -> Snapshot:
             continue
         data = path.read_bytes()
         name = str(path.relative_to(package.parent))
-        files.append(SnapshotFile(name, hashlib.sha256(data).hexdigest(), len(data), False))
+        files.append(SnapshotFile(name, hashlib.sha256(data).hexdigest(), len(data), 0o444))
     return Snapshot(package.parent, tuple(files), None, False)
 
 
@@ -115,15 +122,17 @@ class Upload:
 
 # Which objects the cluster lacks (stdin: one digest per line); prints `have` when the snapshot exists already.
 _MISSING = """set -u
+umask 077
 w={w}
+mkdir -p "$w/objects" "$w/snapshots" && chmod 700 "$w/objects" "$w/snapshots" || exit 3
 if [ -d "$w/snapshots/{h}" ]; then echo have; exit 0; fi
-mkdir -p "$w/objects" "$w/snapshots" || exit 3
 while read -r d; do [ -f "$w/objects/$d" ] || echo "$d"; done
 """
 
 # Store the sent objects (each checked against its name), then build the snapshot beside its final place and rename
 # it there. The tar holds the objects and MANIFEST (digest, x or -, path per line). Any failure removes what it made.
 _STORE = """set -u
+umask 077
 w={w}; h={h}; i="$w/objects/.in.$$"; t="$w/snapshots/.tmp.$h.$$"
 fail() {{
   chmod -R u+w "$t" 2>/dev/null; rm -rf "$i" "$i.manifest" "$t"
@@ -137,14 +146,14 @@ mv "$i/MANIFEST" "$i.manifest" || fail "no manifest arrived"
 for f in "$i"/*; do
   [ -e "$f" ] || continue
   d=$(sha256sum "$f" | cut -d' ' -f1); [ "$d" = "${{f##*/}}" ] || fail "object ${{f##*/}} arrived damaged"
-  mv -f "$f" "$w/objects/$d" || fail "storing object $d"
+  chmod 400 "$f" && mv -f "$f" "$w/objects/$d" || fail "storing object $d"
 done
 rmdir "$i"; mkdir -p "$t/files" || fail "cannot make $t"
 mv "$i.manifest" "$t/manifest"
-while read -r d x p; do
+while read -r d m p; do
   mkdir -p "$t/files/$(dirname "$p")" || fail "cannot make a directory for $p"
   e=$(cp "$w/objects/$d" "$t/files/$p" 2>&1) || fail "copying $p: $(printf '%s' "$e" | tail -1)"
-  [ "$x" = x ] && chmod +x "$t/files/$p"
+  chmod "$m" "$t/files/$p" || fail "setting the mode of $p"
 done < "$t/manifest"
 chmod -R a-w "$t/files"
 # A parallel submit of the same tree may have renamed its copy first: the same content, keep that one.
@@ -201,5 +210,5 @@ def upload(snap: Snapshot, transport: Transport, workdir: str) -> Upload:
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
-    info.size, info.mode = len(data), 0o444
+    info.size, info.mode = len(data), 0o400
     tar.addfile(info, io.BytesIO(data))
