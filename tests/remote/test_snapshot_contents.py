@@ -86,7 +86,7 @@ def test_the_cluster_refuses_a_manifest_path_out_of_the_snapshot(sshd: Sshd, tmp
         good = take_snapshot(repo)
         upload(good, t, str(work))  # the object is stored: the forged manifest needs no content sent
         digest = hashlib.sha256(b"payload\n").hexdigest()
-        forged = replace(good, files=(SnapshotFile(target, digest, 8, False), *good.files))
+        forged = replace(good, files=(SnapshotFile(target, digest, 8, 0o444), *good.files))
         before = sorted(p.name for p in (work / "snapshots").iterdir())
         with pytest.raises(SnapshotError) as caught:
             upload(forged, t, str(work))

@@ -6,6 +6,7 @@ a sweep's: slurmgen.backends.slurm_ssh.sweep)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +40,7 @@ class SlurmSsh:
         hash) and the snapshot's summary: its files and bytes, and what is new for the cluster's store, asked in one
         read-only round trip with the job's Python (refused below the floor, as submit refuses it); "unknown" when
         the cluster does not answer. Nothing is uploaded or written there."""
-        from slurmgen.backends.slurm_ssh.placing import check_python, not_code, placed_script
+        from slurmgen.backends.slurm_ssh.placing import check_python, not_code, placed_script, refuse_unset
         from slurmgen.backends.slurm_ssh.snapshot import package_snapshot, snapshot_path, take_snapshot
         from slurmgen.backends.slurm_ssh.survey import survey
         from slurmgen.remote.transport import TransportError, transport_for
@@ -49,6 +50,7 @@ class SlurmSsh:
         profile, compile_spec = self.profile, self._compiler(request, warn)
         assert profile.host is not None
         spec, _ = compile_spec([])
+        refuse_unset(spec, request.source.path, os.environ, " (the submit would be refused)")  # before any call
         package = package_snapshot()
         snap = take_snapshot(Path.cwd(), profile.snapshot_limit_mb, not_code(spec)) if request.snapshot else None
         for line in () if snap is None else (snap.note, *snap.left_out):

@@ -10,6 +10,8 @@ refuses any path that is absolute, holds `.` or `..` or an empty part, before it
 cluster lacks are sent, so an unchanged project sends no file content. A snapshot is built in a temporary directory
 and renamed into place (rename(2) is atomic), then made read-only: a broken upload leaves no snapshot behind, and a
 requeued run finds the code it was submitted with.
+Whatever the login node's umask, the store's directories are 0700, each object 0400, and a stored file keeps the
+read and execute bits it has here (a 0600 file is 0400, not 0444).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from slurmgen.errors import SlurmgenError
 from slurmgen.remote.transport import Transport
 
 MB = 1_000_000
+READ_EXECUTE = 0o555  # what a stored file keeps of its mode: no write bit, and no read bit it did not have
 
 
 class SnapshotError(SlurmgenError):
@@ -38,7 +41,11 @@ class SnapshotFile:
     path: str  # relative to the repository's top
     digest: str  # sha256 of the content
     size: int
-    executable: bool
+    mode: int  # its read and execute bits (0o555 of st_mode): stored read-only, as private as it is here
+
+    @property
+    def executable(self) -> bool:
+        return bool(self.mode & 0o111)
 
 
 @dataclass(frozen=True)
@@ -52,10 +59,10 @@ class Snapshot:
 
     @property
     def manifest(self) -> bytes:
-        """`<sha256> <x or -> <path>` then NUL, per file: the path's bytes as they are (git's own -z form)."""
+        """`<sha256> <mode> <path>` then NUL, per file (the mode: four octal digits, the file's read and execute
+        bits here); the path's bytes as they are (git's own -z form)."""
         return b"".join(
-            f"{f.digest} {'x' if f.executable else '-'} ".encode() + f.path.encode(errors="surrogateescape") + b"\0"
-            for f in self.files
+            f"{f.digest} {f.mode:04o} ".encode() + f.path.encode(errors="surrogateescape") + b"\0" for f in self.files
         )
 
     @property
@@ -93,7 +100,7 @@ def take_snapshot(directory: Path, limit_mb: int = 100, not_code: tuple[str, ...
         if not path.is_file() or path.is_symlink():
             continue  # links and submodules are not copied: a link may point off the project
         data = path.read_bytes()
-        files.append(SnapshotFile(name, hashlib.sha256(data).hexdigest(), len(data), bool(info.st_mode & 0o111)))
+        files.append(SnapshotFile(name, hashlib.sha256(data).hexdigest(), len(data), info.st_mode & READ_EXECUTE))
     if listed.git:
         commit = git(root, "rev-parse", "--verify", "-q", "HEAD")
         head = commit.stdout.decode().strip() or None
@@ -137,7 +144,7 @@ def package_snapshot() -> Snapshot:
             continue
         data = path.read_bytes()
         name = str(path.relative_to(package.parent))
-        files.append(SnapshotFile(name, hashlib.sha256(data).hexdigest(), len(data), False))
+        files.append(SnapshotFile(name, hashlib.sha256(data).hexdigest(), len(data), 0o444))
     return Snapshot(package.parent, tuple(files), None, False)
 
 
@@ -150,19 +157,21 @@ class Upload:
 
 # Which objects the cluster lacks (stdin: one digest per line); prints `have` when the snapshot exists already.
 _MISSING = """set -u
+umask 077
 w={w}
+mkdir -p "$w/objects" "$w/snapshots" && chmod 700 "$w/objects" "$w/snapshots" || exit 3
 if [ -d "$w/snapshots/{h}" ]; then echo have; exit 0; fi
-mkdir -p "$w/objects" "$w/snapshots" || exit 3
 while read -r d; do [ -f "$w/objects/$d" ] || echo "$d"; done
 """
 
 # Store the sent objects (each checked against its name), then build the snapshot beside its final place and rename
-# it there. The tar holds the objects and MANIFEST (digest, x or -, path, then NUL, per file: bash's `read -d ''`
+# it there. The tar holds the objects and MANIFEST (digest, mode, path, then NUL, per file: bash's `read -d ''`
 # reads up to a NUL, and IFS= keeps a name's leading and trailing blanks). A path is copied only when it is plain
 # and relative: "/$p/" with `//`, `/./` or `/../` in it is an absolute path, an empty part, `.` or `..` (path
 # resolution, path_resolution(7)), which could write outside the snapshot (over its manifest, or ~/.ssh). Any
 # failure removes what it made.
 _STORE = """set -u
+umask 077
 w={w}; h={h}; i="$w/objects/.in.$$"; t="$w/snapshots/.tmp.$h.$$"
 fail() {{
   chmod -R u+w "$t" 2>/dev/null; rm -rf "$i" "$i.manifest" "$t"
@@ -176,18 +185,19 @@ mv "$i/MANIFEST" "$i.manifest" || fail "no manifest arrived"
 for f in "$i"/*; do
   [ -e "$f" ] || continue
   d=$(sha256sum "$f" | cut -d' ' -f1); [ "$d" = "${{f##*/}}" ] || fail "object ${{f##*/}} arrived damaged"
-  mv -f "$f" "$w/objects/$d" || fail "storing object $d"
+  chmod 400 "$f" && mv -f "$f" "$w/objects/$d" || fail "storing object $d"
 done
 rmdir "$i"; mkdir -p "$t/files" || fail "cannot make $t"
 mv "$i.manifest" "$t/manifest"
 while IFS= read -r -d '' r; do
-  d=${{r%% *}}; r=${{r#* }}; x=${{r%% *}}; p=${{r#* }}; q=$(printf '%q' "$p")
+  d=${{r%% *}}; r=${{r#* }}; m=${{r%% *}}; p=${{r#* }}; q=$(printf '%q' "$p")
   case "$d" in [0-9a-f]*[0-9a-f]) ;; *) fail "the manifest names a bad object for $q";; esac
   case "$d" in *[!0-9a-f]*) fail "the manifest names a bad object for $q";; esac
+  case "$m" in [0-7][0-7][0-7][0-7]) ;; *) fail "the manifest names a bad mode for $q";; esac
   case "/$p/" in *//*|*/./*|*/../*) fail "refusing the path $q: not a plain relative path";; esac
   case "$p" in */*) mkdir -p "$t/files/${{p%/*}}" || fail "cannot make a directory for $q";; esac
   e=$(cp "$w/objects/$d" "$t/files/$p" 2>&1) || fail "copying $q: $(printf '%s' "$e" | tail -1)"
-  [ "$x" = x ] && chmod +x "$t/files/$p"
+  chmod "$m" "$t/files/$p" || fail "setting the mode of $q"
 done < "$t/manifest"
 chmod -R a-w "$t/files"
 # A parallel submit of the same tree may have renamed its copy first: the same content, keep that one.
@@ -244,5 +254,5 @@ def upload(snap: Snapshot, transport: Transport, workdir: str) -> Upload:
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
-    info.size, info.mode = len(data), 0o444
+    info.size, info.mode = len(data), 0o400
     tar.addfile(info, io.BytesIO(data))
