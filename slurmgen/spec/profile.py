@@ -82,6 +82,10 @@ def parse_profiles(text: str, source: str) -> dict[str, ClusterProfile]:
             )
         if not isinstance(workdir, str) or not workdir:
             problems.append(_problem(source, doc.lines, (*where, "workdir"), "required: a directory on the cluster"))
+        elif workdir.startswith("~") and workdir != "~" and not workdir.startswith("~/"):
+            problems.append(_problem(source, doc.lines, (*where, "workdir"),
+                                     "another user's home (~name) is not read: write ~/... (your home on the "
+                                     "cluster) or an absolute path"))  # fmt: skip
         if defaults is None:
             defaults = {}
         if not isinstance(defaults, dict):

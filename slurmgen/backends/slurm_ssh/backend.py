@@ -65,12 +65,13 @@ class SlurmSsh:
             check_python(spec, found.python, request.source.path, profile.name, warn)
         if snap is not None:
             lines.append(snapshot_summary(snap, found))
-        shipped = snapshot_path(profile.workdir, package)
+        workdir = profile.workdir if found is None or not found.workdir else found.workdir
+        shipped = snapshot_path(workdir, package)
         sent = "unknown" if found is None else "stored already" if package.digest in found.stored else "new"
         lines.append(f"slurmgen's modules: {len(package.files)} files, {package.size} bytes; for the store: {sent}")
-        code_dir = request.code_dir if snap is None else snapshot_path(profile.workdir, snap)
-        spec, script = placed_script(compile_spec, spec, profile.workdir, code_dir, shipped)
-        lines.append(f"would submit: sbatch job.sbatch in {profile.workdir}/runs/{spec.name}/<token> on cluster "
+        code_dir = request.code_dir if snap is None else snapshot_path(workdir, snap)
+        spec, script = placed_script(compile_spec, spec, workdir, code_dir, shipped)
+        lines.append(f"would submit: sbatch job.sbatch in {workdir}/runs/{spec.name}/<token> on cluster "
                      f"{profile.name} ({profile.host}); nothing was sent")  # fmt: skip
         return DryRun(mask(script, spec.env, sq), tuple(lines))
 

@@ -109,7 +109,6 @@ def place(
     refused below the floor before anything is sent), then render the script that starts in it. ``project``: the
     directory to snapshot (None: --no-snapshot, the job starts in ``code_dir``, already on the cluster).
     ``compile_spec(extra_overrides)`` validates, and renders when given overrides."""
-    workdir = profile.workdir
     spec, _ = compile_spec([])
     snap = up = None
     package = package_snapshot()
@@ -119,7 +118,8 @@ def place(
         if snap.note is not None:
             warn(snap.note)
         wanted.append(snap)
-    found = survey(transport, workdir, wanted, spec.python if check else None, None)  # one round trip
+    found = survey(transport, profile.workdir, wanted, spec.python if check else None, None)  # one round trip
+    workdir = found.workdir or profile.workdir  # absolute: `~` and a relative workdir are in the remote home
     check_python(spec, found.python, spec_path, profile.name, warn)
     have = found.stored
     if snap is not None:

@@ -1,0 +1,200 @@
+"""The cluster's side of a remote job is trusted only where it is the user's own: a real sshd is the login node, and
+another local user (the planter, uid 65534) makes the workdir first in a shared scratch, plants an object under
+the hash of train.py, a snapshot, a run's script for `resume`, or a log directory; a group-writable team workdir is
+refused by default; `workdir: ~/x` and a relative workdir land in the remote home of a real second login user."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from security.other_users import need_root, plant
+from ssh_server import Sshd, add_login_user
+
+from remote.test_snapshot import git
+from slurmgen.backends.slurm_ssh.mirror import mirror
+from slurmgen.backends.slurm_ssh.once import resubmit_remote
+from slurmgen.backends.slurm_ssh.snapshot import package_snapshot, take_snapshot, upload
+from slurmgen.backends.slurm_ssh.survey import survey
+from slurmgen.errors import SpecError, UsageError
+from slurmgen.journal import Entry, Journal
+from slurmgen.printable import printable_bytes
+from slurmgen.spec.profile import parse_profiles
+
+EVIL = b"print('planted')\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "train.py").write_text("print('mine')\n")
+    return root
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A shared scratch: anyone may create names in it (sticky, as /tmp)."""
+    need_root()
+    place = Path(tempfile.mkdtemp(prefix="slurmgen-scratch-"))
+    place.chmod(0o1777)
+    yield place
+    shutil.rmtree(place, ignore_errors=True)
+
+
+def one_line(caught: pytest.ExceptionInfo[UsageError]) -> str:
+    line = str(caught.value)
+    assert "\n" not in line
+    return line
+
+
+def test_a_workdir_another_user_made_first_is_refused_before_its_objects_are_used(
+    sshd: Sshd, project: Path, scratch: Path
+) -> None:
+    work = scratch / "team"
+    digest = hashlib.sha256(b"print('mine')\n").hexdigest()
+    plant(f"mkdir -p {work}/objects {work}/snapshots && printf \"print('planted')\\n\" > {work}/objects/{digest}")
+    t = sshd.transport()
+    try:
+        with pytest.raises(UsageError) as caught:
+            upload(take_snapshot(project), t, str(work))
+        line = one_line(caught)
+        assert f"{work} is owned by uid 65534, not by you (uid 0)" in line and "workdir" in line
+        with pytest.raises(UsageError) as surveyed:
+            survey(t, str(work), [package_snapshot()], None, None)
+        assert "owned by uid 65534" in one_line(surveyed)
+        assert os.listdir(work / "snapshots") == []  # nothing was built from the planted object
+    finally:
+        sshd.close_master()
+
+
+def test_a_group_writable_team_workdir_is_refused_by_default(sshd: Sshd, project: Path, tmp_path: Path) -> None:
+    work = tmp_path / "team"
+    (work / "objects").mkdir(parents=True)
+    work.chmod(0o700)
+    (work / "objects").chmod(0o2775)  # a team's store: every member of the group writes it
+    t = sshd.transport()
+    try:
+        with pytest.raises(UsageError) as caught:
+            upload(take_snapshot(project), t, str(work))
+        line = one_line(caught)
+        assert f"{work}/objects has mode 2775" in line and f"chmod go-w '{work}/objects'" in line
+        assert not (work / "snapshots").exists()
+    finally:
+        sshd.close_master()
+
+
+def test_an_object_whose_bytes_do_not_hash_to_its_name_is_sent_again(sshd: Sshd, project: Path, tmp_path: Path) -> None:
+    work = tmp_path / "own"
+    digest = hashlib.sha256(b"print('mine')\n").hexdigest()
+    (work / "objects").mkdir(parents=True)
+    (work / "objects" / digest).write_bytes(EVIL)  # a store of the user's own, its object damaged or swapped
+    t = sshd.transport()
+    try:
+        stored = upload(take_snapshot(project), t, str(work))
+        assert stored.files_sent == 1
+        assert (Path(stored.path) / "train.py").read_text() == "print('mine')\n"
+        assert (work / "objects" / digest).read_bytes() == b"print('mine')\n"
+        assert (Path(stored.path).parent / "complete").is_file()
+    finally:
+        sshd.close_master()
+
+
+def test_a_snapshot_without_its_marker_is_not_used(sshd: Sshd, project: Path, tmp_path: Path) -> None:
+    work = tmp_path / "own"
+    snap = take_snapshot(project)
+    broken = work / "snapshots" / snap.digest / "files"
+    broken.mkdir(parents=True)
+    (broken / "train.py").write_bytes(EVIL)  # an upload cut before its end (no marker), or an older layout
+    t = sshd.transport()
+    try:
+        assert snap.digest not in survey(t, str(work), [snap], None, None).stored
+        stored = upload(snap, t, str(work))
+        assert Path(stored.path) == broken
+        assert (broken / "train.py").read_text() == "print('mine')\n"
+        assert snap.digest in survey(t, str(work), [snap], None, None).stored
+    finally:
+        sshd.close_master()
+
+
+def test_resume_refuses_a_run_directory_another_user_planted(sshd: Sshd, scratch: Path, tmp_path: Path) -> None:
+    run = scratch / "runs" / "train" / "tok1"
+    plant(f"mkdir -p {run} && printf '#!/bin/bash\\necho planted\\n' > {run}/job.sbatch")
+    journal = Journal(tmp_path / "home")
+    entry = Entry("submitted", "tok1", "train", "/spec.yaml", str(run), "job.sbatch", 0.0, "41", "alpha",
+                  str(scratch / "logs"))  # fmt: skip
+    t = sshd.transport()
+    try:
+        with pytest.raises(UsageError) as caught:
+            resubmit_remote(t, entry, "41", "tok2", journal, lambda: 1.0)
+        assert f"{run} is owned by uid 65534" in one_line(caught)
+        assert journal.entries() == []  # nothing was sent to sbatch
+    finally:
+        sshd.close_master()
+
+
+def test_resume_refuses_a_script_that_is_a_link(sshd: Sshd, tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "train" / "tok1"
+    run.mkdir(parents=True)
+    (tmp_path / "elsewhere.sbatch").write_text("#!/bin/bash\necho other\n")
+    (run / "job.sbatch").symlink_to(tmp_path / "elsewhere.sbatch")
+    entry = Entry("submitted", "tok1", "train", "/spec.yaml", str(run), "job.sbatch", 0.0, "41", "alpha", "/l")
+    t = sshd.transport()
+    try:
+        with pytest.raises(UsageError) as caught:
+            resubmit_remote(t, entry, "41", "tok2", Journal(tmp_path / "home"), lambda: 1.0)
+        assert f"{run}/job.sbatch is a symbolic link" in one_line(caught)
+    finally:
+        sshd.close_master()
+
+
+def test_logs_from_a_log_directory_another_user_made_are_refused(sshd: Sshd, scratch: Path, tmp_path: Path) -> None:
+    logs = scratch / "logs"
+    plant(f"mkdir -p {logs}/train-41 && printf 'fake\\033]0;owned\\007\\n' > {logs}/train-41.log")
+    copies = tmp_path / "copies"
+    t = sshd.transport()
+    try:
+        with pytest.raises(UsageError) as caught:
+            mirror(t, str(logs), "train-41", copies)
+        line = one_line(caught)
+        assert f"{logs} is owned by uid 65534" in line and "none of its logs or history was read" in line
+        assert not copies.exists()
+        own = tmp_path / "own-logs"
+        own.mkdir()
+        (own / "train-41.log").write_bytes(b"step 1\n\x1b[2J\x1b]52;c;ZXZpbA==\x07done\n")
+        assert mirror(t, str(own), "train-41", copies) > 0
+        shown = printable_bytes((copies / "train-41.log").read_bytes())
+        assert shown == b"step 1\n\\x1b[2J\\x1b]52;c;ZXZpbA==\\x07done\n"
+    finally:
+        sshd.close_master()
+
+
+def test_a_tilde_and_a_relative_workdir_are_placed_in_the_remote_home(sshd: Sshd, project: Path) -> None:
+    user = add_login_user(sshd, "sgstore", "/bin/bash")
+    try:
+        t = user.transport(sshd)
+        tilde = survey(t, "~/sg-store", [], None, None)
+        assert tilde.workdir == f"{user.home}/sg-store"
+        stored = upload(take_snapshot(project), t, tilde.workdir)  # what place() stores with: the resolved path
+        assert (Path(stored.path) / "train.py").read_text() == "print('mine')\n"
+        upload(take_snapshot(project), t, "~/sg-store")  # the store's own scripts resolve it the same way
+        assert not (user.home / "~").exists()
+        relative = survey(t, "rel/store", [], None, None)
+        assert relative.workdir == f"{user.home}/rel/store"
+        upload(take_snapshot(project), t, "rel/store")
+        assert (user.home / "rel" / "store" / "snapshots").is_dir()
+    finally:
+        user.remove(sshd)
+
+
+def test_another_users_home_as_workdir_is_one_line_naming_the_file_and_field() -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_profiles("alpha: {host: login, workdir: ~bob/store}\n", "clusters.yaml")
+    line = str(caught.value)
+    assert "clusters.yaml:1" in line and "alpha.workdir" in line and "~/..." in line
