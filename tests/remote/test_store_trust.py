@@ -18,8 +18,9 @@ from ssh_server import Sshd, add_login_user
 
 from remote.test_snapshot import git
 from slurmgen.backends.slurm_ssh.mirror import mirror
-from slurmgen.backends.slurm_ssh.once import resubmit_remote
+from slurmgen.backends.slurm_ssh.once import once_script, resubmit_remote, send_once
 from slurmgen.backends.slurm_ssh.snapshot import package_snapshot, take_snapshot, upload
+from slurmgen.backends.slurm_ssh.store_trust import remote_workdir
 from slurmgen.backends.slurm_ssh.survey import survey
 from slurmgen.errors import SpecError, UsageError
 from slurmgen.journal import Entry, Journal
@@ -198,3 +199,30 @@ def test_another_users_home_as_workdir_is_one_line_naming_the_file_and_field() -
         parse_profiles("alpha: {host: login, workdir: ~bob/store}\n", "clusters.yaml")
     line = str(caught.value)
     assert "clusters.yaml:1" in line and "alpha.workdir" in line and "~/..." in line
+
+
+def test_a_run_directory_another_user_made_first_gets_no_script(sshd: Sshd, scratch: Path, tmp_path: Path) -> None:
+    runs = scratch / "runs"
+    plant(f"mkdir -p {runs}/train && chmod 777 {runs}/train")
+    run = runs / "train" / "tok1"
+    journal = Journal(tmp_path / "home")
+    base = Entry("submitting", "tok1", "train", "/spec.yaml", str(run), "job.sbatch", 0.0, cluster="alpha")
+    t = sshd.transport()
+    try:
+        command = once_script(str(run), str(tmp_path / "logs"), "", None, "tok1")
+        with pytest.raises(UsageError) as caught:
+            send_once(t, command, b"#!/bin/bash\necho mine\n", base, journal, lambda: 1.0, lambda line: None)
+        assert f"{runs}/train is owned by uid 65534" in one_line(caught)
+        assert not run.exists()  # neither the run's directory nor its script was made
+        assert [e.event for e in journal.entries()] == ["submitting", "failed"]
+    finally:
+        sshd.close_master()
+
+
+def test_the_workdir_word_is_the_remote_home_for_a_tilde_or_a_relative_path() -> None:
+    assert remote_workdir("~") == '"$HOME"'
+    assert remote_workdir("~/my store") == "\"$HOME\"/'my store'"
+    assert remote_workdir("rel") == '"$HOME"/rel'
+    assert remote_workdir("/abs/x") == "/abs/x"
+    with pytest.raises(UsageError, match="~name"):
+        remote_workdir("~bob/x")

@@ -60,7 +60,7 @@ def test_an_image_path_from_a_variable_is_taken_as_the_batch_shell_will_expand_i
     while a relative path without a variable is still refused."""
     text = script(f"command: [python, t.py]\ncontainer: {{runtime: {runtime}, image: '${{SCRATCH}}/img.sif'}}\n")
     assert '"${SCRATCH}"' in text and "/img.sif" in text
-    with pytest.raises(SpecError, match="container.image"):
+    with pytest.raises(SpecError, match=r"container\.image"):
         script(f"command: [python, t.py]\ncontainer: {{runtime: {runtime}, image: img.sif}}\n")
 
 
