@@ -13,9 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_run import run_slurmgen
 from security.other_users import need_root, plant
-from ssh_server import Sshd, add_login_user
+from ssh_server import Sshd, add_login_user, start_sshd
 
+from remote.test_remote_before_queue import project as before_queue_project
+from remote.test_remote_before_queue import stand_ins
 from remote.test_snapshot import git
 from slurmgen.backends.slurm_ssh.mirror import mirror
 from slurmgen.backends.slurm_ssh.once import once_script, resubmit_remote, send_once
@@ -226,3 +229,24 @@ def test_the_workdir_word_is_the_remote_home_for_a_tilde_or_a_relative_path() ->
     assert remote_workdir("/abs/x") == "/abs/x"
     with pytest.raises(UsageError, match="~name"):
         remote_workdir("~bob/x")
+
+
+def test_submit_to_a_workdir_another_user_made_first_is_one_line_and_no_sbatch(scratch: Path, tmp_path: Path) -> None:
+    server = start_sshd(path_prepend=str(stand_ins(tmp_path)))
+    try:
+        repo, env = before_queue_project(server, tmp_path, "python3")
+        planted = scratch / "work"
+        plant(f"mkdir -p {planted}")
+        (repo / "clusters.yaml").write_text(f"alpha:\n  host: {server.alias}\n  workdir: {planted}\n")
+        refused = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+        assert refused.returncode != 0 and refused.stdout == "" and refused.stderr.count("\n") == 1, refused.stderr
+        assert refused.stderr.startswith(f"error: cluster alpha: {planted} is owned by uid 65534, not by you")
+        assert not (tmp_path / "sbatch.log").exists() and os.listdir(planted) == []
+        own = tmp_path / "own-work"
+        (repo / "clusters.yaml").write_text(f"alpha:\n  host: {server.alias}\n  workdir: {own}\n")
+        through = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
+        assert (through.returncode, through.stdout) == (0, "41\n"), through.stderr
+        assert len(list((own / "snapshots").glob("*/complete"))) == 2  # the project's and slurmgen's own modules
+    finally:
+        server.close_master()
+        server.remove()
