@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from cli_run import run_slurmgen
-from security.other_users import need_root, plant
+from security.other_users import PLANTER, need_root, plant
 from ssh_server import Sshd, add_login_user, start_sshd
 
 from remote.test_remote_before_queue import project as before_queue_project
@@ -250,3 +250,35 @@ def test_submit_to_a_workdir_another_user_made_first_is_one_line_and_no_sbatch(s
     finally:
         server.close_master()
         server.remove()
+
+
+def test_a_shared_workdir_keeps_each_users_files_in_a_directory_of_their_own(
+    sshd: Sshd, project: Path, scratch: Path
+) -> None:
+    team = scratch / "team"
+    team.mkdir()
+    os.chown(team, 0, PLANTER)  # the planter is a member of the team's group
+    team.chmod(0o2775)  # the team's group writes it, not sticky: a member could swap another's directory
+    t = sshd.transport()
+    try:
+        with pytest.raises(UsageError) as caught:
+            survey(t, str(team), [], None, None, shared=True)
+        assert f"{team} has mode 2775" in one_line(caught) and f"chmod +t '{team}'" in one_line(caught)
+        team.chmod(0o3775)
+        mine = survey(t, str(team), [], None, None, shared=True)
+        assert mine.workdir == f"{team}/root"
+        stored = upload(take_snapshot(project), t, mine.workdir)
+        assert (Path(stored.path) / "train.py").read_text() == "print('mine')\n"
+        shutil.rmtree(team / "root")
+        plant(f"mkdir {team}/root && chmod 777 {team}/root")  # made first by another member, under my name
+        with pytest.raises(UsageError) as planted:
+            survey(t, str(team), [], None, None, shared=True)
+        assert f"{team}/root is owned by uid 65534" in one_line(planted)
+    finally:
+        sshd.close_master()
+
+
+def test_shared_workdir_is_true_or_false() -> None:
+    assert parse_profiles("a: {host: h, workdir: /t, shared_workdir: true}\n", "c.yaml")["a"].shared_workdir
+    with pytest.raises(SpecError, match="shared_workdir: must be true or false"):
+        parse_profiles("a: {host: h, workdir: /t, shared_workdir: yes please}\n", "c.yaml")

@@ -58,7 +58,8 @@ class SlurmSsh:
         found: Survey | None = None
         try:
             transport = transport_for(profile.name, profile.host, profile.control_persist)
-            found = survey(transport, profile.workdir, wanted, spec.python if request.check else None, snap)
+            found = survey(transport, profile.workdir, wanted, spec.python if request.check else None, snap,
+                           profile.shared_workdir)  # fmt: skip
         except TransportError as exc:
             lines.append(f"note: what is new for the cluster's store is unknown: {exc}")
         if found is not None:

@@ -118,7 +118,8 @@ def place(
         if snap.note is not None:
             warn(snap.note)
         wanted.append(snap)
-    found = survey(transport, profile.workdir, wanted, spec.python if check else None, None)  # one round trip
+    found = survey(transport, profile.workdir, wanted, spec.python if check else None, None,  # one round trip
+                   profile.shared_workdir)  # fmt: skip
     workdir = found.workdir or profile.workdir  # absolute: `~` and a relative workdir are in the remote home
     check_python(spec, found.python, spec_path, profile.name, warn)
     have = found.stored

@@ -36,7 +36,7 @@ SG_OWN = rf"""sg_own() {{
   fi
   if [ $((0$3 & 022)) -ne 0 ]; then
     echo "{REFUSED}$1 has mode $3: group or others can write it, and plant code that your jobs run;" \
-      "chmod go-w '$1'"; return 1
+      "chmod go-w '$1' (a team's directory: shared_workdir: true in the profile)"; return 1
   fi
 }}
 """
@@ -57,14 +57,33 @@ def remote_workdir(workdir: str) -> str:
     return '"$HOME"/' + shlex.quote(workdir)
 
 
-def resolve_line(workdir: str) -> str:
-    """Shell that sets `w` to the absolute workdir, refusing a home that is not absolute."""
+# A team's shared workdir (profile field shared_workdir): each user's files go in `<workdir>/<user name>`, which
+# sg_own then checks like any workdir. The team's directory itself may be group-writable only when sticky: without
+# the sticky bit a member may rename another's directory away and put one of their own in its place (rename(2):
+# in a sticky directory only the owner of an entry may rename it).
+SG_TEAM = rf"""if [ -L "$w" ]; then
+  echo "{REFUSED}$w is a symbolic link: set the profile's workdir to the team's real directory"; exit 0
+fi
+if [ -d "$w" ]; then
+  m=$(stat -c %a -- "$w")
+  if [ $((0$m & 022)) -ne 0 ] && [ $((0$m & 01000)) -eq 0 ]; then
+    echo "{REFUSED}$w has mode $m: a team's shared workdir that the group can write must be sticky, or a member" \
+      "can replace another's directory in it; chmod +t '$w'"; exit 0
+  fi
+fi
+w="$w/$(id -un)"
+"""
+
+
+def resolve_line(workdir: str, shared: bool = False) -> str:
+    """Shell that sets `w` to the absolute workdir, refusing a home that is not absolute; ``shared``: the user's
+    own directory in a team's workdir (SG_TEAM)."""
     word = remote_workdir(workdir)
     check = "" if word.startswith("'") or not word.startswith('"$HOME"') else (
         f'case "$HOME" in /*) ;; *) echo "{REFUSED}the cluster\'s HOME ($HOME) is not an absolute path, so '
         f'workdir {workdir} cannot be placed in it: write an absolute workdir in the profile"; exit 0;; esac\n'
     )  # fmt: skip
-    return f"{check}w={word}\n"
+    return f"{check}w={word}\n" + (SG_TEAM if shared else "")
 
 
 def store_check(names: tuple[str, ...] = ("", "/objects", "/snapshots", "/runs")) -> str:

@@ -25,13 +25,15 @@ class Survey:
     workdir: str = ""  # the profile's workdir as the cluster resolved it (absolute; `~` in the remote home)
 
 
-def survey_script(workdir: str, snaps: Sequence[Snapshot], python: str | None, objects: bool) -> str:
+def survey_script(
+    workdir: str, snaps: Sequence[Snapshot], python: str | None, objects: bool, shared: bool = False
+) -> str:
     """The remote script; with ``objects``, stdin holds one content digest per line to look up. Pure. A store
     another user made or can write is refused before anything in it is read (store_trust); a snapshot counts as
     stored only when it is the user's own and complete (its marker is written last, after every hash check)."""
     names = " ".join(shlex.quote(s.digest) for s in snaps)
     lines = [
-        SG_OWN + resolve_line(workdir) + store_check(),
+        SG_OWN + resolve_line(workdir, shared) + store_check(),
         f"echo '{SECTION}workdir'; printf '%s\\n' \"$w\"",
         f"echo '{SECTION}stored'",
         f'for h in {names}; do [ -f "$w/snapshots/$h/{COMPLETE}" ] && sg_own "$w/snapshots/$h" >/dev/null &&'
@@ -74,13 +76,14 @@ def read_survey(text: str, python: str | None) -> Survey:
 
 
 def survey(
-    transport: Transport, workdir: str, snaps: Sequence[Snapshot], python: str | None, objects_of: Snapshot | None
-) -> Survey:
+    transport: Transport, workdir: str, snaps: Sequence[Snapshot], python: str | None, objects_of: Snapshot | None,
+    shared: bool = False,
+) -> Survey:  # fmt: skip
     """Ask the cluster, once: the snapshots stored, the files of ``objects_of`` it lacks, ``python``'s version."""
     wanted = b""
     if objects_of is not None:
         wanted = "".join(f"{d}\n" for d in sorted({f.digest for f in objects_of.files})).encode()
-    got = transport.run(survey_script(workdir, snaps, python, objects_of is not None), wanted)
+    got = transport.run(survey_script(workdir, snaps, python, objects_of is not None, shared), wanted)
     text = got.stdout.decode(errors="replace")
     refuse(transport.cluster, text)
     return read_survey(text, python)
