@@ -22,12 +22,14 @@ from remote.test_remote_before_queue import stand_ins
 from remote.test_snapshot import git
 from slurmgen.backends.slurm_ssh.mirror import mirror
 from slurmgen.backends.slurm_ssh.once import once_script, resubmit_remote, send_once
+from slurmgen.backends.slurm_ssh.remote_status import remote_states
 from slurmgen.backends.slurm_ssh.snapshot import package_snapshot, take_snapshot, upload
 from slurmgen.backends.slurm_ssh.store_trust import remote_workdir
 from slurmgen.backends.slurm_ssh.survey import survey
 from slurmgen.errors import SpecError, UsageError
 from slurmgen.journal import Entry, Journal
 from slurmgen.printable import printable_bytes
+from slurmgen.remote.transport import LocalTransport
 from slurmgen.spec.profile import parse_profiles
 
 EVIL = b"print('planted')\n"
@@ -282,3 +284,21 @@ def test_shared_workdir_is_true_or_false() -> None:
     assert parse_profiles("a: {host: h, workdir: /t, shared_workdir: true}\n", "c.yaml")["a"].shared_workdir
     with pytest.raises(SpecError, match="shared_workdir: must be true or false"):
         parse_profiles("a: {host: h, workdir: /t, shared_workdir: yes please}\n", "c.yaml")
+
+
+def test_a_run_record_in_a_log_directory_another_user_made_is_not_believed(scratch: Path, tmp_path: Path) -> None:
+    """The run's own record answers for a job Slurm forgot: a forged one says nothing."""
+    if shutil.which("squeue") is None:
+        pytest.skip("needs Slurm's client commands on the PATH (the status script asks squeue first)")
+    line = '{"event": "run-end", "exit_code": 0, "run": 1}\n'
+    plant(
+        f"mkdir -p {scratch}/train-99999/history && printf '{line}' > {scratch}/train-99999/history/batch-shell.jsonl"
+    )
+    own = tmp_path / "train-99999" / "history"
+    own.mkdir(parents=True)
+    (own / "batch-shell.jsonl").write_text(line)
+    t = LocalTransport("alpha")
+    forged = remote_states(t, ["99999"], {"99999": str(scratch / "train-99999")})["99999"]
+    mine = remote_states(t, ["99999"], {"99999": str(tmp_path / "train-99999")})["99999"]
+    assert (forged.state, forged.source) == ("UNKNOWN", "none")
+    assert (mine.state, mine.source, mine.exit_code) == ("COMPLETED", "record", 0)
