@@ -61,19 +61,21 @@ class SlurmSsh:
         found: Survey | None = None
         try:
             transport = transport_for(profile.name, profile.host, profile.control_persist)
-            found = survey(transport, profile.workdir, wanted, spec.python if request.check else None, snap)
+            found = survey(transport, profile.workdir, wanted, spec.python if request.check else None, snap,
+                           profile.shared_workdir)  # fmt: skip
         except TransportError as exc:
             lines.append(f"note: what is new for the cluster's store is unknown: {exc}")
         if found is not None:
             check_python(spec, found.python, request.source.path, profile.name, warn)
         if snap is not None:
             lines.append(snapshot_summary(snap, found))
-        shipped = snapshot_path(profile.workdir, package)
+        workdir = profile.workdir if found is None or not found.workdir else found.workdir
+        shipped = snapshot_path(workdir, package)
         sent = "unknown" if found is None else "stored already" if package.digest in found.stored else "new"
         lines.append(f"slurmgen's modules: {len(package.files)} files, {package.size} bytes; for the store: {sent}")
-        code_dir = request.code_dir if snap is None else snapshot_path(profile.workdir, snap)
-        spec, script = placed_script(compile_spec, spec, profile.workdir, code_dir, shipped)
-        lines.append(f"would submit: sbatch job.sbatch in {profile.workdir}/runs/{spec.name}/<token> on cluster "
+        code_dir = request.code_dir if snap is None else snapshot_path(workdir, snap)
+        spec, script = placed_script(compile_spec, spec, workdir, code_dir, shipped)
+        lines.append(f"would submit: sbatch job.sbatch in {workdir}/runs/{spec.name}/<token> on cluster "
                      f"{profile.name} ({profile.host}); nothing was sent")  # fmt: skip
         return DryRun(mask(script, spec.env, sq), tuple(lines))
 

@@ -10,10 +10,15 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from slurmgen.backends.slurm_ssh.store_trust import SG_OWN, refuse
 from slurmgen.remote.transport import Transport
 
 # stdin: "<size> <relative path>" per local copy. Out: per file with new bytes, a header line, then those bytes.
-_NEW_BYTES = r"""cd {root} 2>/dev/null || exit 0
+# A log directory another user made, or one others can write, is refused before a byte of it is read
+# (store_trust.SG_OWN): what it holds would be shown as the job's logs and history.
+_NEW_BYTES = r"""[ -d {root} ] || exit 0
+for p in {root} {root}/{job}; do sg_own "$p" || exit 0; done
+cd {root} 2>/dev/null || exit 0
 declare -A have
 while read -r n f; do have["$f"]=$n; done
 find {names} -type f 2>/dev/null | while IFS= read -r f; do
@@ -32,7 +37,9 @@ def mirror(transport: Transport, remote_dir: str, prefix: str, local_dir: Path) 
         if path.is_file():
             have.append(f"{path.stat().st_size} {path.relative_to(local_dir)}\n")
     names = " ".join(shlex.quote(n) for n in (f"./{prefix}.log", f"./{prefix}"))
-    got = transport.run(_NEW_BYTES.format(root=shlex.quote(remote_dir), names=names), "".join(have).encode())
+    script = _NEW_BYTES.format(root=shlex.quote(remote_dir), job=shlex.quote(prefix), names=names)
+    got = transport.run(SG_OWN + script, "".join(have).encode())
+    refuse(transport.cluster, got.stdout[:4096].decode(errors="replace"), "none of its logs or history was read")
     data, at, received = got.stdout, 0, 0
     while at < len(data):
         end = data.index(b"\n", at)

@@ -17,6 +17,7 @@ import shlex
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
+from slurmgen.backends.slurm_ssh.store_trust import REFUSED, SG_OWN, refuse
 from slurmgen.errors import SchedulerError, UsageError
 from slurmgen.journal import SLURM_CLUSTER, TOKEN_PREFIX, Entry, Journal
 from slurmgen.remote.transport import Transport, TransportError
@@ -41,9 +42,15 @@ TRIES = 3  # a dropped connection is retried with the same token: the remote cal
 # The values of `from_env` variables follow the script's text on stdin, each ended by a NUL (no environment value
 # holds one): read into shell variables that are never exported, then set in sbatch's environment alone, so no
 # file and no command line on the cluster holds them (docs/security.md, "Secrets").
+# The run's directory, the two above it (runs/<name>) and the log directories are checked (store_trust.SG_OWN)
+# before and after they are made: the script and the job id written there are read back by resume and status.
 _SUBMIT = """set -u
 _sg_u=$(umask); umask 077
-r={run}; mkdir -p "$r" {log_dir} || exit 3; chmod 700 "$r" || exit 3; cd "$r" || exit 3
+r={run}
+for p in "$r" "${{r%/*}}" "${{r%/*/*}}" {log_dir} {ship}; do sg_own "$p" || exit 0; done
+mkdir -p "$r" {log_dir} || exit 3; chmod 700 "$r" || exit 3
+for p in "$r" "${{r%/*}}" "${{r%/*/*}}" {log_dir}; do sg_own "$p" || exit 0; done
+cd "$r" || exit 3
 exec 9>"$r/lock"; flock 9
 if [ -s {jobid} ]; then cat {jobid}; exit 0; fi
 j=$(squeue --me --noheader --format='%i %k' 2>/dev/null |
@@ -75,7 +82,7 @@ def once_script(
     only."""
     comment = comment_for(spec, token) if spec is not None else f"{TOKEN_PREFIX}{token}"
     args = shlex.join([f"--comment={comment}", *extra])
-    return _SUBMIT.format(
+    return SG_OWN + _SUBMIT.format(
         run=shlex.quote(run_dir),
         log_dir=" ".join(shlex.quote(d) for d in (log_dir, error_dir) if d is not None),
         marker=shlex.quote(f"{TOKEN_PREFIX}{token}"),
@@ -99,6 +106,17 @@ def secret_stdin(names: tuple[str, ...], environ: Mapping[str, str]) -> bytes:
     (spec.secrets.missing refuses first)."""
     return b"".join(environ[name].encode("utf-8", "surrogateescape") + b"\0" for name in names)
 
+
+# What resume submits again: the script in the run's directory, read only when both are the user's own, not links,
+# and not writable by group or others (another user's planted script would run as the user).
+_READ_SCRIPT = """r={r}; f="$r/job.sbatch"
+sg_own "$r" || exit 0
+if [ -L "$f" ]; then sg_own "$f"; exit 0; fi
+[ -e "$f" ] || exit 1
+[ -f "$f" ] || {{ echo "{refused}$f is not a regular file: submit the spec again"; exit 0; }}
+sg_own "$f" || exit 0
+exec cat -- "$f"
+"""
 
 # The setup line version_setup wrote into the script: where the job's slurmgen was shipped.
 _SHIPPED = re.compile(r"export PYTHONPATH=(\S+?)\$\{PYTHONPATH")
@@ -127,7 +145,8 @@ def resubmit_remote(
     The new job's id."""
     from slurmgen import contract
 
-    got = transport.run(f"cat {shlex.quote(posixpath.join(entry.run_dir, 'job.sbatch'))}")
+    got = transport.run(SG_OWN + _READ_SCRIPT.format(r=shlex.quote(entry.run_dir), refused=REFUSED))
+    refuse(entry.cluster or transport.cluster, got.stdout.decode(errors="replace"))
     script = got.stdout
     if got.returncode != 0 or not script:
         raise UsageError(f"the script job {resume_from} ran is gone from cluster {entry.cluster} "
@@ -179,6 +198,11 @@ def send_once(
     text = got.stdout.decode(errors="replace").strip()
     answer = _answer(text) if got.returncode == 0 else None
     if answer is None:
+        try:
+            refuse(base.cluster or transport.cluster, text)  # a run or log directory another user made first
+        except UsageError:
+            journal.append(dataclasses.replace(base, event="failed", time=clock()))
+            raise
         said = (got.stderr.strip().splitlines() or [text or f"status {got.returncode}"])[-1]
         journal.append(dataclasses.replace(base, event="failed", time=clock()))
         raise SchedulerError(f"cluster {base.cluster}: sbatch refused the job: {said}")

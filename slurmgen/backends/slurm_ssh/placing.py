@@ -127,7 +127,6 @@ def place(
     variable unset in ``environ`` is refused before anything is asked or sent. ``project``: the
     directory to snapshot (None: --no-snapshot, the job starts in ``code_dir``, already on the cluster).
     ``compile_spec(extra_overrides)`` validates, and renders when given overrides."""
-    workdir = profile.workdir
     spec, _ = compile_spec([])
     refuse_unset(spec, spec_path, environ)
     snap = up = None
@@ -139,7 +138,9 @@ def place(
             if line is not None:
                 warn(line)
         wanted.append(snap)
-    found = survey(transport, workdir, wanted, spec.python if check else None, None)  # one round trip
+    found = survey(transport, profile.workdir, wanted, spec.python if check else None, None,  # one round trip
+                   profile.shared_workdir)  # fmt: skip
+    workdir = found.workdir or profile.workdir  # absolute: `~` and a relative workdir are in the remote home
     check_python(spec, found.python, spec_path, profile.name, warn)
     have = found.stored
     if snap is not None:

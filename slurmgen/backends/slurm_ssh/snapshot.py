@@ -19,17 +19,18 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import shlex
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from slurmgen.backends.slurm_ssh.project_files import Selection, git, list_files, select
+from slurmgen.backends.slurm_ssh.store_trust import SG_OWN, refuse, resolve_line, store_check
 from slurmgen.errors import SlurmgenError
 from slurmgen.remote.transport import Transport
 
 MB = 1_000_000
 READ_EXECUTE = 0o555  # what a stored file keeps of its mode: no write bit, and no read bit it did not have
+COMPLETE = "complete"  # a snapshot's marker, written last: its files are all there and each hashed to its name
 
 
 class SnapshotError(SlurmgenError):
@@ -155,13 +156,16 @@ class Upload:
     bytes_sent: int  # file content sent: 0 when the cluster had every file
 
 
-# Which objects the cluster lacks (stdin: one digest per line); prints `have` when the snapshot exists already.
+# Which objects the cluster lacks (stdin: one digest per line); prints `have` when the snapshot exists already (the
+# user's own, complete). An object counts as present only when its bytes hash to its name: one that does not is sent
+# again and replaces it. The script starts with the store's checks (store_trust: SG_OWN, `w`, store_check).
 _MISSING = """set -u
 umask 077
-w={w}
+if [ -f "$w/snapshots/{h}/complete" ] && sg_own "$w/snapshots/{h}" >/dev/null; then echo have; exit 0; fi
 mkdir -p "$w/objects" "$w/snapshots" && chmod 700 "$w/objects" "$w/snapshots" || exit 3
-if [ -d "$w/snapshots/{h}" ]; then echo have; exit 0; fi
-while read -r d; do [ -f "$w/objects/$d" ] || echo "$d"; done
+while read -r d; do
+  [ -f "$w/objects/$d" ] && [ "$(sha256sum < "$w/objects/$d" | cut -d' ' -f1)" = "$d" ] || echo "$d"
+done
 """
 
 # Store the sent objects (each checked against its name), then build the snapshot beside its final place and rename
@@ -172,7 +176,7 @@ while read -r d; do [ -f "$w/objects/$d" ] || echo "$d"; done
 # failure removes what it made.
 _STORE = """set -u
 umask 077
-w={w}; h={h}; i="$w/objects/.in.$$"; t="$w/snapshots/.tmp.$h.$$"
+h={h}; i="$w/objects/.in.$$"; t="$w/snapshots/.tmp.$h.$$"; declare -A new
 fail() {{
   chmod -R u+w "$t" 2>/dev/null; rm -rf "$i" "$i.manifest" "$t"
   echo "error: $1; $(df -Pk "$w" 2>/dev/null | awk 'NR==2 {{print $4}}') KB free there"; exit 4
@@ -185,7 +189,7 @@ mv "$i/MANIFEST" "$i.manifest" || fail "no manifest arrived"
 for f in "$i"/*; do
   [ -e "$f" ] || continue
   d=$(sha256sum "$f" | cut -d' ' -f1); [ "$d" = "${{f##*/}}" ] || fail "object ${{f##*/}} arrived damaged"
-  chmod 400 "$f" && mv -f "$f" "$w/objects/$d" || fail "storing object $d"
+  chmod 400 "$f" && mv -f "$f" "$w/objects/$d" || fail "storing object $d"; new[$d]=1
 done
 rmdir "$i"; mkdir -p "$t/files" || fail "cannot make $t"
 mv "$i.manifest" "$t/manifest"
@@ -197,12 +201,20 @@ while IFS= read -r -d '' r; do
   case "/$p/" in *//*|*/./*|*/../*) fail "refusing the path $q: not a plain relative path";; esac
   case "$p" in */*) mkdir -p "$t/files/${{p%/*}}" || fail "cannot make a directory for $q";; esac
   e=$(cp "$w/objects/$d" "$t/files/$p" 2>&1) || fail "copying $q: $(printf '%s' "$e" | tail -1)"
+  # an object not stored by this call is used only when its bytes (as copied) hash to its name
+  [ -n "${{new[$d]:-}}" ] || [ "$(sha256sum < "$t/files/$p" | cut -d' ' -f1)" = "$d" ] ||
+    fail "object $d in the store does not hash to its name; remove $w/objects/$d and submit again"
   chmod "$m" "$t/files/$p" || fail "setting the mode of $q"
 done < "$t/manifest"
 chmod -R a-w "$t/files"
+: > "$t/complete" || fail "marking the snapshot complete"
+# An incomplete snapshot of the user's own (an older slurmgen's, without the marker) is replaced.
+if [ -d "$w/snapshots/$h" ] && [ ! -f "$w/snapshots/$h/complete" ] && sg_own "$w/snapshots/$h" >/dev/null; then
+  chmod -R u+w "$w/snapshots/$h"; rm -rf "$w/snapshots/$h"
+fi
 # A parallel submit of the same tree may have renamed its copy first: the same content, keep that one.
 if ! mv -T "$t" "$w/snapshots/$h" 2>/dev/null; then
-  [ -d "$w/snapshots/$h" ] || fail "renaming the snapshot"
+  [ -f "$w/snapshots/$h/complete" ] && sg_own "$w/snapshots/$h" >/dev/null || fail "renaming the snapshot"
   chmod -R u+w "$t"; rm -rf "$t"
 fi
 echo stored
@@ -228,10 +240,12 @@ def snapshot_path(workdir: str, snap: Snapshot) -> str:
 def upload(snap: Snapshot, transport: Transport, workdir: str) -> Upload:
     """Send what the cluster lacks and build the snapshot there; the snapshot's path on the cluster."""
     cluster = transport.cluster
-    w, h = shlex.quote(workdir), snap.digest
+    h = snap.digest
     final = snapshot_path(workdir, snap)
+    start = SG_OWN + resolve_line(workdir) + store_check()
     wanted = "".join(f"{d}\n" for d in sorted({f.digest for f in snap.files})).encode()
-    asked = transport.run(_MISSING.format(w=w, h=h), wanted)
+    asked = transport.run(start + _MISSING.format(h=h), wanted)
+    refuse(cluster, asked.stdout.decode(errors="replace"))
     text = _check(asked.returncode, asked.stdout, cluster, "looking up the snapshot")
     if text == "have":
         return Upload(final, 0, 0)
@@ -247,7 +261,8 @@ def upload(snap: Snapshot, transport: Transport, workdir: str) -> Upload:
             _add(tar, digest, data)
             sent += len(data)
         _add(tar, "MANIFEST", snap.manifest)
-    stored = transport.run(_STORE.format(w=w, h=h), buffer.getvalue(), timeout=3600)
+    stored = transport.run(start + _STORE.format(h=h), buffer.getvalue(), timeout=3600)
+    refuse(cluster, stored.stdout.decode(errors="replace"))
     _check(stored.returncode, stored.stdout, cluster, "storing the snapshot")
     return Upload(final, len(missing), sent)
 
