@@ -19,3 +19,10 @@ _ESCAPES = {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" for cod
 def printable(text: str) -> str:
     """``text`` with each control or invisible reordering character written as its escape (`\\x1b`, `\\u202e`)."""
     return text.translate(_ESCAPES)
+
+
+def printable_bytes(data: bytes) -> bytes:
+    """``data`` (a chunk of a log) as UTF-8 with every control character escaped but its newlines and tabs; bytes
+    that are not UTF-8 are written as `\\xNN`."""
+    text = data.decode("utf-8", "backslashreplace")
+    return "\n".join(printable(line) for line in text.split("\n")).encode()

@@ -53,6 +53,7 @@ class LogView:
     ended: Callable[[], bool]
     poll: float
     missing: Callable[[], str]
+    escape: bool = False  # printed with control characters escaped (slurmgen.printable): files from another machine
 
 
 class JobHandle(Protocol):

@@ -238,11 +238,12 @@ def logs_command(
         rank, line = failed_first(chosen, job)
         err(f"slurmgen: {line}")
     view = chosen.logs(rank, node)
+    out = _write_escaped if view.escape else _write_bytes
     if not follow_:
-        if not write_logs(view, _write_bytes):  # streamed: a log of any size, little memory
+        if not write_logs(view, out):  # streamed: a log of any size, little memory
             err(f"{view.missing()} Nothing to print yet.")
         return
-    follower = lg.Follower(out=_write_bytes, cwd=Path.cwd())
+    follower = lg.Follower(out=out, cwd=Path.cwd())
     if not view.files():
         err(view.missing() + " Waiting for them...")
     lg.follow(view.files, view.ended, follower, state_poll=view.poll)
@@ -251,6 +252,12 @@ def logs_command(
 def _write_bytes(data: bytes) -> None:
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
+
+
+def _write_escaped(data: bytes) -> None:
+    from slurmgen.printable import printable_bytes
+
+    _write_bytes(printable_bytes(data))
 
 
 # scancel(1): --batch, the default, --full.

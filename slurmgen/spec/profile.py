@@ -24,7 +24,7 @@ from slurmgen.spec.yaml_source import FieldPath, Mark, dotted, load_yaml
 from slurmgen.ssh_destination import RULE, is_destination
 
 PROFILE_FILE = "clusters.yaml"
-PROFILE_KEYS = ("host", "workdir", "defaults", "control_persist", "snapshot_limit_mb")
+PROFILE_KEYS = ("host", "workdir", "defaults", "control_persist", "snapshot_limit_mb", "shared_workdir")
 DEFAULT_CONTROL_PERSIST = 600  # seconds the shared ssh connection stays open after its last use
 DEFAULT_SNAPSHOT_LIMIT_MB = 100
 
@@ -38,6 +38,8 @@ class ClusterProfile:
     defaults: Mapping[str, Any]
     control_persist: int = DEFAULT_CONTROL_PERSIST
     snapshot_limit_mb: int = DEFAULT_SNAPSHOT_LIMIT_MB
+    # the workdir is a team's: each user's files go in <workdir>/<user name>, a directory of their own
+    shared_workdir: bool = False
     # where each defaults value was written: field path -> line in `source`
     lines: Mapping[FieldPath, int] = field(default_factory=dict)
     marks: Mapping[FieldPath, Mark] = field(default_factory=dict)
@@ -82,6 +84,10 @@ def parse_profiles(text: str, source: str) -> dict[str, ClusterProfile]:
             problems.append(_problem(source, doc.lines, (*where, "host"), f"{RULE}; got {host!r}"))
         if not isinstance(workdir, str) or not workdir:
             problems.append(_problem(source, doc.lines, (*where, "workdir"), "required: a directory on the cluster"))
+        elif workdir.startswith("~") and workdir != "~" and not workdir.startswith("~/"):
+            problems.append(_problem(source, doc.lines, (*where, "workdir"),
+                                     "another user's home (~name) is not read: write ~/... (your home on the "
+                                     "cluster) or an absolute path"))  # fmt: skip
         if defaults is None:
             defaults = {}
         if not isinstance(defaults, dict):
@@ -90,6 +96,8 @@ def parse_profiles(text: str, source: str) -> dict[str, ClusterProfile]:
             value = body.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
                 problems.append(_problem(source, doc.lines, (*where, key), f"must be a whole number >= {low}"))
+        if not isinstance(body.get("shared_workdir", False), bool):
+            problems.append(_problem(source, doc.lines, (*where, "shared_workdir"), "must be true or false"))
         if problems:
             continue
         lines = {p[2:]: n for p, n in doc.lines.items() if p[:2] == (*where, "defaults") and len(p) > 2}
@@ -102,6 +110,7 @@ def parse_profiles(text: str, source: str) -> dict[str, ClusterProfile]:
             defaults=defaults,
             control_persist=body.get("control_persist", DEFAULT_CONTROL_PERSIST),
             snapshot_limit_mb=body.get("snapshot_limit_mb", DEFAULT_SNAPSHOT_LIMIT_MB),
+            shared_workdir=body.get("shared_workdir", False),
             lines=lines,
             marks=marks,
         )

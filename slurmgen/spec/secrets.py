@@ -5,9 +5,10 @@ the job, and in what `render` and `submit --dry-run` print (NeMo Gym PR #2354 le
 way). `env: {HF_TOKEN: {from_env: HF_TOKEN}}` names a variable of the submitting environment instead: the
 script carries only its name, on `#SBATCH --export=ALL,HF_TOKEN`, and Slurm hands the value to the job with
 the rest of the environment it propagates (sbatch(1) --export; Slurm keeps a job's environment readable by its
-owner and the administrators). Tasks and containers get it as every other propagated variable (pyxis passes
-the task environment into the container). A literal that looks like a token gets a warning naming the field,
-and `render`/`--dry-run` mask it.
+owner and the administrators). Over ssh the value reaches sbatch's environment through ssh's stdin, never a file
+or a command line on the cluster (slurmgen.backends.slurm_ssh.once). Tasks and containers get it as every other
+propagated variable (pyxis passes the task environment into the container). A literal that looks like a token gets
+a warning naming the field, and `render`/`--dry-run` mask it.
 """
 
 from __future__ import annotations

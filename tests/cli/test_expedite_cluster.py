@@ -6,7 +6,6 @@ which has no expedited requeue, is tests/cli/test_cli_site_cluster.py::test_expe
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -16,10 +15,9 @@ from pathlib import Path
 
 import pytest
 from cli_run import run_slurmgen
-from conftest import _skip_or_fail, _tail, cluster_unavailable
-from slurm_versions import DOWN, UP, Users
+from cluster_instance import instance_with
 
-from slurmgen.slurm.client import SlurmClient, clean_submit_env
+from slurmgen.slurm.client import SlurmClient
 from slurmgen.slurm.showjob import JobInfo
 
 pytestmark = pytest.mark.slurm
@@ -31,29 +29,10 @@ SETTING = "SlurmctldParameters=enable_expedited_requeue"
 @pytest.fixture(scope="module")
 def expedite_env() -> Iterator[dict[str, str]]:
     """The environment of a CLI that talks to a 26.05 cluster that allows expedited requeues."""
-    reason = cluster_unavailable("26.05")
-    if reason:
-        _skip_or_fail(reason)
-    info = subprocess.run(["bash", str(UP), *SELECT, "--info"], capture_output=True, text=True, check=True)
-    fields = dict(line.split("=", 1) for line in info.stdout.splitlines() if "=" in line)
-    users = Users(Path(fields["BASE"]))
-    try:
-        env = {**dict(os.environ), "SLURMGEN_CLUSTER_EXTRA_CONF": SETTING}
-        up = subprocess.run(["bash", str(UP), *SELECT], capture_output=True, text=True, timeout=600, env=env)
-        if up.returncode != 0:
-            _skip_or_fail(f"tests/cluster/up.sh {' '.join(SELECT)} failed:\n{_tail(up.stderr)}")
-        # The chroot's client commands first on PATH (a 22.05 scontrol cannot read a 26.05 controller's answers).
-        client_env = clean_submit_env(dict(os.environ)) | {
-            "SLURM_CONF": fields["SLURM_CONF"],
-            "PATH": f"{fields['PATH_PREPEND']}{os.pathsep}{os.environ.get('PATH', '')}",
-        }
+    with instance_with("26.05", "8", SETTING, timeout=600) as client_env:
         config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, env=client_env)
         assert re.search(r"^SlurmctldParameters\s*=\s*enable_expedited_requeue$", config.stdout, re.M), config.stdout
         yield client_env
-    finally:
-        if users.last_one_out():
-            subprocess.run(["bash", str(DOWN), *SELECT], capture_output=True, timeout=120, check=False)
-        users.close()
 
 
 def settled(env: dict[str, str], job: str, timeout: float = 120) -> JobInfo:

@@ -5,7 +5,6 @@ separate 22.05 instance (tests/cluster/up.sh --instance 4 with SLURMGEN_CLUSTER_
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,10 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from cli_run import run_slurmgen, slurmgen_argv
-from conftest import _skip_or_fail, _tail, cluster_unavailable
-from slurm_versions import DOWN, UP, Users
-
-from slurmgen.slurm.client import clean_submit_env
+from cluster_instance import instance_with
 
 if TYPE_CHECKING:  # annotations only
     from conftest import SlurmCluster
@@ -56,26 +52,11 @@ def test_doctor_says_a_partition_without_either_limit_may_run_the_job_unlimited(
 @pytest.fixture(scope="module")
 def timed_cluster() -> Iterator[dict[str, str]]:
     """The environment of a CLI that talks to the 22.05 instance with the `timed` and `capped` partitions."""
-    reason = cluster_unavailable("22.05")
-    if reason:
-        _skip_or_fail(reason)
-    info = subprocess.run(["bash", str(UP), *SELECT, "--info"], capture_output=True, text=True, check=True)
-    fields = dict(line.split("=", 1) for line in info.stdout.splitlines() if "=" in line)
-    users = Users(Path(fields["BASE"]))
-    try:
-        env = {**os.environ, "SLURMGEN_CLUSTER_EXTRA_CONF": PARTITIONS}
-        up = subprocess.run(["bash", str(UP), *SELECT], capture_output=True, text=True, timeout=300, env=env)
-        if up.returncode != 0:
-            _skip_or_fail(f"tests/cluster/up.sh {' '.join(SELECT)} failed:\n{_tail(up.stderr)}")
-        client_env = clean_submit_env(os.environ) | {"SLURM_CONF": fields["SLURM_CONF"]}
+    with instance_with("22.05", INSTANCE, PARTITIONS) as client_env:
         shown = subprocess.run(["scontrol", "-o", "show", "partition", "timed"], capture_output=True, text=True,
-                               env=client_env)  # fmt: skip
+                                env=client_env)  # fmt: skip
         assert "DefaultTime=00:30:00" in shown.stdout, f"instance {INSTANCE} was started differently: {shown}"
         yield client_env
-    finally:
-        if users.last_one_out():
-            subprocess.run(["bash", str(DOWN), *SELECT], capture_output=True, timeout=120, check=False)
-        users.close()
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,9 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
                    "  control_persist: 60\n")  # fmt: skip
     git(repo, "add", "train.py")
     git(repo, "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-qm", "one")
-    uncommitted = "import sys, time\nprint('uncommitted version', sys.argv[1:], flush=True)\ntime.sleep(4)\n"
+    # the first run waits for the requeue below (however slow the machine); the requeued run ends at once
+    uncommitted = ("import os, sys, time\nprint('uncommitted version', sys.argv[1:], flush=True)\n"
+                   "time.sleep(120 if os.environ.get('SLURM_RESTART_COUNT', '0') == '0' else 1)\n")  # fmt: skip
     (repo / "train.py").write_text(uncommitted)
     work = login.root / "work"
     env = client_env(login)
@@ -65,6 +67,8 @@ def test_submit_from_a_repository_runs_its_uncommitted_change_and_requeue_keeps_
     second = run_slurmgen("submit", "--cluster", "alpha", "job.yaml", cwd=repo, env=env)
     assert second.returncode == 0, second.stderr
     assert "(0 files, 0 bytes sent)" in second.stderr  # unchanged: no file content uploaded
+    cancelled = run_slurmgen("cancel", second.stdout.strip(), cwd=repo, env=env)  # its first run would wait 120 s
+    assert cancelled.returncode == 0, cancelled.stderr
     journal = (login.root / "journal" / "journal.jsonl").read_text()
     assert f'"job_id":"{job}"' in journal and '"cluster":"alpha"' in journal and '"dirty":true' in journal
     assert '"args":["--lr","3e-4","two words","$5","a;id"]' in journal

@@ -7,7 +7,6 @@ in a subprocess, against that instance.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,10 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_run import run_slurmgen
-from conftest import _skip_or_fail, _tail, cluster_unavailable
-from slurm_versions import DOWN, UP, Users
-
-from slurmgen.slurm.client import clean_submit_env
+from cluster_instance import instance_with
 
 pytestmark = pytest.mark.slurm
 
@@ -35,27 +31,12 @@ PY = sys.executable
 def small_arrays() -> Iterator[dict[str, str]]:
     """The environment of a CLI that talks to a 22.05 cluster whose MaxArraySize is 4. Torn down at the end,
     whatever happened (unless another session still uses it)."""
-    reason = cluster_unavailable("22.05")
-    if reason:
-        _skip_or_fail(reason)
-    info = subprocess.run(["bash", str(UP), *SELECT, "--info"], capture_output=True, text=True, check=True)
-    fields = dict(line.split("=", 1) for line in info.stdout.splitlines() if "=" in line)
-    users = Users(Path(fields["BASE"]))
-    try:
-        env = {**os.environ, "SLURMGEN_CLUSTER_EXTRA_CONF": f"MaxArraySize={MAX_ARRAY_SIZE}"}
-        up = subprocess.run(["bash", str(UP), *SELECT], capture_output=True, text=True, timeout=300, env=env)
-        if up.returncode != 0:
-            _skip_or_fail(f"tests/cluster/up.sh {' '.join(SELECT)} failed:\n{_tail(up.stderr)}")
-        client_env = clean_submit_env(os.environ) | {"SLURM_CONF": fields["SLURM_CONF"]}
+    with instance_with("22.05", INSTANCE, f"MaxArraySize={MAX_ARRAY_SIZE}") as client_env:
         config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, env=client_env)
         assert re.search(rf"^MaxArraySize\s*=\s*{MAX_ARRAY_SIZE}$", config.stdout, re.M), (
             f"instance {INSTANCE} runs without MaxArraySize={MAX_ARRAY_SIZE}; another session started it differently"
         )
         yield client_env
-    finally:
-        if users.last_one_out():
-            subprocess.run(["bash", str(DOWN), *SELECT], capture_output=True, timeout=120, check=False)
-        users.close()
 
 
 def cli(env: dict[str, str], cwd: Path, *args: str, check: bool = True) -> str:

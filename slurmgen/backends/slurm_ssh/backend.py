@@ -6,6 +6,7 @@ a sweep's: slurmgen.backends.slurm_ssh.sweep)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +40,7 @@ class SlurmSsh:
         hash) and the snapshot's summary: its files and bytes, and what is new for the cluster's store, asked in one
         read-only round trip with the job's Python (refused below the floor, as submit refuses it); "unknown" when
         the cluster does not answer. Nothing is uploaded or written there."""
-        from slurmgen.backends.slurm_ssh.placing import check_python, placed_script
+        from slurmgen.backends.slurm_ssh.placing import check_python, not_code, placed_script, refuse_unset
         from slurmgen.backends.slurm_ssh.snapshot import package_snapshot, snapshot_path, take_snapshot
         from slurmgen.backends.slurm_ssh.survey import survey
         from slurmgen.remote.transport import TransportError, transport_for
@@ -49,28 +50,32 @@ class SlurmSsh:
         profile, compile_spec = self.profile, self._compiler(request, warn)
         assert profile.host is not None
         spec, _ = compile_spec([])
+        refuse_unset(spec, request.source.path, os.environ, " (the submit would be refused)")  # before any call
         package = package_snapshot()
-        snap = take_snapshot(Path.cwd(), profile.snapshot_limit_mb) if request.snapshot else None
-        if snap is not None and snap.note is not None:
-            warn(snap.note)
+        snap = take_snapshot(Path.cwd(), profile.snapshot_limit_mb, not_code(spec)) if request.snapshot else None
+        for line in () if snap is None else (snap.note, *snap.left_out):
+            if line is not None:
+                warn(line)
         wanted = [package] if snap is None else [package, snap]
         lines: list[str] = []
         found: Survey | None = None
         try:
             transport = transport_for(profile.name, profile.host, profile.control_persist)
-            found = survey(transport, profile.workdir, wanted, spec.python if request.check else None, snap)
+            found = survey(transport, profile.workdir, wanted, spec.python if request.check else None, snap,
+                           profile.shared_workdir)  # fmt: skip
         except TransportError as exc:
             lines.append(f"note: what is new for the cluster's store is unknown: {exc}")
         if found is not None:
             check_python(spec, found.python, request.source.path, profile.name, warn)
         if snap is not None:
             lines.append(snapshot_summary(snap, found))
-        shipped = snapshot_path(profile.workdir, package)
+        workdir = profile.workdir if found is None or not found.workdir else found.workdir
+        shipped = snapshot_path(workdir, package)
         sent = "unknown" if found is None else "stored already" if package.digest in found.stored else "new"
         lines.append(f"slurmgen's modules: {len(package.files)} files, {package.size} bytes; for the store: {sent}")
-        code_dir = request.code_dir if snap is None else snapshot_path(profile.workdir, snap)
-        spec, script = placed_script(compile_spec, spec, profile.workdir, code_dir, shipped)
-        lines.append(f"would submit: sbatch job.sbatch in {profile.workdir}/runs/{spec.name}/<token> on cluster "
+        code_dir = request.code_dir if snap is None else snapshot_path(workdir, snap)
+        spec, script = placed_script(compile_spec, spec, workdir, code_dir, shipped)
+        lines.append(f"would submit: sbatch job.sbatch in {workdir}/runs/{spec.name}/<token> on cluster "
                      f"{profile.name} ({profile.host}); nothing was sent")  # fmt: skip
         return DryRun(mask(script, spec.env, sq), tuple(lines))
 

@@ -86,6 +86,7 @@ class RemoteJob(SlurmJob):
             ended=ended,
             poll=LOG_POLL,
             missing=lambda: f"job {self.label} on cluster {self.profile.name}: no log files yet.",
+            escape=True,  # copies of files on the cluster: their escape sequences are shown, never run here
         )
 
     def history_dirs(self) -> tuple[list[Path], str]:

@@ -15,13 +15,18 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from slurmgen.backends.slurm_ssh.store_trust import SG_OWN, refuse
 from slurmgen.remote.transport import Transport
 
 ROUND_TRIP = 16 << 20  # bytes one answer brings at most (held a few times over while it is parsed)
 
 # stdin: "<size> <relative path>" per local copy. Out: per file with new bytes, a header line, then those bytes,
-# {limit} bytes in all at most; a file cut at the limit gets the rest on the next round trip.
-_NEW_BYTES = r"""cd {root} 2>/dev/null || exit 0
+# {limit} bytes in all at most; a file cut at the limit gets the rest on the next round trip. A log directory
+# another user made, or one others can write, is refused before a byte of it is read (store_trust.SG_OWN): what it
+# holds would be shown as the job's logs and history.
+_NEW_BYTES = r"""[ -d {root} ] || exit 0
+for p in {root} {root}/{job}; do sg_own "$p" || exit 0; done
+cd {root} 2>/dev/null || exit 0
 declare -A have
 while read -r n f; do have["$f"]=$n; done
 left={limit}
@@ -56,8 +61,9 @@ def _round_trip(transport: Transport, remote_dir: str, prefix: str, local_dir: P
             # file again from its first byte
             have.append(f"{path.stat().st_size} ./{path.relative_to(local_dir)}\n")
     names = " ".join(shlex.quote(n) for n in (f"./{prefix}.log", f"./{prefix}"))
-    script = _NEW_BYTES.format(root=shlex.quote(remote_dir), names=names, limit=limit)
-    got = transport.run(script, "".join(have).encode())
+    script = _NEW_BYTES.format(root=shlex.quote(remote_dir), job=shlex.quote(prefix), names=names, limit=limit)
+    got = transport.run(SG_OWN + script, "".join(have).encode())
+    refuse(transport.cluster, got.stdout[:4096].decode(errors="replace"), "none of its logs or history was read")
     data, at, received = got.stdout, 0, 0
     while at < len(data):
         end = data.index(b"\n", at)

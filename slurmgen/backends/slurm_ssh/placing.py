@@ -7,15 +7,17 @@ stored on the cluster (slurmgen.backends.slurm_ssh.snapshot), then one idempoten
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurmgen.backends.slurm_ssh.once import once_script, send_once
+from slurmgen.backends.slurm_ssh.once import forwarded_names, once_script, secret_stdin, send_once
 from slurmgen.backends.slurm_ssh.snapshot import Upload, package_snapshot, snapshot_path, take_snapshot, upload
 from slurmgen.backends.slurm_ssh.survey import survey
+from slurmgen.errors import UsageError
 from slurmgen.journal import Entry, Journal
 from slurmgen.python_check import PythonCheck, before_queue
 from slurmgen.remote.transport import Transport
@@ -63,6 +65,11 @@ def version_setup(python: str, shipped: str, version: str) -> str:
     )
 
 
+def not_code(spec: JobSpec) -> tuple[str, ...]:
+    """What a local run of the spec writes in the project (logs, stderr, resume state): never in a snapshot. Pure."""
+    return tuple(p for p in (spec.output, spec.error, spec.preemption.state_dir) if p is not None)
+
+
 Compile = Callable[[list[str]], tuple[JobSpec, str]]
 
 
@@ -101,25 +108,39 @@ def check_python(
         before_queue(found, str(spec_path), f"on the login node of cluster {cluster}", bool(spec.setup), warn)
 
 
+def refuse_unset(spec: JobSpec, spec_path: Path, environ: Mapping[str, str], after: str = "") -> None:
+    """The line a submit on the login node gives for a `from_env` variable unset here: over ssh too, before the
+    upload (sbatch would carry nothing, and the job would run without it). ``after``: the end of the line."""
+    from slurmgen.spec.secrets import missing
+
+    if (absent := missing(spec.env, environ)) is not None:
+        raise UsageError(f"{spec_path}: {absent}{after}")
+
+
 def place(
     compile_spec: Compile, profile: ClusterProfile, transport: Transport, project: Path | None, code_dir: str | None,
     token: str, check: bool = True, spec_path: Path = Path("spec"), warn: Callable[[str], object] = lambda line: None,
+    environ: Mapping[str, str] = os.environ,
 ) -> Placed:  # fmt: skip
     """Store the code on the cluster (one round trip when nothing changed; the job's Python is asked in it, and
-    refused below the floor before anything is sent), then render the script that starts in it. ``project``: the
+    refused below the floor before anything is sent), then render the script that starts in it; a `from_env`
+    variable unset in ``environ`` is refused before anything is asked or sent. ``project``: the
     directory to snapshot (None: --no-snapshot, the job starts in ``code_dir``, already on the cluster).
     ``compile_spec(extra_overrides)`` validates, and renders when given overrides."""
-    workdir = profile.workdir
     spec, _ = compile_spec([])
+    refuse_unset(spec, spec_path, environ)
     snap = up = None
     package = package_snapshot()
     wanted = [package]
     if project is not None:
-        snap = take_snapshot(project, profile.snapshot_limit_mb)
-        if snap.note is not None:
-            warn(snap.note)
+        snap = take_snapshot(project, profile.snapshot_limit_mb, not_code(spec))
+        for line in (snap.note, *snap.left_out):
+            if line is not None:
+                warn(line)
         wanted.append(snap)
-    found = survey(transport, workdir, wanted, spec.python if check else None, None)  # one round trip
+    found = survey(transport, profile.workdir, wanted, spec.python if check else None, None,  # one round trip
+                   profile.shared_workdir)  # fmt: skip
+    workdir = found.workdir or profile.workdir  # absolute: `~` and a relative workdir are in the remote home
     check_python(spec, found.python, spec_path, profile.name, warn)
     have = found.stored
     if snap is not None:
@@ -156,26 +177,31 @@ def send_remote(
     overrides: tuple[str, ...] = (),
     check: bool = True,
     args: tuple[str, ...] = (),
+    environ: Mapping[str, str] = os.environ,
 ) -> RemoteSubmission:
     """Store the code (place), then submit once: one job, or a sweep's arrays (sweep_arrays), each through
     the same once-only remote call."""
-    placed = place(compile_spec, profile, transport, project, code_dir, token, check, spec_path, warn)
+    placed = place(compile_spec, profile, transport, project, code_dir, token, check, spec_path, warn, environ)
     spec = placed.spec
     log_dir = spec.output
     base = Entry(event="submitting", token=token, name=spec.name, spec=str(spec_path), run_dir=placed.run_dir,
                  script="job.sbatch", time=clock(), cluster=profile.name, log_dir=log_dir,
                  extra={**placed.record, **({"args": list(args)} if args else {})})  # fmt: skip
     arrays: tuple[str, ...] = ()
+    names = forwarded_names(spec.env)
+    secrets = secret_stdin(names, environ)  # on ssh's stdin, before the script: never in a file or an argv
     if spec.sweep is None:
-        command = once_script(placed.run_dir, log_dir, placed.shipped, spec, token, error_dir=spec.error)
-        sent = send_once(transport, command, placed.script.encode(), base, journal, clock, warn)
+        command = once_script(placed.run_dir, log_dir, placed.shipped, spec, token, error_dir=spec.error,
+                              secrets=names)  # fmt: skip
+        sent = send_once(transport, command, secrets + placed.script.encode(), base, journal, clock, warn)
         job_id = cluster_label(sent.cluster, sent.job_id)  # `name:123` on a multi-cluster site
     else:
         from slurmgen.backends.slurm_ssh.sweep_arrays import send_sweep_remote
 
         start = placed.code_dir or "/"
         job_id, arrays = send_sweep_remote(transport, spec, placed.script, start, placed.run_dir, placed.shipped,
-                                             base, spec_path, overrides, journal, clock, warn)  # fmt: skip
+                                             base, spec_path, overrides, journal, clock, warn,
+                                             (names, secrets))  # fmt: skip
     return RemoteSubmission(
         job_id=job_id,
         cluster=profile.name,

@@ -14,6 +14,13 @@ comments skipped; a pattern ending in `/` names directories only; a pattern with
 against the path from the directory (fnmatch's `*`, `?`, `[...]`; `**` as any number of directories), one without
 against every file and directory name; `!` (re-include) is not read, and said once. The rule is the same whether
 or not git is installed, so the same directory always gives the same snapshot.
+
+Either way the selection (`select`) then leaves out what is not code: slurmgen's own `.slurmgen/` (the journal,
+local runs' scripts with literal environment values) at any depth, the project's top-level `logs/`, and the spec's
+`output` and `preemption.state_dir` when they lie inside the project, so that a local run between two submits
+changes nothing that is sent. A directory reached through a link that points outside the project is left out with
+one line: git still lists the files of a tracked directory replaced by such a link, and reading through it would
+upload whatever the link points at.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ GIT_HELP = (
     "Windows: Git for Windows)"
 )
 ALWAYS_LEFT_OUT = (".slurmgen", "__pycache__", ".git")  # slurmgen's journal, Python's caches
+TOP_LEFT_OUT = ("logs",)  # the default `output` of a local run, at the project's top
 
 
 class GitUnusable(SlurmgenError):
@@ -148,3 +156,68 @@ def _plain_files(root: Path) -> Listed:
     if negated:
         note += "; its '!' lines are not read without a repository"
     return Listed(root, tuple(sorted(names)), False, note)
+
+
+@dataclass(frozen=True)
+class Selection:
+    names: tuple[str, ...]  # what the snapshot takes, relative to the root, sorted
+    dropped: frozenset[str]  # what was listed and left out (not code: its change does not make a snapshot dirty)
+    notes: tuple[str, ...]  # one line per directory left out because it is read through a link
+
+
+def inside(root: Path, place: str, start: Path) -> str | None:
+    """``place`` (relative to ``start``, or absolute) as a path relative to ``root``; None when outside or unknown
+    (a value the batch shell expands). Pure but for resolving links."""
+    if not place or "$" in place:
+        return None
+    target = Path(os.path.realpath(start / place))
+    try:
+        rel = target.relative_to(os.path.realpath(root))
+    except ValueError:
+        return None
+    return None if rel.as_posix() == "." else rel.as_posix()
+
+
+def select(root: Path, names: tuple[str, ...], start: Path, not_code: tuple[str, ...] = ()) -> Selection:
+    """The names the snapshot takes: ``names`` minus what is not code (the module's rule; ``not_code``: the spec's
+    output and state directories, relative to ``start``) and minus what is read through a link out of ``root``."""
+    prefixes = [f"{p}/" for p in TOP_LEFT_OUT]
+    prefixes += [f"{rel}/" for rel in (inside(root, place, start) for place in not_code) if rel is not None]
+    real_root = os.path.realpath(root)
+    verdict: dict[str, str | None] = {}  # a directory -> where it leads out of the project (None: it stays in)
+    counted: dict[str, int] = {}
+    kept: list[str] = []
+    dropped: set[str] = set()
+    for name in names:
+        parts = name.split("/")
+        if any(part == ".slurmgen" for part in parts[:-1]) or any(name.startswith(p) for p in prefixes):
+            dropped.add(name)
+            continue
+        out = None
+        for depth in range(1, len(parts)):
+            here = "/".join(parts[:depth])
+            if here not in verdict:
+                verdict[here] = _leads_out(root / here, real_root)
+            if verdict[here] is not None:
+                out = here
+                break
+        if out is not None:
+            counted[out] = counted.get(out, 0) + 1
+            dropped.add(name)
+            continue
+        kept.append(name)
+    notes = tuple(
+        f"note: {root}/{here} is a link to {verdict[here]}, outside the project: its {n} files are left out of the "
+        "snapshot (copy them into the project, or put them on the cluster)"
+        for here, n in sorted(counted.items())
+    )
+    return Selection(tuple(kept), frozenset(dropped), notes)
+
+
+def _leads_out(path: Path, real_root: str) -> str | None:
+    """Where a link at ``path`` points when that is outside the project; None for a plain directory or a link that
+    stays inside."""
+    if not path.is_symlink():
+        return None
+    target = os.path.realpath(path)
+    return None if target == real_root or target.startswith(real_root.rstrip("/") + "/") else target

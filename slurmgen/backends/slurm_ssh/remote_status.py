@@ -21,6 +21,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from slurmgen.backends.slurm_ssh.store_trust import SG_OWN
 from slurmgen.errors import SchedulerError, SchedulerMissing
 from slurmgen.remote.transport import Transport
 from slurmgen.slurm.client import CommandMissing, Runner
@@ -91,8 +92,15 @@ def status_script(jobs: Sequence[str], log_dirs: Mapping[str, str], cluster: str
         "true",
     ]
     for job, log_dir in log_dirs.items():
+        # the run's own record is believed only in directories of the user's own that others cannot write
+        dirs = " ".join(shlex.quote(d) for d in (log_dir, f"{log_dir}/history"))
         path = shlex.quote(f"{log_dir}/history/batch-shell.jsonl")
-        lines += [f"echo '{SECTION}record {job}'", f"tail -n 200 {path} 2>/dev/null"]
+        lines += [f"echo '{SECTION}record {job}'",
+                  f'ok=1; for p in {dirs} {path}; do sg_own "$p" >/dev/null || ok=; done; '
+                  f'[ -n "$ok" ] && tail -n 200 {path} 2>/dev/null']  # fmt: skip
+    if log_dirs:
+        lines.insert(0, SG_OWN.rstrip("\n"))
+    lines.append("true")
     return "\n".join(lines)
 
 

@@ -9,7 +9,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from slurmgen.backends.slurm_ssh.snapshot import Snapshot
+from slurmgen.backends.slurm_ssh.snapshot import COMPLETE, Snapshot
+from slurmgen.backends.slurm_ssh.store_trust import SG_OWN, refuse, resolve_line, store_check
 from slurmgen.python_check import PROBE, PythonCheck, judge, parse_version
 from slurmgen.remote.transport import Transport
 
@@ -21,19 +22,26 @@ class Survey:
     stored: frozenset[str]  # digests of the snapshots the store holds
     missing: frozenset[str]  # content digests of the asked snapshot's files the store lacks
     python: PythonCheck | None  # None: not asked
+    workdir: str = ""  # the profile's workdir as the cluster resolved it (absolute; `~` in the remote home)
 
 
-def survey_script(workdir: str, snaps: Sequence[Snapshot], python: str | None, objects: bool) -> str:
-    """The remote script; with ``objects``, stdin holds one content digest per line to look up. Pure."""
-    w = shlex.quote(workdir)
+def survey_script(
+    workdir: str, snaps: Sequence[Snapshot], python: str | None, objects: bool, shared: bool = False
+) -> str:
+    """The remote script; with ``objects``, stdin holds one content digest per line to look up. Pure. A store
+    another user made or can write is refused before anything in it is read (store_trust); a snapshot counts as
+    stored only when it is the user's own and complete (its marker is written last, after every hash check)."""
     names = " ".join(shlex.quote(s.digest) for s in snaps)
     lines = [
+        SG_OWN + resolve_line(workdir, shared) + store_check(),
+        f"echo '{SECTION}workdir'; printf '%s\\n' \"$w\"",
         f"echo '{SECTION}stored'",
-        f'for h in {names}; do [ -d {w}/snapshots/"$h" ] && echo "$h"; done',
+        f'for h in {names}; do [ -f "$w/snapshots/$h/{COMPLETE}" ] && sg_own "$w/snapshots/$h" >/dev/null &&'
+        ' echo "$h"; done',
         f"echo '{SECTION}missing'",
     ]
     if objects:
-        lines.append(f'while read -r d; do [ -f {w}/objects/"$d" ] || echo "$d"; done')
+        lines.append('while read -r d; do [ -f "$w/objects/$d" ] || echo "$d"; done')
     if python is not None:
         lines += [
             f"echo '{SECTION}python'",
@@ -62,15 +70,20 @@ def read_survey(text: str, python: str | None) -> Survey:
             check = judge(python, None, "\n".join(said[1:]) or f"exit {said[0].strip()}")
         else:
             check = judge(python, parse_version("\n".join(said[1:])))
-    return Survey(frozenset(parts.get("stored", [])) - {""}, frozenset(parts.get("missing", [])) - {""}, check)
+    workdir = (parts.get("workdir") or [""])[0]
+    return Survey(frozenset(parts.get("stored", [])) - {""}, frozenset(parts.get("missing", [])) - {""}, check,
+                  workdir)  # fmt: skip
 
 
 def survey(
-    transport: Transport, workdir: str, snaps: Sequence[Snapshot], python: str | None, objects_of: Snapshot | None
-) -> Survey:
+    transport: Transport, workdir: str, snaps: Sequence[Snapshot], python: str | None, objects_of: Snapshot | None,
+    shared: bool = False,
+) -> Survey:  # fmt: skip
     """Ask the cluster, once: the snapshots stored, the files of ``objects_of`` it lacks, ``python``'s version."""
     wanted = b""
     if objects_of is not None:
         wanted = "".join(f"{d}\n" for d in sorted({f.digest for f in objects_of.files})).encode()
-    got = transport.run(survey_script(workdir, snaps, python, objects_of is not None), wanted)
-    return read_survey(got.stdout.decode(errors="replace"), python)
+    got = transport.run(survey_script(workdir, snaps, python, objects_of is not None, shared), wanted)
+    text = got.stdout.decode(errors="replace")
+    refuse(transport.cluster, text)
+    return read_survey(text, python)

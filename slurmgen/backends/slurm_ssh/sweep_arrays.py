@@ -33,11 +33,13 @@ def send_sweep_remote(
     journal: Journal,
     clock: Callable[[], float],
     warn: Callable[[str], object],
+    secrets: tuple[tuple[str, ...], bytes] = ((), b""),
 ) -> tuple[str, tuple[str, ...]]:
     """One `scontrol show config` (MaxArraySize), then one once-only submit call per array, in order (array k+1
     may depend on array k's id, as sweep_plan says). ``script`` starts in ``start`` on the cluster; ``run_dir`` and
     ``shipped``: the run's directory and slurmgen's in-job modules there; ``base``: the journal entry of the
-    submission. The sweep's id and its array job ids."""
+    submission; ``secrets``: the `from_env` names and their values for stdin (once.secret_stdin). The sweep's id and
+    its array job ids."""
     from slurmgen.backends.slurm_ssh.once import once_script, send_once
     from slurmgen.backends.slurm_ssh.remote_status import transport_runner
     from slurmgen.slurm.client import SlurmClient
@@ -47,6 +49,7 @@ def send_sweep_remote(
     from slurmgen.submission.sweep_submit import COPY_KEY, max_array_size, send_sweep, sweep_extra
 
     profile = str(base.extra["profile"])
+    names, values = secrets
     copies = journal.base / "remote" / profile
     # the job starts in the snapshot: the plan's paths are the cluster's (spec.chdir and output are absolute there)
     given = base.extra.get("args")
@@ -62,8 +65,8 @@ def send_sweep_remote(
         entry = dataclasses.replace(base, token=token, array=True, time=clock(),
                                     extra={**base.extra, **sweep_extra(sp, k), COPY_KEY: str(p.run_dir)})  # fmt: skip
         command = once_script(run_dir, str(base.log_dir), shipped, spec, token, args,
-                              jobid=f"jobid-a{k}", error_dir=spec.error)  # fmt: skip
-        return send_once(transport, command, script.encode(), entry, journal, clock, warn).job_id, ()
+                              jobid=f"jobid-a{k}", error_dir=spec.error, secrets=names)  # fmt: skip
+        return send_once(transport, command, values + script.encode(), entry, journal, clock, warn).job_id, ()
 
     done = send_sweep(sp, send)
     return done.sweep_id, done.jobs
