@@ -69,6 +69,7 @@ class Counted:
 
     def __init__(self) -> None:
         self.inner = LocalTransport("here")
+        self.cluster = self.inner.cluster
         self.calls = 0
 
     def run(self, script: str, stdin: bytes = b"", timeout: float = 120) -> RemoteResult:
