@@ -15,6 +15,7 @@ import os
 import stat
 from pathlib import Path
 
+from slurmgen import trust
 from slurmgen.errors import UsageError
 
 _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
@@ -38,9 +39,8 @@ def refusal(option: str, path: Path, stdout_hint: bool, example: str) -> str | N
     if not stat.S_ISREG(info.st_mode):
         kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a file")
         return f"{option} {path}: is {kind}, not a regular file; give a file name{fix}"
-    if info.st_uid != os.geteuid():
-        return (f"{option} {path}: is owned by uid {info.st_uid}, not by this user (uid {os.geteuid()}); give "
-                "another file name")  # fmt: skip
+    if not trust.owned_by_me(str(path)):
+        return f"{option} {path}: is owned by uid {info.st_uid}, not by this user; give another file name"
     return None
 
 

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from slurmgen import contract, trust
+from slurmgen import contract, exit_codes, trust
 from slurmgen.job_context.context import JobContext
 from slurmgen.task.python_hook import hook_env, hook_path, hooks_python
 from slurmgen.task.signal_block import SUPERVISED
@@ -52,7 +52,6 @@ REPEAT_WINDOW = 5.0  # s: the same signal from a parent this soon after the step
 WATCH_INTERVAL = 0.05  # s between looks at /proc while a preemption signal waits for the program's handler
 # s a supervisor waits, after its program died of a stopping signal, for its own copy of that signal (_late_stop)
 LATE_STOP_WAIT = 1.0
-EXIT_UNCAUGHT = 1  # CPython's exit status after an uncaught exception (its excepthook printed the traceback)
 # Signals that end a task on purpose: a task that exits non-zero after one is not a failure of its own.
 _STOPPING = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR2})
 
@@ -376,7 +375,7 @@ def _finish(plan: TaskSetup, routing: Routing, status: int, say: Callable[[str],
     if raised is not None and exit_code and _raised_first(raised, routing):
         # It raised before the step's signal ended it (its atexit hooks were still running): the failure is its
         # own, with the code an uncaught exception gives (1), not the signal's that cut its exit short.
-        _record_exit(plan, EXIT_UNCAUGHT, None, raised)
+        _record_exit(plan, exit_codes.EXIT_FAILURE, None, raised)  # CPython exits 1 after an uncaught exception
     elif exit_code and not routing.stopped_on_purpose():
         _record_exit(plan, exit_code, -code if code < 0 else None, raised)
     if code < 0:
