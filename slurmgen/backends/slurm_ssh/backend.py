@@ -141,6 +141,7 @@ class SlurmSsh:
                 "--no-snapshot: say where the code is on the cluster with --set chdir=/path/on/the/cluster"
             )
         said: set[str] = set()
+        alone: list[JobSpec] = []  # the spec checked alone, kept: launch and send_remote both ask for it
         from slurmgen.script.build import build_file
 
         def compile_spec(extra: list[str]) -> tuple[JobSpec, str]:
@@ -148,16 +149,18 @@ class SlurmSsh:
             placement the script: the spec's warnings are said once."""
             from slurmgen.script.build import check_file
 
+            if not extra and alone:
+                return alone[0], ""  # checked once per submission, however often it is asked
             if not extra:
                 checked = check_file(source.path, list(source.overrides), Path.cwd(), profile, source.args)
                 if request.one is not None and checked.spec.sweep is not None:
                     raise UsageError(request.one)
                 if request.many is not None and checked.spec.sweep is None:
                     raise UsageError(request.many)
-                for problem in checked.warnings:  # once, however often the spec is checked alone
-                    if str(problem) not in said:
-                        warn(f"warning: {problem}")
                 said.update(str(p) for p in checked.warnings)
+                for problem in checked.warnings:
+                    warn(f"warning: {problem}")
+                alone.append(checked.spec)
                 return checked.spec, ""
             built = build_file(
                 source.path, [*source.overrides, *extra], request.templates, Path.cwd(), profile, source.args
