@@ -250,6 +250,7 @@ def recent(client: SlurmClient | None = None) -> Report:
     import time
 
     from slurmgen.backends.interface import Report
+    from slurmgen.backends.emulated.job import target_of
     from slurmgen.backends.slurm_ssh.job import remote_rows
     from slurmgen.journal import Journal, find_home
     from slurmgen.local.local_jobs import records, row
@@ -262,7 +263,8 @@ def recent(client: SlurmClient | None = None) -> Report:
     client = client or SlurmClient()
     targets, extra, notes = st.recent(journal, client)
     now = time.time()
-    ran = [row(r, now) for r in records(base)[-st.RECENT :]]
+    # a local job's step restarts come from its run history, as in its own status (backends/emulated/job.py)
+    ran = [row(r, now, step_restarts(target_of(r), [])) for r in records(base)[-st.RECENT :]]
     if not targets and not extra and not ran:
         return Report(notes=(*notes, f"no jobs in the journal {journal.path}; submit one with `slurmgen submit SPEC` "
                              "or run one with `slurmgen run SPEC`"))  # fmt: skip

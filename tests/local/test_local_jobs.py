@@ -202,7 +202,7 @@ def test_status_logs_history_cancel_on_a_running_local_job(tmp_path: Path) -> No
         n = job_number(work)  # 1, unless another process on this machine holds job 1's rendezvous port
         job = f"local-{n}"
         status = slurmgen(work, env, "status").stdout
-        assert re.search(rf"^{job} +quick +RUNNING +0 +127\.0\.0\.1 ", status, re.M), status
+        assert re.search(rf"^{job} +quick +RUNNING +0 +0 +127\.0\.0\.1 ", status, re.M), status
         assert slurmgen(work, env, "status", "quick").stdout == status  # a spec name: its last job
         assert f"slurmgen: job {n}, run 1" in slurmgen(work, env, "logs", "quick").stdout  # a spec name: its last job
         assert slurmgen(work, env, "logs", job, "--rank", "0").stdout.endswith("rank-0.log <==\nup\n")
@@ -221,7 +221,7 @@ def test_status_logs_history_cancel_on_a_running_local_job(tmp_path: Path) -> No
     assert "cancelled (slurmgen cancel): SIGTERM to every process" in err and "CANCELLED, exit code 143" in err
     assert "SIGKILL to the processes still running" not in err  # the task exited at its TERM
     status = slurmgen(work, env, "status", job).stdout
-    assert re.search(rf"^{job} +quick +CANCELLED +0 +127\.0\.0\.1 +143 ", status, re.M), status
+    assert re.search(rf"^{job} +quick +CANCELLED +0 +0 +127\.0\.0\.1 +143 ", status, re.M), status
     assert re.search(r"^1 .* 127\.0\.0\.1 ", slurmgen(work, env, "history", job).stdout, re.M)
     assert "already ended; nothing to cancel" in slurmgen(work, env, "cancel", job).stderr
     slurmgen(work, env, "requeue", job, code=2)

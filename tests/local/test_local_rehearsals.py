@@ -40,9 +40,10 @@ def run(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (["--preempt-after", "60"], "", "--preempt-after 60 never fired: the job completed after "),
         (["--kill-rank", "0", "--after", "60"], "", "--kill-rank 0 --after 60 never fired: the job completed after "),
         (["--hang-rank", "0", "--after", "60"], "", "--hang-rank 0 --after 60 never fired: the job completed after "),
-        # The batch shell ends in its setup, before the step's node check: the bad node is never checked.
-        (["--bad-node", "2"], "nodes: 2\nsetup: ['exit 0']\nrecovery: {health_check: 'true'}\n",
-         "--bad-node 2 never fired: the job completed after "),
+        # The job ends in its setup (a failing line ends it: setup_fail_fast), before the step's node check: the bad
+        # node is never checked, and the job's own failure is its exit code.
+        (["--bad-node", "2"], "nodes: 2\nsetup: ['false']\nrecovery: {health_check: 'true'}\n",
+         "--bad-node 2 never fired: the job failed after "),
     ],
     ids=["preempt-after", "kill-rank", "hang-rank", "bad-node"],
 )  # fmt: skip
@@ -54,11 +55,16 @@ def test_a_rehearsal_that_never_fired_says_so_and_exits_non_zero(
         text = text.replace("nodes: 1\n", "")
     (tmp_path / "job.yaml").write_text(text)
     done = run(tmp_path, *args)
-    assert done.returncode == EXIT_REHEARSAL_MISSED, done.stderr
-    assert "COMPLETED, exit code 0, 1 run in" in done.stderr, done.stderr  # the program's own code stays visible
+    failed = "setup:" in extra
+    # a missed rehearsal of a job that completed exits EXIT_REHEARSAL_MISSED; one that failed keeps its own code
+    assert done.returncode == (1 if failed else EXIT_REHEARSAL_MISSED), done.stderr
+    outcome = "FAILED, exit code 1" if failed else "COMPLETED, exit code 0"
+    assert f"{outcome}, 1 run in" in done.stderr, done.stderr  # the program's own code stays visible
     (said,) = [x for x in done.stderr.splitlines() if "never fired" in x]
     assert line in said and "nothing was rehearsed" in said, said
-    assert done.stderr.index(said) > done.stderr.index("COMPLETED, exit code 0")  # said last, after the outcome
+    assert done.stderr.index(said) > done.stderr.index(outcome)  # said last, after the outcome
+    if failed:
+        assert "without checking its nodes" in said and "setup: lines" in said, said
 
 
 def test_what_a_missed_rehearsal_says() -> None:

@@ -43,7 +43,12 @@ def main() -> None:
     parser.add_argument("--static-state", action="store_true", help="do not touch the state every step")
     parser.add_argument("--stall", default="", help="RANK:STEP:SECONDS: that rank pauses after that step (a long save)")
     parser.add_argument("--hold-file", default="", help="wait before each stop check while this file exists")
-    parser.add_argument("--die-at", default="", help="RANK:STEP:PATH: that rank SIGKILLs itself after that step, once")
+    parser.add_argument(
+        "--die-at",
+        default="",
+        help="RANK:STEP:PATH: that rank (its SLURM_PROCID without --dist) SIGKILLs itself after that step, once, and "
+        "not before every task has printed READY (each leaves PATH.ready-<rank>): its peers are in their loops then",
+    )
     args = parser.parse_args()
     rank = 0
     if args.dist:
@@ -63,6 +68,9 @@ def main() -> None:
         print(f"RESUMED {start} {float(state['weights'].sum()):.6f}", flush=True)
     weights = torch.arange(int(args.state_mb * 2**20 / 4), dtype=torch.float32)
     print(f"READY rank={rank} restart={pre.restart_count}", flush=True)
+    me = rank if args.dist else int(os.environ.get("SLURM_PROCID", "0"))
+    if args.die_at:
+        open(f"{args.die_at.split(':', 2)[2]}.ready-{me}", "w").close()
     for step in range(start, args.steps):
         if not args.static_state:
             weights += 1
@@ -78,9 +86,12 @@ def main() -> None:
             time.sleep(float(args.stall.split(":")[2]))
         if args.hold_file:
             hold(args.hold_file, rank, pre)
-        if args.die_at and args.die_at.split(":")[:2] == [str(rank), str(step)]:
+        if args.die_at and args.die_at.split(":")[:2] == [str(me), str(step)]:
             once = args.die_at.split(":", 2)[2]
             if not os.path.exists(once):
+                tasks = int(os.environ.get("SLURM_NTASKS", "1"))
+                while not all(os.path.exists(f"{once}.ready-{r}") for r in range(tasks)):
+                    time.sleep(0.05)
                 open(once, "w").close()
                 print(f"DYING {step}", flush=True)
                 os.kill(os.getpid(), 9)
