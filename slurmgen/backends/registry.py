@@ -249,8 +249,8 @@ def recent(client: SlurmClient | None = None) -> Report:
     """`slurmgen status` without an argument: the journal's recent jobs, submitted and run here."""
     import time
 
-    from slurmgen.backends.interface import Report
     from slurmgen.backends.emulated.job import target_of
+    from slurmgen.backends.interface import Report
     from slurmgen.backends.slurm_ssh.job import remote_rows
     from slurmgen.journal import Journal, find_home
     from slurmgen.local.local_jobs import records, row
