@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +77,28 @@ def test_a_workdir_another_user_made_first_is_refused_before_its_objects_are_use
             survey(t, str(work), [package_snapshot()], None, None)
         assert "owned by uid 65534" in one_line(surveyed)
         assert os.listdir(work / "snapshots") == []  # nothing was built from the planted object
+    finally:
+        sshd.close_master()
+
+
+def test_a_sticky_workdir_of_ones_own_is_used_and_a_name_planted_in_it_is_refused(
+    sshd: Sshd, project: Path, scratch: Path
+) -> None:
+    """A workdir of the user's own that anyone may create names in (1777, as a scratch root): others cannot rename
+    or remove the user's names there, so it is used; a name another user made in it first is refused on its own."""
+    work = scratch / "mine"
+    work.mkdir()
+    work.chmod(0o1777)
+    t = sshd.transport()
+    try:
+        stored = upload(take_snapshot(project), t, str(work))
+        assert (Path(stored.path) / "train.py").read_text() == "print('mine')\n"
+        assert stat.S_IMODE(os.stat(work / "objects").st_mode) == 0o700  # the store in it is private
+        shutil.rmtree(work / "snapshots")
+        plant(f"mkdir {work}/snapshots")  # another user takes the name before the next upload
+        with pytest.raises(UsageError) as caught:
+            upload(take_snapshot(project), t, str(work))
+        assert f"{work}/snapshots is owned by uid 65534, not by you (uid 0)" in one_line(caught)
     finally:
         sshd.close_master()
 

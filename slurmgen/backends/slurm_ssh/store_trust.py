@@ -4,9 +4,12 @@ What slurmgen reads back there and acts on is the profile's `workdir`: its `obje
 `snapshots/` (the code a job starts in, and slurmgen's own modules, first on the job's PYTHONPATH), `runs/` (the
 script `resume` submits again) and the log directory (what `logs` and `history` print). In a shared scratch another
 user may have made any of them first, so the remote scripts call `sg_own` on each before they read or write: the
-path must be the user's own (`id -u`), not a symbolic link, and not writable by group or others. The sticky bit is
-no excuse here: in a sticky directory others still create new names, and a planted `objects/<hash>` or
-`snapshots/<hash>` is a new name. A refusal is one line naming the path, its owner or mode, and the fix.
+path must be the user's own (`id -u`), not a symbolic link, and not writable by group or others. The workdir itself
+may be writable by others when it is sticky (a scratch directory of the user's own with mode 1777): others can then
+create new names in it but not rename or remove the user's (rename(2), unlink(2) on a sticky directory), and every
+name slurmgen reads there (`objects`, `snapshots`, `runs`) is checked on its own, so a planted one is refused, never
+used. Inside the store the sticky bit is no excuse: a planted `objects/<hash>` or `snapshots/<hash>` is a new name.
+A refusal is one line naming the path, its owner or mode, and the fix.
 
 `workdir: ~/x` and a relative workdir are read in the user's home on the cluster (`$HOME`, as the ssh command's
 shell has it, not this machine's): `remote_workdir` writes the shell word, the survey prints what it became, and
@@ -21,9 +24,11 @@ from slurmgen.errors import UsageError
 
 REFUSED = "@@slurmgen-refused "
 
-# $1: a path that, where it exists, must be this user's own and not writable by group or others. Prints one line
-# (prefixed with REFUSED) and fails otherwise. stat(1) -c: %u owner's uid, %a the mode in octal (GNU coreutils).
+# $1: a path that, where it exists, must be this user's own and not writable by group or others ($2 = sticky: unless
+# it is sticky). Prints one line (prefixed with REFUSED) and fails otherwise. stat(1) -c: %u owner's uid, %a the
+# mode in octal (GNU coreutils).
 SG_OWN = rf"""sg_own() {{
+  sticky=${{2-}}
   if [ -L "$1" ]; then
     echo "{REFUSED}$1 is a symbolic link; slurmgen stores and reads only real directories of your own: remove it" \
       "or set the profile's workdir to a directory of your own"; return 1
@@ -34,7 +39,7 @@ SG_OWN = rf"""sg_own() {{
     echo "{REFUSED}$1 is owned by uid $2, not by you (uid $4): another user made it first; set the profile's" \
       "workdir to a directory of your own (e.g. ~/.slurmgen)"; return 1
   fi
-  if [ $((0$3 & 022)) -ne 0 ]; then
+  if [ $((0$3 & 022)) -ne 0 ] && ! {{ [ "$sticky" = sticky ] && [ $((0$3 & 01000)) -ne 0 ]; }}; then
     echo "{REFUSED}$1 has mode $3: group or others can write it, and plant code that your jobs run;" \
       "chmod go-w '$1' (a team's directory: shared_workdir: true in the profile)"; return 1
   fi
@@ -86,10 +91,11 @@ def resolve_line(workdir: str, shared: bool = False) -> str:
     return f"{check}w={word}\n" + (SG_TEAM if shared else "")
 
 
-def store_check(names: tuple[str, ...] = ("", "/objects", "/snapshots", "/runs")) -> str:
-    """Shell checking the workdir `$w` and its store's directories (sg_own), exiting 0 after the refusal line."""
+def store_check(names: tuple[str, ...] = ("/objects", "/snapshots", "/runs")) -> str:
+    """Shell checking the workdir `$w` (which may be sticky) and its store's directories (which may not) with
+    sg_own, exiting 0 after the refusal line."""
     paths = " ".join(f'"$w"{n}' for n in names)
-    return f'for p in {paths}; do sg_own "$p" || exit 0; done\n'
+    return f'sg_own "$w" sticky || exit 0\nfor p in {paths}; do sg_own "$p" || exit 0; done\n'
 
 
 def refusal(text: str) -> str | None:
