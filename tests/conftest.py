@@ -177,9 +177,9 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     cluster tests, one for the tests that start no local job (the README's set-up, the linters, the docs build, the
     browser, the test sshd) and one for every other test (slurm_versions.worker_group): the cluster tests mostly
     wait on their own clusters, the side tests on disk, the network or a program of their own, beside the local
-    tests. The local tests stay in one worker, one after the other
-    as without xdist: they share this machine's CPUs, ports and local job ids, and gain nothing from running
-    together on two cores. An explicit -n/--dist (-n 0: no workers) or `-p no:xdist` is left alone."""
+    tests. Some directories of local tests (slurm_versions.ELSEWHERE) run in the side worker and the second
+    version's, whose own tests end early; the rest stay in one worker, one after the other. An explicit
+    -n/--dist (-n 0: no workers) or `-p no:xdist` is left alone."""
     option = config.option
     if not config.pluginmanager.hasplugin("xdist") or option.collectonly or os.environ.get("PYTEST_XDIST_WORKER"):
         return

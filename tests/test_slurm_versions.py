@@ -24,6 +24,11 @@ ALL = ("22.05", "24.11", "26.05")
         ("tests/test_readme.py::test_the_set_up_block_works_on_a_fresh_debian_python", "side"),  # disk, network
         ("tests/test_style.py::test_clean[mypy --strict]", "side"),
         ("tests/test_readme.py::test_every_python_block_compiles", "local"),
+        # local tests that fill the workers whose own cluster tests end early
+        ("tests/runtime/test_preemption.py::test_save_and_exit", "slurm-24.11"),
+        ("tests/security/test_secrets.py::test_masked", "side"),
+        ("tests/runtime/test_preemption_cluster.py::test_mode[slurm-22.05]", "slurm-22.05"),  # a cluster test stays
+        ("tests/local/test_local_run.py::test_run", "local"),
     ],
 )
 def test_each_versions_cluster_tests_get_their_own_worker_and_the_rest_the_local_one(nodeid: str, group: str) -> None:
@@ -35,6 +40,8 @@ def test_the_first_version_listed_is_the_primary_one() -> None:
     assert worker_group("t_cluster.py::test_wait[slurm-24.11]", ("24.11", "22.05")) == "slurm-24.11"
     assert worker_group("t_cluster.py::test_wait[slurm-24.11]", ("22.05",)) == "slurm-22.05"
     assert worker_group("t.py::test_wait[slurm-24.11]", ("24.11", "22.05")) == "local"
+    assert worker_group("tests/runtime/test_peers.py::test_loss", ("24.11", "22.05")) == "slurm-22.05"  # the second
+    assert worker_group("tests/runtime/test_peers.py::test_loss", ("22.05",)) == "local"
 
 
 def test_a_test_for_any_version_runs_once_on_the_last_selected_one() -> None:
