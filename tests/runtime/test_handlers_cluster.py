@@ -1,6 +1,8 @@
-"""Each preemption handler, the rank logs and the first failure's exit code on the real 3-node Slurm 22.05: rendered
+"""Each preemption handler, the rank logs and the first failure's exit code on a real 3-node Slurm: rendered
 scripts, real sbatch, scancel and scontrol, real slurmstepd signals. The same scenarios run locally in
-tests/local/test_local_handlers.py."""
+tests/local/test_local_handlers.py. What they check does not differ between versions (scancel --signal and
+scontrol requeue by hand, no scheduler preemption), so they run once, on the last selected version
+(slurm_versions.ANY), beside the primary version's longer list."""
 
 from __future__ import annotations
 
@@ -10,13 +12,14 @@ from pathlib import Path
 
 import pytest
 from conftest import SlurmCluster
+from slurm_versions import ANY
 
 from slurmgen.script.render import render
 from slurmgen.spec.load import load_text
 
 from .cluster_jobs import PY, ROOT, job_history, read_log, scancel
 
-pytestmark = [pytest.mark.slurm]
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions(ANY)]
 
 OWN = ROOT / "tests" / "runtime" / "own_checkpoint.py"
 PROGRAMS = ROOT / "tests" / "task_program.py"
