@@ -47,10 +47,13 @@ from collections.abc import Callable, Mapping
 from slurmgen import trust
 from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import (
+    NODE_DIRS,
     PROGRESS_DIR,
     ProgressMark,
+    expected_node_dir,
     node_dir,
     own_node_dir,
+    planted,
     progress_path,
     steps_marked,
     write_node_file,
@@ -210,7 +213,10 @@ def start(
     if job.hang_timeout is None or not log_dir or rank is None:
         return None
     try:
-        own_node_dir(job)  # before anything in it is read: another user may have made it first
+        folder = own_node_dir(job)  # before anything in it is read: another user may have made it first
+        if folder != (expected := expected_node_dir(job)):
+            say(f"{expected} is not used ({planted(expected)}): this node's directory for the job is {folder} "
+                f"(recorded in {os.path.join(log_dir, NODE_DIRS)})")  # fmt: skip
     except trust.Untrusted as exc:
         say(f"{exc}; the hang watchdog is off on this node")
         return None
