@@ -162,10 +162,12 @@ def test_a_hung_rank_gets_its_stacks_written_and_the_step_restarts(tmp_path: Pat
     assert stacks.startswith("rank 1 on 127.0.0.1, pid ") and "stuck_in_data_loader" in stacks, stacks
     assert sorted(p.name for p in hang_dir.glob("rank-*.stacks")) == [f"rank-{r}.stacks" for r in range(4)]
     batch = job.file("batch")
+    # rank 1 named: the one not waiting in a collective while the others wait in all_reduce (stack_dump.py)
+    assert "): rank 1 on 127.0.0.1 (the other ranks waited on it in torch.distributed); stacks in " in batch, batch
     assert "no progress on any rank; stopped first" in batch and " hung: restarting the step inside the allocation" \
         " (restart 1 of 3)" in batch, batch  # fmt: skip
     [event] = restarts(job)
-    assert event["cause"] == "hang"
+    assert (event["cause"], event["rank"]) == ("hang", 1), event
     for rank in range(4):
         assert re.findall(r"RESUMED (\d+) ", job.file(f"rank-{rank}.log")) == ["40"], job.everything()
 
