@@ -265,8 +265,8 @@ def measure(ranks: int, per_node: int, rows: dict[str, Row], work: str) -> None:
     # version it printed. Counted by strace (file system calls naming the log directory; commands started).
     polled = remote_status_poll(log, ranks, nodes)
     if polled is not None:
-        poll = row("remote status: one poll (trust checks, record, sacct by version)", "/poll")
-        poll.meta[ranks], poll.cpu[ranks] = polled
+        status_row = row("remote status: one poll (trust checks, record, sacct by version)", "/poll")
+        status_row.meta[ranks], status_row.cpu[ranks] = polled
     shutil.rmtree(log)
     for node_envs in envs:
         shutil.rmtree(node_dir(JobContext.from_environ(node_envs[0])), ignore_errors=True)
