@@ -19,7 +19,11 @@ Rows:
   the ranks that stopped first, the steps lost);
 - crash: per failure, the batch shell's reading of who failed first among N task exits;
 - node check: parsing one verdict line per node (the batch shell's node check); hostlist: expanding the node list;
-- logs --rank: finding one rank's log among N (jobs/logs.py).
+- logs --rank: finding one rank's log among N (jobs/logs.py);
+- remote status: one poll of a job's state on a cluster: its script's store trust checks and record read, run by
+  bash here with Slurm's commands stubbed (strace counts its file system calls in the log directory), and this
+  side's read of sacct by the version it printed (backends/slurm_ssh/remote_status.py). The snapshot's manifest is
+  made per submission, not per poll (bench/remote.py times a submit).
 """
 
 from __future__ import annotations
@@ -254,9 +258,55 @@ def measure(ranks: int, per_node: int, rows: dict[str, Row], work: str) -> None:
     with counting(log) as c:
         seconds = cpu(lambda: logs.select([batch_log], None, ranks - 1))
     row("logs --rank", "/event").meta[ranks], row("logs --rank", "/event").cpu[ranks] = c.meta, seconds
+
+    # One poll of remote status (`slurmgen status/wait` of a job on a cluster: backends/slurm_ssh/remote_status.py):
+    # its script, run here by bash with Slurm's commands stubbed, makes the store trust checks (sg_own of the log
+    # directory, its history/ and the batch shell's record) and reads the record; then this side reads sacct by the
+    # version it printed. Counted by strace (file system calls naming the log directory; commands started).
+    polled = remote_status_poll(log, ranks, nodes)
+    if polled is not None:
+        status_row = row("remote status: one poll (trust checks, record, sacct by version)", "/poll")
+        status_row.meta[ranks], status_row.cpu[ranks] = polled
     shutil.rmtree(log)
     for node_envs in envs:
         shutil.rmtree(node_dir(JobContext.from_environ(node_envs[0])), ignore_errors=True)
+
+
+SLURM_STUBS = (
+    "squeue() { :; }\n"  # lists nothing: the job has ended, so sacct and scontrol are asked too
+    "sacct() { case \"$1\" in --version) echo 'slurm 24.11.1';; *) echo '1|COMPLETED|0:0';; esac; }\n"
+    "scontrol() { :; }\n"
+)
+
+
+def remote_status_poll(log: str, ranks: int, nodes: int) -> tuple[float, float] | None:
+    """One poll of remote status for a job of ``ranks`` ranks on ``nodes`` nodes whose logs are in ``log``: the
+    file system calls its script makes in the log directory (meta, as the other rows count them), and this side's
+    CPU reading the answer (sacct's rows by the version it printed). None without strace."""
+    import subprocess
+
+    from slurmgen.backends.slurm_ssh.remote_status import decide, status_script
+
+    strace = shutil.which("strace")
+    if strace is None:
+        return None
+    history = Path(log, "history")
+    history.mkdir(exist_ok=True)
+    with open(history / "batch-shell.jsonl", "w") as out:  # a run's record, as the batch shell writes it
+        out.write(json.dumps({"v": 1, "event": "run-start", "run": 1, "time": 1.0, "by": "batch-shell"}) + "\n")
+        out.write(json.dumps({"v": 1, "event": "run-end", "run": 1, "time": 2.0, "by": "batch-shell",
+                              "exit_code": 0, "ended": "completed"}) + "\n")  # fmt: skip
+    for n in range(nodes):  # every node's own history file beside it, which the poll must not read
+        (history / f"node-n{n:05d}.jsonl").write_text("{}\n")
+    script = SLURM_STUBS + status_script(["1"], {"1": log})
+    trace = Path(log + ".strace")
+    done = subprocess.run([strace, "-f", "-qq", "-e", "trace=%file,%desc", "-o", str(trace), "bash", "-c", script],
+                          capture_output=True, check=False)  # fmt: skip
+    calls = [line for line in trace.read_text(errors="replace").splitlines() if f'"{log}' in line]
+    trace.unlink()
+    text = done.stdout.decode(errors="replace")
+    assert "@@slurmgen-section record 1" in text and "run-end" in text, text  # the record was read and trusted
+    return float(len(calls)), cpu(lambda: decide(["1"], text))
 
 
 def exponent(points: dict[int, float]) -> float | None:

@@ -29,13 +29,81 @@ def progress_path(log_dir: str, rank: int) -> str:
     return os.path.join(log_dir, PROGRESS_DIR, f"rank-{rank}")
 
 
-def node_dir(job: JobContext) -> str:
-    """This node's private directory for this job's per-rank chatter: one per user, log directory (one per job)
-    and node name (a local run's emulated nodes share one machine's /dev/shm)."""
+NODE_DIRS = "node-dirs"  # in the log directory: the private name a node took when its expected one was not ours
+_taken: dict[str, str] = {}  # expected name -> the directory this process uses instead (resolved once)
+
+
+def expected_node_dir(job: JobContext) -> str:
+    """The name of this node's private directory for this job's per-rank chatter: one per user, log directory
+    (one per job) and node name (a local run's emulated nodes share one machine's /dev/shm)."""
     node = job.node_name or os.uname().nodename
     root = NODE_ROOT if os.path.isdir(NODE_ROOT) else (os.environ.get("TMPDIR") or "/tmp")
     key = zlib.crc32(os.path.abspath(job.log_dir or "").encode())
     return os.path.join(root, f"slurmgen-{os.getuid()}-{key:08x}-{node.replace('/', '_')}")
+
+
+def node_dir(job: JobContext) -> str:
+    """This node's private directory for the job: the expected name (expected_node_dir), or, when a directory of
+    that name is there and not ours to trust (another user's, a link, a loose mode: trust.breach), a fresh private
+    one that the node's first task made (mkdtemp: a random name, 0700, ours) and recorded in the log directory
+    (`node-dirs/<expected name>`), which every task and program of the node reads (`take_node_dir`)."""
+    expected = expected_node_dir(job)
+    if expected in _taken:
+        return _taken[expected]
+    try:
+        info = os.lstat(expected)
+    except OSError:
+        return expected  # not there yet: the first use makes it ours (trust.private_dir)
+    if trust.breach(expected, info, directory=True) is None:
+        return expected
+    return take_node_dir(job, expected)
+
+
+def planted(path: str) -> str:
+    """Why the directory at ``path`` is not ours to use (trust.breach's words), or "gone"."""
+    try:
+        found = trust.breach(path, os.lstat(path), directory=True)
+    except OSError:
+        return "gone"
+    return "ours" if found is None else found[1]
+
+
+def take_node_dir(job: JobContext, expected: str) -> str:
+    """The fresh private directory that stands for ``expected`` on this node: the one recorded in the log
+    directory when it is still ours, else a new one (mkdtemp beside ``expected``), recorded by a link that only
+    one task of the node can make (link(2) fails with EEXIST): a task that lost the race uses the winner's.
+    Raises trust.Untrusted (the log directory or the recorded one is not ours) or OSError."""
+    if not job.log_dir:
+        raise trust.Untrusted(f"{expected}: not used: it is not this user's, and no log directory can record another")
+    folder = os.path.join(job.log_dir, NODE_DIRS)
+    trust.own_dir(folder)
+    record = os.path.join(folder, os.path.basename(expected))
+    for _ in range(2):
+        recorded = trust.read_bytes(record, "read")
+        if recorded is not None:
+            path = recorded.decode(errors="replace").strip()
+            trust.private_dir(path)  # still ours, 0700, no link: else refused
+            _taken[expected] = path
+            return path
+        import tempfile  # only here: random's import is no part of every supervisor's start (bench/startup.py)
+
+        fresh = tempfile.mkdtemp(prefix=os.path.basename(expected) + "-", dir=os.path.dirname(expected))
+        draft = f"{record}.{os.getpid()}"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(fd, fresh.encode() + b"\n")
+        finally:
+            os.close(fd)
+        try:
+            os.link(draft, record)
+        except FileExistsError:
+            os.rmdir(fresh)  # another task of the node was first: its directory is the node's
+            continue
+        finally:
+            os.unlink(draft)
+        _taken[expected] = fresh
+        return fresh
+    raise trust.Untrusted(f"{record}: not used: no directory could be recorded for {expected}")
 
 
 def node_mark_path(source: JobContext, rank: int) -> str:
@@ -54,10 +122,17 @@ def leads_node(job: JobContext) -> bool:
 def own_node_dir(job: JobContext) -> str:
     """This node's directory for the job, made or checked as the user's own 0700 directory (trust.private_dir):
     its name is computable by anyone on the node, and another user who made it first could write `hang` or
-    `release` there (a healthy job killed as hung) or keep touching `rank-N` (a real hang hidden). Raises
-    trust.Untrusted; the task's readers and writers use the directory only once it passed."""
+    `release` there (a healthy job killed as hung) or keep touching `rank-N` (a real hang hidden). Such a
+    directory is never used: a fresh private one takes its place (node_dir). Raises trust.Untrusted or OSError
+    only when no private directory can be had; the task's readers and writers use the directory once it passed."""
     path = node_dir(job)
-    trust.private_dir(path)
+    try:
+        trust.private_dir(path)
+    except trust.Untrusted:
+        expected = expected_node_dir(job)
+        if path != expected:
+            raise
+        path = take_node_dir(job, expected)  # planted between the look and the make: a fresh one, as above
     return path
 
 

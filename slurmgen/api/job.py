@@ -117,6 +117,8 @@ class Job:
         return self.log_bytes(rank, node).decode("utf-8", errors="replace")  # write_logs checks rank and node
 
     def log_bytes(self, rank: int | None = None, node: str | None = None) -> bytes:
+        """What `logs` returns, as the raw bytes the job wrote and `slurmgen logs` prints: a program's output that is
+        not UTF-8 comes back as it was written, where `logs` decodes it with U+FFFD in place of each bad byte."""
         chunks: list[bytes] = []
         self.write_logs(chunks.append, rank, node)
         return b"".join(chunks)

@@ -108,7 +108,7 @@ def restart(
     run_history.append(log_dir, WRITER, run_history.RESTART, run, now, cause=plan.cause, attempt=attempt + 1,
                        who=f.who, error=f.error, reason=f.reason, saved=f.saved, step_code=rc, lost_seconds=lost,
                        steps_lost=steps,
-                       **_where(history, run, since, not ctx.run_on_bad_exit))  # fmt: skip
+                       **_where(history, run, since, not ctx.run_on_bad_exit, hangs))  # fmt: skip
     return 0
 
 
@@ -154,42 +154,51 @@ def failure_of(history: run_history.History, run: int, since: float, rc: int, ct
 
 
 def hang_events(history: run_history.History, run: int, since: float) -> list[Mapping[str, Any]]:
-    """The hang watchdog's events of this start of the step (task/watchdog.py), the rank that stopped first
-    (the oldest last progress) first."""
+    """The hang watchdog's events of this start of the step (task/watchdog.py), the likeliest cause first: a rank
+    whose program was stopped (it cannot run), then one not waiting on its peers in torch.distributed (the others
+    wait in a collective for it), then the oldest last progress."""
     mine = [e for e in history.of_run(run, run_history.HANG) if float(e.get("time") or 0.0) >= since]
-    return sorted(mine, key=lambda e: (float(e.get("progressed") or 0.0), int(e.get("rank") or 0)))
+    return sorted(mine, key=lambda e: (not e.get("stopped"), bool(e.get("waiting")),
+                                       float(e.get("progressed") or 0.0), int(e.get("rank") or 0)))  # fmt: skip
+
+
+def hang_cause(hangs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The ranks that hung, not those waiting on them (``hangs`` in hang_events' order): the stopped programs;
+    else the ranks not waiting in a collective while others were; else those whose progress stopped first."""
+    first = hangs[0]
+    if first.get("stopped"):
+        return [e for e in hangs if e.get("stopped")]
+    if not first.get("waiting") and any(e.get("waiting") for e in hangs):
+        return [e for e in hangs if not e.get("waiting")]
+    oldest = float(first.get("progressed") or 0.0)
+    return [e for e in hangs if float(e.get("progressed") or 0.0) - oldest < 1.0]
 
 
 def hang_of(hangs: Sequence[Mapping[str, Any]], ctx: JobContext, history: run_history.History) -> Failure:
-    """A hang as a failure: the ranks that stopped progressing first, and the function the first one hangs in."""
+    """A hang as a failure: the ranks that hung (hang_cause), and the function the first one hangs in."""
     from slurmgen.interruption.allocation import Failure
 
-    first = float(hangs[0].get("progressed") or 0.0)
-    ranks = [e for e in hangs if float(e.get("progressed") or 0.0) - first < 1.0]
+    ranks = hang_cause(hangs)
+    stamp = time.strftime("%H:%M:%S", time.localtime(float(ranks[0].get("progressed") or 0.0)))
     names = ", ".join(f"rank {e.get('rank')} on {e.get('node')}" for e in ranks)
-    stamp = time.strftime("%H:%M:%S", time.localtime(first))
-    who = f"no progress on any rank; stopped first (at {stamp}): {names}; stacks in {hangs[0].get('stacks')}"
-    where = hung_in(str(hangs[0].get("stacks") or ""))
+    why = " (its program was stopped)" if ranks[0].get("stopped") else ""
+    if not why and ranks[0].get("waiting") is False and len(ranks) < len(hangs):
+        why = " (the other ranks waited on it in torch.distributed)"
+    who = f"no progress on any rank; stopped first (at {stamp}): {names}{why}; stacks in {ranks[0].get('stacks')}"
+    where = hung_in(str(ranks[0].get("stacks") or ""))
     return Failure(who, f"hang in {where}" if where else "hang", saved_point(history, ctx))
 
 
 def hung_in(stacks_path: str) -> str:
     """The innermost function of the main thread in the last dump of a stacks file (py-spy's, else the program's
-    own faulthandler dump), or ""."""
+    own faulthandler dump: slurmgen/stack_dump.py), or ""."""
+    from slurmgen.stack_dump import innermost_function
+
     try:
         with open(stacks_path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+            return innermost_function(handle.read())
     except OSError:
         return ""
-    part = text.rsplit('"MainThread"', 1)
-    if len(part) < 2:
-        # Without py-spy, the program's own faulthandler dump (slurmgen/task/program_stacks.py): the thread that
-        # took the signal, sent to the process, is its main thread (Linux tries the thread-group leader first).
-        own = text.rsplit("Current thread ", 1)
-        frames = [line for line in own[-1].splitlines()[1:] if line.startswith('  File "')] if len(own) > 1 else []
-        return frames[0].rpartition(" in ")[2].strip() if frames else ""
-    frames = [line.strip() for line in part[1].splitlines()[1:] if line.startswith("    ")]
-    return frames[0].split(" (", 1)[0] if frames else ""
 
 
 def saved_point(history: run_history.History, ctx: JobContext) -> str:
@@ -242,13 +251,20 @@ def _casualty_stop(
     return stop_of_a_casualty(min((t for t in stops if t >= since), default=None), ends, signals, step_kills)
 
 
-def _where(history: run_history.History, run: int, since: float, step_kills: bool) -> dict[str, Any]:
+def _where(
+    history: run_history.History, run: int, since: float, step_kills: bool, hangs: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """Where the step failed: the first task that failed; after a hang, the rank that hung (not the first of the
+    tasks the watchdog killed)."""
     from slurmgen.batch import task_failure
 
     first = task_failure.first_failure(history.since(since), run, step_kills)
-    if first is None:
-        return {}
-    return {"rank": first.rank, "node": first.node, "exit_code": first.exit_code, "failed_at": first.time}
+    found = {} if first is None else {"rank": first.rank, "node": first.node, "exit_code": first.exit_code,
+                                      "failed_at": first.time}  # fmt: skip
+    if hangs:
+        cause = hang_cause(hangs)[0]
+        found.update(rank=cause.get("rank"), node=cause.get("node"))
+    return found
 
 
 def _failure_from(event: Mapping[str, Any]) -> Failure:

@@ -12,6 +12,7 @@ from typing import Any
 from slurmgen import run_history as rh
 from slurmgen.goodput.advice import duration_text
 from slurmgen.goodput.summary import report
+from slurmgen.goodput.timeline import HANG, RECOVERY, STARTUP
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class Live:
     eta_end: float | None  # seconds to total_steps at the recent rate
     eta_limit: float | None  # seconds to the run's time limit
     running: bool
+    hung_for: float | None = None  # seconds since its last step, while a hang lasts (goodput.timeline's hang)
+    called: bool = False  # the hang watchdog has called it: the step is ended and restarted
 
 
 def live(events: Sequence[Mapping[str, Any]], now: float) -> Live | None:
@@ -43,6 +46,13 @@ def live(events: Sequence[Mapping[str, Any]], now: float) -> Live | None:
     seconds = float(timed[-1]) if timed else None
     # A run that ended (or whose program ended: the last sample says so) makes no steps: no rate, no ETA.
     going = last_run.running and not sample.get("last")
+    # While a hang lasts (the run's time since its last step painted as hang, or the watchdog's recovery after it),
+    # it makes no steps: no rate, no ETA, and goodput does not rise (goodput/timeline.py).
+    tail = [s for s in rep.timeline.segments if s.run == last_run.run]
+    hung = going and bool(tail) and tail[-1].bucket in (HANG, RECOVERY)
+    hang_start = next((s.start for s in reversed(tail) if s.bucket == HANG), tail[-1].start) if hung else None
+    # A start of the step after a restart makes no steps until its first: the rate of the start before is not its.
+    going = going and not hung and not (bool(tail) and tail[-1].bucket == STARTUP)
     rate = 1.0 / seconds if seconds and going else None
     total = next((e.get("total_steps") for e in reversed(samples) if isinstance(e.get("total_steps"), int)), None)
     saves = [float(e["time"]) for e in events if e.get("event") == rh.SAVE]
@@ -56,6 +66,7 @@ def live(events: Sequence[Mapping[str, Any]], now: float) -> Live | None:
     return Live(
         last_run.run, step, now - float(sample.get("time", now)), rate, upto - max(saves) if saves else None,
         rep.goodput, total, eta_end, eta_limit, last_run.running,
+        None if hang_start is None else max(now - hang_start, 0.0), hung and tail[-1].bucket == RECOVERY,
     )  # fmt: skip
 
 
@@ -80,7 +91,11 @@ def lines(view: Live, terminal: bool, width: int = 80) -> list[str]:
     if terminal and view.total_steps and view.step is not None:
         fraction = view.step / view.total_steps
         out.append(f"{bar(fraction, width - 8)} {fraction:4.0%}")
-    if view.running:
+    if view.hung_for is not None:
+        called = "the hang watchdog called it; the step restarts" if view.called else "a hang?"
+        out.append(f"rate: none: hung, no step for {duration_text(view.hung_for)} ({called})")
+        out.append("last save: " + ("none yet" if view.since_save is None else f"{duration_text(view.since_save)} ago"))
+    elif view.running:
         out.append("rate: " + ("?" if view.steps_per_second is None else f"{view.steps_per_second:.3g} steps/s"))
         out.append("last save: " + ("none yet" if view.since_save is None else f"{duration_text(view.since_save)} ago"))
     else:

@@ -10,7 +10,9 @@ The buckets follow Google's ml-goodput-measurement (src/goodput.py), adapted to 
 - save: the blocking part of each save (rank 0's `save` event: `seconds` before it was durable);
 - redone: the work after the last save before an interruption, which the next start does again;
 - recovery: from the failure (a task's exit, or the hang watchdog's verdict) to the next start of the step;
-- hang: from the last progress of a hung step to the watchdog's verdict (recovery.hang_timeout);
+- hang: from the last progress of a hung step to the watchdog's verdict (recovery.hang_timeout); while a start of
+  the program still runs, also the time since its last sampled step once no sample came long after one was due
+  (`stalled_since`): the time a hang lasts is not productive before the watchdog calls it;
 - other: after the program's last step to the run's end (the stop, the requeue, the shutdown).
 
 Each start of the program is painted in that order of precedence (later paints win), so the segments of a run
@@ -151,6 +153,16 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
             failed = min(exits) if exits else a1
             _paint(segs, last_save_before(failed), failed, REDONE)
             _paint(segs, failed, a1, RECOVERY)
+    elif tail is None:  # it still runs: a hang the watchdog called, or no step long after one was due
+        hangs = kinds.get(rh.HANG, [])
+        samples = sorted(kinds.get(rh.FIRST_STEP, []) + kinds.get(rh.PROGRESS, []), key=_t)
+        if hangs:
+            stalled = min(_num(e.get("progressed")) or _t(e) for e in hangs)
+            judged = min(_t(e) for e in hangs)
+            _paint(segs, stalled, judged, HANG)
+            _paint(segs, judged, a1, RECOVERY)
+        elif (since := stalled_since(samples, a1)) is not None:
+            _paint(segs, since, a1, HANG)
     elif tail == "finished":
         done = [_t(e) for e in kinds.get(rh.FINISHED, [])]
         if done:
@@ -172,6 +184,24 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         if seconds is not None:
             _paint(segs, _t(e) - seconds, _t(e), SAVE)
     return segs
+
+
+STALL_GAPS = 3.0  # the allowance for the next sample, in gaps between the last two (rank 0 doubles its gap to 60 s)
+STALL_FLOOR = 5.0  # s: never less (a busy node's scheduling, a slow first steps)
+
+
+def stalled_since(samples: Events, now: float) -> float | None:
+    """The time of the last sampled step when the program has stopped making steps, or None. Rank 0 samples at
+    1, 2, 4, ... 32 s after its first step and every 60 s from then on (runtime/progress_sample.py), and only at a
+    step; no sample within STALL_GAPS of its latest gaps (plus two step times) means no step is being made. A last
+    sample (the program ended or stopped: `last`) is no stall."""
+    if not samples or samples[-1].get("last"):
+        return None
+    latest = _t(samples[-1])
+    gap = latest - _t(samples[-2]) if len(samples) > 1 else 1.0
+    step = _num(samples[-1].get("step_seconds")) or 0.0
+    allowance = max(STALL_GAPS * gap + 2.0 * step, STALL_FLOOR)
+    return latest if now - latest > allowance else None
 
 
 def _node(event: Mapping[str, Any]) -> str | None:

@@ -43,7 +43,7 @@ class ProgramStacks:
 
     def dump(self, pid: int, catches: Callable[[int], bool]) -> str:
         """Ask ``pid`` for its stacks and return them, or "" when it cannot answer (no handler, or no answer)."""
-        if not catches(STACKS_SIGNAL) or _stopped(pid):
+        if not catches(STACKS_SIGNAL) or is_stopped(pid):
             return ""  # a stopped program would take the signal only once continued: py-spy's part
         start = os.fstat(self.fd).st_size
         try:
@@ -78,7 +78,7 @@ def unnamed_file(what: str) -> int:
         return fd
 
 
-def _stopped(pid: int) -> bool:
+def is_stopped(pid: int) -> bool:
     """Whether ``pid`` is stopped (SIGSTOP, or traced): its state in /proc/<pid>/stat is T or t (proc(5))."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:

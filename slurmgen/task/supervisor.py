@@ -52,6 +52,7 @@ REPEAT_WINDOW = 5.0  # s: the same signal from a parent this soon after the step
 WATCH_INTERVAL = 0.05  # s between looks at /proc while a preemption signal waits for the program's handler
 # s a supervisor waits, after its program died of a stopping signal, for its own copy of that signal (_late_stop)
 LATE_STOP_WAIT = 1.0
+PR_SET_PTRACER = 0x59616D61  # linux/prctl.h: "Yama"
 # Signals that end a task on purpose: a task that exits non-zero after one is not a failure of its own.
 _STOPPING = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR2})
 
@@ -297,7 +298,15 @@ def _exec_child(plan: TaskSetup, path: str, log_fd: int | None, watched: set[int
 
         # PR_SET_PDEATHSIG (prctl(2)): if the supervisor is killed (torchrun's agent SIGKILLs its workers), the program
         # must not run on unsupervised outside the step's process tree.
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+        from slurmgen.task import watchdog  # loaded by the supervisor already
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)
+        if watchdog.watches(plan.job, plan.rank):
+            # PR_SET_PTRACER (prctl(2)): the hang watchdog's py-spy is this supervisor's child, the program's
+            # sibling, which Yama's ptrace_scope=1 refuses to let attach; a declared tracer's descendants may
+            # (Documentation/admin-guide/LSM/Yama.rst). It lasts across the exec; without Yama it fails, harmlessly.
+            libc.prctl(PR_SET_PTRACER, parent, 0, 0, 0)
         if os.getppid() != parent:
             os._exit(code)
         if log_fd is not None:

@@ -13,10 +13,17 @@ to be useful); after it, when no rank has progressed for recovery.hang_timeout s
   the node and when the rank last progressed. A Python program writes its own first: faulthandler, registered on
   a signal by slurmgen's start-up hook (slurmgen.task.program_stacks), answers from C inside a sleep, a lock or a
   collective and needs no extra install. py-spy, where installed, reads them from outside too (`py-spy dump
-  --pid`), which also works for a program that never loads the hook (not Python, or -E/-I/-S) and for one that
-  is stopped; the supervisor is the program's parent, so Linux's default Yama ptrace_scope=1 lets it attach;
-- records a `hang` event (rank, node, last progress) in the run history, from which the batch shell says which
-  ranks stopped first (batch/restart.py);
+  --pid`), which also works for a program that never loads the hook (-E/-I/-S) and for one that is stopped. It
+  reads the program's Python process: the supervisor's child, or, when that is a wrapper (a shell, `env`, a
+  container's runtime), the topmost Python process below it (`program_pid`). A stopped program (SIGSTOP: state T)
+  is read without being suspended (`--nonblocking`): py-spy's own suspend is a ptrace interrupt, and the
+  group-stop it meets instead fails the dump ("unexpected waitpid result"). py-spy is the supervisor's child, the
+  program's sibling, which Yama's ptrace_scope=1 (Documentation/admin-guide/LSM/Yama.rst) refuses unless the
+  program names a tracer: the program's process declares its supervisor (prctl PR_SET_PTRACER, before exec),
+  and Yama lets the declared tracer's descendants attach (security/yama/yama_lsm.c, ptracer_exception_found);
+- records a `hang` event (rank, node, last progress, whether the program was stopped and whether it was
+  waiting on its peers in torch.distributed) in the run history, from which the batch shell names the rank that
+  hung, not the ranks waiting on it (batch/restart.py);
 - waits (bounded) until every rank of every node has written its stacks, then kills the program (SIGKILL): the
   step ends, and the batch shell restarts it inside the allocation.
 
@@ -40,15 +47,20 @@ from collections.abc import Callable, Mapping
 from slurmgen import trust
 from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import (
+    NODE_DIRS,
     PROGRESS_DIR,
     ProgressMark,
+    expected_node_dir,
     node_dir,
     own_node_dir,
+    planted,
     progress_path,
     steps_marked,
     write_node_file,
 )
+from slurmgen.stack_dump import waits_on_peers
 from slurmgen.task.node_watch import START_FACTOR, NodeWatch, count_since, local_ranks, poll_interval
+from slurmgen.task.program_stacks import is_stopped
 
 __all__ = [
     "PROGRESS_DIR",
@@ -83,38 +95,83 @@ def py_spy() -> str | None:
     return beside if os.access(beside, os.X_OK) else shutil.which("py-spy")
 
 
-def program_stacks(pid: int, own: Callable[[], str] | None) -> str:
+def program_stacks(pid: int, own: Callable[[], str] | None, stopped: bool = False) -> str:
     """The program's stacks: its own faulthandler dump (``own``, when its start-up hook registered one) and py-spy's,
-    each where available, or why there are none."""
+    each where available, or why there are none. ``stopped``: the program cannot run (it is read without a suspend)."""
     mine = own() if own is not None else ""
     if py_spy() is None:
         if mine:
             return OWN_HEAD + mine + f"({PY_SPY_MISSING}: no py-spy dump)\n"
-        return (f"{PY_SPY_MISSING}, and the program wrote no stacks of its own (it is not a Python started through "
-                "slurmgen's start-up hook, or it did not answer): no stacks\n")  # fmt: skip
-    return (OWN_HEAD + mine + "\npy-spy dump:\n" if mine else "") + dump_stacks(pid)
+        why = "it is stopped" if stopped else ("it is not a Python started through slurmgen's start-up hook, or it "
+                                               "did not answer")  # fmt: skip
+        return f"{PY_SPY_MISSING}, and the program wrote no stacks of its own ({why}): no stacks\n"
+    return (OWN_HEAD + mine + "\npy-spy dump:\n" if mine else "") + dump_stacks(pid, stopped)
 
 
-def dump_stacks(pid: int) -> str:
-    """Every thread's Python stack of ``pid`` by py-spy, or why there are none."""
+def dump_stacks(pid: int, stopped: bool = False) -> str:
+    """Every thread's Python stack of ``pid`` by py-spy, or why there are none. A stopped ``pid`` is read as it
+    is (--nonblocking): py-spy cannot suspend a process in a group-stop."""
     tool = py_spy()
     if tool is None:
         return f"{PY_SPY_MISSING}: no stacks\n"
     import subprocess  # only at a hang: not part of every supervisor's start (bench/startup.py)
 
+    argv = [tool, "dump", "--pid", str(pid), *(["--nonblocking"] if stopped else [])]
     try:
-        done = subprocess.run([tool, "dump", "--pid", str(pid)], capture_output=True, text=True,
-                              timeout=DUMP_TIMEOUT, check=False)  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=DUMP_TIMEOUT, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"py-spy dump failed: {exc}\n"
     return done.stdout + (f"py-spy: {done.stderr.strip()}\n" if done.returncode else "")
 
 
+def _children(pid: int) -> list[int]:
+    """``pid``'s children, from every process's parent in /proc/<pid>/stat (proc(5))."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as handle:
+                parent = int(handle.read().rpartition(")")[2].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid:
+            found.append(int(name))
+    return sorted(found)
+
+
+def is_python(pid: int) -> bool:
+    """Whether ``pid`` runs a CPython: its executable is named python* or it maps a libpython (proc(5): exe, maps)."""
+    with contextlib.suppress(OSError):
+        if os.path.basename(os.readlink(f"/proc/{pid}/exe")).startswith("python"):
+            return True
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as handle:
+            return any("/libpython" in line for line in handle)
+    except OSError:
+        return False
+
+
+def program_pid(pid: int, depth: int = 8) -> int:
+    """The program's Python process: ``pid`` itself, or, when it is a wrapper (a shell, `env`, a container's
+    runtime), the first Python process below it, breadth first; ``pid`` when there is none."""
+    level = [pid]
+    for _ in range(depth):
+        for candidate in level:
+            if is_python(candidate):
+                return candidate
+        level = [child for parent in level for child in _children(parent)]
+        if not level:
+            break
+    return pid
+
+
 def on_hang(
     job: JobContext, log_dir: str, rank: int, pid: int, newest: float, now: float,
-    own: Callable[[], str] | None = None,
+    own: Callable[[], str] | None = None, target: int | None = None,
 ) -> str:  # fmt: skip
-    """Write the stacks and the hang event; returns the stacks file."""
+    """Write the stacks and the hang event; returns the stacks file. ``target``: the program's Python process
+    (program_pid), ``pid`` itself by default."""
     node = job.node_name or socket.gethostname()
     mine = own_progress(job, rank, min(newest, now))
     folder = os.path.join(log_dir, HANG_DIR)
@@ -122,15 +179,22 @@ def on_hang(
     path = os.path.join(folder, f"rank-{rank}.stacks")
     head = (f"rank {rank} on {node}, pid {pid}: no progress on any rank for {now - newest:.0f}"
             f" s; this rank last progressed at {time.strftime('%H:%M:%S', time.localtime(mine))}\n")  # fmt: skip
-    stacks = program_stacks(pid, own)  # before the file exists: other ranks count the files as dumps done
+    target = pid if target is None else target
+    stopped = is_stopped(target)
+    if target != pid:
+        head += f"the program's Python process is pid {target}, below pid {pid}\n"
+    if stopped:
+        head += f"its program (pid {target}) is stopped (SIGSTOP or a debugger): it cannot run, so it is the hang\n"
+    stacks = program_stacks(target, own, stopped)  # before the file exists: other ranks count the files as dumps done
     with os.fdopen(trust.open_write(path, mode=0o644), "a", encoding="utf-8") as out:  # never through a link
         out.write(head + stacks + "\n")
     from slurmgen import run_history  # only at a hang, like subprocess above
 
     with contextlib.suppress(OSError, trust.Untrusted):
         # One history file per node, not per rank: the batch shell reads one file per node (run_history.py).
-        run_history.append(log_dir, f"node-{node}", run_history.HANG, job.run, now, rank=rank,
-                           node=node, progressed=round(mine, 3), stacks=path)  # fmt: skip
+        run_history.append(log_dir, f"node-{node}", run_history.HANG, job.run, now, rank=rank, node=node,
+                           progressed=round(mine, 3), stacks=path, stopped=stopped,
+                           waiting=waits_on_peers(stacks))  # fmt: skip
     return path
 
 
@@ -149,7 +213,10 @@ def start(
     if job.hang_timeout is None or not log_dir or rank is None:
         return None
     try:
-        own_node_dir(job)  # before anything in it is read: another user may have made it first
+        folder = own_node_dir(job)  # before anything in it is read: another user may have made it first
+        if folder != (expected := expected_node_dir(job)):
+            say(f"{expected} is not used ({planted(expected)}): this node's directory for the job is {folder} "
+                f"(recorded in {os.path.join(log_dir, NODE_DIRS)})")  # fmt: skip
     except trust.Untrusted as exc:
         say(f"{exc}; the hang watchdog is off on this node")
         return None
@@ -164,7 +231,8 @@ def start(
             newest, called = view.newest(now)
             if not called:
                 continue
-            path = on_hang(job, log_dir, rank, pid, newest, now, own)
+            target = program_pid(pid)
+            path = on_hang(job, log_dir, rank, pid, newest, now, own, target)
             view.note_dumped()
             # Every rank's stacks before any program dies: a killed rank ends the step (--kill-on-bad-exit), which
             # would stop the others' supervisors before their own dump. Every node reads the same heartbeat, so
@@ -173,8 +241,9 @@ def start(
             view.wait_all_dumped(deadline, stop.wait)
             say(f"no progress on any rank for {timeout:.0f} s (recovery.hang_timeout): stacks in {path}; "
                 "ending the program so the step restarts")  # fmt: skip
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            for victim in {pid, target}:  # a wrapper's program too: killing a shell leaves its child running
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(victim, signal.SIGKILL)
             return
 
     threading.Thread(target=watch, name="slurmgen-hang-watchdog", daemon=True).start()

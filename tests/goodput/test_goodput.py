@@ -100,6 +100,7 @@ def test_a_run_that_goes_on_ends_now_and_a_lost_run_redoes_its_work_after_the_la
         ev(rh.RUN_END, 1, 90, "batch-shell", exit_code=1, ended="failed"),
         ev(rh.RUN_START, 2, 150, "batch-shell"),
         ev(rh.FIRST_STEP, 2, 170),
+        *(ev(rh.PROGRESS, 2, t, steps=t - 170, step_seconds=1.0) for t in (171, 173, 177, 185)),
     ]
     r = summary.report("1", events, now=T0 + 200)
     assert r.running and r.wall_seconds == pytest.approx(200)
@@ -258,3 +259,26 @@ def test_an_ended_job_shows_its_last_step_with_no_rate_and_no_eta() -> None:
     # a program that ended while its run goes on (the batch shell still at its end): no rate either
     going = live.live(events[:-1], T0 + 7.5)
     assert going is not None and going.running and going.step == 120 and going.steps_per_second is None
+
+
+def test_while_a_hang_lasts_status_shows_no_rate_no_eta_and_goodput_does_not_rise() -> None:
+    """Rank 0 samples at 1, 2, 4, 8 s after its first step (at 10) and then no more: its program makes no step.
+    Once no sample came long after one was due, the time since the last one (at 25) is hang, not productive: no
+    rate, no ETA, and goodput falls as the clock runs; the watchdog's verdict (hang events) is the same, and says so."""
+    events = [ev(rh.RUN_START, 1, 0, "batch-shell"), ev(rh.FIRST_STEP, 1, 10, steps=1, total_steps=1000)]
+    events += [ev(rh.PROGRESS, 1, 10 + t, steps=20 * t, step_seconds=0.05, total_steps=1000) for t in (1, 3, 7, 15)]
+    going = live.live(events, T0 + 30)
+    assert going is not None and going.steps_per_second == pytest.approx(20) and going.eta_end is not None
+    assert going.hung_for is None
+    views = [live.live(events, T0 + now) for now in (60, 90)]
+    for view in views:
+        assert view is not None and view.steps_per_second is None and view.eta_end is None, view
+    assert views[0] is not None and views[1] is not None
+    assert views[0].hung_for == pytest.approx(35) and views[1].goodput < views[0].goodput < going.goodput
+    assert "rate: none: hung, no step for 35 s (a hang?)" in live.lines(views[0], terminal=False)
+    assert not any(line.startswith("eta") for line in live.lines(views[0], terminal=False))
+    called = [*events, ev(rh.HANG, 1, 70, "node-n1", rank=1, node="n1", progressed=T0 + 26)]
+    verdict = live.live(called, T0 + 75)
+    assert verdict is not None and verdict.called and verdict.hung_for == pytest.approx(49)
+    r = summary.report("1", called, now=T0 + 75)
+    assert r.buckets["hang"] == pytest.approx(44) and r.buckets["recovery"] == pytest.approx(5)  # 26-70, 70-75

@@ -20,9 +20,11 @@ from .test_local_jobs import slurmgen as cli
 pytestmark = pytest.mark.slow
 
 PY = sys.executable
+# It also writes bytes that are not UTF-8: b"bad \xff\xfe end\n".
+NOT_UTF8 = "sys.stdout.buffer.write(b'bad ' + bytes([255, 254]) + b' end' + bytes([10]))"
 SHORT = f"""\
 name: short
-command: ["{PY}", "-c", "print('hello from short')"]
+command: ["{PY}", "-c", "import sys; print('hello from short', flush=True); {NOT_UTF8}"]
 time: "00:05:00"
 python: {PY}
 output: logs
@@ -52,8 +54,14 @@ def printed_ids(stderr: str) -> list[str]:
 
 def run_spec(work: Path, env: dict[str, str], spec: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PY, "-m", "slurmgen", "run", spec], cwd=work, env=env, capture_output=True, text=True, timeout=120
-    )
+        [PY, "-m", "slurmgen", "run", spec],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=120,
+    )  # errors: SHORT's program writes bytes that are not UTF-8, and the runner shows what the job printed
 
 
 @pytest.fixture
@@ -73,11 +81,17 @@ def test_the_printed_id_is_the_one_the_commands_and_the_api_take(tmp_path: Path,
     [job] = printed_ids(done.stderr)  # before: `local job 1: ...`, and `1` is Slurm's job 1
     assert f"{job}: COMPLETED, exit code 0" in done.stderr
     assert re.search(rf"^{job} +short +COMPLETED ", cli(work, env, "status", job).stdout, re.M)
-    assert "hello from short" in cli(work, env, "logs", job).stdout
+    # Not UTF-8: `slurmgen logs` writes the bytes the program wrote, as the bytes form of Job.logs returns them;
+    # logs() decodes them, with U+FFFD for each byte that is not UTF-8.
+    raw = subprocess.run([PY, "-m", "slurmgen", "logs", job, "--rank", "0"], cwd=work, env=env, capture_output=True,
+                         timeout=120, check=True).stdout  # fmt: skip
+    assert b"hello from short" in raw and b"bad \xff\xfe end\n" in raw, raw
     assert re.search(r"^1 .* 127\.0\.0\.1 +0", cli(work, env, "history", job).stdout, re.M)
     handle = slurmgen.Job(job)
     assert (handle.id, handle.state(), handle.exit_code) == (job, "COMPLETED", 0)
     assert "hello from short" in handle.logs() and "hello from short" in handle.logs(rank=0)
+    assert handle.log_bytes(rank=0) == raw
+    assert "bad \ufffd\ufffd end" in handle.logs(rank=0)
     assert [run["run"] for run in handle.history()] == [1]
     assert slurmgen.Job.from_spec("short.yaml") == handle
     assert not (tmp_path / "no-slurm" / "called").exists()  # nothing asked Slurm

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cli_run import run_slurmgen
+from runtime.runtime_helpers import without_steering
 
 from local.test_local_handlers import LocalJob, own_command, spec
 from slurmgen import run_history
@@ -161,31 +162,53 @@ def test_a_hung_rank_gets_its_stacks_written_and_the_step_restarts(tmp_path: Pat
     assert stacks.startswith("rank 1 on 127.0.0.1, pid ") and "stuck_in_data_loader" in stacks, stacks
     assert sorted(p.name for p in hang_dir.glob("rank-*.stacks")) == [f"rank-{r}.stacks" for r in range(4)]
     batch = job.file("batch")
+    # rank 1 named: the one not waiting in a collective while the others wait in all_reduce (stack_dump.py)
+    assert "): rank 1 on 127.0.0.1 (the other ranks waited on it in torch.distributed); stacks in " in batch, batch
     assert "no progress on any rank; stopped first" in batch and " hung: restarting the step inside the allocation" \
         " (restart 1 of 3)" in batch, batch  # fmt: skip
     [event] = restarts(job)
-    assert event["cause"] == "hang"
+    assert (event["cause"], event["rank"]) == ("hang", 1), event
     for rank in range(4):
         assert re.findall(r"RESUMED (\d+) ", job.file(f"rank-{rank}.log")) == ["40"], job.everything()
 
 
-def test_the_hang_rehearsal_stops_the_ranks_program_and_the_watchdog_restarts_the_step(
+def test_the_hang_rehearsal_shows_a_hang_with_the_stopped_ranks_own_stacks_and_names_it_as_the_cause(
     tmp_path: Path, jobs: list[LocalJob]
 ) -> None:
-    """`slurmgen run --hang-rank 1 --after 30`: rank 1's program is stopped (SIGSTOP), usually while it trains; no
-    rank makes progress, the watchdog writes the stacks after hang_timeout (4 x before any progress: start-up) and
-    the step restarts; the job completes in one run."""
-    command = own_command(tmp_path, steps=800)
-    extra = "recovery: {hang_timeout: 30}\n" + own_port(tmp_path)
-    job = LocalJob(tmp_path, spec(command, extra=extra), "--hang-rank", "1", "--after", "30")
+    """`slurmgen run --hang-rank 1 --after 35` on 1 node x 2 ranks that all-reduce every step: rank 1's program is
+    stopped (SIGSTOP) and rank 0 waits on it. While the hang lasts, `status` shows it as a hang: no rate, no ETA,
+    and goodput does not rise. Then the watchdog writes rank 1's own stacks (py-spy's dump of the stopped program's
+    pid, not its error) and the batch shell names rank 1, the stopped one, as the cause (not rank 0, which waited
+    on it), and the step restarts. (Before: rank 1's stacks file held only py-spy's "Failed to suspend process",
+    status showed a live rate, an ETA and a rising goodput, and the restart named whichever rank's output was
+    oldest.) 35 s: after the first step on a busy machine (25 s here), and early enough in rank 0's sampling that
+    the missed samples show before the watchdog's verdict (goodput/timeline.py, stalled_since)."""
+    command = [PY, str(Path(__file__).parent / "hang_steps.py"), "100000"]
+    text = spec(command, extra="recovery: {hang_timeout: 30}\n" + own_port(tmp_path))
+    job = LocalJob(tmp_path, text.replace("nodes: 2\n", "nodes: 1\n"), "--hang-rank", "1", "--after", "35")
     jobs.append(job)
-    assert job.finish() == 0, job.everything()
-    assert "hang rehearsal: SIGSTOP to rank 1's program (pid " in job.runner, job.runner
-    assert "COMPLETED, exit code 0, 1 run" in job.runner
-    stacks = tmp_path / "logs" / f"job-{job.job_id()}" / "hang" / "rank-1.stacks"
-    assert stacks.read_text().startswith("rank 1 on 127.0.0.1, pid ")
+    job.wait_for(lambda: "SIGSTOP to rank 1's program (pid" in job.runner, timeout=120)
+    [stopped] = re.findall(r"SIGSTOP to rank 1's program \(pid (\d+)\)", job.runner)
+    seen: list[str] = []
+
+    def hung_status() -> bool:
+        done = run_slurmgen("status", f"local-{job.job_id()}", cwd=tmp_path, env=without_steering())
+        seen.append(done.stdout)
+        return "rate: none: hung, no step for " in done.stdout
+
+    job.wait_for(hung_status, timeout=60)
+    again = run_slurmgen("status", f"local-{job.job_id()}", cwd=tmp_path, env=without_steering()).stdout
+    assert "eta to total_steps" not in seen[-1] and "steps/s" not in seen[-1], seen[-1]
+    goodputs = [float(re.findall(r"^goodput so far: ([\d.]+)%", out, re.M)[0]) for out in (seen[-1], again)]
+    assert goodputs[1] <= goodputs[0], (seen[-1], again)
+    job.wait_for(lambda: restarts(job), timeout=120)
+    stacks = (tmp_path / "logs" / f"job-{job.job_id()}" / "hang" / "rank-1.stacks").read_text()
+    assert f"its program (pid {stopped}) is stopped" in stacks and f"Process {stopped}: " in stacks, stacks
+    assert "py-spy: Error" not in stacks and "hang_steps.py" in stacks, stacks
+    batch = job.file("batch")
+    assert "stopped first (at " in batch and "): rank 1 on 127.0.0.1 (its program was stopped); stacks in " in batch
     [event] = restarts(job)
-    assert event["cause"] == "hang"
+    assert (event["cause"], event["rank"]) == ("hang", 1), event
 
 
 def test_a_rank_that_raises_and_exits_last_is_the_cause_not_its_casualties(

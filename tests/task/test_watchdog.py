@@ -3,13 +3,14 @@ hung rank: tests/local/test_local_recovery.py."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
 
 import pytest
 
-from slurmgen import contract
+from slurmgen import contract, run_history, stack_dump
 from slurmgen.batch import restart as batch_restart
 from slurmgen.job_context.context import JobContext
 from slurmgen.task import watchdog
@@ -92,38 +93,66 @@ def test_the_nccl_flight_recorder_only_on_gpus_and_never_over_the_users_own(tmp_
     )
 
 
-def test_the_watchdog_dumps_a_real_programs_stacks_and_kills_it(tmp_path: Path) -> None:
-    """A real child that prints once then sleeps in a named function: after 2 s without progress its stacks name
-    the function and it is killed."""
+def program_gone(pid: int) -> bool:
+    """``pid`` has ended: no such process, or a zombie (proc(5): state Z)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_the_watchdog_dumps_a_stopped_program_below_a_wrapper_and_kills_both(tmp_path: Path) -> None:
+    """The supervisor's child is a shell that runs the program (a wrapper); the program prints once, sleeps in a
+    named function and is then stopped (SIGSTOP), as `slurmgen run --hang-rank` does. After 2 s without progress
+    the stacks file holds py-spy's dump of the program itself (the Python below the shell, read without a suspend),
+    names the function, says it is stopped, and the hang event records it; the shell and the program are killed.
+    (Before: py-spy was pointed at the wrapper, and on a stopped program it failed to suspend it.)"""
     import shutil
+    import signal
     import subprocess
     import sys
 
-    if shutil.which("py-spy") is None:
+    if watchdog.py_spy() is None:
         pytest.skip("py-spy is not installed (pip install 'slurmgen-torch[torch]')")
+    from slurmgen import run_history
+    from slurmgen.progress_mark import node_dir
+
     log = tmp_path / "rank-0.log"
     code = "import time\ndef waits_forever():\n    time.sleep(600)\nprint('step', flush=True)\nwaits_forever()\n"
     with open(log, "w") as out:
-        child = subprocess.Popen([sys.executable, "-c", code], stdout=out)
+        shell = subprocess.Popen(["bash", "-c", '"$0" -c "$1"; echo ended', sys.executable, code], stdout=out)
     env = {contract.LOG_DIR: str(tmp_path), contract.HANG_TIMEOUT: "2", "WORLD_SIZE": "1"}
-    said: list[str] = []
-    stop = watchdog.start(JobContext.from_environ(env), 0, child.pid, said.append)
-    assert stop is not None
+    program = 0
     try:
-        assert child.wait(timeout=60) == -9
-    finally:
+        while "step" not in log.read_text():
+            assert shell.poll() is None, log.read_text()
+            time.sleep(0.05)
+        program = watchdog.program_pid(shell.pid)
+        assert program != shell.pid
+        os.kill(program, signal.SIGSTOP)
+        said: list[str] = []
+        stop = watchdog.start(JobContext.from_environ(env), 0, shell.pid, said.append)
+        assert stop is not None
+        assert shell.wait(timeout=60) == -9
         stop.set()
-        if child.poll() is None:
-            child.kill()
-        from slurmgen.progress_mark import node_dir
-
-        shutil.rmtree(
-            node_dir(JobContext.from_environ(env)), ignore_errors=True
-        )  # the node's progress directory in /dev/shm
+        deadline = time.monotonic() + 30  # the program, orphaned by the shell's death, is reaped by init
+        while not program_gone(program) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert program_gone(program), "the wrapper's program was left running"
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+        if program:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(program, signal.SIGKILL)
+        shutil.rmtree(node_dir(JobContext.from_environ(env)), ignore_errors=True)  # the node's directory in /dev/shm
     stacks = (tmp_path / "hang" / "rank-0.stacks").read_text()
-    assert "waits_forever" in stacks, stacks
+    assert f"its program (pid {program}) is stopped" in stacks, stacks
+    assert f"Process {program}: " in stacks and "waits_forever" in stacks and "py-spy: Error" not in stacks, stacks
+    assert batch_restart.hung_in(str(tmp_path / "hang" / "rank-0.stacks")) == "waits_forever"
+    [event] = [e for e in run_history.read(str(tmp_path)) if e.get("event") == run_history.HANG]
+    assert (event["rank"], event["stopped"], event["waiting"]) == (0, True, False), event
     assert said and "no progress on any rank for 2 s (recovery.hang_timeout)" in said[0]
-    assert time.time() - log.stat().st_mtime >= 2
 
 
 @pytest.mark.gpu
@@ -174,3 +203,37 @@ def test_the_steps_a_restart_loses_are_the_marks_steps_since_the_last_save_of_th
     watchdog.ProgressMark(JobContext.from_environ(env), 2).touch(45)  # rank 0 left no mark: another rank's
     assert batch_restart.steps_lost(log, run_history.History([save]), 1, started) == 5
     assert watchdog.steps_marked(log, 2, started) == 45
+
+
+def _hang(rank: int, progressed: float, **fields: object) -> dict[str, object]:
+    return {"event": "hang", "run": 1, "time": 100.0, "rank": rank, "node": "n1", "progressed": progressed,
+            "stacks": f"/logs/hang/rank-{rank}.stacks", **fields}  # fmt: skip
+
+
+def test_the_hung_rank_is_named_not_the_ranks_waiting_on_it() -> None:
+    """A stopped program is the hang even when a waiting rank's progress is older (its marks are a second apart);
+    else the rank not waiting in a collective while the others are; else the oldest progress."""
+    stopped = [_hang(0, 10.0, stopped=False, waiting=True), _hang(1, 11.0, stopped=True, waiting=True),
+               _hang(3, 9.0, stopped=False, waiting=True)]  # fmt: skip
+    history = run_history.History(stopped)
+    ordered = batch_restart.hang_events(history, 1, 0.0)
+    assert [e["rank"] for e in batch_restart.hang_cause(ordered)] == [1]
+    assert batch_restart._where(history, 1, 0.0, True, ordered) == {"rank": 1, "node": "n1"}
+    in_loader = [_hang(0, 10.0, waiting=True), _hang(2, 10.5, waiting=False), _hang(3, 9.0, waiting=True)]
+    assert [e["rank"] for e in batch_restart.hang_cause(batch_restart.hang_events(run_history.History(in_loader),
+                                                                                  1, 0.0))] == [2]  # fmt: skip
+    all_wait = [_hang(0, 10.0, waiting=True), _hang(1, 10.4, waiting=True), _hang(2, 12.0, waiting=True)]
+    assert [e["rank"] for e in batch_restart.hang_cause(batch_restart.hang_events(run_history.History(all_wait),
+                                                                                  1, 0.0))] == [0, 1]  # fmt: skip
+
+
+def test_a_rank_waiting_in_a_collective_is_told_from_either_dump() -> None:
+    spy = (
+        "Process 7: python train.py\nPython v3.11.7\n\nThread 9 (idle)\n    wait (threading.py:327)\n"
+        "Thread 7 (idle)\n    all_reduce (torch/distributed/distributed_c10d.py:3252)\n    main (train.py:3)\n"
+    )
+    assert stack_dump.waits_on_peers(spy) and stack_dump.innermost_function(spy) == "all_reduce"
+    own = ('Current thread 0x00007f (most recent call first):\n  File "/v/torch/distributed/distributed_c10d.py", '
+           'line 3252 in all_reduce\n  File "train.py", line 3 in main\n')  # fmt: skip
+    assert stack_dump.waits_on_peers(own)
+    assert not stack_dump.waits_on_peers(PY_SPY_DUMP) and not stack_dump.waits_on_peers("")
