@@ -301,13 +301,6 @@ def cross_check(f: dict[str, Any], ctx: Ctx) -> list[Problem]:
                     "silences this warning",
                 )
             )
-        limit = f["time_seconds"]
-        if ctx.raw(("preemption", "lead_time")) is None and limit and pre["lead_time"] < DEFAULT_LEAD:
-            warn(
-                ("preemption", "lead_time"),
-                f"left out, so the default {DEFAULT_LEAD} s is cut to {pre['lead_time']} s, a quarter of the "
-                f"{format_duration(limit)} limit; write lead_time to choose it",
-            )
         if pre["lead_time"] < TYPICAL_CHECKPOINT:
             warn(
                 ("preemption", "lead_time"),

@@ -33,8 +33,6 @@ def test_a_python_below_the_floor_is_refused_before_sbatch(tmp_path: Path) -> No
     refused = run_slurmgen("submit", "job.yaml", cwd=tmp_path, env=env)
     assert (refused.returncode, refused.stdout) == (2, "")
     assert refused.stderr == (
-        "warning: job.yaml: preemption.lead_time: left out, so the default 300 s is cut to 75 s, a quarter of the "
-        "00:05:00 limit; write lead_time to choose it\n"
         f"error: job.yaml: python: {python} is Python 3.8; slurmgen's batch shell helper and task supervisor need "
         "3.9 or newer: set the spec field python to a newer interpreter (asked on this machine); --no-check submits "
         "anyway\n"

@@ -40,9 +40,9 @@ def test_warnings_of_the_spec_then_of_the_files_then_of_the_script(tmp_path: Pat
     source = tmp_path / "built.yaml"
     source.write_text(SPEC)
     checked = check_file(source, [], tmp_path)
-    assert [w.path for w in checked.warnings] == ["time", "preemption.lead_time", "command"]
+    assert [w.path for w in checked.warnings] == ["time", "command"]
     (tmp_path / "train.py").write_text("")
-    assert [w.path for w in check_file(source, [], tmp_path).warnings] == ["time", "preemption.lead_time"]
+    assert [w.path for w in check_file(source, [], tmp_path).warnings] == ["time"]
     templates = tmp_path / "templates"
     templates.mkdir()
     (templates / "sbatch.sh.j2").write_text("#!/bin/bash\nsrun true\n")  # a user's template that drops the trap
@@ -52,16 +52,14 @@ def test_warnings_of_the_spec_then_of_the_files_then_of_the_script(tmp_path: Pat
 
 
 def test_the_local_setup_warns_as_render_does(tmp_path: Path) -> None:
-    """The same warnings (the time limit rounded up to a minute, the lead time cut to a quarter of it), once the
-    script exists: a missing script is an error
+    """The same warning (the time limit rounded up to a minute), once the script exists: a missing script is an error
     before a local run starts (tests/cli/test_cli_compile.py) and only a warning for render."""
     source = tmp_path / "built.yaml"
     source.write_text(SPEC)
     (tmp_path / "train.py").write_text("")
     local = setup.load(source, setup.Options(), [], tmp_path)
     built = build_file(source, [], None, tmp_path)
-    assert local.warnings == built.warnings
-    assert [w.path for w in local.warnings] == ["time", "preemption.lead_time"]
+    assert local.warnings == built.warnings and len(local.warnings) == 1
     assert local.script == built.script
 
 
