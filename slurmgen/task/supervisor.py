@@ -233,9 +233,11 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     # starts empty), even when slurmstepd sent it to every process of the step. So the child waits, every signal
     # still blocked, while this process takes what is pending and sends it on: one that came after the fork is
     # pending in the child already, and the same standard signal sent again merges with it (signal(7)).
-    from slurmgen.task import output_progress
+    output = None
+    if plan.job.progress_pattern:  # spec section progress: (imported only then: every task's start pays for imports)
+        from slurmgen.task.output_progress import reads_output
 
-    output = os.pipe() if output_progress.reads_output(plan.job, plan.rank) else None  # spec section progress:
+        output = os.pipe() if reads_output(plan.job, plan.rank) else None
     if output is not None:
         plan = replace(plan, output_fd=output[1])
     go_read, go_write = os.pipe()
@@ -248,7 +250,9 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     relaying = None
     if output is not None:
         os.close(output[1])  # the program holds the only write end: its end is the pipe's end of file
-        relaying = output_progress.start(plan.job, output[0], log_fd if log_fd is not None else 1)
+        from slurmgen.task.output_progress import start as relay_output
+
+        relaying = relay_output(plan.job, output[0], log_fd if log_fd is not None else 1)
     routing = Routing(plan)
     for sig in _drain(watched):
         if sig != signal.SIGCHLD and routing.route(sig, -1, time.monotonic(), lambda s: False):
@@ -266,7 +270,9 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
         """Once the program is reaped, before this process ends as it did: the rest of its output, and the last
         progress sample (a stop ends the program by a signal, and this process by the same one)."""
         if relaying is not None:
-            relaying.join(output_progress.JOIN_WAIT)
+            from slurmgen.task.output_progress import JOIN_WAIT
+
+            relaying.join(JOIN_WAIT)
 
     try:
         return _wait_loop(plan, routing, child, watched, say, settle)
