@@ -55,6 +55,10 @@ RUN_ON_BAD_EXIT = "SLURMGEN_RUN_ON_BAD_EXIT"
 HANG_TIMEOUT = "SLURMGEN_HANG_TIMEOUT"  # seconds without progress on any rank; 0, empty or unset: no watchdog
 SPARE_NODES = "SLURMGEN_SPARE_NODES"  # nodes allocated beyond the spec's `nodes`; unset: none
 HEALTH_CHECK = "SLURMGEN_HEALTH_CHECK"  # the user's node check, one shell-quoted command line; unset: none
+# Spec section progress: (a program without Preemption): the regular expression whose one group is the step in
+# rank 0's output lines, and the step the run ends at; unset: the supervisor reads nothing of the output.
+PROGRESS_PATTERN = "SLURMGEN_PROGRESS_PATTERN"
+PROGRESS_TOTAL = "SLURMGEN_PROGRESS_TOTAL"
 # Set by the batch shell for each start of the step within one run (never by the user): 0 for the first start,
 # then 1, 2, ... for each restart inside the allocation. The rendezvous port moves with it (job_port).
 STEP_ATTEMPT = "SLURMGEN_STEP_ATTEMPT"
@@ -403,6 +407,25 @@ def variables() -> tuple[Variable, ...]:
             "health_check",
             "verbatim",
             default="",
+            omit=OMIT_EMPTY,
+        ),
+        _exported(
+            PROGRESS_PATTERN,
+            "progress.pattern",
+            "the regular expression whose one group is the step in rank 0's output; unset: not read",
+            (BY_TASK,),
+            "progress_pattern",
+            "verbatim",
+            default="",
+            omit=OMIT_EMPTY,
+        ),
+        _exported(
+            PROGRESS_TOTAL,
+            "progress.total",
+            "the step the run ends at (progress.pattern's ETA); unset: none",
+            (BY_TASK,),
+            "progress_total",
+            "whole",
             omit=OMIT_EMPTY,
         ),
         _exported(

@@ -149,8 +149,11 @@ def failure_of(history: run_history.History, run: int, since: float, rc: int, ct
         # A program that printed nothing of its own: how it ended is its error line (`sys.exit(3)` twice is a bug).
         error = error or (f"killed by SIG{first.signal}" if first.signal else f"exit {first.exit_code}")
         error = first.raised or error  # the exception it raised, as its start-up hook recorded it
+    where = None
+    if first is not None:
+        where = task_failure.program_frame(task_failure.tail(first.log, task_failure.TRACEBACK_LINES), os.getcwd())
     reason = failure_reason(error, None if first is None else first.raised, first is not None)
-    return Failure(who, error, saved_point(history, ctx), reason)
+    return Failure(who, error, saved_point(history, ctx), reason, where or "")
 
 
 def hang_events(history: run_history.History, run: int, since: float) -> list[Mapping[str, Any]]:

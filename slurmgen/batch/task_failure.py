@@ -12,13 +12,23 @@ Pure, but for reading the last lines of that log.
 
 from __future__ import annotations
 
+import os
+import re
+
 from slurmgen.interruption.casualty import TaskFailure, first_failure
 from slurmgen.printable import printable
 
-__all__ = ["TaskFailure", "first_failure", "report", "tail"]  # the failure itself is the policy's (casualty.py)
+# the failure itself is the policy's (casualty.py)
+__all__ = ["TaskFailure", "first_failure", "program_frame", "report", "tail"]
 
 TAIL_LINES = 10
 TAIL_BYTES = 16384  # read at most this much of the end of the log
+TRACEBACK_LINES = 200  # of that end, where a traceback is looked for
+# A frame of a Python traceback (traceback.py's `  File "{}", line {}, in {}`), with or without torch's `[rankN]: `.
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+# Code that is not the user's program: installed packages (torch's frames above all), the standard library, and
+# the frozen import machinery.
+_NOT_THE_PROGRAM = re.compile(r"[/\\](?:site|dist)-packages[/\\]|[/\\]lib[/\\]python\d+(?:\.\d+)?[/\\]|^<")
 
 
 def tail(path: str | None, lines: int = TAIL_LINES) -> list[str]:
@@ -37,6 +47,22 @@ def tail(path: str | None, lines: int = TAIL_LINES) -> list[str]:
     if size > TAIL_BYTES and text:
         text = text[1:]  # the first line read is probably cut
     return text[-lines:]
+
+
+def program_frame(lines: list[str], cwd: str = "") -> str | None:
+    """The innermost frame of the user's own program in the last traceback of ``lines`` (a log's end), as
+    ``file:line`` (relative to ``cwd`` when inside it), or None when no frame of the program is there."""
+    found = None
+    for line in lines:
+        frame = _FRAME.search(line)
+        if frame is not None and not _NOT_THE_PROGRAM.search(frame["file"]):
+            found = (frame["file"], frame["line"])
+    if found is None:
+        return None
+    path, number = found
+    if cwd and os.path.isabs(path) and path.startswith(cwd.rstrip("/") + "/"):
+        path = os.path.relpath(path, cwd)
+    return f"{path}:{number}"
 
 
 def report(failure: TaskFailure, step_code: int, last: list[str], step_kills: bool = True) -> list[str]:

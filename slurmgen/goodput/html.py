@@ -19,7 +19,7 @@ from html import escape
 
 from slurmgen.goodput import timeline as tl
 from slurmgen.goodput.advice import duration_text
-from slurmgen.goodput.summary import Report, SweepReport
+from slurmgen.goodput.summary import Report, SweepReport, unknown_line
 from slurmgen.goodput.text import LABELS
 
 COLOURS = {
@@ -32,6 +32,7 @@ COLOURS = {
     tl.RECOVERY: "#ef6c00",
     tl.HANG: "#4e342e",
     tl.OTHER: "#78909c",
+    tl.UNKNOWN: "#e0e0e0",  # no colour of a bucket: nothing is known of that time
 }
 MARKS = {  # marker kind -> colour (a downward triangle above the row)
     "save": "#0d47a1",
@@ -145,11 +146,11 @@ def _rows(r: Report) -> str:
     return f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{y + 20}">{"".join(parts)}</svg>'
 
 
-def _table(wall: float, productive: float, buckets: dict[str, float]) -> str:
+def _table(wall: float, productive: float | None, buckets: dict[str, float]) -> str:
     rows = "".join(
         f'<tr><td><span class="key" style="background:{COLOURS[k]}"></span>{escape(LABELS[k])}</td>'
         f"<td>{v:.1f}</td><td>{(v / wall if wall else 0):.1%}</td></tr>"
-        for k, v in [(tl.PRODUCTIVE, productive), *buckets.items()]
+        for k, v in [*([] if productive is None else [(tl.PRODUCTIVE, productive)]), *buckets.items()]
     )
     return f"<table><tr><th></th><th>seconds</th><th>%</th></tr>{rows}</table>"
 
@@ -163,6 +164,12 @@ def _job(r: Report) -> str:
     advice = "" if r.advice is None else "<h2>Checkpoint interval</h2><ul>" + "".join(
         f"<li>{escape(line)}</li>" for line in r.advice.lines()) + "</ul>"  # fmt: skip
     state = "running" if r.running else "ended"
+    if not r.progress_known:
+        return (
+            f"<h1>job {escape(r.job)}: {len(r.timeline.runs)} run(s), {state}</h1>"
+            f'<div id="progress-unknown">{escape(unknown_line(r))}</div>'
+            f"{_rows(r)}{_legend()}{_table(r.wall_seconds, None, dict(r.buckets))}"
+        )
     return (
         f"<h1>job {escape(r.job)}: {len(r.timeline.runs)} run(s), {state}</h1>"
         f'<div>goodput <span class="figure" id="goodput">{r.goodput:.1%}</span> of '

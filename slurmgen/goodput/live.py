@@ -1,5 +1,5 @@
 """The live lines of `slurmgen status JOB`: the step, the recent rate, the time since the last save, goodput so
-far and the ETAs, from rank 0's sampled progress (runtime/progress_sample.py). A bar on a terminal, plain
+far and the ETAs, from rank 0's sampled progress (slurmgen/progress_sample.py). A bar on a terminal, plain
 `key: value` lines otherwise (for grep and logs). Pure: events, the clock and the width in.
 """
 

@@ -4,6 +4,11 @@ documents the schema; `SCHEMA` is its version). Pure: a job's events and the clo
 goodput = productive seconds / wall seconds, the wall from the first run's start to the last run's end (now, while
 it runs); goodput_with_queue also counts the wait before the first start (Slurm's StartTime - SubmitTime).
 productive_seconds + sum(buckets) == wall_seconds: the timeline's segments tile the wall.
+
+A program whose steps were never recorded (it neither uses `Preemption` nor has a `progress.pattern`, spec section
+progress:) has a progress that is unknown: its time is neither productive nor start-up, and the report says so
+(`progress_known: false`, goodput null) instead of painting the whole run as a start-up that never ended. What
+stays known is Slurm's and the batch shell's: the queue between runs and the gap after a crash.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class Report:
     redone_steps: int
     timeline: tl.Timeline
     advice: Advice | None  # None before a save was measured
+    progress_known: bool = True  # False: no step of the program recorded (no Preemption, no progress.pattern)
 
     @property
     def goodput(self) -> float:
@@ -48,14 +54,16 @@ class Report:
     def to_json(self, detail: bool = True) -> dict[str, Any]:
         """The report as JSON; without ``detail`` (a sweep's points) no segments, markers or advice."""
         t = self.timeline
+        known = self.progress_known
         shown = {
             "schema": SCHEMA,
             "job": self.job,
             "running": self.running,
-            "goodput": round(self.goodput, 6),
-            "goodput_with_queue": round(self.goodput_with_queue, 6),
+            "progress_known": known,
+            "goodput": round(self.goodput, 6) if known else None,
+            "goodput_with_queue": round(self.goodput_with_queue, 6) if known else None,
             "wall_seconds": round(self.wall_seconds, 3),
-            "productive_seconds": round(self.productive_seconds, 3),
+            "productive_seconds": round(self.productive_seconds, 3) if known else None,
             "buckets": {k: round(v, 3) for k, v in self.buckets.items()},
             "queue_seconds": round(self.queue_seconds, 3),
             "redone_steps": self.redone_steps,
@@ -154,10 +162,23 @@ def requeue_delays(events: Sequence[Mapping[str, Any]], line: tl.Timeline) -> fl
     return total
 
 
+# What only the program's own record of its steps gives: without one, these events are absent from every run.
+_STEPPED = frozenset({rh.HANDLER, rh.FIRST_STEP, rh.PROGRESS})
+# The buckets that are facts without the program's steps: Slurm's queue and the batch shell's view of a crash.
+KNOWN_WITHOUT_STEPS = (tl.QUEUE, tl.RECOVERY)
+
+
+def progress_known(events: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the program's steps were recorded: it constructed Preemption, or its output gave a step."""
+    return any(e.get("event") in _STEPPED for e in events)
+
+
 def report(job: str, events: Sequence[Mapping[str, Any]], now: float, detail: bool = True) -> Report:
     """The report of one job (every run of it) from its run history; without `detail` (a point of a sweep's
     roll-up) it has neither markers nor advice, which cost a third of a point's report."""
     line = tl.build(events, now, markers=detail)
+    if not progress_known(events):
+        return _unknown(job, line)
     buckets = dict.fromkeys(tl.BUCKETS, 0.0)
     productive = 0.0
     for s in line.segments:
@@ -169,6 +190,30 @@ def report(job: str, events: Sequence[Mapping[str, Any]], now: float, detail: bo
     first = line.runs[0].slurm_queue_seconds if line.runs else None
     advice = advice_of(events, line, buckets) if detail else None
     return Report(job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice)
+
+
+def _unknown(job: str, line: tl.Timeline) -> Report:
+    """The report of a job whose program's steps were never recorded: every second that is not a known bucket
+    is `unknown`, none of it productive nor start-up."""
+    import dataclasses
+
+    segments = tuple(s if s.bucket in KNOWN_WITHOUT_STEPS else dataclasses.replace(s, bucket=tl.UNKNOWN)
+                     for s in line.segments)  # fmt: skip
+    buckets = dict.fromkeys((*KNOWN_WITHOUT_STEPS, tl.UNKNOWN), 0.0)
+    for s in segments:
+        buckets[s.bucket] += s.seconds
+    wall = (line.runs[-1].end - line.runs[0].start) if line.runs else 0.0
+    first = line.runs[0].slurm_queue_seconds if line.runs else None
+    shown = dataclasses.replace(line, segments=segments)
+    return Report(job, wall, 0.0, buckets, first or 0.0, line.redone_steps, shown, None, progress_known=False)
+
+
+def unknown_line(r: Report) -> str:
+    """The one line that says a job's progress is unknown, and how to make it known."""
+    yet = " yet" if r.running else ""
+    return (f"the program's progress is unknown: no step of it was recorded{yet} (it does not use Preemption, and "
+            "the spec has no progress.pattern to read its step from its output); no goodput and no start-up, "
+            "save or redone time can be told")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -190,7 +235,7 @@ class SweepReport:
         total = dict.fromkeys(tl.BUCKETS, 0.0)
         for _, r in self.points:
             for k, v in r.buckets.items():
-                total[k] += v
+                total[k] = total.get(k, 0.0) + v  # a point of unknown progress adds its `unknown` time
         return total
 
     def to_json(self) -> dict[str, Any]:

@@ -4,7 +4,7 @@ advice. Pure: a report in, lines out."""
 from __future__ import annotations
 
 from slurmgen.goodput import timeline as tl
-from slurmgen.goodput.summary import Report, SweepReport
+from slurmgen.goodput.summary import Report, SweepReport, unknown_line
 
 LABELS = {
     tl.PRODUCTIVE: "productive (training)",
@@ -16,11 +16,12 @@ LABELS = {
     tl.RECOVERY: "recovery gap",
     tl.HANG: "hang wait",
     tl.OTHER: "other",
+    tl.UNKNOWN: "progress unknown",
 }
 
 
-def bucket_table(wall: float, productive: float, buckets: dict[str, float]) -> list[str]:
-    rows = [(tl.PRODUCTIVE, productive), *buckets.items()]
+def bucket_table(wall: float, productive: float | None, buckets: dict[str, float]) -> list[str]:
+    rows = [*([] if productive is None else [(tl.PRODUCTIVE, productive)]), *buckets.items()]
     out = [f"{'':24}{'seconds':>12}{'%':>8}"]
     for name, seconds in rows:
         share = seconds / wall if wall > 0 else 0.0
@@ -31,12 +32,13 @@ def bucket_table(wall: float, productive: float, buckets: dict[str, float]) -> l
 
 def report_lines(r: Report) -> list[str]:
     state = "running" if r.running else "ended"
-    out = [
-        f"job {r.job}: {len(r.timeline.runs)} run(s), {state}",
-        f"goodput {r.goodput:.1%} (productive / first start to end); {r.goodput_with_queue:.1%} counting the "
-        f"{r.queue_seconds:.0f} s wait before the first start",
-    ]
-    out += bucket_table(r.wall_seconds, r.productive_seconds, dict(r.buckets))
+    out = [f"job {r.job}: {len(r.timeline.runs)} run(s), {state}"]
+    if r.progress_known:
+        out.append(f"goodput {r.goodput:.1%} (productive / first start to end); {r.goodput_with_queue:.1%} counting "
+                   f"the {r.queue_seconds:.0f} s wait before the first start")  # fmt: skip
+    else:
+        out.append(unknown_line(r))
+    out += bucket_table(r.wall_seconds, r.productive_seconds if r.progress_known else None, dict(r.buckets))
     if r.redone_steps:
         out.append(f"redone steps: {r.redone_steps} (lost at restarts, as recorded)")
     for run in r.timeline.runs:

@@ -32,6 +32,8 @@ QUEUE, STARTUP, SAVE, RESTORE, REDONE, RECOVERY, HANG, OTHER = (
     "queue", "startup", "save", "restore", "redone", "recovery", "hang", "other",
 )  # fmt: skip
 BUCKETS = (QUEUE, STARTUP, SAVE, RESTORE, REDONE, RECOVERY, HANG, OTHER)
+# Not a bucket of BUCKETS: the time of a program whose steps were never recorded (goodput/summary.py, _unknown).
+UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ class Failure:
     error: str  # the failing rank's last line of its own (a traceback's last line), "" when none
     saved: str  # what a restart would resume from (the newest save it can see), "" when nothing was saved
     reason: str = ""  # why it failed, in a few words (`failure_reason`), "" when `who` says all that is known
+    where: str = ""  # `file:line` of the program's own innermost frame in its traceback, "" when none was seen
 
 
 # The rendezvous port taken: rank 0's store could not listen (runtime/c10d_store.py says "port N ... is already in
@@ -81,6 +82,8 @@ class RestartAction:
 
 # A program written for CUDA only, run where there is no GPU: what torch says, on a CPU build and on a CUDA build
 # without a device (init_process_group("nccl"), torch.cuda.set_device, .to("cuda:N"), DDP(device_ids=...)).
+# The recipe of the manual for such a program (docs/local-runs.md, "Programs written for CUDA only").
+CUDA_RECIPE = "docs/local-runs.md#programs-written-for-cuda-only"
 NO_GPU_ERRORS = re.compile(
     r"doesn't have NCCL built in|Torch not compiled with CUDA enabled|has no attribute '_cuda_|"
     r"Found no NVIDIA driver|No CUDA GPUs are available|no GPUs found|invalid device ordinal|"
@@ -95,8 +98,11 @@ def decide_restart(facts: RestartFacts) -> RestartAction:
     failure, before = facts.failure, facts.previous
     if facts.no_gpu and NO_GPU_ERRORS.search(failure.error):
         # It would fail the same way at once: a restart only doubles the failure and the wait before it.
-        line = (f"{failure.who} failed for want of a GPU ({failure.error!r}), and this run has none: not restarted, "
-                "it would fail the same way; the job ends with the program's exit code")  # fmt: skip
+        at = f" at {failure.where}" if failure.where else ""
+        line = (f"{failure.who} failed for want of a GPU{at} ({failure.error!r}), and this run has none: not "
+                "restarted, it would fail the same way; the job ends with the program's exit code. To rehearse it "
+                "on CPU, take the backend from SLURMGEN_BACKEND and pass DDP device_ids=None without a GPU "
+                f"({CUDA_RECIPE})")  # fmt: skip
         return RestartAction(False, None, line)
     # The same error, whatever port, pid or address it names this time (ending.error_key).
     same = before is not None and error_key(failure.error) == error_key(before.error)

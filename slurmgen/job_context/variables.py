@@ -70,6 +70,8 @@ class JobVariables:
     hang_timeout: int | None  # SLURMGEN_HANG_TIMEOUT
     spare_nodes: int | None  # SLURMGEN_SPARE_NODES
     health_check: str  # SLURMGEN_HEALTH_CHECK
+    progress_pattern: str  # SLURMGEN_PROGRESS_PATTERN
+    progress_total: int | None  # SLURMGEN_PROGRESS_TOTAL
     in_container: bool  # SLURMGEN_CONTAINER
     log_dir: str | None  # SLURMGEN_LOG_DIR
     state_dir: str | None  # SLURMGEN_STATE_DIR
@@ -137,6 +139,8 @@ class JobVariables:
             hang_timeout=positive(environ, contract.HANG_TIMEOUT),
             spare_nodes=whole(environ, contract.SPARE_NODES),
             health_check=verbatim(environ, contract.HEALTH_CHECK, ""),
+            progress_pattern=verbatim(environ, contract.PROGRESS_PATTERN, ""),
+            progress_total=whole(environ, contract.PROGRESS_TOTAL),
             in_container=flag(environ, contract.CONTAINER),
             log_dir=nonempty(environ, contract.LOG_DIR),
             state_dir=nonempty(environ, contract.STATE_DIR),

@@ -36,6 +36,7 @@ from slurmgen.interruption.requeue_route import slurm_requeue_cause, slurm_reque
 from slurmgen.interruption.running import StopFacts, signal_meanings
 from slurmgen.job_context.context import JobContext
 from slurmgen.progress_mark import ProgressMark
+from slurmgen.progress_sample import ProgressSampler
 from slurmgen.requeue import record, requeue_this_job, signal_cause, site_facts
 from slurmgen.runtime.checkpoint.commit import CheckpointError
 from slurmgen.runtime.checkpoint.layout import keep_count
@@ -43,7 +44,6 @@ from slurmgen.runtime.checkpoint.settings import StoreSettings
 from slurmgen.runtime.checkpoint.store import CheckpointStore
 from slurmgen.runtime.peer_loss import install_peer_loss_hook
 from slurmgen.runtime.peers import Peers
-from slurmgen.runtime.progress_sample import ProgressSampler
 from slurmgen.task.signal_block import parse_signal_name
 
 if TYPE_CHECKING:
@@ -111,8 +111,10 @@ class Preemption:
             self.context = dataclasses.replace(self.context, max_requeues=max_requeues)
         # The agreement waits as long as any collective of the training step may (the process-group timeout).
         self.peers = Peers(self.context, timeout=timeout, exit=exit)
-        # Rank 0's sampled progress for `slurmgen status` and `slurmgen report` (runtime/progress_sample.py).
-        self._sampler = ProgressSampler(self.context, self.rank, total_steps)
+        # Rank 0's sampled progress for `slurmgen status` and `slurmgen report` (slurmgen/progress_sample.py).
+        # With spec section progress: the task supervisor samples the steps the program prints instead, one writer.
+        sampled = self.rank if not self.context.progress_pattern else -1
+        self._sampler = ProgressSampler(self.context, sampled, total_steps)
         self.weights_only = weights_only
         self.crc32 = crc32  # torch's per-tensor checksum in the saved file (costs ~0.3 s/GiB; see state.py)
         self._exit = exit

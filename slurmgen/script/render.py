@@ -63,6 +63,8 @@ def _spec_value(spec: JobSpec, path: str) -> Any:
     """The value at a dotted path of attributes of the spec (``distributed.port``)."""
     value: Any = spec
     for part in path.split("."):
+        if value is None:  # a section left out (progress:): each of its fields is None
+            return None
         value = getattr(value, part)
     return value
 

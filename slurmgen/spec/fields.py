@@ -12,6 +12,7 @@ from typing import Any
 from slurmgen import contract, variables
 from slurmgen.signal_names import preemption_signal_problem, signal_name
 from slurmgen.slurm.times import format_duration, parse_time
+from slurmgen.spec.progress import PROGRESS
 from slurmgen.spec.recovery import RECOVERY
 from slurmgen.spec.sweep import SweepType
 from slurmgen.spec.types import BATCH, SBATCH_LINE, TASK, AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
@@ -457,6 +458,11 @@ SPEC = Obj(
             "restarts inside the allocation after a crash (docs/reliability.md, When things fail); "
             "false switches them off",
             resolved=True,
+        ),
+        "progress": Field(
+            PROGRESS,
+            "the step read from the program's own output, for a program without Preemption (docs/preemption.md, "
+            "Progress without Preemption)",
         ),
         "env": Field(
             EnvMap(

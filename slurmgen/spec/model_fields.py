@@ -51,6 +51,12 @@ class RecoverySpec:
 
 
 @dataclass(frozen=True)
+class ProgressSpec:
+    pattern: str
+    total: int | None
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     runtime: str
     gpu: str | None
@@ -93,6 +99,7 @@ class JobFields:
     distributed: DistributedSpec
     preemption: PreemptionSpec
     recovery: RecoverySpec
+    progress: ProgressSpec | None
     env: tuple[tuple[str, str], ...]
     setup: tuple[str, ...]
     setup_fail_fast: bool

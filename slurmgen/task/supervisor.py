@@ -72,6 +72,7 @@ class TaskSetup:
     hooked: bool = False  # handler program, a Python program: the preemption signal starts blocked (python_hook)
     stacks_fd: int | None = None  # the program inherits it for its own stack dumps (task/program_stacks.py)
     error_fd: int | None = None  # the program's hook writes its uncaught exception there (task/program_error.py)
+    output_fd: int | None = None  # the program's stdout: a pipe rank 0's supervisor reads (task/output_progress.py)
     job: JobContext = field(default_factory=lambda: JobContext.from_environ({}))  # read once at the entry point
 
     @property
@@ -233,6 +234,13 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     # starts empty), even when slurmstepd sent it to every process of the step. So the child waits, every signal
     # still blocked, while this process takes what is pending and sends it on: one that came after the fork is
     # pending in the child already, and the same standard signal sent again merges with it (signal(7)).
+    output = None
+    if plan.job.progress_pattern:  # spec section progress: (imported only then: every task's start pays for imports)
+        from slurmgen.task.output_progress import reads_output
+
+        output = os.pipe() if reads_output(plan.job, plan.rank) else None
+    if output is not None:
+        plan = replace(plan, output_fd=output[1])
     go_read, go_write = os.pipe()
     supervisor_pid = os.getpid()
     child = os.fork()
@@ -240,6 +248,12 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
         os.close(go_write)
         _exec_child(plan, path, log_fd, watched, supervisor_pid, go_read)
     os.close(go_read)
+    relaying = None
+    if output is not None:
+        os.close(output[1])  # the program holds the only write end: its end is the pipe's end of file
+        from slurmgen.task.output_progress import start as relay_output
+
+        relaying = relay_output(plan.job, output[0], log_fd if log_fd is not None else 1)
     routing = Routing(plan)
     for sig in _drain(watched):
         if sig != signal.SIGCHLD and routing.route(sig, -1, time.monotonic(), lambda s: False):
@@ -252,8 +266,17 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     own = None if stacks is None else functools.partial(stacks.dump, child, caught_by(child))
     began = time.time()
     watching = watchdog.start(plan.job, plan.rank, child, say, own)
+
+    def settle() -> None:
+        """Once the program is reaped, before this process ends as it did: the rest of its output, and the last
+        progress sample (a stop ends the program by a signal, and this process by the same one)."""
+        if relaying is not None:
+            from slurmgen.task.output_progress import JOIN_WAIT
+
+            relaying.join(JOIN_WAIT)
+
     try:
-        return _wait_loop(plan, routing, child, watched, say)
+        return _wait_loop(plan, routing, child, watched, say, settle)
     finally:
         if watching is not None:
             watching.set()
@@ -312,6 +335,8 @@ def _exec_child(plan: TaskSetup, path: str, log_fd: int | None, watched: set[int
         if log_fd is not None:
             os.dup2(log_fd, 1)
             os.dup2(log_fd, 2)
+        if plan.output_fd is not None:
+            os.dup2(plan.output_fd, 1)  # the supervisor passes it on to the log, reading the steps on the way
         if plan.stacks_fd is not None:
             os.set_inheritable(plan.stacks_fd, True)
         if plan.error_fd is not None:
@@ -346,7 +371,14 @@ def caught_by(pid: int) -> Callable[[int], bool]:
     return lambda sig: has(child_status(pid).get("SigCgt", 0), sig)
 
 
-def _wait_loop(plan: TaskSetup, routing: Routing, child: int, watched: set[int], say: Callable[[str], None]) -> int:
+def _wait_loop(
+    plan: TaskSetup,
+    routing: Routing,
+    child: int,
+    watched: set[int],
+    say: Callable[[str], None],
+    settle: Callable[[], None] = lambda: None,
+) -> int:
     catches = caught_by(child)
     while True:
         info = signal.sigtimedwait(watched, WATCH_INTERVAL) if routing.owed else signal.sigwaitinfo(watched)
@@ -370,6 +402,7 @@ def _wait_loop(plan: TaskSetup, routing: Routing, child: int, watched: set[int],
                 routing.owed = None
         done, status = os.waitpid(child, os.WNOHANG)
         if done:
+            settle()
             return _finish(plan, routing, status, say, watched)
 
 

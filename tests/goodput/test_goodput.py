@@ -155,6 +155,42 @@ def test_json_has_the_documented_keys() -> None:
     assert abs(total - data["wall_seconds"]) <= 0.01 * data["wall_seconds"]
 
 
+def unstepped() -> list[dict[str, Any]]:
+    """A program without Preemption and without progress.pattern: run 1 (0-300) crashes at 200 (task exit) and is
+    restarted at 210; it is preempted and requeued at 300 by the batch shell; queue 300-400; run 2 (400-900)."""
+    return [
+        ev(rh.RUN_START, 1, 0, "batch-shell", queue={"start": T0, "limit": 3600}),
+        ev(rh.TASK_EXIT, 1, 200, "task-0", rank=0, exit_code=1),
+        ev(rh.RESTART, 1, 210, "batch-shell", cause="crash", who="rank 0"),
+        ev(rh.STOP, 1, 290, "batch-shell", cause=rh.PREEMPTION),
+        ev(rh.REQUEUE, 1, 295, "batch-shell", cause=rh.PREEMPTION),
+        ev(rh.RUN_END, 1, 300, "batch-shell", exit_code=0, ended="requeued"),
+        ev(rh.RUN_START, 2, 400, "batch-shell", queue={"start": T0 + 400}),
+        ev(rh.RUN_END, 2, 900, "batch-shell", exit_code=0, ended="completed"),
+    ]
+
+
+def test_a_program_whose_steps_were_never_recorded_has_an_unknown_progress_and_no_pretended_buckets() -> None:
+    from slurmgen.goodput import html, text
+
+    r = summary.report("7", unstepped(), now=T0 + 5000)
+    data = r.to_json()
+    assert data["progress_known"] is False
+    assert (data["goodput"], data["goodput_with_queue"], data["productive_seconds"]) == (None, None, None)
+    # what Slurm and the batch shell saw stays: the queue between runs, the gap after the crash; the rest is unknown
+    assert data["buckets"] == {"queue": 100.0, "recovery": 10.0, "unknown": 790.0}
+    assert {s[3] for s in data["segments"]} == {"queue", "recovery", "unknown"}
+    lines = text.report_lines(r)
+    [said] = [line for line in lines if "progress is unknown" in line]
+    assert said == lines[1] and "progress.pattern" in said and "goodput" not in lines[1].split(";")[0]
+    assert not any(line.startswith(("goodput", "productive", "start-up")) for line in lines), lines
+    page = html.job_page([r])
+    assert 'id="progress-unknown"' in page and 'id="goodput"' not in page and "start-up to first step" not in page
+    known = summary.report("7", [*unstepped()[:1], ev(rh.HANDLER, 1, 5, handler="runtime"), *unstepped()[1:]],
+                           now=T0 + 5000)  # fmt: skip
+    assert known.progress_known and known.to_json()["goodput"] == 0.0  # Preemption ran: no step is a fact
+
+
 def test_a_sweeps_roll_up_sums_its_points() -> None:
     one = summary.report("1_0", crash_hang_preempt(), now=T0 + 5000)
     two = summary.report("1_1", crash_hang_preempt()[:4], now=T0 + 250)

@@ -14,7 +14,8 @@ import pytest
 from runtime.runtime_helpers import without_steering
 
 from slurmgen import interruption, run_history
-from slurmgen.interruption.allocation import Failure, RestartFacts
+from slurmgen.batch.task_failure import program_frame
+from slurmgen.interruption.allocation import CUDA_RECIPE, Failure, RestartFacts
 from slurmgen.local.cuda_only import cuda_only_line
 
 PY = sys.executable
@@ -49,7 +50,8 @@ def test_a_cuda_only_program_is_said_first_and_its_failure_is_not_restarted(tmp_
     assert done.returncode != 0, done.stderr
     assert "FAILED, exit code 1, 1 run in" in done.stderr, done.stderr
     batch = (tmp_path / "logs" / "ddp-1.log").read_text()
-    assert "failed for want of a GPU" in batch and "not restarted, it would fail the same way" in batch, batch
+    assert "failed for want of a GPU at multinode.py:18 (" in batch, batch  # the program's line, not torch's
+    assert "not restarted, it would fail the same way" in batch and CUDA_RECIPE in batch, batch
     assert "restarting the step" not in batch, batch
     events = run_history.read(str(tmp_path / "logs" / "ddp-1"))
     assert [e for e in events if e["event"] == run_history.RESTART] == []
@@ -112,6 +114,33 @@ def test_which_programs_are_written_for_cuda_only() -> None:
     }
     for text, expected in cases.items():
         assert cuda_only_line(text) == expected, text
+
+
+def test_the_programs_own_frame_is_the_innermost_outside_torch_and_the_standard_library() -> None:
+    """A torch traceback of a CUDA-only program, as a rank's log ends (torch's `[rank0]: ` prefix on some lines):
+    the frame named is the program's own innermost, not torch's nor the standard library's."""
+    log = [
+        "Traceback (most recent call last):",
+        '  File "/work/job/old.py", line 3, in <module>',  # an earlier traceback: not the last frame of the program
+        "During handling of the above exception, another exception occurred:",
+        '[rank0]:   File "/work/job/train.py", line 90, in <module>',
+        "[rank0]:     main()",
+        '[rank0]:   File "/work/job/train.py", line 81, in main',
+        '[rank0]:   File "/work/job/trainer.py", line 33, in __init__',
+        "[rank0]:     self.model = DDP(self.model, device_ids=[self.local_rank])",
+        '[rank0]:   File "/work/.venv/lib/python3.11/site-packages/torch/nn/parallel/distributed.py", line 738, in '
+        "__init__",
+        '[rank0]:   File "/usr/lib/python3.11/contextlib.py", line 81, in inner',
+        '[rank0]:   File "<frozen importlib._bootstrap>", line 1176, in _find_and_load',
+        "[rank0]: RuntimeError: No CUDA GPUs are available",
+    ]
+    assert program_frame(log, "/work/job") == "trainer.py:33"
+    assert program_frame(log, "/elsewhere") == "/work/job/trainer.py:33"
+    assert program_frame(["RuntimeError: No CUDA GPUs are available"], "/work/job") is None
+    facts = RestartFacts(1, (), False, 0, 2, Failure("rank 0", log[-1], "", where="trainer.py:33"), None, no_gpu=True)
+    line = interruption.decide(facts).line
+    assert line is not None and line.startswith("rank 0 failed for want of a GPU at trainer.py:33 (")
+    assert CUDA_RECIPE in line
 
 
 def failure(error: str) -> Failure:

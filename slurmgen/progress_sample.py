@@ -1,19 +1,24 @@
 """Rank 0's sampled progress in the run history (slurmgen/goodput/ reads it): the program's first step, then its
 step and recent mean step time at 1, 2, 4, ... 32 s after that first step and every 60 s from then on.
 
+Two writers, one per program: `Preemption` (slurmgen/runtime/preemption.py) and, for a program that prints its
+step (spec section progress:), rank 0's task supervisor (slurmgen/task/output_progress.py); with progress: set,
+Preemption leaves the sampling to the supervisor.
+
 Cheap by design: `Preemption.should_stop()` calls `step()` at every step on every rank, and all it costs there is
 one comparison of two floats; a sample is one append to rank 0's own history file, so the shared file system
 sees at most one write a minute per job from it (no per-step write, no per-rank write). The program's end and
 every stop record one more sample, the last (`last: true`): without it an ended job's last sample is one taken
 mid-run (a 6 s run's last is at 4 s), and `slurmgen status` showed that step, a rate and an ETA for a job that had
-ended. Standard library only.
+ended. Standard library only (the task supervisor imports it).
 """
 
 from __future__ import annotations
 
+import time
+
 from slurmgen import run_history
 from slurmgen.job_context.context import JobContext
-from slurmgen.requeue import record
 
 MAX_GAP = 60.0  # seconds between two samples once the run is under way
 
@@ -59,6 +64,6 @@ class ProgressSampler:
         self._next = now + self._gap
         self._gap = min(self._gap * 2.0, MAX_GAP)
         try:
-            record(self._ctx, "rank0", event, **fields)
+            run_history.append(self._ctx.log_dir or "", "rank0", event, self._ctx.run, time.time(), **fields)
         except OSError:  # a full or gone log directory must not stop the training
             self._next = float("inf")
