@@ -134,9 +134,17 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         _paint(segs, first, a1, PRODUCTIVE)
     saves = kinds.get(rh.SAVE, [])
     work_from = first if first is not None else a1
+    # What the next start does not do again: what a save kept (the program's own Preemption.save, or the save at
+    # the stop), a step of spec field `steps` that completed, and anything before the latest start of the
+    # program's steps (its first-step): the redone stretch runs from the latest of these to the interruption.
+    kept = [_t(e) for e in saves] + [_t(e) for e in kinds.get(rh.STEP_DONE, [])] + [_t(e) for e in firsts]
 
     def last_save_before(t: float) -> float:
-        return max([work_from, *(_t(e) for e in saves if _t(e) <= t)])
+        return max([work_from, *(k for k in kept if k <= t)])
+
+    def saved_after(t: float) -> bool:
+        """A save at or after the interruption (the stop's own save): nothing of the work is lost."""
+        return any(_t(e) >= t for e in saves)
 
     if restart is not None:
         hangs = kinds.get(rh.HANG, [])
@@ -149,7 +157,8 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
             _paint(segs, judged, a1, RECOVERY)
         else:
             failed = min(exits) if exits else a1
-            _paint(segs, last_save_before(failed), failed, REDONE)
+            if not saved_after(failed):
+                _paint(segs, last_save_before(failed), failed, REDONE)
             _paint(segs, failed, a1, RECOVERY)
     elif tail == "finished":
         done = [_t(e) for e in kinds.get(rh.FINISHED, [])]
@@ -159,8 +168,7 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         stops = [_t(e) for e in kinds.get(rh.STOP, [])]
         exits = [_t(e) for e in kinds.get(rh.TASK_EXIT, [])]
         until = min(stops) if stops else (min(exits) if exits else a1)
-        saved_at_stop = any(_t(e) >= until for e in saves)
-        if tail == "lost" and not saved_at_stop:
+        if tail == "lost" and not saved_after(until):
             _paint(segs, last_save_before(until), until, REDONE)
         _paint(segs, until, a1, OTHER if stops or not exits else RECOVERY)
     for e in kinds.get(rh.LOAD, []):
