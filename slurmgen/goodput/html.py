@@ -53,7 +53,7 @@ GAUGE = "#1b5e20"  # the goodput gauge's filled part
 NODE_BAR = "#cfd8dc"  # a node's row under its run: the run's extent, thin, with that node's markers above it
 LABEL_INK = "#222222"  # the kind written beside a marker that shares its moment with others
 CHAR = 5.5  # px: the mean width of one character of a marker's label (font-size 9, sans-serif)
-NEAR = 12  # px: markers closer than this are stacked in lanes, and each is labelled
+NEAR = 12  # px: markers closer than this are stacked in lanes; of different kinds, twice as near, labelled
 WIDTH, LEFT, ROW, LANE, NODE_ROW = (
     960,
     70,
@@ -85,17 +85,20 @@ class Placed:
 
 def _marker_lanes(marks: list[tl.Marker], x: Callable[[float], float]) -> tuple[list[Placed], int]:
     """Each marker's x and lane (staggered so that none hides another), and the number of lanes (at least one).
-    Markers at about the same moment (closer than NEAR px) are stacked and each gets its kind written beside it,
-    so a stack reads without hovering; a lane takes a marker only where its triangle and label fit."""
+    Markers of different kinds at about the same moment (closer than 2 NEAR px) each get their kind written beside
+    them, so a stack reads without hovering; a lane takes a marker only where its triangle and label fit."""
     xs = [x(m.time) for m in marks]
-    stacked = [any(abs(a - b) < NEAR for b in xs[:k] + xs[k + 1 :]) for k, a in enumerate(xs)]
+    # A train of one kind (periodic saves every few pixels) reads by its colour; a label is for a marker that a
+    # marker of another kind stands beside (a preemption, its save, the requeue), within a label's reach.
+    stacked = [any(abs(a - xs[j]) < 2 * NEAR and marks[j].kind != marks[k].kind for j in range(len(xs)) if j != k)
+               for k, a in enumerate(xs)]  # fmt: skip
     ends: list[float] = []  # the right end of what each lane holds so far
     placed = []
     for m, mx, labelled in zip(marks, xs, stacked, strict=True):
         label = m.kind if labelled else ""
         width = CHAR * len(label) + 3 if label else 0.0
         left = bool(label) and mx + 7 + width > WIDTH
-        lo, hi = (mx - 7 - width, mx + 5) if left else (mx - 5, mx + 7 + width)
+        lo, hi = (mx - 7 - width, mx + 5) if left else (mx - 5, mx + 7 + width if label else mx + 5)
         lane = next((k for k, end in enumerate(ends) if lo - end >= 2), len(ends))
         if lane < len(ends):
             ends[lane] = hi

@@ -28,6 +28,17 @@ def test_stacked_markers_are_labelled_and_a_lone_one_is_not() -> None:
     assert page.count('class="marker m-') == 7  # every marker is drawn, labelled or not
 
 
+def test_a_train_of_saves_is_staggered_without_labels() -> None:
+    """Periodic saves a few pixels apart read by their colour: lanes, no text."""
+    events = [ev(rh.RUN_START, 1, 0, "batch-shell"), ev(rh.FIRST_STEP, 1, 10)]
+    events += [ev(rh.SAVE, 1, 100 + 5 * k, seconds=0.5, cause="periodic") for k in range(6)]
+    events.append(ev(rh.RUN_END, 1, 1000, "batch-shell", exit_code=0, ended="completed"))
+    page = html.job_page([summary.report("42", events, now=T0 + 1000)])
+    assert page.count('class="marker m-save"') == 6 and labels(page) == []
+    lanes = {float(y) for y in re.findall(r'class="marker m-save" points="[\d.]+,([\d.]+) ', page)}
+    assert len(lanes) == 3  # 4.4 px apart: a lane is free again 12 px on, as before labels
+
+
 def test_a_label_near_the_right_edge_is_written_to_the_left_of_its_marker() -> None:
     events = [  # preempted in the last seconds of the chart: a stack of three at its right edge
         ev(rh.RUN_START, 1, 0, "batch-shell"),
