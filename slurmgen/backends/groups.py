@@ -16,6 +16,7 @@ from slurmgen.backends.interface import LogView, Report, Say
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
+    from slurmgen.backends.interface import JobHandle
     from slurmgen.queries.sweep_status import PointRow
 
 FINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
@@ -80,6 +81,9 @@ class Group:
 
     def history_dirs(self) -> tuple[list[Path], str]:
         raise self._one_point("history")
+
+    def point(self, index: int) -> JobHandle:
+        raise NotImplementedError
 
     def indexes(self) -> list[int]:
         """The points that were submitted or run, in order."""

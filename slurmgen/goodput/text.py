@@ -56,7 +56,7 @@ SWEEP_COLUMNS = ("POINT", "VALUES", "OUTCOME", "RUNS", "REQUEUES", "RESTARTS", "
 
 def sweep_rows(s: SweepReport) -> list[tuple[str, ...]]:
     """One row per point (SWEEP_COLUMNS), then the totals' row."""
-    out = []
+    out: list[tuple[str, ...]] = []
     for p, r in s.points:
         runs = len(r.timeline.runs)
         out.append((str(p), s.shown.get(p, ""), outcome(r), str(runs), str(max(runs - 1, 0)),

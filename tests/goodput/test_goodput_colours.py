@@ -45,7 +45,7 @@ def lab(colour: str, vision: Matrix) -> Lab:
 
 
 def delta_e(a: str, b: str, vision: Matrix) -> float:
-    return sum((p - q) ** 2 for p, q in zip(lab(a, vision), lab(b, vision), strict=True)) ** 0.5
+    return float(sum((p - q) ** 2 for p, q in zip(lab(a, vision), lab(b, vision), strict=True)) ** 0.5)
 
 
 def closest(colours: dict[str, str]) -> tuple[float, str, str, str]:
