@@ -9,6 +9,7 @@ productive_seconds + sum(buckets) == wall_seconds: the timeline's segments tile 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -181,6 +182,15 @@ def outcome(r: Report) -> str:
 
 
 @dataclass(frozen=True)
+class PointCounts:
+    point: int
+    outcome: str
+    runs: int
+    requeues: int  # its runs after the first
+    restarts: int  # the step's restarts inside the allocation, over its runs
+
+
+@dataclass(frozen=True)
 class SweepReport:
     """A sweep's roll-up: every point's report, the point's values (its swept parameters), and the sums. The sums
     are over the points: the wall is the sum of the points' walls (the allocation time the sweep used), so
@@ -220,21 +230,29 @@ class SweepReport:
                 total[k] += v
         return total
 
+    @functools.cached_property
+    def each(self) -> tuple[PointCounts, ...]:
+        """Per point, in order: its outcome, runs, requeues and restarts, counted once for the table and the sums."""
+        out = []
+        for p, r in self.points:
+            runs = len(r.timeline.runs)
+            out.append(PointCounts(p, outcome(r), runs, max(runs - 1, 0), sum(x.restarts for x in r.timeline.runs)))
+        return tuple(out)
+
     def counts(self) -> dict[str, int]:
         """The sums of the points' runs, requeues, restarts and redone steps."""
-        runs = [len(r.timeline.runs) for _, r in self.points]
         return {
-            "runs": sum(runs),
-            "requeues": sum(max(n - 1, 0) for n in runs),
-            "restarts": sum(x.restarts for _, r in self.points for x in r.timeline.runs),
+            "runs": sum(c.runs for c in self.each),
+            "requeues": sum(c.requeues for c in self.each),
+            "restarts": sum(c.restarts for c in self.each),
             "redone_steps": sum(r.redone_steps for _, r in self.points),
         }
 
     def outcomes(self) -> dict[str, int]:
         """How many points stand how (outcome), most first."""
         found: dict[str, int] = {}
-        for _, r in self.points:
-            found[outcome(r)] = found.get(outcome(r), 0) + 1
+        for c in self.each:
+            found[c.outcome] = found.get(c.outcome, 0) + 1
         return dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def to_json(self) -> dict[str, Any]:
@@ -261,11 +279,11 @@ class SweepReport:
             "points": {
                 str(p): {
                     "values": dict(self.values.get(p, {})),
-                    "outcome": outcome(r),
+                    "outcome": c.outcome,
                     **r.to_json(detail=False),
                     "advice": _advice(r),
                 }
-                for p, r in self.points
+                for (p, r), c in zip(self.points, self.each, strict=True)
             },
         }
 

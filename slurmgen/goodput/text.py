@@ -4,7 +4,7 @@ advice. Pure: a report in, lines out."""
 from __future__ import annotations
 
 from slurmgen.goodput import timeline as tl
-from slurmgen.goodput.summary import Report, SweepReport, outcome
+from slurmgen.goodput.summary import Report, SweepReport
 
 LABELS = {
     tl.PRODUCTIVE: "productive (training)",
@@ -57,11 +57,9 @@ SWEEP_COLUMNS = ("POINT", "VALUES", "OUTCOME", "RUNS", "REQUEUES", "RESTARTS", "
 def sweep_rows(s: SweepReport) -> list[tuple[str, ...]]:
     """One row per point (SWEEP_COLUMNS), then the totals' row."""
     out: list[tuple[str, ...]] = []
-    for p, r in s.points:
-        runs = len(r.timeline.runs)
-        out.append((str(p), s.shown.get(p, ""), outcome(r), str(runs), str(max(runs - 1, 0)),
-                    str(sum(x.restarts for x in r.timeline.runs)), f"{r.wall_seconds:.1f} s",
-                    f"{r.productive_seconds:.1f} s", f"{r.goodput:.1%}"))  # fmt: skip
+    for (p, r), c in zip(s.points, s.each, strict=True):
+        out.append((str(p), s.shown.get(p, ""), c.outcome, str(c.runs), str(c.requeues), str(c.restarts),
+                    f"{r.wall_seconds:.1f} s", f"{r.productive_seconds:.1f} s", f"{r.goodput:.1%}"))  # fmt: skip
     counts = s.counts()
     out.append(("total", "", ", ".join(f"{n} {k}" for k, n in s.outcomes().items()), str(counts["runs"]),
                 str(counts["requeues"]), str(counts["restarts"]), f"{s.wall_seconds:.1f} s",
@@ -82,7 +80,7 @@ def sweep_lines(s: SweepReport) -> list[str]:
     out += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in grid]
     out.append("")
     out += bucket_table(s.wall_seconds, s.productive_seconds, s.buckets(), "wall (the points' sum)")
-    redone = s.counts()["redone_steps"]
+    redone = sum(r.redone_steps for _, r in s.points)
     if redone:
         out.append(f"redone steps: {redone} (lost at restarts, as recorded, over every point)")
     return out
