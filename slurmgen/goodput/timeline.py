@@ -114,6 +114,26 @@ def _paint(segs: list[tuple[float, float, str]], a: float, b: float, bucket: str
     segs[:] = out
 
 
+def _blocked(save: Mapping[str, Any]) -> tuple[float, float] | None:
+    """When a save held the training loop: from its start (`seconds` before it was durable, the event's time) for
+    its `blocking` seconds. A synchronous save blocks throughout; a background one only while it takes the state,
+    then trains on while the files are written (runtime/checkpoint/commit.py: duration_s from the start, blocked_s
+    of the caller)."""
+    seconds = _num(save.get("seconds"))
+    blocking = _num(save.get("blocking"))
+    if seconds is None and blocking is None:
+        return None
+    start = _t(save) - (seconds if seconds is not None else blocking or 0.0)
+    return start, start + (blocking if blocking is not None else seconds or 0.0)
+
+
+def _resumed(save: Mapping[str, Any]) -> float:
+    """The moment after which a save's state holds no work: training went on at the end of its blocking part (the
+    state was taken then), even while a background save was still writing it."""
+    window = _blocked(save)
+    return _t(save) if window is None else window[1]
+
+
 def _by_kind(events: Events) -> dict[str, list[Mapping[str, Any]]]:
     found: dict[str, list[Mapping[str, Any]]] = {}
     for e in events:
@@ -137,7 +157,7 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
     # What the next start does not do again: what a save kept (the program's own Preemption.save, or the save at
     # the stop), a step of spec field `steps` that completed, and anything before the latest start of the
     # program's steps (its first-step): the redone stretch runs from the latest of these to the interruption.
-    kept = [_t(e) for e in saves] + [_t(e) for e in kinds.get(rh.STEP_DONE, [])] + [_t(e) for e in firsts]
+    kept = [_resumed(e) for e in saves] + [_t(e) for e in kinds.get(rh.STEP_DONE, [])] + [_t(e) for e in firsts]
 
     def last_save_before(t: float) -> float:
         return max([work_from, *(k for k in kept if k <= t)])
@@ -176,9 +196,9 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         if seconds is not None:
             _paint(segs, _t(e) - seconds, _t(e), RESTORE)
     for e in saves:
-        seconds = _num(e.get("blocking", e.get("seconds")))
-        if seconds is not None:
-            _paint(segs, _t(e) - seconds, _t(e), SAVE)
+        window = _blocked(e)
+        if window is not None:
+            _paint(segs, window[0], window[1], SAVE)
     return segs
 
 

@@ -223,6 +223,25 @@ def test_the_redone_stretch_starts_at_what_was_kept_by_a_completed_step_or_a_sav
     assert summary.report("1", saved, now=T0 + 200).buckets["redone"] == 0
 
 
+def test_a_background_saves_state_is_the_one_taken_at_its_start() -> None:
+    """A save that blocked 1 s and was durable 10 s after it began holds the work up to its start: training went
+    on meanwhile and is redone after a crash; the save bucket is the blocking second at the start."""
+    events = [
+        ev(rh.RUN_START, 1, 0, "batch-shell"),
+        ev(rh.FIRST_STEP, 1, 10),
+        ev(rh.SAVE, 1, 200, seconds=10.0, blocking=1.0, cause="periodic"),
+        ev(rh.TASK_EXIT, 1, 300, "task-0"),
+        ev(rh.RUN_END, 1, 310, "batch-shell", exit_code=1, ended="failed"),
+        ev(rh.RUN_START, 2, 400, "batch-shell"),
+        ev(rh.FIRST_STEP, 2, 410),
+    ]
+    r = summary.report("1", events, now=T0 + 450)
+    assert r.buckets["save"] == pytest.approx(1.0)
+    assert r.buckets["redone"] == pytest.approx(300 - 191)  # before: 100, from the save being durable
+    [save] = [s for s in r.timeline.segments if s.bucket == "save"]
+    assert (save.start - T0, save.end - T0) == pytest.approx((190, 191))
+
+
 @pytest.mark.parametrize(("terminal", "bar"), [(True, True), (False, False)])
 def test_live_lines_carry_a_bar_only_on_a_terminal(terminal: bool, bar: bool) -> None:
     events = [
