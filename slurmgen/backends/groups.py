@@ -1,8 +1,9 @@
 """A group of jobs (a sweep, a local array) as a job handle, what every kind's group says the same way: status is
-one row per point, cancel ends every point, and a point (`--point I`) is a job handle of its own kind. Logs,
-history, requeue and resume name one point. Each kind's group: slurmgen.backends.slurm_here.sweep (read from the
-submission journal, asked about in one squeue call), slurmgen.backends.slurm_ssh.sweep, and
-slurmgen.backends.emulated.group (a local array or sweep, from the local journal).
+one row per point, cancel ends every point, history lists every point's runs beside its values, and a point
+(`--point I`) is a job handle of its own kind. Logs, requeue and resume name one point. Each kind's group:
+slurmgen.backends.slurm_here.sweep (read from the submission journal, asked about in one squeue call),
+slurmgen.backends.slurm_ssh.sweep, and slurmgen.backends.emulated.group (a local array or sweep, from the local
+journal).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from slurmgen.backends.interface import LogView, Report, Say
 from slurmgen.errors import UsageError
 
 if TYPE_CHECKING:
+    from slurmgen.backends.interface import JobHandle
     from slurmgen.queries.sweep_status import PointRow
 
 FINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
@@ -79,6 +81,22 @@ class Group:
 
     def history_dirs(self) -> tuple[list[Path], str]:
         raise self._one_point("history")
+
+    def point(self, index: int) -> JobHandle:
+        raise NotImplementedError
+
+    def indexes(self) -> list[int]:
+        """The points that were submitted or run, in order."""
+        raise NotImplementedError
+
+    def shown(self, index: int) -> str:
+        """A point's values as status shows them (`lr=0.001 seed=3`)."""
+        raise NotImplementedError
+
+    def history_points(self) -> list[tuple[int, str, list[Path]]] | None:
+        """`history SWEEP`: each point's index, its values and the log directories of its latest job, whose run
+        history holds its runs."""
+        return [(index, self.shown(index), self.point(index).history_dirs()[0]) for index in self.indexes()]
 
     def requeue(self, hold: bool, finished: bool) -> Report:
         raise self._one_point("requeue")

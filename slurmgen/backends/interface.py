@@ -103,6 +103,11 @@ class JobHandle(Protocol):
         would be none to show, in one line."""
         ...
 
+    def history_points(self) -> list[tuple[int, str, list[Path]]] | None:
+        """A group's points (a sweep, a local array): each point's index, its values as status shows them and the
+        log directories of its latest job (`history SWEEP` lists every point's runs); None for one job."""
+        ...
+
     def cancel(self, signal: str | None, to: str | None) -> Report:
         """Cancel it (nothing when it ended already), or send it a signal, routed as `slurmgen cancel` routes it."""
         ...

@@ -99,6 +99,14 @@ def history_command(job: JobArg, point: PointOpt = None) -> None:
     from slurmgen.queries import history
 
     chosen = handle(job, point)
+    if (many := chosen.history_points()) is not None:  # a sweep, no --point: every point's runs and its values
+        points = [(index, values, [e for d in dirs for e in run_history.History.load(str(d)).events])
+                  for index, values, dirs in many]  # fmt: skip
+        found = [p for p in points if p[2]]
+        if not found:
+            raise UsageError(f"{job}: no point of the sweep has a run history yet (none has started)")
+        print(history.sweep_table(found))
+        return
     log_dirs, why_none = chosen.history_dirs()
     shown = []
     for log_dir in log_dirs:

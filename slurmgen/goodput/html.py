@@ -7,34 +7,42 @@ each file, or a CDN fetch, and a dependency to a tool that otherwise needs none.
 
 The page: the goodput figure (text and a gauge whose filled width is the goodput), one timeline row per run
 whose segments are coloured by bucket (the queue between runs on the row of the run it preceded), markers above
-each row for saves, preemptions, crashes, hangs, excluded nodes and requeues (staggered so none hides another),
-under a run one thin row per node its history names, carrying the markers of what happened on that node,
-the bucket table and the checkpoint advice. Colours are fixed per bucket and marker kind (COLOURS, MARKS).
+each row for saves, preemptions, crashes, hangs, excluded nodes and requeues (staggered so none hides another;
+markers at about the same moment each carry their kind as text, readable without hovering), under a run one thin
+row per node its history names, carrying the markers of what happened on that node, a legend of the markers and
+the node rows, the bucket table and the checkpoint advice. Colours are fixed per bucket and marker kind (COLOURS,
+MARKS) and told apart with a colour-vision deficiency too (tests/goodput/test_goodput_colours.py). A sweep's page:
+the roll-up (a row per point with its values, the totals), then every point's rows on one shared time scale.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from html import escape
 
 from slurmgen.goodput import timeline as tl
 from slurmgen.goodput.advice import duration_text
-from slurmgen.goodput.summary import Report, SweepReport, unknown_line
-from slurmgen.goodput.text import LABELS
+from slurmgen.goodput.summary import Report, SweepReport, outcome, unknown_line
+from slurmgen.goodput.text import LABELS, SWEEP_COLUMNS, sweep_rows
 
+# Told apart by a person, colour-blind or not: every pair differs by at least 20 (CIELAB Delta E) in normal
+# vision and in protanopia, deuteranopia and tritanopia as simulated by Machado, Oliveira and Fernandes, "A
+# Physiologically-based Model for Simulation of Color Vision Deficiency" (IEEE TVCG 15(6), 2009), severity 1.
+# The red (redone) and the orange (recovery) differ in lightness, which no deficiency takes away.
 COLOURS = {
-    tl.PRODUCTIVE: "#2e7d32",
-    tl.QUEUE: "#b0bec5",
-    tl.STARTUP: "#f9a825",
-    tl.SAVE: "#1565c0",
-    tl.RESTORE: "#6a1b9a",
-    tl.REDONE: "#c62828",
-    tl.RECOVERY: "#ef6c00",
-    tl.HANG: "#4e342e",
-    tl.OTHER: "#78909c",
-    tl.UNKNOWN: "#e0e0e0",  # no colour of a bucket: nothing is known of that time
+    tl.PRODUCTIVE: "#00bb61",
+    tl.QUEUE: "#c6cdd9",
+    tl.STARTUP: "#fbb500",
+    tl.SAVE: "#1076af",
+    tl.RESTORE: "#430099",
+    tl.REDONE: "#a4001d",
+    tl.RECOVERY: "#e64500",
+    tl.HANG: "#24120f",
+    tl.OTHER: "#535c5f",
+    tl.UNKNOWN: "#919191",  # a neutral grey, apart from every bucket in each colour vision: nothing is known
 }
-MARKS = {  # marker kind -> colour (a downward triangle above the row)
+MARKS = {  # marker kind -> colour (a downward triangle above the row); told apart as COLOURS are
     "save": "#0d47a1",
     "preemption": "#d500f9",
     "crash": "#ff1744",
@@ -44,6 +52,9 @@ MARKS = {  # marker kind -> colour (a downward triangle above the row)
 }
 GAUGE = "#1b5e20"  # the goodput gauge's filled part
 NODE_BAR = "#cfd8dc"  # a node's row under its run: the run's extent, thin, with that node's markers above it
+LABEL_INK = "#222222"  # the kind written beside a marker that shares its moment with others
+CHAR = 5.5  # px: the mean width of one character of a marker's label (font-size 9, sans-serif)
+NEAR = 12  # px: markers closer than this are stacked in lanes; of different kinds, twice as near, labelled
 WIDTH, LEFT, ROW, LANE, NODE_ROW = (
     960,
     70,
@@ -58,45 +69,77 @@ h1{font-size:18px;margin:0 0 8px}.figure{font-size:28px;font-weight:bold}
     + GAUGE
     + """}
 table{border-collapse:collapse;margin:12px 0}td,th{padding:2px 10px;text-align:right}td:first-child{text-align:left}
+.points td:nth-child(2),.points td:nth-child(3),.points th:nth-child(-n+3){text-align:left}
 .key{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}
 ul{margin:4px 0}"""
 )
 
 
-def _marker_lanes(
-    marks: list[tl.Marker], x: Callable[[float], float]
-) -> tuple[list[tuple[tl.Marker, float, int]], int]:
-    """Each marker's x and lane (staggered so that none hides another), and the number of lanes (at least one)."""
-    lanes: list[float] = []  # the last x of each lane
+@dataclass(frozen=True)
+class Placed:
+    marker: tl.Marker
+    x: float
+    lane: int
+    label: str  # written beside the marker when others stand at about the same moment; "" otherwise
+    left: bool  # the label to the marker's left (it would run past the chart's right edge)
+
+
+def _marker_lanes(marks: list[tl.Marker], x: Callable[[float], float]) -> tuple[list[Placed], int]:
+    """Each marker's x and lane (staggered so that none hides another), and the number of lanes (at least one).
+    Markers of different kinds at about the same moment (closer than 2 NEAR px) each get their kind written beside
+    them, so a stack reads without hovering; a lane takes a marker only where its triangle and label fit."""
+    xs = [x(m.time) for m in marks]
+    # A train of one kind (periodic saves every few pixels) reads by its colour; a label is for a marker that a
+    # marker of another kind stands beside (a preemption, its save, the requeue), within a label's reach.
+    stacked = [any(abs(a - xs[j]) < 2 * NEAR and marks[j].kind != marks[k].kind for j in range(len(xs)) if j != k)
+               for k, a in enumerate(xs)]  # fmt: skip
+    ends: list[float] = []  # the right end of what each lane holds so far
     placed = []
-    for m in marks:
-        mx = x(m.time)
-        lane = next((k for k, last in enumerate(lanes) if mx - last >= 12), len(lanes))
-        if lane < len(lanes):
-            lanes[lane] = mx
+    for m, mx, labelled in zip(marks, xs, stacked, strict=True):
+        label = m.kind if labelled else ""
+        width = CHAR * len(label) + 3 if label else 0.0
+        left = bool(label) and mx + 7 + width > WIDTH
+        lo, hi = (mx - 7 - width, mx + 5) if left else (mx - 5, mx + 7 + width if label else mx + 5)
+        lane = next((k for k, end in enumerate(ends) if lo - end >= 2), len(ends))
+        if lane < len(ends):
+            ends[lane] = hi
         else:
-            lanes.append(mx)
-        placed.append((m, mx, lane))
-    return placed, max(len(lanes), 1)
+            ends.append(hi)
+        placed.append(Placed(m, mx, lane, label, left))
+    return placed, max(len(ends), 1)
 
 
-def _marker_svg(placed: list[tuple[tl.Marker, float, int]], y: float) -> list[str]:
+def _marker_svg(placed: list[Placed], y: float) -> list[str]:
     parts = []
-    for m, mx, lane in placed:
-        my = y + LANE * lane
+    for p in placed:
+        m, mx, my = p.marker, p.x, y + LANE * p.lane
         parts.append(
             f'<polygon class="marker m-{m.kind}" points="{mx - 5:.1f},{my:.1f} {mx + 5:.1f},{my:.1f} '
             f'{mx:.1f},{my + 9:.1f}" fill="{MARKS.get(m.kind, "#000")}"><title>{escape(m.text)}</title></polygon>'
         )
+        if p.label:
+            tx, anchor = (mx - 7, "end") if p.left else (mx + 7, "start")
+            parts.append(f'<text class="marker-label" x="{tx:.1f}" y="{my + 8:.1f}" font-size="9" '
+                         f'text-anchor="{anchor}" fill="{LABEL_INK}">{escape(p.label)}</text>')  # fmt: skip
     return parts
 
 
-def _rows(r: Report) -> str:
+def extent(r: Report) -> tuple[float, float] | None:
+    """The moments a report's picture spans: its first segment's or run's start to its last run's end."""
     line = r.timeline
     if not line.runs:
+        return None
+    return min([line.runs[0].start, *(s.start for s in line.segments)]), line.runs[-1].end
+
+
+def _rows(r: Report, window: tuple[float, float] | None = None) -> str:
+    """The report's rows, on the time scale of `window` (a sweep's points share one), else of its own extent."""
+    line = r.timeline
+    own = extent(r)
+    if own is None:
         return "<p>no run has started yet</p>"
-    origin = min([line.runs[0].start, *(s.start for s in line.segments)])
-    span = max(line.runs[-1].end - origin, 1e-9)
+    origin, last = own if window is None else window
+    span = max(last - origin, 1e-9)
     scale = (WIDTH - LEFT - 10) / span
 
     def x(t: float) -> float:
@@ -157,7 +200,9 @@ def _table(wall: float, productive: float | None, buckets: dict[str, float]) -> 
 
 def _legend() -> str:
     marks = "".join(f'<span class="key" style="background:{c}"></span>{escape(k)}' for k, c in MARKS.items())
-    return f"<p>markers: {marks}</p>"
+    node = (f'<span class="key" style="background:{NODE_BAR};height:{NODE_ROW}px"></span>a node its history '
+            "names (a crash's, a hang's, an excluded node), under the run, with that node's markers")  # fmt: skip
+    return f'<p>markers: {marks}</p><p class="legend-nodes">node rows: {node}</p>'
 
 
 def _job(r: Report) -> str:
@@ -191,11 +236,29 @@ def job_page(reports: Sequence[Report]) -> str:
     return _page(title, "<hr>".join(_job(r) for r in reports))
 
 
+def _points_table(s: SweepReport) -> str:
+    """A row per point (its values, how it stands, its runs, requeues, restarts, wall and goodput), the totals last."""
+    head = "".join(f"<th>{escape(c)}</th>" for c in SWEEP_COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in sweep_rows(s))
+    return f'<table class="points"><tr>{head}</tr>{body}</table>'
+
+
 def sweep_page(s: SweepReport) -> str:
-    """A sweep: the roll-up, then each point's section."""
-    wall, productive = s.wall_seconds, s.productive_seconds
-    share = productive / wall if wall else 0.0
+    """A sweep: the roll-up (goodput, a row per point, the summed buckets), then each point's rows, every point on
+    one time scale (the first start of any point to the last end), so when each ran and for how long compare at a
+    glance."""
+    spans = [e for _, r in s.points if (e := extent(r)) is not None]
+    window = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
     head = (f"<h1>sweep {escape(s.sweep)}: {len(s.points)} point(s)</h1>"
-            f'<div>goodput <span class="figure" id="goodput">{share:.1%}</span></div>'
-            f"{_table(wall, productive, s.buckets())}")  # fmt: skip
-    return _page(f"slurmgen report {s.sweep}", head + "".join(f"<hr><h2>point {p}</h2>{_job(r)}" for p, r in s.points))
+            f'<div>goodput <span class="figure" id="goodput">{s.goodput:.1%}</span> of '
+            f"{duration_text(s.wall_seconds)} summed over the points; {s.goodput_with_queue:.1%} with the "
+            f"{duration_text(s.queue_seconds)} they waited before their first starts</div>"
+            f'<div class="gauge" title="goodput {s.goodput:.1%}">'
+            f'<div style="width:{s.goodput * 400:.1f}px"></div></div>{_points_table(s)}'
+            f"{_table(s.wall_seconds, s.productive_seconds, s.buckets())}")  # fmt: skip
+    sections = []
+    for p, r in s.points:
+        values = s.shown.get(p, "")
+        title = f"point {p}" + (f" ({values})" if values else "") + f": {outcome(r)}, goodput {r.goodput:.1%}"
+        sections.append(f'<h2 class="point">{escape(title)}</h2>{_rows(r, window)}')
+    return _page(f"slurmgen report {s.sweep}", head + "<hr>" + "".join(sections) + _legend())

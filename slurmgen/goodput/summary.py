@@ -14,9 +14,10 @@ stays known is Slurm's and the batch shell's: the queue between runs and the gap
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from slurmgen import run_history as rh
@@ -216,12 +217,34 @@ def unknown_line(r: Report) -> str:
             "save or redone time can be told")  # fmt: skip
 
 
+def outcome(r: Report) -> str:
+    """How a job's last run stands: `running`, or its run-end's `ended` (completed, requeued, failed, stopped,
+    unsure); `unknown` when no run-end was recorded."""
+    if r.running:
+        return "running"
+    last = r.timeline.runs[-1].ended if r.timeline.runs else None
+    return last or "unknown"
+
+
+@dataclass(frozen=True)
+class PointCounts:
+    point: int
+    outcome: str
+    runs: int
+    requeues: int  # its runs after the first
+    restarts: int  # the step's restarts inside the allocation, over its runs
+
+
 @dataclass(frozen=True)
 class SweepReport:
-    """A sweep's roll-up: every point's report, and the sums."""
+    """A sweep's roll-up: every point's report, the point's values (its swept parameters), and the sums. The sums
+    are over the points: the wall is the sum of the points' walls (the allocation time the sweep used), so
+    productive plus every bucket equals it as for one job, and the goodput is the sums' ratio."""
 
     sweep: str
     points: Sequence[tuple[int, Report]]  # (point, its job's report)
+    values: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # point -> its parameters' values
+    shown: Mapping[int, str] = field(default_factory=dict)  # point -> its values as status shows them
 
     @property
     def wall_seconds(self) -> float:
@@ -231,6 +254,20 @@ class SweepReport:
     def productive_seconds(self) -> float:
         return sum(r.productive_seconds for _, r in self.points)
 
+    @property
+    def queue_seconds(self) -> float:
+        return sum(r.queue_seconds for _, r in self.points)
+
+    @property
+    def goodput(self) -> float:
+        wall = self.wall_seconds
+        return self.productive_seconds / wall if wall > 0 else 0.0
+
+    @property
+    def goodput_with_queue(self) -> float:
+        total = self.wall_seconds + self.queue_seconds
+        return self.productive_seconds / total if total > 0 else 0.0
+
     def buckets(self) -> dict[str, float]:
         total = dict.fromkeys(tl.BUCKETS, 0.0)
         for _, r in self.points:
@@ -238,23 +275,61 @@ class SweepReport:
                 total[k] = total.get(k, 0.0) + v  # a point of unknown progress adds its `unknown` time
         return total
 
+    @functools.cached_property
+    def each(self) -> tuple[PointCounts, ...]:
+        """Per point, in order: its outcome, runs, requeues and restarts, counted once for the table and the sums."""
+        out = []
+        for p, r in self.points:
+            runs = len(r.timeline.runs)
+            out.append(PointCounts(p, outcome(r), runs, max(runs - 1, 0), sum(x.restarts for x in r.timeline.runs)))
+        return tuple(out)
+
+    def counts(self) -> dict[str, int]:
+        """The sums of the points' runs, requeues, restarts and redone steps."""
+        return {
+            "runs": sum(c.runs for c in self.each),
+            "requeues": sum(c.requeues for c in self.each),
+            "restarts": sum(c.restarts for c in self.each),
+            "redone_steps": sum(r.redone_steps for _, r in self.points),
+        }
+
+    def outcomes(self) -> dict[str, int]:
+        """How many points stand how (outcome), most first."""
+        found: dict[str, int] = {}
+        for c in self.each:
+            found[c.outcome] = found.get(c.outcome, 0) + 1
+        return dict(sorted(found.items(), key=lambda kv: (-kv[1], kv[0])))
+
     def to_json(self) -> dict[str, Any]:
         with gc_paused():
             return self._json()
 
     def _json(self) -> dict[str, Any]:
-        wall, productive = self.wall_seconds, self.productive_seconds
-        queue = sum(r.queue_seconds for _, r in self.points)
+        counts = self.counts()
         return {
             "schema": SCHEMA,
             "sweep": self.sweep,
-            "goodput": round(productive / wall, 6) if wall > 0 else 0.0,
-            "goodput_with_queue": round(productive / (wall + queue), 6) if wall + queue > 0 else 0.0,
-            "wall_seconds": round(wall, 3),
-            "productive_seconds": round(productive, 3),
+            "running": any(r.running for _, r in self.points),
+            "goodput": round(self.goodput, 6),
+            "goodput_with_queue": round(self.goodput_with_queue, 6),
+            "wall_seconds": round(self.wall_seconds, 3),
+            "productive_seconds": round(self.productive_seconds, 3),
             "buckets": {k: round(v, 3) for k, v in self.buckets().items()},
-            "queue_seconds": round(queue, 3),
-            "points": {str(p): {**r.to_json(detail=False), "advice": _advice(r)} for p, r in self.points},
+            "queue_seconds": round(self.queue_seconds, 3),
+            "run_count": counts["runs"],
+            "requeues": counts["requeues"],
+            "restarts": counts["restarts"],
+            "redone_steps": counts["redone_steps"],
+            "outcomes": self.outcomes(),
+            "points": {
+                str(p): {
+                    "values": dict(self.values.get(p, {})),
+                    "outcome": c.outcome,
+                    **r.to_json(detail=False),
+                    "advice": _advice(r),
+                }
+                for (p, r), c in zip(self.points, self.each, strict=True)
+            },
         }
 
 

@@ -20,13 +20,15 @@ LABELS = {
 }
 
 
-def bucket_table(wall: float, productive: float | None, buckets: dict[str, float]) -> list[str]:
+def bucket_table(
+    wall: float, productive: float | None, buckets: dict[str, float], wall_label: str = "wall (first start to end)"
+) -> list[str]:
     rows = [*([] if productive is None else [(tl.PRODUCTIVE, productive)]), *buckets.items()]
     out = [f"{'':24}{'seconds':>12}{'%':>8}"]
     for name, seconds in rows:
         share = seconds / wall if wall > 0 else 0.0
         out.append(f"{LABELS.get(name, name):24}{seconds:12.1f}{share:8.1%}")
-    out.append(f"{'wall (first start to end)':24}{wall:12.1f}{1.0 if wall > 0 else 0.0:8.1%}")
+    out.append(f"{wall_label:24}{wall:12.1f}{1.0 if wall > 0 else 0.0:8.1%}")
     return out
 
 
@@ -51,10 +53,36 @@ def report_lines(r: Report) -> list[str]:
     return out
 
 
+SWEEP_COLUMNS = ("POINT", "VALUES", "OUTCOME", "RUNS", "REQUEUES", "RESTARTS", "WALL", "PRODUCTIVE", "GOODPUT")
+
+
+def sweep_rows(s: SweepReport) -> list[tuple[str, ...]]:
+    """One row per point (SWEEP_COLUMNS), then the totals' row."""
+    out: list[tuple[str, ...]] = []
+    for (p, r), c in zip(s.points, s.each, strict=True):
+        out.append((str(p), s.shown.get(p, ""), c.outcome, str(c.runs), str(c.requeues), str(c.restarts),
+                    f"{r.wall_seconds:.1f} s", f"{r.productive_seconds:.1f} s", f"{r.goodput:.1%}"))  # fmt: skip
+    counts = s.counts()
+    out.append(("total", "", ", ".join(f"{n} {k}" for k, n in s.outcomes().items()), str(counts["runs"]),
+                str(counts["requeues"]), str(counts["restarts"]), f"{s.wall_seconds:.1f} s",
+                f"{s.productive_seconds:.1f} s", f"{s.goodput:.1%}"))  # fmt: skip
+    return out
+
+
 def sweep_lines(s: SweepReport) -> list[str]:
-    wall, productive = s.wall_seconds, s.productive_seconds
-    share = productive / wall if wall > 0 else 0.0
-    out = [f"sweep {s.sweep}: {len(s.points)} point(s) with a run history; goodput {share:.1%}"]
-    out += bucket_table(wall, productive, s.buckets())
-    out += [f"point {p}: goodput {r.goodput:.1%} over {r.wall_seconds:.0f} s" for p, r in s.points]
+    """The roll-up: a row per point with its values, how it stands and its goodput, the totals, then the totals'
+    buckets (the sums over the points: productive plus the buckets is the summed wall)."""
+    out = [
+        f"sweep {s.sweep}: {len(s.points)} point(s) with a run history; goodput {s.goodput:.1%} (the points' "
+        f"productive over their summed wall); {s.goodput_with_queue:.1%} counting the {s.queue_seconds:.0f} s "
+        "they waited before their first starts"
+    ]
+    grid = [SWEEP_COLUMNS, *sweep_rows(s)]
+    widths = [max(len(line[k]) for line in grid) for k in range(len(SWEEP_COLUMNS))]
+    out += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in grid]
+    out.append("")
+    out += bucket_table(s.wall_seconds, s.productive_seconds, s.buckets(), "wall (the points' sum)")
+    redone = sum(r.redone_steps for _, r in s.points)
+    if redone:
+        out.append(f"redone steps: {redone} (lost at restarts, as recorded, over every point)")
     return out

@@ -118,6 +118,26 @@ def _paint(segs: list[tuple[float, float, str]], a: float, b: float, bucket: str
     segs[:] = out
 
 
+def _blocked(save: Mapping[str, Any]) -> tuple[float, float] | None:
+    """When a save held the training loop: from its start (`seconds` before it was durable, the event's time) for
+    its `blocking` seconds. A synchronous save blocks throughout; a background one only while it takes the state,
+    then trains on while the files are written (runtime/checkpoint/commit.py: duration_s from the start, blocked_s
+    of the caller)."""
+    seconds = _num(save.get("seconds"))
+    blocking = _num(save.get("blocking"))
+    if seconds is None and blocking is None:
+        return None
+    start = _t(save) - (seconds if seconds is not None else blocking or 0.0)
+    return start, start + (blocking if blocking is not None else seconds or 0.0)
+
+
+def _resumed(save: Mapping[str, Any]) -> float:
+    """The moment after which a save's state holds no work: training went on at the end of its blocking part (the
+    state was taken then), even while a background save was still writing it."""
+    window = _blocked(save)
+    return _t(save) if window is None else window[1]
+
+
 def _by_kind(events: Events) -> dict[str, list[Mapping[str, Any]]]:
     found: dict[str, list[Mapping[str, Any]]] = {}
     for e in events:
@@ -138,9 +158,17 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         _paint(segs, first, a1, PRODUCTIVE)
     saves = kinds.get(rh.SAVE, [])
     work_from = first if first is not None else a1
+    # What the next start does not do again: what a save kept (the program's own Preemption.save, or the save at
+    # the stop), a step of spec field `steps` that completed, and anything before the latest start of the
+    # program's steps (its first-step): the redone stretch runs from the latest of these to the interruption.
+    kept = [_resumed(e) for e in saves] + [_t(e) for e in kinds.get(rh.STEP_DONE, [])] + [_t(e) for e in firsts]
 
     def last_save_before(t: float) -> float:
-        return max([work_from, *(_t(e) for e in saves if _t(e) <= t)])
+        return max([work_from, *(k for k in kept if k <= t)])
+
+    def saved_after(t: float) -> bool:
+        """A save at or after the interruption (the stop's own save): nothing of the work is lost."""
+        return any(_t(e) >= t for e in saves)
 
     if restart is not None:
         hangs = kinds.get(rh.HANG, [])
@@ -153,7 +181,8 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
             _paint(segs, judged, a1, RECOVERY)
         else:
             failed = min(exits) if exits else a1
-            _paint(segs, last_save_before(failed), failed, REDONE)
+            if not saved_after(failed):
+                _paint(segs, last_save_before(failed), failed, REDONE)
             _paint(segs, failed, a1, RECOVERY)
     elif tail is None:  # it still runs: a hang the watchdog called, or no step long after one was due
         hangs = kinds.get(rh.HANG, [])
@@ -173,8 +202,7 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         stops = [_t(e) for e in kinds.get(rh.STOP, [])]
         exits = [_t(e) for e in kinds.get(rh.TASK_EXIT, [])]
         until = min(stops) if stops else (min(exits) if exits else a1)
-        saved_at_stop = any(_t(e) >= until for e in saves)
-        if tail == "lost" and not saved_at_stop:
+        if tail == "lost" and not saved_after(until):
             _paint(segs, last_save_before(until), until, REDONE)
         _paint(segs, until, a1, OTHER if stops or not exits else RECOVERY)
     for e in kinds.get(rh.LOAD, []):
@@ -182,9 +210,9 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         if seconds is not None:
             _paint(segs, _t(e) - seconds, _t(e), RESTORE)
     for e in saves:
-        seconds = _num(e.get("blocking", e.get("seconds")))
-        if seconds is not None:
-            _paint(segs, _t(e) - seconds, _t(e), SAVE)
+        window = _blocked(e)
+        if window is not None:
+            _paint(segs, window[0], window[1], SAVE)
     return segs
 
 

@@ -47,6 +47,14 @@ class LocalRecord:
     state: str  # RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT; UNKNOWN when its runner died unrecorded
     runs: int
     runner: int | None  # the live runner's pid
+    ended: float | None = None  # when its latest runner recorded its end state; None while it runs (or unrecorded)
+
+    def elapsed(self, now: float) -> float | None:
+        """The time of its latest runner, as Slurm's ELAPSED counts a run: from its start to its end (now, while it
+        runs); None when its runner died without recording an end."""
+        if self.state == "RUNNING":
+            return max(now - self.entry.time, 0.0)
+        return None if self.ended is None else max(self.ended - self.entry.time, 0.0)
 
     @property
     def key(self) -> str:
@@ -107,8 +115,9 @@ def records(base: Path) -> list[LocalRecord]:
         if state == "RUNNING" and runner is None:
             state = "UNKNOWN"  # the runner was killed before it could record the end
         start = begun.get(job_id, entry)
+        ended = entry.time if entry is not start and state not in ("RUNNING", "UNKNOWN") else None
         entry = replace(entry, time=start.time, extra={**start.extra, **entry.extra})
-        found.append(LocalRecord(job_id, entry, state, runs, runner))
+        found.append(LocalRecord(job_id, entry, state, runs, runner, ended))
     return sorted(found, key=lambda r: r.entry.time)
 
 

@@ -6,6 +6,7 @@ knows (submitted or run here); one scontrol question to find another job's logs.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,13 +80,28 @@ def pooled(target: Target, own: JobHistory, r: Report, now: float) -> Report:
 def sweep_report(record: SweepRecord, now: float | None = None, detail: bool = True) -> SweepReport:
     """Every point's report (its latest array task) and the roll-up; points that never started are left out.
     Without `detail` the points' reports have neither markers nor advice (summary.report)."""
-    moment = time.time() if now is None else now
     by_array = {e.job_id: e for e in record.arrays if e.job_id}
     work = []
     for point, (job, _) in sorted(record.latest().items()):
         entry = by_array.get(str(JobId(job.job)))
         if entry is not None:
             work.append((point, Target(job, entry)))
+    points = [point for point, _ in work]
+    return points_report(record.sweep_id, work, {p: record.sweep.values(p) for p in points},
+                         {p: record.sweep.shown(p) for p in points}, now, detail)  # fmt: skip
+
+
+def points_report(
+    label: str,
+    work: Sequence[tuple[int, Target]],
+    values: Mapping[int, Mapping[str, Any]],
+    shown: Mapping[int, str],
+    now: float | None = None,
+    detail: bool = True,
+) -> SweepReport:
+    """The roll-up of a group's points (a sweep's, here, on Slurm or emulated), each point's job given by its
+    target; a point without a run history is left out. Reports are made in forked children for thousands."""
+    moment = time.time() if now is None else now
 
     def reports(start: int, stop: int) -> list[tuple[int, Report]]:
         made = []
@@ -95,7 +111,10 @@ def sweep_report(record: SweepRecord, now: float | None = None, detail: bool = T
                     made.append((point, slim(report(h.key, h.events, moment, detail), detail)))
         return made
 
-    return SweepReport(record.sweep_id, fanout.spread(len(work), reports))
+    made = fanout.spread(len(work), reports)
+    kept = {point for point, _ in made}
+    return SweepReport(label, made, {p: v for p, v in values.items() if p in kept},
+                       {p: v for p, v in shown.items() if p in kept})  # fmt: skip
 
 
 def slim(r: Report, detail: bool) -> Report:

@@ -268,3 +268,17 @@ def table(cells: Sequence[tuple[str, ...]]) -> str:
     grid = [tuple(COLUMNS[i] for i in keep), *(tuple(row[i] for i in keep) for row in cells)]
     widths = [max(len(line[k]) for line in grid) for k in range(len(keep))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in grid)
+
+
+SWEEP_COLUMNS = ("POINT", "VALUES")
+
+
+def sweep_table(points: Sequence[tuple[int, str, Sequence[Mapping[str, Any]]]], now: float | None = None) -> str:
+    """`history SWEEP`: every point's runs in one table, each row led by its point and the point's values; the
+    columns as one job's table (empty ones left out)."""
+    cells = [(str(index), printable(values), *row) for index, values, events in points for row in rows(events, now)]
+    keep = [i for i in range(len(COLUMNS) + 2) if i < 3 or any(row[i] for row in cells)]
+    names = (*SWEEP_COLUMNS, *COLUMNS)
+    grid = [tuple(names[i] for i in keep), *(tuple(row[i] for i in keep) for row in cells)]
+    widths = [max(len(line[k]) for line in grid) for k in range(len(keep))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in grid)

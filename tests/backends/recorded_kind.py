@@ -65,6 +65,9 @@ class RecordedJob:
     def args(self) -> tuple[str, ...]:
         return ()
 
+    def history_points(self) -> list[tuple[int, str, list[Path]]] | None:
+        return None  # one job
+
     def history_dirs(self) -> tuple[list[Path], str]:
         self._note("history")
         return [self.place], f"job {self.label}: no run history"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from slurmgen import run_history as rh
-from slurmgen.goodput import advice, live, summary, timeline
+from slurmgen.goodput import advice, live, summary, text, timeline
 
 T0 = 1_790_000_000.0
 
@@ -191,14 +191,92 @@ def test_a_program_whose_steps_were_never_recorded_has_an_unknown_progress_and_n
     assert known.progress_known and known.to_json()["goodput"] == 0.0  # Preemption ran: no step is a fact
 
 
-def test_a_sweeps_roll_up_sums_its_points() -> None:
+def two_points() -> summary.SweepReport:
+    """Point 0 crashed, hung, was preempted and finished (2 runs, 2 restarts); point 1 still runs its first."""
     one = summary.report("1_0", crash_hang_preempt(), now=T0 + 5000)
     two = summary.report("1_1", crash_hang_preempt()[:4], now=T0 + 250)
-    data = summary.SweepReport("1", [(0, one), (1, two)]).to_json()
+    return summary.SweepReport("1", [(0, one), (1, two)], {0: {"lr": 0.1}, 1: {"lr": 0.2}}, {0: "lr=0.1", 1: "lr=0.2"})
+
+
+def test_a_sweeps_roll_up_sums_its_points_and_shows_each_points_values_and_outcome() -> None:
+    s = two_points()
+    (_, one), (_, two) = s.points
+    data = s.to_json()
     assert data["wall_seconds"] == pytest.approx(one.wall_seconds + two.wall_seconds)
-    assert data["goodput"] == pytest.approx((one.productive_seconds + two.productive_seconds) / data["wall_seconds"])
-    assert data["buckets"]["redone"] == pytest.approx(one.buckets["redone"] + two.buckets["redone"])
-    assert set(data["points"]) == {"0", "1"} and data["points"]["1"]["running"] is True
+    assert data["productive_seconds"] == pytest.approx(one.productive_seconds + two.productive_seconds)
+    assert data["goodput"] == pytest.approx(data["productive_seconds"] / data["wall_seconds"])
+    for bucket in timeline.BUCKETS:
+        assert data["buckets"][bucket] == pytest.approx(one.buckets[bucket] + two.buckets[bucket], abs=0.002)
+    # the totals tile the summed wall, as one job's buckets tile its wall
+    assert data["productive_seconds"] + sum(data["buckets"].values()) == pytest.approx(data["wall_seconds"], abs=0.01)
+    assert (data["run_count"], data["requeues"], data["restarts"], data["redone_steps"]) == (2 + 1, 1, 2, 42)
+    assert data["outcomes"] == {"completed": 1, "running": 1} and data["running"] is True
+    points = data["points"]
+    assert set(points) == {"0", "1"}
+    assert (points["0"]["values"], points["0"]["outcome"], points["0"]["requeues"], points["0"]["restarts"]) == (
+        {"lr": 0.1}, "completed", 1, 2)  # fmt: skip
+    assert (points["1"]["values"], points["1"]["outcome"], points["1"]["running"]) == ({"lr": 0.2}, "running", True)
+    assert "segments" not in points["0"] and "markers" not in points["0"]  # the roll-up leaves those out
+
+
+def test_a_sweeps_table_has_a_row_per_point_and_the_totals() -> None:
+    lines = text.sweep_lines(two_points())
+    head = next(k for k, line in enumerate(lines) if line.startswith("POINT"))
+    assert lines[head].split() == ["POINT", "VALUES", "OUTCOME", "RUNS", "REQUEUES", "RESTARTS", "WALL",
+                                   "PRODUCTIVE", "GOODPUT"]  # fmt: skip
+    assert lines[head + 1].split()[:6] == ["0", "lr=0.1", "completed", "2", "1", "2"]
+    assert lines[head + 2].split()[:6] == ["1", "lr=0.2", "running", "1", "0", "0"]
+    total = lines[head + 3].split()
+    assert total[0] == "total" and "2000.0" not in total and total[-1] == f"{two_points().goodput:.1%}"
+    assert any(line.startswith("redone steps: 42 ") for line in lines)
+    assert any(line.startswith("wall (the points' sum)") for line in lines)
+
+
+def test_the_redone_stretch_starts_at_what_was_kept_by_a_completed_step_or_a_save_at_the_failure() -> None:
+    """Spec field steps: a step that completed is not done again, so a later step's crash redoes its own work only;
+    a save at or after the failure (the stop's own save) leaves nothing to redo."""
+    steps = [
+        ev(rh.RUN_START, 1, 0, "batch-shell"),
+        ev(rh.FIRST_STEP, 1, 10),
+        ev(rh.STEP_DONE, 1, 100, "batch-shell", index=0),
+        ev(rh.FIRST_STEP, 1, 110),
+        ev(rh.TASK_EXIT, 1, 150, "task-0"),
+        ev(rh.RUN_END, 1, 160, "batch-shell", exit_code=1, ended="failed"),
+        ev(rh.RUN_START, 2, 200, "batch-shell"),
+        ev(rh.FIRST_STEP, 2, 210),
+    ]
+    r = summary.report("1", steps, now=T0 + 250)
+    assert r.buckets["redone"] == pytest.approx(150 - 110)  # before: 140, from the first step of step 1
+    saved = [
+        ev(rh.RUN_START, 1, 0, "batch-shell"),
+        ev(rh.FIRST_STEP, 1, 10),
+        ev(rh.TASK_EXIT, 1, 80, "task-1", rank=1),
+        ev(rh.SAVE, 1, 85, seconds=2.0, cause="requested"),
+        ev(rh.RESTART, 1, 90, "batch-shell", cause="crash"),
+        ev(rh.FIRST_STEP, 1, 100),
+        ev(rh.FINISHED, 1, 120),
+        ev(rh.RUN_END, 1, 125, "batch-shell", exit_code=0, ended="completed"),
+    ]
+    assert summary.report("1", saved, now=T0 + 200).buckets["redone"] == 0
+
+
+def test_a_background_saves_state_is_the_one_taken_at_its_start() -> None:
+    """A save that blocked 1 s and was durable 10 s after it began holds the work up to its start: training went
+    on meanwhile and is redone after a crash; the save bucket is the blocking second at the start."""
+    events = [
+        ev(rh.RUN_START, 1, 0, "batch-shell"),
+        ev(rh.FIRST_STEP, 1, 10),
+        ev(rh.SAVE, 1, 200, seconds=10.0, blocking=1.0, cause="periodic"),
+        ev(rh.TASK_EXIT, 1, 300, "task-0"),
+        ev(rh.RUN_END, 1, 310, "batch-shell", exit_code=1, ended="failed"),
+        ev(rh.RUN_START, 2, 400, "batch-shell"),
+        ev(rh.FIRST_STEP, 2, 410),
+    ]
+    r = summary.report("1", events, now=T0 + 450)
+    assert r.buckets["save"] == pytest.approx(1.0)
+    assert r.buckets["redone"] == pytest.approx(300 - 191)  # before: 100, from the save being durable
+    [save] = [s for s in r.timeline.segments if s.bucket == "save"]
+    assert (save.start - T0, save.end - T0) == pytest.approx((190, 191))
 
 
 @pytest.mark.parametrize(("terminal", "bar"), [(True, True), (False, False)])

@@ -15,6 +15,7 @@ import pytest
 import slurmgen
 from goodput.test_goodput import T0, crash_hang_preempt, ev
 from slurmgen import run_history as rh
+from slurmgen.backends.slurm_here.sweep import SlurmSweep
 from slurmgen.goodput import summary
 from slurmgen.journal import Entry, Journal
 from slurmgen.queries import fanout, goodput_files
@@ -62,6 +63,13 @@ def test_sweep_report_rolls_up_its_points(tmp_path: Path) -> None:
         assert got["buckets"][name] == pytest.approx(sum(r.buckets[name] for r in alone), abs=0.01), name
     assert got["points"]["0"]["goodput"] == round(alone[0].goodput, 6)
     assert got["points"]["0"]["advice"] is None  # the roll-up leaves the points' advice to doctor SWEEP
+    assert [(p["values"], p["outcome"]) for p in got["points"].values()] == [({"lr": 0.1}, "completed"),
+                                                                            ({"lr": 0.2}, "requeued")]  # fmt: skip
+    # history SWEEP reads the same points' histories, each beside its values
+    points = SlurmSweep(record).history_points()
+    assert points is not None
+    assert [(i, shown, [d.name for d in dirs]) for i, shown, dirs in points] == [
+        (0, "lr=0.1", ["job-200_0"]), (1, "lr=0.2", ["job-200_1"])]  # fmt: skip
 
 
 def test_a_sweep_report_spread_over_forked_children_is_the_same(

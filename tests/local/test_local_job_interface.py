@@ -4,6 +4,7 @@ afterwards by its id, spec, name or array id, with no state left by its complete
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -129,7 +130,8 @@ def test_a_local_sweep_is_found_afterwards(tmp_path: Path, work: Path) -> None:
     assert sorted(points) == [f"{array}_0", f"{array}_1"]
     for name in (sweep_id, "sweep-lr", "sweep-lr.yaml", array):
         status = cli(work, env, "status", name).stdout
-        assert re.search(rf"^1 +lr=2 +{array}_1 +COMPLETED +0 +0$", status, re.M), (name, status)
+        # ELAPSED: each point's run, from its start to its end, as squeue's %M
+        assert re.search(rf"^1 +lr=2 +{array}_1 +COMPLETED +0 +\d\d:\d\d:\d\d +0$", status, re.M), (name, status)
         assert status.splitlines()[-1] == f"sweep {sweep_id}: 2 points: 2 COMPLETED"
         assert "lr 2" in cli(work, env, "logs", name, "--point", "1").stdout
         assert re.search(r"^1 .* 127\.0\.0\.1 +0", cli(work, env, "history", name, "--point", "0").stdout, re.M)
@@ -138,6 +140,21 @@ def test_a_local_sweep_is_found_afterwards(tmp_path: Path, work: Path) -> None:
         assert "lr " in cli(work, env, "logs", point).stdout
         assert re.search(rf"^{point} +sweep-lr +COMPLETED", cli(work, env, "status", point).stdout, re.M)
     assert "is a sweep; name one point" in cli(work, env, "logs", "sweep-lr", code=2).stderr
+    # history SWEEP: every point's runs, the point's values beside them
+    runs = [line.split()[:3] for line in cli(work, env, "history", "sweep-lr").stdout.splitlines()]
+    assert runs == [["POINT", "VALUES", "RUN"], ["0", "lr=1", "1"], ["1", "lr=2", "1"]], runs
+    # report SWEEP: the totals are the sums of the points, which carry their values and how they ended
+    roll = json.loads(cli(work, env, "report", sweep_id, "--json").stdout)
+    points = roll["points"]
+    assert [(p["values"], p["outcome"], p["requeues"], p["restarts"]) for p in points.values()] == [
+        ({"lr": 1}, "completed", 0, 0), ({"lr": 2}, "completed", 0, 0)]  # fmt: skip
+    for key in ("wall_seconds", "productive_seconds", "queue_seconds"):
+        assert roll[key] == pytest.approx(sum(p[key] for p in points.values()), abs=0.002), key
+    assert roll["wall_seconds"] > 0 and roll["run_count"] == 2 and roll["outcomes"] == {"completed": 2}
+    for bucket, seconds in roll["buckets"].items():
+        assert seconds == pytest.approx(sum(p["buckets"][bucket] for p in points.values()), abs=0.002), bucket
+    table = cli(work, env, "report", sweep_id).stdout
+    assert re.search(r"^1 +lr=2 +completed +1 +0 +0 ", table, re.M) and re.search(r"^total +2 completed", table, re.M)
     state = sorted(p.name for p in (work / "logs" / "state").rglob("*") if p.is_file() and p.name != STATE_LEDGER)
     # The ids' ledger is no job's state. Before: 3_0.state and 3_1.state, "Slurm could not be asked whether job 3_0
     # was requeued".

@@ -166,3 +166,16 @@ def test_a_torn_line_and_a_foreign_record_are_skipped_the_rest_is_read(tmp_path:
         f.write(b'{"v":1,"event":"save","run":1,"time":1,"note":"\xff\xfe"}\n')
     run_history.append(str(tmp_path), "rank0", run_history.SAVE, 1, T0 + 1, seconds=4.0)
     assert [e["seconds"] for e in run_history.read(str(tmp_path))] == [3.0, 4.0]
+
+
+def test_a_sweeps_history_lists_every_points_runs_with_the_points_values(tmp_path: Path) -> None:
+    write_three_runs(tmp_path / "train-15_0")
+    events = run_history.read(str(tmp_path / "train-15_0"))
+    one_run = [e for e in events if e["run"] == 1]
+    lines = history.sweep_table([(0, "lr=0.1", events), (1, "lr=0.2", one_run)], now=T0 + 2000).splitlines()
+    assert lines[0].split()[:3] == ["POINT", "VALUES", "RUN"]
+    assert [line.split()[:3] for line in lines[1:]] == [["0", "lr=0.1", str(run)] for run in (1, 2, 3)] + [
+        ["1", "lr=0.2", "1"]
+    ]
+    # the same cells as each point's own table, after the point's two
+    assert lines[1].split()[2:] == history.table(history.rows(events, now=T0 + 2000)).splitlines()[1].split()

@@ -39,17 +39,23 @@ class LocalGroup(Group):
         return dict(sorted(by_task.items()))
 
     def rows(self) -> list[PointRow]:
+        import time
+
         from slurmgen.local.local_jobs import VALUES_EXTRA
         from slurmgen.queries.sweep_status import FAILED_STATES, PointRow
         from slurmgen.slurm.ids import parse_state
+        from slurmgen.slurm.times import format_duration
 
         rows = []
+        now = time.time()
         for task, record in self._latest().items():
             code = record.entry.extra.get("exit_code")
             ended = record.state not in ("RUNNING", "UNKNOWN")
+            elapsed = record.elapsed(now)
             rows.append(PointRow(
                 task, str(record.entry.extra.get(VALUES_EXTRA) or ""), record.label, record.state,
                 restarts=str(max(record.runs - 1, 0)) if record.runs else "",
+                elapsed="" if elapsed is None else format_duration(int(elapsed)),  # as squeue's %M: whole seconds
                 exit="" if not ended or code is None else str(code),
                 failed=parse_state(record.state) in FAILED_STATES,
             ))  # fmt: skip
@@ -106,10 +112,27 @@ class LocalGroup(Group):
         shown = ", ".join(map(str, latest)) or "none"
         return UsageError(f"sweep {self.label} has no point {index}; its points are {shown}")
 
-    def goodput(self) -> Goodput:
-        """Every task's report, one after the other (a local array has no sweep record to roll up)."""
-        from slurmgen.backends.emulated.job import target_of
-        from slurmgen.queries.goodput_files import job_report
-        from slurmgen.queries.goodput_view import of_jobs
+    def shown(self, index: int) -> str:
+        from slurmgen.local.local_jobs import VALUES_EXTRA
 
-        return of_jobs([r for record in self._latest().values() for r in job_report(target_of(record), None)])
+        latest = self._latest()
+        return str(latest[index].entry.extra.get(VALUES_EXTRA) or "") if index in latest else ""
+
+    def indexes(self) -> list[int]:
+        return list(self._latest())
+
+    def goodput(self) -> Goodput:
+        """The sweep's roll-up (slurmgen.goodput.summary.SweepReport): every task's report with its point's values
+        and the sums, as a Slurm sweep's; a plain `array:` job's tasks have no values."""
+        from slurmgen.backends.emulated.job import target_of
+        from slurmgen.local.local_jobs import PARAMS_EXTRA, VALUES_EXTRA
+        from slurmgen.queries.goodput_files import points_report
+        from slurmgen.queries.goodput_view import of_sweep
+
+        latest = self._latest()
+        work = [(task, target_of(record)) for task, record in latest.items()]
+        params = {task: r.entry.extra.get(PARAMS_EXTRA) for task, r in latest.items()}
+        values = {task: dict(v) if isinstance(v, dict) else {} for task, v in params.items()}
+        shown = {task: str(r.entry.extra.get(VALUES_EXTRA) or "") for task, r in latest.items()}
+        return of_sweep(points_report(self.label, work, values, shown, detail=False),
+                        lambda: points_report(self.label, work, values, shown))  # fmt: skip

@@ -84,6 +84,9 @@ class LocalJob:
     def args(self) -> tuple[str, ...]:
         return self.record.entry.args
 
+    def history_points(self) -> list[tuple[int, str, list[Path]]] | None:
+        return None  # one job
+
     def history_dirs(self) -> tuple[list[Path], str]:
         from slurmgen.queries.history import job_log_dirs, no_history
 

@@ -105,6 +105,9 @@ class SlurmJob:
     def args(self) -> tuple[str, ...]:
         return () if self.target.entry is None else self.target.entry.args
 
+    def history_points(self) -> list[tuple[int, str, list[Path]]] | None:
+        return None  # one job
+
     def history_dirs(self) -> tuple[list[Path], str]:
         from slurmgen.queries.history import job_log_dirs, no_history
 

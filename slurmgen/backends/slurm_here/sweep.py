@@ -85,6 +85,12 @@ class SlurmSweep(Group):
             warn(f"warning: {problem}")
         return [str(job) for job in done.jobs]
 
+    def indexes(self) -> list[int]:
+        return sorted(self.record.latest())
+
+    def shown(self, index: int) -> str:
+        return self.record.sweep.shown(index)
+
     def values(self, index: int) -> dict[str, object]:
         self.record.point_of(index)  # refuses an index the sweep does not have
         return dict(self.record.sweep.values(index))
