@@ -51,6 +51,8 @@ REPEATED = "repeated-failure"  # batch shell: the step failed again the same way
 CONTINUED = "continued"  # batch shell: a new job continues this one's work from its state (job: its id; cause)
 FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
 AUTO_WAIT = "auto-wait"  # batch shell: handler auto waits for the program to construct Preemption (sig, seconds)
+CHECKPOINT_IGNORED = "checkpoint-ignored"  # rank 0's supervisor: a start began far behind the program's own last
+#                                          checkpoint (line: what was lost and the fix; task/checkpoint_watch.py)
 NODE_EXCLUDED = "node-excluded"  # batch shell: a node failed its check or Slurm marks it down (node, reason, spare)
 # What a job's time went to (slurmgen/goodput/): written once per start of the program or sampled, never per step.
 FIRST_STEP = "first-step"  # rank 0: the program's first should_stop() of this start (steps: 1)

@@ -70,6 +70,9 @@ class JobVariables:
     hang_timeout: int | None  # SLURMGEN_HANG_TIMEOUT
     spare_nodes: int | None  # SLURMGEN_SPARE_NODES
     health_check: str  # SLURMGEN_HEALTH_CHECK
+    checkpoint: str | None  # SLURMGEN_CHECKPOINT
+    resume_args: str  # SLURMGEN_RESUME_ARGS
+    resume_env: str  # SLURMGEN_RESUME_ENV
     in_container: bool  # SLURMGEN_CONTAINER
     log_dir: str | None  # SLURMGEN_LOG_DIR
     state_dir: str | None  # SLURMGEN_STATE_DIR
@@ -82,6 +85,7 @@ class JobVariables:
     node_check_timeout: float | None  # SLURMGEN_NODE_CHECK_TIMEOUT
     resume_from: str | None  # SLURMGEN_RESUME_FROM
     step_pid: str | None  # SLURMGEN_STEP_PID
+    resumed: bool  # SLURMGEN_RESUMED
     master_addr: str | None  # MASTER_ADDR
     master_port: str | None  # MASTER_PORT
     nccl_ifname: str | None  # NCCL_SOCKET_IFNAME
@@ -137,6 +141,9 @@ class JobVariables:
             hang_timeout=positive(environ, contract.HANG_TIMEOUT),
             spare_nodes=whole(environ, contract.SPARE_NODES),
             health_check=verbatim(environ, contract.HEALTH_CHECK, ""),
+            checkpoint=text(environ, contract.CHECKPOINT),
+            resume_args=verbatim(environ, contract.RESUME_ARGS, ""),
+            resume_env=verbatim(environ, contract.RESUME_ENV, ""),
             in_container=flag(environ, contract.CONTAINER),
             log_dir=nonempty(environ, contract.LOG_DIR),
             state_dir=nonempty(environ, contract.STATE_DIR),
@@ -149,6 +156,7 @@ class JobVariables:
             node_check_timeout=seconds(environ, contract.NODE_CHECK_TIMEOUT),
             resume_from=text(environ, contract.RESUME_FROM),
             step_pid=nonempty(environ, contract.STEP_PID),
+            resumed=flag(environ, contract.RESUMED),
             master_addr=given(environ, contract.MASTER_ADDR),
             master_port=text(environ, contract.MASTER_PORT),
             nccl_ifname=given(environ, contract.NCCL_SOCKET_IFNAME),

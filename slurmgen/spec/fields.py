@@ -12,6 +12,7 @@ from typing import Any
 from slurmgen import contract, variables
 from slurmgen.signal_names import preemption_signal_problem, signal_name
 from slurmgen.slurm.times import format_duration, parse_time
+from slurmgen.spec.checkpoint import CHECKPOINT, RESUME
 from slurmgen.spec.recovery import RECOVERY
 from slurmgen.spec.sweep import SweepType
 from slurmgen.spec.types import BATCH, SBATCH_LINE, TASK, AnyOf, Bool, Ctx, Enum, Field, Int, List, Map, Obj, Str, Type
@@ -457,6 +458,12 @@ SPEC = Obj(
             "restarts inside the allocation after a crash (docs/reliability.md, When things fail); "
             "false switches them off",
             resolved=True,
+        ),
+        "checkpoint": Field(CHECKPOINT, "the program's own saves, which slurmgen watches (docs/preemption.md)"),
+        "resume": Field(
+            RESUME,
+            "how the program is told to resume from checkpoint.path on a start after the first: args appended "
+            "to the command, env set (docs/preemption.md)",
         ),
         "env": Field(
             EnvMap(

@@ -51,6 +51,17 @@ class RecoverySpec:
 
 
 @dataclass(frozen=True)
+class CheckpointSpec:
+    path: str
+
+
+@dataclass(frozen=True)
+class ResumeSpec:
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     runtime: str
     gpu: str | None
@@ -93,6 +104,8 @@ class JobFields:
     distributed: DistributedSpec
     preemption: PreemptionSpec
     recovery: RecoverySpec
+    checkpoint: CheckpointSpec | None
+    resume: ResumeSpec | None
     env: tuple[tuple[str, str], ...]
     setup: tuple[str, ...]
     setup_fail_fast: bool

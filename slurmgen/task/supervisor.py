@@ -251,11 +251,18 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     own = None if stacks is None else functools.partial(stacks.dump, child, caught_by(child))
     began = time.time()
     watching = watchdog.start(plan.job, plan.rank, child, say, own)
+    saves = None
+    if plan.job.checkpoint:  # the program's own saves (spec field checkpoint.path), on rank 0 only
+        from slurmgen.task import checkpoint_watch
+
+        saves = checkpoint_watch.start(plan.job, plan.rank, plan.env.get(contract.RESUMED) == "1", say_err)
     try:
         return _wait_loop(plan, routing, child, watched, say)
     finally:
         if watching is not None:
             watching.set()
+        if saves is not None:
+            saves.set()
         watchdog.leave_node(plan.job, plan.rank, began)  # the node's last task removes the node's directory
         if stacks is not None:
             stacks.close()
