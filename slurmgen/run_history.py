@@ -220,6 +220,8 @@ class Run:
     fallback: str | None = None  # preemption.handler auto stopped a program without Preemption (batch/signals.py)
     steps_done: list[int] = field(default_factory=list)  # spec field steps: the steps this run completed (0-based)
     steps: int | None = None  # spec field steps: how many the job has (None: one, or no step completed yet)
+    # A start that began far behind the program's own checkpoint (task/checkpoint_watch.py): its one line.
+    checkpoint_ignored: list[str] = field(default_factory=list)
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -260,6 +262,8 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
             r.continued_as, r.cause = str(e.get("job") or "?"), e.get("cause") or r.cause
         elif kind == REPEATED:
             r.repeated = str(e.get("error") or "")
+        elif kind == CHECKPOINT_IGNORED:
+            r.checkpoint_ignored.append(printable(str(e.get("line") or "")))
         elif kind == NODE_EXCLUDED:
             r.excluded.append(f"{e.get('node')}: {e.get('reason')}")
         elif kind == STEP_DONE and isinstance(e.get("index"), int):

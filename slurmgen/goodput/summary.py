@@ -17,6 +17,7 @@ from typing import Any
 from slurmgen import run_history as rh
 from slurmgen.goodput import timeline as tl
 from slurmgen.goodput.advice import Advice, advise
+from slurmgen.goodput.program_saves import ProgramSaves, program_saves
 
 SCHEMA = 1
 
@@ -31,6 +32,7 @@ class Report:
     redone_steps: int
     timeline: tl.Timeline
     advice: Advice | None  # None before a save was measured
+    program: ProgramSaves | None = None  # the program's own saves (spec field checkpoint.path), where watched
 
     @property
     def goodput(self) -> float:
@@ -81,6 +83,8 @@ class Report:
                 for r in t.runs
             ],
         }
+        if self.program is not None:
+            shown["program_checkpoint"] = self.program.to_json()
         if not detail:
             return shown
         shown["segments"] = [[s.run, round(s.start, 3), round(s.end, 3), s.bucket] for s in t.segments]
@@ -168,7 +172,8 @@ def report(job: str, events: Sequence[Mapping[str, Any]], now: float, detail: bo
     wall = (line.runs[-1].end - line.runs[0].start) if line.runs else 0.0
     first = line.runs[0].slurm_queue_seconds if line.runs else None
     advice = advice_of(events, line, buckets) if detail else None
-    return Report(job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice)
+    program = program_saves(events)
+    return Report(job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice, program)
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,11 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from slurmgen import run_history, trust
+from slurmgen.checkpoint_steps import CAUSE, silent_loss
 from slurmgen.job_context.context import JobContext
 
 # Not `typing`'s: the supervisor starts without it (bench/startup.py). mypy treats this like typing's.
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
 WRITER = "checkpoint"
 POLL = 1.0  # seconds between two looks at the checkpoint: one stat (or glob) each, in one process of the job
 SETTLE = 0.5  # seconds without a write after which a changed file is a finished save
-CAUSE = "program"  # the cause of the save events the watch records: the program's own save
-FAR_BEHIND = 0.5  # a first step below this share of the checkpoint's step is a start from (near) scratch
 
 Look = Callable[[], "Sighting | None"]
 
@@ -66,18 +65,21 @@ def is_glob(pattern: str) -> bool:
 
 
 def look_at(pattern: str, cwd: str = "") -> Sighting | None:
-    """One look: one stat of a file or directory, or one glob; None when nothing is there."""
-    path = pattern if os.path.isabs(pattern) or not cwd else os.path.join(cwd, pattern)
+    """One look: one stat of a file or directory, or one glob; None when nothing is there. The names found are
+    as the spec writes them: relative to ``cwd`` when the pattern is."""
+    relative = not os.path.isabs(pattern) and bool(cwd)
+    path = os.path.join(cwd, pattern) if relative else pattern
     if is_glob(pattern):
         import glob
 
-        found = tuple(sorted(glob.glob(path)))
-        return Sighting(found) if found else None
+        found = sorted(glob.glob(path))
+        names = tuple(os.path.relpath(name, cwd) if relative else name for name in found)
+        return Sighting(names) if names else None
     try:
         info = os.stat(path)
     except OSError:
         return None
-    return Sighting((path,), info.st_ino, info.st_size, info.st_mtime)
+    return Sighting((pattern,), info.st_ino, info.st_size, info.st_mtime)
 
 
 def exists(pattern: str, cwd: str = "") -> bool:
@@ -152,64 +154,15 @@ class Watch:
         return found
 
 
-def step_at(events: Sequence[Mapping[str, Any]], run: int, at: float) -> float | None:
-    """The program's step at time ``at`` of ``run``, from its progress samples (the program's own `step` where
-    given, else `steps`): between two samples by their rate, after the last one at the last rate; None when the
-    run has none before ``at``."""
-    samples: list[tuple[float, float]] = []
-    for e in events:
-        if e.get("run") != run or e.get("event") not in (run_history.FIRST_STEP, run_history.PROGRESS):
-            continue
-        step = e.get("step", e.get("steps"))
-        if isinstance(step, (int, float)) and not isinstance(step, bool):
-            samples.append((float(e.get("time") or 0.0), float(step)))
-    samples.sort()
-    before = [s for s in samples if s[0] <= at]
-    after = [s for s in samples if s[0] > at]
-    if not before:
-        return None
-    t0, s0 = before[-1]
-    if after:
-        t1, s1 = after[0]
-        return s0 + (s1 - s0) * (at - t0) / (t1 - t0)
-    if len(before) > 1:
-        ta, sa = before[-2]
-        return s0 + (s0 - sa) / (t0 - ta) * (at - t0) if t0 > ta else s0
-    return s0
-
-
-def silent_loss(events: Sequence[Mapping[str, Any]], run: int, since: float, resumed: bool) -> str | None:
-    """The line for a start (of ``run``, begun at ``since``) whose first progress is far behind the last save the
-    program made before it; None when it resumed, or nothing tells."""
-    firsts = [e for e in events if e.get("run") == run and e.get("event") == run_history.FIRST_STEP
-              and float(e.get("time") or 0.0) >= since]  # fmt: skip
-    saves = [e for e in events if e.get("event") == run_history.SAVE and e.get("cause") == CAUSE
-             and float(e.get("time") or 0.0) < since]  # fmt: skip
-    if not firsts or not saves:
-        return None
-    first, save = firsts[0], saves[-1]
-    started = first.get("step", first.get("steps"))
-    saved = save.get("step")
-    if not isinstance(saved, (int, float)):
-        saved = step_at(events, int(save.get("run") or 0), float(save.get("time") or 0.0))
-    if not isinstance(started, (int, float)) or saved is None or saved < 2 or started >= FAR_BEHIND * saved:
-        return None
-    clock = time.strftime("%H:%M:%S", time.localtime(float(save.get("time") or 0.0)))
-    fix = (
-        "the program was given resume.args and still did not resume: check that it reads them"
-        if resumed
-        else "the program does not resume by itself; give it resume.args (or resume.env)"
-    )
-    return (
-        f"run {run} started at step {int(started)} although {save.get('path')} (saved {clock}, run "
-        f"{save.get('run')}, step {int(saved)}) exists: {fix}"
-    )
+def watches(job: JobContext, rank: int | None) -> bool:
+    """Whether this task's supervisor watches the checkpoint: rank 0's, with a checkpoint and a log directory."""
+    return bool(job.checkpoint) and bool(job.log_dir) and rank == 0
 
 
 def start(job: JobContext, rank: int | None, resumed: bool, say: Callable[[str], None]) -> Stopper | None:
-    """Watch in a daemon thread while the program runs (rank 0's supervisor only); set the event to stop."""
+    """Watch in a daemon thread while the program runs (rank 0's supervisor only); stop it when the program ends."""
     pattern, log_dir = job.checkpoint, job.log_dir
-    if not pattern or not log_dir or rank != 0:
+    if not pattern or not log_dir or not watches(job, rank):
         return None
     cwd = os.getcwd()
     began = time.time()
@@ -241,7 +194,8 @@ def start(job: JobContext, rank: int | None, resumed: bool, say: Callable[[str],
             return False
         line = silent_loss(events, job.run, began, resumed)
         if line is not None:
-            say(line)
+            say(f"warning: {line}")
+            to_batch_log(log_dir, f"slurmgen: warning: {line}")
             with contextlib.suppress(OSError, trust.Untrusted):
                 run_history.append(log_dir, WRITER, run_history.CHECKPOINT_IGNORED, job.run, time.time(), line=line)
         return True
@@ -263,6 +217,22 @@ def start(job: JobContext, rank: int | None, resumed: bool, say: Callable[[str],
 
     threading.Thread(target=loop, name="slurmgen-checkpoint-watch", daemon=True).start()
     return Stopper(stop, done)
+
+
+def to_batch_log(log_dir: str, line: str) -> None:
+    """Append one line to the batch shell's log, where the user looks first: `<output>/<name>-<key>.log`, beside
+    the job's log directory `<output>/<name>-<key>` (script/directives.py, batch_log and task_log_stem). Only a
+    file of this user's, never through a link (trust.open_write); none there (spec field error, a renamed log):
+    the node log has the line."""
+    path = log_dir.rstrip("/") + ".log"
+    if not os.path.isfile(path):
+        return
+    with contextlib.suppress(OSError, trust.Untrusted):
+        fd = trust.open_write(path, mode=0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
 
 
 @dataclass(frozen=True)

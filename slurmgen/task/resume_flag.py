@@ -24,7 +24,8 @@ from slurmgen.job_context.context import JobContext
 def resuming(job: JobContext, checkpoint_there: bool) -> bool:
     """Whether this start gets resume.args and resume.env."""
     later = job.run > 1 or job.step_attempt > 0 or bool(job.resume_from)
-    return bool(job.checkpoint) and checkpoint_there and later and not job.resumed
+    told = bool(job.resume_args or job.resume_env)  # checkpoint.path alone: watched, never a flag
+    return bool(job.checkpoint) and told and checkpoint_there and later and not job.resumed
 
 
 def apply(

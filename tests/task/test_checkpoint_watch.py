@@ -8,9 +8,10 @@ import os
 from pathlib import Path
 
 from slurmgen import contract, run_history
+from slurmgen.checkpoint_steps import silent_loss, step_at
 from slurmgen.job_context.context import JobContext
 from slurmgen.task import resume_flag
-from slurmgen.task.checkpoint_watch import SETTLE, Watch, look_at, silent_loss, step_at
+from slurmgen.task.checkpoint_watch import SETTLE, Watch, look_at
 
 
 def write(path: Path, data: bytes, mtime: float) -> None:
@@ -26,6 +27,7 @@ def test_a_file_saved_in_place_is_one_save_once_its_writes_settle_with_the_write
     write(ckpt, b"x" * 20, 103.0)
     save = watch.see(look_at("ckpt.pt", str(tmp_path)), 103.0 + SETTLE)
     assert save is not None and (save.time, save.size, save.seconds, save.basis) == (103.0, 20, 3.0, "write")
+    assert save.path == "ckpt.pt"  # as the spec writes it, relative to the job's directory
     assert watch.see(look_at("ckpt.pt", str(tmp_path)), 110.0) is None  # the same save is not counted twice
 
 
@@ -126,3 +128,12 @@ def test_the_first_start_never_resumes_even_over_a_stale_checkpoint_and_says_so(
     # a requeue without a checkpoint yet (the program never saved): a fresh start, no flag
     (tmp_path / "out" / "ckpt.pt").unlink()
     assert resume_flag.apply(job(tmp_path, SLURM_RESTART_COUNT="1"), ["train"], {}, str(tmp_path))[0] == ["train"]
+
+
+def test_a_checkpoint_without_resume_fields_is_watched_but_never_flags_a_start(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "ckpt.pt").write_bytes(b"saved")
+    bare = job(tmp_path, SLURM_RESTART_COUNT="1", **{contract.RESUME_ARGS: "", contract.RESUME_ENV: ""})
+    environ: dict[str, str] = {}
+    assert resume_flag.apply(bare, ["train"], environ, str(tmp_path)) == (["train"], None)
+    assert environ == {}  # not marked as told: the silent-loss line then says "give it resume.args"
