@@ -2,7 +2,7 @@
 preemption handling: torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and a gloo process group,
 `iter N: loss X` lines on stdout, an evaluation every --eval-interval iterations whose improvement alone writes
 `ckpt.pt` in --out-dir (torch.save, in place, as nanoGPT does), and `--init_from=resume`, which fails without a
-checkpoint.
+checkpoint. `--die-at N --die-rank R --die-once FILE`: rank R's program dies of SIGKILL at iteration N, once.
 
 Its progress reaches the run history as `first-step` and `progress` events from rank 0 (the program's own
 iteration as `step`): the records that `Preemption` writes, and that the program's output lines will feed. The
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -24,6 +25,9 @@ def main() -> int:
     parser.add_argument("--max-iters", type=int, default=200)
     parser.add_argument("--eval-interval", type=int, default=10)
     parser.add_argument("--step-time", type=float, default=0.05)
+    parser.add_argument("--die-at", type=int, default=-1, help="this rank's program kills itself (SIGKILL) here")
+    parser.add_argument("--die-rank", type=int, default=1)
+    parser.add_argument("--die-once", default="", help="a file: the death happens once, in the start that makes it")
     args = parser.parse_args()
 
     import torch
@@ -38,7 +42,9 @@ def main() -> int:
             print(f"no checkpoint at {path} to resume from", file=sys.stderr, flush=True)
             return 1
         saved = torch.load(path)
-        it, best = int(saved["iter_num"]) + 1, float(saved["best_val_loss"])
+        # As nanoGPT: the saved iteration is done again (the save was made before its step), and its evaluation
+        # is no improvement on the best loss it saved.
+        it, best = int(saved["iter_num"]), float(saved["best_val_loss"])
         print(f"resumed from iter {saved['iter_num']}", flush=True)
     weight = torch.zeros(4)
     log_dir = os.environ.get("SLURMGEN_LOG_DIR", "")
@@ -54,6 +60,9 @@ def main() -> int:
                 torch.save({"iter_num": it, "best_val_loss": best, "weight": weight}, path)
                 print(f"saving checkpoint to {path} at iter {it}", flush=True)
             best = min(best, loss)
+        if it == args.die_at and rank == args.die_rank and not os.path.exists(args.die_once):
+            open(args.die_once, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)  # a crash: no handler, no exit code of its own
         grad = torch.ones(4)
         dist.all_reduce(grad)
         weight -= 0.01 * grad
@@ -61,7 +70,7 @@ def main() -> int:
         if rank == 0:
             print(f"iter {it}: loss {1.0 / (it + 1):.4f}", flush=True)
             now = time.time()
-            if log_dir and now - sampled >= 0.5:
+            if log_dir and now - sampled >= 0.1:
                 from slurmgen import run_history
 
                 event = run_history.FIRST_STEP if sampled < 0 else run_history.PROGRESS
