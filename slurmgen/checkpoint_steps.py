@@ -59,16 +59,41 @@ def silent_loss(events: Sequence[Mapping[str, Any]], run: int, since: float, res
     started = first.get("step", first.get("steps"))
     saved = save.get("step")
     if not isinstance(saved, (int, float)):
-        saved = step_at(events, int(save.get("run") or 0), float(save.get("time") or 0.0))
+        before = [e for e in events if float(e.get("time") or 0.0) < since]  # not this start's own samples
+        saved = step_at(before, int(save.get("run") or 0), float(save.get("time") or 0.0))
     if not isinstance(started, (int, float)) or saved is None or saved < 2 or started >= FAR_BEHIND * saved:
         return None
-    clock = time.strftime("%H:%M:%S", time.localtime(float(save.get("time") or 0.0)))
-    fix = (
-        "the program was given resume.args and still did not resume: check that it reads them"
-        if resumed
-        else "the program does not resume by itself; give it resume.args (or resume.env)"
-    )
     return (
-        f"run {run} started at step {int(started)} although {save.get('path')} (saved {clock}, run "
-        f"{save.get('run')}, step {int(saved)}) exists: {fix}"
+        f"run {run} started at step {int(started)} although {save.get('path')} (saved {_clock(save)}, run "
+        f"{save.get('run')}, step {int(saved)}) exists: {_fix(resumed)}"
+    )
+
+
+def _clock(event: Mapping[str, Any]) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(float(event.get("time") or 0.0)))
+
+
+def _fix(resumed: bool) -> str:
+    if resumed:
+        return "the program was given resume.args and still did not resume: check that it reads them"
+    return "the program does not resume by itself; give it resume.args (or resume.env)"
+
+
+def older_save(events: Sequence[Mapping[str, Any]], run: int, since: float, at: float, resumed: bool) -> str | None:
+    """The line for a start (of ``run``, begun at ``since``) whose save at ``at`` replaced the checkpoint with an
+    older-looking one: its step (from this start's samples) far behind the step the checkpoint held; None when
+    not, or nothing tells. It catches a start the first-progress check missed (no sample yet, or none before)."""
+    saves = [e for e in events if e.get("event") == run_history.SAVE and e.get("cause") == CAUSE
+             and float(e.get("time") or 0.0) < since]  # fmt: skip
+    if not saves:
+        return None
+    save = saves[-1]
+    before = [e for e in events if float(e.get("time") or 0.0) < since]
+    held = step_at(before, int(save.get("run") or 0), float(save.get("time") or 0.0))
+    now = step_at([e for e in events if float(e.get("time") or 0.0) >= since], run, at)
+    if held is None or now is None or held < 2 or now >= FAR_BEHIND * held:
+        return None
+    return (
+        f"run {run} replaced {save.get('path')} (saved {_clock(save)}, run {save.get('run')}, step {int(held)}) "
+        f"with a save of step {int(now)}: it started over and lost that work; {_fix(resumed)}"
     )

@@ -28,11 +28,11 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slurmgen import run_history, trust
-from slurmgen.checkpoint_steps import CAUSE, silent_loss
+from slurmgen.checkpoint_steps import CAUSE, older_save, silent_loss
 from slurmgen.job_context.context import JobContext
 
 # Not `typing`'s: the supervisor starts without it (bench/startup.py). mypy treats this like typing's.
@@ -154,6 +154,22 @@ class Watch:
         return found
 
 
+def missed(events: Sequence[Mapping[str, Any]], first: Sighting | None) -> tuple[int, Save] | None:
+    """A save the watch of an earlier start did not live to record (a save in its last poll, then the step's
+    SIGKILL ended its supervisor before the last look): the checkpoint a start finds is newer than every program
+    save recorded. Returned with the run whose events it falls among, to be recorded for it; None when it was."""
+    if first is None or not first.ino:
+        return None
+    saves = [float(e.get("time") or 0.0) for e in events if e.get("event") == run_history.SAVE
+             and e.get("cause") == CAUSE]  # fmt: skip
+    if saves and max(saves) >= first.mtime - 1e-3:
+        return None
+    runs = [int(e.get("run") or 0) for e in events if float(e.get("time") or 0.0) <= first.mtime]
+    if not runs:
+        return None  # older than this job's history: another job's checkpoint, no save of this one
+    return max(runs), Save(first.mtime, first.names[0], first.size, None, "unseen")
+
+
 def watches(job: JobContext, rank: int | None) -> bool:
     """Whether this task's supervisor watches the checkpoint: rank 0's, with a checkpoint and a log directory."""
     return bool(job.checkpoint) and bool(job.log_dir) and rank == 0
@@ -171,15 +187,29 @@ def start(job: JobContext, rank: int | None, resumed: bool, say: Callable[[str],
     # A start after the first, over a checkpoint of an earlier one: its first progress is compared with it.
     judge = first is not None and (job.run > 1 or job.step_attempt > 0)
     mine = os.path.join(run_history.history_dir(log_dir), "rank0.jsonl")
+    state = {"said": False}  # one line per start: the first progress or the first save tells, not both
 
-    def record(save: Save) -> None:
+    def record(save: Save, run: int = job.run) -> None:
         fields: dict[str, Any] = {"cause": CAUSE, "kind": CAUSE, "path": save.path, "basis": save.basis}
         if save.size is not None:
             fields["bytes"] = save.size
         if save.seconds is not None:
             fields["seconds"] = save.seconds
         with contextlib.suppress(OSError, trust.Untrusted):
-            run_history.append(log_dir, WRITER, run_history.SAVE, job.run, save.time, **fields)
+            run_history.append(log_dir, WRITER, run_history.SAVE, run, save.time, **fields)
+        if state["said"] or not judge or run != job.run:
+            return
+        # The first save of a start after the first: an older-looking one than the checkpoint held is lost work.
+        state["said"] = True
+        line = older_save(run_history.read(log_dir), job.run, began, save.time, resumed)
+        if line is not None:
+            tell(line)
+
+    def tell(line: str) -> None:
+        say(f"warning: {line}")
+        to_batch_log(log_dir, f"slurmgen: warning: {line}")
+        with contextlib.suppress(OSError, trust.Untrusted):
+            run_history.append(log_dir, WRITER, run_history.CHECKPOINT_IGNORED, job.run, time.time(), line=line)
 
     def judged() -> bool:
         """Whether this start's first progress is in (then said, if it lost work); one stat until it is."""
@@ -193,14 +223,16 @@ def start(job: JobContext, rank: int | None, resumed: bool, say: Callable[[str],
                    and float(e.get("time") or 0.0) >= began for e in events):  # fmt: skip
             return False
         line = silent_loss(events, job.run, began, resumed)
-        if line is not None:
-            say(f"warning: {line}")
-            to_batch_log(log_dir, f"slurmgen: warning: {line}")
-            with contextlib.suppress(OSError, trust.Untrusted):
-                run_history.append(log_dir, WRITER, run_history.CHECKPOINT_IGNORED, job.run, time.time(), line=line)
+        if line is not None and not state["said"]:
+            state["said"] = True
+            tell(line)
         return True
 
     def loop() -> None:
+        if judge:  # before the first look of this start: a save the last one missed counts for its own start
+            late = missed(run_history.read(log_dir), first)
+            if late is not None:
+                record(late[1], late[0])
         waiting = judge
         while not stop.wait(POLL):
             save = watch.see(look_at(pattern, cwd), time.time())

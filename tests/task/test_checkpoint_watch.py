@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 from slurmgen import contract, run_history
-from slurmgen.checkpoint_steps import silent_loss, step_at
+from slurmgen.checkpoint_steps import older_save, silent_loss, step_at
 from slurmgen.job_context.context import JobContext
 from slurmgen.task import resume_flag
-from slurmgen.task.checkpoint_watch import SETTLE, Watch, look_at
+from slurmgen.task.checkpoint_watch import SETTLE, Watch, look_at, missed
 
 
 def write(path: Path, data: bytes, mtime: float) -> None:
@@ -137,3 +137,25 @@ def test_a_checkpoint_without_resume_fields_is_watched_but_never_flags_a_start(t
     environ: dict[str, str] = {}
     assert resume_flag.apply(bare, ["train"], environ, str(tmp_path)) == (["train"], None)
     assert environ == {}  # not marked as told: the silent-loss line then says "give it resume.args"
+
+
+def test_a_first_save_of_a_start_older_than_the_checkpoint_it_replaced_is_said_with_the_fix() -> None:
+    events = [*events_of(1, (10.0, 0), (20.0, 100), (40.0, 300)), save_event(1, 30.0)]
+    events += events_of(2, (100.0, 0), (110.0, 100))
+    line = older_save(events, 2, 90.0, 105.0, resumed=False)
+    assert line is not None and line.startswith("run 2 replaced out/ckpt.pt (saved ")
+    assert "run 1, step 200) with a save of step 50: it started over and lost that work; the program does " in line
+    resumed = [*events_of(1, (10.0, 0), (20.0, 100), (40.0, 300)), save_event(1, 30.0)]
+    resumed += events_of(2, (100.0, 200), (110.0, 300))
+    assert older_save(resumed, 2, 90.0, 105.0, resumed=True) is None
+
+
+def test_a_save_the_last_start_did_not_live_to_record_is_recorded_for_its_run_by_the_next(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt.pt"
+    write(ckpt, b"last", 150.0)
+    history = [{"event": run_history.RUN_START, "run": 1, "time": 100.0}, save_event(1, 140.0),
+               {"event": run_history.RUN_START, "run": 2, "time": 160.0}]  # fmt: skip
+    found = missed(history, look_at(str(ckpt)))
+    assert found is not None and found[0] == 1 and found[1].time == 150.0
+    assert missed([*history, save_event(1, 150.0)], look_at(str(ckpt))) is None  # recorded already
+    assert missed(history[2:], look_at(str(ckpt))) is None  # older than this job: another job's
