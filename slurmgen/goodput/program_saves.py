@@ -88,7 +88,12 @@ def _stops(events: Events) -> list[tuple[int, str, float]]:
             run = int(e["run"])
             last = max([t for t in _starts(events) if t <= _t(e)], default=0.0)
             stops = [_t(x) for x in events if x.get("run") == run and x.get("event") == rh.STOP and _t(x) >= last]
-            found.append((run, "requeue", min(stops) if stops else _t(e)))
+            # The stop is recorded when it is decided; the program works on until the signal reaches it (and may
+            # save meanwhile): it stopped at its last sign of life, a progress sample or a save.
+            alive = [_t(x) for x in events if x.get("run") == run and last <= _t(x) <= _t(e) and (
+                x.get("event") in (rh.FIRST_STEP, rh.PROGRESS)
+                or (x.get("event") == rh.SAVE and x.get("cause") == CAUSE))]  # fmt: skip
+            found.append((run, "requeue", max([min(stops) if stops else _t(e), *alive])))
     return sorted(found, key=lambda s: s[2])
 
 
