@@ -15,6 +15,8 @@ Rows:
 - watchdog: the supervisors of every node polling for 20 s while every rank progresses (task/node_watch.py);
 - watchdog, idle node: the same while the node's ranks wait (a barrier) and other nodes progress;
 - progress marks (before / now): every rank's `Preemption.should_stop()` mark for 10 s of training;
+- checkpoint watch: the watch on the program's own checkpoint (task/checkpoint_watch.py) for 20 s, one stat a
+  poll in rank 0's supervisor alone, whatever the job's size;
 - hang: per hang, every rank's stacks file and hang event, then the batch shell's decision (history read,
   the ranks that stopped first, the steps lost);
 - crash: per failure, the batch shell's reading of who failed first among N task exits;
@@ -47,6 +49,8 @@ sys.path.insert(0, str(ROOT))
 from slurmgen import contract, run_history  # noqa: E402
 from slurmgen.job_context.context import JobContext  # noqa: E402
 from slurmgen.progress_mark import ProgressMark, node_dir, node_mark_path, write_node_file  # noqa: E402
+from slurmgen.task import checkpoint_watch  # noqa: E402
+from slurmgen.task.checkpoint_watch import Watch, look_at  # noqa: E402
 from slurmgen.task.node_watch import NodeWatch  # noqa: E402
 
 HANG_TIMEOUT = 600.0
@@ -212,6 +216,24 @@ def measure(ranks: int, per_node: int, rows: dict[str, Row], work: str) -> None:
     for m in marks:
         if m._fd is not None:
             os.close(m._fd)
+
+    # The watch on the program's own checkpoint (spec field checkpoint.path): every task's supervisor asks whether
+    # it watches (rank 0's alone does), then 20 s of polls, while the program saves every 5 s.
+    ckpt = os.path.join(log, "ckpt.pt")
+    Path(ckpt).write_bytes(b"0")
+    watching = [Watch(look_at(ckpt)) for n, node_envs in enumerate(envs) for i, env in enumerate(node_envs)
+                if checkpoint_watch.watches(JobContext.from_environ({**env, contract.CHECKPOINT: ckpt}),
+                                            n * per_node + i)]  # fmt: skip
+    with counting(log) as c:
+        for poll in range(1, int(20 / checkpoint_watch.POLL) + 1):
+            at = now + poll * checkpoint_watch.POLL
+            if poll % 5 == 0:  # the program's save, not the watch's doing: not counted
+                c.on = False
+                os.utime(ckpt, (at, at))
+                c.on = True
+            for saves in watching:
+                saves.see(look_at(ckpt), at + 1.0)
+    row("checkpoint watch", "/s").meta[ranks] = c.meta / 20
 
     # A hang: every rank's stacks file and hang event (one history file per node), then the batch shell decides.
     os.makedirs(os.path.join(log, "hang"))

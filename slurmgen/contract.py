@@ -59,6 +59,13 @@ HEALTH_CHECK = "SLURMGEN_HEALTH_CHECK"  # the user's node check, one shell-quote
 # rank 0's output lines, and the step the run ends at; unset: the supervisor reads nothing of the output.
 PROGRESS_PATTERN = "SLURMGEN_PROGRESS_PATTERN"
 PROGRESS_TOTAL = "SLURMGEN_PROGRESS_TOTAL"
+# The program's own saves (spec sections checkpoint: and resume:; slurmgen/spec/checkpoint.py):
+CHECKPOINT = "SLURMGEN_CHECKPOINT"  # checkpoint.path as written: a file, a directory or a glob; unset: none
+RESUME_ARGS = "SLURMGEN_RESUME_ARGS"  # resume.args, one shell-quoted command line; unset: none
+RESUME_ENV = "SLURMGEN_RESUME_ENV"  # resume.env as shell-quoted NAME=value words; unset: none
+# Set by a task that appended resume.args (never by the user): torchrun's workers, which run the task's entry point
+# again under the agent that already did, must not append them a second time.
+RESUMED = "SLURMGEN_RESUMED"
 # Set by the batch shell for each start of the step within one run (never by the user): 0 for the first start,
 # then 1, 2, ... for each restart inside the allocation. The rendezvous port moves with it (job_port).
 STEP_ATTEMPT = "SLURMGEN_STEP_ATTEMPT"
@@ -429,6 +436,38 @@ def variables() -> tuple[Variable, ...]:
             omit=OMIT_EMPTY,
         ),
         _exported(
+            CHECKPOINT,
+            "checkpoint.path",
+            "where the program writes its own saves (a file, a directory or a glob); unset: none",
+            (BY_TASK,),
+            "checkpoint",
+            "text",
+            when="checkpoint",
+        ),
+        _exported(
+            RESUME_ARGS,
+            "resume.args",
+            "words appended to the command on a start after the first where the checkpoint exists, one "
+            "shell-quoted command line; unset: none",
+            (BY_TASK,),
+            "resume_args",
+            "verbatim",
+            default="",
+            when="resume",
+            omit=OMIT_EMPTY,
+        ),
+        _exported(
+            RESUME_ENV,
+            "resume.env",
+            "NAME=value words (shell-quoted) set for the program on those same starts; unset: none",
+            (BY_TASK,),
+            "resume_env",
+            "verbatim",
+            default="",
+            when="resume",
+            omit=OMIT_EMPTY,
+        ),
+        _exported(
             CONTAINER,
             "container",
             "1 when the tasks run inside a container image (no scontrol there)",
@@ -539,6 +578,14 @@ def variables() -> tuple[Variable, ...]:
             (BY_TASK,),
             "step_pid",
             "nonempty",
+        ),
+        Variable(
+            RESUMED,
+            "1 once a task appended resume.args: torchrun's workers do not append them again",
+            FROM_TASK_ENTRY,
+            (BY_TASK,),
+            "resumed",
+            "flag",
         ),
         Variable(
             MASTER_ADDR,

@@ -51,6 +51,8 @@ REPEATED = "repeated-failure"  # batch shell: the step failed again the same way
 CONTINUED = "continued"  # batch shell: a new job continues this one's work from its state (job: its id; cause)
 FINISHED = "finished"  # rank 0: the program reached its end with no stop agreed (Preemption, at exit)
 AUTO_WAIT = "auto-wait"  # batch shell: handler auto waits for the program to construct Preemption (sig, seconds)
+CHECKPOINT_IGNORED = "checkpoint-ignored"  # rank 0's supervisor: a start began far behind the program's own last
+#                                          checkpoint (line: what was lost and the fix; task/checkpoint_watch.py)
 NODE_EXCLUDED = "node-excluded"  # batch shell: a node failed its check or Slurm marks it down (node, reason, spare)
 # What a job's time went to (slurmgen/goodput/): written once per start of the program or sampled, never per step.
 FIRST_STEP = "first-step"  # rank 0: the program's first should_stop() of this start (steps: 1)
@@ -218,6 +220,8 @@ class Run:
     fallback: str | None = None  # preemption.handler auto stopped a program without Preemption (batch/signals.py)
     steps_done: list[int] = field(default_factory=list)  # spec field steps: the steps this run completed (0-based)
     steps: int | None = None  # spec field steps: how many the job has (None: one, or no step completed yet)
+    # A start that began far behind the program's own checkpoint (task/checkpoint_watch.py): its one line.
+    checkpoint_ignored: list[str] = field(default_factory=list)
 
 
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
@@ -258,6 +262,8 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
             r.continued_as, r.cause = str(e.get("job") or "?"), e.get("cause") or r.cause
         elif kind == REPEATED:
             r.repeated = str(e.get("error") or "")
+        elif kind == CHECKPOINT_IGNORED:
+            r.checkpoint_ignored.append(printable(str(e.get("line") or "")))
         elif kind == NODE_EXCLUDED:
             r.excluded.append(f"{e.get('node')}: {e.get('reason')}")
         elif kind == STEP_DONE and isinstance(e.get("index"), int):

@@ -23,6 +23,7 @@ from typing import Any
 from slurmgen import run_history as rh
 from slurmgen.goodput import timeline as tl
 from slurmgen.goodput.advice import Advice, advise
+from slurmgen.goodput.program_saves import ProgramSaves, program_saves
 
 SCHEMA = 1
 
@@ -38,6 +39,7 @@ class Report:
     timeline: tl.Timeline
     advice: Advice | None  # None before a save was measured
     progress_known: bool = True  # False: no step of the program recorded (no Preemption, no progress.pattern)
+    program: ProgramSaves | None = None  # the program's own saves (spec field checkpoint.path), where watched
 
     @property
     def goodput(self) -> float:
@@ -90,6 +92,8 @@ class Report:
                 for r in t.runs
             ],
         }
+        if self.program is not None:
+            shown["program_checkpoint"] = self.program.to_json()
         if not detail:
             return shown
         shown["segments"] = [[s.run, round(s.start, 3), round(s.end, 3), s.bucket] for s in t.segments]
@@ -179,7 +183,7 @@ def report(job: str, events: Sequence[Mapping[str, Any]], now: float, detail: bo
     roll-up) it has neither markers nor advice, which cost a third of a point's report."""
     line = tl.build(events, now, markers=detail)
     if not progress_known(events):
-        return _unknown(job, line)
+        return _unknown(job, line, program_saves(events))
     buckets = dict.fromkeys(tl.BUCKETS, 0.0)
     productive = 0.0
     for s in line.segments:
@@ -190,10 +194,11 @@ def report(job: str, events: Sequence[Mapping[str, Any]], now: float, detail: bo
     wall = (line.runs[-1].end - line.runs[0].start) if line.runs else 0.0
     first = line.runs[0].slurm_queue_seconds if line.runs else None
     advice = advice_of(events, line, buckets) if detail else None
-    return Report(job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice)
+    program = program_saves(events)
+    return Report(job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice, program=program)
 
 
-def _unknown(job: str, line: tl.Timeline) -> Report:
+def _unknown(job: str, line: tl.Timeline, program: ProgramSaves | None = None) -> Report:
     """The report of a job whose program's steps were never recorded: every second that is not a known bucket
     is `unknown`, none of it productive nor start-up."""
     import dataclasses
@@ -206,7 +211,8 @@ def _unknown(job: str, line: tl.Timeline) -> Report:
     wall = (line.runs[-1].end - line.runs[0].start) if line.runs else 0.0
     first = line.runs[0].slurm_queue_seconds if line.runs else None
     shown = dataclasses.replace(line, segments=segments)
-    return Report(job, wall, 0.0, buckets, first or 0.0, line.redone_steps, shown, None, progress_known=False)
+    return Report(job, wall, 0.0, buckets, first or 0.0, line.redone_steps, shown, None, progress_known=False,
+                  program=program)  # fmt: skip
 
 
 def unknown_line(r: Report) -> str:

@@ -20,6 +20,12 @@ LABELS = {
 }
 
 
+UNTIMED = (
+    "checkpoint interval: not advised: no save of the program was timed (a glob of checkpoint.path that matches "
+    "its temporary file too, e.g. out/ckpt.pt*, times each save by its rename)"
+)
+
+
 def bucket_table(
     wall: float, productive: float | None, buckets: dict[str, float], wall_label: str = "wall (first start to end)"
 ) -> list[str]:
@@ -47,9 +53,15 @@ def report_lines(r: Report) -> list[str]:
         wait = run.slurm_queue_seconds
         if wait is not None:
             out.append(f"run {run.run}: Slurm's queue wait {wait:.0f} s (StartTime - SubmitTime)")
+    if r.program is not None:
+        out += r.program.lines()
     if r.advice is not None:
         out.append("checkpoint interval:")
         out += [f"  {line}" for line in r.advice.lines()]
+    elif r.program is not None and r.program.saves:
+        # Young/Daly need a save's cost: a save seen only once done gives none, and no advice is better than one
+        # made of a guess.
+        out.append(UNTIMED)
     return out
 
 

@@ -72,6 +72,9 @@ class JobVariables:
     health_check: str  # SLURMGEN_HEALTH_CHECK
     progress_pattern: str  # SLURMGEN_PROGRESS_PATTERN
     progress_total: int | None  # SLURMGEN_PROGRESS_TOTAL
+    checkpoint: str | None  # SLURMGEN_CHECKPOINT
+    resume_args: str  # SLURMGEN_RESUME_ARGS
+    resume_env: str  # SLURMGEN_RESUME_ENV
     in_container: bool  # SLURMGEN_CONTAINER
     log_dir: str | None  # SLURMGEN_LOG_DIR
     state_dir: str | None  # SLURMGEN_STATE_DIR
@@ -84,6 +87,7 @@ class JobVariables:
     node_check_timeout: float | None  # SLURMGEN_NODE_CHECK_TIMEOUT
     resume_from: str | None  # SLURMGEN_RESUME_FROM
     step_pid: str | None  # SLURMGEN_STEP_PID
+    resumed: bool  # SLURMGEN_RESUMED
     master_addr: str | None  # MASTER_ADDR
     master_port: str | None  # MASTER_PORT
     nccl_ifname: str | None  # NCCL_SOCKET_IFNAME
@@ -141,6 +145,9 @@ class JobVariables:
             health_check=verbatim(environ, contract.HEALTH_CHECK, ""),
             progress_pattern=verbatim(environ, contract.PROGRESS_PATTERN, ""),
             progress_total=whole(environ, contract.PROGRESS_TOTAL),
+            checkpoint=text(environ, contract.CHECKPOINT),
+            resume_args=verbatim(environ, contract.RESUME_ARGS, ""),
+            resume_env=verbatim(environ, contract.RESUME_ENV, ""),
             in_container=flag(environ, contract.CONTAINER),
             log_dir=nonempty(environ, contract.LOG_DIR),
             state_dir=nonempty(environ, contract.STATE_DIR),
@@ -153,6 +160,7 @@ class JobVariables:
             node_check_timeout=seconds(environ, contract.NODE_CHECK_TIMEOUT),
             resume_from=text(environ, contract.RESUME_FROM),
             step_pid=nonempty(environ, contract.STEP_PID),
+            resumed=flag(environ, contract.RESUMED),
             master_addr=given(environ, contract.MASTER_ADDR),
             master_port=text(environ, contract.MASTER_PORT),
             nccl_ifname=given(environ, contract.NCCL_SOCKET_IFNAME),

@@ -172,6 +172,7 @@ def restart_lines(targets: Iterable[Target]) -> list[str]:
             lines += [f"job {key}: run {run.run}, node excluded ({text})" for text in run.excluded]
             if run.fallback is not None:
                 lines.append(f"job {key}: run {run.run}: {run.fallback}")
+            lines += [f"job {key}: warning: {text}" for text in run.checkpoint_ignored]
     return lines
 
 
@@ -227,6 +228,7 @@ def _note(run: run_history.Run, miss: WindowMiss | None) -> str:
         notes.append(f"restart {number} ({restart})")
     if run.repeated is not None:
         notes.append(f"the same failure repeated ({run.repeated}): not restarted")
+    notes += [f"! {text}" for text in run.checkpoint_ignored]
     notes += [f"node excluded ({text})" for text in run.excluded]
     if run.failing:
         notes.append(run.failing)

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slurmgen.errors import Problem
+from slurmgen.errors import Problem, SpecError
 from slurmgen.spec.load import load_bytes, read_spec
 from slurmgen.spec.model import JobSpec
-from slurmgen.spec.where import missing_script
+from slurmgen.spec.where import missing_script, untrusted_checkpoint
 
 if TYPE_CHECKING:
     from slurmgen.spec.profile import ClusterProfile
@@ -53,6 +53,9 @@ def check(
     where the job is submitted from (its files are looked at: the command's script must be there). Raises SpecError
     with every problem."""
     loaded = load_bytes(raw, source, overrides, profile, args)
+    refused = untrusted_checkpoint(loaded.spec, source, submit_dir)
+    if refused is not None:
+        raise SpecError([refused])
     missing = [missing_script(loaded.spec, source, submit_dir)]
     warnings = (*loaded.warnings, *(problem for problem in missing if problem is not None))
     return Checked(source, raw, loaded.spec, warnings, loaded.origins)

@@ -71,9 +71,11 @@ def _spec_value(spec: JobSpec, path: str) -> Any:
 
 def _export_text(value: Any) -> str:
     """An exported value as the runtime parses it: a flag (or an object, such as a container) as 1, a list as one
-    shell-quoted command line, anything else as text."""
+    shell-quoted command line, a mapping (its pairs) as shell-quoted NAME=value words, anything else as text."""
     if isinstance(value, bool) or not isinstance(value, str | int | tuple):
         return "1"
+    if isinstance(value, tuple) and value and all(isinstance(item, tuple) for item in value):
+        return join([f"{name}={text}" for name, text in value])
     return join(list(value)) if isinstance(value, tuple) else str(value)
 
 

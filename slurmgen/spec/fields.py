@@ -12,6 +12,7 @@ from typing import Any
 from slurmgen import contract, variables
 from slurmgen.signal_names import preemption_signal_problem, signal_name
 from slurmgen.slurm.times import format_duration, parse_time
+from slurmgen.spec.checkpoint import CHECKPOINT, RESUME
 from slurmgen.spec.progress import PROGRESS
 from slurmgen.spec.recovery import RECOVERY
 from slurmgen.spec.sweep import SweepType
@@ -463,6 +464,12 @@ SPEC = Obj(
             PROGRESS,
             "the step read from the program's own output, for a program without Preemption (docs/preemption.md, "
             "Progress without Preemption)",
+        ),
+        "checkpoint": Field(CHECKPOINT, "the program's own saves, which slurmgen watches (docs/preemption.md)"),
+        "resume": Field(
+            RESUME,
+            "how the program is told to resume from checkpoint.path on a start after the first: args appended "
+            "to the command, env set (docs/preemption.md)",
         ),
         "env": Field(
             EnvMap(

@@ -48,7 +48,7 @@ def node_checks(spec: JobSpec) -> bool:
 # --- hand-written: what the model has beyond the table's fields ---------------------------------------------
 # Fields added after digests were first kept (the resume state is keyed by them): left out, they stay out of the
 # digest (empty, None).
-ADDED_EMPTY = ("srun", "error", "teardown", "progress")
+ADDED_EMPTY = ("srun", "error", "teardown", "progress", "checkpoint", "resume")
 # Fields added later with a default: at that default they stay out of the digest too.
 ADDED_DEFAULT: dict[str, Any] = {"setup_fail_fast": True}
 

@@ -57,6 +57,17 @@ class ProgressSpec:
 
 
 @dataclass(frozen=True)
+class CheckpointSpec:
+    path: str
+
+
+@dataclass(frozen=True)
+class ResumeSpec:
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     runtime: str
     gpu: str | None
@@ -100,6 +111,8 @@ class JobFields:
     preemption: PreemptionSpec
     recovery: RecoverySpec
     progress: ProgressSpec | None
+    checkpoint: CheckpointSpec | None
+    resume: ResumeSpec | None
     env: tuple[tuple[str, str], ...]
     setup: tuple[str, ...]
     setup_fail_fast: bool

@@ -117,6 +117,13 @@ def resolve(f: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
             if "\r" in line:
                 ctx.fail((key, i), "contains a carriage return (CR); save the file with Unix line ends")
     out["setup_fail_fast"] = f.get("setup_fail_fast", True)
+    if "resume" in f and "checkpoint" not in f:
+        # The resume flag is given only where the program's checkpoint exists: without its path, never.
+        ctx.fail(("resume",), "needs checkpoint.path, where the program saves, e.g. checkpoint: {path: out/ckpt.pt}")
+    if isinstance(f.get("resume"), dict):
+        for name in f["resume"].get("env") or {}:
+            if isinstance(name, str) and name.startswith("SLURMGEN_"):
+                ctx.fail(("resume", "env", name), "SLURMGEN_* variables are set by slurmgen itself; use another name")
     if isinstance(f.get("container"), dict):
         from slurmgen.spec.container import check_container  # loaded only for a spec with a container
 

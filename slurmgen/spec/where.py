@@ -64,3 +64,26 @@ def missing_script(
         f"{script} does not exist in {base} ({where}, where the job runs); check the path, submit from the "
         "directory that holds it, or set chdir",
     )
+
+
+def untrusted_checkpoint(spec: JobSpec, source: str, submit_dir: Path) -> Problem | None:
+    """An error when checkpoint.path lies under a directory another user owns or can write (slurmgen/trust.py's
+    rule, which every file slurmgen acts on obeys): the watch would count that user's files as the program's saves,
+    and the resume flag would make the program load them. Each existing directory from the path's fixed part (the
+    words before a glob's first wildcard) up to the root is asked; a path with a shell variable is only known in
+    the job."""
+    from slurmgen import trust
+
+    if spec.checkpoint is None or "$" in spec.checkpoint.path:
+        return None
+    written = spec.checkpoint.path
+    base = submit_dir / spec.chdir if spec.chdir else submit_dir
+    fixed = re.split(r"[*?\[]", written, maxsplit=1)[0]
+    path = Path(fixed) if os.path.isabs(fixed) else base / fixed
+    folder = path if fixed.endswith("/") or path.is_dir() else path.parent
+    for directory in (folder, *folder.parents):
+        why = trust.why_not_dir(str(directory))
+        if why is not None:
+            return Problem(source, "checkpoint.path", f"{written}: {why}; the program's saves must be in a "
+                           "directory only you can write (slurmgen resumes the program from them)")  # fmt: skip
+    return None

@@ -152,6 +152,12 @@ def run(
     environ.update(prepared.updates)
     if expansions:
         command = expand_per_task(expansions, command, environ)
+    if job.checkpoint:  # the program's own checkpoint: resume.args on a start that resumes (task/resume_flag.py)
+        from slurmgen.task import resume_flag
+
+        command, line = resume_flag.apply(job, command, environ)
+        if line is not None:
+            err(f"slurmgen: {line}")
     if not agent:
         from slurmgen.task import supervisor
 

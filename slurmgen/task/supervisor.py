@@ -275,11 +275,18 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
 
             relaying.join(JOIN_WAIT)
 
+    saves = None
+    if plan.job.checkpoint:  # the program's own saves (spec field checkpoint.path), on rank 0 only
+        from slurmgen.task import checkpoint_watch
+
+        saves = checkpoint_watch.start(plan.job, plan.rank, plan.env.get(contract.RESUMED) == "1", say)
     try:
         return _wait_loop(plan, routing, child, watched, say, settle)
     finally:
         if watching is not None:
             watching.set()
+        if saves is not None:
+            saves.set()
         watchdog.leave_node(plan.job, plan.rank, began)  # the node's last task removes the node's directory
         if stacks is not None:
             stacks.close()

@@ -1,0 +1,280 @@
+"""The watch on the program's own checkpoint (spec field checkpoint.path), run by rank 0's supervisor.
+
+A program that saves by itself (nanoGPT's `ckpt.pt`) tells slurmgen nothing; its saves are seen here, from
+outside, and recorded as `save` events (cause `program`) in the run history, where `status` ("last save"),
+`report` (saves, their cost, the work each stop lost back to the last save) and the restart's lost time read
+them as they read `Preemption`'s.
+
+Cost: one `stat` of the path (a file, or a directory, whose mtime moves when an entry is added or renamed), or
+one `glob` for a pattern, per poll, in one process of the whole job (rank 0's supervisor): flat in ranks and nodes,
+never per step (bench/scale.py, row "checkpoint watch"). A save is recorded once its signature (inode, size,
+mtime; a glob's names) has held for one poll, so a file still being written is not taken for a save.
+
+A save's cost, where it can be seen from outside, and how (`basis`):
+- `rename`: a glob that matches the temporary name too (`out/ckpt.pt*`) sees the temporary file appear, then
+  the final name take its place: the time between the two (within a poll);
+- `write`: a file written in place seen mid-write: from the mtime first seen changing to the last write's;
+- otherwise `seconds` is left out (basis `unseen`): the save was over within one poll.
+
+At the first progress of a start after the first (`first-step`, which `Preemption` or the program's output
+lines give), the watch compares the program's step with the step of its last save (timed against the previous
+start's progress samples): a program that started far behind it lost that work in silence, and one line says so
+in the batch log and, as a `checkpoint-ignored` event, in `status`, `history` and `report`. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from slurmgen import run_history, trust
+from slurmgen.checkpoint_steps import CAUSE, older_save, silent_loss
+from slurmgen.job_context.context import JobContext
+
+# Not `typing`'s: the supervisor starts without it (bench/startup.py). mypy treats this like typing's.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+WRITER = "checkpoint"
+POLL = 1.0  # seconds between two looks at the checkpoint: one stat (or glob) each, in one process of the job
+SETTLE = 0.5  # seconds without a write after which a changed file is a finished save
+
+Look = Callable[[], "Sighting | None"]
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """What one look at the checkpoint found: a file or directory's signature, or a glob's names."""
+
+    names: tuple[str, ...]  # the path found (one), or a glob's matches, sorted
+    ino: int = 0
+    size: int = 0
+    mtime: float = 0.0
+
+    def key(self) -> tuple[object, ...]:
+        return (self.names, self.ino, self.size, self.mtime)
+
+
+def is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")  # glob.has_magic's characters; glob itself only for a pattern
+
+
+def look_at(pattern: str, cwd: str = "") -> Sighting | None:
+    """One look: one stat of a file or directory, or one glob; None when nothing is there. The names found are
+    as the spec writes them: relative to ``cwd`` when the pattern is."""
+    relative = not os.path.isabs(pattern) and bool(cwd)
+    path = os.path.join(cwd, pattern) if relative else pattern
+    if is_glob(pattern):
+        import glob
+
+        found = sorted(glob.glob(path))
+        names = tuple(os.path.relpath(name, cwd) if relative else name for name in found)
+        return Sighting(names) if names else None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return Sighting((pattern,), info.st_ino, info.st_size, info.st_mtime)
+
+
+def exists(pattern: str, cwd: str = "") -> bool:
+    return look_at(pattern, cwd) is not None
+
+
+@dataclass(frozen=True)
+class Save:
+    """One save seen: when it was durable, its size where known, what it cost and how that was told."""
+
+    time: float
+    path: str
+    size: int | None
+    seconds: float | None
+    basis: str  # rename, write, unseen
+
+
+class Watch:
+    """The saves in a sequence of looks (pure: each look's result and its time are passed in).
+
+    A file or directory's new signature is a save once its mtime is SETTLE seconds old at a look (a file being
+    written has an mtime of now); a glob's new name is a save at the look that finds it, unless it is gone at the
+    next (a temporary file, whose time then starts the save that replaces it)."""
+
+    def __init__(self, first: Sighting | None) -> None:
+        self.recorded = first  # what was there when the watch began is no save of this start
+        self.moving_since: float | None = None  # a file seen mid-write: its mtime at the first such look
+        self.fresh: tuple[str, float] | None = None  # a glob: a name found at the last look, and when
+
+    def see(self, now: Sighting | None, at: float) -> Save | None:
+        if now is None or (self.recorded is not None and now.key() == self.recorded.key()):
+            return None
+        if now.ino:
+            return self._file(now, at)
+        return self._names(now, at)
+
+    def last(self, now: Sighting | None, at: float) -> Save | None:
+        """The last look, after the program ended: nothing writes any more, so what changed is a save."""
+        if now is None or (self.recorded is not None and now.key() == self.recorded.key()):
+            return None
+        return self._file(now, now.mtime + SETTLE) if now.ino else self._names(now, at, final=True)
+
+    def _file(self, now: Sighting, at: float) -> Save | None:
+        if at - now.mtime < SETTLE:  # still being written
+            self.moving_since = now.mtime if self.moving_since is None else self.moving_since
+            return None
+        self.recorded, moving, self.moving_since = now, self.moving_since, None
+        if moving is not None and moving < now.mtime:
+            return Save(now.mtime, now.names[0], now.size, round(now.mtime - moving, 3), "write")
+        return Save(now.mtime, now.names[0], now.size, None, "unseen")
+
+    def _names(self, now: Sighting, at: float, final: bool = False) -> Save | None:
+        names = set(now.names)
+        known = set(self.recorded.names) if self.recorded is not None else set()
+        fresh, self.fresh = self.fresh, None
+        new = sorted(names - known - ({fresh[0]} if fresh else set()))
+        found: Save | None = None
+        if fresh is not None and fresh[0] not in names:  # the name found last time went: a temporary file
+            if new:
+                found, new = Save(at, new[-1], None, round(at - fresh[1], 3), "rename"), []
+                known.add(found.path)
+        elif fresh is not None:  # it stayed: a save, made when it was found
+            found = Save(fresh[1], fresh[0], None, None, "unseen")
+            known.add(fresh[0])
+        if new and final and found is None:
+            known.update(new)
+            found = Save(at, new[-1], None, None, "unseen")
+        elif new:
+            self.fresh = (new[-1], at)  # a save, unless it is gone at the next look
+            known.update(new[:-1])
+        self.recorded = Sighting(tuple(sorted(known & names)))
+        return found
+
+
+def missed(events: Sequence[Mapping[str, Any]], first: Sighting | None) -> tuple[int, Save] | None:
+    """A save the watch of an earlier start did not live to record (a save in its last poll, then the step's
+    SIGKILL ended its supervisor before the last look): the checkpoint a start finds is newer than every program
+    save recorded. Returned with the run whose events it falls among, to be recorded for it; None when it was."""
+    if first is None or not first.ino:
+        return None
+    saves = [float(e.get("time") or 0.0) for e in events if e.get("event") == run_history.SAVE
+             and e.get("cause") == CAUSE]  # fmt: skip
+    if saves and max(saves) >= first.mtime - 1e-3:
+        return None
+    runs = [int(e.get("run") or 0) for e in events if float(e.get("time") or 0.0) <= first.mtime]
+    if not runs:
+        return None  # older than this job's history: another job's checkpoint, no save of this one
+    return max(runs), Save(first.mtime, first.names[0], first.size, None, "unseen")
+
+
+def watches(job: JobContext, rank: int | None) -> bool:
+    """Whether this task's supervisor watches the checkpoint: rank 0's, with a checkpoint and a log directory."""
+    return bool(job.checkpoint) and bool(job.log_dir) and rank == 0
+
+
+def start(job: JobContext, rank: int | None, resumed: bool, say: Callable[[str], None]) -> Stopper | None:
+    """Watch in a daemon thread while the program runs (rank 0's supervisor only); stop it when the program ends."""
+    pattern, log_dir = job.checkpoint, job.log_dir
+    if not pattern or not log_dir or not watches(job, rank):
+        return None
+    cwd = os.getcwd()
+    began = time.time()
+    first = look_at(pattern, cwd)
+    watch, stop = Watch(first), threading.Event()
+    # A start after the first, over a checkpoint of an earlier one: its first progress is compared with it.
+    judge = first is not None and (job.run > 1 or job.step_attempt > 0)
+    mine = os.path.join(run_history.history_dir(log_dir), "rank0.jsonl")
+    state = {"said": False}  # one line per start: the first progress or the first save tells, not both
+
+    def record(save: Save, run: int = job.run) -> None:
+        fields: dict[str, Any] = {"cause": CAUSE, "kind": CAUSE, "path": save.path, "basis": save.basis}
+        if save.size is not None:
+            fields["bytes"] = save.size
+        if save.seconds is not None:
+            fields["seconds"] = save.seconds
+        with contextlib.suppress(OSError, trust.Untrusted):
+            run_history.append(log_dir, WRITER, run_history.SAVE, run, save.time, **fields)
+        if state["said"] or not judge or run != job.run:
+            return
+        # The first save of a start after the first: an older-looking one than the checkpoint held is lost work.
+        state["said"] = True
+        line = older_save(run_history.read(log_dir), job.run, began, save.time, resumed)
+        if line is not None:
+            tell(line)
+
+    def tell(line: str) -> None:
+        say(f"warning: {line}")
+        to_batch_log(log_dir, f"slurmgen: warning: {line}")
+        with contextlib.suppress(OSError, trust.Untrusted):
+            run_history.append(log_dir, WRITER, run_history.CHECKPOINT_IGNORED, job.run, time.time(), line=line)
+
+    def judged() -> bool:
+        """Whether this start's first progress is in (then said, if it lost work); one stat until it is."""
+        try:
+            if os.stat(mine).st_mtime < began:
+                return False
+        except OSError:
+            return False
+        events = run_history.read(log_dir)
+        if not any(e.get("event") == run_history.FIRST_STEP and e.get("run") == job.run
+                   and float(e.get("time") or 0.0) >= began for e in events):  # fmt: skip
+            return False
+        line = silent_loss(events, job.run, began, resumed)
+        if line is not None and not state["said"]:
+            state["said"] = True
+            tell(line)
+        return True
+
+    def loop() -> None:
+        if judge:  # before the first look of this start: a save the last one missed counts for its own start
+            late = missed(run_history.read(log_dir), first)
+            if late is not None:
+                record(late[1], late[0])
+        waiting = judge
+        while not stop.wait(POLL):
+            save = watch.see(look_at(pattern, cwd), time.time())
+            if save is not None:
+                record(save)
+            if waiting and judged():
+                waiting = False
+        save = watch.last(look_at(pattern, cwd), time.time())  # a save in the program's last poll
+        if save is not None:
+            record(save)
+        done.set()
+
+    done = threading.Event()
+
+    threading.Thread(target=loop, name="slurmgen-checkpoint-watch", daemon=True).start()
+    return Stopper(stop, done)
+
+
+def to_batch_log(log_dir: str, line: str) -> None:
+    """Append one line to the batch shell's log, where the user looks first: `<output>/<name>-<key>.log`, beside
+    the job's log directory `<output>/<name>-<key>` (script/directives.py, batch_log and task_log_stem). Only a
+    file of this user's, never through a link (trust.open_write); none there (spec field error, a renamed log):
+    the node log has the line."""
+    path = log_dir.rstrip("/") + ".log"
+    if not os.path.isfile(path):
+        return
+    with contextlib.suppress(OSError, trust.Untrusted):
+        fd = trust.open_write(path, mode=0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class Stopper:
+    """Stops the watch once the program has ended, after its last look (bounded: a stat on a hung file system
+    must not keep the task from ending)."""
+
+    stop: threading.Event
+    done: threading.Event
+
+    def set(self) -> None:
+        self.stop.set()
+        self.done.wait(5.0)

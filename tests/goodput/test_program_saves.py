@@ -1,0 +1,68 @@
+"""The program's own saves in `slurmgen report` (goodput/program_saves.py) and in the run summary `history` and
+`status` read: pure functions of a run history, built here as plain events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slurmgen import run_history as rh
+from slurmgen.goodput.summary import report
+from slurmgen.goodput.text import UNTIMED, report_lines
+
+
+def ev(kind: str, run: int, t: float, **fields: Any) -> dict[str, Any]:
+    return {"v": 1, "event": kind, "run": run, "time": t, "by": "x", **fields}
+
+
+def samples(run: int, start: float, first: int, until: float) -> list[dict[str, Any]]:
+    """Progress every second at 10 steps a second from ``first``."""
+    out = [ev(rh.FIRST_STEP, run, start, step=first, steps=0)]
+    t = start + 1.0
+    while t <= until:
+        out.append(ev(rh.PROGRESS, run, t, step=first + round((t - start) * 10), steps=0))
+        t += 1.0
+    return out
+
+
+def history() -> list[dict[str, Any]]:
+    """Run 1: a crash at 50 s (last program save at 30 s, step 200), a restart that resumes at 200 and is preempted
+    at 90 s (last save at 80 s, step 300 + ...); run 2 starts over at 0: the watch said so."""
+    events = [ev(rh.RUN_START, 1, 0.0), *samples(1, 10.0, 0, 49.0)]
+    events += [ev(rh.SAVE, 1, 30.0, cause="program", path="out/ckpt.pt", basis="unseen")]
+    events += [ev(rh.TASK_EXIT, 1, 50.0, rank=1), ev(rh.RESTART, 1, 52.0, cause="crash", who="rank 1")]
+    events += samples(1, 60.0, 200, 90.0)
+    events += [ev(rh.SAVE, 1, 80.0, cause="program", path="out/ckpt.pt", basis="write", seconds=2.0)]
+    events += [ev(rh.STOP, 1, 90.0, cause="preemption"), ev(rh.RUN_END, 1, 91.0, ended="requeued", exit_code=143)]
+    line = "run 2 started at step 0 although out/ckpt.pt (saved 00:01:20, run 1, step 400) exists: give it resume.args"
+    events += [ev(rh.RUN_START, 2, 100.0), *samples(2, 110.0, 0, 120.0), ev(rh.CHECKPOINT_IGNORED, 2, 110.5, line=line)]
+    return sorted(events, key=lambda e: (e["run"], e["time"]))
+
+
+def test_each_stop_loses_the_work_since_the_programs_last_save_not_since_the_runs_start() -> None:
+    shown = report("local-1", history(), 130.0).to_json()["program_checkpoint"]
+    assert (shown["saves"], shown["timed"], shown["mean_seconds"], shown["bases"]) == (
+        2, 1, 2.0, {"unseen": 1, "write": 1}
+    )  # fmt: skip
+    crash, preemption = shown["stops"]
+    assert (crash["kind"], crash["lost_seconds"], crash["lost_steps"]) == ("restart", 20.0, 200)
+    assert (preemption["kind"], preemption["lost_seconds"], preemption["lost_steps"]) == ("requeue", 10.0, 100)
+    [ignored] = shown["ignored"]
+    assert ignored.startswith("run 2 started at step 0 although out/ckpt.pt")
+
+
+def test_the_report_says_the_saves_the_losses_and_the_silent_restart_and_advises_only_on_a_timed_save() -> None:
+    lines = report_lines(report("local-1", history(), 130.0))
+    assert "program saves: 2, 2.0 s each on average (1 timed: 1 by write)" in lines
+    assert "run 1 restart: 20.0 s lost, 200 steps (back to the program's last save)" in lines
+    assert any(line.startswith("! run 2 started at step 0 although out/ckpt.pt") for line in lines)
+    assert "checkpoint interval:" in lines  # a timed save: Young/Daly have a cost to work with
+    untimed = [e for e in history() if not (e["event"] == rh.SAVE and e.get("seconds"))]
+    untimed_lines = report_lines(report("local-1", untimed, 130.0))
+    assert UNTIMED in untimed_lines and "checkpoint interval:" not in untimed_lines
+
+
+def test_the_run_summary_keeps_the_silent_restart_line_for_history_and_status() -> None:
+    runs = rh.runs(history())
+    assert runs[0].checkpoint_ignored == []
+    [line] = runs[1].checkpoint_ignored
+    assert line.startswith("run 2 started at step 0 although out/ckpt.pt") and line.endswith("give it resume.args")
