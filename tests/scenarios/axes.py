@@ -28,7 +28,7 @@ HANDLERS = ("auto", "runtime", "requeue", "program")
 #   requeue         `slurmgen requeue JOB` by hand once rank 0 printed STEP k
 #   cancel_resume   `slurmgen cancel JOB` once rank 0 printed STEP k, then `slurmgen resume JOB`
 #   bad_node        `--bad-node 2`: node 2 fails its health check before the step
-#   time_limit      a time limit of one minute, shorter than the program's work
+#   time_limit      a time limit of two minutes, shorter than the program's work
 KINDS = (
     "crash",
     "crash_late",
@@ -112,8 +112,8 @@ def why_invalid(s: Scenario) -> str | None:
         return "the local emulator has no requeue by hand"
     if "cancel_resume" in kinds and len(kinds) > 1:
         return "a cancel ends the job's story; its resume is the last act"
-    if "time_limit" in kinds and s.launcher == "torchrun":
-        return "kept to srun: the time limit's path does not depend on the launcher, and each costs a minute"
+    if "time_limit" in kinds and (s.launcher == "torchrun" or s.world > 1):
+        return "kept to srun 1x1: the time limit's path does not depend on the launcher or size, and costs minutes"
     return None
 
 

@@ -176,7 +176,7 @@ def one_story(s: Scenario, steps: int, o: Observation) -> list[str]:
     if s.shape != "own" and report.get("runs") and final:
         # the report's `steps`: those rank 0 made in the last start of its program (docs: goodput)
         made = last_step(o) - resumed_at(o)
-        shown = report["runs"][-1].get("steps")
+        shown = report["runs"][-1].get("steps") or 0  # no sample (None) before the first step
         if shown != made:
             out.append(f"one story: the report's last run made {shown} steps, rank 0 made {made} in its last start")
         status_step = re.search(r"^step: (\d+)", o.status, re.M)

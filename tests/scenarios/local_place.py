@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 PROGRAM = Path(__file__).resolve().parent / "program.py"
 STEP_TIME = 0.1
 SAVE_EVERY = 10
-STEADY_STEPS = 60
-LIMIT_STEPS = 70  # with a step of 0.5 s: longer than the one-minute limit's first run
+STEADY_STEPS = 100  # 10 s of steps: a wide window for a rehearsal at a fixed second of a loaded machine
+LIMIT_STEPS = 240  # with a step of 0.5 s: longer than the first run, signalled 30 s before its two-minute limit
 STEERING = ("SLURM_", "SLURMGEN_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_", "TORCHELASTIC_")
 
 
@@ -75,9 +75,9 @@ def plan(s: Scenario, where: Path) -> Plan:
     # torchrun runs one task per node, which starts nproc_per_node workers (docs/spec.md, Launchers)
     ranks_per_node = "nproc_per_node" if s.launcher == "torchrun" else "tasks_per_node"
     spec = (
-        f"name: scen\ncommand: {json.dumps(command)}\ntime: '{'00:01:00' if limit else '00:10:00'}'\n"
+        f"name: scen\ncommand: {json.dumps(command)}\ntime: '{'00:02:00' if limit else '00:10:00'}'\n"
         f"nodes: {s.nodes}\n{ranks_per_node}: {s.tasks}\nlauncher: {s.launcher}\npython: {PY}\n"
-        f"distributed: {{port: {port}}}\npreemption: {{handler: {s.handler}, lead_time: {20 if limit else 120}}}\n"
+        f"distributed: {{port: {port}}}\npreemption: {{handler: {s.handler}, lead_time: {30 if limit else 120}}}\n"
         + ("" if "recovery:" in s.extra else f"recovery: {recovery}\n")
         + s.extra
     )
