@@ -122,7 +122,9 @@ def interruptions(world: int) -> st.SearchStrategy[tuple[Interruption, ...]]:
         Interruption,
         kind=st.sampled_from(KINDS),
         rank=st.integers(min_value=0, max_value=world - 1),
-        at=st.sampled_from((4.0, 12.0, 20.0)),
+        # a rehearsal at 4 s always came before the program's start on the 2-core test machine (the soak's
+        # MISSED rows): start-ups take 10 to 20 s there
+        at=st.sampled_from((12.0, 20.0, 30.0)),
     )
     return st.lists(one, min_size=1, max_size=2).map(tuple)
 

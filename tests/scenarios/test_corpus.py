@@ -22,11 +22,11 @@ NAMED = [
     # a crash restarted inside the allocation that then completes: COMPLETED, the resume state removed
     Scenario("pg", "srun", 1, 1, "runtime", True, (I("crash", 0, 12),), name="crash-restart-completes"),
     # an ended job shows its last step, and neither rate nor ETA (one_story)
-    Scenario("nopg", "torchrun", 1, 2, "runtime", True, (I("preempt_save", 0, 20),), name="ended-shows-last-step"),
+    Scenario("nopg", "torchrun", 1, 1, "runtime", True, (I("preempt_first"),), name="ended-shows-last-step"),
     # the step's restarts beside the job's requeues, counted apart in status, report and Job: a crash restarted
     # inside the allocation, then a preemption during that restart (requeued by Preemption). Under torchrun its
     # workers start too late for a kill at a fixed second: the rehearsal would miss
-    Scenario("pg", "srun", 1, 2, "runtime", True, (I("preempt_restart", 1, 14),), name="restarts-beside-requeues"),
+    Scenario("pg", "srun", 1, 1, "runtime", True, (I("preempt_restart", 0, 14),), name="restarts-beside-requeues"),
     # the failing rank exits after its casualties (its atexit hooks linger): it is the cause, not rank 0
     Scenario("pg", "srun", 1, 2, "auto", True, (I("crash_late", 1, 20),), name="late-failing-rank-is-the-cause"),
     # `set -e` in setup and a program that fails the same way every start, under max_restarts 1: one restart, then
@@ -36,17 +36,19 @@ NAMED = [
         "srun",
         1,
         1,
-        "program",
+        "requeue",
         True,
         (I("bug", 0, 5),),
         name="set-e-setup-repeated-bug",
         extra="setup: ['set -e']\nrecovery: {max_restarts: 1}\n",
     ),
+    # a job that failed shows the step its program failed at, not a progress sample taken before (Preemption's
+    # exit hook records a last sample when an exception ended the program)
+    Scenario("pg", "srun", 1, 2, "runtime", False, (I("bug", 0, 20),), name="failed-job-shows-last-step"),
     # handler auto, a program without Preemption that finishes during auto's wait: COMPLETED in one run
     Scenario("own", "srun", 1, 1, "auto", True, (I("preempt_save", 0, 16),), name="auto-finishes-in-the-wait"),
 ]
 AXES = [
-    Scenario("own", "torchrun", 1, 1, "requeue", True, (I("preempt_first"),), name="own-torchrun-preempt-first"),
     Scenario("pg", "srun", 2, 1, "auto", True, (I("bad_node"),), name="bad-node"),
     Scenario("pg", "srun", 1, 1, "runtime", True, (I("hang", 0, 20),), name="hang"),
     Scenario("nopg", "srun", 2, 2, "program", False, (I("crash", 3, 20),), name="crash-without-recovery"),
