@@ -30,6 +30,10 @@ RAISED = [
     ([(0, 76, None, 10.5, None), (2, 76, None, 10.6, None), (1, 1, None, 14.0, 10.2)], 1),
     # a rank that raised in a collective (it lost its peers) and exited 76 stays a casualty
     ([(0, 76, None, 10.5, 10.4), (1, 1, None, 13.6, 10.1)], 1),
+    # a peer that raised gloo's "Connection reset by peer" in its own all_reduce (exit 1, not 76) is recorded first
+    # while the failing rank lingers in its atexit hooks: the earlier raise is the cause (the scenario engine's
+    # crash_late of rank 1, tests/scenarios/test_corpus.py)
+    ([(0, 1, None, 10.5, 10.45), (1, 1, None, 13.6, 10.1)], 1),
     # without the record (a program the hook does not reach) the earliest casualty, as before
     ([(0, 76, None, 10.5, None), (1, 143, "TERM", 13.6, None)], 0),
 ]

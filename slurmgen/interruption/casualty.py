@@ -56,6 +56,12 @@ def cause_of(ends: Sequence[TaskEnd], step_kills: bool = True) -> TaskEnd | None
     if not ends:
         return None
     own = [end for end in ends if not is_casualty(end, ends, step_kills)]
+    if len(own) > 1 and all(end.raised_at is not None for end in own):
+        # Every one of them raised: the earliest raise is the cause. A peer that calls the collective itself
+        # (dist.all_reduce, not through Preemption) raises gloo's "Connection reset by peer" and exits 1, not 76,
+        # only once the failing rank raised and closed its connections; it is recorded first when that rank
+        # lingers in its atexit hooks (a tracker's finish), so the records' order would blame the casualty.
+        return min(own, key=lambda end: (end.raised_at or 0.0, end.rank))
     return min(own or ends, key=lambda end: (end.time, end.rank))
 
 

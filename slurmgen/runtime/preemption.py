@@ -192,13 +192,20 @@ class Preemption:
         for sig in (self.signal, signal.SIGTERM, signal.SIGUSR2):
             with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing to protect there
                 signal.signal(sig, signal.SIG_IGN)
-        if self._decided or getattr(sys, "last_value", None) is not None:
-            return  # a stop was agreed (the program chose not to exit), or an exception ended the program
+        if self._decided:
+            return  # a stop was agreed (the program chose not to exit)
         try:
             rank = self.rank
         except Exception:  # at exit, a torch that is half torn down must not matter
             rank = self.context.rank
         if rank != 0:
+            return
+        if getattr(sys, "last_value", None) is not None:
+            # An exception ended the program (the interpreter sets sys.last_value as it prints it, before the
+            # atexit callbacks): not finished, but its last step is known, and status and report show that one,
+            # not a sample taken up to a minute before the failure.
+            with contextlib.suppress(Exception):
+                self._sampler.last(self._steps, time.monotonic(), self._step)
             return
         late = ", ".join(f"SIG{name}" for name in dict.fromkeys(self._received))
         if late:

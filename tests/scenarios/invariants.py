@@ -1,0 +1,255 @@
+"""The job's whole story against what really happened: each invariant is a function of the scenario, the steps
+its program had to do and an Observation, and returns its violations (one line each; none: it holds)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from typing import Any
+
+from scenarios.axes import Scenario
+from scenarios.observation import Observation
+from scenarios.program import expected_result
+
+ENDED_STATES = ("FAILED", "PREEMPTED", "CANCELLED", "TIMEOUT")
+
+
+def expected_outcome(s: Scenario) -> str:
+    """What the job must end as: COMPLETED, unless a failure ends it (a repeating bug; a crash without recovery)."""
+    kinds = s.kinds()
+    if "bug" in kinds:
+        return "FAILED"
+    if not s.recovery and {"crash", "crash_late", "preempt_restart"} & set(kinds):
+        return "FAILED"
+    return "COMPLETED"
+
+
+def failing_rank(s: Scenario) -> int | None:
+    for i in s.interruptions:
+        if i.kind in ("crash", "crash_late", "bug", "preempt_restart"):
+            return i.rank
+    return None
+
+
+def results(o: Observation) -> dict[int, list[int]]:
+    return {rank: [int(x) for x in re.findall(r"^RESULT (\d+)$", text, re.M)] for rank, text in o.ranks.items()}
+
+
+def finished(s: Scenario, o: Observation) -> bool:
+    """Every rank printed its result: the program did all its work."""
+    got = results(o)
+    return len(got) == s.world and all(got.get(rank) for rank in range(s.world))
+
+
+def result(s: Scenario, steps: int, o: Observation) -> list[str]:
+    """A deterministic program ends with exactly the uninterrupted result, on every rank that ends."""
+    want = expected_result(steps, s.world)
+    wrong = {rank: got for rank, got in results(o).items() if any(x != want for x in got)}
+    return [f"result: rank {rank} ended with {got}, the uninterrupted run gives {want}" for rank, got in wrong.items()]
+
+
+def outcome(s: Scenario, steps: int, o: Observation) -> list[str]:
+    """COMPLETED exactly when the program finished its work; otherwise an ended state with the program's own exit
+    code, naming the rank that failed on its own; a failure repeating at the same step is restarted once at most."""
+    final = o.final()
+    if final is None:
+        return ["outcome: the runner printed no outcome line"]
+    state, code, _ = final
+    out = []
+    done = finished(s, o)
+    if (state == "COMPLETED") != done:
+        out.append(f"outcome: {state} but the program {'did' if done else 'did not'} finish its work")
+    if state != "COMPLETED" and state not in ENDED_STATES:
+        out.append(f"outcome: {state} is no end")
+    if state != expected_outcome(s):
+        out.append(f"outcome: {state}, expected {expected_outcome(s)}")
+    if o.exit_code != code:
+        out.append(f"outcome: the runner exited {o.exit_code} but said exit code {code}")
+    rank = failing_rank(s)
+    blamed = [e.get("rank") for e in o.events if e.get("event") in ("restart", "repeated-failure")]
+    if rank is not None and any(b is not None and b != rank for b in blamed):
+        out.append(f"outcome: the failure is blamed on ranks {blamed}, the rank that failed on its own is {rank}")
+    if state == "FAILED":
+        own = [e for e in o.events if e.get("event") == "task-exit"]
+        codes = {int(e["exit_code"]) for e in own}
+        if own and code not in codes:
+            out.append(f"outcome: exit code {code} is none of the failing programs' own codes {sorted(codes)}")
+        ends = [e.get("failing") for e in o.events if e.get("event") == "run-end" and e.get("failing")]
+        named = [f.get("rank") if isinstance(f, dict) else int(m[1]) if (m := re.match(r"rank (\d+)", str(f))) else None
+                 for f in ends]  # fmt: skip
+        if rank is not None and any(n is not None and n != rank for n in named):
+            out.append(f"outcome: the job's end is blamed on ranks {named}, the rank that failed on its own is {rank}")
+    if "bug" in s.kinds():
+        restarts = [e for e in o.events if e.get("event") == "restart"]
+        if len(restarts) > (1 if s.recovery else 0):
+            out.append(f"outcome: a failure repeating at the same step was restarted {len(restarts)} times")
+    return out
+
+
+def state(s: Scenario, steps: int, o: Observation) -> list[str]:
+    """No resume state after COMPLETED; none deleted before the work is done."""
+    final = o.final()
+    left = [f for f in o.state_files if f.endswith(".state") or ".state." in f]
+    removed = [e for e in o.events if e.get("event") == "state-removed"]
+    out = []
+    if final and final[0] == "COMPLETED" and left:
+        out.append(f"state: the job completed and left its resume state {left}")
+    if not finished(s, o) and removed:
+        out.append(f"state: the resume state was removed ({removed[0].get('paths')}) before the work was done")
+    if final and final[0] != "COMPLETED" and s.shape != "own" and saved(o) and not left:
+        out.append("state: the job ended before its work was done and its saved state is gone")
+    return out
+
+
+def saved(o: Observation) -> bool:
+    return any(re.search(r"^SAVED \d+$", text, re.M) for text in o.ranks.values())
+
+
+def last_step(o: Observation) -> int:
+    steps = [int(x) for x in re.findall(r"^STEP (\d+)$", o.ranks.get(0, ""), re.M)]
+    return steps[-1] if steps else 0
+
+
+def resumed_at(o: Observation) -> int:
+    """The step rank 0's last start of its program resumed from (0: from scratch), if it stepped after it."""
+    text = o.ranks.get(0, "")
+    starts = [(m.start(), int(m[1])) for m in re.finditer(r"^RESUMED (\d+) ", text, re.M)]
+    if not starts:
+        return 0
+    position, step = starts[-1]
+    # a start that printed no RESUMED (no state yet) began after the last resumed one when its first STEP is 1
+    if re.search(r"^STEP 1$", text[position:], re.M):
+        return 0
+    return step
+
+
+def table_row(status: str) -> dict[str, str]:
+    lines = [line for line in status.splitlines() if line.strip()]
+    if len(lines) < 2 or not lines[0].startswith("JOB"):
+        return {}
+    head = re.split(r"\s{2,}", lines[0].strip())
+    return dict(zip(head, re.split(r"\s{2,}", lines[1].strip()), strict=False))
+
+
+def one_story(s: Scenario, steps: int, o: Observation) -> list[str]:
+    """status, history, report --json and slurmgen.Job agree with each other and with the ranks."""
+    out = []
+    row = table_row(o.status)
+    report, job = o.report, o.job
+    if "error" in report or "error" in job:
+        return [f"one story: report or Job failed: {report.get('error') or job.get('error')}"]
+    runs = [e for e in o.events if e.get("event") == "run-start"]
+    restarts = [e for e in o.events if e.get("event") == "restart"]
+    final = o.final()
+    run_numbers = len({e.get("run") for e in runs})
+    told = {
+        "runs (runner)": final[2] if final else None,
+        "runs (report)": len(report.get("runs", [])),
+        "runs (Job.history)": len(job.get("history", [])),
+        "runs (run history)": run_numbers,
+    }
+    if len(set(told.values())) != 1:
+        out.append(f"one story: runs disagree: {told}")
+    requeues = {
+        "status": row.get("REQUEUES"),
+        "report": str(report.get("requeues")),
+        "Job": str(job.get("restarts", {}).get("requeues")),
+        "runs - 1": str(max(run_numbers - 1, 0)),
+    }
+    if len(set(requeues.values())) != 1:
+        out.append(f"one story: requeues disagree: {requeues}")
+    step_restarts = {
+        "status": row.get("STEP RESTARTS"),
+        "report": str(report.get("restarts")),
+        "Job": str(job.get("restarts", {}).get("restarts")),
+        "run history": str(len(restarts)),
+    }
+    if len(set(step_restarts.values())) != 1:
+        out.append(f"one story: step restarts disagree: {step_restarts}")
+    if final:
+        said = {"status": row.get("STATE"), "Job": job.get("state"), "runner": final[0]}
+        if len(set(said.values())) != 1:
+            out.append(f"one story: the job's state disagrees: {said}")
+        if row.get("EXIT") != str(final[1]) or job.get("exit_code") != final[1]:
+            out.append(f"one story: exit code: status {row.get('EXIT')}, Job {job.get('exit_code')}, runner {final[1]}")
+    if s.shape != "own" and report.get("runs") and final:
+        # the report's `steps`: those rank 0 made in the last start of its program (docs: goodput)
+        made = last_step(o) - resumed_at(o)
+        shown = report["runs"][-1].get("steps") or 0  # no sample (None) before the first step
+        if shown != made:
+            out.append(f"one story: the report's last run made {shown} steps, rank 0 made {made} in its last start")
+        status_step = re.search(r"^step: (\d+)", o.status, re.M)
+        if status_step and int(status_step[1]) != last_step(o):
+            out.append(f"one story: status shows step {status_step[1]}, rank 0 printed step {last_step(o)} last")
+    if final and re.search(r"\bETA\b|steps/s|/step\b", o.status):
+        out.append("one story: an ended job's status shows a rate or an ETA")
+    return out
+
+
+def goodput(s: Scenario, steps: int, o: Observation) -> list[str]:
+    """Segments tile each run; productive + buckets = wall; the redone bucket = steps redone x step time (10%)."""
+    report = o.report
+    if "error" in report:
+        return [f"goodput: no report: {report['error']}"]
+    out = []
+    runs = {r["run"]: r for r in report.get("runs", [])}
+    segments = report.get("segments", [])
+    for number, r in runs.items():
+        # a run's segments may begin with its wait in the queue (after the previous run's end): that one ends
+        # where the run starts, and the rest tile the run
+        mine = [seg for seg in segments if seg[0] == number]
+        if mine and mine[0][3] == "queue":
+            mine = mine[1:]
+        if not mine:
+            out.append(f"goodput: run {number} has no segments")
+            continue
+        if abs(mine[0][1] - r["start"]) > 1e-3 or (r.get("end") and abs(mine[-1][2] - r["end"]) > 1e-3):
+            spans = f"{mine[0][1]}..{mine[-1][2]}, the run {r['start']}..{r['end']}"
+            out.append(f"goodput: run {number}'s segments span {spans}")
+        gaps = [(a[2], b[1]) for a, b in itertools.pairwise(mine) if abs(a[2] - b[1]) > 1e-3]
+        if gaps:
+            out.append(f"goodput: run {number}'s segments leave gaps or overlap at {gaps[:3]}")
+    buckets: dict[str, float] = report.get("buckets", {})
+    total = report.get("productive_seconds", 0.0) + sum(buckets.values())
+    wall = report.get("wall_seconds", 0.0)
+    if abs(total - wall) > max(0.01 * wall, 0.05):
+        out.append(f"goodput: productive + buckets = {total:.3f} s, the wall {wall:.3f} s")
+    redone_steps = report.get("redone_steps", 0)
+    step_seconds = [r.get("step_seconds") for r in runs.values() if r.get("step_seconds")]
+    if redone_steps and step_seconds:
+        want = redone_steps * sum(step_seconds) / len(step_seconds)
+        if abs(buckets.get("redone", 0.0) - want) > 0.1 * want:
+            out.append(f"goodput: redone {buckets.get('redone')} s for {redone_steps} steps redone, want {want:.3f} s")
+    return out
+
+
+def leftovers(s: Scenario, steps: int, o: Observation) -> list[str]:
+    """Each submission leaves exactly one job, no process, no node directory under /dev/shm once ended."""
+    out = []
+    if o.jobs != 1:
+        out.append(f"leftovers: {o.jobs} jobs in the journal, one submitted")
+    if o.processes:
+        out.append(f"leftovers: processes still running: {o.processes[:3]}")
+    if o.shm:
+        out.append(f"leftovers: /dev/shm directories left: {o.shm}")
+    return out
+
+
+Invariant = Callable[[Scenario, int, Observation], list[str]]
+ALL: dict[str, Invariant] = {
+    "result": result,
+    "outcome": outcome,
+    "state": state,
+    "one story": one_story,
+    "goodput": goodput,
+    "leftovers": leftovers,
+}
+
+
+def check(s: Scenario, steps: int, o: Observation) -> dict[str, list[str]]:
+    return {name: invariant(s, steps, o) for name, invariant in ALL.items()}
+
+
+def describe(report: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={report.get(k)}" for k in ("requeues", "restarts", "redone_steps", "wall_seconds"))

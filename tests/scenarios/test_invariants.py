@@ -1,0 +1,164 @@
+"""Each invariant of the scenario engine holds on a forged record of a good run and fails on a planted violation
+(a forged rank log, run history, status, report or Job): an invariant that cannot fail tests nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from scenarios import invariants
+from scenarios.axes import Interruption, Scenario
+from scenarios.observation import Observation
+from scenarios.program import expected_result
+
+STEPS = 60
+CRASH = Scenario("pg", "srun", 1, 2, "auto", True, (Interruption("crash_late", 1, 20),))
+T0 = 1000.0
+
+
+def rank_log(resumed: int | None = 20, result: int | None = None) -> str:
+    lines = [f"STEP {n}" for n in range(1, 21)] + ["FAILING 20"]
+    if resumed is not None:
+        lines.append(f"RESUMED {resumed} 7")
+    lines += [f"STEP {n}" for n in range((resumed or 0) + 1, STEPS + 1)]
+    lines.append(f"RESULT {expected_result(STEPS, 2) if result is None else result}")
+    return "\n".join(lines) + "\n"
+
+
+def report(**changes: Any) -> dict[str, Any]:
+    good: dict[str, Any] = {
+        "wall_seconds": 40.0,
+        "productive_seconds": 10.0,
+        "buckets": {"startup": 25.0, "save": 0.5, "recovery": 2.5, "redone": 2.0},
+        "redone_steps": 20,
+        "requeues": 0,
+        "restarts": 1,
+        "runs": [{"run": 1, "start": T0, "end": T0 + 40, "steps": 40, "step_seconds": 0.1}],
+        "segments": [
+            [1, T0, T0 + 20, "startup"],
+            [1, T0 + 20, T0 + 30, "recovery"],
+            [1, T0 + 30, T0 + 40, "productive"],
+        ],
+    }
+    good.update(changes)
+    return good
+
+
+STATUS = (
+    "JOB      NAME  STATE      REQUEUES  STEP RESTARTS  NODES      EXIT  SUBMITTED\n"
+    "local-1  scen  COMPLETED  0         1              127.0.0.1  0     05:29:34\n"
+    "run: 1 (ended)\nstep: 60 (the last)\nlast save: 4 s before the run's end\n"
+)
+EVENTS: list[dict[str, Any]] = [
+    {"event": "run-start", "run": 1, "time": T0},
+    {"event": "task-exit", "run": 1, "rank": 0, "exit_code": 1, "time": T0 + 20.1},
+    {"event": "task-exit", "run": 1, "rank": 1, "exit_code": 1, "time": T0 + 23.0},
+    {"event": "restart", "run": 1, "rank": 1, "cause": "crash", "time": T0 + 24.0},
+    {"event": "run-end", "run": 1, "ended": "completed", "failing": None, "time": T0 + 40},
+    {"event": "state-removed", "run": 1, "paths": ["logs/state/1.state"], "time": T0 + 40},
+]
+
+
+def good() -> Observation:
+    return Observation(
+        runner="slurmgen: local-1: COMPLETED, exit code 0, 1 run in 42.1 s\n",
+        exit_code=0,
+        ranks={0: rank_log(), 1: rank_log()},
+        batch="",
+        events=list(EVENTS),
+        status=STATUS,
+        history="",
+        report=report(),
+        job={"state": "COMPLETED", "exit_code": 0, "restarts": {"requeues": 0, "restarts": 1}, "history": [{}]},
+        state_files=[],
+    )
+
+
+def test_a_good_record_violates_nothing() -> None:
+    assert invariants.check(CRASH, STEPS, good()) == {name: [] for name in invariants.ALL}
+
+
+def planted(name: str, o: Observation, s: Scenario = CRASH) -> list[str]:
+    return invariants.ALL[name](s, STEPS, o)
+
+
+def test_result_fails_on_a_step_applied_twice() -> None:
+    twice = expected_result(STEPS, 2) + 1
+    [line] = planted("result", dataclasses.replace(good(), ranks={0: rank_log(), 1: rank_log(result=twice)}))
+    assert line.startswith("result: rank 1 ended with")
+
+
+@pytest.mark.parametrize(
+    ("changes", "found"),
+    [
+        ({"ranks": {0: rank_log(), 1: "STEP 1\n"}}, "COMPLETED but the program did not finish its work"),
+        ({"exit_code": 3}, "the runner exited 3 but said exit code 0"),
+        ({"events": [*EVENTS[:3], {**EVENTS[3], "rank": 0}, *EVENTS[4:]]}, "blamed on ranks [0]"),
+        ({"runner": "nothing\n"}, "no outcome line"),
+    ],
+    ids=["completed-unfinished", "exit-code", "casualty-blamed", "no-outcome"],
+)
+def test_outcome_fails_on_a_planted_violation(changes: dict[str, Any], found: str) -> None:
+    said = planted("outcome", dataclasses.replace(good(), **changes))
+    assert any(found in line for line in said), said
+
+
+def test_outcome_fails_on_a_repeating_failure_restarted_twice() -> None:
+    bug = Scenario("pg", "srun", 1, 2, "auto", True, (Interruption("bug", 1, 5),))
+    restarts = [{**EVENTS[3], "time": T0 + t} for t in (10, 20)]
+    o = dataclasses.replace(good(), runner="FAILED, exit code 1, 1 run", exit_code=1, ranks={0: "", 1: ""},
+                            events=[*EVENTS[:3], *restarts])  # fmt: skip
+    said = planted("outcome", o, bug)
+    assert any("restarted 2 times" in line for line in said), said
+
+
+def test_state_fails_on_a_state_left_after_completed_and_one_removed_too_early() -> None:
+    assert planted("state", dataclasses.replace(good(), state_files=["1.state"])) == [
+        "state: the job completed and left its resume state ['1.state']"
+    ]
+    unfinished = dataclasses.replace(good(), runner="FAILED, exit code 1, 1 run", exit_code=1,
+                                     ranks={0: "STEP 1\nSAVED 1\n", 1: "STEP 1\n"})  # fmt: skip
+    said = planted("state", unfinished)
+    assert any("removed" in line and "before the work was done" in line for line in said), said
+    assert any("its saved state is gone" in line for line in said), said
+
+
+@pytest.mark.parametrize(
+    ("changes", "found"),
+    [
+        ({"status": STATUS.replace("0         1  ", "1         1  ")}, "requeues disagree"),
+        ({"report": report(restarts=2)}, "step restarts disagree"),
+        ({"job": {**good().job, "state": "FAILED"}}, "the job's state disagrees"),
+        ({"status": STATUS.replace("step: 60", "step: 29")}, "status shows step 29"),
+        ({"report": report(runs=[{**report()["runs"][0], "steps": 29}])}, "the report's last run made 29 steps"),
+        ({"status": STATUS + "rate: 9.1 steps/s\n"}, "shows a rate or an ETA"),
+        ({"job": {**good().job, "history": [{}, {}]}}, "runs disagree"),
+    ],
+    ids=["requeues", "restarts", "state", "status-step", "report-steps", "rate", "runs"],
+)
+def test_one_story_fails_on_a_planted_disagreement(changes: dict[str, Any], found: str) -> None:
+    said = planted("one story", dataclasses.replace(good(), **changes))
+    assert any(found in line for line in said), said
+
+
+@pytest.mark.parametrize(
+    ("changes", "found"),
+    [
+        ({"segments": [[1, T0, T0 + 20, "startup"], [1, T0 + 21, T0 + 40, "productive"]]}, "gaps or overlap"),
+        ({"segments": [[1, T0 + 1, T0 + 40, "startup"]]}, "segments span"),
+        ({"productive_seconds": 12.0}, "productive + buckets"),
+        ({"buckets": {"startup": 25.0, "save": 0.5, "recovery": 3.5, "redone": 1.0}}, "redone 1.0 s for 20 steps"),
+    ],
+    ids=["gap", "span", "sum", "redone"],
+)
+def test_goodput_fails_on_a_planted_violation(changes: dict[str, Any], found: str) -> None:
+    said = planted("goodput", dataclasses.replace(good(), report=report(**changes)))
+    assert any(found in line for line in said), said
+
+
+def test_leftovers_fail_on_a_process_a_node_directory_or_a_second_job() -> None:
+    o = dataclasses.replace(good(), processes=["123 python program.py"], shm=["slurmgen-0-abc-127.0.0.1"], jobs=2)
+    said = planted("leftovers", o)
+    assert [line.split(":")[1].strip().split(" ")[0] for line in said] == ["2", "processes", "/dev/shm"], said
