@@ -102,6 +102,7 @@ ELSEWHERE = (
     ("tests/remote/", SIDE_GROUP),
     ("tests/task/", SIDE_GROUP),
     ("tests/api/", SIDE_GROUP),
+    ("tests/scenarios/", SIDE_GROUP),  # the scenario engine's seed corpus: about 10 minutes of local jobs
 )
 
 
