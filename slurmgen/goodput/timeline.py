@@ -222,7 +222,7 @@ STALL_FLOOR = 5.0  # s: never less (a busy node's scheduling, a slow first steps
 
 def stalled_since(samples: Events, now: float) -> float | None:
     """The time of the last sampled step when the program has stopped making steps, or None. Rank 0 samples at
-    1, 2, 4, ... 32 s after its first step and every 60 s from then on (runtime/progress_sample.py), and only at a
+    1, 2, 4, ... 32 s after its first step and every 60 s from then on (slurmgen/progress_sample.py), and only at a
     step; no sample within STALL_GAPS of its latest gaps (plus two step times) means no step is being made. A last
     sample (the program ended or stopped: `last`) is no stall."""
     if not samples or samples[-1].get("last"):

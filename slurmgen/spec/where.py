@@ -72,10 +72,10 @@ def untrusted_checkpoint(spec: JobSpec, source: str, submit_dir: Path) -> Proble
     and the resume flag would make the program load them. Each existing directory from the path's fixed part (the
     words before a glob's first wildcard) up to the root is asked; a path with a shell variable is only known in
     the job."""
-    from slurmgen import trust
-
     if spec.checkpoint is None or "$" in spec.checkpoint.path:
         return None
+    from slurmgen import trust  # only for a spec with a checkpoint: a plain render loads no more than it uses
+
     written = spec.checkpoint.path
     base = submit_dir / spec.chdir if spec.chdir else submit_dir
     fixed = re.split(r"[*?\[]", written, maxsplit=1)[0]

@@ -158,6 +158,9 @@ def run(
         command, line = resume_flag.apply(job, command, environ)
         if line is not None:
             err(f"slurmgen: {line}")
+        # whether this start resumed (apply sets it in the environment for torchrun's workers), read as the
+        # context reads every variable, for the supervisor's checkpoint watch
+        job = replace(job, resumed=JobContext.from_environ(environ).resumed)
     if not agent:
         from slurmgen.task import supervisor
 

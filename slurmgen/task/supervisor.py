@@ -279,7 +279,7 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     if plan.job.checkpoint:  # the program's own saves (spec field checkpoint.path), on rank 0 only
         from slurmgen.task import checkpoint_watch
 
-        saves = checkpoint_watch.start(plan.job, plan.rank, plan.env.get(contract.RESUMED) == "1", say)
+        saves = checkpoint_watch.start(plan.job, plan.rank, plan.job.resumed, say)
     try:
         return _wait_loop(plan, routing, child, watched, say, settle)
     finally:
