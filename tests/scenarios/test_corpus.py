@@ -7,6 +7,7 @@ scenario's one-line reproduction. Bench: bench/seams.py runs random ones through
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,16 @@ import pytest
 from scenarios.axes import Interruption, Scenario, why_invalid
 from scenarios.engine import judge
 
-pytestmark = [pytest.mark.slow, pytest.mark.torch]
+# Opt-in for now (SLURMGEN_SCENARIO_CORPUS=1): its interruptions come at fixed seconds after the job's start, and in
+# a full CI run on two cores (load average about 15) the programs start so late that cases missed or changed their
+# phase, and the eleven cases took over 25 minutes instead of about 10. Until the rehearsals are timed from the
+# program's own progress, the corpus runs on demand and bench/seams.py soaks it.
+CORPUS_ON = bool(os.environ.get("SLURMGEN_SCENARIO_CORPUS"))
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.torch,
+    pytest.mark.skipif(not CORPUS_ON, reason="the scenario corpus runs with SLURMGEN_SCENARIO_CORPUS=1"),
+]
 
 I = Interruption  # noqa: E741 - the corpus reads as a table
 
