@@ -124,9 +124,9 @@ def dump_stacks(pid: int, stopped: bool = False) -> str:
     return done.stdout + (f"py-spy: {done.stderr.strip()}\n" if done.returncode else "")
 
 
-def _children(pid: int) -> list[int]:
-    """``pid``'s children, from every process's parent in /proc/<pid>/stat (proc(5))."""
-    found = []
+def _children() -> dict[int, list[int]]:
+    """Every process's children, from each one's parent in /proc/<pid>/stat (proc(5)): one pass over /proc."""
+    found: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -135,9 +135,8 @@ def _children(pid: int) -> list[int]:
                 parent = int(handle.read().rpartition(")")[2].split()[1])
         except (OSError, IndexError, ValueError):
             continue
-        if parent == pid:
-            found.append(int(name))
-    return sorted(found)
+        found.setdefault(parent, []).append(int(name))
+    return {parent: sorted(kids) for parent, kids in found.items()}
 
 
 def is_python(pid: int) -> bool:
@@ -156,11 +155,13 @@ def program_pid(pid: int, depth: int = 8) -> int:
     """The program's Python process: ``pid`` itself, or, when it is a wrapper (a shell, `env`, a container's
     runtime), the first Python process below it, breadth first; ``pid`` when there is none."""
     level = [pid]
+    children: dict[int, list[int]] | None = None  # read once, and only when pid itself is no Python
     for _ in range(depth):
         for candidate in level:
             if is_python(candidate):
                 return candidate
-        level = [child for parent in level for child in _children(parent)]
+        children = _children() if children is None else children
+        level = [child for parent in level for child in children.get(parent, [])]
         if not level:
             break
     return pid
