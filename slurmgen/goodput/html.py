@@ -24,7 +24,7 @@ from html import escape
 from slurmgen.goodput import timeline as tl
 from slurmgen.goodput.advice import duration_text
 from slurmgen.goodput.summary import Report, SweepReport, outcome, unknown_line
-from slurmgen.goodput.text import LABELS, SWEEP_COLUMNS, sweep_rows
+from slurmgen.goodput.text import LABELS, SWEEP_COLUMNS, UNKNOWN_CELL, sweep_rows, sweep_unknown_line
 
 # Told apart by a person, colour-blind or not: every pair differs by at least 20 (CIELAB Delta E) in normal
 # vision and in protanopia, deuteranopia and tritanopia as simulated by Machado, Oliveira and Fernandes, "A
@@ -249,16 +249,21 @@ def sweep_page(s: SweepReport) -> str:
     glance."""
     spans = [e for _, r in s.points if (e := extent(r)) is not None]
     window = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
-    head = (f"<h1>sweep {escape(s.sweep)}: {len(s.points)} point(s)</h1>"
-            f'<div>goodput <span class="figure" id="goodput">{s.goodput:.1%}</span> of '
-            f"{duration_text(s.wall_seconds)} summed over the points; {s.goodput_with_queue:.1%} with the "
-            f"{duration_text(s.queue_seconds)} they waited before their first starts</div>"
-            f'<div class="gauge" title="goodput {s.goodput:.1%}">'
-            f'<div style="width:{s.goodput * 400:.1f}px"></div></div>{_points_table(s)}'
-            f"{_table(s.wall_seconds, s.productive_seconds, s.buckets())}")  # fmt: skip
+    if s.progress_known:
+        figure = (f'<div>goodput <span class="figure" id="goodput">{s.goodput:.1%}</span> of '
+                  f"{duration_text(s.wall_seconds)} summed over the points; {s.goodput_with_queue:.1%} with the "
+                  f"{duration_text(s.queue_seconds)} they waited before their first starts</div>"
+                  f'<div class="gauge" title="goodput {s.goodput:.1%}">'
+                  f'<div style="width:{s.goodput * 400:.1f}px"></div></div>')  # fmt: skip
+    else:
+        figure = f'<div id="progress-unknown">{escape(sweep_unknown_line(s))}</div>'
+    productive = s.productive_seconds if s.progress_known else None
+    head = (f"<h1>sweep {escape(s.sweep)}: {len(s.points)} point(s)</h1>{figure}{_points_table(s)}"
+            f"{_table(s.wall_seconds, productive, s.buckets())}")  # fmt: skip
     sections = []
     for p, r in s.points:
         values = s.shown.get(p, "")
-        title = f"point {p}" + (f" ({values})" if values else "") + f": {outcome(r)}, goodput {r.goodput:.1%}"
+        made = f"goodput {r.goodput:.1%}" if r.progress_known else f"goodput {UNKNOWN_CELL}"
+        title = f"point {p}" + (f" ({values})" if values else "") + f": {outcome(r)}, {made}"
         sections.append(f'<h2 class="point">{escape(title)}</h2>{_rows(r, window)}')
     return _page(f"slurmgen report {s.sweep}", head + "<hr>" + "".join(sections) + _legend())

@@ -265,6 +265,11 @@ class SweepReport:
         return sum(r.queue_seconds for _, r in self.points)
 
     @property
+    def progress_known(self) -> bool:
+        """Whether any point's steps were recorded: with none, the sweep's goodput is unknown, as a job's is."""
+        return any(r.progress_known for _, r in self.points)
+
+    @property
     def goodput(self) -> float:
         wall = self.wall_seconds
         return self.productive_seconds / wall if wall > 0 else 0.0
@@ -275,7 +280,8 @@ class SweepReport:
         return self.productive_seconds / total if total > 0 else 0.0
 
     def buckets(self) -> dict[str, float]:
-        total = dict.fromkeys(tl.BUCKETS, 0.0)
+        # with no point's progress known, only the buckets a job of unknown progress has (_unknown): none pretends
+        total = dict.fromkeys(tl.BUCKETS if self.progress_known else (*KNOWN_WITHOUT_STEPS, tl.UNKNOWN), 0.0)
         for _, r in self.points:
             for k, v in r.buckets.items():
                 total[k] = total.get(k, 0.0) + v  # a point of unknown progress adds its `unknown` time
@@ -312,14 +318,16 @@ class SweepReport:
 
     def _json(self) -> dict[str, Any]:
         counts = self.counts()
+        known = self.progress_known
         return {
             "schema": SCHEMA,
             "sweep": self.sweep,
             "running": any(r.running for _, r in self.points),
-            "goodput": round(self.goodput, 6),
-            "goodput_with_queue": round(self.goodput_with_queue, 6),
+            "progress_known": known,
+            "goodput": round(self.goodput, 6) if known else None,
+            "goodput_with_queue": round(self.goodput_with_queue, 6) if known else None,
             "wall_seconds": round(self.wall_seconds, 3),
-            "productive_seconds": round(self.productive_seconds, 3),
+            "productive_seconds": round(self.productive_seconds, 3) if known else None,
             "buckets": {k: round(v, 3) for k, v in self.buckets().items()},
             "queue_seconds": round(self.queue_seconds, 3),
             "run_count": counts["runs"],

@@ -68,17 +68,32 @@ def report_lines(r: Report) -> list[str]:
 SWEEP_COLUMNS = ("POINT", "VALUES", "OUTCOME", "RUNS", "REQUEUES", "RESTARTS", "WALL", "PRODUCTIVE", "GOODPUT")
 
 
+UNKNOWN_CELL = "unknown"  # a productive time or goodput where no step of the program was recorded
+
+
+def _made(known: bool, productive: float, goodput: float) -> tuple[str, str]:
+    """The PRODUCTIVE and GOODPUT cells: the figures, or UNKNOWN_CELL where the progress is unknown."""
+    return (f"{productive:.1f} s", f"{goodput:.1%}") if known else (UNKNOWN_CELL, UNKNOWN_CELL)
+
+
 def sweep_rows(s: SweepReport) -> list[tuple[str, ...]]:
     """One row per point (SWEEP_COLUMNS), then the totals' row."""
     out: list[tuple[str, ...]] = []
     for (p, r), c in zip(s.points, s.each, strict=True):
         out.append((str(p), s.shown.get(p, ""), c.outcome, str(c.runs), str(c.requeues), str(c.restarts),
-                    f"{r.wall_seconds:.1f} s", f"{r.productive_seconds:.1f} s", f"{r.goodput:.1%}"))  # fmt: skip
+                    f"{r.wall_seconds:.1f} s", *_made(r.progress_known, r.productive_seconds, r.goodput)))  # fmt: skip
     counts = s.counts()
     out.append(("total", "", ", ".join(f"{n} {k}" for k, n in s.outcomes().items()), str(counts["runs"]),
                 str(counts["requeues"]), str(counts["restarts"]), f"{s.wall_seconds:.1f} s",
-                f"{s.productive_seconds:.1f} s", f"{s.goodput:.1%}"))  # fmt: skip
+                *_made(s.progress_known, s.productive_seconds, s.goodput)))  # fmt: skip
     return out
+
+
+def sweep_unknown_line(s: SweepReport) -> str:
+    """The one line that says no point's progress is known, and how to make it known."""
+    return (f"sweep {s.sweep}: {len(s.points)} point(s) with a run history; their program's progress is unknown: "
+            "no step of it was recorded (it does not use Preemption, and the spec has no progress.pattern to read "
+            "its step from its output); no goodput can be told")  # fmt: skip
 
 
 def sweep_lines(s: SweepReport) -> list[str]:
@@ -88,12 +103,15 @@ def sweep_lines(s: SweepReport) -> list[str]:
         f"sweep {s.sweep}: {len(s.points)} point(s) with a run history; goodput {s.goodput:.1%} (the points' "
         f"productive over their summed wall); {s.goodput_with_queue:.1%} counting the {s.queue_seconds:.0f} s "
         "they waited before their first starts"
+        if s.progress_known
+        else sweep_unknown_line(s)
     ]
     grid = [SWEEP_COLUMNS, *sweep_rows(s)]
     widths = [max(len(line[k]) for line in grid) for k in range(len(SWEEP_COLUMNS))]
     out += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in grid]
     out.append("")
-    out += bucket_table(s.wall_seconds, s.productive_seconds, s.buckets(), "wall (the points' sum)")
+    productive = s.productive_seconds if s.progress_known else None
+    out += bucket_table(s.wall_seconds, productive, s.buckets(), "wall (the points' sum)")
     redone = sum(r.redone_steps for _, r in s.points)
     if redone:
         out.append(f"redone steps: {redone} (lost at restarts, as recorded, over every point)")

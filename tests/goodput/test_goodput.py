@@ -396,3 +396,25 @@ def test_while_a_hang_lasts_status_shows_no_rate_no_eta_and_goodput_does_not_ris
     assert verdict is not None and verdict.called and verdict.hung_for == pytest.approx(49)
     r = summary.report("1", called, now=T0 + 75)
     assert r.buckets["hang"] == pytest.approx(44) and r.buckets["recovery"] == pytest.approx(5)  # 26-70, 70-75
+
+
+def test_a_sweep_whose_points_record_no_step_has_an_unknown_progress_as_a_job_does() -> None:
+    from slurmgen.goodput import html, text
+
+    one = summary.report("2_0", unstepped(), now=T0 + 5000)
+    two = summary.report("2_1", unstepped(), now=T0 + 5000)
+    s = summary.SweepReport("2", [(0, one), (1, two)], {0: {"lr": 1}, 1: {"lr": 2}}, {0: "lr=1", 1: "lr=2"})
+    data = s.to_json()
+    assert (data["progress_known"], data["goodput"], data["goodput_with_queue"]) == (False, None, None)
+    assert data["productive_seconds"] is None and [p["productive_seconds"] for p in data["points"].values()] == [
+        None, None]  # fmt: skip
+    assert data["wall_seconds"] == pytest.approx(one.wall_seconds + two.wall_seconds)
+    assert data["buckets"] == {"queue": 200.0, "recovery": 20.0, "unknown": 1580.0}  # the points' own, summed
+    lines = text.sweep_lines(s)
+    assert "progress is unknown" in lines[0] and "goodput" not in lines[0].split(";")[1], lines
+    assert [row[-2:] for row in text.sweep_rows(s)] == [("unknown", "unknown")] * 3
+    assert not any(line.startswith("productive") for line in lines), lines
+    page = html.sweep_page(s)
+    assert 'id="progress-unknown"' in page and 'id="goodput"' not in page and "goodput unknown" in page
+    known = summary.SweepReport("3", [(0, two_points().points[0][1]), (1, two)])
+    assert known.progress_known and known.to_json()["goodput"] is not None  # one point's steps are enough

@@ -148,13 +148,18 @@ def test_a_local_sweep_is_found_afterwards(tmp_path: Path, work: Path) -> None:
     points = roll["points"]
     assert [(p["values"], p["outcome"], p["requeues"], p["restarts"]) for p in points.values()] == [
         ({"lr": 1}, "completed", 0, 0), ({"lr": 2}, "completed", 0, 0)]  # fmt: skip
-    for key in ("wall_seconds", "productive_seconds", "queue_seconds"):
+    for key in ("wall_seconds", "queue_seconds"):
         assert roll[key] == pytest.approx(sum(p[key] for p in points.values()), abs=0.002), key
+    # its program never calls Preemption and has no progress.pattern: no point's progress is known, nor the sweep's
+    assert [p["productive_seconds"] for p in points.values()] == [None, None], points
+    assert (roll["progress_known"], roll["productive_seconds"], roll["goodput"]) == (False, None, None), roll
     assert roll["wall_seconds"] > 0 and roll["run_count"] == 2 and roll["outcomes"] == {"completed": 2}
     for bucket, seconds in roll["buckets"].items():
         assert seconds == pytest.approx(sum(p["buckets"][bucket] for p in points.values()), abs=0.002), bucket
     table = cli(work, env, "report", sweep_id).stdout
-    assert re.search(r"^1 +lr=2 +completed +1 +0 +0 ", table, re.M) and re.search(r"^total +2 completed", table, re.M)
+    assert re.search(r"^1 +lr=2 +completed +1 +0 +0 .* unknown +unknown$", table, re.M), table
+    assert re.search(r"^total +2 completed .* unknown +unknown$", table, re.M), table
+    assert "their program's progress is unknown" in table.splitlines()[0], table
     state = sorted(p.name for p in (work / "logs" / "state").rglob("*") if p.is_file() and p.name != STATE_LEDGER)
     # The ids' ledger is no job's state. Before: 3_0.state and 3_1.state, "Slurm could not be asked whether job 3_0
     # was requeued".
