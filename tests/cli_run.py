@@ -27,3 +27,13 @@ def run_slurmgen(
         timeout=timeout,
         check=False,
     )
+
+
+def local_job_id(done: subprocess.CompletedProcess[str]) -> str:
+    """The id `slurmgen run` gave its job ("slurmgen: local-N: ..."): the next free one, not always 1, since an id
+    whose rendezvous port another test holds is skipped (local/setup.py, id_taken)."""
+    import re
+
+    found = re.search(r"^slurmgen: local-(\d+):", done.stderr + done.stdout, re.M)
+    assert found, f"no local job id in the output of slurmgen run:\n{done.stderr}"
+    return found[1]

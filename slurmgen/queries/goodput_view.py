@@ -93,10 +93,15 @@ def sweep_rollup_line(record: SweepRecord) -> tuple[str, ...]:
     """The sweep's goodput so far, under its status table (slurmgen report SWEEP has the whole roll-up)."""
     from slurmgen.queries.goodput_files import sweep_report
 
-    roll = sweep_report(record, detail=False).to_json()
+    return rollup_line(sweep_report(record, detail=False).to_json())
+
+
+def rollup_line(roll: dict[str, Any]) -> tuple[str, ...]:
+    """The one line of a sweep roll-up's JSON (SweepReport.to_json): its goodput, or why there is none."""
     if not roll["points"]:
         return ()
-    if roll["productive_seconds"] <= 0:  # no step recorded: a 0% would blame the job for what was never measured
-        return (f"goodput so far: no training step recorded over {len(roll['points'])} point(s) with a run history "
-                "(steps are sampled at slurmgen's should_stop(), which the program never called)",)  # fmt: skip
-    return (f"goodput so far: {roll['goodput']:.1%} over {len(roll['points'])} point(s) with a run history",)
+    over = f"over {len(roll['points'])} point(s) with a run history"
+    if not roll["progress_known"]:  # no point recorded a step: a 0% would blame the job for what was never measured
+        return (f"goodput so far: unknown, no training step recorded {over} (the program does not use Preemption, "
+                "and the spec has no progress.pattern to read its step from its output)",)  # fmt: skip
+    return (f"goodput so far: {roll['goodput']:.1%} {over}",)

@@ -418,3 +418,15 @@ def test_a_sweep_whose_points_record_no_step_has_an_unknown_progress_as_a_job_do
     assert 'id="progress-unknown"' in page and 'id="goodput"' not in page and "goodput unknown" in page
     known = summary.SweepReport("3", [(0, two_points().points[0][1]), (1, two)])
     assert known.progress_known and known.to_json()["goodput"] is not None  # one point's steps are enough
+
+
+def test_the_sweep_status_line_says_unknown_for_points_without_steps_and_a_figure_for_points_with_them() -> None:
+    from slurmgen.queries.goodput_view import rollup_line
+
+    unknown = summary.SweepReport("2", [(0, summary.report("2_0", unstepped(), now=T0 + 5000))])
+    (line,) = rollup_line(unknown.to_json())
+    assert line.startswith("goodput so far: unknown") and "progress.pattern" in line and "1 point(s)" in line, line
+    known = two_points()
+    (line,) = rollup_line(known.to_json())
+    assert line == f"goodput so far: {known.goodput:.1%} over 2 point(s) with a run history", line
+    assert rollup_line(summary.SweepReport("4", []).to_json()) == ()

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_run import run_slurmgen
+from cli_run import local_job_id, run_slurmgen
 
 from slurmgen import run_history
 
@@ -32,20 +32,22 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     done = run_slurmgen("run", "job.yaml", cwd=place)
     assert done.returncode == 0, done.stderr
+    (place / "job-id").write_text(local_job_id(done))
     return place
 
 
 @pytest.mark.parametrize("odd", list(ODD))
 def test_one_odd_line_is_skipped_with_its_file_and_line_and_the_rest_is_shown(finished: Path, odd: str) -> None:
-    path = Path(run_history.history_dir(str(finished / "logs" / "job-1"))) / "rank0.jsonl"
+    job = (finished / "job-id").read_text()
+    path = Path(run_history.history_dir(str(finished / "logs" / f"job-{job}"))) / "rank0.jsonl"
     path.write_text(ODD[odd] + "\n")
     try:
-        for command in (["status", "local-1"], ["history", "local-1"], ["report", "local-1"]):
+        for command in (["status", f"local-{job}"], ["history", f"local-{job}"], ["report", f"local-{job}"]):
             done = run_slurmgen(*command, cwd=finished)
             assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stderr)
             warned = [line for line in done.stderr.splitlines() if f"{path}:1: skipped" in line]
             assert len(warned) == 1, (command, done.stderr)
-        history = run_slurmgen("history", "local-1", cwd=finished)
+        history = run_slurmgen("history", f"local-{job}", cwd=finished)
         assert history.stdout.splitlines()[1].split()[0] == "1", history.stdout  # run 1, from the other lines
     finally:
         path.unlink()

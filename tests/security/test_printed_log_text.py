@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cli_run import run_slurmgen
+from cli_run import local_job_id, run_slurmgen
 
 from slurmgen.printable import printable
 
@@ -23,7 +23,7 @@ def test_the_failing_ranks_last_lines_are_quoted_with_their_escapes_escaped(tmp_
     )
     done = run_slurmgen("run", "job.yaml", cwd=tmp_path)
     assert done.returncode == 3, done.stderr
-    summary = (tmp_path / "logs" / "job-1.log").read_text()
+    summary = (tmp_path / "logs" / f"job-{local_job_id(done)}.log").read_text()
     assert "failed first" in summary, summary
     quoted = [line.split("| ", 1)[1] for line in summary.split("\n") if "failed first" not in line and "| " in line]
     # the carriage return ends a line as the log's reader splits it; the step ran twice (a crash is restarted once

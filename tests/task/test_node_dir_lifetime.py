@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from cli_run import run_slurmgen
+from cli_run import local_job_id, run_slurmgen
 
 from slurmgen import contract
 from slurmgen.job_context.context import JobContext
@@ -61,7 +61,7 @@ def test_a_local_run_with_the_watchdog_leaves_no_node_directory(tmp_path: Path) 
     )
     done = run_slurmgen("run", "job.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    log_dir = tmp_path / "logs" / "job-1"
+    log_dir = tmp_path / "logs" / f"job-{local_job_id(done)}"
     assert log_dir.is_dir()
     # the expected names, and any fresh private one taken in place of a planted one (progress_mark.node_dir)
     pattern = expected_node_dir(JobContext.from_environ({contract.LOG_DIR: str(log_dir), "SLURMD_NODENAME": "*"}))
