@@ -195,7 +195,16 @@ def report(job: str, events: Sequence[Mapping[str, Any]], now: float, detail: bo
     first = line.runs[0].slurm_queue_seconds if line.runs else None
     advice = advice_of(events, line, buckets) if detail else None
     program = program_saves(events)
-    return Report(job, wall, productive, buckets, first or 0.0, line.redone_steps, line, advice, program=program)
+    return Report(job, wall, productive, buckets, first or 0.0, redone_of(line, program), line, advice,
+                  program=program)  # fmt: skip
+
+
+def redone_of(line: tl.Timeline, program: ProgramSaves | None) -> int:
+    """The steps done again: where the job watches the program's own checkpoint (checkpoint.path), those of each
+    stop back to the program's last save, restarts and requeues alike; otherwise those the restarts recorded
+    (a stop of Preemption's saves first, so its requeue redoes none)."""
+    counted = [] if program is None else [s.lost_steps for s in program.stops if s.lost_steps is not None]
+    return sum(counted) if counted else line.redone_steps
 
 
 def _unknown(job: str, line: tl.Timeline, program: ProgramSaves | None = None) -> Report:

@@ -48,7 +48,9 @@ def report_lines(r: Report) -> list[str]:
         out.append(unknown_line(r))
     out += bucket_table(r.wall_seconds, r.productive_seconds if r.progress_known else None, dict(r.buckets))
     if r.redone_steps:
-        out.append(f"redone steps: {r.redone_steps} (lost at restarts, as recorded)")
+        how = "lost at each stop, back to the program's last save" if r.program and r.program.stops else \
+            "lost at restarts, as recorded"  # fmt: skip
+        out.append(f"redone steps: {r.redone_steps} ({how})")
     for run in r.timeline.runs:
         wait = run.slurm_queue_seconds
         if wait is not None:

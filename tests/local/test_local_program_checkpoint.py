@@ -31,6 +31,7 @@ def spec(cwd: Path, *extra_words: str, resume: bool = True) -> str:
     return (
         f"name: job\ncommand: {command!r}\ntime: '00:10:00'\nnodes: 1\ntasks_per_node: 2\npython: {PY}\n"
         "preemption: {handler: requeue}\ncheckpoint: {path: out/ckpt.pt}\n"
+        f"progress: {{pattern: '^iter (\\d+):', total: {ITERS}}}\n"
         + ("resume: {args: [--init_from=resume]}\n" if resume else "")
         + own_port(cwd)
     )
@@ -77,6 +78,24 @@ def near(got: object, truth: int) -> bool:
     return isinstance(got, int) and abs(got - truth) <= max(0.1 * truth, 1)
 
 
+def seconds_since(log: str, start: int, saved: int) -> float:
+    """The time the program spent, by its own `time Tms` lines, on the iterations of its ``start``-th start (0:
+    the first) after the one it saved at: the work that stop threw away."""
+    out: list[list[tuple[int, float]]] = [[]]
+    for line in log.splitlines():
+        if line.startswith("resumed from iter"):
+            out.append([])
+        elif found := re.match(r"iter (\d+): .*, time ([\d.]+)ms$", line):
+            out[-1].append((int(found[1]), float(found[2]) / 1000))
+    return sum(t for it, t in out[start] if it >= saved)
+
+
+def near_seconds(got: object, truth: float) -> bool:
+    """Within 10% of the program's own time, and 1 s more: the time from its last iteration to the stop's record
+    (the kill, and the poll that sees it), which no line of the program can tell."""
+    return isinstance(got, float) and abs(got - truth) <= 0.1 * truth + 1.0
+
+
 def test_a_crash_and_a_preemption_each_resume_from_the_programs_checkpoint_and_lose_only_what_came_after_it(
     tmp_path: Path, jobs: list[LocalJob]
 ) -> None:
@@ -102,11 +121,16 @@ def test_a_crash_and_a_preemption_each_resume_from_the_programs_checkpoint_and_l
     assert "slurmgen: resuming from out/ckpt.pt (run 2): --init_from=resume" in job.file("127.0.0.1.log")
     # The iterations done again: from the saved one (a save comes before its iteration's step) to the last done.
     truth = [max(first) - 80 + 1, max(second) - saves[1][-1] + 1]
-    shown = report(job)["program_checkpoint"]
+    data = report(job)
+    shown = data["program_checkpoint"]
     assert isinstance(shown, dict)
     stops = shown["stops"]
     assert [s["kind"] for s in stops] == ["restart", "requeue"], stops
     assert near(stops[0]["lost_steps"], truth[0]) and near(stops[1]["lost_steps"], truth[1]), (stops, truth)
+    spent = [seconds_since(log, 0, 80), seconds_since(log, 1, saves[1][-1])]
+    assert near_seconds(stops[0]["lost_seconds"], spent[0]), (stops, spent)
+    assert near_seconds(stops[1]["lost_seconds"], spent[1]), (stops, spent)
+    assert near(data["redone_steps"], sum(truth)), (data["redone_steps"], truth)  # the restart's and the requeue's
     assert shown["saves"] >= 5 and not shown["ignored"]
 
 

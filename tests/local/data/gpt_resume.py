@@ -1,12 +1,11 @@
 """A training program in nanoGPT's manner, which saves and resumes by itself and knows nothing of slurmgen's
 preemption handling: torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and a gloo process group,
-`iter N: loss X` lines on stdout, an evaluation every --eval-interval iterations whose improvement alone writes
+`iter N: loss X, time Tms` lines on stdout, an evaluation every --eval-interval iterations whose improvement alone writes
 `ckpt.pt` in --out-dir (torch.save, in place, as nanoGPT does), and `--init_from=resume`, which fails without a
 checkpoint. `--die-at N --die-rank R --die-once FILE`: rank R's program dies of SIGKILL at iteration N, once.
 
-Its progress reaches the run history as `first-step` and `progress` events from rank 0 (the program's own
-iteration as `step`): the records that `Preemption` writes, and that the program's output lines will feed. The
-program writes them itself here, through slurmgen.run_history, as the stand-in for that.
+Nothing in it knows slurmgen: its progress reaches slurmgen only through its `iter N:` lines, read by the spec's
+`progress.pattern`, and its saves only through the spec's `checkpoint.path`.
 """
 
 from __future__ import annotations
@@ -47,9 +46,7 @@ def main() -> int:
         it, best = int(saved["iter_num"]), float(saved["best_val_loss"])
         print(f"resumed from iter {saved['iter_num']}", flush=True)
     weight = torch.zeros(4)
-    log_dir = os.environ.get("SLURMGEN_LOG_DIR", "")
-    run = int(os.environ.get("SLURM_RESTART_COUNT") or 0) + 1
-    sampled = -1.0
+    last = time.time()
     while it <= args.max_iters:
         if it % args.eval_interval == 0 and it > 0:
             # Every third evaluation is worse than the best so far: only improvements are saved.
@@ -68,15 +65,9 @@ def main() -> int:
         weight -= 0.01 * grad
         time.sleep(args.step_time)
         if rank == 0:
-            print(f"iter {it}: loss {1.0 / (it + 1):.4f}", flush=True)
-            now = time.time()
-            if log_dir and now - sampled >= 0.1:
-                from slurmgen import run_history
-
-                event = run_history.FIRST_STEP if sampled < 0 else run_history.PROGRESS
-                run_history.append(log_dir, "rank0", event, run, now, steps=it, step=it,
-                                   step_seconds=args.step_time)  # fmt: skip
-                sampled = now
+            now = time.time()  # as nanoGPT: each iteration's own time, from the last one's end to this one's
+            print(f"iter {it}: loss {1.0 / (it + 1):.4f}, time {(now - last) * 1000:.2f}ms", flush=True)
+            last = now
         it += 1
     if rank == 0:
         print(f"DONE {args.max_iters}", flush=True)
