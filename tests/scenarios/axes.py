@@ -82,8 +82,9 @@ class Scenario:
                 f"recovery={'on' if self.recovery else 'off'} interruptions=[{said}]")  # fmt: skip
 
 
-def why_invalid(s: Scenario) -> str | None:
-    """Why a combination is no scenario (None: it is one). Filtered out, never failed."""
+def why_invalid(s: Scenario, place: str = "local") -> str | None:
+    """Why a combination is no scenario at ``place`` ("local": the emulator; "cluster": a real Slurm), None when
+    it is one. Filtered out, never failed."""
     kinds = s.kinds()
     if len(set(kinds)) != len(kinds):
         return "an interruption kind twice"
@@ -106,7 +107,7 @@ def why_invalid(s: Scenario) -> str | None:
             return "handler program: the program handles the signal itself, and this one has no handler"
         if s.handler == "runtime" and s.shape == "own":
             return "handler runtime needs Preemption"
-    if "requeue" in kinds:
+    if "requeue" in kinds and place == "local":
         # `slurmgen requeue local-N` refuses: a local job's runner requeues it when the job asks (Preemption, the
         # batch shell), and `slurmgen resume` runs it again; the kind waits for a place with a scheduler
         return "the local emulator has no requeue by hand"

@@ -41,3 +41,13 @@ def judge(s: Scenario, where: Path | None = None) -> Verdict:
     missed = "never fired" in seen.runner
     found = {} if missed else invariants.check(s, plan.steps, seen)
     return Verdict(s, plan, seen, found, missed)
+
+
+def judge_on_cluster(s: Scenario, cluster: object, where: Path) -> Verdict:
+    """The same judgement of a scenario run on the real test cluster (cluster_place), submitted as a user does."""
+    from scenarios import cluster_place
+
+    plan, seen = cluster_place.run(s, where, cluster)
+    missed = "never fired" in seen.runner
+    found = {} if missed else invariants.check(s, plan.steps, seen)
+    return Verdict(s, plan, seen, found, missed)

@@ -211,7 +211,8 @@ def goodput(s: Scenario, steps: int, o: Observation) -> list[str]:
         if gaps:
             out.append(f"goodput: run {number}'s segments leave gaps or overlap at {gaps[:3]}")
     buckets: dict[str, float] = report.get("buckets", {})
-    total = report.get("productive_seconds", 0.0) + sum(buckets.values())
+    # a program whose progress is unknown has no productive figure (null) and its time in the `unknown` bucket
+    total = (report.get("productive_seconds") or 0.0) + sum(buckets.values())
     wall = report.get("wall_seconds", 0.0)
     if abs(total - wall) > max(0.01 * wall, 0.05):
         out.append(f"goodput: productive + buckets = {total:.3f} s, the wall {wall:.3f} s")

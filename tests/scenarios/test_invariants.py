@@ -162,3 +162,13 @@ def test_leftovers_fail_on_a_process_a_node_directory_or_a_second_job() -> None:
     o = dataclasses.replace(good(), processes=["123 python program.py"], shm=["slurmgen-0-abc-127.0.0.1"], jobs=2)
     said = planted("leftovers", o)
     assert [line.split(":")[1].strip().split(" ")[0] for line in said] == ["2", "processes", "/dev/shm"], said
+
+
+def test_goodput_of_a_program_whose_progress_is_unknown_tiles_its_wall_with_the_unknown_bucket() -> None:
+    """report --json of a program without Preemption or progress.pattern: productive_seconds is null and its time
+    is in `unknown`; the sum still has to be the wall."""
+    unknown = {"productive_seconds": None, "redone_steps": 0, "buckets": {"recovery": 2.5, "unknown": 37.5}}
+    assert planted("goodput", dataclasses.replace(good(), report=report(**unknown))) == []
+    short = {**unknown, "buckets": {"recovery": 2.5, "unknown": 30.0}}
+    said = planted("goodput", dataclasses.replace(good(), report=report(**short)))
+    assert any("productive + buckets = 32.500 s, the wall 40.000 s" in line for line in said), said

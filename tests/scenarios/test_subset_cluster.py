@@ -1,0 +1,44 @@
+"""The scenario engine on the real test cluster: a sampled subset of the corpus's axes, submitted with `slurmgen
+submit --wait` and interrupted from outside as a site or a user would (scenarios/cluster_place.py), every invariant
+on each, on 22.05 and 26.05. It adds what the emulator cannot do (a requeue by hand through Slurm) and holds the
+seams the corpus found where Slurm's own srun, slurmstepd and requeue take part. A failure prints the scenario's
+one-line reproduction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import SlurmCluster
+
+from scenarios.axes import Interruption, Scenario, why_invalid
+from scenarios.cluster_place import why_not_here
+from scenarios.engine import judge_on_cluster
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions("22.05", "26.05"), pytest.mark.torch, pytest.mark.slow]
+
+I = Interruption  # noqa: E741 - the subset reads as a table
+
+SUBSET = [
+    # a crash on the second node, restarted inside the allocation, that then completes
+    Scenario("pg", "srun", 2, 1, "runtime", True, (I("crash", 1, 20),), name="crash-restart-completes"),
+    # a requeue by hand (scontrol requeue through slurmgen requeue) of a program that keeps its own checkpoint
+    Scenario("own", "srun", 2, 1, "requeue", True, (I("requeue", 0, 20),), name="requeue-by-hand-own-checkpoint"),
+    # the failing rank exits after its casualties: it is the cause, on real srun's --kill-on-bad-exit
+    Scenario("pg", "srun", 2, 2, "auto", True, (I("crash_late", 1, 20),), name="late-failing-rank-is-the-cause"),
+    # a preemption while the step restarts after a crash, under torchrun
+    Scenario("pg", "torchrun", 2, 1, "runtime", True, (I("preempt_restart", 0, 20),), name="preempt-during-restart"),
+    # `set -e` in setup and a bug that repeats at the same step: one restart, then FAILED with its own code
+    Scenario("own", "srun", 1, 1, "requeue", True, (I("bug", 0, 5),), name="set-e-setup-repeated-bug",
+             extra="setup: ['set -e']\nrecovery: {max_restarts: 1}\n"),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize("scenario", SUBSET, ids=[s.name for s in SUBSET])
+def test_a_scenario_on_the_cluster_keeps_every_invariant(
+    slurm_cluster: SlurmCluster, tmp_path: Path, scenario: Scenario
+) -> None:
+    assert why_invalid(scenario, "cluster") is None and why_not_here(scenario) is None, scenario.words()
+    verdict = judge_on_cluster(scenario, slurm_cluster, tmp_path)
+    assert not verdict.missed, f"an interruption never fired:\n{verdict.story()}\n{verdict.observation.runner}"
+    assert verdict.ok, verdict.story()
