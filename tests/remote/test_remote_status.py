@@ -53,9 +53,11 @@ CASES = [
     (answer(sacct="@@no-accounting", scontrol=show_row("5", "COMPLETING")), RemoteState("COMPLETING", "scontrol")),
     # accounting off: scontrol while Slurm keeps the job (MinJobAge), then the run's records
     (answer(sacct="@@no-accounting", scontrol=show_row("5", "TIMEOUT", "0:15")), RemoteState("TIMEOUT", "scontrol", 0)),
-    (answer(sacct="@@no-accounting", records={"5": END_OK}), RemoteState("COMPLETED", "record", 0)),
-    (answer(sacct="@@no-accounting", records={"5": END_BAD + "\n{cut"}), RemoteState("FAILED", "record", 3)),
-    (answer(sacct="@@no-accounting", records={"5": record({"event": "run-start"})}), RemoteState("UNKNOWN", "none")),
+    # (a record's one run: no requeue, no restart of the step)
+    (answer(sacct="@@no-accounting", records={"5": END_OK}), RemoteState("COMPLETED", "record", 0, 0, 0)),
+    (answer(sacct="@@no-accounting", records={"5": END_BAD + "\n{cut"}), RemoteState("FAILED", "record", 3, 0, 0)),
+    (answer(sacct="@@no-accounting", records={"5": record({"event": "run-start"})}),
+     RemoteState("UNKNOWN", "none", None, 0, 0)),
     (answer(sacct="@@no-accounting"), RemoteState("UNKNOWN", "none")),
 ]
 
@@ -131,8 +133,25 @@ def test_sacct_exit_codes_by_the_rule_of_the_clusters_version() -> None:
     by_scontrol = decide(["42"], answer(sacct=old_rows, scontrol=show_row("42", "FAILED", "143:0")))
     assert by_scontrol["42"] == RemoteState("FAILED", "scontrol", 143)
     by_record = decide(["42", "41"], answer(sacct=old_rows, records={"42": end_with(143), "41": end_with(7)}))
-    assert by_record["42"] == RemoteState("FAILED", "sacct", 143)
-    assert by_record["41"] == RemoteState("FAILED", "sacct", 3)  # a record that disagrees is not taken
+    assert by_record["42"] == RemoteState("FAILED", "sacct", 143, 0, 0)
+    assert by_record["41"] == RemoteState("FAILED", "sacct", 3, 0, 0)  # a record that disagrees is not taken
     # 25.11's sacct with the same scontrol answer keeps its own exact code
     assert decide(["42"], answer(sacct="slurm 25.11.7\n42|FAILED|143:0", scontrol=show_row("42", "FAILED", "1:0"))
                   )["42"] == RemoteState("FAILED", "sacct", 143)  # fmt: skip
+
+
+def test_a_remote_jobs_requeues_and_step_restarts_are_read_from_its_record_in_the_same_round_trip() -> None:
+    """status of a remote job shows REQUEUES and STEP RESTARTS beside each other, as on the login node: from the
+    batch shell's record that the one round trip reads anyway (run starts, restarts of the step); blank where no
+    record was read."""
+    from slurmgen.backends.slurm_ssh.job import remote_row
+
+    story = record({"event": "run-start", "run": 1}, {"event": "restart", "run": 1}, {"event": "restart", "run": 1},
+                   {"event": "run-end", "run": 1, "exit_code": 0, "ended": "requeued"},
+                   {"event": "run-start", "run": 2})  # fmt: skip
+    states = decide(["5", "6"], answer(squeue=squeue_row("5", "RUNNING"), records={"5": story}))
+    assert (states["5"].requeues, states["5"].step_restarts) == (1, 2)
+    assert (states["6"].requeues, states["6"].step_restarts) == (None, None)
+    row = remote_row("5", "scen", states["5"])
+    assert (row.restarts, row.step_restarts) == ("1", "2")
+    assert (remote_row("6", "x", states["6"]).restarts, remote_row("6", "x", states["6"]).step_restarts) == ("", "")

@@ -52,17 +52,39 @@ def why_not_here(s: Scenario) -> str | None:
 
 
 @dataclass(frozen=True)
+class Site:
+    """Where a scenario is submitted from: the directory its job.yaml is written to and its slurmgen commands run
+    in, their environment, the submit's arguments before job.yaml, and the output directory the job writes on
+    the cluster's side (for the login node, job.yaml's own `logs`; for a remote job, its run directory's)."""
+
+    cwd: Path
+    env: dict[str, str]
+    submit: tuple[str, ...]
+    logs: Path
+    waits: bool = True  # `submit --wait` follows the job (over ssh it cannot yet: the engine polls Slurm instead)
+
+    @classmethod
+    def login_node(cls, where: Path, cluster: Any) -> Site:
+        return cls(where, {**local_place.environment(), **cluster.env}, ("submit",), where / "logs")
+
+    def argv(self) -> list[str]:
+        return [PY, "-m", "slurmgen", *self.submit, "job.yaml", *(["--wait"] if self.waits else [])]
+
+
+@dataclass(frozen=True)
 class ClusterPlan(local_place.Plan):
     acts: tuple[str, ...] = ()  # what the engine does from outside, in words, for the reproduction
+    submit: tuple[str, ...] = ("submit",)
+    waits: bool = True
 
     def reproduction(self) -> str:
         lines = shlex.join(self.spec.splitlines())
-        acts = "; ".join(self.acts)
-        return f"printf '%s\\n' {lines} > job.yaml && slurmgen submit job.yaml --wait" + (f"  # then: {acts}" if acts
-                                                                                        else "")  # fmt: skip
+        then = f"  # then: {'; '.join(self.acts)}" if self.acts else ""
+        wait = " --wait" if self.waits else ""
+        return f"printf '%s\\n' {lines} > job.yaml && slurmgen {shlex.join(self.submit)} job.yaml{wait}{then}"
 
 
-def plan(s: Scenario, where: Path) -> ClusterPlan:
+def plan(s: Scenario, where: Path, submit: tuple[str, ...] = ("submit",), waits: bool = True) -> ClusterPlan:
     base = local_place.plan(s, where)
     acts = []
     for i in s.interruptions:
@@ -76,7 +98,8 @@ def plan(s: Scenario, where: Path) -> ClusterPlan:
                                 "as the step restarts: scancel --batch --signal=USR1 JOB"],  # fmt: skip
             "requeue": [f"{at}: slurmgen requeue JOB"],
         }.get(i.kind, [])
-    return ClusterPlan(spec=base.spec, args=[], steps=base.steps, step_time=base.step_time, acts=tuple(acts))
+    return ClusterPlan(spec=base.spec, args=[], steps=base.steps, step_time=base.step_time, acts=tuple(acts),
+                       submit=submit, waits=waits)  # fmt: skip
 
 
 def program_of(where: Path, rank: int) -> int | None:
@@ -100,10 +123,10 @@ def program_of(where: Path, rank: int) -> int | None:
 class Acts:
     """The interruptions of one scenario, done in order from outside while its job runs."""
 
-    def __init__(self, s: Scenario, where: Path, cluster: Any, job: str) -> None:
-        self.s, self.where, self.cluster, self.job = s, where, cluster, job
-        self.log = where / "logs" / f"scen-{job}" / "rank-0.log"
-        self.batch = where / "logs" / f"scen-{job}.log"
+    def __init__(self, s: Scenario, where: Path, site: Site, cluster: Any, job: str) -> None:
+        self.s, self.where, self.site, self.cluster, self.job = s, where, site, cluster, job
+        self.log = site.logs / f"scen-{job}" / "rank-0.log"
+        self.batch = site.logs / f"scen-{job}.log"
         self.todo = list(s.interruptions)
         self.pending: list[str] = []  # a second act of one interruption, waiting for its moment
         self.missed: list[str] = []
@@ -140,7 +163,7 @@ class Acts:
         if i.kind == "preempt_save":
             self.signal_job()
         elif i.kind == "requeue":
-            done = slurmgen(self.where, {**local_place.environment(), **self.cluster.env}, "requeue", self.job)
+            done = slurmgen(self.site.cwd, self.site.env, "requeue", self.job)
             (self.where / "requeue.err").write_text(done.stdout + done.stderr)
         else:
             pid = program_of(self.where, i.rank)
@@ -152,38 +175,54 @@ class Acts:
                 self.pending.append("signal")
 
 
-def run(s: Scenario, where: Path, cluster: Any, timeout: float = 400) -> tuple[ClusterPlan, Observation]:
-    """Submit the scenario, do its acts, wait for its end and observe what it left."""
-    p = plan(s, where)
-    (where / "job.yaml").write_text(p.spec)
-    env = {**local_place.environment(), **cluster.env}
+def run(s: Scenario, where: Path, cluster: Any, site: Site | None = None, timeout: float = 400
+        ) -> tuple[ClusterPlan, Observation]:  # fmt: skip
+    """Submit the scenario from ``site`` (default: the login node, in ``where``), do its acts, wait for its end and
+    observe what it left."""
+    site = site or Site.login_node(where, cluster)
+    p = plan(s, where, site.submit, site.waits)
+    (site.cwd / "job.yaml").write_text(p.spec)
     deadline = time.monotonic() + timeout
-    with open(where / "runner.out", "w+") as out, open(where / "runner.err", "w") as err:
-        proc = subprocess.Popen([PY, "-m", "slurmgen", "submit", "job.yaml", "--wait"], cwd=where, env=env,
-                                stdout=out, stderr=err)  # fmt: skip
+    out_path, err_path = where / "runner.out", where / "runner.err"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        proc = subprocess.Popen(site.argv(), cwd=site.cwd, env=site.env, stdout=out, stderr=err)
         job = ""
         acts: Acts | None = None
+        ended = 0  # polls in a row that found the job ended (a requeue passes through states of its own)
         try:
-            while proc.poll() is None and time.monotonic() < deadline:
-                if not job and (found := re.match(r"(\d+)\s*$", Path(out.name).read_text())):
+            while time.monotonic() < deadline:
+                if not job and (found := re.match(r"(\d+)\s*$", out_path.read_text())):
                     job = found[1]
-                    acts = Acts(s, where, cluster, job)
+                    acts = Acts(s, where, site, cluster, job)
                 if acts is not None:
                     acts.poll()
-                time.sleep(0.2)
+                submitted = proc.poll() is not None
+                if submitted and (site.waits or not job):
+                    break  # `submit --wait` followed the job to its end, or the submit failed
+                if job and not site.waits:
+                    info = cluster.client.show_job(job)
+                    done = info is not None and info.state.is_terminal and acts is not None and not acts.todo
+                    ended = ended + 1 if done else 0
+                    if ended >= 2:
+                        break
+                time.sleep(0.2 if site.waits else 1.0)
             code = proc.wait(timeout=max(deadline - time.monotonic(), 1))
         except subprocess.TimeoutExpired:
             proc.kill()
             code = proc.wait()
-    said = Path(out.name).read_text()
+    said = out_path.read_text()
     job = job or (m[1] if (m := re.search(r"job=(\d+)", said)) else "")
     info = cluster.client.show_job(job) if job else None
-    runner = Path(err.name).read_text(errors="replace")
+    if info is not None and not info.state.is_terminal:
+        cluster.run(["scancel", job])  # out of time: the scenario fails on its outcome, and leaves no job behind
+    runner = err_path.read_text(errors="replace")
     if acts is not None and acts.missed:
         runner += "".join(f"\nslurmgen scenario: {m}: never fired" for m in acts.missed)
     if info is not None and info.state.is_terminal:
         runner += f"\n{info.state.name}, exit code {info.exit_code or 0}, {info.restarts + 1} runs\n"
-    return p, observe(where, job, runner, code, env)
+        if not site.waits:
+            code = info.exit_code or 0  # no `submit --wait` to exit with the job's code: Slurm's stands for it
+    return p, observe(where, site, job, runner, code)
 
 
 JOB_FACTS = (
@@ -194,19 +233,21 @@ JOB_FACTS = (
 )
 
 
-def observe(where: Path, job: str, runner: str, code: int, env: dict[str, str]) -> Observation:
-    logs = where / "logs" / f"scen-{job}"
+def observe(where: Path, site: Site, job: str, runner: str, code: int) -> Observation:
+    cwd, env = site.cwd, site.env
+    logs = site.logs / f"scen-{job}"
     ranks = {int(m[1]): f.read_text(errors="replace") for f in logs.glob("rank-*.log")
              if (m := re.fullmatch(r"rank-(\d+)\.log", f.name))}  # fmt: skip
-    batch = where / "logs" / f"scen-{job}.log"
-    report = slurmgen(where, env, "report", job, "--json")
-    facts = subprocess.run([PY, "-c", JOB_FACTS, job], cwd=where, env=env, capture_output=True, text=True,
+    batch = site.logs / f"scen-{job}.log"
+    report = slurmgen(cwd, env, "report", job, "--json")
+    facts = subprocess.run([PY, "-c", JOB_FACTS, job], cwd=cwd, env=env, capture_output=True, text=True,
                            timeout=60, check=False)  # fmt: skip
-    journals = list((where / ".slurmgen").glob("**/journal.jsonl"))
+    home = Path(env["SLURMGEN_HOME"]) if env.get("SLURMGEN_HOME") else cwd / ".slurmgen"
+    journals = [*home.glob("journal.jsonl"), *home.glob("*/journal.jsonl")]
     # a submission's journal says `submitting` (no id yet), then `submitted` with Slurm's id: the ids are the jobs
     records = [json.loads(line) for j in journals for line in j.read_text().splitlines() if line.strip()]
     jobs = {r["job_id"] for r in records if r.get("job_id")}
-    state_dir = where / "logs" / "state"
+    state_dir = site.logs / "state"
     key = zlib.crc32(os.path.abspath(logs).encode())
     return Observation(
         runner=runner,
@@ -214,8 +255,8 @@ def observe(where: Path, job: str, runner: str, code: int, env: dict[str, str]) 
         ranks=ranks,
         batch=batch.read_text(errors="replace") if batch.exists() else "",
         events=run_history.read(str(logs)) if logs.exists() else [],
-        status=slurmgen(where, env, "status", job).stdout,
-        history=slurmgen(where, env, "history", job).stdout,
+        status=slurmgen(cwd, env, "status", job).stdout,
+        history=slurmgen(cwd, env, "history", job).stdout,
         report=json.loads(report.stdout) if report.returncode == 0 else {"error": report.stderr},
         job=json.loads(facts.stdout) if facts.returncode == 0 else {"error": facts.stderr},
         state_files=sorted(f.name for f in state_dir.iterdir()) if state_dir.exists() else [],

@@ -43,11 +43,12 @@ def judge(s: Scenario, where: Path | None = None) -> Verdict:
     return Verdict(s, plan, seen, found, missed)
 
 
-def judge_on_cluster(s: Scenario, cluster: object, where: Path) -> Verdict:
-    """The same judgement of a scenario run on the real test cluster (cluster_place), submitted as a user does."""
+def judge_on_cluster(s: Scenario, cluster: object, where: Path, site: object = None) -> Verdict:
+    """The same judgement of a scenario run on the real test cluster (cluster_place), submitted as a user does:
+    on its login node, or from a laptop through a cluster profile (``site``, a cluster_place.Site)."""
     from scenarios import cluster_place
 
-    plan, seen = cluster_place.run(s, where, cluster)
+    plan, seen = cluster_place.run(s, where, cluster, site)  # type: ignore[arg-type]
     missed = "never fired" in seen.runner
     found = {} if missed else invariants.check(s, plan.steps, seen)
     return Verdict(s, plan, seen, found, missed)

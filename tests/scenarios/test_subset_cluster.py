@@ -2,20 +2,23 @@
 submit --wait` and interrupted from outside as a site or a user would (scenarios/cluster_place.py), every invariant
 on each, on 22.05 and 26.05. It adds what the emulator cannot do (a requeue by hand through Slurm) and holds the
 seams the corpus found where Slurm's own srun, slurmstepd and requeue take part. A failure prints the scenario's
-one-line reproduction."""
+one-line reproduction. Two of them also run as a remote job, submitted from a laptop's repository over a real
+sshd (the login node of tests/remote), on 22.05."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import SlurmCluster
 
 from scenarios.axes import Interruption, Scenario, why_invalid
-from scenarios.cluster_place import why_not_here
+from scenarios import local_place
+from scenarios.cluster_place import Site, why_not_here
 from scenarios.engine import judge_on_cluster
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slurm_versions("22.05", "26.05"), pytest.mark.torch, pytest.mark.slow]
+pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slow]
 
 I = Interruption  # noqa: E741 - the subset reads as a table
 
@@ -34,11 +37,46 @@ SUBSET = [
 ]
 
 
+@pytest.mark.slurm_versions("22.05", "26.05")
 @pytest.mark.parametrize("scenario", SUBSET, ids=[s.name for s in SUBSET])
 def test_a_scenario_on_the_cluster_keeps_every_invariant(
     slurm_cluster: SlurmCluster, tmp_path: Path, scenario: Scenario
 ) -> None:
     assert why_invalid(scenario, "cluster") is None and why_not_here(scenario) is None, scenario.words()
     verdict = judge_on_cluster(scenario, slurm_cluster, tmp_path)
+    assert not verdict.missed, f"an interruption never fired:\n{verdict.story()}\n{verdict.observation.runner}"
+    assert verdict.ok, verdict.story()
+
+
+REMOTE = [SUBSET[0], SUBSET[1]]
+
+
+@pytest.fixture
+def laptop(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[Site]:
+    """A laptop's git repository whose cluster profile reaches the test cluster's login node (a real sshd behind a
+    bastion, a one-time code after the key): the scenario is submitted with `slurmgen submit --cluster alpha`."""
+    from remote.cluster_login import SECRET, client_env, git, start_login
+
+    login = start_login(slurm_cluster, otp_secret=SECRET, bastion=True)
+    try:
+        repo = login.root / "repo"
+        repo.mkdir()
+        git(repo, "init", "-q")
+        work = login.root / "work"
+        (repo / "clusters.yaml").write_text(f"alpha:\n  host: {login.alias}\n  workdir: {work}\n")
+        env = {**client_env(login), "PYTHONPATH": local_place.environment()["PYTHONPATH"], "PYTHONWARNINGS": "ignore"}
+        # `submit --cluster NAME --wait` is refused over ssh ("not there yet"): the engine follows Slurm itself
+        yield Site(repo, env, ("submit", "--cluster", "alpha"), work / "runs" / "scen" / "logs", waits=False)
+    finally:
+        login.close_master()
+        login.remove()
+
+
+@pytest.mark.slurm_versions("22.05")
+@pytest.mark.parametrize("scenario", REMOTE, ids=[s.name for s in REMOTE])
+def test_a_scenario_of_a_remote_job_keeps_every_invariant(
+    slurm_cluster: SlurmCluster, tmp_path: Path, laptop: Site, scenario: Scenario
+) -> None:
+    verdict = judge_on_cluster(scenario, slurm_cluster, tmp_path, laptop)
     assert not verdict.missed, f"an interruption never fired:\n{verdict.story()}\n{verdict.observation.runner}"
     assert verdict.ok, verdict.story()

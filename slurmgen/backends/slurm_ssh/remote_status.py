@@ -15,6 +15,7 @@ that agrees with it, else as sacct printed it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import subprocess
@@ -121,18 +122,37 @@ class RemoteState:
     state: str
     source: str  # squeue, sacct, scontrol, record, none
     exit_code: int | None = None
+    # from the run's own record (the batch shell's, read in the same round trip): the requeues (runs after the
+    # first) and the restarts of the step inside the allocation; None where no record was read
+    requeues: int | None = None
+    step_restarts: int | None = None
 
 
-def _from_record(text: str) -> RemoteState | None:
-    """The last run's end in the run's own record; None when no run ended there."""
-    ends = []
+def _record_events(text: str) -> list[dict[str, object]]:
+    found = []
     for line in text.splitlines():
         try:
             event = json.loads(line)
         except ValueError:
             continue  # a line cut by a full disk or a crash: the others still count
-        if isinstance(event, dict) and event.get("event") == "run-end":
-            ends.append(event)
+        if isinstance(event, dict):
+            found.append(event)
+    return found
+
+
+def _counts(text: str) -> tuple[int | None, int | None]:
+    """(requeues, step restarts) from the batch shell's record: its run starts and its restarts of the step."""
+    events = _record_events(text)
+    runs = [e.get("run") for e in events if e.get("event") == "run-start"]
+    numbers = [r for r in runs if isinstance(r, int) and not isinstance(r, bool)]
+    if not numbers:
+        return None, None
+    return max(numbers) - 1, sum(e.get("event") == "restart" for e in events)
+
+
+def _from_record(text: str) -> RemoteState | None:
+    """The last run's end in the run's own record; None when no run ended there."""
+    ends = [e for e in _record_events(text) if e.get("event") == "run-end"]
     if not ends:
         return None
     last = ends[-1]
@@ -178,6 +198,9 @@ def decide(jobs: Sequence[str], text: str) -> dict[str, RemoteState]:
             continue
         record = _from_record(parts.get(f"record {job}", ""))
         out[job] = record if record is not None else RemoteState("UNKNOWN", "none")
+    for job, state in out.items():
+        requeues, restarts = _counts(parts.get(f"record {job}", ""))
+        out[job] = dataclasses.replace(state, requeues=requeues, step_restarts=restarts)
     return out
 
 
