@@ -30,12 +30,16 @@ IMAGE_PY = "/usr/bin/python3"  # the image's own interpreter (Debian's python3)
 STEPS = 100
 
 
-@pytest.fixture(scope="module")
-def image() -> str:
+def build_image() -> str:
     """The test image's path, built on first use (a few minutes once per machine, then cached)."""
     done = subprocess.run([str(ROOT / "tests" / "cluster" / "image.sh")], capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    return build_image()
 
 
 @pytest.fixture

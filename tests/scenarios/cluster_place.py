@@ -17,6 +17,7 @@ only the emulator can rehearse (a bad node, the time limit) and a cancel-then-re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -62,6 +63,18 @@ class Site:
     submit: tuple[str, ...]
     logs: Path
     waits: bool = True  # `submit --wait` follows the job (over ssh it cannot yet: the engine polls Slurm instead)
+    container: str = ""  # a `container:` spec line: the program runs in that image, with its `python`
+
+    def adapt(self, spec: str) -> str:
+        """The scenario's spec for this site: in a container, the command runs the image's own interpreter (the
+        spec's `python` stays the host's, for the batch shell's helper)."""
+        if not self.container:
+            return spec
+        image_python = re.search(r"python: ([^,}]+)", self.container)
+        assert image_python, self.container
+        command = f"command: {json.dumps([PY])[:-1]}"
+        assert command in spec, spec
+        return spec.replace(command, f"command: {json.dumps([image_python[1].strip()])[:-1]}", 1) + self.container
 
     @classmethod
     def login_node(cls, where: Path, cluster: Any) -> Site:
@@ -181,6 +194,7 @@ def run(s: Scenario, where: Path, cluster: Any, site: Site | None = None, timeou
     observe what it left."""
     site = site or Site.login_node(where, cluster)
     p = plan(s, where, site.submit, site.waits)
+    p = dataclasses.replace(p, spec=site.adapt(p.spec))
     (site.cwd / "job.yaml").write_text(p.spec)
     deadline = time.monotonic() + timeout
     out_path, err_path = where / "runner.out", where / "runner.err"

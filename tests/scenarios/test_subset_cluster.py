@@ -80,3 +80,25 @@ def test_a_scenario_of_a_remote_job_keeps_every_invariant(
     verdict = judge_on_cluster(scenario, slurm_cluster, tmp_path, laptop)
     assert not verdict.missed, f"an interruption never fired:\n{verdict.story()}\n{verdict.observation.runner}"
     assert verdict.ok, verdict.story()
+
+
+CONTAINED = [SUBSET[0], SUBSET[2]]
+
+
+@pytest.mark.slurm_versions("26.05")
+@pytest.mark.parametrize("scenario", CONTAINED, ids=[s.name for s in CONTAINED])
+def test_a_scenario_inside_an_apptainer_image_keeps_every_invariant(
+    slurm_cluster: SlurmCluster, tmp_path: Path, scenario: Scenario
+) -> None:
+    """The program runs in the Apptainer image of tests/runtime/test_apptainer_cluster.py (its own Debian python3
+    and CPU torch; slurmgen's runtime bound in by the script), on 26.05, whose chroot has Apptainer."""
+    from runtime.test_apptainer_cluster import IMAGE_PY, ROOT, build_image
+
+    image = build_image()
+    container = (f"container: {{runtime: apptainer, image: {image}, python: {IMAGE_PY}, "
+                 f"mounts: ['{ROOT}:{ROOT}:ro', '{tmp_path}:{tmp_path}']}}\n")  # fmt: skip
+    site = Site(tmp_path, {**local_place.environment(), **slurm_cluster.env}, ("submit",), tmp_path / "logs",
+                container=container)  # fmt: skip
+    verdict = judge_on_cluster(scenario, slurm_cluster, tmp_path, site)
+    assert not verdict.missed, f"an interruption never fired:\n{verdict.story()}\n{verdict.observation.runner}"
+    assert verdict.ok, verdict.story()
