@@ -56,7 +56,7 @@ def project(server: Sshd, tmp_path: Path, python: str) -> tuple[Path, dict[str, 
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "train.py").write_text("print('hi')\n")
-    (repo / "job.yaml").write_text(f'name: pyc\ncommand: [python3, train.py]\ntime: "5:00"\npython: {python}\n')
+    (repo / "job.yaml").write_text(f'name: pyc\ncommand: [python3, train.py]\ntime: "20:00"\npython: {python}\n')
     (repo / "clusters.yaml").write_text(f"alpha:\n  host: {server.alias}\n  workdir: {server.root / 'work'}\n")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SBATCH"))},
            "SLURMGEN_SSH_CONFIG": str(server.config), "SLURMGEN_SSH_DIR": str(server.root / "c"),
@@ -161,7 +161,7 @@ def test_over_ssh_a_spec_without_time_hears_its_partitions_limit_and_an_expedite
     sent = (tmp_path / "sbatch.log").read_text()
 
     (repo / "job.yaml").write_text(
-        'name: pyc\ncommand: [python3, train.py]\ntime: "5:00"\nrecovery: {expedite: true}\n'
+        'name: pyc\ncommand: [python3, train.py]\ntime: "20:00"\nrecovery: {expedite: true}\n'
     )
     refused = run_slurmgen("submit", "--cluster", "alpha", "--no-check", "job.yaml", cwd=repo, env=env)
     assert refused.returncode == 2 and refused.stdout == "", refused.stderr
