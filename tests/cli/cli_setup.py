@@ -11,7 +11,6 @@ from tiny_job import SPEC
 
 from slurmgen.cli.app import main
 
-
 # The small job with its lead time written (the quarter of its 5-minute limit that it would get anyway): these
 # tests compare stderr, and are not about the note a lead time cut to fit the limit brings.
 TINY = SPEC.format(output="logs") + "preemption: {lead_time: 75}\n"
