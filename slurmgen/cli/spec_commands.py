@@ -114,7 +114,8 @@ def validate(
                 err(f"error: {problem}")
             continue
         warnings = list(checked.warnings)
-        if strict and warnings:
+        refused = strict and bool(warnings)
+        if refused:
             problems.extend(warnings)
             for problem in warnings:
                 err(f"error: {problem} (--strict)")
@@ -122,7 +123,7 @@ def validate(
             warn_all(warnings)
         for note in checked.notes:  # said, never counted: --strict fails on warnings, not on a choice explained
             err(note_line(note))
-        if not (strict and warnings):
+        if not refused:
             err(f"ok: {path}")
     if problems:
         raise typer.Exit(SpecError(problems).exit_code)
