@@ -34,7 +34,7 @@ def doctor_command(
     from slurmgen.backends.registry import backend_for
     from slurmgen.doctor import site as doctor
     from slurmgen.journal import Journal, find_home
-    from slurmgen.script.build import check_file
+    from slurmgen.script.build import check_file, note_line
 
     facts, last = None, None
     if spec is not None and not spec.exists() and not set_:
@@ -48,7 +48,9 @@ def doctor_command(
     client = backend_for(profile).site_client()  # that cluster's Slurm (over ssh: through its shared connection)
     if spec is not None:
         checked = check_file(spec, set_ or [], Path.cwd(), profile)
-        warn_all(checked.warnings)  # the same warnings as render, validate, submit and run
+        warn_all(checked.warnings)  # the same warnings and notes as render, validate, submit and run
+        for note in checked.notes:
+            err(note_line(note))
         facts = doctor.SpecFacts.of(str(spec), checked.spec)
         last = doctor.spec_last_save(Journal(find_home()), spec)
     elif set_:

@@ -102,7 +102,7 @@ def validate(
     cluster: ClusterOpt = None,
 ) -> None:
     """Check many specs at once and report every problem of every file, in the order given."""
-    from slurmgen.script.build import check_file
+    from slurmgen.script.build import check_file, note_line
 
     problems: list[Problem] = []
     for path in specs:
@@ -114,13 +114,17 @@ def validate(
                 err(f"error: {problem}")
             continue
         warnings = list(checked.warnings)
-        if strict and warnings:
+        refused = strict and bool(warnings)
+        if refused:
             problems.extend(warnings)
             for problem in warnings:
                 err(f"error: {problem} (--strict)")
-            continue
-        warn_all(warnings)
-        err(f"ok: {path}")
+        else:
+            warn_all(warnings)
+        for note in checked.notes:  # said, never counted: --strict fails on warnings, not on a choice explained
+            err(note_line(note))
+        if not refused:
+            err(f"ok: {path}")
     if problems:
         raise typer.Exit(SpecError(problems).exit_code)
 

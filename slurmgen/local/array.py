@@ -78,8 +78,10 @@ def run_array(
     out: Callable[[str], object],
     env: Mapping[str, str],
     submit_dir: Path,
+    notes: tuple[str, ...] = (),
 ) -> int:
-    """Every task, at most ``limit`` at once; returns 0 when every task completed, else the first failure's code."""
+    """Every task, at most ``limit`` at once; returns 0 when every task completed, else the first failure's code.
+    ``notes`` (slurmgen.local.setup.LocalSetup) are said once for the whole array, not by every task."""
     ids, limit = task_ids(spec)
     base = home(env, submit_dir)
     job_ids = task_job_ids(spec, len(ids), base, submit_dir)
@@ -88,6 +90,8 @@ def run_array(
     named = sweep_id or local_label(array_job)  # the id status, logs --point, history and cancel take
     what = f"sweep {named}" if sweep_id else f"array {named}"
     out(f"slurmgen: {what}: {len(ids)} task(s), at most {limit or len(ids)} at once; slurmgen status {named}")
+    for note in notes:
+        out(f"slurmgen: {what}: {note}")
     opts = {"nodes": options.nodes, "tasks_per_node": options.tasks_per_node, "overrides": list(options.overrides),
             "templates": options.templates, "args": list(options.args)}  # fmt: skip
     waiting = [

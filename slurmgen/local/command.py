@@ -76,7 +76,7 @@ def run_local(
                 f"{' and '.join(given)}: a rehearsal of one job, and {source} is a{'n' if kind == 'array' else ''} "
                 f"{kind} (every task a job of its own); rehearse on a spec without `{kind}:`"
             )
-        return run_array(source, spec, options, out, env, submit_dir)
+        return run_array(source, spec, options, out, env, submit_dir, loaded.notes)
     base = home(env, submit_dir)
     try:
         job_id = setup.new_job_id(

@@ -41,7 +41,7 @@ class LocalSetup:
     spec: JobSpec
     script: str
     warnings: tuple[Problem, ...]
-    notes: tuple[str, ...]  # how the spec was adapted to this machine, one line each
+    notes: tuple[str, ...]  # how the spec was adapted to this machine, then the spec's own notes, one line each
     gpus: tuple[tuple[str, ...], ...] | None
 
 
@@ -128,7 +128,9 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
     elif spec.container is not None:  # apptainer and enroot are plain commands: they run here as on a node
         notes.append(f"tasks run in {spec.container.image} through {spec.container.runtime}, which must work here")
     built = build(checked, options.templates)
-    return LocalSetup(spec, built.script, built.warnings, tuple(notes), slices)
+    # then the spec's own notes, as render and submit say them (a lead time cut to fit a short limit); a program
+    # that cannot run here stays the first line
+    return LocalSetup(spec, built.script, built.warnings, (*notes, *map(str, built.notes)), slices)
 
 
 def _refuse_missing_script(spec: JobSpec, raw: bytes, source: str, submit_dir: Path) -> None:

@@ -1,5 +1,5 @@
 """The one compile step: a spec file's bytes, the `--set` overrides and the templates give a Build: the spec, the
-script, every warning, and the exact bytes that were validated.
+script, every warning and note, and the exact bytes that were validated.
 
 `render`, `validate`, `submit`, `run` and `doctor` all go through here, so they read the file once and say the same
 things. `check` stops before rendering (`validate` and `doctor` need no script, and must not pay for Jinja);
@@ -29,6 +29,7 @@ class Checked:
     spec: JobSpec
     warnings: tuple[Problem, ...]  # the spec's own, then those about the files where the job runs
     origins: tuple[tuple[str, Any, str], ...] = ()  # with a cluster profile: (field, value, where it came from)
+    notes: tuple[Problem, ...] = ()  # what slurmgen chose that the user may not expect: said, never an error
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Build:
     script: str
     warnings: tuple[Problem, ...]  # Checked.warnings, then the script doctor's
     origins: tuple[tuple[str, Any, str], ...] = ()  # as Checked.origins
+    notes: tuple[Problem, ...] = ()  # as Checked.notes
 
 
 def check(
@@ -58,7 +60,7 @@ def check(
         raise SpecError([refused])
     missing = [missing_script(loaded.spec, source, submit_dir)]
     warnings = (*loaded.warnings, *(problem for problem in missing if problem is not None))
-    return Checked(source, raw, loaded.spec, warnings, loaded.origins)
+    return Checked(source, raw, loaded.spec, warnings, loaded.origins, loaded.notes)
 
 
 def build(checked: Checked, templates: str | Path | None) -> Build:
@@ -68,7 +70,13 @@ def build(checked: Checked, templates: str | Path | None) -> Build:
 
     script = render(checked.spec, templates)
     warnings = (*checked.warnings, *check_script(checked.spec, script))
-    return Build(checked.source, checked.text, checked.spec, script, warnings, checked.origins)
+    return Build(checked.source, checked.text, checked.spec, script, warnings, checked.origins, checked.notes)
+
+
+def note_line(note: Problem) -> str:
+    """How every command says a note of the spec on stderr, once, after its warnings; `validate --strict` does not
+    count it (a note is a choice explained, not a likely mistake)."""
+    return f"note: {note}"
 
 
 def check_file(

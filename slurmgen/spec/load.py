@@ -131,7 +131,7 @@ def load_text(
             warnings = cross_check(spec_fields, ctx)
     if ctx.problems:
         raise SpecError(ctx.problems)
-    return LoadedSpec(spec=_build(spec_fields), warnings=tuple(warnings), origins=shown)
+    return LoadedSpec(spec=_build(spec_fields), warnings=tuple(warnings), origins=shown, notes=tuple(ctx.notes))
 
 
 ARGS_SOURCE = "--"  # names the arguments after `--` in a problem: `--: args[1]: ...`

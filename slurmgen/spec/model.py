@@ -127,3 +127,5 @@ class LoadedSpec:
     warnings: tuple[Problem, ...]
     # (field, value, where it came from) for every field given, when a cluster profile was layered under the spec
     origins: tuple[tuple[str, Any, str], ...] = ()
+    # what slurmgen chose that the user may not expect (spec.rules); said by every command, never an error
+    notes: tuple[Problem, ...] = ()

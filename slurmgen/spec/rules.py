@@ -243,6 +243,7 @@ def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) 
         elif limit is None:
             ctx.fail(("time",), "an unlimited job never gets the preemption signal; give a limit or preemption: false")
         else:
+            cut = lead is None and limit // 4 < DEFAULT_LEAD
             if lead is None:
                 lead = min(DEFAULT_LEAD, max(1, limit // 4))
             if lead >= limit - SIGNAL_SLACK:
@@ -256,6 +257,8 @@ def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) 
                     f"checks every 30 s, so it could signal at start and requeue in a loop; {fix}, "
                     "or preemption: false",
                 )
+            elif cut:
+                ctx.note(("time",), ("preemption", "lead_time"), cut_lead_message(lead, limit))
     return {
         "enabled": bool(enabled),
         "signal": signal,
@@ -267,6 +270,16 @@ def _resolve_preemption(p: Any, f: dict[str, Any], limit: int | None, ctx: Ctx) 
         "requeue_on_failure": _given(p, PREEMPTION, "requeue_on_failure"),
         "state_dir": state_dir,
     }
+
+
+def cut_lead_message(lead: int, limit: int) -> str:
+    """The note said when ``lead_time`` was left out and the limit is too short for DEFAULT_LEAD: the user asked for
+    nothing and gets a signal earlier than the documented default, so every command says what it chose and why."""
+    return (
+        f"not given, so {lead} s, a quarter of the {format_duration(limit)} limit: the default {DEFAULT_LEAD} s is "
+        f"for limits of {format_duration(4 * DEFAULT_LEAD)} or more, and would take too much of a shorter job; "
+        "give lead_time to choose"
+    )
 
 
 def _nccl_may_take_usr1(pre: dict[str, Any], dist: dict[str, Any], ctx: Ctx) -> bool:

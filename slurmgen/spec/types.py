@@ -37,6 +37,8 @@ class Ctx:
     marks: Mapping[FieldPath, Mark]
     lines: Mapping[FieldPath, int]
     problems: list[Problem] = field(default_factory=list)
+    # what slurmgen chose for the user that they may not expect (a default cut to fit): said, never an error
+    notes: list[Problem] = field(default_factory=list)
     override_paths: frozenset[FieldPath] = frozenset()
     # values written in another file (a cluster profile's defaults): field path -> "file:line"
     elsewhere: Mapping[FieldPath, str] = field(default_factory=dict)
@@ -44,6 +46,10 @@ class Ctx:
     def fail(self, path: FieldPath, message: str) -> Bad:
         self.problems.append(Problem(self.where(path), dotted(path), message))
         return BAD
+
+    def note(self, where: FieldPath, path: FieldPath, message: str) -> None:
+        """A note on the field ``path``, located at the field ``where`` (the value that caused it)."""
+        self.notes.append(Problem(self.where(where), dotted(path), message))
 
     def where(self, path: FieldPath) -> str:
         for i in range(len(path), -1, -1):

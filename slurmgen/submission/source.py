@@ -28,10 +28,12 @@ class SpecSource:
 
 def compiled(source: SpecSource, templates: Path | None, warn: Warn) -> Build:
     """Validate and render a spec through the one compile step (slurmgen.script.build); its warnings (and the
-    script doctor's) go to ``warn``. `slurmgen render` and every submission take this one path."""
-    from slurmgen.script.build import build_file
+    script doctor's), then its notes, go to ``warn``. `slurmgen render` and every submission take this one path."""
+    from slurmgen.script.build import build_file, note_line
 
     built = build_file(source.path, list(source.overrides), templates, Path.cwd(), source.profile, source.args)
     for problem in built.warnings:
         warn(f"warning: {problem}")
+    for note in built.notes:
+        warn(note_line(note))
     return built

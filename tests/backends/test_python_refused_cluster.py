@@ -30,7 +30,7 @@ def test_an_old_python_never_reaches_the_queue(slurm_cluster: SlurmCluster, tmp_
     if python is None:
         pytest.skip("no working python3.8 here (pyenv install 3.8)")
     name = f"pyold-{uuid.uuid4().hex[:8]}"
-    (tmp_path / "job.yaml").write_text(f'name: {name}\ncommand: ["true"]\ntime: "5:00"\npython: {python}\n')
+    (tmp_path / "job.yaml").write_text(f'name: {name}\ncommand: ["true"]\ntime: "20:00"\npython: {python}\n')
     env = {**slurm_cluster.env, "SLURMGEN_HOME": str(tmp_path / "journal")}
     refused = slurm_cluster.run(slurmgen_argv("submit", "job.yaml"), cwd=tmp_path, env=env)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr

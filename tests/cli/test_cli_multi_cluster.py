@@ -12,7 +12,7 @@ import pytest
 from fake_slurm import FakeClusters
 from tiny_job import SPEC
 
-from .cli_setup import run
+from .cli_setup import TINY, run
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeClusters:
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    (work / "tiny.yaml").write_text(SPEC.format(output="logs") + "sbatch: {clusters: 'alpha,beta'}\n")
+    (work / "tiny.yaml").write_text(TINY + "sbatch: {clusters: 'alpha,beta'}\n")
     (work / "plain.yaml").write_text(SPEC.format(output="logs").replace("output: logs\n", ""))  # the profile's
     # Slurm's file name patterns have no cluster (sbatch(1) "filename pattern"): two jobs 42 of one name would share
     # logs/tiny-42.log, so the profile gives alpha's jobs a directory of their own (docs/remote.md, "Multi-cluster
@@ -91,7 +91,7 @@ def test_a_job_of_each_cluster_is_asked_of_its_own_cluster(site: FakeClusters, c
 
 
 def test_a_cluster_slurm_cannot_reach_is_one_line(site: FakeClusters, capsys: pytest.CaptureFixture[str]) -> None:
-    Path("tiny.yaml").write_text(SPEC.format(output="logs") + "sbatch: {clusters: gamma}\n")
+    Path("tiny.yaml").write_text(TINY + "sbatch: {clusters: gamma}\n")
     code, out, err = run(capsys, "submit", "tiny.yaml")
     assert code == 3 and out == "" and len(err.splitlines()) == 1, err
     assert err.startswith("error: tiny.yaml: sbatch.clusters: sbatch: Slurm cannot reach cluster 'gamma' named by "

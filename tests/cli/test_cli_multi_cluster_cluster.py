@@ -24,7 +24,7 @@ def test_clusters_without_slurmdbd_is_one_line_and_no_job(slurm_cluster: SlurmCl
     name = config["ClusterName"]
     assert config["AccountingStorageType"] == "accounting_storage/none"
     spec = tmp_path / "job.yaml"
-    spec.write_text(f'name: multi-no-dbd\ncommand: ["true"]\ntime: "00:10:00"\nsbatch: {{clusters: {name}}}\n')
+    spec.write_text(f'name: multi-no-dbd\ncommand: ["true"]\ntime: "00:20:00"\nsbatch: {{clusters: {name}}}\n')
 
     done = slurm_cluster.run(slurmgen_argv("submit", str(spec)), cwd=tmp_path)
     assert done.returncode == 3 and done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stderr

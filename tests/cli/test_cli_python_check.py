@@ -22,7 +22,7 @@ def setup(tmp_path: Path) -> tuple[str, dict[str, str]]:
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/sbatch.log\necho 77\n')
     (bin_dir / "sbatch").chmod(0o755)
-    (tmp_path / "job.yaml").write_text(f'name: pyc\ncommand: ["true"]\ntime: "5:00"\npython: {python}\n')
+    (tmp_path / "job.yaml").write_text(f'name: pyc\ncommand: ["true"]\ntime: "20:00"\npython: {python}\n')
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SBATCH"))},
            "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURMGEN_HOME": str(tmp_path / "journal")}  # fmt: skip
     return python, env

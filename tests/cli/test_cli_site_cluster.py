@@ -56,7 +56,7 @@ def test_expedite_where_the_cluster_has_none(slurm_cluster: SlurmCluster, tmp_pa
     own sbatch rejects the option (what the check spares the user)."""
     conf = site.parse_config(slurm_cluster.run(["scontrol", "show", "config"], check=True).stdout)
     spec = tmp_path / "job.yaml"
-    spec.write_text('name: fast\ncommand: ["true"]\ntime: "00:10:00"\nrecovery: {expedite: true}\n')
+    spec.write_text('name: fast\ncommand: ["true"]\ntime: "00:20:00"\nrecovery: {expedite: true}\n')
     done = slurm_cluster.run(slurmgen_argv("doctor", str(spec)), cwd=tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
     assert (f"  requeue      a requeued run may start {conf.requeue_delay} s after the requeue "

@@ -110,6 +110,26 @@ def test_two_nodes_two_tasks_with_wait(slurm_cluster: SlurmCluster, tmp_path: Pa
     assert status.returncode == 0 and status.stdout.splitlines()[1].split()[:3] == [job, "sgtest", "COMPLETED"]
 
 
+def test_a_lead_time_cut_to_the_short_limit_is_one_note_and_the_job_runs(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """Preemption on, a 10-minute limit and no lead_time: submit says the 150 s it chose, once, and the job asks
+    Slurm for that signal and completes."""
+    path = spec(tmp_path, ["ranks"], nodes=1, tasks=1)
+    path.write_text(path.read_text().replace("preemption: false\n", ""))
+    result = slurmgen(slurm_cluster, tmp_path, "submit", "job.yaml", "--wait")
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if "preemption.lead_time" in line]
+    assert said == [
+        "note: job.yaml:3: preemption.lead_time: not given, so 150 s, a quarter of the 00:10:00 limit: the default "
+        "300 s is for limits of 00:20:00 or more, and would take too much of a shorter job; give lead_time to choose"
+    ], result.stderr
+    job = result.stdout.splitlines()[0]
+    journal = [json.loads(line) for line in (tmp_path / ".slurmgen" / "journal.jsonl").read_text().splitlines()]
+    assert "#SBATCH --signal='B:USR1@150'" in (Path(journal[-1]["run_dir"]) / "job.sbatch").read_text()
+    assert slurm_cluster.wait_for(job, ended).state == JobState.COMPLETED
+
+
 @EVERY_VERSION
 def test_wait_exits_with_the_jobs_exit_status(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     spec(tmp_path, ["exit", "3"], nodes=1, tasks=1)

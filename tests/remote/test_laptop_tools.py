@@ -94,7 +94,7 @@ def test_a_path_without_git_gives_one_line_for_a_repository_and_a_snapshot_for_a
 
 
 def test_the_cli_says_the_missing_git_in_one_line(repo: Path, tmp_path: Path) -> None:
-    (repo / "job.yaml").write_text('name: j\ncommand: [python3, train.py]\ntime: "5:00"\n')
+    (repo / "job.yaml").write_text('name: j\ncommand: [python3, train.py]\ntime: "20:00"\n')
     (repo / "clusters.yaml").write_text(f"alpha:\n  host: nowhere.invalid\n  workdir: {tmp_path / 'work'}\n")
     only = bin_with(tmp_path / "bin", "ssh")
     env = {**os.environ, "PATH": str(only), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "SLURMGEN_HOME": str(tmp_path)}
@@ -142,7 +142,7 @@ def test_a_path_without_ssh_is_one_line(tmp_path: Path) -> None:
 
 
 def test_the_cli_says_the_missing_ssh_in_one_line(repo: Path, tmp_path: Path) -> None:
-    (repo / "job.yaml").write_text('name: j\ncommand: [python3, train.py]\ntime: "5:00"\n')
+    (repo / "job.yaml").write_text('name: j\ncommand: [python3, train.py]\ntime: "20:00"\n')
     (repo / "clusters.yaml").write_text(f"alpha:\n  host: login\n  workdir: {tmp_path / 'work'}\n")
     only = bin_with(tmp_path / "bin", "git")
     env = {**os.environ, "PATH": str(only), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "SLURMGEN_HOME": str(tmp_path),

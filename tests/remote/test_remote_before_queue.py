@@ -56,7 +56,7 @@ def project(server: Sshd, tmp_path: Path, python: str) -> tuple[Path, dict[str, 
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     (repo / "train.py").write_text("print('hi')\n")
-    (repo / "job.yaml").write_text(f'name: pyc\ncommand: [python3, train.py]\ntime: "5:00"\npython: {python}\n')
+    (repo / "job.yaml").write_text(f'name: pyc\ncommand: [python3, train.py]\ntime: "20:00"\npython: {python}\n')
     (repo / "clusters.yaml").write_text(f"alpha:\n  host: {server.alias}\n  workdir: {server.root / 'work'}\n")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SBATCH"))},
            "SLURMGEN_SSH_CONFIG": str(server.config), "SLURMGEN_SSH_DIR": str(server.root / "c"),
@@ -143,6 +143,24 @@ def test_dry_run_shows_the_snapshot_and_the_script_and_sends_nothing(login: Sshd
     assert "note: what is new for the cluster's store is unknown: cluster alpha: host unreachable" in offline.stderr
 
 
+def test_over_ssh_a_lead_time_cut_to_a_short_limit_is_one_note(login: Sshd, tmp_path: Path) -> None:
+    """`submit --cluster` checks the spec alone, then renders it with the run's placement: the note of a lead time
+    cut to a quarter of the limit comes once, from the first, in the dry run and in the submission."""
+    repo, env = project(login, tmp_path, "python3")
+    (repo / "job.yaml").write_text('name: pyc\ncommand: [python3, train.py]\ntime: "5:00"\n')
+    for argv in (("--dry-run",), ()):
+        done = run_slurmgen("submit", "--cluster", "alpha", *argv, "job.yaml", cwd=repo, env=env)
+        assert done.returncode == 0, done.stderr
+        said = [line for line in done.stderr.splitlines() if "preemption.lead_time" in line]
+        assert said == [
+            "note: job.yaml:3: preemption.lead_time: not given, so 75 s, a quarter of the 00:05:00 "
+            "limit: the default 300 s is for limits of 00:20:00 or more, and would take too much of a shorter job; "
+            "give lead_time to choose"
+        ], done.stderr
+        assert "preemption.lead_time" not in done.stdout
+    assert "--comment=slurmgen:" in (tmp_path / "sbatch.log").read_text()  # the second one was sent
+
+
 def test_over_ssh_a_spec_without_time_hears_its_partitions_limit_and_an_expedite_the_site_lacks_is_refused(
     login: Sshd, tmp_path: Path
 ) -> None:
@@ -161,7 +179,7 @@ def test_over_ssh_a_spec_without_time_hears_its_partitions_limit_and_an_expedite
     sent = (tmp_path / "sbatch.log").read_text()
 
     (repo / "job.yaml").write_text(
-        'name: pyc\ncommand: [python3, train.py]\ntime: "5:00"\nrecovery: {expedite: true}\n'
+        'name: pyc\ncommand: [python3, train.py]\ntime: "20:00"\nrecovery: {expedite: true}\n'
     )
     refused = run_slurmgen("submit", "--cluster", "alpha", "--no-check", "job.yaml", cwd=repo, env=env)
     assert refused.returncode == 2 and refused.stdout == "", refused.stderr

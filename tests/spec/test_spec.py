@@ -63,6 +63,25 @@ def test_short_limit_gets_a_quarter_as_lead_time() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "notes"),
+    [
+        # the note is located at the limit that caused it, and is no warning
+        ("time: '00:16:00'\n", ["t.yaml:3: preemption.lead_time: not given, so 240 s, a quarter of the 00:16:00 "]),
+        ("time: '00:20:00'\n", []),  # a quarter is the default itself
+        ("time: '00:16:00'\npreemption: {lead_time: 240}\n", []),
+        ("time: '00:16:00'\npreemption: {enabled: false}\n", []),
+        ("time: '00:03:00'\n", ["t.yaml:3: preemption.lead_time: not given, so 45 s, a quarter of the 00:03:00 "]),
+    ],
+)
+def test_a_lead_time_cut_to_the_limit_is_a_note(text: str, notes: list[str]) -> None:
+    loaded = load_text("name: t\ncommand: [python, train.py]\n" + text, "t.yaml")
+    shown = [str(note) for note in loaded.notes]
+    assert len(shown) == len(notes), shown
+    assert all(line.startswith(want) for line, want in zip(shown, notes, strict=True)), shown
+    assert not any("not given" in str(w) for w in loaded.warnings)
+
+
+@pytest.mark.parametrize(
     ("text", "normal", "seconds"),
     [
         ("30", "00:30:00", 1800),

@@ -142,11 +142,11 @@ class SlurmSsh:
             )
         said: set[str] = set()
         alone: list[JobSpec] = []  # the spec checked alone, kept: launch and send_remote both ask for it
-        from slurmgen.script.build import build_file
+        from slurmgen.script.build import build_file, note_line
 
         def compile_spec(extra: list[str]) -> tuple[JobSpec, str]:
             """The spec alone first (its output, chdir and setup place the run; no render), then with the run's
-            placement the script: the spec's warnings are said once."""
+            placement the script: the spec's warnings and notes are said once."""
             from slurmgen.script.build import check_file
 
             if not extra and alone:
@@ -160,6 +160,8 @@ class SlurmSsh:
                 said.update(str(p) for p in checked.warnings)
                 for problem in checked.warnings:
                     warn(f"warning: {problem}")
+                for note in checked.notes:  # the render below has the same notes: said here, once
+                    warn(note_line(note))
                 alone.append(checked.spec)
                 return checked.spec, ""
             built = build_file(
