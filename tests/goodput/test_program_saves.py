@@ -7,7 +7,8 @@ from typing import Any
 
 from slurmgen import run_history as rh
 from slurmgen.goodput.summary import report
-from slurmgen.goodput.text import UNTIMED, report_lines
+from slurmgen.goodput.advice_basis import UNTIMED
+from slurmgen.goodput.text import report_lines
 
 
 def ev(kind: str, run: int, t: float, **fields: Any) -> dict[str, Any]:
