@@ -20,8 +20,6 @@ LABELS = {
 }
 
 
-
-
 def bucket_table(
     wall: float, productive: float | None, buckets: dict[str, float], wall_label: str = "wall (first start to end)"
 ) -> list[str]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from slurmgen import run_history as rh
-from slurmgen.goodput.summary import report
 from slurmgen.goodput.advice_basis import UNTIMED
+from slurmgen.goodput.summary import report
 from slurmgen.goodput.text import report_lines
 
 
