@@ -93,6 +93,9 @@ def test_the_tutorial_preempted_resumes_from_its_own_snapshot_and_the_report_cou
     shown = data["program_checkpoint"]
     assert shown["saves"] == len(saves), (shown, saves)  # every snapshot save of both starts, nothing else
     assert shown["ignored"] == [], shown  # it resumed by itself: no resume.args wanted
+    # torch.save in place, over within a poll: each save's cost told by the gap between the epoch lines around it
+    assert shown["bases"] == {"progress": len(saves)} and shown["timed"] == len(saves), shown
+    assert data["advice_note"] is None, data["advice_note"]  # timed saves and a real (not rehearsed) preemption
     [stop] = shown["stops"]
     assert stop["kind"] == "requeue", stop
     # The epochs done again: those both starts printed (upstream's snapshot of epoch K holds EPOCHS_RUN=K, so
