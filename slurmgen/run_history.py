@@ -59,6 +59,7 @@ FIRST_STEP = "first-step"  # rank 0: the program's first should_stop() of this s
 PROGRESS = "progress"  # rank 0: a sample, at 1, 2, 4 ... s then every 60 s (steps, step_seconds: the recent mean)
 LOAD = "load"  # rank 0: a resume state was loaded (seconds: how long the load blocked)
 STEP_DONE = "step-done"  # batch shell, spec field steps: step `index` (of `steps`) completed; the next one starts
+REHEARSAL = "rehearsal"  # the local emulator (slurmgen run): it made the stop that follows (what: preempt, kill, hang)
 # What the start of one step records about itself: a run with several steps (spec field steps) decides on the
 # current step's alone (History.current_step), while the run's own facts (its start, signals, requeues) stay.
 STEP_SCOPED = frozenset({STOP, FINISHED, HANDLER, TASK_EXIT, RESTART, HANG, REPEATED, FIRST_STEP, PROGRESS, LOAD})

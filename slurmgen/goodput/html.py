@@ -206,8 +206,9 @@ def _legend() -> str:
 
 
 def _job(r: Report) -> str:
-    advice = "" if r.advice is None else "<h2>Checkpoint interval</h2><ul>" + "".join(
-        f"<li>{escape(line)}</li>" for line in r.advice.lines()) + "</ul>"  # fmt: skip
+    said = r.advice.lines() if r.advice is not None else [r.advice_note] if r.advice_note is not None else []
+    advice = "" if not said else "<h2>Checkpoint interval</h2><ul>" + "".join(
+        f"<li>{escape(line)}</li>" for line in said) + "</ul>"  # fmt: skip
     state = "running" if r.running else "ended"
     if not r.progress_known:
         return (

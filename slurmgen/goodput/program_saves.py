@@ -5,7 +5,9 @@ events in, numbers and lines out.
 
 Lost work of a stop: from the program's last save before it (in any earlier start: that is what the next start
 resumes from) to the stop (the first task's exit of a crash, the stop of a preemption, else the run's end), in
-seconds and, where the progress samples tell the step at both ends, in steps.
+seconds and, where the progress samples tell the step at both ends, in steps. The steps count back to the step the
+next start began at where the program prints its own and it resumed (what it really resumed from), else to the step
+at its save.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slurmgen import run_history as rh
-from slurmgen.checkpoint_steps import CAUSE, step_at
+from slurmgen.checkpoint_steps import CAUSE, FAR_BEHIND, step_at
 
 Events = Sequence[Mapping[str, Any]]
 
@@ -118,6 +120,24 @@ def _reached(events: Events, run: int, at: float) -> float | None:
     return max([v for v in (now, *later) if v is not None], default=None)
 
 
+def _resumed_at(events: Events, at: float) -> float | None:
+    """The step the next start after a stop at ``at`` began at, where the program prints its own step (the
+    progress pattern's `step`): where it resumed from, which may lie before the step its last save was made at
+    (pytorch/examples' multinode.py saves epoch K's end as EPOCHS_RUN=K and does epoch K again); None when
+    unknown."""
+    starts = [t for t in _starts(events) if t > at]
+    if not starts:
+        return None
+    since = starts[0]
+    until = min([t for t in starts if t > since], default=float("inf"))
+    for e in events:
+        step = e.get("step")
+        if (e.get("event") == rh.FIRST_STEP and since <= _t(e) < until and isinstance(step, (int, float))
+                and not isinstance(step, bool)):  # fmt: skip
+            return float(step)
+    return None
+
+
 def program_saves(events: Events) -> ProgramSaves | None:
     """The program's saves and what each stop lost; None when the job watched no checkpoint."""
     saves = sorted((e for e in events if e.get("event") == rh.SAVE and e.get("cause") == CAUSE), key=_t)
@@ -134,7 +154,11 @@ def program_saves(events: Events) -> ProgramSaves | None:
         saved = _t(before[-1]) if before else None
         lost_steps = None
         if before:
-            reached, kept = _reached(events, run, at), _step(events, int(before[-1]["run"]), saved or 0.0)
+            kept = _step(events, int(before[-1]["run"]), saved or 0.0)
+            resumed = _resumed_at(events, at)
+            if resumed is not None and kept is not None and resumed >= FAR_BEHIND * kept:
+                kept = resumed  # it resumed from that save (one that started over lost more: `ignored` says so)
+            reached = _reached(events, run, at)
             if reached is not None and kept is not None:
                 lost_steps = max(round(reached - kept), 0)
         lost = round(at - saved, 3) if saved is not None else None

@@ -23,6 +23,7 @@ from typing import Any
 from slurmgen import run_history as rh
 from slurmgen.goodput import timeline as tl
 from slurmgen.goodput.advice import Advice, advise
+from slurmgen.goodput.advice_basis import too_thin
 from slurmgen.goodput.program_saves import ProgramSaves, program_saves
 
 SCHEMA = 1
@@ -40,6 +41,7 @@ class Report:
     advice: Advice | None  # None before a save was measured
     progress_known: bool = True  # False: no step of the program recorded (no Preemption, no progress.pattern)
     program: ProgramSaves | None = None  # the program's own saves (spec field checkpoint.path), where watched
+    advice_note: str | None = None  # why no interval is advised, where the basis is too thin (advice is then None)
 
     @property
     def goodput(self) -> float:
@@ -101,6 +103,7 @@ class Report:
             {"run": m.run, "time": m.time, "kind": m.kind, "text": m.text, "node": m.node} for m in t.markers
         ]
         shown["advice"] = None if self.advice is None else dict(self.advice.__dict__)
+        shown["advice_note"] = self.advice_note
         return shown
 
 
@@ -193,10 +196,11 @@ def report(job: str, events: Sequence[Mapping[str, Any]], now: float, detail: bo
             buckets[s.bucket] += s.seconds
     wall = (line.runs[-1].end - line.runs[0].start) if line.runs else 0.0
     first = line.runs[0].slurm_queue_seconds if line.runs else None
-    advice = advice_of(events, line, buckets) if detail else None
+    note = too_thin(events, interruption_rate(events, line)[0]) if detail else None
+    advice = advice_of(events, line, buckets) if detail and note is None else None
     program = program_saves(events)
     return Report(job, wall, productive, buckets, first or 0.0, redone_of(line, program), line, advice,
-                  program=program)  # fmt: skip
+                  program=program, advice_note=note)  # fmt: skip
 
 
 def redone_of(line: tl.Timeline, program: ProgramSaves | None) -> int:

@@ -20,12 +20,6 @@ LABELS = {
 }
 
 
-UNTIMED = (
-    "checkpoint interval: not advised: no save of the program was timed (a glob of checkpoint.path that matches "
-    "its temporary file too, e.g. out/ckpt.pt*, times each save by its rename)"
-)
-
-
 def bucket_table(
     wall: float, productive: float | None, buckets: dict[str, float], wall_label: str = "wall (first start to end)"
 ) -> list[str]:
@@ -60,10 +54,10 @@ def report_lines(r: Report) -> list[str]:
     if r.advice is not None:
         out.append("checkpoint interval:")
         out += [f"  {line}" for line in r.advice.lines()]
-    elif r.program is not None and r.program.saves:
-        # Young/Daly need a save's cost: a save seen only once done gives none, and no advice is better than one
-        # made of a guess.
-        out.append(UNTIMED)
+    elif r.advice_note is not None:
+        # Young/Daly need a save's cost and a rate of real interruptions: no advice is better than one made of a
+        # guess (goodput/advice_basis.py).
+        out.append(r.advice_note)
     return out
 
 

@@ -22,7 +22,8 @@ _CHOOSES = re.compile(r"SLURMGEN_BACKEND|cuda\.is_available\(|get_backend\(")
 MAX_READ = 1 << 20
 RECIPE = (
     'backend = os.environ.get("SLURMGEN_BACKEND", "nccl"); device = torch.device(f"cuda:{local_rank}" if '
-    'backend == "nccl" else "cpu"); call torch.cuda.set_device and pass device_ids only with nccl'
+    'backend == "nccl" else "cpu"); move the model, every batch and torch.load (map_location) to device, not to '
+    "local_rank (an int is a CUDA device); call torch.cuda.set_device and pass device_ids only with nccl"
 )
 
 

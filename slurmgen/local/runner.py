@@ -14,6 +14,7 @@ requeue):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -26,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from slurmgen import contract, trust
+from slurmgen import contract, run_history, trust
 from slurmgen.atomic import write_text
 from slurmgen.exit_codes import EXIT_CANCELLED, EXIT_TIMEOUT
 from slurmgen.local import handler_notice, jobenv, procs, rehearse, setup
@@ -272,6 +273,8 @@ class Runner:
         if event.kind == "rehearse" and self.job.rehearse is not None:
             acted = rehearse.act_on_rank(proc.pid, self.job.rehearse[1], self.job.rehearse[0], self.say)
             self.rehearsed["rank"] = rehearse.DONE if acted else rehearse.NOBODY
+            if acted:
+                self._record_rehearsal(self.job.rehearse[0])
             return None
         if event.kind in ("preempt", "warn"):
             why = (
@@ -283,6 +286,7 @@ class Runner:
             self._auto_notice(sig)
             if event.kind == "preempt":  # as slurmctld marks a job it preempts (scontrol show job: PreemptTime)
                 self.rehearsed["preempt"] = rehearse.DONE
+                self._record_rehearsal("preempt")
                 write_text(self.job.paths.control / PREEMPTED, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
             self._to_batch_shell(proc.pid, sig)
             return None
@@ -293,6 +297,13 @@ class Runner:
         self._ending("TIMEOUT")
         self._end(proc, self.job.kill_wait, hurry=lambda: self.interrupts > 0)
         return RunEnd("TIMEOUT", EXIT_TIMEOUT)
+
+    def _record_rehearsal(self, what: str) -> None:
+        """The run history's note that the stop to come is a rehearsal: the checkpoint-interval advice counts no
+        rehearsal as an interruption of the job (slurmgen/goodput/advice_basis.py)."""
+        with contextlib.suppress(OSError, trust.Untrusted):
+            run_history.append(str(self.job.paths.task_logs), "local", run_history.REHEARSAL, self.runs,
+                               time.time(), what=what)  # fmt: skip
 
     def _auto_notice(self, sig: str) -> None:
         line = handler_notice.auto_notice(self.job.spec, str(self.job.paths.task_logs), self.runs, sig)

@@ -42,7 +42,9 @@ def of_jobs(reports: Sequence[Report]) -> Goodput:
     advice: list[str] = []
     for r in found:
         advice.append(f"job {r.job}: checkpoint interval")
-        if r.advice is None:
+        if r.advice is None and r.advice_note is not None:
+            advice.append(f"  {r.advice_note}")
+        elif r.advice is None:
             advice.append("  no save measured yet: the advice needs at least one save (Preemption.save)")
         else:
             advice += [f"  {line}" for line in r.advice.lines()]

@@ -14,7 +14,11 @@ A save's cost, where it can be seen from outside, and how (`basis`):
 - `rename`: a glob that matches the temporary name too (`out/ckpt.pt*`) sees the temporary file appear, then
   the final name take its place: the time between the two (within a poll);
 - `write`: a file written in place seen mid-write: from the mtime first seen changing to the last write's;
-- otherwise `seconds` is left out (basis `unseen`): the save was over within one poll.
+- otherwise `seconds` is left out (basis `unseen`): the save was over within one poll;
+- `progress`: a save not seen from its start to its rename (`write`, `unseen`) of a program whose progress lines
+  rank 0's supervisor reads (spec section progress:): the gap between the lines around the save beyond the usual
+  time between lines (slurmgen/save_gap.py). Such a save is recorded once the lines after it tell its cost, or
+  with its own basis after PENDING_MAX seconds or at the program's end.
 
 At the first progress of a start after the first (`first-step`, which `Preemption` or the program's output
 lines give), the watch compares the program's step with the step of its last save (timed against the previous
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 from slurmgen import run_history, trust
 from slurmgen.checkpoint_steps import CAUSE, older_save, silent_loss
 from slurmgen.job_context.context import JobContext
+from slurmgen.save_gap import gap_cost
 
 # Not `typing`'s: the supervisor starts without it (bench/startup.py). mypy treats this like typing's.
 TYPE_CHECKING = False
@@ -43,6 +48,7 @@ if TYPE_CHECKING:
 WRITER = "checkpoint"
 POLL = 1.0  # seconds between two looks at the checkpoint: one stat (or glob) each, in one process of the job
 SETTLE = 0.5  # seconds without a write after which a changed file is a finished save
+PENDING_MAX = 60.0  # seconds a save waits for the progress lines that tell its cost: at most a sample's gap
 
 Look = Callable[[], "Sighting | None"]
 
@@ -175,8 +181,11 @@ def watches(job: JobContext, rank: int | None) -> bool:
     return bool(job.checkpoint) and bool(job.log_dir) and rank == 0
 
 
-def start(job: JobContext, rank: int | None, resumed: bool, say: Callable[[str], None]) -> Stopper | None:
-    """Watch in a daemon thread while the program runs (rank 0's supervisor only); stop it when the program ends."""
+def start(job: JobContext, rank: int | None, resumed: bool, say: Callable[[str], None],
+          lines: Callable[[], Sequence[tuple[float, int]]] | None = None) -> Stopper | None:  # fmt: skip
+    """Watch in a daemon thread while the program runs (rank 0's supervisor only); stop it when the program ends.
+    ``lines`` gives the program's latest progress lines, where its output is read: they time the saves the file
+    does not."""
     pattern, log_dir = job.checkpoint, job.log_dir
     if not pattern or not log_dir or not watches(job, rank):
         return None
@@ -228,6 +237,31 @@ def start(job: JobContext, rank: int | None, resumed: bool, say: Callable[[str],
             tell(line)
         return True
 
+    pending: list[tuple[Save, float]] = []  # saves waiting for the progress lines after them, and since when
+    seen: list[float] = []  # every save of this start: none of them is part of the usual time between lines
+
+    def saw(save: Save, at: float) -> None:
+        seen.append(save.time)
+        if lines is None or save.basis == "rename":
+            record(save)
+        else:
+            pending.append((save, at))
+
+    def settle(at: float, final: bool = False) -> None:
+        """Record the pending saves whose cost the lines now tell, and those that waited long enough."""
+        if not pending:
+            return
+        now = lines() if lines is not None else []
+        for save, since in list(pending):
+            cost = gap_cost(now, save.time, seen)
+            if cost is not None:
+                record(Save(save.time, save.path, save.size, cost, "progress"))
+            elif not (final or at - since >= PENDING_MAX):
+                continue
+            else:
+                record(save)
+            pending.remove((save, since))
+
     def loop() -> None:
         if judge:  # before the first look of this start: a save the last one missed counts for its own start
             late = missed(run_history.read(log_dir), first)
@@ -235,14 +269,18 @@ def start(job: JobContext, rank: int | None, resumed: bool, say: Callable[[str],
                 record(late[1], late[0])
         waiting = judge
         while not stop.wait(POLL):
-            save = watch.see(look_at(pattern, cwd), time.time())
+            at = time.time()
+            save = watch.see(look_at(pattern, cwd), at)
             if save is not None:
-                record(save)
+                saw(save, at)
+            settle(at)
             if waiting and judged():
                 waiting = False
-        save = watch.last(look_at(pattern, cwd), time.time())  # a save in the program's last poll
+        at = time.time()
+        save = watch.last(look_at(pattern, cwd), at)  # a save in the program's last poll
         if save is not None:
-            record(save)
+            saw(save, at)
+        settle(at, final=True)
         done.set()
 
     done = threading.Event()

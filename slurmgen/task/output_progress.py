@@ -15,6 +15,7 @@ Standard library only, like the rest of the supervisor.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import re
@@ -28,6 +29,7 @@ from slurmgen.progress_sample import ProgressSampler
 CHUNK = 65536  # bytes per read of the pipe
 MAX_LINE = 65536  # bytes of one line kept for the search; a longer line is passed on whole but not searched
 JOIN_WAIT = 2.0  # s the supervisor waits for the rest of the output once its program has ended
+RECENT = 64  # progress lines kept, with the time each was read: enough to tell a save's gap from the usual
 
 
 def reads_output(job: JobContext, rank: int | None) -> bool:
@@ -44,6 +46,8 @@ class StepReader:
         self._clock = clock
         self._partial = b""
         self.step: int | None = None  # the last step the program printed
+        # The latest lines' (epoch seconds, step), for the checkpoint watch's save cost (slurmgen/save_gap.py).
+        self.recent: collections.deque[tuple[float, int]] = collections.deque(maxlen=RECENT)
 
     def feed(self, data: bytes) -> None:
         """Some bytes of output, cut anywhere: each line they end is searched."""
@@ -70,7 +74,12 @@ class StepReader:
         if not text.isdigit():  # the group caught something else than a step: the line says nothing
             return
         self.step = int(text)
+        self.recent.append((time.time(), self.step))
         self._sampler.step(self.step, self._clock(), self.step)
+
+    def lines(self) -> list[tuple[float, int]]:
+        """The latest progress lines, oldest first (read from another thread: a copy of the deque)."""
+        return list(self.recent)
 
 
 def relay(source: int, sink: int, reader: StepReader) -> None:
@@ -110,10 +119,11 @@ def _write_all(fd: int, data: bytes) -> None:
             return
 
 
-def start(job: JobContext, source: int, sink: int) -> threading.Thread:
-    """The relay of the program's stdout (``source``, the pipe's read end) to ``sink``, in a thread of its own."""
+def start(job: JobContext, source: int, sink: int) -> tuple[threading.Thread, StepReader]:
+    """The relay of the program's stdout (``source``, the pipe's read end) to ``sink``, in a thread of its own, and
+    the reader of its steps."""
     sampler = ProgressSampler(job, 0, job.progress_total)
     reader = StepReader(job.progress_pattern, sampler)
     thread = threading.Thread(target=relay, args=(source, sink, reader), name="slurmgen-output", daemon=True)
     thread.start()
-    return thread
+    return thread, reader

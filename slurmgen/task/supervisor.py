@@ -248,12 +248,12 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
         os.close(go_write)
         _exec_child(plan, path, log_fd, watched, supervisor_pid, go_read)
     os.close(go_read)
-    relaying = None
+    relaying = steps = None
     if output is not None:
         os.close(output[1])  # the program holds the only write end: its end is the pipe's end of file
         from slurmgen.task.output_progress import start as relay_output
 
-        relaying = relay_output(plan.job, output[0], log_fd if log_fd is not None else 1)
+        relaying, steps = relay_output(plan.job, output[0], log_fd if log_fd is not None else 1)
     routing = Routing(plan)
     for sig in _drain(watched):
         if sig != signal.SIGCHLD and routing.route(sig, -1, time.monotonic(), lambda s: False):
@@ -279,7 +279,8 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     if plan.job.checkpoint:  # the program's own saves (spec field checkpoint.path), on rank 0 only
         from slurmgen.task import checkpoint_watch
 
-        saves = checkpoint_watch.start(plan.job, plan.rank, plan.job.resumed, say)
+        saves = checkpoint_watch.start(plan.job, plan.rank, plan.job.resumed, say,
+                                       None if steps is None else steps.lines)  # fmt: skip
     try:
         return _wait_loop(plan, routing, child, watched, say, settle)
     finally:

@@ -98,8 +98,10 @@ def test_a_sweep_report_spread_over_forked_children_is_the_same(
 
 
 def one_run(partition: str, restarts: int, seconds: float) -> list[dict[str, Any]]:
-    """One run in `partition` of `seconds`, a 10 s save and `restarts` crash restarts, ended (completed)."""
+    """One run in `partition` of `seconds`, two 10 s saves (one is too thin a basis for advice) and `restarts`
+    crash restarts, ended (completed)."""
     events = [ev(rh.RUN_START, 1, 0, "batch-shell", partition=partition), ev(rh.FIRST_STEP, 1, 5, steps=1),
+              ev(rh.SAVE, 1, 30, seconds=10.0, cause="periodic", steps=20),
               ev(rh.SAVE, 1, 50, seconds=10.0, cause="periodic", steps=40)]  # fmt: skip
     events += [ev(rh.RESTART, 1, 60 + k, "batch-shell", cause="crash", steps_lost=1) for k in range(restarts)]
     return [*events, ev(rh.RUN_END, 1, seconds, "batch-shell", exit_code=0, ended="completed")]

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from slurmgen import run_history as rh
+from slurmgen.goodput.advice_basis import UNTIMED
 from slurmgen.goodput.summary import report
-from slurmgen.goodput.text import UNTIMED, report_lines
+from slurmgen.goodput.text import report_lines
 
 
 def ev(kind: str, run: int, t: float, **fields: Any) -> dict[str, Any]:
@@ -66,3 +67,17 @@ def test_the_run_summary_keeps_the_silent_restart_line_for_history_and_status() 
     assert runs[0].checkpoint_ignored == []
     [line] = runs[1].checkpoint_ignored
     assert line.startswith("run 2 started at step 0 although out/ckpt.pt") and line.endswith("give it resume.args")
+
+
+def test_the_steps_done_again_count_back_to_where_the_next_start_resumed_when_the_program_says_its_step() -> None:
+    """A program whose save of step K's end resumes at K (pytorch/examples' multinode.py: EPOCHS_RUN=K, epoch K
+    done again): the save at 30 s falls at step 200 by the samples, the next run's first line says 190, and the
+    run stopped at step 400. The steps done again are 400 - 190, not 400 - 200. A start at step 0 is no resume
+    from that save: the count stays back to the save (its silent loss is said apart)."""
+    events = [ev(rh.RUN_START, 1, 0.0), *samples(1, 10.0, 0, 50.0)]
+    events += [ev(rh.SAVE, 1, 30.0, cause="program", path="snapshot.pt", basis="unseen")]
+    events += [ev(rh.STOP, 1, 50.0, cause="preemption"), ev(rh.RUN_END, 1, 51.0, ended="requeued", exit_code=143)]
+    for first, lost in ((190, 210), (0, 200)):
+        later = [ev(rh.RUN_START, 2, 60.0), *samples(2, 70.0, first, 80.0)]
+        [stop] = report("local-1", events + later, 90.0).to_json()["program_checkpoint"]["stops"]
+        assert stop["lost_steps"] == lost, (first, stop)

@@ -1,10 +1,9 @@
-"""A program written for CUDA only (the shape of pytorch/examples' ddp-tutorial-series multinode.py: nccl,
-cuda:LOCAL_RANK, torchrun's variables, its own snapshot.pt) on a local run without GPUs: slurmgen's first line
-says that it cannot run here, why, and the change that lets it run on CPU; its failure is not restarted."""
+"""A program written for CUDA only (pytorch/examples' ddp-tutorial-series multinode.py itself, vendored unmodified:
+nccl, cuda:LOCAL_RANK, torchrun's variables, its own snapshot.pt) on a local run without GPUs: slurmgen's first
+line says that it cannot run here, why, and the change that lets it run on CPU; its failure is not restarted."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import zlib
@@ -13,13 +12,13 @@ from pathlib import Path
 import pytest
 from runtime.runtime_helpers import without_steering
 
+from local.ddp_tutorial import PROGRAM, place
 from slurmgen import interruption, run_history
 from slurmgen.batch.task_failure import program_frame
 from slurmgen.interruption.allocation import CUDA_RECIPE, Failure, RestartFacts
 from slurmgen.local.cuda_only import cuda_only_line
 
 PY = sys.executable
-PROGRAM = Path(__file__).parent / "data" / "ddp_multinode.py"
 
 
 @pytest.mark.slow
@@ -30,67 +29,44 @@ def test_a_cuda_only_program_is_said_first_and_its_failure_is_not_restarted(tmp_
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the local run uses it, and the program runs as written")
-    shutil.copy(PROGRAM, tmp_path / "multinode.py")
+    place(tmp_path)
+    line = PROGRAM.read_text().splitlines().index('    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))') + 1
     port = 20000 + zlib.crc32(str(tmp_path).encode()) % 9000
     (tmp_path / "job.yaml").write_text(
         f"name: ddp\ncommand: [{PY}, multinode.py, '4', '1']\ntime: '00:10:00'\nnodes: 1\ngpus_per_node: 2\n"
-        f"python: {PY}\ndistributed: {{port: {port}}}\npreemption: {{handler: requeue}}\n"
+        f"launcher: torchrun\npython: {PY}\ndistributed: {{port: {port}}}\npreemption: {{handler: requeue}}\n"
         f"recovery: {{max_restarts: 2}}\n"
     )
     done = subprocess.run([PY, "-m", "slurmgen", "run", "job.yaml"], cwd=tmp_path, env=without_steering(),
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     first = done.stderr.splitlines()[0]
     assert first == (
-        "slurmgen: local-1: multinode.py cannot run here as written: line 18 needs CUDA "
+        f"slurmgen: local-1: multinode.py cannot run here as written: line {line} needs CUDA "
         '(torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))), and this run is on CPU with gloo (no GPU here); it '
         "will fail there and is not restarted. To rehearse it on CPU: backend = "
         'os.environ.get("SLURMGEN_BACKEND", "nccl"); device = torch.device(f"cuda:{local_rank}" if backend == "nccl" '
-        'else "cpu"); call torch.cuda.set_device and pass device_ids only with nccl'
+        'else "cpu"); move the model, every batch and torch.load (map_location) to device, not to local_rank (an '
+        "int is a CUDA device); call torch.cuda.set_device and pass device_ids only with nccl"
     ), done.stderr
     assert done.returncode != 0, done.stderr
     assert "FAILED, exit code 1, 1 run in" in done.stderr, done.stderr
     batch = (tmp_path / "logs" / "ddp-1.log").read_text()
-    assert "failed for want of a GPU at multinode.py:18 (" in batch, batch  # the program's line, not torch's
+    assert f"failed for want of a GPU at multinode.py:{line} (" in batch, batch  # the program's line, not torch's
     assert "not restarted, it would fail the same way" in batch and CUDA_RECIPE in batch, batch
     assert "restarting the step" not in batch, batch
     events = run_history.read(str(tmp_path / "logs" / "ddp-1"))
     assert [e for e in events if e["event"] == run_history.RESTART] == []
 
 
-# The recipe the first line gives, applied to the program: the backend slurmgen chose, and the device from it.
-CUDA_SETUP = """def ddp_setup():
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    init_process_group(backend="nccl")"""
-EITHER_SETUP = """BACKEND = os.environ.get("SLURMGEN_BACKEND", "nccl")
-DEVICE = torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if BACKEND == "nccl" else "cpu")
-
-
-def ddp_setup():
-    if BACKEND == "nccl":
-        torch.cuda.set_device(DEVICE)
-    init_process_group(backend=BACKEND)"""
-RECIPE_EDITS = {
-    CUDA_SETUP: EITHER_SETUP,
-    "model.to(self.local_rank)": "model.to(DEVICE)",
-    'map_location=f"cuda:{self.local_rank}"': "map_location=DEVICE",
-    "device_ids=[self.local_rank]": 'device_ids=[self.local_rank] if BACKEND == "nccl" else None',
-    ".to(self.local_rank)": ".to(DEVICE)",
-}
-
-
 @pytest.mark.slow
 @pytest.mark.torch
 def test_the_recipe_lets_the_cuda_only_program_run_on_cpu(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    text = PROGRAM.read_text()
-    for old, new in RECIPE_EDITS.items():
-        assert old in text, old
-        text = text.replace(old, new)
-    (tmp_path / "multinode.py").write_text(text)
+    place(tmp_path, recipe=True)
     port = 20000 + zlib.crc32(str(tmp_path).encode()) % 9000
     (tmp_path / "job.yaml").write_text(
         f"name: ddp\ncommand: [{PY}, multinode.py, '4', '1']\ntime: '00:10:00'\nnodes: 2\ngpus_per_node: 1\n"
-        f"python: {PY}\ndistributed: {{port: {port}}}\npreemption: {{handler: requeue}}\n"
+        f"launcher: torchrun\npython: {PY}\ndistributed: {{port: {port}}}\npreemption: {{handler: requeue}}\n"
     )
     done = subprocess.run([PY, "-m", "slurmgen", "run", "job.yaml"], cwd=tmp_path, env=without_steering(),
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
