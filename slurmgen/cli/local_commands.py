@@ -101,7 +101,10 @@ def run_local(
     if after is not None and at_step is not None:
         raise UsageError(f"--after and --at-step: one moment for the {what} rehearsal, a second or a step")
     when = after if at_step is None else at_step
-    if (rank is None) != (when is None):
+    if rank is None and when is not None:
+        given = "--after" if at_step is None else "--at-step"
+        raise UsageError(f"{given} goes with --kill-rank R or --hang-rank R, e.g. --kill-rank 1 {given} 30")
+    if rank is not None and when is None:
         raise UsageError(f"--{what}-rank R goes with --after SECONDS or --at-step N, e.g. --{what}-rank 1 --after 30")
     rehearse = None if rank is None or when is None else (what, rank, after)
     opts = Options(
