@@ -1,6 +1,7 @@
 """A rank's progress mark, kept where it costs the shared file system nothing: `Preemption.should_stop()` touches
 it at most once a second (runtime/preemption.py) in the node's own directory (`node_dir`: /dev/shm, memory, never
-the parallel file system), where the hang watchdog of every task of that node reads it (task/watchdog.py).
+the parallel file system), where the hang watchdog of every task of that node reads it (task/watchdog.py); its text
+is the program's step, which a local run's runner reads to time a rehearsal by it (slurmgen/local/step_watch.py).
 
 One rank per node (SLURM_LOCALID 0) also keeps `<log dir>/progress/rank-<N>` on the shared file system, rewritten
 in place through a descriptor it keeps open, at most once every SHARED_MARK_PERIOD seconds: its text, the steps the
