@@ -42,11 +42,15 @@ def run_local(
     ] = None,
     kill_rank: Annotated[
         int | None,
-        typer.Option("--kill-rank", metavar="R", help="Rehearse a crash: SIGKILL rank R's program (with --after)."),
+        typer.Option(
+            "--kill-rank", metavar="R", help="Rehearse a crash: SIGKILL rank R's program (with --after or --at-step)."
+        ),
     ] = None,
     hang_rank: Annotated[
         int | None,
-        typer.Option("--hang-rank", metavar="R", help="Rehearse a hang: SIGSTOP rank R's program (with --after)."),
+        typer.Option(
+            "--hang-rank", metavar="R", help="Rehearse a hang: SIGSTOP rank R's program (with --after or --at-step)."
+        ),
     ] = None,
     bad_node: Annotated[
         int | None,
