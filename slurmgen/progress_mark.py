@@ -1,6 +1,7 @@
 """A rank's progress mark, kept where it costs the shared file system nothing: `Preemption.should_stop()` touches
 it at most once a second (runtime/preemption.py) in the node's own directory (`node_dir`: /dev/shm, memory, never
-the parallel file system), where the hang watchdog of every task of that node reads it (task/watchdog.py).
+the parallel file system), where the hang watchdog of every task of that node reads it (task/watchdog.py); its text
+is the program's step, which a local run's runner reads to time a rehearsal by it (slurmgen/local/step_watch.py).
 
 One rank per node (SLURM_LOCALID 0) also keeps `<log dir>/progress/rank-<N>` on the shared file system, rewritten
 in place through a descriptor it keeps open, at most once every SHARED_MARK_PERIOD seconds: its text, the steps the
@@ -36,9 +37,13 @@ _taken: dict[str, str] = {}  # expected name -> the directory this process uses 
 def expected_node_dir(job: JobContext) -> str:
     """The name of this node's private directory for this job's per-rank chatter: one per user, log directory
     (one per job) and node name (a local run's emulated nodes share one machine's /dev/shm)."""
-    node = job.node_name or os.uname().nodename
+    return node_dir_name(job.log_dir or "", job.node_name or os.uname().nodename)
+
+
+def node_dir_name(log_dir: str, node: str) -> str:
+    """expected_node_dir of the job logging to ``log_dir``, on node ``node``."""
     root = NODE_ROOT if os.path.isdir(NODE_ROOT) else (os.environ.get("TMPDIR") or "/tmp")
-    key = zlib.crc32(os.path.abspath(job.log_dir or "").encode())
+    key = zlib.crc32(os.path.abspath(log_dir).encode())
     return os.path.join(root, f"slurmgen-{os.getuid()}-{key:08x}-{node.replace('/', '_')}")
 
 
@@ -150,31 +155,41 @@ def write_node_file(path: str, text: str) -> None:
         os.close(fd)
 
 
+def node_marks(job: JobContext) -> bool:
+    """Whether the ranks keep progress marks in the node's directory: for the hang watchdog, and in every local run
+    (`slurmgen run`), whose step rehearsals (--at-step, --preempt-at-step) read rank 0's mark even when recovery
+    is off (slurmgen/local/step_watch.py)."""
+    return bool(job.log_dir) and (job.hang_timeout is not None or bool(job.local_dir))
+
+
 class ProgressMark:
     """Write this rank's progress mark at most once a second (Preemption.should_stop calls it every step) in the
-    node's directory: its time is the progress the watchdog reads; the node's first rank also rewrites its shared
-    mark at most every SHARED_MARK_PERIOD seconds: its text, the steps made, is what the batch shell counts the
-    steps a restart loses from (batch/restart.py)."""
+    node's directory: its time is the progress the watchdog reads, its text the program's step (the steps made
+    when the program does not say its step), which a local run's step rehearsals read; the node's first rank also
+    rewrites its shared mark at most every SHARED_MARK_PERIOD seconds (``shared``: a second writer of the same rank,
+    rank 0's supervisor reading the output's step, writes the node's mark only): its text, the steps made, is what
+    the batch shell counts the steps a restart loses from (batch/restart.py)."""
 
-    def __init__(self, job: JobContext, rank: int) -> None:
-        on = bool(job.log_dir) and job.hang_timeout is not None
-        self.node_path = node_mark_path(job, rank) if on else None
+    def __init__(self, job: JobContext, rank: int, shared: bool = True) -> None:
+        self.node_path = node_mark_path(job, rank) if node_marks(job) else None
         if self.node_path is not None:
             try:  # the supervisor says why (task/watchdog.py); the program only keeps out of it
                 own_node_dir(job)
             except (OSError, trust.Untrusted):
                 self.node_path = None
+        on = shared and bool(job.log_dir) and job.hang_timeout is not None
         self.path = progress_path(str(job.log_dir), rank) if on and leads_node(job) else None
         self.last = self.shared_last = -SHARED_MARK_PERIOD
         self._fd: int | None = None
 
-    def touch(self, steps: int = 0) -> None:
+    def touch(self, steps: int = 0, step: int | None = None) -> None:
+        """``steps`` made by this process; ``step``, the program's own (counted across resumes), when it says it."""
         if (now := time.monotonic()) - self.last < 1.0:
             return
         self.last = now
         if self.node_path is not None:
             try:
-                write_node_file(self.node_path, f"{steps}\n")
+                write_node_file(self.node_path, f"{steps if step is None else step}\n")
             except (OSError, trust.Untrusted):
                 self.node_path = None
         if self.path is not None and now - self.shared_last >= SHARED_MARK_PERIOD:
@@ -209,3 +224,34 @@ def steps_marked(log_dir: str, rank: int, since: float) -> int | None:
     except (OSError, ValueError):
         return None
     return int(text) if text.isdigit() else None
+
+
+def read_node_mark(log_dir: str, node: str, rank: int) -> tuple[int, float] | None:
+    """Rank ``rank``'s node mark on ``node`` for the job logging to ``log_dir``, read from outside the job (a local
+    run's runner): its step and its time (st_mtime), or None when there is none yet. Only a directory of this
+    user's own is read, the expected one or the one recorded in its place (take_node_dir): a mark planted by
+    another user would fire a rehearsal early."""
+    expected = node_dir_name(log_dir, node)
+    folder = expected
+    if planted(expected) not in ("ours", "gone"):
+        try:
+            recorded = trust.read_bytes(os.path.join(log_dir, NODE_DIRS, os.path.basename(expected)), "read")
+        except (OSError, trust.Untrusted):
+            return None
+        if recorded is None:
+            return None
+        folder = recorded.decode(errors="replace").strip()
+        if planted(folder) != "ours":
+            return None
+    try:
+        fd = os.open(os.path.join(folder, f"rank-{rank}"), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        when = os.fstat(fd).st_mtime
+        text = os.read(fd, 64).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return (int(text), when) if text.isdigit() else None

@@ -27,6 +27,8 @@ ALL = ("22.05", "24.11", "26.05")
         # local tests that fill the workers whose own cluster tests end early
         ("tests/runtime/test_preemption.py::test_save_and_exit", "slurm-24.11"),
         ("tests/security/test_secrets.py::test_masked", "side"),
+        # the scenario corpus: minutes of local jobs, beside the side tests (disk, network), not after every local one
+        ("tests/scenarios/test_corpus.py::test_every_invariant_holds[hang]", "side"),
         ("tests/runtime/test_preemption_cluster.py::test_mode[slurm-22.05]", "slurm-22.05"),  # a cluster test stays
         ("tests/local/test_local_run.py::test_run", "local"),
     ],

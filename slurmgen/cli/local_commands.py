@@ -32,13 +32,25 @@ def run_local(
             "--preempt-after", metavar="SECONDS", help="Send the preemption signal at SECONDS of the first run."
         ),
     ] = None,
+    preempt_at_step: Annotated[
+        int | None,
+        typer.Option(
+            "--preempt-at-step",
+            metavar="N",
+            help="Send the preemption signal once rank 0's program is at step N of the first run.",
+        ),
+    ] = None,
     kill_rank: Annotated[
         int | None,
-        typer.Option("--kill-rank", metavar="R", help="Rehearse a crash: SIGKILL rank R's program (with --after)."),
+        typer.Option(
+            "--kill-rank", metavar="R", help="Rehearse a crash: SIGKILL rank R's program (with --after or --at-step)."
+        ),
     ] = None,
     hang_rank: Annotated[
         int | None,
-        typer.Option("--hang-rank", metavar="R", help="Rehearse a hang: SIGSTOP rank R's program (with --after)."),
+        typer.Option(
+            "--hang-rank", metavar="R", help="Rehearse a hang: SIGSTOP rank R's program (with --after or --at-step)."
+        ),
     ] = None,
     bad_node: Annotated[
         int | None,
@@ -50,6 +62,21 @@ def run_local(
         float | None,
         typer.Option(
             "--after", metavar="SECONDS", help="With --kill-rank or --hang-rank: at SECONDS of the first run."
+        ),
+    ] = None,
+    at_step: Annotated[
+        int | None,
+        typer.Option(
+            "--at-step", metavar="N", help="With --kill-rank or --hang-rank: once rank 0's program is at step N."
+        ),
+    ] = None,
+    step_wait: Annotated[
+        float | None,
+        typer.Option(
+            "--step-wait",
+            metavar="SECONDS",
+            help="How long --at-step and --preempt-at-step wait for their step from the run's start (default 600).",
+            show_default=False,
         ),
     ] = None,
     templates: TemplatesOpt = None,
@@ -68,13 +95,22 @@ def run_local(
     from slurmgen.errors import UsageError
     from slurmgen.local.command import command
     from slurmgen.local.setup import Options
+    from slurmgen.local.step_watch import DEFAULT_WAIT
 
     if kill_rank is not None and hang_rank is not None:
         raise UsageError("--kill-rank and --hang-rank: rehearse one failure at a time")
+    if preempt_after is not None and preempt_at_step is not None:
+        raise UsageError("--preempt-after and --preempt-at-step: one moment for the preemption, a second or a step")
     what, rank = ("kill", kill_rank) if kill_rank is not None else ("hang", hang_rank)
-    if (rank is None) != (after is None):
-        raise UsageError(f"--{what}-rank R and --after SECONDS go together, e.g. --{what}-rank 1 --after 30")
-    rehearse = None if rank is None or after is None else (what, rank, after)
+    if after is not None and at_step is not None:
+        raise UsageError(f"--after and --at-step: one moment for the {what} rehearsal, a second or a step")
+    when = after if at_step is None else at_step
+    if rank is None and when is not None:
+        given = "--after" if at_step is None else "--at-step"
+        raise UsageError(f"{given} goes with --kill-rank R or --hang-rank R, e.g. --kill-rank 1 {given} 30")
+    if rank is not None and when is None:
+        raise UsageError(f"--{what}-rank R goes with --after SECONDS or --at-step N, e.g. --{what}-rank 1 --after 30")
+    rehearse = None if rank is None or when is None else (what, rank, after)
     opts = Options(
         nodes,
         tasks_per_node,
@@ -85,5 +121,8 @@ def run_local(
         bad_node,
         None if cluster is None or spec is None else cluster_profile(cluster, spec),  # its defaults, run here
         tuple(args or ()),
+        preempt_at_step=preempt_at_step,
+        rehearse_at_step=at_step,
+        step_wait=DEFAULT_WAIT if step_wait is None else step_wait,
     )
     raise typer.Exit(command(spec, job, signal, opts, err))

@@ -68,6 +68,7 @@ def run_local(
         # The rehearsals act on one job's ranks and nodes; an array's tasks are jobs of their own, so they are
         # refused here rather than dropped on the way to each task.
         given = [name for name, value in (("--preempt-after", options.preempt_after),
+                                          ("--preempt-at-step", options.preempt_at_step),
                                           (f"--{(options.rehearse or ('',))[0]}-rank", options.rehearse),
                                           ("--bad-node", options.bad_node)) if value is not None]  # fmt: skip
         if given:
@@ -87,7 +88,8 @@ def run_local(
         raise UsageError(f"cannot record a local job in {where}: {exc.strerror or exc}") from None
     paths = setup.paths(spec, job_id, base, submit_dir)
     shape = _shape(spec, job_id, submit_dir, loaded.gpus)
-    job = LocalJob(spec, loaded.script, paths, shape, options.preempt_after, options.rehearse, options.bad_node)
+    job = LocalJob(spec, loaded.script, paths, shape, options.preempt_after, options.rehearse, options.bad_node,
+                   options.step_moments(), options.step_wait)  # fmt: skip
     return _start(job, source, options, base, loaded.notes, env, out, clock)
 
 
@@ -133,10 +135,16 @@ def _start(
     if options.preempt_after is not None:
         when = f"{options.preempt_after:g} s"
         runner.say(f"preemption rehearsal: SIG{spec.preemption.signal} to the batch shell at {when} of run 1")
+    if options.preempt_at_step is not None:
+        runner.say(f"preemption rehearsal: SIG{spec.preemption.signal} to the batch shell once rank 0's program is at "
+                   f"step {options.preempt_at_step} in run 1 (waiting at most {options.step_wait:g} s)")  # fmt: skip
     if options.rehearse is not None:
         what, rank, after = options.rehearse
+        when = (f"{after:g} s of run 1" if after is not None else
+                f"step {options.rehearse_at_step} of rank 0's program in run 1 (waiting at most "
+                f"{options.step_wait:g} s)")  # fmt: skip
         runner.say(f"{what} rehearsal: {'SIGKILL' if what == 'kill' else 'SIGSTOP'} to rank {rank}'s program at "
-                   f"{after:g} s of run 1")  # fmt: skip
+                   f"{when}")  # fmt: skip
     # A journal of their own: the submission journal's ids are Slurm's, and status/cancel/requeue act on them
     # on the cluster, where local job 3 is someone else's job 3.
     record = local_jobs.recorder(local_jobs.journal(base), source, spec.name, paths, job_id)
@@ -169,15 +177,16 @@ def _missed_rehearsals(job: LocalJob, options: setup.Options, runner: Runner, st
     """A line for each rehearsal asked for that never happened (slurmgen.local.rehearse.missed_lines)."""
     seconds = time.monotonic() - started
     lines = []
-    if options.preempt_after is not None:
+    if options.preempt_after is not None or options.preempt_at_step is not None:
         outcome = runner.rehearsed.get("preempt", rehearse.NOT_REACHED)
-        asked = (f"--preempt-after {options.preempt_after:g}", "preempt")
-        lines += rehearse.missed_lines(asked, outcome, state, seconds)
+        option = (f"--preempt-after {options.preempt_after:g}" if options.preempt_after is not None
+                  else f"--preempt-at-step {options.preempt_at_step}")  # fmt: skip
+        lines += rehearse.missed_lines((option, "preempt"), outcome, state, seconds)
     if options.rehearse is not None:
         what, rank, after = options.rehearse
         outcome = runner.rehearsed.get("rank", rehearse.NOT_REACHED)
-        asked = (f"--{what}-rank {rank} --after {after:g}", what)
-        lines += rehearse.missed_lines(asked, outcome, state, seconds, rank)
+        at = f"--after {after:g}" if after is not None else f"--at-step {options.rehearse_at_step}"
+        lines += rehearse.missed_lines((f"--{what}-rank {rank} {at}", what), outcome, state, seconds, rank)
     if options.bad_node is not None:
         node = jobenv.node_names(options.bad_node)[-1]
         outcome = rehearse.DONE if rehearse.bad_node_checked(str(job.paths.task_logs), node) else rehearse.NOT_REACHED

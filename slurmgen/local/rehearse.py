@@ -79,9 +79,9 @@ def act_on_rank(root: int, rank: int, what: str, say: Callable[[str], None]) -> 
 
 # --- did the rehearsal happen? ---------------------------------------------------------------------------------------
 
-# What the runner saw of a rehearsal's moment: NOT_REACHED (the job ended first), DONE, or NOBODY (no program of
-# the rank ran then: act_on_rank's False).
-NOT_REACHED, DONE, NOBODY = "not reached", "done", "nobody"
+# What the runner saw of a rehearsal's moment: NOT_REACHED (the job ended first), DONE, NOBODY (no program of
+# the rank ran then: act_on_rank's False), or GAVE_UP (a step rehearsal's step not reached within --step-wait).
+NOT_REACHED, DONE, NOBODY, GAVE_UP = "not reached", "done", "nobody", "gave up"
 
 
 def missed_lines(
@@ -99,10 +99,13 @@ def missed_lines(
     elif outcome == NOBODY:
         why = f"no program of rank {rank} was running then"
         fix = "give an --after at which the program runs (after its start-up), or see the batch log"
+    elif outcome == GAVE_UP:
+        why = "rank 0's program did not reach the step within --step-wait"
+        fix = "give a smaller step or a longer --step-wait, or see the batch log"
     else:
         why = f"the job {ended} after {seconds:.1f} s, before it"
         fix = "use a smaller value"
-        if kind == "preempt":
+        if kind == "preempt":  # --preempt-after or --preempt-at-step
             fix += " (a program that resumes from its own checkpoint, e.g. snapshot.pt, finishes sooner: remove it)"
     return [f"{option} never fired: {why}; nothing was rehearsed; {fix}"]
 

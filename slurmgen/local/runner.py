@@ -40,6 +40,7 @@ from slurmgen.local.fake_scontrol import (
     requeue_request_text,
 )
 from slurmgen.local.local_jobs import CANCEL_REQUEST, RUNNER_FILE, SIGNAL_REQUEST
+from slurmgen.local.step_watch import DEFAULT_WAIT, RankZeroProgress, StepMoment
 from slurmgen.slurm.ids import local_label
 from slurmgen.spec.model import JobSpec
 
@@ -59,8 +60,10 @@ class LocalJob:
     paths: setup.Paths
     shape: jobenv.JobShape
     preempt_after: float | None = None
-    rehearse: tuple[str, int, float] | None = None  # --kill-rank/--hang-rank R --after S
+    rehearse: tuple[str, int, float | None] | None = None  # --kill-rank/--hang-rank R --after S (None: --at-step)
     bad_node: int | None = None  # --bad-node N: emulated node N fails its checks in every run
+    steps: tuple[StepMoment, ...] = ()  # --preempt-at-step N, --at-step N: in the first run (slurmgen.local.step_watch)
+    step_wait: float = DEFAULT_WAIT
     kill_wait: float = jobenv.DEFAULT_KILL_WAIT
     runaway_requeues: int = setup.RUNAWAY_REQUEUES
 
@@ -86,13 +89,16 @@ class Runner:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
         python: str = sys.executable,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.job, self.environ, self.clock, self.sleep, self.python = job, environ, clock, sleep, python
+        self.wall = wall  # the time progress marks carry (their st_mtime)
         self._out = out
         self.interrupts = 0
         self.cancelled = False
         self.runs = 0
-        # What became of the rehearsals' moments: "preempt", "rank" -> rehearse.DONE or NOBODY (absent: not reached)
+        # What became of the rehearsals' moments: "preempt", "rank" -> rehearse.DONE, NOBODY or GAVE_UP (a step
+        # rehearsal's step not reached within --step-wait); absent: not reached
         self.rehearsed: dict[str, str] = {}
 
     @property
@@ -226,6 +232,8 @@ class Runner:
         start = self.clock()
         rehearse_after = None if self.job.rehearse is None else self.job.rehearse[2]
         events = setup.timeline(self.job.spec, self.runs, self.job.preempt_after, rehearse_after)
+        moments = list(self.job.steps) if self.runs == 1 else []  # as --preempt-after and --after: the first run
+        progress = RankZeroProgress(str(self.job.paths.task_logs), jobenv.node_names(self.job.shape.nodes), self.wall())
         request = self.job.paths.control / REQUEUE_REQUEST
         while True:
             rc = proc.poll()
@@ -266,7 +274,27 @@ class Runner:
                 end = self._fire(events.pop(0), proc)
                 if end is not None:
                     return end
+            if moments:
+                self._step_moments(moments, progress, elapsed, proc)
             self.sleep(POLL)
+
+    def _step_moments(
+        self, moments: list[StepMoment], progress: RankZeroProgress, elapsed: float, proc: subprocess.Popen[bytes]
+    ) -> None:
+        """Fire the step rehearsals whose step rank 0's program reached (one per fresh mark: the next counts only
+        marks written after it fired), and give up those whose --step-wait ran out."""
+        step = progress.step()
+        if step is not None and step >= moments[0].step:
+            moment = moments.pop(0)
+            self.say(f"{moment.option}: rank 0's program is at step {step} ({elapsed:.1f} s into run {self.runs})")
+            self._fire(setup.Event(elapsed, moment.kind, moment.step), proc)
+            progress.since = self.wall()
+        for moment in [m for m in moments if elapsed >= self.job.step_wait]:
+            moments.remove(moment)
+            self.rehearsed["preempt" if moment.kind == "preempt" else "rank"] = rehearse.GAVE_UP
+            seen = "no progress mark of rank 0 seen" if progress.seen is None else f"rank 0 at step {progress.seen}"
+            self.say(f"{moment.option}: step {moment.step} not reached in {self.job.step_wait:g} s of run "
+                     f"{self.runs} (--step-wait; {seen}); not rehearsed, the run goes on")  # fmt: skip
 
     def _fire(self, event: setup.Event, proc: subprocess.Popen[bytes]) -> RunEnd | None:
         sig = self.job.spec.preemption.signal
@@ -282,7 +310,8 @@ class Runner:
                 if event.kind == "preempt"
                 else f"--signal=B:{sig}@{self.job.spec.preemption.lead_time}"
             )
-            self.say(f"SIGCONT, SIG{sig} to the batch shell at {event.at:g} s of run {self.runs} ({why})")
+            at = f"{event.at:g} s" if event.step is None else f"step {event.step} ({event.at:.1f} s)"
+            self.say(f"SIGCONT, SIG{sig} to the batch shell at {at} of run {self.runs} ({why})")
             self._auto_notice(sig)
             if event.kind == "preempt":  # as slurmctld marks a job it preempts (scontrol show job: PreemptTime)
                 self.rehearsed["preempt"] = rehearse.DONE

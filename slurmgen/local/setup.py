@@ -14,6 +14,7 @@ from pathlib import Path
 from slurmgen import contract, trust
 from slurmgen.errors import Problem, SpecError, UsageError
 from slurmgen.local import jobenv
+from slurmgen.local.step_watch import DEFAULT_WAIT, StepMoment, unknown_progress
 from slurmgen.script.build import build, check
 from slurmgen.script.directives import batch_log, task_log_stem
 from slurmgen.spec import secrets
@@ -29,11 +30,27 @@ class Options:
     overrides: tuple[str, ...] = ()
     preempt_after: float | None = None
     templates: str | None = None
-    # --kill-rank R --after S or --hang-rank R --after S (slurmgen.local.rehearse): (what, rank, seconds)
-    rehearse: tuple[str, int, float] | None = None
+    # --kill-rank R --after S or --hang-rank R --after S (slurmgen.local.rehearse): (what, rank, seconds); with
+    # --at-step N instead of --after: (what, rank, None) and rehearse_at_step N
+    rehearse: tuple[str, int, float | None] | None = None
     bad_node: int | None = None  # --bad-node N: emulated node N (1 is the first) fails its checks
     profile: ClusterProfile | None = None  # --cluster NAME: its defaults go under the spec, as on that cluster
     args: tuple[str, ...] = ()  # given after `--`: they go after the spec's command
+    # the step rehearsals (slurmgen.local.step_watch): --preempt-at-step N, --at-step N, --step-wait S
+    preempt_at_step: int | None = None
+    rehearse_at_step: int | None = None
+    step_wait: float = DEFAULT_WAIT
+
+    def step_moments(self) -> tuple[StepMoment, ...]:
+        """The rehearsals timed by rank 0's progress, the lower step first."""
+        found = []
+        if self.preempt_at_step is not None:
+            found.append(StepMoment("preempt", self.preempt_at_step, f"--preempt-at-step {self.preempt_at_step}"))
+        if self.rehearse is not None and self.rehearse_at_step is not None:
+            what, rank = self.rehearse[:2]
+            found.append(StepMoment("rehearse", self.rehearse_at_step,
+                                    f"--{what}-rank {rank} --at-step {self.rehearse_at_step}"))  # fmt: skip
+        return tuple(sorted(found, key=lambda m: m.step))
 
 
 @dataclass(frozen=True)
@@ -108,12 +125,21 @@ def load(source: str | Path, options: Options, gpus: Sequence[str], submit_dir: 
             raise UsageError(f"--preempt-after {options.preempt_after:g}: want a number of seconds above 0")
         if not spec.preemption.enabled:
             raise UsageError(f"{source}: preemption is off in this spec, so there is no preemption to rehearse")
+    if options.preempt_at_step is not None and not spec.preemption.enabled:
+        raise UsageError(f"{source}: preemption is off in this spec, so there is no preemption to rehearse")
     if options.rehearse is not None:
         what, rank, after = options.rehearse
         if not 0 <= rank < spec.world_size:
             raise UsageError(f"--{what}-rank {rank}: the job has ranks 0 to {spec.world_size - 1}")
-        if after <= 0:
+        if after is not None and after <= 0:
             raise UsageError(f"--after {after:g}: want a number of seconds above 0")
+    for moment in options.step_moments():
+        if moment.step <= 0:
+            raise UsageError(f"{moment.option}: want a step above 0 (rank 0's program's step, as it counts them)")
+        if why := unknown_progress(spec, str(source), where / spec.chdir if spec.chdir else where, moment.option):
+            raise UsageError(why)
+    if options.step_wait <= 0:
+        raise UsageError(f"--step-wait {options.step_wait:g}: want a number of seconds above 0")
     if options.bad_node is not None:
         _check_bad_node(spec, options.bad_node, str(source))
     if slices is None:  # on CPU: a program written for CUDA only is said first (slurmgen.local.cuda_only)
@@ -181,6 +207,7 @@ def _check_bad_node(spec: JobSpec, node: int, source: str) -> None:
 class Event:
     at: float  # seconds after the run's start
     kind: str  # "preempt", "rehearse": the user's rehearsals; "warn": --signal=B:<sig>@<lead>; "limit": the time limit
+    step: int | None = None  # a step rehearsal's: fired when rank 0's program reached this step (at `at` s)
 
 
 def timeline(spec: JobSpec, run: int, preempt_after: float | None, rehearse_after: float | None = None) -> list[Event]:

@@ -248,7 +248,7 @@ class Preemption:
             self._progress = ProgressMark(self.context, self.rank)
         self._steps += 1
         self._step = step
-        self._progress.touch(self._steps)
+        self._progress.touch(self._steps, step)
         now = time.monotonic()
         self._sampler.step(self._steps, now, step)
         if self._last_check is not None:

@@ -23,7 +23,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from slurmgen import trust
 from slurmgen.job_context.context import JobContext
+from slurmgen.progress_mark import ProgressMark
 from slurmgen.progress_sample import ProgressSampler
 
 CHUNK = 65536  # bytes per read of the pipe
@@ -38,12 +40,21 @@ def reads_output(job: JobContext, rank: int | None) -> bool:
 
 
 class StepReader:
-    """Lines in, steps out: the last step found, and the sampler told of each (at monotonic ``clock()``)."""
+    """Lines in, steps out: the last step found, and the sampler told of each (at monotonic ``clock()``), and the
+    rank's node mark (``mark``: at most once a second, in node-local memory), which a local run's step rehearsals
+    read as they read Preemption's."""
 
-    def __init__(self, pattern: str, sampler: ProgressSampler, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        pattern: str,
+        sampler: ProgressSampler,
+        clock: Callable[[], float] = time.monotonic,
+        mark: ProgressMark | None = None,
+    ) -> None:
         self._pattern = re.compile(pattern.encode("utf-8", "surrogateescape"))
         self._sampler = sampler
         self._clock = clock
+        self._mark = mark
         self._partial = b""
         self.step: int | None = None  # the last step the program printed
         # The latest lines' (epoch seconds, step), for the checkpoint watch's save cost (slurmgen/save_gap.py).
@@ -76,6 +87,8 @@ class StepReader:
         self.step = int(text)
         self.recent.append((time.time(), self.step))
         self._sampler.step(self.step, self._clock(), self.step)
+        if self._mark is not None:
+            self._mark.touch(self.step, self.step)
 
     def lines(self) -> list[tuple[float, int]]:
         """The latest progress lines, oldest first (read from another thread: a copy of the deque)."""
@@ -123,7 +136,11 @@ def start(job: JobContext, source: int, sink: int) -> tuple[threading.Thread, St
     """The relay of the program's stdout (``source``, the pipe's read end) to ``sink``, in a thread of its own, and
     the reader of its steps."""
     sampler = ProgressSampler(job, 0, job.progress_total)
-    reader = StepReader(job.progress_pattern, sampler)
+    try:
+        mark: ProgressMark | None = ProgressMark(job, 0, shared=False)
+    except (OSError, trust.Untrusted):  # no node directory of ours: no mark, the output is still relayed
+        mark = None
+    reader = StepReader(job.progress_pattern, sampler, mark=mark)
     thread = threading.Thread(target=relay, args=(source, sink, reader), name="slurmgen-output", daemon=True)
     thread.start()
     return thread, reader

@@ -268,12 +268,14 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     watching = watchdog.start(plan.job, plan.rank, child, say, own)
 
     def settle() -> None:
-        """Once the program is reaped, before this process ends as it did: the rest of its output, and the last
-        progress sample (a stop ends the program by a signal, and this process by the same one)."""
+        """Once the program is reaped, before this process ends as it did: the rest of its output, the last
+        progress sample, and the leave of the node's directory (a stop or a kill ends the program by a signal, and
+        this process by the same one, which runs no `finally`)."""
         if relaying is not None:
             from slurmgen.task.output_progress import JOIN_WAIT
 
             relaying.join(JOIN_WAIT)
+        watchdog.leave_node(plan.job, plan.rank, began)
 
     saves = None
     if plan.job.checkpoint:  # the program's own saves (spec field checkpoint.path), on rank 0 only
@@ -288,7 +290,9 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
             watching.set()
         if saves is not None:
             saves.set()
-        watchdog.leave_node(plan.job, plan.rank, began)  # the node's last task removes the node's directory
+        # the node's last task removes the node's directory (settle did, once the program was reaped; here for an
+        # error of this process's own; a second leave finds no directory and does nothing)
+        watchdog.leave_node(plan.job, plan.rank, began)
         if stacks is not None:
             stacks.close()
         if errors is not None:

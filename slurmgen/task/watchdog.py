@@ -52,6 +52,7 @@ from slurmgen.progress_mark import (
     ProgressMark,
     expected_node_dir,
     node_dir,
+    node_marks,
     own_node_dir,
     planted,
     progress_path,
@@ -256,8 +257,9 @@ def leave_node(job: JobContext, rank: int | None, since: float) -> None:
     last of the node's tasks to leave removes the directory. Only evidence deletes: the directory must be this
     user's own (lstat: a link or another user's is never touched), and every rank of the node (local_ranks) must
     have left since ``since``, when this supervisor started (a note left by an earlier start of the step is older);
-    a count that falls short keeps the directory. A restart of the step makes it again."""
-    if not watches(job, rank):
+    a count that falls short keeps the directory. A restart of the step makes it again. Also without the watchdog
+    when the ranks keep marks there all the same (a local run: progress_mark.node_marks)."""
+    if rank is None or not (watches(job, rank) or node_marks(job)):
         return
     folder = node_dir(job)
     with contextlib.suppress(OSError):

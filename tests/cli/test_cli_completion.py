@@ -52,7 +52,7 @@ def test_bash_completion_installs_and_completes_commands_and_options(tmp_path: P
     everything = complete(tmp_path, ["slurmgen", ""], 1)
     assert {"render", "validate", "submit", "status", "logs", "run", "history", "cancel"} <= set(everything)
     assert complete(tmp_path, ["slurmgen", "render", "jobs/cpu-debug.yaml", "--t"], 3) == ["--templates"]
-    assert set(complete(tmp_path, ["slurmgen", "run", "--pre"], 2)) == {"--preempt-after"}
+    assert set(complete(tmp_path, ["slurmgen", "run", "--pre"], 2)) == {"--preempt-after", "--preempt-at-step"}
 
 
 @pytest.mark.skipif(BASH is None, reason="needs bash")

@@ -143,7 +143,7 @@ def test_the_kill_rehearsal_refuses_a_rank_the_job_does_not_have(tmp_path: Path)
     done = run_slurmgen("run", "job.yaml", "--kill-rank", "4", "--after", "1", cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and "--kill-rank 4: the job has ranks 0 to 3" in done.stderr, done.stderr
     alone = run_slurmgen("run", "job.yaml", "--kill-rank", "1", cwd=tmp_path, timeout=60)
-    assert alone.returncode == 2 and "--kill-rank R and --after SECONDS go together" in alone.stderr
+    assert alone.returncode == 2 and "--kill-rank R goes with --after SECONDS or --at-step N" in alone.stderr
 
 
 def test_a_hung_rank_gets_its_stacks_written_and_the_step_restarts(tmp_path: Path, jobs: list[LocalJob]) -> None:

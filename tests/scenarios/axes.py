@@ -18,13 +18,14 @@ SIZES = ((1, 1), (1, 2), (2, 1), (2, 2))  # nodes x ranks per node
 HANDLERS = ("auto", "runtime", "requeue", "program")
 
 # What can happen to a run, and how the local place makes it happen:
-#   crash           `--kill-rank R --after T`: SIGKILL of rank R's program; it is gone before its peers
+#   crash           `--kill-rank R --at-step K`: SIGKILL of rank R's program; it is gone before its peers
 #   crash_late      the program's --fail-rank R --fail-at STEP --linger: it raises once, its peers die of it first
 #   bug             the same raise at the same step on every start: a failure that repeats
-#   hang            `--hang-rank R --after T`: SIGSTOP of rank R's program, for the hang watchdog
+#   hang            `--hang-rank R --at-step K`: SIGSTOP of rank R's program, for the hang watchdog
 #   preempt_first   `--preempt-after 1`: before the program's first step (its start-up takes longer)
-#   preempt_save    `--preempt-after T` into a program that saves every step: the signal lands beside a save
-#   preempt_restart `--kill-rank R --after T` and `--preempt-after T+2`: the signal comes while the step restarts
+#   preempt_save    `--preempt-at-step K` into a program that saves every step: the signal lands beside a save
+#   preempt_restart `--kill-rank R --at-step K` and `--preempt-at-step K+2`, the second counted from the restarted
+#                   program's progress: the signal comes while the step restarts
 #   requeue         `slurmgen requeue JOB` by hand once rank 0 printed STEP k
 #   cancel_resume   `slurmgen cancel JOB` once rank 0 printed STEP k, then `slurmgen resume JOB`
 #   bad_node        `--bad-node 2`: node 2 fails its health check before the step
@@ -43,7 +44,7 @@ KINDS = (
     "time_limit",
 )
 PREEMPTIONS = ("preempt_first", "preempt_save", "preempt_restart", "time_limit")
-REHEARSALS = ("crash", "hang", "preempt_restart")  # the kinds that take `--kill-rank`/`--hang-rank` and `--after`
+REHEARSALS = ("crash", "hang", "preempt_restart")  # the kinds that take `--kill-rank`/`--hang-rank` and `--at-step`
 FAILURES = ("crash", "crash_late", "bug", "hang", "preempt_restart")  # a rank that fails on its own
 
 
@@ -51,7 +52,7 @@ FAILURES = ("crash", "crash_late", "bug", "hang", "preempt_restart")  # a rank t
 class Interruption:
     kind: str
     rank: int = 0
-    at: float = 0.0  # seconds of the first run (rehearsals) or a step number (program failures, actions by hand)
+    at: float = 0.0  # a step of rank 0's program: for the rehearsals, the program's failures and the acts by hand
 
     def words(self) -> str:
         return f"{self.kind}(rank={self.rank}, at={self.at:g})"
@@ -89,7 +90,7 @@ def why_invalid(s: Scenario, place: str = "local") -> str | None:
     if len(set(kinds)) != len(kinds):
         return "an interruption kind twice"
     if sum(k in REHEARSALS for k in kinds) > 1:
-        return "--kill-rank and --hang-rank take one --after: one rehearsal of a rank per run"
+        return "--kill-rank and --hang-rank take one --at-step: one rehearsal of a rank per run"
     if sum(k in PREEMPTIONS for k in kinds) > 1:
         return "one preemption signal per run"
     if any(i.rank >= s.world for i in s.interruptions):
@@ -123,8 +124,8 @@ def interruptions(world: int) -> st.SearchStrategy[tuple[Interruption, ...]]:
         Interruption,
         kind=st.sampled_from(KINDS),
         rank=st.integers(min_value=0, max_value=world - 1),
-        # a rehearsal at 4 s always came before the program's start on the 2-core test machine (the soak's
-        # MISSED rows): start-ups take 10 to 20 s there
+        # steps of rank 0's program, below STEADY_STEPS (local_place.py) by more than the second a progress mark
+        # may lag (10 steps)
         at=st.sampled_from((12.0, 20.0, 30.0)),
     )
     return st.lists(one, min_size=1, max_size=2).map(tuple)

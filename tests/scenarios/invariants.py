@@ -211,8 +211,12 @@ def goodput(s: Scenario, steps: int, o: Observation) -> list[str]:
         if gaps:
             out.append(f"goodput: run {number}'s segments leave gaps or overlap at {gaps[:3]}")
     buckets: dict[str, float] = report.get("buckets", {})
-    # a program whose progress is unknown has no productive figure (null) and its time in the `unknown` bucket
-    total = (report.get("productive_seconds") or 0.0) + sum(buckets.values())
+    productive = report.get("productive_seconds", 0.0)
+    if productive is None:  # unknown: right only when no step was recorded (a program slurmgen knows no step of)
+        if any(e.get("event") in ("first-step", "progress") for e in o.events):
+            out.append("goodput: the productive time is unknown, yet the run history recorded the program's steps")
+        productive = 0.0  # its time is in the `unknown` bucket, which still has to tile the wall with the others
+    total = productive + sum(buckets.values())
     wall = report.get("wall_seconds", 0.0)
     if abs(total - wall) > max(0.01 * wall, 0.05):
         out.append(f"goodput: productive + buckets = {total:.3f} s, the wall {wall:.3f} s")

@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 PROGRAM = Path(__file__).resolve().parent / "program.py"
 STEP_TIME = 0.1
 SAVE_EVERY = 10
-STEADY_STEPS = 100  # 10 s of steps: a wide window for a rehearsal at a fixed second of a loaded machine
+# 6 s of steps: the rehearsals come at a step of rank 0's program (--at-step, --preempt-at-step; at most 30, plus the
+# second by which its progress mark may lag: 10 steps), so the window no longer has to cover a loaded start-up
+STEADY_STEPS = 60
 LIMIT_STEPS = 240  # with a step of 0.5 s: longer than the first run, signalled 30 s before its two-minute limit
 STEERING = ("SLURM_", "SLURMGEN_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_", "TORCHELASTIC_")
 
@@ -51,16 +53,20 @@ def plan(s: Scenario, where: Path) -> Plan:
                "--save-every", str(save_every), "--state", str(where / "own-state.json")]  # fmt: skip
     args: list[str] = []
     for i in s.interruptions:
+        # timed by rank 0's progress, not the clock: a loaded machine starts the programs late, and a second would
+        # land before the first step or in another phase
         if i.kind in ("crash", "preempt_restart"):
-            args += ["--kill-rank", str(i.rank), "--after", f"{i.at:g}"]
+            args += ["--kill-rank", str(i.rank), "--at-step", str(int(i.at))]
         if i.kind == "preempt_restart":
-            args += ["--preempt-after", f"{i.at + 2:g}"]
+            # counted from the restarted program's marks (the killed one's are older): it comes at the restarted
+            # program's first marked step, while the step restarts
+            args += ["--preempt-at-step", str(int(i.at) + 2)]
         if i.kind == "hang":
-            args += ["--hang-rank", str(i.rank), "--after", f"{i.at:g}"]
+            args += ["--hang-rank", str(i.rank), "--at-step", str(int(i.at))]
         if i.kind == "preempt_first":
-            args += ["--preempt-after", "1"]
+            args += ["--preempt-after", "1"]  # before any step: its start-up takes longer than a second
         if i.kind == "preempt_save":
-            args += ["--preempt-after", f"{i.at:g}"]
+            args += ["--preempt-at-step", str(int(i.at))]
         if i.kind == "bad_node":
             args += ["--bad-node", "2"]
         if i.kind in ("crash_late", "bug"):
@@ -74,11 +80,15 @@ def plan(s: Scenario, where: Path) -> Plan:
         recovery = "false"
     # torchrun runs one task per node, which starts nproc_per_node workers (docs/spec.md, Launchers)
     ranks_per_node = "nproc_per_node" if s.launcher == "torchrun" else "tasks_per_node"
+    # the own shape knows nothing of slurmgen: its step, for a rehearsal timed by it, is read from its output
+    steps_timed = any(a in ("--at-step", "--preempt-at-step") for a in args)
+    progress = "progress: {pattern: '^STEP (\\d+)$'}\n" if s.shape == "own" and steps_timed else ""
     spec = (
         f"name: scen\ncommand: {json.dumps(command)}\ntime: '{'00:02:00' if limit else '00:10:00'}'\n"
         f"nodes: {s.nodes}\n{ranks_per_node}: {s.tasks}\nlauncher: {s.launcher}\npython: {PY}\n"
         f"distributed: {{port: {port}}}\npreemption: {{handler: {s.handler}, lead_time: {30 if limit else 120}}}\n"
         + ("" if "recovery:" in s.extra else f"recovery: {recovery}\n")
+        + progress
         + s.extra
     )
     return Plan(spec=spec, args=args, steps=steps, step_time=step_time)

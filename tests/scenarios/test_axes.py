@@ -50,7 +50,7 @@ def test_invalid_combinations_are_filtered_with_their_reason() -> None:
     alone = Scenario("pg", "srun", 1, 1, "auto", True, (Interruption("crash_late", 0, 20),))
     assert why_invalid(alone) == "a rank can only outlive peers it has, joined by a process group"
     two = Scenario("pg", "srun", 1, 2, "auto", True, (Interruption("crash", 0, 4), Interruption("hang", 1, 4)))
-    assert why_invalid(two) == "--kill-rank and --hang-rank take one --after: one rehearsal of a rank per run"
+    assert why_invalid(two) == "--kill-rank and --hang-rank take one --at-step: one rehearsal of a rank per run"
     program = Scenario("own", "srun", 1, 1, "program", True, (Interruption("preempt_first"),))
     assert why_invalid(program) == "handler program: the program handles the signal itself, and this one has no handler"
 
@@ -58,7 +58,7 @@ def test_invalid_combinations_are_filtered_with_their_reason() -> None:
 def test_the_plan_carries_each_interruption_to_its_option() -> None:
     s = Scenario("pg", "srun", 2, 2, "auto", True, (Interruption("preempt_restart", 3, 12),))
     p = plan(s, Path("/tmp/scenario"))
-    assert p.args == ["--kill-rank", "3", "--after", "12", "--preempt-after", "14"]
+    assert p.args == ["--kill-rank", "3", "--at-step", "12", "--preempt-at-step", "14"]
     assert "nodes: 2\ntasks_per_node: 2\nlauncher: srun\n" in p.spec and "handler: auto" in p.spec
     late = plan(Scenario("pg", "srun", 1, 2, "auto", False, (Interruption("crash_late", 1, 20),)), Path("/tmp/s"))
     assert late.args == [] and "recovery: false\n" in late.spec

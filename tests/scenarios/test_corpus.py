@@ -7,7 +7,6 @@ scenario's one-line reproduction. Bench: bench/seams.py runs random ones through
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,16 +14,11 @@ import pytest
 from scenarios.axes import Interruption, Scenario, why_invalid
 from scenarios.engine import judge
 
-# Opt-in for now (SLURMGEN_SCENARIO_CORPUS=1): its interruptions come at fixed seconds after the job's start, and in
-# a full CI run on two cores (load average about 15) the programs start so late that cases missed or changed their
-# phase, and the eleven cases took over 25 minutes instead of about 10. Until the rehearsals are timed from the
-# program's own progress, the corpus runs on demand and bench/seams.py soaks it.
-CORPUS_ON = bool(os.environ.get("SLURMGEN_SCENARIO_CORPUS"))
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.torch,
-    pytest.mark.skipif(not CORPUS_ON, reason="the scenario corpus runs with SLURMGEN_SCENARIO_CORPUS=1"),
-]
+# The rehearsals that a phase of the program depends on (a crash, a hang, a preemption beside a save or during a
+# restart) come at a step of rank 0's program (`slurmgen run --at-step`, `--preempt-at-step`), not at a second: in a
+# full CI run on two cores (load average about 15) the programs start late, and cases timed by the clock missed
+# or changed their phase.
+pytestmark = [pytest.mark.slow, pytest.mark.torch]
 
 I = Interruption  # noqa: E741 - the corpus reads as a table
 
@@ -34,8 +28,8 @@ NAMED = [
     # an ended job shows its last step, and neither rate nor ETA (one_story)
     Scenario("nopg", "torchrun", 1, 1, "runtime", True, (I("preempt_first"),), name="ended-shows-last-step"),
     # the step's restarts beside the job's requeues, counted apart in status, report and Job: a crash restarted
-    # inside the allocation, then a preemption during that restart (requeued by Preemption). Under torchrun its
-    # workers start too late for a kill at a fixed second: the rehearsal would miss
+    # inside the allocation at step 14, then a preemption at the restarted program's first marked step (requeued by
+    # Preemption)
     Scenario("pg", "srun", 1, 1, "runtime", True, (I("preempt_restart", 0, 14),), name="restarts-beside-requeues"),
     # the failing rank exits after its casualties (its atexit hooks linger): it is the cause, not rank 0
     Scenario("pg", "srun", 1, 2, "auto", True, (I("crash_late", 1, 20),), name="late-failing-rank-is-the-cause"),

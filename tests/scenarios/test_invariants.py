@@ -58,6 +58,7 @@ EVENTS: list[dict[str, Any]] = [
     {"event": "restart", "run": 1, "rank": 1, "cause": "crash", "time": T0 + 24.0},
     {"event": "run-end", "run": 1, "ended": "completed", "failing": None, "time": T0 + 40},
     {"event": "state-removed", "run": 1, "paths": ["logs/state/1.state"], "time": T0 + 40},
+    {"event": "first-step", "run": 1, "steps": 1, "time": T0 + 24.5},  # last: the cases above pick events by place
 ]
 
 
@@ -150,12 +151,22 @@ def test_one_story_fails_on_a_planted_disagreement(changes: dict[str, Any], foun
         ({"segments": [[1, T0 + 1, T0 + 40, "startup"]]}, "segments span"),
         ({"productive_seconds": 12.0}, "productive + buckets"),
         ({"buckets": {"startup": 25.0, "save": 0.5, "recovery": 3.5, "redone": 1.0}}, "redone 1.0 s for 20 steps"),
+        ({"productive_seconds": None}, "productive time is unknown, yet the run history recorded"),
     ],
-    ids=["gap", "span", "sum", "redone"],
+    ids=["gap", "span", "sum", "redone", "unknown"],
 )
 def test_goodput_fails_on_a_planted_violation(changes: dict[str, Any], found: str) -> None:
     said = planted("goodput", dataclasses.replace(good(), report=report(**changes)))
     assert any(found in line for line in said), said
+
+
+def test_goodput_is_unknown_for_a_program_whose_steps_were_never_recorded() -> None:
+    """A program without Preemption or progress.pattern (the own shape): the report says no productive time."""
+    blind = dataclasses.replace(
+        good(), events=[e for e in EVENTS if e["event"] != "first-step"],
+        report=report(productive_seconds=None, redone_steps=0, buckets={"recovery": 2.5, "unknown": 37.5}),
+    )  # fmt: skip
+    assert invariants.check(CRASH, STEPS, blind)["goodput"] == []
 
 
 def test_leftovers_fail_on_a_process_a_node_directory_or_a_second_job() -> None:
@@ -167,8 +178,9 @@ def test_leftovers_fail_on_a_process_a_node_directory_or_a_second_job() -> None:
 def test_goodput_of_a_program_whose_progress_is_unknown_tiles_its_wall_with_the_unknown_bucket() -> None:
     """report --json of a program without Preemption or progress.pattern: productive_seconds is null and its time
     is in `unknown`; the sum still has to be the wall."""
+    blind = [e for e in EVENTS if e["event"] != "first-step"]
     unknown = {"productive_seconds": None, "redone_steps": 0, "buckets": {"recovery": 2.5, "unknown": 37.5}}
-    assert planted("goodput", dataclasses.replace(good(), report=report(**unknown))) == []
+    assert planted("goodput", dataclasses.replace(good(), events=blind, report=report(**unknown))) == []
     short = {**unknown, "buckets": {"recovery": 2.5, "unknown": 30.0}}
-    said = planted("goodput", dataclasses.replace(good(), report=report(**short)))
+    said = planted("goodput", dataclasses.replace(good(), events=blind, report=report(**short)))
     assert any("productive + buckets = 32.500 s, the wall 40.000 s" in line for line in said), said
