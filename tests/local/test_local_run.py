@@ -634,9 +634,13 @@ def test_ctrl_c_leaves_no_process(tmp_path: Path) -> None:
     (tmp_path / "stubborn.yaml").write_text(STUBBORN)
     proc = slurmgen_run(tmp_path, "stubborn.yaml", stderr=tmp_path / "runner.err")
     try:
-        logs = [tmp_path / "logs" / "stubborn-1" / f"rank-{n}.log" for n in range(4)]
         deadline = time.monotonic() + 120
-        while not all(p.exists() and p.read_text().splitlines().count("up") == 1 for p in logs):
+
+        def logs() -> list[Path]:  # the job's id: the next free one, read from the runner's own first line
+            found = re.search(r"^slurmgen: local-(\d+):", (tmp_path / "runner.err").read_text(), re.M)
+            return [tmp_path / "logs" / f"stubborn-{found[1] if found else 0}" / f"rank-{n}.log" for n in range(4)]
+
+        while not all(p.exists() and p.read_text().splitlines().count("up") == 1 for p in logs()):
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "runner.err").read_text()
             time.sleep(0.1)
         found = re.search(r"process group (\d+)", (tmp_path / "runner.err").read_text())
@@ -684,7 +688,9 @@ def test_signal_before_the_limit_then_the_limit_itself(tmp_path: Path) -> None:
     assert "SIGCONT, SIGUSR1 to the batch shell at 480 s of run 1 (--signal=B:USR1@120)" in err
     assert "time limit 00:10:00 reached: SIGTERM to every process, SIGKILL after 10 s" in err
     assert "SIGKILL to the processes still running" in err and "TIMEOUT, exit code 124" in err
-    batch = (tmp_path / "logs" / "stubborn-1.log").read_text()
+    job = re.search(r"^slurmgen: local-(\d+):", err, re.M)
+    assert job, err
+    batch = (tmp_path / "logs" / f"stubborn-{job[1]}.log").read_text()
     assert batch.index("batch shell received SIGUSR1") < batch.index("DUE TO TIME LIMIT")
     # Times a person reads are local date and time, as history prints them, not epoch seconds.
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
@@ -731,5 +737,8 @@ def test_a_job_that_keeps_asking_for_requeues_is_stopped_locally(tmp_path: Path)
     assert "FAILED, exit code 1" in err
     counts = re.findall(r"^run ?(\d*)$", logs_of(tmp_path), re.M)  # SLURM_RESTART_COUNT, unset on the first run
     assert counts == ["", *map(str, range(1, setup.RUNAWAY_REQUEUES + 1))]
-    runs = run_history.runs(run_history.read(str(tmp_path / "logs" / "requeuer-1")))
+    # its id: the next free one, not always 1 (an id whose rendezvous port another test holds is skipped)
+    job = re.search(r"^slurmgen: local-(\d+):", err, re.M)
+    assert job, err
+    runs = run_history.runs(run_history.read(str(tmp_path / "logs" / f"requeuer-{job[1]}")))
     assert len(runs) == setup.RUNAWAY_REQUEUES + 1 and runs[0].requeued_by == "slurm"  # not slurmgen's doing
