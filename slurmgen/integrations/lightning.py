@@ -78,7 +78,7 @@ class SlurmgenPreemption(pl.Callback):  # type: ignore[misc]  # mypy sees Lightn
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         stepped = (batch_idx + 1) % trainer.accumulate_grad_batches == 0 or trainer.is_last_batch
-        if not stepped or not self.preemption.should_stop():
+        if not stepped or not self.preemption.should_stop(step=trainer.global_step):
             return  # mid-accumulation a checkpoint would lose the accumulated gradients
         if "save" not in self.preemption.stop_actions:
             self.preemption.save_and_exit()  # a clean exit (USR2): nothing to save

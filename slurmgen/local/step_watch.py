@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from slurmgen.spec.model import JobSpec
 
 DEFAULT_WAIT = 600.0  # seconds of the run a step rehearsal waits for its step (--step-wait)
-_USES_PREEMPTION = re.compile(r"\bPreemption\b")
+# Preemption itself, or the callback of one of slurmgen's integrations (Lightning, transformers, accelerate), which
+# calls its should_stop() every step: `SlurmgenPreemption` has no word boundary before its `Preemption`
+_USES_PREEMPTION = re.compile(r"\b(?:Slurmgen)?Preemption\b")
 MAX_READ = 1 << 20
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from hypothesis import assume
 from hypothesis import strategies as st
 
-SHAPES = ("pg", "nopg", "own")  # Preemption with a process group; Preemption alone; the program's own checkpoint
+# Preemption with a process group; Preemption alone; the program's own checkpoint; Lightning with slurmgen's callback
+SHAPES = ("pg", "nopg", "own", "lightning")
 LAUNCHERS = ("srun", "torchrun")
 SIZES = ((1, 1), (1, 2), (2, 1), (2, 2))  # nodes x ranks per node
 HANDLERS = ("auto", "runtime", "requeue", "program")
@@ -108,6 +109,8 @@ def why_invalid(s: Scenario, place: str = "local") -> str | None:
             return "handler program: the program handles the signal itself, and this one has no handler"
         if s.handler == "runtime" and s.shape == "own":
             return "handler runtime needs Preemption"
+    if s.shape == "lightning" and s.launcher == "torchrun":
+        return "Lightning runs its own DDP processes from the tasks srun starts; torchrun's agent is not in the engine"
     if "requeue" in kinds and place == "local":
         # `slurmgen requeue local-N` refuses: a local job's runner requeues it when the job asks (Preemption, the
         # batch shell), and `slurmgen resume` runs it again; the kind waits for a place with a scheduler

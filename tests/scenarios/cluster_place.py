@@ -121,7 +121,7 @@ def program_of(where: Path, rank: int) -> int | None:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if len(argv) < 2 or os.fsdecode(argv[1]) != str(local_place.PROGRAM):
+            if len(argv) < 2 or os.fsdecode(argv[1]) not in (str(local_place.PROGRAM), str(local_place.LIGHTNING)):
                 continue
             if str(where).encode() not in b" ".join(argv):
                 continue

@@ -22,6 +22,7 @@ from slurmgen import run_history
 PY = sys.executable
 ROOT = Path(__file__).resolve().parent.parent.parent
 PROGRAM = Path(__file__).resolve().parent / "program.py"
+LIGHTNING = Path(__file__).resolve().parent / "program_lightning.py"  # the framework shape
 STEP_TIME = 0.1
 SAVE_EVERY = 10
 # 6 s of steps: the rehearsals come at a step of rank 0's program (--at-step, --preempt-at-step; at most 30, plus the
@@ -49,8 +50,10 @@ def plan(s: Scenario, where: Path) -> Plan:
     limit = "time_limit" in kinds
     steps, step_time = (LIMIT_STEPS, 0.5) if limit else (STEADY_STEPS, STEP_TIME)
     save_every = 1 if "preempt_save" in kinds else SAVE_EVERY
-    command = [PY, str(PROGRAM), "--shape", s.shape, "--steps", str(steps), "--step-time", str(step_time),
-               "--save-every", str(save_every), "--state", str(where / "own-state.json")]  # fmt: skip
+    program = [str(LIGHTNING)] if s.shape == "lightning" else [str(PROGRAM), "--shape", s.shape]
+    state = where / ("lightning-checkpoints" if s.shape == "lightning" else "own-state.json")
+    command = [PY, *program, "--steps", str(steps), "--step-time", str(step_time), "--save-every", str(save_every),
+               "--state", str(state)]  # fmt: skip
     args: list[str] = []
     for i in s.interruptions:
         # timed by rank 0's progress, not the clock: a loaded machine starts the programs late, and a second would
@@ -83,6 +86,10 @@ def plan(s: Scenario, where: Path) -> Plan:
     # the own shape knows nothing of slurmgen: its step, for a rehearsal timed by it, is read from its output
     steps_timed = any(a in ("--at-step", "--preempt-at-step") for a in args)
     progress = "progress: {pattern: '^STEP (\\d+)$'}\n" if s.shape == "own" and steps_timed else ""
+    # Lightning's own periodic saves (ModelCheckpoint) are the program's: watched, as a user who wants them
+    # counted writes it, so the work a crash loses is counted back to them
+    if s.shape == "lightning":
+        progress += f"checkpoint: {{path: {state}}}\n"
     spec = (
         f"name: scen\ncommand: {json.dumps(command)}\ntime: '{'00:02:00' if limit else '00:10:00'}'\n"
         f"nodes: {s.nodes}\n{ranks_per_node}: {s.tasks}\nlauncher: {s.launcher}\npython: {PY}\n"

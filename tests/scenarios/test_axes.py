@@ -3,6 +3,7 @@ an invalid combination is filtered with its reason, and every scenario has a one
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -41,7 +42,7 @@ def test_drawn_scenarios_are_valid_and_reproducible_in_one_line(s: Scenario) -> 
     assert why_invalid(s) is None
     p = plan(s, Path("/tmp/scenario"))
     line = p.reproduction()
-    assert "\n" not in line and "slurmgen run job.yaml" in line and "program.py" in line
+    assert "\n" not in line and "slurmgen run job.yaml" in line and re.search(r"program(_lightning)?\.py", line)
 
 
 def test_invalid_combinations_are_filtered_with_their_reason() -> None:

@@ -57,6 +57,8 @@ AXES = [
     Scenario("pg", "srun", 1, 1, "runtime", True, (I("hang", 0, 20),), name="hang"),
     Scenario("nopg", "srun", 2, 2, "program", False, (I("crash", 3, 20),), name="crash-without-recovery"),
     Scenario("own", "srun", 1, 1, "auto", True, (I("cancel_resume", 0, 30),), name="cancel-then-resume"),
+    # the framework shape: Lightning with slurmgen's callback; a crash resumes from its own periodic save
+    Scenario("lightning", "srun", 1, 2, "runtime", True, (I("crash", 1, 14),), name="lightning-crash-resumes"),
 ]
 CORPUS = NAMED + AXES
 

@@ -34,6 +34,8 @@ SUBSET = [
     # `set -e` in setup and a bug that repeats at the same step: one restart, then FAILED with its own code
     Scenario("own", "srun", 1, 1, "requeue", True, (I("bug", 0, 5),), name="set-e-setup-repeated-bug",
              extra="setup: ['set -e']\nrecovery: {max_restarts: 1}\n"),  # fmt: skip
+    # Lightning with slurmgen's callback on two nodes, preempted beside a save: its checkpoint, a requeue, a resume
+    Scenario("lightning", "srun", 2, 1, "runtime", True, (I("preempt_save", 0, 20),), name="lightning-preempted"),
 ]
 
 
