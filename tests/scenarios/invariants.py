@@ -25,11 +25,9 @@ def expected_outcome(s: Scenario) -> str:
     return "COMPLETED"
 
 
-def failing_rank(s: Scenario) -> int | None:
-    for i in s.interruptions:
-        if i.kind in ("crash", "crash_late", "bug", "preempt_restart"):
-            return i.rank
-    return None
+def failing_ranks(s: Scenario) -> set[int]:
+    """The ranks that fail on their own in the scenario (a crash, a bug, a late failure); a casualty is none."""
+    return {i.rank for i in s.interruptions if i.kind in ("crash", "crash_late", "bug", "preempt_restart")}
 
 
 def results(o: Observation) -> dict[int, list[int]]:
@@ -66,10 +64,11 @@ def outcome(s: Scenario, steps: int, o: Observation) -> list[str]:
         out.append(f"outcome: {state}, expected {expected_outcome(s)}")
     if o.exit_code != code:
         out.append(f"outcome: the runner exited {o.exit_code} but said exit code {code}")
-    rank = failing_rank(s)
+    own = failing_ranks(s)
     blamed = [e.get("rank") for e in o.events if e.get("event") in ("restart", "repeated-failure")]
-    if rank is not None and any(b is not None and b != rank for b in blamed):
-        out.append(f"outcome: the failure is blamed on ranks {blamed}, the rank that failed on its own is {rank}")
+    if own and any(b is not None and b not in own for b in blamed):
+        out.append(f"outcome: the failure is blamed on ranks {blamed}, the ranks that failed on their own are "
+                   f"{sorted(own)}")  # fmt: skip
     if state == "FAILED":
         own = [e for e in o.events if e.get("event") == "task-exit"]
         codes = {int(e["exit_code"]) for e in own}
@@ -78,8 +77,9 @@ def outcome(s: Scenario, steps: int, o: Observation) -> list[str]:
         ends = [e.get("failing") for e in o.events if e.get("event") == "run-end" and e.get("failing")]
         named = [f.get("rank") if isinstance(f, dict) else int(m[1]) if (m := re.match(r"rank (\d+)", str(f))) else None
                  for f in ends]  # fmt: skip
-        if rank is not None and any(n is not None and n != rank for n in named):
-            out.append(f"outcome: the job's end is blamed on ranks {named}, the rank that failed on its own is {rank}")
+        if own and any(n is not None and n not in own for n in named):
+            out.append(f"outcome: the job's end is blamed on ranks {named}, the ranks that failed on their own are "
+                       f"{sorted(own)}")  # fmt: skip
     if "bug" in s.kinds():
         restarts = [e for e in o.events if e.get("event") == "restart"]
         if len(restarts) > (1 if s.recovery else 0):

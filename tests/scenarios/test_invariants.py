@@ -184,3 +184,14 @@ def test_goodput_of_a_program_whose_progress_is_unknown_tiles_its_wall_with_the_
     short = {**unknown, "buckets": {"recovery": 2.5, "unknown": 30.0}}
     said = planted("goodput", dataclasses.replace(good(), events=blind, report=report(**short)))
     assert any("productive + buckets = 32.500 s, the wall 40.000 s" in line for line in said), said
+
+
+def test_with_two_ranks_failing_on_their_own_each_may_be_blamed_for_its_restart_and_no_casualty() -> None:
+    """A kill of rank 0 at step 12, then rank 1's bug at step 20: two restarts, each blamed on the rank that
+    failed; a restart blamed on a third rank (a casualty) is still a violation."""
+    two = Scenario("own", "srun", 1, 3, "auto", True, (Interruption("crash_late", 1, 20), Interruption("crash", 0, 12)))
+    restarts = [{"event": "restart", "run": 1, "rank": r, "time": T0 + 10 + r} for r in (0, 1)]
+    o = dataclasses.replace(good(), events=[*EVENTS, *restarts])
+    assert not [line for line in planted("outcome", o, two) if "blamed" in line]
+    casualty = dataclasses.replace(good(), events=[*EVENTS, {**restarts[0], "rank": 2}])
+    assert any("blamed on ranks [1, 2]" in line for line in planted("outcome", casualty, two))
