@@ -64,11 +64,11 @@ def outcome(s: Scenario, steps: int, o: Observation) -> list[str]:
         out.append(f"outcome: {state}, expected {expected_outcome(s)}")
     if o.exit_code != code:
         out.append(f"outcome: the runner exited {o.exit_code} but said exit code {code}")
-    own = failing_ranks(s)
+    causes = failing_ranks(s)
     blamed = [e.get("rank") for e in o.events if e.get("event") in ("restart", "repeated-failure")]
-    if own and any(b is not None and b not in own for b in blamed):
+    if causes and any(b is not None and b not in causes for b in blamed):
         out.append(f"outcome: the failure is blamed on ranks {blamed}, the ranks that failed on their own are "
-                   f"{sorted(own)}")  # fmt: skip
+                   f"{sorted(causes)}")  # fmt: skip
     if state == "FAILED":
         own = [e for e in o.events if e.get("event") == "task-exit"]
         codes = {int(e["exit_code"]) for e in own}
@@ -77,9 +77,9 @@ def outcome(s: Scenario, steps: int, o: Observation) -> list[str]:
         ends = [e.get("failing") for e in o.events if e.get("event") == "run-end" and e.get("failing")]
         named = [f.get("rank") if isinstance(f, dict) else int(m[1]) if (m := re.match(r"rank (\d+)", str(f))) else None
                  for f in ends]  # fmt: skip
-        if own and any(n is not None and n not in own for n in named):
+        if causes and any(n is not None and n not in causes for n in named):
             out.append(f"outcome: the job's end is blamed on ranks {named}, the ranks that failed on their own are "
-                       f"{sorted(own)}")  # fmt: skip
+                       f"{sorted(causes)}")  # fmt: skip
     if "bug" in s.kinds():
         restarts = [e for e in o.events if e.get("event") == "restart"]
         if len(restarts) > (1 if s.recovery else 0):

@@ -195,3 +195,12 @@ def test_with_two_ranks_failing_on_their_own_each_may_be_blamed_for_its_restart_
     assert not [line for line in planted("outcome", o, two) if "blamed" in line]
     casualty = dataclasses.replace(good(), events=[*EVENTS, {**restarts[0], "rank": 2}])
     assert any("blamed on ranks [1, 2]" in line for line in planted("outcome", casualty, two))
+
+
+def test_a_failed_jobs_end_blamed_on_a_casualty_is_a_violation() -> None:
+    """The run's end names the rank whose own failure ended it; naming a casualty is a violation."""
+    ended = [{**e, "ended": "failed", "failing": "rank 0 on 127.0.0.1 (exit 76)"} if e["event"] == "run-end" else e
+             for e in EVENTS]  # fmt: skip
+    o = dataclasses.replace(good(), events=ended, runner="FAILED, exit code 1, 1 run")
+    said = planted("outcome", o)
+    assert any("the job's end is blamed on ranks [0]" in line for line in said), said
