@@ -56,8 +56,10 @@ CASES = [
     # (a record's one run: no requeue, no restart of the step)
     (answer(sacct="@@no-accounting", records={"5": END_OK}), RemoteState("COMPLETED", "record", 0, 0, 0)),
     (answer(sacct="@@no-accounting", records={"5": END_BAD + "\n{cut"}), RemoteState("FAILED", "record", 3, 0, 0)),
-    (answer(sacct="@@no-accounting", records={"5": record({"event": "run-start"})}),
-     RemoteState("UNKNOWN", "none", None, 0, 0)),
+    (
+        answer(sacct="@@no-accounting", records={"5": record({"event": "run-start"})}),
+        RemoteState("UNKNOWN", "none", None, 0, 0),
+    ),
     (answer(sacct="@@no-accounting"), RemoteState("UNKNOWN", "none")),
 ]
 

@@ -1,9 +1,9 @@
 """A program that saves and resumes by itself (tests/local/data/gpt_resume.py: nanoGPT's manner) on the real test
 cluster, 2 nodes x 1 rank over gloo, with the spec's progress.pattern, checkpoint.path and resume.args: a crash
 restarts the step inside the allocation and a preemption requeues the job, and each start after the first resumes
-from the program's own checkpoint. `slurmgen submit`, real sbatch, srun, scancel and slurmstepd signals; the same story runs under
-`slurmgen run` in tests/local/test_local_program_checkpoint.py. What it checks is slurmgen's own lines and files,
-alike on every version, so it runs once, on the last selected version (slurm_versions.ANY)."""
+from the program's own checkpoint. `slurmgen submit`, real sbatch, srun, scancel and slurmstepd signals; the same
+story runs under `slurmgen run` in tests/local/test_local_program_checkpoint.py. What it checks is slurmgen's own
+lines and files, alike on every version, so it runs once, on the last selected version (slurm_versions.ANY)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 from cli_run import run_slurmgen
 from conftest import SlurmCluster
-from slurm_versions import ANY
-
 from local.test_local_program_checkpoint import near, near_seconds, seconds_since, starts
+from slurm_versions import ANY
 
 from .cluster_jobs import PY, ROOT, logs, read_log, scancel
 

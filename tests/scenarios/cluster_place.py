@@ -25,7 +25,6 @@ import shlex
 import signal
 import subprocess
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ from typing import Any
 from scenarios import local_place
 from scenarios.axes import Scenario
 from scenarios.observation import Observation
-from slurmgen import run_history
 
 PY = local_place.PY
 LOCAL_ONLY = ("bad_node", "time_limit", "cancel_resume")
@@ -107,8 +105,10 @@ def plan(s: Scenario, where: Path, submit: tuple[str, ...] = ("submit",), waits:
             "hang": [f"{at}: kill -STOP rank {i.rank}'s program"],
             "preempt_first": ["when run 1 starts: scancel --batch --signal=USR1 JOB"],
             "preempt_save": [f"{at}: scancel --batch --signal=USR1 JOB"],
-            "preempt_restart": [f"{at}: kill -KILL rank {i.rank}'s program",
-                                "as the step restarts: scancel --batch --signal=USR1 JOB"],  # fmt: skip
+            "preempt_restart": [
+                f"{at}: kill -KILL rank {i.rank}'s program",
+                "as the step restarts: scancel --batch --signal=USR1 JOB",
+            ],
             "requeue": [f"{at}: slurmgen requeue JOB"],
         }.get(i.kind, [])
     return ClusterPlan(spec=base.spec, args=[], steps=base.steps, step_time=base.step_time, acts=tuple(acts),
@@ -249,10 +249,6 @@ JOB_FACTS = (
 
 def observe(where: Path, site: Site, job: str, runner: str, code: int) -> Observation:
     cwd, env = site.cwd, site.env
-    logs = site.logs / f"scen-{job}"
-    ranks = {int(m[1]): f.read_text(errors="replace") for f in logs.glob("rank-*.log")
-             if (m := re.fullmatch(r"rank-(\d+)\.log", f.name))}  # fmt: skip
-    batch = site.logs / f"scen-{job}.log"
     report = slurmgen(cwd, env, "report", job, "--json")
     facts = subprocess.run([PY, "-c", JOB_FACTS, job], cwd=cwd, env=env, capture_output=True, text=True,
                            timeout=60, check=False)  # fmt: skip
@@ -261,22 +257,5 @@ def observe(where: Path, site: Site, job: str, runner: str, code: int) -> Observ
     # a submission's journal says `submitting` (no id yet), then `submitted` with Slurm's id: the ids are the jobs
     records = [json.loads(line) for j in journals for line in j.read_text().splitlines() if line.strip()]
     jobs = {r["job_id"] for r in records if r.get("job_id")}
-    state_dir = site.logs / "state"
-    key = zlib.crc32(os.path.abspath(logs).encode())
-    return Observation(
-        runner=runner,
-        exit_code=code,
-        ranks=ranks,
-        batch=batch.read_text(errors="replace") if batch.exists() else "",
-        events=run_history.read(str(logs)) if logs.exists() else [],
-        status=slurmgen(cwd, env, "status", job).stdout,
-        history=slurmgen(cwd, env, "history", job).stdout,
-        report=json.loads(report.stdout) if report.returncode == 0 else {"error": report.stderr},
-        job=json.loads(facts.stdout) if facts.returncode == 0 else {"error": facts.stderr},
-        state_files=sorted(f.name for f in state_dir.iterdir()) if state_dir.exists() else [],
-        processes=local_place.processes_under(where),
-        shm=sorted(d for d in os.listdir("/dev/shm") if d.startswith(f"slurmgen-{os.getuid()}-{key:08x}-"))
-        if os.path.isdir("/dev/shm")
-        else [],
-        jobs=len(jobs),
-    )
+    views = {view: slurmgen(cwd, env, view, job).stdout for view in ("status", "history")}
+    return local_place.left_behind(where, site.logs, f"scen-{job}", runner, code, views, report, facts, len(jobs))

@@ -156,16 +156,26 @@ JOB_FACTS = (
 
 
 def observe(where: Path, runner: str, code: int) -> Observation:
-    logs = where / "logs" / "scen-1"
-    ranks = {int(m[1]): f.read_text(errors="replace") for f in logs.glob("rank-*.log")
-             if (m := re.fullmatch(r"rank-(\d+)\.log", f.name))}  # fmt: skip
-    batch = where / "logs" / "scen-1.log"
     report = slurmgen(where, "report", "local-1", "--json")
     facts = subprocess.run([PY, "-c", JOB_FACTS], cwd=where, env=environment(), capture_output=True, text=True,
                            timeout=60, check=False)  # fmt: skip
     journal = where / ".slurmgen" / "local" / "journal.jsonl"
     jobs = {json.loads(line)["job_id"] for line in journal.read_text().splitlines()} if journal.exists() else set()
-    state_dir = where / "logs" / "state"
+    views = {view: slurmgen(where, view, "local-1").stdout for view in ("status", "history")}
+    return left_behind(where, where / "logs", "scen-1", runner, code, views, report, facts, len(jobs))
+
+
+def left_behind(where: Path, output: Path, prefix: str, runner: str, code: int, views: dict[str, str],
+                report: subprocess.CompletedProcess[str], facts: subprocess.CompletedProcess[str],
+                jobs: int) -> Observation:  # fmt: skip
+    """The Observation of an ended job whose logs are under ``output`` (`<prefix>.log`, `<prefix>/`), from its
+    runner's lines and code, `status` and `history` (``views``), `report --json`, JOB_FACTS' answer and the
+    jobs its journal holds; the rest is read from the files and what is left on this machine. Any place's."""
+    logs = output / prefix
+    ranks = {int(m[1]): f.read_text(errors="replace") for f in logs.glob("rank-*.log")
+             if (m := re.fullmatch(r"rank-(\d+)\.log", f.name))}  # fmt: skip
+    batch = output / f"{prefix}.log"
+    state_dir = output / "state"
     key = zlib.crc32(os.path.abspath(logs).encode())
     return Observation(
         runner=runner,
@@ -173,8 +183,8 @@ def observe(where: Path, runner: str, code: int) -> Observation:
         ranks=ranks,
         batch=batch.read_text(errors="replace") if batch.exists() else "",
         events=run_history.read(str(logs)) if logs.exists() else [],
-        status=slurmgen(where, "status", "local-1").stdout,
-        history=slurmgen(where, "history", "local-1").stdout,
+        status=views["status"],
+        history=views["history"],
         report=json.loads(report.stdout) if report.returncode == 0 else {"error": report.stderr},
         job=json.loads(facts.stdout) if facts.returncode == 0 else {"error": facts.stderr},
         state_files=sorted(f.name for f in state_dir.iterdir()) if state_dir.exists() else [],
@@ -182,7 +192,7 @@ def observe(where: Path, runner: str, code: int) -> Observation:
         shm=sorted(d for d in os.listdir("/dev/shm") if d.startswith(f"slurmgen-{os.getuid()}-{key:08x}-"))
         if os.path.isdir("/dev/shm")
         else [],
-        jobs=len(jobs),
+        jobs=jobs,
     )
 
 

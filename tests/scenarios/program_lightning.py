@@ -12,7 +12,8 @@ invariants judge it.
 - The accumulator (program.advance) is kept in the checkpoint by on_save_checkpoint / on_load_checkpoint; a step
   skipped or done twice after a restore changes the final RESULT.
 
-Lines as program.py's: `RESUMED <step> <acc>`, `STEP <n>`, `SAVED <step>`, `RESULT <acc>` (every rank), `FAILING <step>`.
+Lines as program.py's: `RESUMED <step> <acc>`, `STEP <n>`, `SAVED <step>`, `RESULT <acc>` (every rank),
+`FAILING <step>`.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the engine's package
 
-from program import advance  # noqa: E402 - the same accumulator as the other shapes
+from scenarios.program import advance  # the same accumulator as the other shapes
 
 
 def main() -> None:
@@ -50,7 +51,7 @@ def main() -> None:
     from lightning.pytorch.callbacks import ModelCheckpoint
     from torch.utils.data import DataLoader, TensorDataset
 
-    class Accumulating(L.LightningModule):
+    class Accumulating(L.LightningModule):  # type: ignore[misc]  # mypy sees Lightning as Any (pyproject.toml)
         def __init__(self) -> None:
             super().__init__()
             self.layer = torch.nn.Linear(1, 1, bias=False)

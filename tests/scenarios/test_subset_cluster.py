@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import SlurmCluster
 
-from scenarios.axes import Interruption, Scenario, why_invalid
 from scenarios import local_place
+from scenarios.axes import Interruption, Scenario, why_invalid
 from scenarios.cluster_place import Site, why_not_here
 from scenarios.engine import judge_on_cluster
 
@@ -32,8 +32,17 @@ SUBSET = [
     # a preemption while the step restarts after a crash, under torchrun
     Scenario("pg", "torchrun", 2, 1, "runtime", True, (I("preempt_restart", 0, 20),), name="preempt-during-restart"),
     # `set -e` in setup and a bug that repeats at the same step: one restart, then FAILED with its own code
-    Scenario("own", "srun", 1, 1, "requeue", True, (I("bug", 0, 5),), name="set-e-setup-repeated-bug",
-             extra="setup: ['set -e']\nrecovery: {max_restarts: 1}\n"),  # fmt: skip
+    Scenario(
+        "own",
+        "srun",
+        1,
+        1,
+        "requeue",
+        True,
+        (I("bug", 0, 5),),
+        name="set-e-setup-repeated-bug",
+        extra="setup: ['set -e']\nrecovery: {max_restarts: 1}\n",
+    ),
     # Lightning with slurmgen's callback on two nodes, preempted beside a save: its checkpoint, a requeue, a resume
     Scenario("lightning", "srun", 2, 1, "runtime", True, (I("preempt_save", 0, 20),), name="lightning-preempted"),
 ]
@@ -94,7 +103,8 @@ def test_a_scenario_inside_an_apptainer_image_keeps_every_invariant(
 ) -> None:
     """The program runs in the Apptainer image of tests/runtime/test_apptainer_cluster.py (its own Debian python3
     and CPU torch; slurmgen's runtime bound in by the script), on 26.05, whose chroot has Apptainer."""
-    from runtime.test_apptainer_cluster import IMAGE_PY, ROOT, build_image
+    from runtime.cluster_jobs import ROOT
+    from runtime.test_apptainer_cluster import IMAGE_PY, build_image
 
     image = build_image()
     container = (f"container: {{runtime: apptainer, image: {image}, python: {IMAGE_PY}, "

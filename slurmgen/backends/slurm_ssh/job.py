@@ -138,9 +138,10 @@ def remote_row(label: str, name: str, now: RemoteState, submitted: str = "") -> 
     from slurmgen.queries.status import Row
 
     exit_text = "" if now.exit_code is None else str(now.exit_code)
-    count = lambda n: "" if n is None else str(n)  # noqa: E731 - "" where the run's record was not read
-    return Row(label, name, now.state, reason=f"({now.source})", restarts=count(now.requeues),
-               step_restarts=count(now.step_restarts), exit=exit_text, submitted=submitted)  # fmt: skip
+    requeues = "" if now.requeues is None else str(now.requeues)  # "": the run's record was not read
+    restarts = "" if now.step_restarts is None else str(now.step_restarts)
+    return Row(label, name, now.state, reason=f"({now.source})", restarts=requeues, step_restarts=restarts,
+               exit=exit_text, submitted=submitted)  # fmt: skip
 
 
 def remote_rows(targets: Sequence[Target], base: Path, now: float) -> dict[int, Row]:

@@ -1,7 +1,7 @@
 """A training program in nanoGPT's manner, which saves and resumes by itself and knows nothing of slurmgen's
 preemption handling: torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and a gloo process group,
-`iter N: loss X, time Tms` lines on stdout, an evaluation every --eval-interval iterations whose improvement alone writes
-`ckpt.pt` in --out-dir (torch.save, in place, as nanoGPT does), and `--init_from=resume`, which fails without a
+`iter N: loss X, time Tms` lines on stdout, an evaluation every --eval-interval iterations whose improvement alone
+writes `ckpt.pt` in --out-dir (torch.save, in place, as nanoGPT does), and `--init_from=resume`, which fails without a
 checkpoint. `--die-at N --die-rank R --die-once FILE`: rank R's program dies of SIGKILL at iteration N, once.
 
 Nothing in it knows slurmgen: its progress reaches slurmgen only through its `iter N:` lines, read by the spec's
