@@ -54,7 +54,7 @@ def test_an_expedited_job_that_fails_for_good_ends_failed_not_held(expedite_env:
     that, is requeued and held (src/slurmctld/job_mgr.c `batch_requeue_fini`)."""
     spec = tmp_path / "job.yaml"
     spec.write_text(f'name: fast\ncommand: ["{sys.executable}", "-c", "raise SystemExit(3)"]\n'
-                    f'python: {sys.executable}\ntime: "00:05:00"\nrecovery: {{enabled: false, expedite: true}}\n'
+                    f'python: {sys.executable}\ntime: "00:20:00"\nrecovery: {{enabled: false, expedite: true}}\n'
                     f"output: {tmp_path}/logs\n")  # fmt: skip
     (tmp_path / "logs").mkdir()
     done = run_slurmgen("doctor", str(spec), cwd=tmp_path, env=expedite_env, timeout=60)
