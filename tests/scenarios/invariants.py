@@ -97,7 +97,9 @@ def state(s: Scenario, steps: int, o: Observation) -> list[str]:
         out.append(f"state: the job completed and left its resume state {left}")
     if not finished(s, o) and removed:
         out.append(f"state: the resume state was removed ({removed[0].get('paths')}) before the work was done")
-    if final and final[0] != "COMPLETED" and s.shape != "own" and saved(o) and not left:
+    # slurmgen keeps a resume state only for Preemption's saves: the own shape's and Lightning's periodic saves
+    # (ModelCheckpoint) are the program's files, outside slurmgen's state directory
+    if final and final[0] != "COMPLETED" and s.shape in ("pg", "nopg") and saved(o) and not left:
         out.append("state: the job ended before its work was done and its saved state is gone")
     return out
 
