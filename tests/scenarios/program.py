@@ -55,17 +55,23 @@ def save_own(path: str, state: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def main() -> None:
+def options(state: str) -> argparse.ArgumentParser:
+    """The options every shape's program takes (this one's and program_lightning.py's); ``state``: --state's default."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shape", choices=["pg", "nopg", "own"], required=True)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--step-time", type=float, default=0.1)
     parser.add_argument("--save-every", type=int, default=10)
-    parser.add_argument("--state", default="own-state.json")
+    parser.add_argument("--state", default=state)
     parser.add_argument("--fail-rank", type=int, default=-1)
     parser.add_argument("--fail-at", type=int, default=-1)
     parser.add_argument("--fail-once", default="")
     parser.add_argument("--linger", type=float, default=0.0)
+    return parser
+
+
+def main() -> None:
+    parser = options("own-state.json")
+    parser.add_argument("--shape", choices=["pg", "nopg", "own"], required=True)
     args = parser.parse_args()
 
     import torch

@@ -18,7 +18,6 @@ Lines as program.py's: `RESUMED <step> <acc>`, `STEP <n>`, `SAVED <step>`, `RESU
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import os
 import sys
@@ -27,20 +26,11 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the engine's package
 
-from scenarios.program import advance  # the same accumulator as the other shapes
+from scenarios.program import advance, options  # the same accumulator and options as the other shapes
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--step-time", type=float, default=0.1)
-    parser.add_argument("--save-every", type=int, default=10)
-    parser.add_argument("--state", default="lightning-state")
-    parser.add_argument("--fail-rank", type=int, default=-1)
-    parser.add_argument("--fail-at", type=int, default=-1)
-    parser.add_argument("--fail-once", default="")
-    parser.add_argument("--linger", type=float, default=0.0)
-    args = parser.parse_args()
+    args = options("lightning-state").parse_args()
 
     from slurmgen.integrations.lightning import SlurmgenPreemption
 
