@@ -128,7 +128,11 @@ class RemoteState:
     step_restarts: int | None = None
 
 
-def _record_events(text: str) -> list[dict[str, object]]:
+Events = list[dict[str, object]]
+
+
+def _record_events(text: str) -> Events:
+    """The events of a job's record section, parsed once for every reader of it in `decide`."""
     found = []
     for line in text.splitlines():
         try:
@@ -140,9 +144,8 @@ def _record_events(text: str) -> list[dict[str, object]]:
     return found
 
 
-def _counts(text: str) -> tuple[int | None, int | None]:
+def _counts(events: Events) -> tuple[int | None, int | None]:
     """(requeues, step restarts) from the batch shell's record: its run starts and its restarts of the step."""
-    events = _record_events(text)
     runs = [e.get("run") for e in events if e.get("event") == "run-start"]
     numbers = [r for r in runs if isinstance(r, int) and not isinstance(r, bool)]
     if not numbers:
@@ -150,9 +153,9 @@ def _counts(text: str) -> tuple[int | None, int | None]:
     return max(numbers) - 1, sum(e.get("event") == "restart" for e in events)
 
 
-def _from_record(text: str) -> RemoteState | None:
+def _from_record(events: Events) -> RemoteState | None:
     """The last run's end in the run's own record; None when no run ended there."""
-    ends = [e for e in _record_events(text) if e.get("event") == "run-end"]
+    ends = [e for e in events if e.get("event") == "run-end"]
     if not ends:
         return None
     last = ends[-1]
@@ -166,6 +169,7 @@ def decide(jobs: Sequence[str], text: str) -> dict[str, RemoteState]:
     parts = sections(text)
     queue = {str(e.job_id): e for e in parse_squeue(parts.get("squeue", ""))}
     accounting = {row.job: row for row in sacct_rows(parts.get("sacct", ""))}
+    records = {job: _record_events(parts.get(f"record {job}", "")) for job in jobs}
     shown = {}
     for rec in parse_show_job(parts.get("scontrol", "")):
         try:
@@ -188,7 +192,7 @@ def decide(jobs: Sequence[str], text: str) -> dict[str, RemoteState]:
             if not row.exact and kept is not None and kept.state_name not in LIVE:
                 out[job] = RemoteState(kept.state_name, "scontrol", kept.exit_code)  # the code as it was
                 continue
-            out[job] = RemoteState(row.state, "sacct", _exit_code(row, parts.get(f"record {job}", "")))
+            out[job] = RemoteState(row.state, "sacct", _exit_code(row, records[job]))
             continue
         if kept is not None:
             out[job] = RemoteState(kept.state_name, "scontrol", kept.exit_code if kept.state_name not in LIVE else None)
@@ -196,10 +200,10 @@ def decide(jobs: Sequence[str], text: str) -> dict[str, RemoteState]:
         if entry is not None:  # squeue --states=all still lists it, finished
             out[job] = RemoteState(entry.state_name, "squeue")
             continue
-        record = _from_record(parts.get(f"record {job}", ""))
+        record = _from_record(records[job])
         out[job] = record if record is not None else RemoteState("UNKNOWN", "none")
     for job, state in out.items():
-        requeues, restarts = _counts(parts.get(f"record {job}", ""))
+        requeues, restarts = _counts(records[job])
         out[job] = dataclasses.replace(state, requeues=requeues, step_restarts=restarts)
     return out
 
@@ -214,7 +218,7 @@ def sacct_rows(text: str) -> list[SacctRow]:
     return parse_rows(text, version)
 
 
-def _exit_code(row: SacctRow, record: str) -> int | None:
+def _exit_code(row: SacctRow, record: Events) -> int | None:
     """sacct's code, or the run's own where sacct's may be 128 less (slurmgen.slurm.sacct) and the record agrees."""
     if row.exit_code is None or row.exact:
         return row.exit_code
