@@ -69,6 +69,24 @@ def options(state: str) -> argparse.ArgumentParser:
     return parser
 
 
+def fail_here(args: argparse.Namespace, rank: int, step: int, *at_exit: Any) -> None:
+    """Raise the scenario's bug where --fail-rank/--fail-at say (once, with --fail-once). With --linger the
+    program waits that long at its exit, after ``at_exit`` (atexit: last in, first out), as a tracker's finish does."""
+    if rank != args.fail_rank or step != args.fail_at:
+        return
+    once = args.fail_once
+    if once and os.path.exists(once):
+        return
+    if once:
+        open(once, "w").close()
+    print(f"FAILING {step}", flush=True)
+    if args.linger:
+        atexit.register(time.sleep, args.linger)
+        for hook in at_exit:
+            atexit.register(hook)
+    raise ValueError(f"bad batch at step {step}")
+
+
 def main() -> None:
     parser = options("own-state.json")
     parser.add_argument("--shape", choices=["pg", "nopg", "own"], required=True)
@@ -102,16 +120,7 @@ def main() -> None:
         print(f"RESUMED {step} {acc}", flush=True)
     grouped = args.shape != "nopg"
     while step < args.steps:
-        if rank == args.fail_rank and step == args.fail_at:
-            once = args.fail_once
-            if not once or not os.path.exists(once):
-                if once:
-                    open(once, "w").close()
-                print(f"FAILING {step}", flush=True)
-                if args.linger:
-                    atexit.register(time.sleep, args.linger)  # last in, first out: the group closes, then the wait
-                    atexit.register(dist.destroy_process_group)
-                raise ValueError(f"bad batch at step {step}")
+        fail_here(args, rank, step, dist.destroy_process_group)  # the group closes, then the wait
         n = world
         if grouped:
             t = torch.ones(1)

@@ -18,7 +18,6 @@ Lines as program.py's: `RESUMED <step> <acc>`, `STEP <n>`, `SAVED <step>`, `RESU
 
 from __future__ import annotations
 
-import atexit
 import os
 import sys
 import time
@@ -26,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: the engine's package
 
-from scenarios.program import advance, options  # the same accumulator and options as the other shapes
+from scenarios.program import advance, fail_here, options  # the same accumulator and options as the other shapes
 
 
 def main() -> None:
@@ -49,15 +48,7 @@ def main() -> None:
 
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
             step = self.global_step
-            if self.global_rank == args.fail_rank and step == args.fail_at:
-                once = args.fail_once
-                if not once or not os.path.exists(once):
-                    if once:
-                        open(once, "w").close()
-                    print(f"FAILING {step}", flush=True)
-                    if args.linger:
-                        atexit.register(time.sleep, args.linger)
-                    raise ValueError(f"bad batch at step {step}")
+            fail_here(args, self.global_rank, step)
             self.acc = advance(self.acc, step, self.trainer.world_size)
             time.sleep(args.step_time)
             loss: torch.Tensor = self.layer(torch.ones(1, 1)).sum() * 0.0  # DDP's all-reduce still joins every rank
