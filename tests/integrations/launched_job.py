@@ -17,6 +17,14 @@ LINE = re.compile(
 )
 
 
+def rank_lines(logs: str) -> list[tuple[str, ...]]:
+    """Each process's line, once: after `end_training()` destroyed its group, torch's gloo can still abort a
+    finished worker at interpreter exit (SIGABRT, "terminate called without an active exception", about once in
+    a CI run). slurmgen then restarts the step, as it must for a rank killed by a signal, and the restarted step
+    prints the same lines again. A restart that mapped ranks or nodes differently adds lines and fails."""
+    return sorted(set(LINE.findall(logs)))
+
+
 def spec_text(out: Path, launcher: str, extra_args: list[str], *, args: list[str], preemption: str) -> str:
     return (
         "name: launched\n"

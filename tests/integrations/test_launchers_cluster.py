@@ -17,7 +17,7 @@ from slurmgen.script.render import render
 from slurmgen.spec.load import load_text
 
 from .integration_helpers import needs
-from .launched_job import LINE, spec_text
+from .launched_job import rank_lines, spec_text
 
 if TYPE_CHECKING:  # annotations only
     from conftest import SlurmCluster
@@ -44,7 +44,7 @@ def test_accelerate_launch_per_node_on_the_cluster(slurm_cluster: SlurmCluster, 
     info = slurm_cluster.wait_for(job, lambda i: i.state.is_terminal, timeout=300)
     logs = logs_of(tmp_path, job)
     assert (info.state.name, info.exit_code) == ("COMPLETED", 0), logs[-4000:]
-    lines = sorted(LINE.findall(logs))
+    lines = rank_lines(logs)
     assert [(rank, world, local, node) for rank, world, local, node, *_ in lines] == [
         ("0", "4", "0", "0"), ("1", "4", "1", "0"), ("2", "4", "0", "1"), ("3", "4", "1", "1"),
     ], logs[-4000:]  # fmt: skip

@@ -18,7 +18,7 @@ from cli_run import slurmgen_argv
 from runtime.runtime_helpers import without_steering
 
 from .integration_helpers import needs
-from .launched_job import LINE, spec_text
+from .launched_job import rank_lines, spec_text
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
@@ -46,7 +46,7 @@ def test_accelerate_launch_once_per_node_runs_one_process_group_of_four(tmp_path
     run = run_local(tmp_path, spec_text(tmp_path, "accelerate", ["--role=trainer"], args=[], preemption="false"))
     assert run.code == 0, run.runner + run.logs[-4000:]
     assert "COMPLETED, exit code 0, 1 run" in run.runner, run.runner
-    lines = sorted(LINE.findall(run.logs))
+    lines = rank_lines(run.logs)
     assert [(rank, world, local, node) for rank, world, local, node, *_ in lines] == [
         ("0", "4", "0", "0"), ("1", "4", "1", "0"), ("2", "4", "0", "1"), ("3", "4", "1", "1"),
     ], run.logs[-4000:]  # fmt: skip
@@ -76,7 +76,7 @@ def test_torchrun_takes_the_extra_args(tmp_path: Path) -> None:
     text = spec_text(tmp_path, "torchrun", ["--role=trainer", f"--log-dir={logs}"], args=[], preemption="false")
     run = run_local(tmp_path, text)
     assert run.code == 0, run.runner + run.logs[-4000:]
-    lines = LINE.findall(run.logs)
+    lines = rank_lines(run.logs)
     assert sorted(rank for rank, *_ in lines) == ["0", "1", "2", "3"], run.logs[-4000:]
     assert {(role, total, launched) for _, _, _, _, role, total, launched, _ in lines} == {("trainer", "10", "no")}
     assert logs.is_dir() and list(logs.iterdir())  # torchrun's own per-run log directories
