@@ -1,7 +1,7 @@
 """The scenario engine's soak: N random scenarios (hypothesis draws them from tests/scenarios/axes.py, seeded)
 through the same engine as the CI corpus (tests/scenarios/engine.py: the local emulator, every invariant).
 
-    python bench/seams.py --scenarios 20 --seed 1 --budget 1800
+    python bench/seams.py --scenarios 20 --seed 1 --budget 1800 [--parallel 2]
 
 Prints one line per scenario as it ends, then a table of invariants x outcomes (how many scenarios that ended so
 held / violated each invariant) and, for every failure, the shrunk scenario's one-line reproduction: hypothesis
@@ -15,6 +15,7 @@ import argparse
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -79,31 +80,47 @@ def shrink(failed: Verdict, deadline: float) -> Verdict:
     return seen[found]
 
 
+def draw(count: int, at_seed: int) -> list[Scenario]:
+    """``count`` scenarios, drawn by hypothesis from ``at_seed`` (the same list for the same seed and count)."""
+    drawn: list[Scenario] = []
+
+    @seed(at_seed)
+    @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(axes.scenarios())
+    def collect(s: Scenario) -> None:
+        if len(drawn) < count:
+            drawn.append(s)
+
+    collect()
+    return drawn
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenarios", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=float, default=3600.0, help="seconds for the runs and their shrinking")
+    parser.add_argument("--parallel", type=int, default=1, help="scenarios run at once (each is its own job)")
     args = parser.parse_args()
     deadline = time.monotonic() + args.budget
-    drawn: list[Verdict] = []
+    started = time.monotonic()
 
-    @seed(args.seed)
-    @settings(max_examples=args.scenarios, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))  # fmt: skip
-    @given(axes.scenarios())
-    def soak(s: Scenario) -> None:
-        if time.monotonic() > deadline or len(drawn) >= args.scenarios:
-            return  # the budget is spent
+    def run(s: Scenario) -> Verdict | None:
+        if time.monotonic() > deadline:
+            return None  # the budget is spent
         t = time.monotonic()
         verdict = judge(s)
-        drawn.append(verdict)
         print(f"{time.monotonic() - t:6.1f} s  {verdict.outcome():10} {'ok  ' if verdict.ok else 'FAIL'} "
               f"{s.words()}", flush=True)  # fmt: skip
+        return verdict
 
-    started = time.monotonic()
-    soak()
-    print(f"\n{len(drawn)} scenarios in {time.monotonic() - started:.0f} s (seed {args.seed})\n")
+    scenarios = draw(args.scenarios, args.seed)
+    # Each scenario is a job of its own (its directory, its port, its /dev/shm names), so several can run at once.
+    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        drawn = [v for v in pool.map(run, scenarios) if v is not None]
+    print(f"\n{len(drawn)} of {len(scenarios)} scenarios in {time.monotonic() - started:.0f} s "
+          f"(seed {args.seed}, {args.parallel} at once)\n")  # fmt: skip
     print(table(drawn))
     failures = [v for v in drawn if not v.ok]
     for failed in failures:

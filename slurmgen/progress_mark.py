@@ -23,6 +23,7 @@ from slurmgen.job_context.context import JobContext
 
 PROGRESS_DIR = "progress"
 SHARED_MARK_PERIOD = 10.0  # seconds between two writes of a node's shared mark
+LAST = "last"  # the node mark's last word once the program recorded its last sample (ProgressMark.touch)
 NODE_ROOT = "/dev/shm"  # node-local memory on every Linux node; a job_container/tmpfs site gives each job its own
 
 
@@ -182,14 +183,19 @@ class ProgressMark:
         self.last = self.shared_last = -SHARED_MARK_PERIOD
         self._fd: int | None = None
 
-    def touch(self, steps: int = 0, step: int | None = None) -> None:
-        """``steps`` made by this process; ``step``, the program's own (counted across resumes), when it says it."""
-        if (now := time.monotonic()) - self.last < 1.0:
+    def touch(self, steps: int = 0, step: int | None = None, last: bool = False) -> None:
+        """``steps`` made by this process; ``step``, the program's own (counted across resumes), when it says it.
+        ``last``: the program recorded its last sample of this start (its end, a stop): the node mark says so now,
+        whatever the time since the previous one, and its supervisor records none for it (own_mark)."""
+        if (now := time.monotonic()) - self.last < 1.0 and not last:
             return
         self.last = now
         if self.node_path is not None:
             try:
-                write_node_file(self.node_path, f"{steps if step is None else step}\n")
+                # the step shown first (what the watch of a rehearsal reads), then the steps of this process when
+                # the program says its own step
+                text = (f"{steps}\n" if step is None else f"{step}\n{steps}\n") + (f"{LAST}\n" if last else "")
+                write_node_file(self.node_path, text)
             except (OSError, trust.Untrusted):
                 self.node_path = None
         if self.path is not None and now - self.shared_last >= SHARED_MARK_PERIOD:
@@ -247,11 +253,42 @@ def read_node_mark(log_dir: str, node: str, rank: int) -> tuple[int, float] | No
         fd = os.open(os.path.join(folder, f"rank-{rank}"), os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
+    found = _read_mark(fd)
+    if found is None:
+        return None
+    step, steps, when, _ = found
+    return (steps if step is None else step), when
+
+
+def unrecorded_mark(job: JobContext, rank: int) -> tuple[int | None, int, float] | None:
+    """Rank ``rank``'s node mark, read by a task of its own node, when its program did not record a last sample
+    after it (killed by a signal, which runs no code of its own): (the program's own step, None when it does not
+    say one; the steps made; st_mtime). None when the program recorded its last, or there is no mark (none kept,
+    none written, not a file of ours)."""
+    if not node_marks(job):
+        return None
+    try:
+        fd = os.open(node_mark_path(job, rank), os.O_RDONLY | os.O_NOFOLLOW)
+    except (OSError, trust.Untrusted):
+        return None
+    found = _read_mark(fd)
+    return None if found is None or found[3] else found[:3]
+
+
+def _read_mark(fd: int) -> tuple[int | None, int, float, bool] | None:
+    """The mark open on ``fd`` (closed here): the program's own step (None in a mark of one number, whose program
+    says no step of its own), the steps made, its time, and whether the program recorded its last sample at it."""
     try:
         when = os.fstat(fd).st_mtime
-        text = os.read(fd, 64).decode("ascii", "replace").strip()
+        words = os.read(fd, 64).decode("ascii", "replace").split()
     except OSError:
         return None
     finally:
         os.close(fd)
-    return (int(text), when) if text.isdigit() else None
+    last = words[-1:] == [LAST]
+    numbers = words[:-1] if last else words
+    if not 1 <= len(numbers) <= 2 or not all(word.isdigit() for word in numbers):
+        return None
+    if len(numbers) == 1:
+        return None, int(numbers[0]), when, last
+    return int(numbers[0]), int(numbers[1]), when, last

@@ -67,3 +67,18 @@ class ProgressSampler:
             run_history.append(self._ctx.log_dir or "", "rank0", event, self._ctx.run, time.time(), **fields)
         except OSError:  # a full or gone log directory must not stop the training
             self._next = float("inf")
+
+
+def record_from_mark(ctx: JobContext, steps: int, step: int | None, when: float) -> None:
+    """The last sample of a start whose program was killed before it could record one (SIGKILL, a signal at
+    interpreter exit): rank 0's supervisor records what the program's node mark held, its steps and step at the
+    mark's time ``when`` (epoch seconds), at most a second before the program's end (progress_mark.ProgressMark).
+    Without it, status and report showed the sample taken up to a minute before the kill as the job's last step."""
+    if not ctx.log_dir:
+        return
+    fields: dict[str, object] = {"steps": steps, "last": True, "from_mark": True}
+    if step is not None:
+        fields["step"] = step
+    if ctx.progress_total is not None:
+        fields["total_steps"] = ctx.progress_total
+    run_history.append(ctx.log_dir, "rank0", run_history.PROGRESS, ctx.run, when, **fields)

@@ -205,14 +205,21 @@ class Preemption:
             # atexit callbacks): not finished, but its last step is known, and status and report show that one,
             # not a sample taken up to a minute before the failure.
             with contextlib.suppress(Exception):
-                self._sampler.last(self._steps, time.monotonic(), self._step)
+                self._last_sample()
             return
         late = ", ".join(f"SIG{name}" for name in dict.fromkeys(self._received))
         if late:
             _log(f"{late} came after the program's last stop check; its work is done, so it changes nothing")
-        self._sampler.last(self._steps, time.monotonic(), self._step)  # status shows this step, not a mid-run one
+        self._last_sample()  # status shows this step, not a mid-run one
         with contextlib.suppress(OSError):
             record(self.context, "rank0", run_history.FINISHED, signals=list(dict.fromkeys(self._received)))
+
+    def _last_sample(self) -> None:
+        """Rank 0's last sample of this start, and its node mark made to hold the same step: a program killed
+        after this (a signal at interpreter exit) leaves its supervisor that step to record (task/supervisor.py)."""
+        self._sampler.last(self._steps, time.monotonic(), self._step)
+        if self._progress is not None:
+            self._progress.touch(self._steps, self._step, last=True)
 
     def request(self, *actions: str) -> None:
         """Ask for a stop from code (e.g. a time budget), with actions among requeue, save, exit."""
@@ -399,7 +406,7 @@ class Preemption:
             _log("preempted in a PreemptMode=REQUEUE partition: Slurm requeues this job as it ends")
         self.cause = self.stop_cause(flags, preempted if known else None)
         if self.rank == 0:
-            self._sampler.last(self._steps, time.monotonic(), self._step)
+            self._last_sample()
             record(self.context, "rank0", run_history.STOP, cause=self.cause, actions=self._describe(flags),
                    signals=list(dict.fromkeys(self._received)), step_seconds=self.step_seconds)  # fmt: skip
         # A background save in flight finishes first (every rank takes part in it); its failure was reported.

@@ -274,7 +274,9 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
         if relaying is not None:
             from slurmgen.task.output_progress import JOIN_WAIT
 
-            relaying.join(JOIN_WAIT)
+            relaying.join(JOIN_WAIT)  # its end recorded the last sample of the steps the output said
+        elif plan.rank == 0:
+            record_unsaid_last(plan.job, began)
         watchdog.leave_node(plan.job, plan.rank, began)
 
     saves = None
@@ -381,6 +383,20 @@ def _send(pid: int, sig: int) -> None:
 def caught_by(pid: int) -> Callable[[int], bool]:
     """Whether ``pid`` catches a signal now (/proc SigCgt)."""
     return lambda sig: has(child_status(pid).get("SigCgt", 0), sig)
+
+
+def record_unsaid_last(job: JobContext, began: float) -> None:
+    """Rank 0's last progress sample, from its node mark, when its program was killed before it recorded one
+    (progress_sample.record_from_mark); nothing for a program that marked no step in this start (``began``)."""
+    from slurmgen.progress_mark import unrecorded_mark
+    from slurmgen.progress_sample import record_from_mark
+
+    mark = unrecorded_mark(job, 0)
+    if mark is None or mark[2] < began:
+        return
+    step, steps, when = mark
+    with contextlib.suppress(OSError, trust.Untrusted):  # a full or gone log directory: the sample is all it costs
+        record_from_mark(job, steps, step, when)
 
 
 def _wait_loop(

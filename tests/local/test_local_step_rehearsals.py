@@ -118,6 +118,32 @@ def test_a_kill_at_step_of_a_program_whose_step_the_progress_pattern_reads(tmp_p
 
 
 @pytest.mark.slow
+def test_a_program_killed_before_it_recorded_its_last_step_gets_it_from_its_node_mark(tmp_path: Path) -> None:
+    """SIGKILL runs no code of the program's, so nothing it does records its last step: the sample before the kill
+    was up to a minute older (here the one 8 s after its first step, about step 160). Rank 0's supervisor records
+    what the node mark held when it reaps it, at most a second behind; a program that ends by itself records its
+    own last and marks it, so no second one is recorded for it."""
+    job(tmp_path, WITH_PREEMPTION, 2000, "recovery: false\n")
+    done = run(tmp_path, "--kill-rank", "0", "--at-step", "200")
+    assert done.returncode == 137, done.stderr
+    printed = max(int(n) for n in re.findall(r"^STEP (\d+)$", rank_log(tmp_path), re.M))
+    status = subprocess.run([PY, "-m", "slurmgen", "status", "local-1"], cwd=tmp_path, env=without_steering(),
+                            capture_output=True, text=True, timeout=60, check=False).stdout  # fmt: skip
+    shown = re.search(r"^step: (\d+)", status, re.M)
+    assert shown and 200 <= int(shown[1]) <= printed, (status, printed)
+    events = [json.loads(line) for line in (tmp_path / "logs" / "job-1" / "history" / "rank0.jsonl").open()]
+    last = [e for e in events if e.get("last")]
+    assert [(e.get("from_mark"), e["step"]) for e in last] == [(True, int(shown[1]))], last
+
+    ended = tmp_path / "ended"
+    ended.mkdir()
+    job(ended, WITH_PREEMPTION, 30, "recovery: false\n")
+    assert run(ended).returncode == 0
+    events = [json.loads(line) for line in (ended / "logs" / "job-1" / "history" / "rank0.jsonl").open()]
+    assert [(e.get("from_mark"), e["step"]) for e in events if e.get("last")] == [(None, 30)], events
+
+
+@pytest.mark.slow
 def test_a_step_never_reached_is_given_up_after_step_wait_and_the_run_goes_on(tmp_path: Path) -> None:
     job(tmp_path, WITH_PREEMPTION, 120)
     done = run(tmp_path, "--preempt-at-step", "1000", "--step-wait", "4")

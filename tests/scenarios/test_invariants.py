@@ -204,3 +204,32 @@ def test_a_failed_jobs_end_blamed_on_a_casualty_is_a_violation() -> None:
     o = dataclasses.replace(good(), events=ended, runner="FAILED, exit code 1, 1 run")
     said = planted("outcome", o)
     assert any("the job's end is blamed on ranks [0]" in line for line in said), said
+
+
+def from_mark(step: int) -> Observation:
+    """A run whose rank 0 was killed before it recorded its last: its supervisor recorded the node mark's step."""
+    sample = {"event": "progress", "run": 1, "steps": step - 20, "step": step, "last": True, "from_mark": True,
+              "time": T0 + 39.0}  # fmt: skip
+    last = {"event": "progress", "run": 1, "steps": 10, "step_seconds": 0.1, "time": T0 + 32.0}
+    events = [*EVENTS[:-2], last, sample, *EVENTS[-2:]]
+    status = STATUS.replace("step: 60", f"step: {step}")
+    return dataclasses.replace(good(), events=events, status=status,
+                               report=report(runs=[{**report()["runs"][0], "steps": step - 20}]))  # fmt: skip
+
+
+def test_a_last_step_from_the_node_mark_may_lag_the_printed_one_by_a_seconds_steps_and_no_more() -> None:
+    """A mark is at most a second old: 0.1 s steps allow 11 steps (the second's 10 and the one under way)."""
+    assert planted("one story", from_mark(60 - 11)) == []
+    said = planted("one story", from_mark(60 - 12))
+    assert any("status shows step 48" in line and "may lag 11" in line for line in said), said
+    # without the mark's word, a step behind is a violation
+    assert any("status shows step 59" in line for line in planted("one story", dataclasses.replace(
+        good(), status=STATUS.replace("step: 60", "step: 59"))))  # fmt: skip
+
+
+def test_the_redone_time_of_one_step_may_be_off_by_at_most_one_step_time() -> None:
+    one = report(redone_steps=1, buckets={"startup": 25.0, "save": 0.5, "recovery": 4.35, "redone": 0.15})
+    assert planted("goodput", dataclasses.replace(good(), report=one)) == []
+    off = report(redone_steps=1, buckets={"startup": 25.0, "save": 0.5, "recovery": 4.25, "redone": 0.25})
+    said = planted("goodput", dataclasses.replace(good(), report=off))
+    assert any("redone 0.25 s for 1 steps" in line for line in said), said
