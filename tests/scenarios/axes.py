@@ -1,8 +1,5 @@
 """A scenario: one point on every axis (program shape, launcher, size, handler, recovery, a sequence of
 interruptions), which combinations make sense, and the hypothesis strategy that draws them.
-
-Lightning is no shape here: it is not installed in the project's venv (`import lightning` fails), so its shape
-would only ever be skipped.
 """
 
 from __future__ import annotations
@@ -102,6 +99,11 @@ def why_invalid(s: Scenario, place: str = "local") -> str | None:
         return "a repeating bug ends the job: nothing after it happens"
     if "hang" in kinds and (not s.recovery or s.shape == "own"):
         return "a hang is found by the watchdog of recovery, from Preemption's progress marks"
+    if "preempt_restart" in kinds and not s.recovery:
+        # without recovery the kill fails the job, and the signal timed from the dying step's progress races that
+        # end: the job fails (the rehearsal is missed), or a requeueing handler takes the signal first and the
+        # requeued run completes; both are true stories, neither is a preemption during a restart
+        return "a preemption during a restart needs recovery to restart the step"
     if "bad_node" in kinds and (s.nodes < 2 or not s.recovery):
         return "a bad node needs a second node and recovery's health check"
     if any(k in PREEMPTIONS for k in kinds):
