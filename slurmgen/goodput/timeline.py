@@ -145,6 +145,20 @@ def _by_kind(events: Events) -> dict[str, list[Mapping[str, Any]]]:
     return found
 
 
+def _failures(kinds: Mapping[str, list[Mapping[str, Any]]]) -> list[float]:
+    """When the start's tasks failed: each task's exit, and the moment its program raised an uncaught exception
+    (`raised_at`, from its start-up hook), which can come seconds before the exits (atexit hooks, a tracker's
+    finish(), its peers blocked in a collective until it is gone). Work stops at the raise: what follows is the
+    failure's own time (recovery), not work done again."""
+    found = []
+    for e in kinds.get(rh.TASK_EXIT, []):
+        found.append(_t(e))
+        raised = _num(e.get("raised_at"))
+        if raised is not None:
+            found.append(raised)
+    return found
+
+
 def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | None, tail: str | None,
              kinds: dict[str, list[Mapping[str, Any]]] | None = None) -> list[tuple[float, float, str]]:  # fmt: skip
     """One start of the program, [a0, a1): ended by ``restart`` (a restart event), or the run's last start with
@@ -172,7 +186,7 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
 
     if restart is not None:
         hangs = kinds.get(rh.HANG, [])
-        exits = [_t(e) for e in kinds.get(rh.TASK_EXIT, [])]
+        exits = _failures(kinds)
         if hangs:
             stalled = min(_num(e.get("progressed")) or _t(e) for e in hangs)
             judged = min(_t(e) for e in hangs)
@@ -200,7 +214,7 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
             _paint(segs, min(done), a1, OTHER)
     elif tail in ("stopped", "lost"):
         stops = [_t(e) for e in kinds.get(rh.STOP, [])]
-        exits = [_t(e) for e in kinds.get(rh.TASK_EXIT, [])]
+        exits = _failures(kinds)
         until = min(stops) if stops else (min(exits) if exits else a1)
         if tail == "lost" and not saved_after(until):
             _paint(segs, last_save_before(until), until, REDONE)
@@ -318,6 +332,8 @@ def build(events: Events, now: float, markers: bool = True) -> Timeline:
         if markers:
             found += _markers(number, mine)
         samples = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.FIRST_STEP, []), key=_t)
+        if restarts:  # the run's steps are those of its last start: one that made no step made none
+            samples = [e for e in samples if _t(e) >= _t(restarts[-1])]
         sample = samples[-1] if samples else {}
         timing = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.STOP, []), key=_t)
         timed = [_num(e.get("step_seconds")) for e in timing]

@@ -430,3 +430,41 @@ def test_the_sweep_status_line_says_unknown_for_points_without_steps_and_a_figur
     (line,) = rollup_line(known.to_json())
     assert line == f"goodput so far: {known.goodput:.1%} over 2 point(s) with a run history", line
     assert rollup_line(summary.SweepReport("4", []).to_json()) == ()
+
+
+def test_a_runs_steps_are_those_of_its_last_start_and_none_when_that_start_made_no_step() -> None:
+    """A bug at step 20 on every start: the restarted start resumes at 20 and raises before its first step. The
+    run's steps are its last start's (none), not the 20 of the start before it; a last start that stepped has its
+    own count."""
+    events = [
+        ev(rh.RUN_START, 1, 0, "batch-shell"),
+        ev(rh.FIRST_STEP, 1, 5, steps=1),
+        ev(rh.PROGRESS, 1, 7, steps=20, step=20, last=True, step_seconds=0.1),
+        ev(rh.RESTART, 1, 10, "batch-shell", cause="crash", who="rank 0"),
+        ev(rh.RUN_END, 1, 16, "batch-shell", exit_code=1, ended="failed"),
+    ]
+    [run] = summary.report("1", events, now=T0 + 100).timeline.runs
+    assert run.steps is None and run.restarts == 1
+    stepped = [*events[:-1], ev(rh.FIRST_STEP, 1, 12, steps=1), ev(rh.PROGRESS, 1, 14, steps=6, last=True), events[-1]]
+    [run] = summary.report("1", stepped, now=T0 + 100).timeline.runs
+    assert run.steps == 6
+
+
+def test_work_stops_at_the_raise_and_the_failing_ranks_linger_before_its_exit_is_recovery() -> None:
+    """A rank raises at 96 and exits at 100 (its atexit hooks; its peer waits in a collective and exits at 100 too):
+    the redone stretch runs from the last save (90) to the raise, and the raise to the restart is recovery."""
+    events = [
+        ev(rh.RUN_START, 1, 0, "batch-shell"),
+        ev(rh.FIRST_STEP, 1, 10, steps=1),
+        ev(rh.SAVE, 1, 90, seconds=0.0, cause="periodic", steps=80),
+        ev(rh.TASK_EXIT, 1, 100, "task-0", rank=0, exit_code=76),
+        ev(rh.TASK_EXIT, 1, 100.5, "task-1", rank=1, exit_code=1, raised="ValueError: bad", raised_at=T0 + 96),
+        ev(rh.RESTART, 1, 110, "batch-shell", cause="crash", who="rank 1"),
+        ev(rh.FIRST_STEP, 1, 120, steps=1),
+        ev(rh.FINISHED, 1, 200),
+        ev(rh.RUN_END, 1, 200, "batch-shell", exit_code=0, ended="completed"),
+    ]
+    r = summary.report("1", events, now=T0 + 300)
+    assert r.buckets["redone"] == pytest.approx(96 - 90)
+    assert r.buckets["recovery"] == pytest.approx(110 - 96)
+    assert r.productive_seconds + sum(r.buckets.values()) == pytest.approx(r.wall_seconds)
