@@ -22,26 +22,29 @@ FAR_BEHIND = 0.5  # a first step below this share of the checkpoint's step is a 
 
 def step_at(events: Sequence[Mapping[str, Any]], run: int, at: float) -> float | None:
     """The program's step at time ``at`` of ``run``, from its progress samples (the program's own `step` where
-    given, else `steps`): between two samples by their rate, after the last one at the last rate; None when the
-    run has none before ``at``."""
-    samples: list[tuple[float, float]] = []
+    given, else `steps`): between two samples by their rate, after the last one at the last rate, but never past a
+    start's last sample (`last`: the program's end or stop, or what its node mark held when it was killed: a hung
+    program made no step after it); None when the run has none before ``at``."""
+    samples: list[tuple[float, float, bool]] = []
     for e in events:
         if e.get("run") != run or e.get("event") not in (run_history.FIRST_STEP, run_history.PROGRESS):
             continue
         step = e.get("step", e.get("steps"))
         if isinstance(step, (int, float)) and not isinstance(step, bool):
-            samples.append((float(e.get("time") or 0.0), float(step)))
+            samples.append((float(e.get("time") or 0.0), float(step), e.get("last") is True))
     samples.sort()
     before = [s for s in samples if s[0] <= at]
     after = [s for s in samples if s[0] > at]
     if not before:
         return None
-    t0, s0 = before[-1]
+    t0, s0, last = before[-1]
+    if last:
+        return s0
     if after:
-        t1, s1 = after[0]
+        t1, s1, _ = after[0]
         return s0 + (s1 - s0) * (at - t0) / (t1 - t0)
     if len(before) > 1:
-        ta, sa = before[-2]
+        ta, sa, _ = before[-2]
         return s0 + (s0 - sa) / (t0 - ta) * (at - t0) if t0 > ta else s0
     return s0
 

@@ -190,8 +190,13 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         if hangs:
             stalled = min(_num(e.get("progressed")) or _t(e) for e in hangs)
             judged = min(_t(e) for e in hangs)
-            _paint(segs, last_save_before(stalled), stalled, REDONE)
-            _paint(segs, stalled, judged, HANG)
+            # The watchdog's `progressed` is as late as its poll that saw the last output; a last sample recorded
+            # from the node mark when the program was killed holds its last step, and its time: the work done
+            # again ends there, and the rest, to the verdict, made no step that was recorded.
+            marked = [_t(e) for e in kinds.get(rh.PROGRESS, []) if e.get("last") and a0 <= _t(e) <= stalled]
+            worked = min(marked) if marked else stalled
+            _paint(segs, last_save_before(worked), worked, REDONE)
+            _paint(segs, worked, judged, HANG)
             _paint(segs, judged, a1, RECOVERY)
         else:
             failed = min(exits) if exits else a1

@@ -81,3 +81,20 @@ def test_the_steps_done_again_count_back_to_where_the_next_start_resumed_when_th
         later = [ev(rh.RUN_START, 2, 60.0), *samples(2, 70.0, first, 80.0)]
         [stop] = report("local-1", events + later, 90.0).to_json()["program_checkpoint"]["stops"]
         assert stop["lost_steps"] == lost, (first, stop)
+
+
+def test_a_hung_programs_steps_lost_end_at_its_last_marked_step_not_at_the_rate_times_the_hang() -> None:
+    """A hang at 40 s (step 300), the last save at 30 s (step 200), killed by the watchdog at 70 s: its
+    supervisor recorded the node mark's step as the start's last sample. The steps lost are the 100 after the save,
+    not 400 more at the last rate through the 40 s of the hang; the seconds lost still run to the kill."""
+    events = [ev(rh.RUN_START, 1, 0.0), *samples(1, 10.0, 0, 39.0)]
+    events += [ev(rh.SAVE, 1, 30.0, cause="program", path="out/ckpt.pt", basis="unseen")]
+    events += [ev(rh.PROGRESS, 1, 40.0, step=300, steps=300, last=True, from_mark=True)]
+    events += [ev(rh.HANG, 1, 69.0, rank=0, progressed=40.8), ev(rh.TASK_EXIT, 1, 70.0, rank=0, signal="KILL")]
+    events += [ev(rh.RESTART, 1, 71.0, cause="hang", who="rank 0"), *samples(1, 75.0, 200, 90.0)]
+    events += [ev(rh.FINISHED, 1, 90.0), ev(rh.RUN_END, 1, 91.0, ended="completed", exit_code=0)]
+    shown = report("local-1", sorted(events, key=lambda e: e["time"]), 100.0).to_json()
+    [hang] = shown["program_checkpoint"]["stops"]
+    assert (hang["kind"], hang["lost_seconds"], hang["lost_steps"]) == ("restart", 40.0, 100)
+    # the watchdog saw the last output at its poll 0.8 s after the last step: the work done again ends at the step
+    assert (shown["buckets"]["redone"], shown["buckets"]["hang"]) == (10.0, 29.0)
