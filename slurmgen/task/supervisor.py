@@ -277,6 +277,8 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
             relaying.join(JOIN_WAIT)  # its end recorded the last sample of the steps the output said
         elif plan.rank == 0:
             record_unsaid_last(plan.job, began)
+        if watching is not None:
+            watching.set()  # its last poll's note in the node's directory comes before the leave, not after it
         watchdog.leave_node(plan.job, plan.rank, began)
 
     saves = None

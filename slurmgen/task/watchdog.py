@@ -208,8 +208,8 @@ def watches(job: JobContext, rank: int | None) -> bool:
 def start(
     job: JobContext, rank: int | None, pid: int, say: Callable[[str], None],
     own: Callable[[], str] | None = None,
-) -> threading.Event | None:  # fmt: skip
-    """Watch in a daemon thread while the program runs; set the returned event to stop watching. ``own`` asks the
+) -> Watching | None:  # fmt: skip
+    """Watch in a daemon thread while the program runs; set() the returned watch to stop it. ``own`` asks the
     program for its own stacks (slurmgen.task.program_stacks), where its start-up hook registered them."""
     log_dir = job.log_dir
     if job.hang_timeout is None or not log_dir or rank is None:
@@ -248,8 +248,26 @@ def start(
                     os.kill(victim, signal.SIGKILL)
             return
 
-    threading.Thread(target=watch, name="slurmgen-hang-watchdog", daemon=True).start()
-    return stop
+    thread = threading.Thread(target=watch, name="slurmgen-hang-watchdog", daemon=True)
+    thread.start()
+    return Watching(stop, thread)
+
+
+STOP_WAIT = 2.0  # seconds for the watch's poll under way to end once it is told to stop
+
+
+class Watching:
+    """A running watch. ``set()`` stops it and waits for the poll under way (STOP_WAIT at most): a poll notes the
+    program's output growth in the node's directory (`out-<rank>`), and one that came after the node's last task
+    removed the directory made it again, which no later leave removed (leave_node counts the tasks that left)."""
+
+    def __init__(self, stop: threading.Event, thread: threading.Thread) -> None:
+        self._stop, self._thread = stop, thread
+
+    def set(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(STOP_WAIT)
 
 
 def leave_node(job: JobContext, rank: int | None, since: float) -> None:

@@ -237,3 +237,40 @@ def test_a_rank_waiting_in_a_collective_is_told_from_either_dump() -> None:
            'line 3252 in all_reduce\n  File "train.py", line 3 in main\n')  # fmt: skip
     assert stack_dump.waits_on_peers(own)
     assert not stack_dump.waits_on_peers(PY_SPY_DUMP) and not stack_dump.waits_on_peers("")
+
+
+def test_a_stopped_watch_writes_nothing_more_in_the_nodes_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor stops its watch before its task leaves the node, and the stop waits for the poll under way: a
+    poll that ended after the node's last task had removed the directory wrote its notes there (the node's lead,
+    the program's output growth) and so made the directory again, which stayed in /dev/shm after the job (the
+    leaves were counted already). Each poll is made slow here, so that the stop comes in the middle of one."""
+    import shutil
+    import threading
+
+    from slurmgen.progress_mark import node_dir
+    from slurmgen.task.node_watch import NodeWatch
+
+    env = {contract.LOG_DIR: str(tmp_path), contract.HANG_TIMEOUT: "2", "WORLD_SIZE": "1"}
+    job = JobContext.from_environ(env)
+    polling = threading.Event()
+    poll = NodeWatch.newest
+
+    def slow_poll(self: NodeWatch, now: float) -> tuple[float, bool]:
+        polling.set()
+        time.sleep(0.5)
+        return poll(self, now)
+
+    monkeypatch.setattr(NodeWatch, "newest", slow_poll)
+    try:
+        watch = watchdog.start(job, 0, os.getpid(), lambda line: None)
+        assert watch is not None
+        assert polling.wait(10)
+        watch.set()
+        shutil.rmtree(node_dir(job))
+        time.sleep(1.0)
+        assert not os.path.exists(node_dir(job))
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(node_dir(job))
