@@ -43,6 +43,8 @@ REFUSED = "requeue-refused"  # a requeue that was wanted but not made (why: budg
 RUN_END = "run-end"  # batch shell: the job's exit code, the step's (srun's), the task that failed first if any,
 #                      and how it ended (slurmgen/interruption/: completed, stopped, requeued, failed, unsure)
 TASK_EXIT = "task-exit"  # a task's supervisor: its program failed on its own (rank, node, exit_code, signal, log)
+RAISED = "raised"  # a task's supervisor: its program raised an uncaught exception (rank, node, raised, raised_at),
+#                    recorded when the start-up hook wrote it, before the program's atexit hooks and its end
 HANDLER = "preemption-handler"  # rank 0: the program constructed Preemption (handler: runtime); `auto` reads it
 STATE_REMOVED = "state-removed"  # batch shell: the job completed; its resume state is gone (path)
 RESTART = "restart"  # batch shell: the step is started again inside the allocation (cause, rank, node, error, ...)
@@ -62,7 +64,9 @@ STEP_DONE = "step-done"  # batch shell, spec field steps: step `index` (of `step
 REHEARSAL = "rehearsal"  # the local emulator (slurmgen run): it made the stop that follows (what: preempt, kill, hang)
 # What the start of one step records about itself: a run with several steps (spec field steps) decides on the
 # current step's alone (History.current_step), while the run's own facts (its start, signals, requeues) stay.
-STEP_SCOPED = frozenset({STOP, FINISHED, HANDLER, TASK_EXIT, RESTART, HANG, REPEATED, FIRST_STEP, PROGRESS, LOAD})
+STEP_SCOPED = frozenset(
+    {STOP, FINISHED, HANDLER, TASK_EXIT, RAISED, RESTART, HANG, REPEATED, FIRST_STEP, PROGRESS, LOAD}
+)
 
 # Causes. A preemption is the scheduler's decision, not the job's fault: it has a budget of its own
 # (preemption.max_preemptions), apart from the requeues the job asks for itself (preemption.max_requeues).

@@ -122,3 +122,27 @@ def test_without_kill_on_bad_exit_a_later_signal_is_its_own_end_and_a_stop_stays
     killed = [TaskEnd(1, 137, "KILL", 10.0)]
     assert stop_of_a_casualty(11.0, killed, ()) is True
     assert stop_of_a_casualty(11.0, killed, (), step_kills=False) is False
+
+
+def test_a_raise_record_completes_its_ranks_exit_or_stands_for_the_exit_that_never_came() -> None:
+    """Rank 0's exit came from the step's SIGTERM after it had raised, and was recorded without the raise; rank 2
+    raised and its task ended before its record (a torchrun worker outlasting its agent); rank 1 lost them."""
+    from slurmgen import run_history as rh
+    from slurmgen.interruption.casualty import exit_records, first_failure
+
+    events = [
+        {"event": rh.TASK_EXIT, "run": 1, "rank": 1, "node": "b", "exit_code": 76, "time": 10.0},
+        {"event": rh.TASK_EXIT, "run": 1, "rank": 0, "node": "a", "exit_code": 143, "signal": "TERM", "time": 11.0},
+        {"event": rh.RAISED, "run": 1, "rank": 0, "node": "a", "raised": "KeyError: 'x'", "raised_at": 9.0,
+         "time": 9.2},
+        {"event": rh.RAISED, "run": 1, "rank": 2, "node": "c", "raised": "ValueError: bad", "raised_at": 8.5,
+         "time": 8.7},
+        {"event": rh.RAISED, "run": 2, "rank": 3, "node": "d", "raised": "OSError: gone", "raised_at": 50.0,
+         "time": 50.1},
+    ]  # fmt: skip
+    merged = {e["rank"]: e for e in exit_records(events, 1)}
+    assert sorted(merged) == [0, 1, 2]
+    assert (merged[0]["exit_code"], merged[0]["raised_at"]) == (143, 9.0)
+    assert (merged[2]["event"], merged[2]["exit_code"], merged[2]["raised"]) == (rh.TASK_EXIT, 1, "ValueError: bad")
+    cause = first_failure(events, 1)
+    assert cause is not None and (cause.rank, cause.exit_code) == (2, 1)  # the earliest raise

@@ -239,10 +239,10 @@ def _casualty_stop(
 ) -> bool:
     """Whether this start's stop is one a failed task's --kill-on-bad-exit SIGTERM caused (interruption/casualty.py);
     never without --kill-on-bad-exit (``step_kills`` false): srun then sends the others nothing."""
-    from slurmgen.interruption.casualty import TaskEnd, stop_of_a_casualty
+    from slurmgen.interruption.casualty import TaskEnd, exit_records, stop_of_a_casualty
 
     stops = [float(e.get("time") or 0.0) for e in history.of_run(run, run_history.STOP)]
-    exits = [e for e in history.of_run(run, run_history.TASK_EXIT) if float(e.get("time") or 0.0) >= since]
+    exits = exit_records(history.since(since), run)
     ends = []
     for e in exits:
         try:

@@ -86,9 +86,7 @@ def first_failure(events: Iterable[Mapping[str, Any]], run: int, step_kills: boo
     peers, exit 76, or died of the step's signal after another failed while ``step_kills``: `is_casualty`); None
     when no task-exit event."""
     found: list[TaskFailure] = []
-    for e in events:
-        if e.get("event") != run_history.TASK_EXIT or e.get("run") != run:
-            continue
+    for e in exit_records(events, run):
         try:
             found.append(
                 TaskFailure(
@@ -106,6 +104,28 @@ def first_failure(events: Iterable[Mapping[str, Any]], run: int, step_kills: boo
             continue
     cause = cause_of([TaskEnd(f.rank, f.exit_code, f.signal, f.time, f.raised_at) for f in found], step_kills)
     return None if cause is None else next(f for f in found if (f.rank, f.time) == (cause.rank, cause.time))
+
+
+def exit_records(events: Iterable[Mapping[str, Any]], run: int) -> list[Mapping[str, Any]]:
+    """The task-exit records of ``run``, with what the `raised` records add: a task-exit without the exception its
+    program raised gets it, and a rank that raised and has no task-exit record gets one, exit code 1 (CPython's
+    after an uncaught exception) at the time of its raise record. Its task can end before its program does: under
+    torchrun the task is the agent, and a worker lingering in its atexit hooks outlasted it, so the batch shell
+    decided without the raising rank's exit, and named a casualty."""
+    exits = [e for e in events if e.get("event") == run_history.TASK_EXIT and e.get("run") == run]
+    raises: dict[Any, Mapping[str, Any]] = {}
+    for e in events:
+        if e.get("event") == run_history.RAISED and e.get("run") == run and "rank" in e:
+            raises.setdefault(e["rank"], e)
+    out: list[Mapping[str, Any]] = []
+    for e in exits:
+        raised = raises.pop(e.get("rank"), None)
+        if raised is not None and e.get("raised_at") is None:
+            e = {**e, "raised": raised.get("raised"), "raised_at": raised.get("raised_at")}
+        out.append(e)
+    for raised in raises.values():
+        out.append({**raised, "event": run_history.TASK_EXIT, "exit_code": 1})
+    return out
 
 
 def _seconds(value: Any) -> float | None:

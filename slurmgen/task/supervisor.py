@@ -35,6 +35,7 @@ import functools
 import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -266,6 +267,7 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     own = None if stacks is None else functools.partial(stacks.dump, child, caught_by(child))
     began = time.time()
     watching = watchdog.start(plan.job, plan.rank, child, say, own)
+    raises = None if errors is None else watch_raise(plan, routing)
 
     def settle() -> None:
         """Once the program is reaped, before this process ends as it did: the rest of its output, the last
@@ -279,6 +281,8 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
             record_unsaid_last(plan.job, began)
         if watching is not None:
             watching.set()  # its last poll's note in the node's directory comes before the leave, not after it
+        if raises is not None:
+            raises.set()
         watchdog.leave_node(plan.job, plan.rank, began)
 
     saves = None
@@ -292,6 +296,8 @@ def supervise(plan: TaskSetup, say_err: Callable[[str], None]) -> int:
     finally:
         if watching is not None:
             watching.set()
+        if raises is not None:
+            raises.set()
         if saves is not None:
             saves.set()
         # the node's last task removes the node's directory (settle did, once the program was reaped; here for an
@@ -473,6 +479,41 @@ def _late_stop(routing: Routing, watched: set[int]) -> None:
         routing.remember(info.si_signo, info.si_pid, time.monotonic())
         if routing.stops(info.si_signo):
             return
+
+
+RAISE_POLL = 0.25  # seconds between two looks at the program's error file (a pread of node memory)
+
+
+def watch_raise(plan: TaskSetup, routing: Routing) -> threading.Event:
+    """Record the program's uncaught exception in the run history as soon as its start-up hook wrote it (event
+    `raised`), not only at its end: a rank that raised can outlive its task, killed or left behind once the step
+    ends (torchrun's agent is the task, and a worker that lingers in its atexit hooks can outlast it), and the
+    batch shell decides at the step's end from the records there are, which then named a casualty that exited
+    first. An exception raised after a stop signal is the stop's doing (_raised_first) and is not recorded. Set
+    the returned event to stop watching."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(RAISE_POLL):
+            raised = _raised(plan)
+            if raised is None:
+                continue
+            if _raised_first(raised, routing):
+                _record_raise(plan, raised)
+            return
+
+    threading.Thread(target=watch, name="slurmgen-raise-watch", daemon=True).start()
+    return stop
+
+
+def _record_raise(plan: TaskSetup, raised: Raised) -> None:
+    from slurmgen import run_history
+
+    fields = {"rank": plan.rank, "node": plan.node, "raised": raised.error, "raised_at": round(raised.time, 3),
+              "log": plan.log_path}  # fmt: skip
+    with contextlib.suppress(OSError, trust.Untrusted):  # the exit's record still says it
+        run_history.append(str(plan.job.log_dir), f"task-{plan.rank}", run_history.RAISED, plan.run, time.time(),
+                           **fields)  # fmt: skip
 
 
 def _raised_first(raised: Raised, routing: Routing) -> bool:

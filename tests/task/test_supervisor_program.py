@@ -178,3 +178,35 @@ def test_a_signal_between_the_drain_and_the_fork_reaches_the_program(tmp_path: P
     os.killpg(proc.pid, signal.SIGUSR1)  # as slurmstepd; only the supervisor exists yet
     assert finish(proc) == 0, rank_log(tmp_path)
     assert rank_log(tmp_path).splitlines() == ["USR1 handled", "done"]
+
+
+def test_an_uncaught_exception_is_in_the_run_history_while_its_program_still_lingers(tmp_path: Path) -> None:
+    """The supervisor records the program's raise when the start-up hook writes it, not only at the exit: here the
+    program lingers 30 s in an atexit hook, and its task is killed meanwhile (as a step's end kills what is left of
+    a torchrun worker that outlasted its agent). The raise is recorded all the same, and the rank that raised is
+    the cause, not the peer that lost it and whose exit was recorded first."""
+    import time
+
+    from slurmgen import run_history
+    from slurmgen.interruption.casualty import first_failure
+
+    code = (
+        "import atexit, time\natexit.register(time.sleep, 30)\nprint('started', flush=True)\nraise ValueError('bad')\n"
+    )
+    proc = start(tmp_path, code)
+    wait_log(tmp_path, "started", proc)
+    deadline = time.monotonic() + 10
+    while not [e for e in run_history.read(str(tmp_path)) if e.get("event") == run_history.RAISED]:
+        assert proc.poll() is None and time.monotonic() < deadline, rank_log(tmp_path)
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    [raised] = [e for e in run_history.read(str(tmp_path)) if e.get("event") == run_history.RAISED]
+    assert (raised["rank"], raised["raised"]) == (1, "ValueError: bad") and raised["time"] - raised["raised_at"] < 2
+    assert not [e for e in run_history.read(str(tmp_path)) if e.get("event") == run_history.TASK_EXIT]
+    # the peer's own raise ("Connection closed by peer") came after it, and its exit was recorded first
+    peer = {"event": run_history.TASK_EXIT, "run": raised["run"], "rank": 0, "node": "node8", "exit_code": 1,
+            "time": raised["time"] - 0.1, "raised": "RuntimeError: Connection closed by peer",
+            "raised_at": raised["raised_at"] + 0.01}  # fmt: skip
+    cause = first_failure([peer, raised], raised["run"])
+    assert cause is not None and (cause.rank, cause.exit_code, cause.raised) == (1, 1, "ValueError: bad")
