@@ -70,7 +70,10 @@ def test_a_from_env_secret_reaches_a_remote_task_and_no_file_or_command_line_hol
     seen, go = login_022.root / "seen.sha256", login_022.root / "go"
     program = (
         "import hashlib, os, pathlib, time\n"
-        f"pathlib.Path({str(seen)!r}).write_text(hashlib.sha256(os.environ['HF_TOKEN'].encode()).hexdigest())\n"
+        # written beside, then renamed: the test, polling for the file, never reads it half-written
+        "digest = hashlib.sha256(os.environ['HF_TOKEN'].encode()).hexdigest()\n"
+        f"pathlib.Path({str(seen)!r} + '.part').write_text(digest)\n"
+        f"os.replace({str(seen)!r} + '.part', {str(seen)!r})\n"
         f"go = pathlib.Path({str(go)!r})\n"
         "for _ in range(900):\n    if go.exists():\n        break\n    time.sleep(0.1)\n"
         "print('secret job done', flush=True)\n"
