@@ -186,7 +186,7 @@ class ProgressMark:
     def touch(self, steps: int = 0, step: int | None = None, last: bool = False) -> None:
         """``steps`` made by this process; ``step``, the program's own (counted across resumes), when it says it.
         ``last``: the program recorded its last sample of this start (its end, a stop): the node mark says so now,
-        whatever the time since the previous one, and its supervisor records none for it (own_mark)."""
+        whatever the time since the previous one, and its supervisor records none for it (unrecorded_mark)."""
         if (now := time.monotonic()) - self.last < 1.0 and not last:
             return
         self.last = now

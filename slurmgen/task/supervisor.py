@@ -35,7 +35,6 @@ import functools
 import os
 import signal
 import socket
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,6 +46,8 @@ from slurmgen.task.python_hook import hook_env, hook_path, hooks_python
 from slurmgen.task.signal_block import SUPERVISED
 
 if TYPE_CHECKING:
+    import threading
+
     from slurmgen.task.program_error import Raised
 
 REPEAT_WINDOW = 5.0  # s: the same signal from a parent this soon after the step's own is that parent passing it on
@@ -491,6 +492,8 @@ def watch_raise(plan: TaskSetup, routing: Routing) -> threading.Event:
     batch shell decides at the step's end from the records there are, which then named a casualty that exited
     first. An exception raised after a stop signal is the stop's doing (_raised_first) and is not recorded. Set
     the returned event to stop watching."""
+    import threading  # here, as the watchdog's: the entry's other modes import this module without a thread
+
     stop = threading.Event()
 
     def watch() -> None:
