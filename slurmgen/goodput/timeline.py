@@ -149,10 +149,12 @@ def _failures(kinds: Mapping[str, list[Mapping[str, Any]]]) -> list[float]:
     """When the start's tasks failed: each task's exit, and the moment its program raised an uncaught exception
     (`raised_at`, from its start-up hook), which can come seconds before the exits (atexit hooks, a tracker's
     finish(), its peers blocked in a collective until it is gone). Work stops at the raise: what follows is the
-    failure's own time (recovery), not work done again."""
+    failure's own time (recovery), not work done again. A raise is in its task's exit record, or in a `raised`
+    record of its own, written while the program still lingered (its task can end first: torchrun's agent)."""
     found = []
-    for e in kinds.get(rh.TASK_EXIT, []):
-        found.append(_t(e))
+    for e in kinds.get(rh.TASK_EXIT, []) + kinds.get(rh.RAISED, []):
+        if e.get("event") == rh.TASK_EXIT:
+            found.append(_t(e))
         raised = _num(e.get("raised_at"))
         if raised is not None:
             found.append(raised)

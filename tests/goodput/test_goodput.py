@@ -468,3 +468,23 @@ def test_work_stops_at_the_raise_and_the_failing_ranks_linger_before_its_exit_is
     assert r.buckets["redone"] == pytest.approx(96 - 90)
     assert r.buckets["recovery"] == pytest.approx(110 - 96)
     assert r.productive_seconds + sum(r.buckets.values()) == pytest.approx(r.wall_seconds)
+
+
+def test_work_stops_at_a_raise_recorded_while_its_program_lingered_and_whose_exit_never_came() -> None:
+    """Under torchrun the task is the node's agent: the step's end took it before its raising worker exited, so the
+    raise at 96 is only in the `raised` record the worker's supervisor wrote while it lingered. Work still stops
+    there, not at the peer's exit at 100."""
+    events = [
+        ev(rh.RUN_START, 1, 0, "batch-shell"),
+        ev(rh.FIRST_STEP, 1, 10, steps=1),
+        ev(rh.SAVE, 1, 90, seconds=0.0, cause="periodic", steps=80),
+        ev(rh.RAISED, 1, 96.2, "task-1", rank=1, raised="ValueError: bad", raised_at=T0 + 96),
+        ev(rh.TASK_EXIT, 1, 100, "task-0", rank=0, exit_code=76),
+        ev(rh.RESTART, 1, 110, "batch-shell", cause="crash", who="rank 1"),
+        ev(rh.FIRST_STEP, 1, 120, steps=1),
+        ev(rh.FINISHED, 1, 200),
+        ev(rh.RUN_END, 1, 200, "batch-shell", exit_code=0, ended="completed"),
+    ]
+    r = summary.report("1", events, now=T0 + 300)
+    assert r.buckets["redone"] == pytest.approx(96 - 90)
+    assert r.buckets["recovery"] == pytest.approx(110 - 96)
