@@ -169,7 +169,7 @@ def node_marks(job: JobContext) -> bool:
     One small write a second per rank, in node memory."""
     if not job.log_dir:
         return False
-    return job.hang_timeout is not None or bool(job.local_dir) or job.environ.get("SLURM_NODEID", "0") == "0"
+    return job.hang_timeout is not None or bool(job.local_dir) or job.environ.get("SLURM_NODEID") == "0"
 
 
 def clear_node_dir(job: JobContext) -> None:
