@@ -255,6 +255,19 @@ def stalled_since(samples: Events, now: float) -> float | None:
     return latest if now - latest > allowance else None
 
 
+def _step_seconds(kinds: Mapping[str, list[Mapping[str, Any]]]) -> float | None:
+    """A run's step time: rank 0's mean over its latest sampled stretch of steps. A start's last sample (`last`:
+    its end, a stop, a kill) spans only the steps since the sample before it, and ends at what ended the start: a
+    peer's death that the step waited on, the stop's agreement. Its time is the step time only when no other sample
+    says one; a stop's `step_seconds` (Preemption's longest recent interval, for the lead time) comes after both."""
+    progress = sorted(kinds.get(rh.PROGRESS, []), key=_t)
+    for found in ([e for e in progress if not e.get("last")], progress, sorted(kinds.get(rh.STOP, []), key=_t)):
+        timed = [v for v in (_num(e.get("step_seconds")) for e in found) if v is not None]
+        if timed:
+            return timed[-1]
+    return None
+
+
 def _node(event: Mapping[str, Any]) -> str | None:
     node = event.get("node")
     return node if isinstance(node, str) and node else None
@@ -342,9 +355,7 @@ def build(events: Events, now: float, markers: bool = True) -> Timeline:
         if restarts:  # the run's steps are those of its last start: one that made no step made none
             samples = [e for e in samples if _t(e) >= _t(restarts[-1])]
         sample = samples[-1] if samples else {}
-        timing = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.STOP, []), key=_t)
-        timed = [_num(e.get("step_seconds")) for e in timing]
-        step_seconds = next((v for v in reversed(timed) if v is not None), None)
+        step_seconds = _step_seconds(kinds)
         start_event = kinds[rh.RUN_START][0] if rh.RUN_START in kinds else {}
         queue = start_event.get("queue")
         slurm = {k: float(v) for k, v in queue.items() if _num(v) is not None} if isinstance(queue, Mapping) else {}

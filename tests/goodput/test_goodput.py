@@ -488,3 +488,24 @@ def test_work_stops_at_a_raise_recorded_while_its_program_lingered_and_whose_exi
     r = summary.report("1", events, now=T0 + 300)
     assert r.buckets["redone"] == pytest.approx(96 - 90)
     assert r.buckets["recovery"] == pytest.approx(110 - 96)
+
+
+def test_a_runs_step_time_is_its_sampled_mean_not_the_one_step_its_last_sample_spans_when_a_peer_died() -> None:
+    """Rank 1 is killed at 31.7 s; rank 0's step 28 waits on it in a collective and its last sample (the stop's)
+    says 0.32 s for that one step. The run's step time is the mean the samples before it said, 0.12 s, not the
+    stalled step, and not the stop's longest recent interval."""
+    events = [
+        ev(rh.RUN_START, 1, 0, "batch-shell"),
+        ev(rh.FIRST_STEP, 1, 28.3, step=1, steps=1),
+        ev(rh.PROGRESS, 1, 29.4, step=10, steps=10, step_seconds=0.1225),
+        ev(rh.PROGRESS, 1, 31.5, step=27, steps=27, step_seconds=0.1208),
+        ev(rh.TASK_EXIT, 1, 31.7, "task-1", rank=1, exit_code=137, signal="KILL"),
+        ev(rh.STOP, 1, 31.8, cause="preemption", step_seconds=0.4),
+        ev(rh.PROGRESS, 1, 31.82, step=28, steps=28, step_seconds=0.321, last=True),
+        ev(rh.RUN_END, 1, 40, "batch-shell", exit_code=137, ended="requeued", requeued=True),
+    ]
+    [run] = summary.report("1", events, now=T0 + 50).to_json()["runs"]
+    assert run["step_seconds"] == pytest.approx(0.1208)
+    ended = [*events[:2], ev(rh.PROGRESS, 1, 30.0, step=20, steps=20, step_seconds=0.09, last=True), events[-1]]
+    [run] = summary.report("1", ended, now=T0 + 50).to_json()["runs"]
+    assert run["step_seconds"] == pytest.approx(0.09)  # the only sample that says one
