@@ -450,15 +450,30 @@ def test_a_runs_steps_are_those_of_its_last_start_and_none_when_that_start_made_
     assert run.steps == 6
 
 
-def test_work_stops_at_the_raise_and_the_failing_ranks_linger_before_its_exit_is_recovery() -> None:
-    """A rank raises at 96 and exits at 100 (its atexit hooks; its peer waits in a collective and exits at 100 too):
-    the redone stretch runs from the last save (90) to the raise, and the raise to the restart is recovery."""
+RAISE_KEPT_IN_EXIT = [
+    ev(rh.TASK_EXIT, 1, 100, "task-0", rank=0, exit_code=76),
+    ev(rh.TASK_EXIT, 1, 100.5, "task-1", rank=1, exit_code=1, raised="ValueError: bad", raised_at=T0 + 96),
+]
+# Under torchrun the task is the node's agent: the step's end took it before its raising worker exited, so the
+# raise is only in the `raised` record the worker's supervisor wrote while it lingered.
+RAISE_ON_ITS_OWN = [
+    ev(rh.RAISED, 1, 96.2, "task-1", rank=1, raised="ValueError: bad", raised_at=T0 + 96),
+    ev(rh.TASK_EXIT, 1, 100, "task-0", rank=0, exit_code=76),
+]
+
+
+@pytest.mark.parametrize("failure", [RAISE_KEPT_IN_EXIT, RAISE_ON_ITS_OWN], ids=["in-its-exit", "exit-never-came"])
+def test_work_stops_at_the_raise_and_the_failing_ranks_linger_before_its_exit_is_recovery(
+    failure: list[dict[str, Any]],
+) -> None:
+    """A rank raises at 96 and exits at 100.5, or never (its atexit hooks; its peer waits in a collective and exits
+    at 100): the redone stretch runs from the last save (90) to the raise, and the raise to the restart is
+    recovery, whether the raise is in the exit's record or in a record of its own."""
     events = [
         ev(rh.RUN_START, 1, 0, "batch-shell"),
         ev(rh.FIRST_STEP, 1, 10, steps=1),
         ev(rh.SAVE, 1, 90, seconds=0.0, cause="periodic", steps=80),
-        ev(rh.TASK_EXIT, 1, 100, "task-0", rank=0, exit_code=76),
-        ev(rh.TASK_EXIT, 1, 100.5, "task-1", rank=1, exit_code=1, raised="ValueError: bad", raised_at=T0 + 96),
+        *failure,
         ev(rh.RESTART, 1, 110, "batch-shell", cause="crash", who="rank 1"),
         ev(rh.FIRST_STEP, 1, 120, steps=1),
         ev(rh.FINISHED, 1, 200),
@@ -468,26 +483,6 @@ def test_work_stops_at_the_raise_and_the_failing_ranks_linger_before_its_exit_is
     assert r.buckets["redone"] == pytest.approx(96 - 90)
     assert r.buckets["recovery"] == pytest.approx(110 - 96)
     assert r.productive_seconds + sum(r.buckets.values()) == pytest.approx(r.wall_seconds)
-
-
-def test_work_stops_at_a_raise_recorded_while_its_program_lingered_and_whose_exit_never_came() -> None:
-    """Under torchrun the task is the node's agent: the step's end took it before its raising worker exited, so the
-    raise at 96 is only in the `raised` record the worker's supervisor wrote while it lingered. Work still stops
-    there, not at the peer's exit at 100."""
-    events = [
-        ev(rh.RUN_START, 1, 0, "batch-shell"),
-        ev(rh.FIRST_STEP, 1, 10, steps=1),
-        ev(rh.SAVE, 1, 90, seconds=0.0, cause="periodic", steps=80),
-        ev(rh.RAISED, 1, 96.2, "task-1", rank=1, raised="ValueError: bad", raised_at=T0 + 96),
-        ev(rh.TASK_EXIT, 1, 100, "task-0", rank=0, exit_code=76),
-        ev(rh.RESTART, 1, 110, "batch-shell", cause="crash", who="rank 1"),
-        ev(rh.FIRST_STEP, 1, 120, steps=1),
-        ev(rh.FINISHED, 1, 200),
-        ev(rh.RUN_END, 1, 200, "batch-shell", exit_code=0, ended="completed"),
-    ]
-    r = summary.report("1", events, now=T0 + 300)
-    assert r.buckets["redone"] == pytest.approx(96 - 90)
-    assert r.buckets["recovery"] == pytest.approx(110 - 96)
 
 
 def test_a_runs_step_time_is_its_sampled_mean_not_the_one_step_its_last_sample_spans_when_a_peer_died() -> None:
