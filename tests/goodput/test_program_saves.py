@@ -102,6 +102,25 @@ def test_a_preemption_programs_restart_counts_back_to_the_step_before_its_first_
     assert abs(shown["buckets"]["redone"] - 8 * 0.1) < 1e-6
 
 
+def test_a_killed_programs_steps_lost_go_on_from_its_node_mark_for_as_long_as_the_mark_can_lag() -> None:
+    """Rank 0 makes 10 steps a second and is killed at 19.45 s, its last save at step 20 (19.0 s). Its node mark,
+    written at most once a second, last said step 21 at 19.15 s, and its supervisor recorded that as its last
+    sample: the program went on for the 0.3 s to the kill, so the steps lost are 21 + 3 - 20 = 4, not 1.
+    A mark older than a second counts for one second of steps only."""
+    for killed, lost in ((19.45, 4), (25.0, 11)):
+        events = [ev(rh.RUN_START, 1, 0.0), ev(rh.FIRST_STEP, 1, 17.0, step=1, steps=1)]
+        events += [ev(rh.PROGRESS, 1, 18.15, step=11, steps=11, step_seconds=0.1)]
+        events += [ev(rh.SAVE, 1, 19.0, cause="program", path="ckpts", basis="unseen")]
+        events += [ev(rh.PROGRESS, 1, 19.15, step=21, steps=21, last=True, from_mark=True)]
+        events += [ev(rh.TASK_EXIT, 1, killed, rank=0, signal="KILL")]
+        events += [ev(rh.RESTART, 1, killed + 1, cause="crash", who="rank 0")]
+        events += [ev(rh.FIRST_STEP, 1, killed + 5, step=21, steps=1)]
+        events += [ev(rh.PROGRESS, 1, killed + 9, step=60, steps=40, last=True), ev(rh.FINISHED, 1, killed + 9)]
+        events += [ev(rh.RUN_END, 1, killed + 10, ended="completed", exit_code=0)]
+        [crash] = report("local-1", events, killed + 20).to_json()["program_checkpoint"]["stops"]
+        assert crash["lost_steps"] == lost, (killed, crash)
+
+
 def test_a_hung_programs_steps_lost_end_at_its_last_marked_step_not_at_the_rate_times_the_hang() -> None:
     """A hang at 40 s (step 300), the last save at 30 s (step 200), killed by the watchdog at 70 s: its
     supervisor recorded the node mark's step as the start's last sample. The steps lost are the 100 after the save,
