@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from slurmgen import run_history
+from slurmgen.progress_mark import MARK_PERIOD
 
 TYPE_CHECKING = False  # typing stays unloaded: the supervisor imports this
 if TYPE_CHECKING:
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
 
 CAUSE = "program"  # the cause of the save events of the checkpoint watch: the program's own save
 FAR_BEHIND = 0.5  # a first step below this share of the checkpoint's step is a start from (near) scratch
-MARK_PERIOD = 1.0  # s: the longest a node mark lags its program's step (progress_mark.ProgressMark.touch)
 
 
 def step_at(events: Sequence[Mapping[str, Any]], run: int, at: float) -> float | None:
