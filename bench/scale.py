@@ -16,7 +16,8 @@ Rows:
 - watchdog, idle node: the same while the node's ranks wait (a barrier) and other nodes progress;
 - progress marks (before / now): every rank's `Preemption.should_stop()` mark for 10 s of training;
 - checkpoint watch: the watch on the program's own checkpoint (task/checkpoint_watch.py) for 20 s, one stat a
-  poll in rank 0's supervisor alone, whatever the job's size;
+  poll in rank 0's supervisor alone, whatever the job's size; on a directory of sharded saves (one file per rank
+  in each), one listing of its top and one stat per save kept there: flat in ranks too;
 - hang: per hang, every rank's stacks file and hang event, then the batch shell's decision (history read,
   the ranks that stopped first, the steps lost);
 - crash: per failure, the batch shell's reading of who failed first among N task exits;
@@ -234,6 +235,26 @@ def measure(ranks: int, per_node: int, rows: dict[str, Row], work: str) -> None:
             for saves in watching:
                 saves.see(look_at(ckpt), at + 1.0)
     row("checkpoint watch", "/s").meta[ranks] = c.meta / 20
+    # The same on a directory of sharded saves (a checkpoint.path such as `ckpts/`): three kept saves at the top,
+    # each a directory of one file per rank, and a new one every 5 s. Its top is listed and its entries stated.
+    top = os.path.join(log, "ckpts")
+    for kept in range(3):
+        os.makedirs(os.path.join(top, f"step-{kept}"))
+        for rank in range(ranks):
+            Path(top, f"step-{kept}", f"__{rank}_0.distcp").write_bytes(b"0")
+    sharded = Watch(look_at(top))
+    with counting(log) as c:
+        for poll in range(1, int(20 / checkpoint_watch.POLL) + 1):
+            at = now + poll * checkpoint_watch.POLL
+            if poll % 5 == 0:
+                c.on = False
+                shutil.rmtree(os.path.join(top, f"step-{poll // 5 - 1}"))
+                os.makedirs(os.path.join(top, f"step-{poll // 5 + 2}"))
+                for rank in range(ranks):
+                    Path(top, f"step-{poll // 5 + 2}", f"__{rank}_0.distcp").write_bytes(b"0")
+                c.on = True
+            sharded.see(look_at(top), at + 1.0)
+    row("checkpoint watch, a directory of sharded saves", "/s").meta[ranks] = c.meta / 20
 
     # A hang: every rank's stacks file and hang event (one history file per node), then the batch shell decides.
     os.makedirs(os.path.join(log, "hang"))

@@ -5,10 +5,11 @@ outside, and recorded as `save` events (cause `program`) in the run history, whe
 `report` (saves, their cost, the work each stop lost back to the last save) and the restart's lost time read
 them as they read `Preemption`'s.
 
-Cost: one `stat` of the path (a file, or a directory, whose mtime moves when an entry is added or renamed), or
-one `glob` for a pattern, per poll, in one process of the whole job (rank 0's supervisor): flat in ranks and nodes,
-never per step (bench/scale.py, row "checkpoint watch"). A save is recorded once its signature (inode, size,
-mtime; a glob's names) has held for one poll, so a file still being written is not taken for a save.
+Cost: one `stat` of a file, one listing and one `stat` per entry of a directory (its newest entry tells a file
+rewritten in place; `_directory`), or one `glob` for a pattern, per poll, in one process of the whole job (rank 0's
+supervisor): flat in ranks and nodes, never per step (bench/scale.py, rows "checkpoint watch"). A save is recorded
+once its signature (inode, size, mtime; a glob's names) has held for one poll, so a file still being written is not
+taken for a save.
 
 A save's cost, where it can be seen from outside, and how (`basis`):
 - `rename`: a glob that matches the temporary name too (`out/ckpt.pt*`) sees the temporary file appear, then
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -85,7 +87,34 @@ def look_at(pattern: str, cwd: str = "") -> Sighting | None:
         info = os.stat(path)
     except OSError:
         return None
+    if stat.S_ISDIR(info.st_mode):
+        return _directory(pattern, path, info)
     return Sighting((pattern,), info.st_ino, info.st_size, info.st_mtime)
+
+
+def _directory(pattern: str, path: str, info: os.stat_result) -> Sighting:
+    """A directory's signature: its inode, and the newest of its own mtime and its entries' (the entry's size).
+
+    A directory's mtime moves when an entry is added, removed or renamed, not when a file in it is written
+    (stat(2), "st_mtime"): Lightning's ModelCheckpoint creates `epoch=0-step=20.ckpt`, then writes `last.ckpt` over
+    the one it wrote before; only that file's mtime tells when the save ended. One level: a save that is a
+    directory of its own (Hugging Face's `checkpoint-500/`, a sharded save's `step-100/` with one file per rank)
+    moves its own mtime with each file it creates, the last one included, and is not listed, so the cost grows
+    with the saves kept at the top, never with the ranks. Entries are not followed through links (lstat): a link
+    made to the newest save (`save_last: link`) is a save when it is made."""
+    newest, size = 0.0, 0
+    try:
+        names = os.listdir(path)
+    except OSError:
+        names = []
+    for name in names:
+        try:
+            entry = os.stat(os.path.join(path, name), follow_symlinks=False)
+        except OSError:  # removed since the listing (a save_top_k's older save)
+            continue
+        if entry.st_mtime >= newest:
+            newest, size = entry.st_mtime, entry.st_size
+    return Sighting((pattern,), info.st_ino, size, max(newest, info.st_mtime))
 
 
 def exists(pattern: str, cwd: str = "") -> bool:

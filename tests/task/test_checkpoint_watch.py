@@ -49,6 +49,31 @@ def test_the_last_look_after_the_program_ended_records_a_save_made_within_the_la
     assert save is not None and save.time == 200.0
 
 
+def test_a_directory_save_ends_when_a_file_in_it_is_rewritten_in_place_not_when_its_new_file_was_made(
+    tmp_path: Path,
+) -> None:
+    """Lightning's ModelCheckpoint with `save_last`: it creates the step's file, then writes `last.ckpt` over the
+    one before. The directory's own mtime stops at the creation; the save ends with the rewrite."""
+    out = tmp_path / "ckpts"
+    out.mkdir()
+    write(out / "last.ckpt", b"old", 10.0)
+    os.utime(out, (10.0, 10.0))
+    watch = Watch(look_at("ckpts", str(tmp_path)))
+    write(out / "epoch=0-step=20.ckpt", b"s" * 7, 100.0)
+    os.utime(out, (100.0, 100.0))  # the creation moved the directory's mtime
+    assert watch.see(look_at("ckpts", str(tmp_path)), 100.2) is None  # mid-save
+    write(out / "last.ckpt", b"n" * 9, 101.5)  # in place: the directory's mtime stays at 100.0
+    assert os.stat(out).st_mtime == 100.0
+    assert watch.see(look_at("ckpts", str(tmp_path)), 101.6) is None  # still being written
+    save = watch.see(look_at("ckpts", str(tmp_path)), 102.5)
+    assert save is not None and (save.time, save.size, save.seconds, save.basis) == (101.5, 9, 1.5, "write")
+    # A rewrite of an older entry alone, the directory untouched, is the next save.
+    write(out / "last.ckpt", b"m" * 9, 120.0)
+    save = watch.see(look_at("ckpts", str(tmp_path)), 121.0)
+    assert save is not None and save.time == 120.0
+    assert watch.see(look_at("ckpts", str(tmp_path)), 130.0) is None
+
+
 def test_a_glob_sees_a_temporary_file_renamed_into_place_and_times_the_save_by_it(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
