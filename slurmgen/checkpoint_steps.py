@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from slurmgen import run_history
+from slurmgen.progress_mark import MARK_PERIOD
 
 TYPE_CHECKING = False  # typing stays unloaded: the supervisor imports this
 if TYPE_CHECKING:
@@ -23,28 +24,39 @@ FAR_BEHIND = 0.5  # a first step below this share of the checkpoint's step is a 
 def step_at(events: Sequence[Mapping[str, Any]], run: int, at: float) -> float | None:
     """The program's step at time ``at`` of ``run``, from its progress samples (the program's own `step` where
     given, else `steps`): between two samples by their rate, after the last one at the last rate, but never past a
-    start's last sample (`last`: the program's end or stop, or what its node mark held when it was killed: a hung
-    program made no step after it); None when the run has none before ``at``."""
-    samples: list[tuple[float, float, bool]] = []
+    start's last sample (`last`: the program's end or stop; a hung program made no step after it). A last sample
+    from the node mark of a program killed while it made steps (`from_mark`, no hang in ``events``) is as old as
+    the mark, written at most once every MARK_PERIOD seconds: the steps of at most that long at the last rate
+    follow it. None when the run has none before ``at``."""
+    samples: list[tuple[float, float, bool, bool]] = []
+    hung = False
     for e in events:
-        if e.get("run") != run or e.get("event") not in (run_history.FIRST_STEP, run_history.PROGRESS):
+        if e.get("run") != run:
+            continue
+        hung = hung or e.get("event") == run_history.HANG
+        if e.get("event") not in (run_history.FIRST_STEP, run_history.PROGRESS):
             continue
         step = e.get("step", e.get("steps"))
         if isinstance(step, (int, float)) and not isinstance(step, bool):
-            samples.append((float(e.get("time") or 0.0), float(step), e.get("last") is True))
+            samples.append(
+                (float(e.get("time") or 0.0), float(step), e.get("last") is True, e.get("from_mark") is True)
+            )
     samples.sort()
     before = [s for s in samples if s[0] <= at]
     after = [s for s in samples if s[0] > at]
     if not before:
         return None
-    t0, s0, last = before[-1]
+    t0, s0, last, marked = before[-1]
+    if last and marked and not hung and len(before) > 1 and t0 > before[-2][0]:
+        ta, sa = before[-2][:2]
+        return s0 + (s0 - sa) / (t0 - ta) * min(at - t0, MARK_PERIOD)
     if last:
         return s0
     if after:
-        t1, s1, _ = after[0]
+        t1, s1 = after[0][:2]
         return s0 + (s1 - s0) * (at - t0) / (t1 - t0)
     if len(before) > 1:
-        ta, sa, _ = before[-2]
+        ta, sa = before[-2][:2]
         return s0 + (s0 - sa) / (t0 - ta) * (at - t0) if t0 > ta else s0
     return s0
 

@@ -23,6 +23,7 @@ from slurmgen.job_context.context import JobContext
 
 PROGRESS_DIR = "progress"
 SHARED_MARK_PERIOD = 10.0  # seconds between two writes of a node's shared mark
+MARK_PERIOD = 1.0  # seconds between two writes of a rank's node mark: the longest it lags the program's step
 LAST = "last"  # the node mark's last word once the program recorded its last sample (ProgressMark.touch)
 NODE_ROOT = "/dev/shm"  # node-local memory on every Linux node; a job_container/tmpfs site gives each job its own
 
@@ -187,7 +188,7 @@ class ProgressMark:
         """``steps`` made by this process; ``step``, the program's own (counted across resumes), when it says it.
         ``last``: the program recorded its last sample of this start (its end, a stop): the node mark says so now,
         whatever the time since the previous one, and its supervisor records none for it (unrecorded_mark)."""
-        if (now := time.monotonic()) - self.last < 1.0 and not last:
+        if (now := time.monotonic()) - self.last < MARK_PERIOD and not last:
             return
         self.last = now
         if self.node_path is not None:

@@ -121,19 +121,25 @@ def _reached(events: Events, run: int, at: float) -> float | None:
 
 
 def _resumed_at(events: Events, at: float) -> float | None:
-    """The step the next start after a stop at ``at`` began at, where the program prints its own step (the
-    progress pattern's `step`): where it resumed from, which may lie before the step its last save was made at
-    (pytorch/examples' multinode.py saves epoch K's end as EPOCHS_RUN=K and does epoch K again); None when
-    unknown."""
+    """The step the next start after a stop at ``at`` began at, where the program says its own step: where it
+    resumed from, which may lie before the step its last save was made at (pytorch/examples' multinode.py saves
+    epoch K's end as EPOCHS_RUN=K and does epoch K again); None when unknown.
+
+    The start's first sample says it two ways. A program's printed line (spec section progress:) is the step it is
+    at, and its sample holds that step as `steps` too. `Preemption.should_stop(step=)` is called after a step: its
+    sample holds the program's step and, as `steps`, the steps this start has made (one, at the first sample), so
+    the start began that many steps before (Lightning resumed from the save at 20 says 21 at its first step)."""
     starts = [t for t in _starts(events) if t > at]
     if not starts:
         return None
     since = starts[0]
     until = min([t for t in starts if t > since], default=float("inf"))
     for e in events:
-        step = e.get("step")
+        step, made = e.get("step"), e.get("steps")
         if (e.get("event") == rh.FIRST_STEP and since <= _t(e) < until and isinstance(step, (int, float))
                 and not isinstance(step, bool)):  # fmt: skip
+            if isinstance(made, int) and not isinstance(made, bool) and 0 < made < step:
+                return float(step - made)
             return float(step)
     return None
 

@@ -83,6 +83,44 @@ def test_the_steps_done_again_count_back_to_where_the_next_start_resumed_when_th
         assert stop["lost_steps"] == lost, (first, stop)
 
 
+def test_a_preemption_programs_restart_counts_back_to_the_step_before_its_first_sample() -> None:
+    """A Lightning program (SlurmgenPreemption: should_stop(step=global_step) after each step) saves at step 20
+    (11 s) and is killed at step 28 (12 s). The restarted start resumes from 20: its first sample, after one step,
+    says step 21 with 1 step made. The steps done again are 21..28, 8 of them, not 28 - 21 = 7; and 8 step times
+    are what the timeline paints as redone."""
+    events = [ev(rh.RUN_START, 1, 0.0), ev(rh.FIRST_STEP, 1, 9.1, step=1, steps=1)]
+    events += [ev(rh.PROGRESS, 1, 10.0, step=10, steps=10, step_seconds=0.1)]
+    events += [ev(rh.SAVE, 1, 11.0, cause="program", path="ckpts", basis="unseen")]
+    events += [ev(rh.PROGRESS, 1, 11.8, step=28, steps=28, step_seconds=0.1)]
+    events += [ev(rh.TASK_EXIT, 1, 11.8, rank=1, signal="KILL"), ev(rh.RESTART, 1, 14.0, cause="crash", who="rank 1")]
+    events += [ev(rh.FIRST_STEP, 1, 20.1, step=21, steps=1), ev(rh.PROGRESS, 1, 24.0, step=60, steps=40, last=True)]
+    events += [ev(rh.FINISHED, 1, 24.0), ev(rh.RUN_END, 1, 25.0, ended="completed", exit_code=0)]
+    shown = report("local-1", events, 30.0).to_json()
+    [crash] = shown["program_checkpoint"]["stops"]
+    assert (crash["kind"], crash["lost_steps"]) == ("restart", 8)
+    assert shown["redone_steps"] == 8
+    assert abs(shown["buckets"]["redone"] - 8 * 0.1) < 1e-6
+
+
+def test_a_killed_programs_steps_lost_go_on_from_its_node_mark_for_as_long_as_the_mark_can_lag() -> None:
+    """Rank 0 makes 10 steps a second and is killed at 19.45 s, its last save at step 20 (19.0 s). Its node mark,
+    written at most once a second, last said step 21 at 19.15 s, and its supervisor recorded that as its last
+    sample: the program went on for the 0.3 s to the kill, so the steps lost are 21 + 3 - 20 = 4, not 1.
+    A mark older than a second counts for one second of steps only."""
+    for killed, lost in ((19.45, 4), (25.0, 11)):
+        events = [ev(rh.RUN_START, 1, 0.0), ev(rh.FIRST_STEP, 1, 17.0, step=1, steps=1)]
+        events += [ev(rh.PROGRESS, 1, 18.15, step=11, steps=11, step_seconds=0.1)]
+        events += [ev(rh.SAVE, 1, 19.0, cause="program", path="ckpts", basis="unseen")]
+        events += [ev(rh.PROGRESS, 1, 19.15, step=21, steps=21, last=True, from_mark=True)]
+        events += [ev(rh.TASK_EXIT, 1, killed, rank=0, signal="KILL")]
+        events += [ev(rh.RESTART, 1, killed + 1, cause="crash", who="rank 0")]
+        events += [ev(rh.FIRST_STEP, 1, killed + 5, step=21, steps=1)]
+        events += [ev(rh.PROGRESS, 1, killed + 9, step=60, steps=40, last=True), ev(rh.FINISHED, 1, killed + 9)]
+        events += [ev(rh.RUN_END, 1, killed + 10, ended="completed", exit_code=0)]
+        [crash] = report("local-1", events, killed + 20).to_json()["program_checkpoint"]["stops"]
+        assert crash["lost_steps"] == lost, (killed, crash)
+
+
 def test_a_hung_programs_steps_lost_end_at_its_last_marked_step_not_at_the_rate_times_the_hang() -> None:
     """A hang at 40 s (step 300), the last save at 30 s (step 200), killed by the watchdog at 70 s: its
     supervisor recorded the node mark's step as the start's last sample. The steps lost are the 100 after the save,
