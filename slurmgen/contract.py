@@ -119,6 +119,7 @@ ARRAY_TASK_ID = "SLURM_ARRAY_TASK_ID"
 RESTART_COUNT = "SLURM_RESTART_COUNT"
 PROCID = "SLURM_PROCID"
 NODE_NAME = "SLURMD_NODENAME"
+NODE_ID = "SLURM_NODEID"  # the node's index among the job's nodes: 0 for the first, where the batch shell runs
 JOB_NODELIST = "SLURM_JOB_NODELIST"
 STEP_NODELIST = "SLURM_STEP_NODELIST"
 JOB_PARTITION = "SLURM_JOB_PARTITION"
@@ -689,6 +690,14 @@ def variables() -> tuple[Variable, ...]:
             default="",
         ),
         Variable(NODE_NAME, "the node as Slurm names it", FROM_SLURM, in_job, "node_name", "nonempty"),
+        Variable(
+            NODE_ID,
+            "the node's index in the job, 0 for the first (the batch shell's)",
+            FROM_SLURM,
+            in_job,
+            "node_id",
+            "whole",
+        ),
         Variable(JOB_NODELIST, "the job's nodes, a hostlist expression", FROM_SLURM, in_job, "nodes", "given"),
         Variable(
             STEP_NODELIST, "the step's nodes (inside a step)", FROM_SLURM, (BY_TASK, BY_RUNTIME), "step_nodes", "given"

@@ -158,10 +158,42 @@ def write_node_file(path: str, text: str) -> None:
 
 
 def node_marks(job: JobContext) -> bool:
-    """Whether the ranks keep progress marks in the node's directory: for the hang watchdog, and in every local run
-    (`slurmgen run`), whose step rehearsals (--at-step, --preempt-at-step) read rank 0's mark even when recovery
-    is off (slurmgen/local/step_watch.py)."""
-    return bool(job.log_dir) and (job.hang_timeout is not None or bool(job.local_dir))
+    """Whether the ranks keep progress marks in the node's directory, in a job with a run history:
+    - with the hang watchdog, which reads them, on every node;
+    - in every local run (`slurmgen run`), whose step rehearsals (--at-step, --preempt-at-step) read rank 0's mark
+      even when recovery is off (slurmgen/local/step_watch.py);
+    - otherwise on the step's first node, rank 0's (block and cyclic distribution put it there), where the batch
+      shell runs: rank 0's supervisor records its program's last step from its mark when the program was killed
+      before it could (SIGKILL: the kernel's OOM killer), or the ended job would show a sample up to a minute old.
+      The batch shell removes that node's directory once the step has ended (clear_node_dir), also when a task
+      was killed before its supervisor could leave it. Under torchrun, whose c10d rendezvous numbers the nodes in
+      the sorted order of their addresses (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py), rank 0 can
+      be on another node (`node9` sorts after `node10`); its job shows the last sample instead, as before.
+    One small write a second per rank, in node memory."""
+    if not job.log_dir:
+        return False
+    return job.hang_timeout is not None or bool(job.local_dir) or job.node_id == 0
+
+
+def clear_node_dir(job: JobContext) -> None:
+    """After the step has ended (the batch shell, once srun returned: no task of the step is left on the node),
+    remove this node's directory of the job, left by a task whose supervisor was killed before it could leave it
+    (the step's SIGKILL after KillWait). Only this user's own directory, never through a link (trust.breach): the
+    expected name, and the private one a task took in its place (node-dirs), as recorded."""
+    if not job.log_dir:
+        return
+    import shutil  # only here: the batch shell's end, never the tasks' start
+
+    expected = expected_node_dir(job)
+    found = [expected]
+    with contextlib.suppress(OSError, trust.Untrusted):
+        recorded = trust.read_bytes(os.path.join(job.log_dir, NODE_DIRS, os.path.basename(expected)), "read")
+        if recorded is not None:
+            found.append(recorded.decode(errors="replace").strip())
+    for path in found:
+        with contextlib.suppress(OSError):
+            if trust.breach(path, os.lstat(path), directory=True) is None:
+                shutil.rmtree(path)
 
 
 class ProgressMark:

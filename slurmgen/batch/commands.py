@@ -224,6 +224,9 @@ def end(
         from slurmgen.batch.resume_state import remove_state
 
         remove_state(ctx, key, say)
+    from slurmgen.progress_mark import clear_node_dir
+
+    clear_node_dir(ctx)  # the step has ended: nothing of it is left to read or write this node's directory
     return ending.code
 
 

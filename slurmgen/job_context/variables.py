@@ -99,6 +99,7 @@ class JobVariables:
     restart_count: int  # SLURM_RESTART_COUNT
     task_id: str  # SLURM_PROCID
     node_name: str | None  # SLURMD_NODENAME
+    node_id: int | None  # SLURM_NODEID
     nodes: str | None  # SLURM_JOB_NODELIST
     step_nodes: str | None  # SLURM_STEP_NODELIST
     partition: str | None  # SLURM_JOB_PARTITION
@@ -172,6 +173,7 @@ class JobVariables:
             restart_count=restarts(environ, contract.RESTART_COUNT),
             task_id=verbatim(environ, contract.PROCID, ""),
             node_name=nonempty(environ, contract.NODE_NAME),
+            node_id=whole(environ, contract.NODE_ID),
             nodes=given(environ, contract.JOB_NODELIST),
             step_nodes=given(environ, contract.STEP_NODELIST),
             partition=given(environ, contract.JOB_PARTITION),

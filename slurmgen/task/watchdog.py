@@ -275,8 +275,8 @@ def leave_node(job: JobContext, rank: int | None, since: float) -> None:
     last of the node's tasks to leave removes the directory. Only evidence deletes: the directory must be this
     user's own (lstat: a link or another user's is never touched), and every rank of the node (local_ranks) must
     have left since ``since``, when this supervisor started (a note left by an earlier start of the step is older);
-    a count that falls short keeps the directory. A restart of the step makes it again. Also without the watchdog
-    when the ranks keep marks there all the same (a local run: progress_mark.node_marks)."""
+    a count that falls short keeps the directory. A restart of the step makes it again. Also without the watchdog,
+    since the ranks keep their marks there all the same (progress_mark.node_marks)."""
     if rank is None or not (watches(job, rank) or node_marks(job)):
         return
     folder = node_dir(job)

@@ -134,6 +134,41 @@ def test_the_end_of_the_step_never_removes_another_users_node_directory(job_env:
     assert sorted(os.listdir(folder)) == ["hang"] and os.stat(folder).st_uid == PLANTER
 
 
+def test_the_batch_shells_clear_removes_the_users_own_left_directory_and_never_another_users(
+    job_env: dict[str, str],
+) -> None:
+    """After the step the batch shell clears its node's directory (progress_mark.clear_node_dir): the victim's own
+    one, left by a task killed before its supervisor left it, goes with its marks; another user's planted under the
+    same name stays as it was, and so does the link a planter put in the place of the name."""
+    from slurmgen.progress_mark import clear_node_dir
+
+    folder = victims_node_dir(job_env)
+
+    def left_then_cleared() -> str:
+        job = JobContext.from_environ(job_env)
+        ProgressMark(job, 0).touch(5, 5)  # the mark a task killed by the step's SIGKILL left
+        made = os.path.isdir(folder)
+        clear_node_dir(job)
+        return f"made={made} gone={not os.path.exists(folder)}"
+
+    assert as_victim(left_then_cleared) == "made=True gone=True"
+
+    def cleared() -> str:
+        clear_node_dir(JobContext.from_environ(job_env))
+        return "cleared"
+
+    plant(f"mkdir -m 777 {folder} && touch {folder}/hang")
+    assert as_victim(cleared) == "cleared"
+    assert sorted(os.listdir(folder)) == ["hang"] and os.stat(folder).st_uid == PLANTER
+    shutil.rmtree(folder)
+    with tempfile.TemporaryDirectory() as target:
+        Path(target, "keep").write_text("x")
+        plant(f"ln -s {target} {folder}")
+        assert as_victim(cleared) == "cleared"
+        assert os.path.islink(folder) and Path(target, "keep").exists()
+        os.unlink(folder)
+
+
 def test_a_local_job_whose_node_directory_another_user_keeps_touching_runs_to_its_end(tmp_path: Path) -> None:
     """The whole attack on a real local run (`slurmgen run`): the other user made the node directory first and
     touches `hang`, the ranks' `dumped-N` and `release` in it every 0.1 s, which before made the watchdog of the

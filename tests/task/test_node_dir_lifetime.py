@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -66,3 +67,30 @@ def test_a_local_run_with_the_watchdog_leaves_no_node_directory(tmp_path: Path) 
     # the expected names, and any fresh private one taken in place of a planted one (progress_mark.node_dir)
     pattern = expected_node_dir(JobContext.from_environ({contract.LOG_DIR: str(log_dir), "SLURMD_NODENAME": "*"}))
     assert glob.glob(pattern + "*") == []
+
+
+def test_without_the_watchdog_only_the_first_nodes_ranks_keep_marks_there_and_its_batch_shell_clears_it(
+    tmp_path: Path,
+) -> None:
+    """A cluster job without the hang watchdog keeps node marks on the step's first node only (rank 0's, read for
+    its program's last step when it was killed; progress_mark.node_marks): the second node's ranks write nothing
+    in /dev/shm, and the first node's directory goes at the batch shell's end of the step, also when no task left
+    it (each was killed before its supervisor could)."""
+    from slurmgen.progress_mark import ProgressMark, clear_node_dir, node_marks
+
+    log = tmp_path / "logs"
+    log.mkdir()
+    first = {k: v for k, v in env(log, 0).items() if k != contract.HANG_TIMEOUT}
+    second = {**first, "SLURMD_NODENAME": "n2", "SLURM_NODEID": "1", "SLURM_PROCID": "2"}
+    assert node_marks(JobContext.from_environ(first)) and not node_marks(JobContext.from_environ(second))
+    assert node_marks(JobContext.from_environ({**second, contract.HANG_TIMEOUT: "20"}))  # the watchdog reads them
+    for job_env in (first, second):
+        ProgressMark(JobContext.from_environ(job_env), int(job_env["SLURM_PROCID"])).touch(3, 3)
+    here, there = (expected_node_dir(JobContext.from_environ(e)) for e in (first, second))
+    try:
+        assert os.path.isdir(here) and not os.path.exists(there)
+        clear_node_dir(JobContext.from_environ(first))
+        assert not os.path.exists(here)
+    finally:
+        for folder in (here, there):
+            shutil.rmtree(folder, ignore_errors=True)  # a failed test's leftover

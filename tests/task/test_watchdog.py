@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from slurmgen import contract, run_history, stack_dump
 from slurmgen.batch import restart as batch_restart
 from slurmgen.job_context.context import JobContext
+from slurmgen.progress_mark import expected_node_dir
 from slurmgen.task import watchdog
 
 PY_SPY_DUMP = """rank 1 on n1, pid 42: no progress on any rank for 20 s; this rank last progressed at 12:00:00
@@ -80,6 +82,7 @@ def test_the_per_step_mark_is_touched_at_most_once_a_second(tmp_path: Path) -> N
     assert (
         watchdog.ProgressMark(JobContext.from_environ({**env, contract.HANG_TIMEOUT: "0"}), 3).path is None
     )  # watchdog off: no marks
+    shutil.rmtree(expected_node_dir(JobContext.from_environ(env)), ignore_errors=True)  # the node mark's, ours
 
 
 def test_the_nccl_flight_recorder_only_on_gpus_and_never_over_the_users_own(tmp_path: Path) -> None:
@@ -203,6 +206,7 @@ def test_the_steps_a_restart_loses_are_the_marks_steps_since_the_last_save_of_th
     watchdog.ProgressMark(JobContext.from_environ(env), 2).touch(45)  # rank 0 left no mark: another rank's
     assert batch_restart.steps_lost(log, run_history.History([save]), 1, started) == 5
     assert watchdog.steps_marked(log, 2, started) == 45
+    shutil.rmtree(expected_node_dir(JobContext.from_environ(env)), ignore_errors=True)  # the node marks', ours
 
 
 def _hang(rank: int, progressed: float, **fields: object) -> dict[str, object]:
