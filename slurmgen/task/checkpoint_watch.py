@@ -101,7 +101,8 @@ def _directory(pattern: str, path: str, info: os.stat_result) -> Sighting:
     directory of its own (Hugging Face's `checkpoint-500/`, a sharded save's `step-100/` with one file per rank)
     moves its own mtime with each file it creates, the last one included, and is not listed, so the cost grows
     with the saves kept at the top, never with the ranks. Entries are not followed through links (lstat): a link
-    made to the newest save (`save_last: link`) is a save when it is made."""
+    made to the newest save (`save_last: link`) is a save when it is made. Every entry counts, so a log written
+    in the directory would look like saves: docs/preemption.md asks for a directory of saves alone."""
     newest, size = 0.0, 0
     try:
         names = os.listdir(path)
