@@ -142,6 +142,17 @@ def resumed_at(o: Observation) -> int:
     return step
 
 
+def steps_done_again(o: Observation) -> int:
+    """The steps rank 0's program did again: each `STEP n` line after the first of its n (a restart or a requeue
+    that resumed from a save before n, or from scratch)."""
+    seen: set[str] = set()
+    again = 0
+    for step in re.findall(r"^STEP (\d+)$", o.ranks.get(0, ""), re.M):
+        again += step in seen
+        seen.add(step)
+    return again
+
+
 def table_row(status: str) -> dict[str, str]:
     lines = [line for line in status.splitlines() if line.strip()]
     if len(lines) < 2 or not lines[0].startswith("JOB"):
@@ -198,6 +209,11 @@ def one_story(s: Scenario, steps: int, o: Observation) -> list[str]:
         if not made - lag <= shown <= made:
             out.append(f"one story: the report's last run made {shown} steps, rank 0 made {made} in its last start"
                        + (f" (the node mark's last sample may lag {lag})" if lag else ""))  # fmt: skip
+        # the steps lost to restarts and requeues, against the steps rank 0's program really did again (10%, and
+        # one step: a program that raised after its step's work and before its line did that step unprinted)
+        again, counted = steps_done_again(o), report.get("redone_steps") or 0
+        if abs(counted - again) > max(0.1 * again, 1):
+            out.append(f"one story: the report counts {counted} steps redone, rank 0's program did {again} again")
         status_step = re.search(r"^step: (\d+)", o.status, re.M)
         if status_step and not last_step(o) - lag <= int(status_step[1]) <= last_step(o):
             out.append(f"one story: status shows step {status_step[1]}, rank 0 printed step {last_step(o)} last"

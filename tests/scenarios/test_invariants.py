@@ -18,7 +18,7 @@ CRASH = Scenario("pg", "srun", 1, 2, "auto", True, (Interruption("crash_late", 1
 T0 = 1000.0
 
 
-def rank_log(resumed: int | None = 20, result: int | None = None) -> str:
+def rank_log(resumed: int | None = 10, result: int | None = None) -> str:
     lines = [f"STEP {n}" for n in range(1, 21)] + ["FAILING 20"]
     if resumed is not None:
         lines.append(f"RESUMED {resumed} 7")
@@ -31,11 +31,11 @@ def report(**changes: Any) -> dict[str, Any]:
     good: dict[str, Any] = {
         "wall_seconds": 40.0,
         "productive_seconds": 10.0,
-        "buckets": {"startup": 25.0, "save": 0.5, "recovery": 2.5, "redone": 2.0},
-        "redone_steps": 20,
+        "buckets": {"startup": 25.0, "save": 0.5, "recovery": 3.5, "redone": 1.0},
+        "redone_steps": 10,  # rank_log's steps 11 to 20, done again after the restart resumed from step 10
         "requeues": 0,
         "restarts": 1,
-        "runs": [{"run": 1, "start": T0, "end": T0 + 40, "steps": 40, "step_seconds": 0.1}],
+        "runs": [{"run": 1, "start": T0, "end": T0 + 40, "steps": 50, "step_seconds": 0.1}],
         "segments": [
             [1, T0, T0 + 20, "startup"],
             [1, T0 + 20, T0 + 30, "recovery"],
@@ -136,8 +136,9 @@ def test_state_fails_on_a_state_left_after_completed_and_one_removed_too_early()
         ({"report": report(runs=[{**report()["runs"][0], "steps": 29}])}, "the report's last run made 29 steps"),
         ({"status": STATUS + "rate: 9.1 steps/s\n"}, "shows a rate or an ETA"),
         ({"job": {**good().job, "history": [{}, {}]}}, "runs disagree"),
+        ({"report": report(redone_steps=8)}, "the report counts 8 steps redone, rank 0's program did 10 again"),
     ],
-    ids=["requeues", "restarts", "state", "status-step", "report-steps", "rate", "runs"],
+    ids=["requeues", "restarts", "state", "status-step", "report-steps", "rate", "runs", "redone-steps"],
 )
 def test_one_story_fails_on_a_planted_disagreement(changes: dict[str, Any], found: str) -> None:
     said = planted("one story", dataclasses.replace(good(), **changes))
@@ -150,7 +151,7 @@ def test_one_story_fails_on_a_planted_disagreement(changes: dict[str, Any], foun
         ({"segments": [[1, T0, T0 + 20, "startup"], [1, T0 + 21, T0 + 40, "productive"]]}, "gaps or overlap"),
         ({"segments": [[1, T0 + 1, T0 + 40, "startup"]]}, "segments span"),
         ({"productive_seconds": 12.0}, "productive + buckets"),
-        ({"buckets": {"startup": 25.0, "save": 0.5, "recovery": 3.5, "redone": 1.0}}, "redone 1.0 s for 20 steps"),
+        ({"buckets": {"startup": 25.0, "save": 0.5, "recovery": 4.0, "redone": 0.5}}, "redone 0.5 s for 10 steps"),
         ({"productive_seconds": None}, "productive time is unknown, yet the run history recorded"),
     ],
     ids=["gap", "span", "sum", "redone", "unknown"],
@@ -214,7 +215,7 @@ def from_mark(step: int) -> Observation:
     events = [*EVENTS[:-2], last, sample, *EVENTS[-2:]]
     status = STATUS.replace("step: 60", f"step: {step}")
     return dataclasses.replace(good(), events=events, status=status,
-                               report=report(runs=[{**report()["runs"][0], "steps": step - 20}]))  # fmt: skip
+                               report=report(runs=[{**report()["runs"][0], "steps": step - 10}]))  # fmt: skip
 
 
 def test_a_last_step_from_the_node_mark_may_lag_the_printed_one_by_a_seconds_steps_and_no_more() -> None:
