@@ -113,10 +113,16 @@ def restart(
 
 
 def steps_lost(log_dir: str, history: run_history.History, run: int, started: float) -> int | None:
-    """The steps this start of the step made that the restart does not keep: the step its ranks reached (rank 0's
-    progress mark, else any rank's: task/watchdog.py) minus the step of its newest save (rank 0's save event;
-    none in this start: it resumed from what the start before saved, so every step it made is lost). None when no
-    rank marked its steps (a program that does not call `should_stop()`, or the hang watchdog is off)."""
+    """The steps this start of the step made that the restart does not keep: the step its ranks reached minus the
+    step of its newest save (rank 0's save event; none in this start: it resumed from what the start before saved,
+    so every step it made is lost). None when nothing tells the steps made (a program that does not call
+    `should_stop()` and prints no progress line).
+
+    The step reached is the later of rank 0's progress mark in the log directory (else any rank's: task/watchdog.py)
+    and rank 0's newest progress sample of this start in the run history. The mark is rewritten at most every
+    SHARED_MARK_PERIOD seconds, so a program that hung or died a few seconds after it left it far behind; the
+    sample its supervisor recorded at the program's end (its last step, or what its node mark held when it was
+    killed) is at most a second old."""
     from slurmgen.progress_mark import PROGRESS_DIR, steps_marked
 
     reached = steps_marked(log_dir, 0, started)
@@ -127,6 +133,12 @@ def steps_lost(log_dir: str, history: run_history.History, run: int, started: fl
             names = []
         marked = [steps_marked(log_dir, int(n[5:]), started) for n in names if n[5:].isdigit()]
         reached = max((m for m in marked if m is not None), default=None)
+    sampled = [int(e["steps"]) for e in history.of_run(run)
+               if e.get("event") in (run_history.FIRST_STEP, run_history.PROGRESS)
+               and float(e.get("time") or 0.0) >= started
+               and isinstance(e.get("steps"), int) and not isinstance(e.get("steps"), bool)]  # fmt: skip
+    if sampled:
+        reached = max(reached or 0, max(sampled))
     saves = [e for e in history.of_run(run, run_history.SAVE)
              if float(e.get("time") or 0.0) >= started and isinstance(e.get("steps"), int)]  # fmt: skip
     saved = int(saves[-1]["steps"]) if saves else 0

@@ -209,6 +209,27 @@ def test_the_steps_a_restart_loses_are_the_marks_steps_since_the_last_save_of_th
     shutil.rmtree(expected_node_dir(JobContext.from_environ(env)), ignore_errors=True)  # the node marks', ours
 
 
+def test_the_steps_a_hang_restart_loses_reach_to_the_last_sample_when_the_shared_mark_is_older(
+    tmp_path: Path,
+) -> None:
+    """The shared mark is rewritten at most every SHARED_MARK_PERIOD seconds: a program that hung two steps after
+    its save left it at its first step. Its supervisor's last sample (what the node mark held at the kill) is in
+    the run history and is the step reached: 22 - 19 steps lost, not 0 (what the mark alone gave)."""
+    from slurmgen import run_history
+
+    log = str(tmp_path)
+    env = {contract.LOG_DIR: log, contract.HANG_TIMEOUT: "60"}
+    started = time.time() - 1
+    watchdog.ProgressMark(JobContext.from_environ(env), 0).touch(1)  # the shared mark, at the first step
+    save = {"event": run_history.SAVE, "run": 1, "time": started + 0.5, "steps": 19}
+    last = {"event": run_history.PROGRESS, "run": 1, "time": started + 0.6, "steps": 22, "step": 22, "last": True,
+            "from_mark": True}  # fmt: skip
+    earlier = {"event": run_history.PROGRESS, "run": 1, "time": started - 50, "steps": 90}  # an earlier start's
+    assert batch_restart.steps_lost(log, run_history.History([save, last]), 1, started) == 3
+    assert batch_restart.steps_lost(log, run_history.History([earlier, save]), 1, started) == 0
+    shutil.rmtree(expected_node_dir(JobContext.from_environ(env)), ignore_errors=True)  # the node marks', ours
+
+
 def _hang(rank: int, progressed: float, **fields: object) -> dict[str, object]:
     return {"event": "hang", "run": 1, "time": 100.0, "rank": rank, "node": "n1", "progressed": progressed,
             "stacks": f"/logs/hang/rank-{rank}.stacks", **fields}  # fmt: skip
