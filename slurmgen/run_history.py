@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,6 +232,7 @@ class Run:
 def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
     """One summary per run, in run order."""
     by_run: dict[int, Run] = {}
+    events = list(events)
     for e in events:
         r = by_run.setdefault(int(e["run"]), Run(int(e["run"])))
         kind, when = e.get("event"), e.get("time")
@@ -260,7 +261,7 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
         elif kind == REFUSED:
             r.refused = e.get("why")
         elif kind == RESTART:
-            r.restarts.append(restart_text(e))
+            r.restarts.append(restart_text(e, steps_lost(events, e)))
             if r.requeued_by is None and r.cause != PREEMPTION:
                 r.cause = None  # a stop of the start that failed (a casualty's TERM) is not why the run ended
         elif kind == CONTINUED:
@@ -277,10 +278,38 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
     return [by_run[n] for n in sorted(by_run)]
 
 
-def restart_text(event: Mapping[str, Any]) -> str:
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def steps_lost(events: Sequence[Mapping[str, Any]], restart: Mapping[str, Any]) -> int | None:
+    """The steps a restart inside the allocation made the program do again, as `history`, `status` and `report`
+    all say it.
+
+    The restart records (batch/restart.py) the steps its start made after its newest save (`steps_lost`), counted
+    in `should_stop()` calls, and the program's own step it reached (`reached_step`). A program that saves between a
+    step and its `should_stop(step=)` call saves step N as N - 1 calls, one step too many for the count. Where the
+    program says its step, the next start's first sample tells where it really began: its step less the steps it
+    had made (Preemption's first sample after a resume from step 20 says step 21, one step made); the steps lost
+    are those between. Otherwise (no step said; a start that made no step, or began from scratch) the record
+    stands."""
+    reached, at, run = _count(restart.get("reached_step")), float(restart.get("time") or 0.0), restart.get("run")
+    if reached is not None:
+        later = sorted((e for e in events if e.get("run") == run and float(e.get("time") or 0.0) > at
+                        and e.get("event") in (FIRST_STEP, RESTART, RUN_START)),
+                       key=lambda e: float(e.get("time") or 0.0))  # fmt: skip
+        first = later[0] if later and later[0].get("event") == FIRST_STEP else {}
+        step, made = _count(first.get("step")), _count(first.get("steps"))
+        if step is not None and made is not None and 0 < made < step:
+            return max(reached - (step - made), 0)
+    return _count(restart.get("steps_lost"))
+
+
+def restart_text(event: Mapping[str, Any], steps: int | None = None) -> str:
     """One restart inside the allocation: "crash: rank 1 on n2 (killed by SIGKILL), 30 steps lost, 12.5 s lost"
-    (cause, who failed where and why, then what it cost, where known)."""
-    steps, seconds, reason = event.get("steps_lost"), event.get("lost_seconds"), event.get("reason")
+    (cause, who failed where and why, then what it cost, where known: ``steps``, from steps_lost)."""
+    seconds, reason = event.get("lost_seconds"), event.get("reason")
+    steps = _count(event.get("steps_lost")) if steps is None else steps
     text = f"{event.get('cause')}: {event.get('who')}"
     if isinstance(reason, str) and reason:
         text += f" ({reason})"  # why: "rendezvous failed: port 29517 in use", the exception it raised

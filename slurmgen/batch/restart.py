@@ -105,9 +105,10 @@ def restart(
     begun = max(started, _saved_at(history, ctx))
     lost = round(now - begun, 1) if begun else None
     steps = steps_lost(log_dir, history, run, started)
+    reached = step_reached(history, run, started)
     run_history.append(log_dir, WRITER, run_history.RESTART, run, now, cause=plan.cause, attempt=attempt + 1,
                        who=f.who, error=f.error, reason=f.reason, saved=f.saved, step_code=rc, lost_seconds=lost,
-                       steps_lost=steps,
+                       steps_lost=steps, **({} if reached is None else {"reached_step": reached}),
                        **_where(history, run, since, not ctx.run_on_bad_exit, hangs))  # fmt: skip
     return 0
 
@@ -143,6 +144,17 @@ def steps_lost(log_dir: str, history: run_history.History, run: int, started: fl
              if float(e.get("time") or 0.0) >= started and isinstance(e.get("steps"), int)]  # fmt: skip
     saved = int(saves[-1]["steps"]) if saves else 0
     return None if reached is None else max(reached - saved, 0)
+
+
+def step_reached(history: run_history.History, run: int, started: float) -> int | None:
+    """The program's own step at the newest progress sample of this start (Preemption's `should_stop(step=)`, a
+    progress line, or what the node mark held when it was killed); None when it says no step. With the next
+    start's first sample it tells the steps done again (run_history.steps_lost)."""
+    steps = [e.get("step") for e in history.of_run(run)
+             if e.get("event") in (run_history.FIRST_STEP, run_history.PROGRESS)
+             and float(e.get("time") or 0.0) >= started]  # fmt: skip
+    newest = steps[-1] if steps else None
+    return newest if isinstance(newest, int) and not isinstance(newest, bool) else None
 
 
 def failure_of(history: run_history.History, run: int, since: float, rc: int, ctx: JobContext) -> Failure:

@@ -83,7 +83,7 @@ class Timeline:
     runs: tuple[RunView, ...]
     segments: tuple[Segment, ...]
     markers: tuple[Marker, ...]
-    redone_steps: int  # the steps lost that the restarts recorded (restart's steps_lost)
+    redone_steps: int  # the steps the restarts lost (run_history.steps_lost)
 
 
 Events = Sequence[Mapping[str, Any]]
@@ -299,7 +299,7 @@ def _markers(run: int, events: Events) -> list[Marker]:
             found.append(Marker(run, t, "preemption", "preempted by Slurm"))
         elif kind == rh.RESTART:
             what = "hang" if e.get("cause") == "hang" else "crash"
-            found.append(Marker(run, t, what, f"{rh.restart_text(e)}; restarted", _node(e)))
+            found.append(Marker(run, t, what, f"{rh.restart_text(e, rh.steps_lost(events, e))}; restarted", _node(e)))
         elif kind == rh.NODE_EXCLUDED:
             found.append(Marker(run, t, "excluded", f"node excluded: {e.get('node')} ({e.get('reason')})", _node(e)))
         elif kind == rh.REQUEUE and not requeued:
@@ -347,8 +347,7 @@ def build(events: Events, now: float, markers: bool = True) -> Timeline:
                 if e2 > s:
                     segments.append(Segment(number, s, e2, bucket))
         for r in restarts:
-            steps = r.get("steps_lost")
-            redone_steps += steps if isinstance(steps, int) and not isinstance(steps, bool) else 0
+            redone_steps += rh.steps_lost(mine, r) or 0  # as `history` says it (run_history.steps_lost)
         if markers:
             found += _markers(number, mine)
         samples = sorted(kinds.get(rh.PROGRESS, []) + kinds.get(rh.FIRST_STEP, []), key=_t)

@@ -227,6 +227,8 @@ def test_the_steps_a_hang_restart_loses_reach_to_the_last_sample_when_the_shared
     earlier = {"event": run_history.PROGRESS, "run": 1, "time": started - 50, "steps": 90}  # an earlier start's
     assert batch_restart.steps_lost(log, run_history.History([save, last]), 1, started) == 3
     assert batch_restart.steps_lost(log, run_history.History([earlier, save]), 1, started) == 0
+    assert batch_restart.step_reached(run_history.History([save, last]), 1, started) == 22  # the program's own
+    assert batch_restart.step_reached(run_history.History([earlier, save]), 1, started) is None
     shutil.rmtree(expected_node_dir(JobContext.from_environ(env)), ignore_errors=True)  # the node marks', ours
 
 
