@@ -1,7 +1,7 @@
-"""A rank's progress mark, kept where it costs the shared file system nothing: `Preemption.should_stop()` touches
-it at most once a second (runtime/preemption.py) in the node's own directory (`node_dir`: /dev/shm, memory, never
-the parallel file system), where the hang watchdog of every task of that node reads it (task/watchdog.py); its text
-is the program's step, which a local run's runner reads to time a rehearsal by it (slurmgen/local/step_watch.py).
+"""A rank's progress mark, kept where it costs the shared file system nothing: `Preemption.should_stop()` touches it at
+most every MARK_PERIOD seconds (runtime/preemption.py) in the node's own directory (`node_dir`: /dev/shm, memory, never
+the parallel file system), where the hang watchdog of every task of that node reads it (task/watchdog.py); its text is
+the program's step, which a local run's runner reads to time a rehearsal by it (slurmgen/local/step_watch.py).
 
 One rank per node (SLURM_LOCALID 0) also keeps `<log dir>/progress/rank-<N>` on the shared file system, rewritten
 in place through a descriptor it keeps open, at most once every SHARED_MARK_PERIOD seconds: its text, the steps the
@@ -23,7 +23,10 @@ from slurmgen.job_context.context import JobContext
 
 PROGRESS_DIR = "progress"
 SHARED_MARK_PERIOD = 10.0  # seconds between two writes of a node's shared mark
-MARK_PERIOD = 1.0  # seconds between two writes of a rank's node mark: the longest it lags the program's step
+# Seconds between two writes of a rank's node mark: the longest it lags the program's step. A tenth of a second, so
+# that the last step of a program killed without a word (SIGKILL, a hang) is known to within a step or two of a
+# quick loop: a node-local write (tmpfs), ten a second per rank at the most.
+MARK_PERIOD = 0.1
 LAST = "last"  # the node mark's last word once the program recorded its last sample (ProgressMark.touch)
 NODE_ROOT = "/dev/shm"  # node-local memory on every Linux node; a job_container/tmpfs site gives each job its own
 
@@ -143,14 +146,19 @@ def own_node_dir(job: JobContext) -> str:
     return path
 
 
-def write_node_file(path: str, text: str) -> None:
+MARK_WIDTH = 64  # bytes of a node mark, padded: rewritten in place, never truncated (_read_mark reads this many)
+
+
+def write_node_file(path: str, text: str, in_place: bool = False) -> None:
     """A small file in the node's own directory, which is made on first use (0700: the user's own; a directory
-    another user made first is refused, trust.Untrusted)."""
+    another user made first is refused, trust.Untrusted). ``in_place``: over the old text, not truncated first, so
+    that a reader between the two never finds it empty (a mark, rewritten ten times a second, is of one width)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (0 if in_place else os.O_TRUNC)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        fd = os.open(path, flags, 0o600)
     except FileNotFoundError:
         trust.private_dir(os.path.dirname(path))
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        fd = os.open(path, flags, 0o600)
     try:
         os.write(fd, text.encode())
     finally:
@@ -169,7 +177,7 @@ def node_marks(job: JobContext) -> bool:
       was killed before its supervisor could leave it. Under torchrun, whose c10d rendezvous numbers the nodes in
       the sorted order of their addresses (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py), rank 0 can
       be on another node (`node9` sorts after `node10`); its job shows the last sample instead, as before.
-    One small write a second per rank, in node memory."""
+    At most ten small writes a second per rank, in node memory."""
     if not job.log_dir:
         return False
     return job.hang_timeout is not None or bool(job.local_dir) or job.node_id == 0
@@ -197,12 +205,12 @@ def clear_node_dir(job: JobContext) -> None:
 
 
 class ProgressMark:
-    """Write this rank's progress mark at most once a second (Preemption.should_stop calls it every step) in the
-    node's directory: its time is the progress the watchdog reads, its text the program's step (the steps made
-    when the program does not say its step), which a local run's step rehearsals read; the node's first rank also
-    rewrites its shared mark at most every SHARED_MARK_PERIOD seconds (``shared``: a second writer of the same rank,
-    rank 0's supervisor reading the output's step, writes the node's mark only): its text, the steps made, is what
-    the batch shell counts the steps a restart loses from (batch/restart.py)."""
+    """Write this rank's progress mark at most every MARK_PERIOD seconds (Preemption.should_stop calls it every step) in
+    the node's directory: its time is the progress the watchdog reads, its text the program's step (the steps made when
+    the program does not say its step), which a local run's step rehearsals read; the node's first rank also rewrites
+    its shared mark at most every SHARED_MARK_PERIOD seconds (``shared``: a second writer of the same rank, rank 0's
+    supervisor reading the output's step, writes the node's mark only): its text, the steps made, is what the batch
+    shell counts the steps a restart loses from (batch/restart.py)."""
 
     def __init__(self, job: JobContext, rank: int, shared: bool = True) -> None:
         self.node_path = node_mark_path(job, rank) if node_marks(job) else None
@@ -228,7 +236,7 @@ class ProgressMark:
                 # the step shown first (what the watch of a rehearsal reads), then the steps of this process when
                 # the program says its own step
                 text = (f"{steps}\n" if step is None else f"{step}\n{steps}\n") + (f"{LAST}\n" if last else "")
-                write_node_file(self.node_path, text)
+                write_node_file(self.node_path, text.ljust(MARK_WIDTH - 1) + "\n", in_place=True)
             except (OSError, trust.Untrusted):
                 self.node_path = None
         if self.path is not None and now - self.shared_last >= SHARED_MARK_PERIOD:
@@ -313,7 +321,7 @@ def _read_mark(fd: int) -> tuple[int | None, int, float, bool] | None:
     says no step of its own), the steps made, its time, and whether the program recorded its last sample at it."""
     try:
         when = os.fstat(fd).st_mtime
-        words = os.read(fd, 64).decode("ascii", "replace").split()
+        words = os.read(fd, MARK_WIDTH).decode("ascii", "replace").split()
     except OSError:
         return None
     finally:

@@ -72,8 +72,9 @@ class ProgressSampler:
 def record_from_mark(ctx: JobContext, steps: int, step: int | None, when: float) -> None:
     """The last sample of a start whose program was killed before it could record one (SIGKILL, a signal at
     interpreter exit): rank 0's supervisor records what the program's node mark held, its steps and step at the
-    mark's time ``when`` (epoch seconds), at most a second before the program's end (progress_mark.ProgressMark).
-    Without it, status and report showed the sample taken up to a minute before the kill as the job's last step."""
+    mark's time ``when`` (epoch seconds), at most a tenth of a second before the program's end (MARK_PERIOD,
+    progress_mark.ProgressMark). Without it, status and report showed the sample taken up to a minute before the
+    kill as the job's last step."""
     if not ctx.log_dir:
         return
     fields: dict[str, object] = {"steps": steps, "last": True, "from_mark": True}

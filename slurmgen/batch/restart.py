@@ -123,7 +123,7 @@ def steps_lost(log_dir: str, history: run_history.History, run: int, started: fl
     and rank 0's newest progress sample of this start in the run history. The mark is rewritten at most every
     SHARED_MARK_PERIOD seconds, so a program that hung or died a few seconds after it left it far behind; the
     sample its supervisor recorded at the program's end (its last step, or what its node mark held when it was
-    killed) is at most a second old."""
+    killed) is at most a tenth of a second old."""
     from slurmgen.progress_mark import PROGRESS_DIR, steps_marked
 
     reached = steps_marked(log_dir, 0, started)

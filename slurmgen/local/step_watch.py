@@ -5,11 +5,11 @@ first step or in another phase of the program (its save, its restart); a step is
 the machine is.
 
 What is read: rank 0's progress mark in its node's directory (slurmgen/progress_mark.py; /dev/shm, never the
-shared file system), which `Preemption.should_stop()` rewrites at most once a second with the program's step, and
-rank 0's supervisor too for a program whose step the spec's `progress.pattern` finds in its output. A poll reads
-that one small file in memory, and the step it says is at most a second old. The run history's progress samples
-say the same step but later and later (their gap doubles from 1 s to a minute: slurmgen/progress_sample.py),
-and reading them means reading the history file.
+shared file system), which `Preemption.should_stop()` rewrites at most ten times a second with the program's step, and
+rank 0's supervisor too for a program whose step the spec's `progress.pattern` finds in its output. A poll reads that
+one small file in memory, and the step it says is at most a tenth of a second old. The run history's progress samples
+say the same step but later and later (their gap doubles from 1 s to a minute: slurmgen/progress_sample.py), and reading
+them means reading the history file.
 
 A second step rehearsal counts only marks written after the first one fired: after a kill, that is the restarted
 program's progress (the killed one's last mark is older), so `--kill-rank 0 --at-step 20 --preempt-at-step 30`

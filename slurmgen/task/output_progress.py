@@ -41,7 +41,7 @@ def reads_output(job: JobContext, rank: int | None) -> bool:
 
 class StepReader:
     """Lines in, steps out: the last step found, and the sampler told of each (at monotonic ``clock()``), and the
-    rank's node mark (``mark``: at most once a second, in node-local memory), which a local run's step rehearsals
+    rank's node mark (``mark``: at most ten times a second, in node-local memory), which a local run's step rehearsals
     read as they read Preemption's."""
 
     def __init__(

@@ -2,7 +2,7 @@
 
 Progress is the newest of: any rank's output growing (everything a program prints goes to its rank log, so a
 program that never imports slurmgen makes progress by printing: handler `requeue` or `program`), and any rank's
-progress mark, which slurmgen's per-step `Preemption.should_stop()` touches at most once a second. Both are kept
+progress mark, which slurmgen's per-step `Preemption.should_stop()` touches at most ten times a second. Both are kept
 in the node's own directory (/dev/shm), and nodes agree through one shared heartbeat file that each node writes at
 most once every 10 s (task/node_watch.py): what a supervisor does per poll does not grow with the ranks on other
 nodes, and the shared file system sees at most one operation per node per 10 s (bench/scale.py). Until the first

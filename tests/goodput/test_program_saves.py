@@ -9,6 +9,7 @@ from slurmgen import run_history as rh
 from slurmgen.goodput.advice_basis import UNTIMED
 from slurmgen.goodput.summary import report
 from slurmgen.goodput.text import report_lines
+from slurmgen.progress_mark import MARK_PERIOD
 
 
 def ev(kind: str, run: int, t: float, **fields: Any) -> dict[str, Any]:
@@ -103,11 +104,12 @@ def test_a_preemption_programs_restart_counts_back_to_the_step_before_its_first_
 
 
 def test_a_killed_programs_steps_lost_go_on_from_its_node_mark_for_as_long_as_the_mark_can_lag() -> None:
-    """Rank 0 makes 10 steps a second and is killed at 19.45 s, its last save at step 20 (19.0 s). Its node mark,
-    written at most once a second, last said step 21 at 19.15 s, and its supervisor recorded that as its last
-    sample: the program went on for the 0.3 s to the kill, so the steps lost are 21 + 3 - 20 = 4, not 1.
-    A mark older than a second counts for one second of steps only."""
-    for killed, lost in ((19.45, 4), (25.0, 11)):
+    """Rank 0 makes 10 steps a second and is killed at 19.25 s, its last save at step 20 (19.0 s). Its node mark,
+    written at most every MARK_PERIOD (a tenth of a second), last said step 21 at 19.15 s, and its supervisor
+    recorded that as its last sample: the program went on for the 0.1 s to the kill, so the steps lost are
+    21 + 1 - 20 = 2, not 1. A mark older than MARK_PERIOD counts for that long only."""
+    assert MARK_PERIOD == 0.1
+    for killed, lost in ((19.25, 2), (25.0, 2)):
         events = [ev(rh.RUN_START, 1, 0.0), ev(rh.FIRST_STEP, 1, 17.0, step=1, steps=1)]
         events += [ev(rh.PROGRESS, 1, 18.15, step=11, steps=11, step_seconds=0.1)]
         events += [ev(rh.SAVE, 1, 19.0, cause="program", path="ckpts", basis="unseen")]

@@ -12,6 +12,7 @@ from typing import Any
 from scenarios.axes import Scenario
 from scenarios.observation import Observation
 from scenarios.program import expected_result
+from slurmgen.progress_mark import MARK_PERIOD
 
 ENDED_STATES = ("FAILED", "PREEMPTED", "CANCELLED", "TIMEOUT")
 
@@ -114,14 +115,14 @@ def last_step(o: Observation) -> int:
     return steps[-1] if steps else 0
 
 
-MARK_AGE = 1.0  # seconds: the most a rank's node mark lags its program (slurmgen/progress_mark.py, ProgressMark)
+MARK_AGE = MARK_PERIOD  # seconds: the most a rank's node mark lags its program (slurmgen/progress_mark.py)
 SLOWEST_STEP_TIME = 0.1  # seconds: the quickest step of the engine's programs, when the history times none
 
 
 def marked_lag(o: Observation) -> int:
     """How many steps the last recorded sample may be behind rank 0's last printed step: none, unless its program
     was killed before it recorded its last and its supervisor recorded what the node mark held instead
-    (`from_mark`), which is at most MARK_AGE old: the steps of that second, and the one under way."""
+    (`from_mark`), which is at most MARK_AGE old: the steps of that time, and the one under way."""
     samples = sorted((e for e in o.events if e.get("event") in ("first-step", "progress")), key=lambda e: e["time"])
     if not samples or not samples[-1].get("from_mark"):
         return 0
