@@ -229,9 +229,10 @@ def test_a_last_step_from_the_node_mark_may_lag_the_printed_one_by_its_periods_s
         good(), status=STATUS.replace("step: 60", "step: 59"))))  # fmt: skip
 
 
-def test_the_redone_time_of_one_step_may_be_off_by_at_most_one_step_time() -> None:
-    one = report(redone_steps=1, buckets={"startup": 25.0, "save": 0.5, "recovery": 4.35, "redone": 0.15})
-    assert planted("goodput", dataclasses.replace(good(), report=one)) == []
-    off = report(redone_steps=1, buckets={"startup": 25.0, "save": 0.5, "recovery": 4.25, "redone": 0.25})
-    said = planted("goodput", dataclasses.replace(good(), report=off))
-    assert any("redone 0.25 s for 1 steps" in line for line in said), said
+def test_the_redone_time_of_one_step_may_be_off_by_one_step_time_and_one_more_above() -> None:
+    """One step redone of 0.1 s: 0.0 to 0.3 s hold (the step under way when the program died may add one)."""
+    for seconds, holds in ((0.15, True), (0.25, True), (0.35, False)):
+        buckets = {"startup": 25.0, "save": 0.5, "recovery": 4.5 - seconds, "redone": seconds}
+        said = planted("goodput", dataclasses.replace(good(), report=report(redone_steps=1, buckets=buckets)))
+        assert (said == []) == holds, (seconds, said)
+        assert holds or any(f"redone {seconds} s for 1 steps" in line for line in said), said
