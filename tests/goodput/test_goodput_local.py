@@ -62,8 +62,9 @@ def test_report_after_a_crash_restart_and_a_preemption(tmp_path: Path, jobs: lis
     recorded = restart.get("steps_lost")
     assert isinstance(recorded, int), restart
     # the program saves step 40 before its should_stop(step=40): the save says 39 calls, and the next start's first
-    # sample (step 41, one step made) tells it began at 40, one step fewer lost than the restart counted
-    assert data["redone_steps"] == run_history.steps_lost(events(job), restart) == recorded - 1
+    # sample (step 41, one step made) tells it began at 40, one step fewer lost than the restart counted (the same,
+    # where a loaded machine's start-up took the kill before the first save and the next start began from scratch)
+    assert data["redone_steps"] == run_history.steps_lost(events(job), restart) in (recorded, recorded - 1)
     assert data["buckets"]["redone"] > 0 and data["buckets"]["startup"] > 0 and data["buckets"]["queue"] > 0
     assert 0 < data["goodput"] < 1
     kinds = [m["kind"] for m in data["markers"]]
