@@ -134,10 +134,8 @@ def steps_lost(log_dir: str, history: run_history.History, run: int, started: fl
             names = []
         marked = [steps_marked(log_dir, int(n[5:]), started) for n in names if n[5:].isdigit()]
         reached = max((m for m in marked if m is not None), default=None)
-    sampled = [int(e["steps"]) for e in history.of_run(run)
-               if e.get("event") in (run_history.FIRST_STEP, run_history.PROGRESS)
-               and float(e.get("time") or 0.0) >= started
-               and isinstance(e.get("steps"), int) and not isinstance(e.get("steps"), bool)]  # fmt: skip
+    sampled = [int(e["steps"]) for e in _samples(history, run, started)
+               if isinstance(e.get("steps"), int) and not isinstance(e.get("steps"), bool)]  # fmt: skip
     if sampled:
         reached = max(reached or 0, max(sampled))
     saves = [e for e in history.of_run(run, run_history.SAVE)
@@ -146,13 +144,17 @@ def steps_lost(log_dir: str, history: run_history.History, run: int, started: fl
     return None if reached is None else max(reached - saved, 0)
 
 
+def _samples(history: run_history.History, run: int, started: float) -> list[Mapping[str, Any]]:
+    """Rank 0's progress samples of this start of the step, oldest first."""
+    return [e for e in history.of_run(run) if e.get("event") in (run_history.FIRST_STEP, run_history.PROGRESS)
+            and float(e.get("time") or 0.0) >= started]  # fmt: skip
+
+
 def step_reached(history: run_history.History, run: int, started: float) -> int | None:
     """The program's own step at the newest progress sample of this start (Preemption's `should_stop(step=)`, a
     progress line, or what the node mark held when it was killed); None when it says no step. With the next
     start's first sample it tells the steps done again (run_history.steps_lost)."""
-    steps = [e.get("step") for e in history.of_run(run)
-             if e.get("event") in (run_history.FIRST_STEP, run_history.PROGRESS)
-             and float(e.get("time") or 0.0) >= started]  # fmt: skip
+    steps = [e.get("step") for e in _samples(history, run, started)]
     newest = steps[-1] if steps else None
     return newest if isinstance(newest, int) and not isinstance(newest, bool) else None
 
