@@ -236,3 +236,18 @@ def test_the_redone_time_of_one_step_may_be_off_by_one_step_time_and_one_more_ab
         said = planted("goodput", dataclasses.replace(good(), report=report(redone_steps=1, buckets=buckets)))
         assert (said == []) == holds, (seconds, said)
         assert holds or any(f"redone {seconds} s for 1 steps" in line for line in said), said
+
+
+def test_the_redone_time_may_run_at_the_pace_the_program_kept_as_it_died_and_no_slower() -> None:
+    """A loaded machine slowed the dying start's last stretch to 0.3 s a step (its last sample before the restart):
+    one step redone may then take up to 0.3 + 0.1 + 0.1 s; a pace from a sample after the restart counts for
+    nothing."""
+    dying = {"event": "progress", "run": 1, "steps": 3, "step": 20, "last": True, "step_seconds": 0.3,
+             "time": T0 + 20.05}  # fmt: skip
+    later = {**dying, "time": T0 + 30.0}
+    for events, seconds, holds in (([dying], 0.45, True), ([dying], 0.55, False), ([later], 0.45, False)):
+        buckets = {"startup": 25.0, "save": 0.5, "recovery": 4.5 - seconds, "redone": seconds}
+        o = dataclasses.replace(good(), events=[*EVENTS, *events], report=report(redone_steps=1, buckets=buckets))
+        said = planted("goodput", o)
+        assert (said == []) == holds, (seconds, said)
+        assert holds or any(f"redone {seconds} s for 1 steps" in line for line in said), said
