@@ -278,7 +278,8 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
     return [by_run[n] for n in sorted(by_run)]
 
 
-def _count(value: object) -> int | None:
+def count(value: object) -> int | None:
+    """``value`` when it is a whole number (a record's count of steps), else None: JSON's true is no count."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -293,23 +294,23 @@ def steps_lost(events: Sequence[Mapping[str, Any]], restart: Mapping[str, Any]) 
     had made (Preemption's first sample after a resume from step 20 says step 21, one step made); the steps lost
     are those between. Otherwise (no step said; a start that made no step, or began from scratch) the record
     stands."""
-    reached, at, run = _count(restart.get("reached_step")), float(restart.get("time") or 0.0), restart.get("run")
+    reached, at, run = count(restart.get("reached_step")), float(restart.get("time") or 0.0), restart.get("run")
     if reached is not None:
         later = sorted((e for e in events if e.get("run") == run and float(e.get("time") or 0.0) > at
                         and e.get("event") in (FIRST_STEP, RESTART, RUN_START)),
                        key=lambda e: float(e.get("time") or 0.0))  # fmt: skip
         first = later[0] if later and later[0].get("event") == FIRST_STEP else {}
-        step, made = _count(first.get("step")), _count(first.get("steps"))
+        step, made = count(first.get("step")), count(first.get("steps"))
         if step is not None and made is not None and 0 < made < step:
             return max(reached - (step - made), 0)
-    return _count(restart.get("steps_lost"))
+    return count(restart.get("steps_lost"))
 
 
 def restart_text(event: Mapping[str, Any], steps: int | None = None) -> str:
     """One restart inside the allocation: "crash: rank 1 on n2 (killed by SIGKILL), 30 steps lost, 12.5 s lost"
     (cause, who failed where and why, then what it cost, where known: ``steps``, from steps_lost)."""
     seconds, reason = event.get("lost_seconds"), event.get("reason")
-    steps = _count(event.get("steps_lost")) if steps is None else steps
+    steps = count(event.get("steps_lost")) if steps is None else steps
     text = f"{event.get('cause')}: {event.get('who')}"
     if isinstance(reason, str) and reason:
         text += f" ({reason})"  # why: "rendezvous failed: port 29517 in use", the exception it raised

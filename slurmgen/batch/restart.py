@@ -134,8 +134,7 @@ def steps_lost(log_dir: str, history: run_history.History, run: int, started: fl
             names = []
         marked = [steps_marked(log_dir, int(n[5:]), started) for n in names if n[5:].isdigit()]
         reached = max((m for m in marked if m is not None), default=None)
-    sampled = [int(e["steps"]) for e in _samples(history, run, started)
-               if isinstance(e.get("steps"), int) and not isinstance(e.get("steps"), bool)]  # fmt: skip
+    sampled = [n for n in (run_history.count(e.get("steps")) for e in _samples(history, run, started)) if n is not None]
     if sampled:
         reached = max(reached or 0, max(sampled))
     saves = [e for e in history.of_run(run, run_history.SAVE)
@@ -154,9 +153,8 @@ def step_reached(history: run_history.History, run: int, started: float) -> int 
     """The program's own step at the newest progress sample of this start (Preemption's `should_stop(step=)`, a
     progress line, or what the node mark held when it was killed); None when it says no step. With the next
     start's first sample it tells the steps done again (run_history.steps_lost)."""
-    steps = [e.get("step") for e in _samples(history, run, started)]
-    newest = steps[-1] if steps else None
-    return newest if isinstance(newest, int) and not isinstance(newest, bool) else None
+    samples = _samples(history, run, started)
+    return run_history.count(samples[-1].get("step")) if samples else None
 
 
 def failure_of(history: run_history.History, run: int, since: float, rc: int, ctx: JobContext) -> Failure:
