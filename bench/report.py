@@ -4,7 +4,8 @@
 
 1. The report of one job with --runs runs (each: start, first step, progress samples, two saves, a stop, a
    requeue; every tenth run also a crash restart), its history written to disk by run_history.append as the
-   job writes it: read + report + JSON + table + HTML. Goal: under 1 s for 1,000 runs.
+   job writes it: read + report + JSON + table + HTML. Goal: under 1 s for 1,000 runs, and a CPU time that
+   doubles with the runs (exponent 1, from the report at half the runs).
 2. A sweep of --points points (one run each), every point's history on disk: read all + every report + the
    roll-up's JSON, as `slurmgen report SWEEP --json` makes it (each history read once, its points' reports
    without markers and advice: manage/goodput_files.sweep_report(detail=False), spread over this machine's CPUs
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -47,8 +49,9 @@ def write_job(log_dir: str, runs: int) -> None:
         a(log_dir, "rank0", rh.SAVE, run, t + 200, seconds=10.0, blocking=10.0, cause="periodic", steps=180)
         if run % 10 == 0:
             a(log_dir, "task-1", rh.TASK_EXIT, run, t + 250, rank=1, exit_code=-9)
-            a(log_dir, "batch-shell", rh.RESTART, run, t + 260, cause="crash", who="rank 1", steps_lost=40)
-            a(log_dir, "rank0", rh.FIRST_STEP, run, t + 280, steps=1)
+            a(log_dir, "batch-shell", rh.RESTART, run, t + 260, cause="crash", who="rank 1", steps_lost=40,
+              reached_step=run * 1000 + 220)  # fmt: skip
+            a(log_dir, "rank0", rh.FIRST_STEP, run, t + 280, steps=1, step=run * 1000 + 181)
         a(log_dir, "rank0", rh.STOP, run, t + 400, cause=rh.PREEMPTION, step_seconds=1.0)
         a(log_dir, "rank0", rh.SAVE, run, t + 412, seconds=10.0, cause=rh.PREEMPTION, steps=380)
         a(log_dir, "rank0", rh.REQUEUE, run, t + 413, cause=rh.PREEMPTION)
@@ -140,10 +143,13 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--before", default="main", help="the revision whose should_stop() is the baseline")
     args = parser.parse_args()
-    job = bench_job(args.runs)
+    job, half = bench_job(args.runs), bench_job(args.runs // 2)
+    grows = math.log2(job[1] / half[1]) if job[1] > 0 and half[1] > 0 else None
     load = os.getloadavg()[0]
     print(f"load average {load:.1f} on {os.cpu_count()} CPUs (the wall time waits for the CPU beyond that)")
-    print(f"report of a job with {args.runs} runs: {job[0]:.3f} s wall, {job[1]:.3f} s CPU (goal < 1 s)")
+    print(f"report of a job with {args.runs} runs: {job[0]:.3f} s wall, {job[1]:.3f} s CPU (goal < 1 s); "
+          f"{half[1]:.3f} s CPU at {args.runs // 2}: grows as runs^{grows if grows is None else round(grows, 2)}"
+          " (goal 1: each run's events are read a fixed number of times)")  # fmt: skip
     sweep = bench_sweep(args.points)
     print(f"report of a sweep of {args.points} points: {sweep[0]:.3f} s wall, {sweep[1]:.3f} s CPU (goal < 2 s)")
     with tempfile.TemporaryDirectory() as before:
@@ -157,6 +163,7 @@ def main() -> None:
     b, n = statistics.median(before_ns), statistics.median(now_ns)
     print(f"should_stop() per step: {b:.0f} ns before ({args.before}), {n:.0f} ns now ({n - b:+.0f} ns)")
     print(json.dumps({"job_runs": args.runs, "job_seconds": round(job[0], 4), "job_cpu_seconds": round(job[1], 4),
+                      "job_exponent": grows,
                       "sweep_points": args.points, "sweep_seconds": round(sweep[0], 4),
                       "sweep_cpu_seconds": round(sweep[1], 4), "should_stop_ns_before": round(b),
                       "should_stop_ns_now": round(n), "load": load}))  # fmt: skip

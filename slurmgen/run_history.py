@@ -233,6 +233,9 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
     """One summary per run, in run order."""
     by_run: dict[int, Run] = {}
     events = list(events)
+    of_run: dict[object, list[Mapping[str, Any]]] = {}  # each run's events, for its restarts' steps lost
+    for e in events:
+        of_run.setdefault(e.get("run"), []).append(e)
     for e in events:
         r = by_run.setdefault(int(e["run"]), Run(int(e["run"])))
         kind, when = e.get("event"), e.get("time")
@@ -261,7 +264,7 @@ def runs(events: Iterable[Mapping[str, Any]]) -> list[Run]:
         elif kind == REFUSED:
             r.refused = e.get("why")
         elif kind == RESTART:
-            r.restarts.append(restart_text(e, steps_lost(events, e)))
+            r.restarts.append(restart_text(e, steps_lost(of_run[e.get("run")], e)))
             if r.requeued_by is None and r.cause != PREEMPTION:
                 r.cause = None  # a stop of the start that failed (a casualty's TERM) is not why the run ended
         elif kind == CONTINUED:
@@ -345,10 +348,17 @@ def counts(history: Iterable[Run]) -> Counts:
 def site_of(events: Iterable[Mapping[str, Any]], run: int) -> Mapping[str, Any]:
     """What the site does on preemption, recorded at the start of ``run`` (the batch shell asks Slurm once per
     run; slurm/site.py site_preemption_event): mode, grace, version, ...; empty when nothing was recorded."""
+    return sites(events).get(run, {})
+
+
+def sites(events: Iterable[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
+    """site_of for every run that recorded one, in one pass (the first record of a run stands)."""
+    found: dict[int, Mapping[str, Any]] = {}
     for e in events:
-        if e.get("event") == RUN_START and e.get("run") == run and isinstance(e.get("site"), Mapping):
-            return dict(e["site"])
-    return {}
+        run = e.get("run")
+        if e.get("event") == RUN_START and isinstance(run, int) and isinstance(e.get("site"), Mapping):
+            found.setdefault(run, dict(e["site"]))
+    return found
 
 
 def site_mode(events: Iterable[Mapping[str, Any]], run: int) -> str | None:

@@ -161,10 +161,11 @@ def requeue_delays(events: Sequence[Mapping[str, Any]], line: tl.Timeline) -> fl
     of the run that waited: slurm/site_config.py), each at most the wait between the two runs. They are queue
     time in the timeline; the advice counts them in what an interruption costs."""
     total = 0.0
+    sites = rh.sites(events)
     for before, after in zip(line.runs, line.runs[1:], strict=False):
         if before.ended == "completed":
             continue
-        recorded = rh.site_of(events, after.run).get("requeue_delay")
+        recorded = sites.get(after.run, {}).get("requeue_delay")
         if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded > 0:
             total += min(float(recorded), max(after.start - before.end, 0.0))
     return total
