@@ -122,6 +122,7 @@ NODE_NAME = "SLURMD_NODENAME"
 NODE_ID = "SLURM_NODEID"  # the node's index among the job's nodes: 0 for the first, where the batch shell runs
 JOB_NODELIST = "SLURM_JOB_NODELIST"
 STEP_NODELIST = "SLURM_STEP_NODELIST"
+STEP_ID = "SLURM_STEP_ID"  # the step's number in the job: a new one for each srun, so for each start of the program
 JOB_PARTITION = "SLURM_JOB_PARTITION"
 # The run's SLUID (a job id unique across clusters and requeues), in the job's environment from Slurm 26.05
 # (src/common/env.c `setup_env`, SchedMD/slurm commit 1524248add); 25.11 sets it for prologs and epilogs only.
@@ -702,6 +703,7 @@ def variables() -> tuple[Variable, ...]:
         Variable(
             STEP_NODELIST, "the step's nodes (inside a step)", FROM_SLURM, (BY_TASK, BY_RUNTIME), "step_nodes", "given"
         ),
+        Variable(STEP_ID, "the step's number in the job (inside a step)", FROM_SLURM, (BY_TASK,), "step_id", "whole"),
         Variable(JOB_PARTITION, "the job's partition", FROM_SLURM, (BY_BATCH,), "partition", "given"),
         Variable(JOB_SLUID, "the run's SLUID (Slurm 26.05+)", FROM_SLURM, (BY_BATCH,), "sluid", "given"),
         Variable(

@@ -102,6 +102,7 @@ class JobVariables:
     node_id: int | None  # SLURM_NODEID
     nodes: str | None  # SLURM_JOB_NODELIST
     step_nodes: str | None  # SLURM_STEP_NODELIST
+    step_id: int | None  # SLURM_STEP_ID
     partition: str | None  # SLURM_JOB_PARTITION
     sluid: str | None  # SLURM_JOB_SLUID
     gpus_on_node: int  # SLURM_GPUS_ON_NODE
@@ -176,6 +177,7 @@ class JobVariables:
             node_id=whole(environ, contract.NODE_ID),
             nodes=given(environ, contract.JOB_NODELIST),
             step_nodes=given(environ, contract.STEP_NODELIST),
+            step_id=whole(environ, contract.STEP_ID),
             partition=given(environ, contract.JOB_PARTITION),
             sluid=given(environ, contract.JOB_SLUID),
             gpus_on_node=count(environ, contract.GPUS_ON_NODE, 0),

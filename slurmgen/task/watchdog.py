@@ -274,18 +274,51 @@ def leave_node(job: JobContext, rank: int | None, since: float) -> None:
     """This task's program has ended (its supervisor calls this last): note it in the node's directory, and the
     last of the node's tasks to leave removes the directory. Only evidence deletes: the directory must be this
     user's own (lstat: a link or another user's is never touched), and every rank of the node (local_ranks) must
-    have left since ``since``, when this supervisor started (a note left by an earlier start of the step is older);
-    a count that falls short keeps the directory. A restart of the step makes it again. Also without the watchdog,
-    since the ranks keep their marks there all the same (progress_mark.node_marks)."""
+    have left this start of the step; a count that falls short keeps the directory. A restart of the step makes
+    it again. Also without the watchdog, since the ranks keep their marks there all the same
+    (progress_mark.node_marks).
+
+    Which notes are this start's: in a Slurm step, those that name its start (start_of_step), so a short task that
+    ended before its sibling's supervisor even began still counts; outside one, those made since ``since``, when
+    this supervisor started (a note of an earlier start is older)."""
     if rank is None or not (watches(job, rank) or node_marks(job)):
         return
     folder = node_dir(job)
+    start = start_of_step(job)
     with contextlib.suppress(OSError):
         if trust.breach(folder, os.lstat(folder), directory=True) is not None:
             return
-        write_node_file(os.path.join(folder, f"left-{rank}"), "")
-        if count_since(folder, "left-", since) >= local_ranks(job):
+        write_node_file(os.path.join(folder, f"{LEFT}{rank}"), start)
+        left = count_naming(folder, start) if start else count_since(folder, LEFT, since)
+        if left >= local_ranks(job):
             shutil.rmtree(folder)
+
+
+LEFT = "left-"  # a task's note in its node's directory that its program ended: left-<rank>, naming its start
+
+
+def start_of_step(job: JobContext) -> str:
+    """This start of the program, the same in every task of it: the run (a requeue's is the next), the Slurm step
+    (each srun of a restart inside the allocation makes a new one: SLURM_STEP_ID) and torchrun's restart of its
+    workers; "" outside a Slurm step."""
+    if job.step_id is None:
+        return ""
+    return f"{job.run}.{job.step_id}.{job.elastic_restart_count}"
+
+
+def count_naming(folder: str, start: str) -> int:
+    """The leave notes in ``folder`` that name ``start``."""
+    found = 0
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith(LEFT):
+                with contextlib.suppress(OSError):
+                    fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a link or a FIFO: no
+                    try:
+                        found += os.read(fd, len(start) + 1) == start.encode()
+                    finally:
+                        os.close(fd)
+    return found
 
 
 def nccl_trace_env(job: JobContext, env: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -4,6 +4,7 @@ script and slurmgen's runtime entry point, and the tests assert on what Slurm an
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 from cli_run import run_slurmgen, slurmgen_argv
 
+from slurmgen.progress_mark import node_dir_name
 from slurmgen.slurm.ids import JobState
 from slurmgen.slurm.showjob import JobInfo
 
@@ -100,6 +102,10 @@ def test_two_nodes_two_tasks_with_wait(slurm_cluster: SlurmCluster, tmp_path: Pa
             for local in (0, 1)
         ], everything  # fmt: skip
     assert len(ports) == 1 and ports.pop().isdigit()  # one rendezvous for all ranks
+    # each node's own directory went with the step, also where a task of a second ended before its sibling's
+    # supervisor began (task/watchdog.leave_node); the nodes' /dev/shm is this machine's
+    log_dir = str(tmp_path / "logs" / f"sgtest-{job}")
+    assert [d for d in (node_dir_name(log_dir, h) for h in hosts) if os.path.exists(d)] == []
     # the run directory and the journal
     journal = [json.loads(line) for line in (tmp_path / ".slurmgen" / "journal.jsonl").read_text().splitlines()]
     assert [(e["event"], e["job_id"]) for e in journal] == [("submitting", None), ("submitted", job)]

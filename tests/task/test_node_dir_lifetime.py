@@ -55,6 +55,33 @@ def test_a_note_left_by_an_earlier_start_of_the_step_does_not_count(tmp_path: Pa
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def test_in_a_slurm_step_a_task_that_ended_before_its_siblings_supervisor_began_still_counts(tmp_path: Path) -> None:
+    """A program of a second that ends before the node's other supervisor has even started (a loaded node starts
+    its tasks apart): its note names the start of the step, so the last to leave removes the directory. A note of
+    the step before (a restart inside the allocation runs a new srun, a new SLURM_STEP_ID) does not count."""
+
+    def job(local_id: int, step: int) -> JobContext:
+        return JobContext.from_environ({**env(tmp_path, local_id), contract.STEP_ID: str(step)})
+
+    folder = node_dir(job(0, 3))
+    try:
+        write_node_file(os.path.join(folder, "rank-0"), "5\n")
+        watchdog.leave_node(job(1, 3), 1, 0.0)
+        os.utime(os.path.join(folder, "left-1"), (100.0, 100.0))  # long before rank 0's supervisor began, at 200
+        assert os.path.isdir(folder)
+        watchdog.leave_node(job(0, 3), 0, 200.0)
+        assert not os.path.exists(folder)
+
+        write_node_file(os.path.join(folder, "rank-0"), "5\n")  # the next start's marks make the directory again
+        watchdog.leave_node(job(1, 4), 1, 0.0)  # the step before: its rank 1 left, its rank 0 was killed
+        watchdog.leave_node(job(0, 5), 0, 0.0)  # this step's rank 0 leaves; its rank 1 still runs
+        assert sorted(os.listdir(folder)) == ["left-0", "left-1", "rank-0"]
+        watchdog.leave_node(job(1, 5), 1, 0.0)
+        assert not os.path.exists(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_a_local_run_with_the_watchdog_leaves_no_node_directory(tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(
         f"name: job\ncommand: [{sys.executable!r}, '-c', 'import time; time.sleep(1)']\ntime: '00:10:00'\n"
