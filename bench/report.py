@@ -20,9 +20,11 @@ Prints one line per measure and a JSON summary last.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from slurmgen import run_history as rh  # noqa: E402
+from slurmgen.progress_mark import node_dir_name  # noqa: E402
 
 T0 = 1_790_000_000.0
 
@@ -130,8 +133,12 @@ def step_cost(tree: str, steps: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "SLURMGEN_LOG_DIR": tmp, "SLURMGEN_HANG_TIMEOUT": "300", "PYTHONPATH": tree}
         env.pop("SLURM_JOB_ID", None)
-        out = subprocess.run([sys.executable, "-c", STEP_LOOP, tree, tmp, str(steps)], env=env, check=True,
-                             capture_output=True, text=True).stdout  # fmt: skip
+        try:
+            out = subprocess.run([sys.executable, "-c", STEP_LOOP, tree, tmp, str(steps)], env=env, check=True,
+                                 capture_output=True, text=True).stdout  # fmt: skip
+        finally:  # the program's node directory (/dev/shm): a job's last task removes it, this loop has none
+            for folder in glob.glob(node_dir_name(tmp, "*")):
+                shutil.rmtree(folder, ignore_errors=True)
         return float(out.split()[-1])
 
 
