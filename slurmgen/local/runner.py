@@ -206,6 +206,21 @@ class Runner:
                 procs.wait_empty(proc.pid, 5.0, lambda: self._reap(proc))
             self._escaped(proc)
             self._reap(proc)
+            if not procs.group_members(proc.pid) and not procs.adopted(proc.pid)[0]:
+                self._clear_node_dirs()
+
+    def _clear_node_dirs(self) -> None:
+        """Once no process of the run is left: every emulated node's directory of the job (/dev/shm), which a task
+        whose supervisor was killed before it could leave it (SIGKILL after the kill wait, a crash's casualties
+        ended by srun) leaves behind. A cluster's site does this for a job where it gives each job its own /dev/shm
+        (Slurm's job_container/tmpfs); the batch shell clears the first node's, and here every node is this
+        machine. Only the user's own directory, never through a link (progress_mark.clear_node_dir)."""
+        from slurmgen.job_context.context import JobContext
+        from slurmgen.progress_mark import clear_node_dir
+
+        for host in jobenv.node_names(self.job.shape.nodes):
+            env = {contract.LOG_DIR: str(self.job.paths.task_logs), contract.NODE_NAME: host}
+            clear_node_dir(JobContext.from_environ(env))
 
     def _reap(self, proc: subprocess.Popen[bytes]) -> None:
         """Collect the batch shell's status and the zombies of orphaned tasks (we are their subreaper)."""

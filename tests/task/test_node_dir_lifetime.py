@@ -96,6 +96,31 @@ def test_a_local_run_with_the_watchdog_leaves_no_node_directory(tmp_path: Path) 
     assert glob.glob(pattern + "*") == []
 
 
+KILLS_ITS_SUPERVISOR = """
+import os, signal, sys, time
+if os.environ["SLURM_PROCID"] == "3" and not os.path.exists("killed"):
+    open("killed", "w").close()
+    os.kill(os.getppid(), signal.SIGKILL)  # the task's supervisor: it never leaves the node's directory
+time.sleep(1)
+"""
+
+
+def test_a_local_run_leaves_no_node_directory_of_a_task_whose_supervisor_was_killed(tmp_path: Path) -> None:
+    """On the second emulated node, rank 3's supervisor dies by SIGKILL before it can note its leave (as srun's
+    SIGKILL after the kill wait ends one): once the run has no process left, the runner clears every node's
+    directory, as a site's per-job /dev/shm would go."""
+    (tmp_path / "prog.py").write_text(KILLS_ITS_SUPERVISOR)
+    (tmp_path / "job.yaml").write_text(
+        f"name: job\ncommand: [{sys.executable!r}, prog.py]\ntime: '00:10:00'\nnodes: 2\ntasks_per_node: 2\n"
+        f"python: {sys.executable}\nrecovery: {{hang_timeout: 30, max_restarts: 0}}\n"
+    )
+    done = run_slurmgen("run", "job.yaml", cwd=tmp_path)
+    assert (tmp_path / "killed").exists(), done.stderr  # the supervisor was killed
+    log_dir = tmp_path / "logs" / f"job-{local_job_id(done)}"
+    pattern = expected_node_dir(JobContext.from_environ({contract.LOG_DIR: str(log_dir), "SLURMD_NODENAME": "*"}))
+    assert glob.glob(pattern + "*") == [], done.stderr
+
+
 def test_without_the_watchdog_only_the_first_nodes_ranks_keep_marks_there_and_its_batch_shell_clears_it(
     tmp_path: Path,
 ) -> None:
