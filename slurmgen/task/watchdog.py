@@ -307,17 +307,15 @@ def start_of_step(job: JobContext) -> str:
 
 
 def count_naming(folder: str, start: str) -> int:
-    """The leave notes in ``folder`` that name ``start``."""
+    """The leave notes in ``folder`` (a directory the caller found to be the user's own) that name ``start``. A note
+    is read by the read rule of every file of the node's directory (trust.read_bytes: a regular file of this user's,
+    not a link, not a FIFO); one that fails it counts for nothing, so the directory stays."""
     found = 0
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
             if entry.name.startswith(LEFT):
-                with contextlib.suppress(OSError):
-                    fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a link or a FIFO: no
-                    try:
-                        found += os.read(fd, len(start) + 1) == start.encode()
-                    finally:
-                        os.close(fd)
+                with contextlib.suppress(OSError, trust.Untrusted):
+                    found += trust.read_bytes(entry.path, "read", dir_checked=True) == start.encode()
     return found
 
 

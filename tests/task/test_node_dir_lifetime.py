@@ -82,6 +82,39 @@ def test_in_a_slurm_step_a_task_that_ended_before_its_siblings_supervisor_began_
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def test_a_planted_leave_note_a_link_or_a_fifo_counts_for_nothing_and_the_directory_stays(tmp_path: Path) -> None:
+    """A leave note is read by the rule of every file of the node's directory: a link to a file naming this start,
+    a FIFO (never waited on) or a file another user wrote there counts for nothing, so rank 1's leave does not take
+    the directory from rank 0, which still runs."""
+
+    def job(local_id: int) -> JobContext:
+        return JobContext.from_environ({**env(tmp_path, local_id), contract.STEP_ID: "3"})
+
+    folder = node_dir(job(1))
+    start = watchdog.start_of_step(job(1))
+    forged = tmp_path / "forged"
+    forged.write_text(start)
+    try:
+        write_node_file(os.path.join(folder, "rank-0"), "5\n")
+        for plant in ("link", "fifo", "other"):
+            note = os.path.join(folder, "left-0")
+            if plant == "link":
+                os.symlink(forged, note)
+            elif plant == "fifo":
+                os.mkfifo(note, 0o600)
+            else:
+                write_node_file(note, start)
+                os.chown(note, 65534, 65534)
+            watchdog.leave_node(job(1), 1, 0.0)
+            assert os.path.isdir(folder), plant
+            assert watchdog.count_naming(folder, start) == 1, plant  # rank 1's own note only
+            os.unlink(note)
+        watchdog.leave_node(job(0), 0, 0.0)  # rank 0's own note: now both have left
+        assert not os.path.exists(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_a_local_run_with_the_watchdog_leaves_no_node_directory(tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(
         f"name: job\ncommand: [{sys.executable!r}, '-c', 'import time; time.sleep(1)']\ntime: '00:10:00'\n"
