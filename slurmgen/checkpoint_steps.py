@@ -36,11 +36,9 @@ def step_at(events: Sequence[Mapping[str, Any]], run: int, at: float) -> float |
         hung = hung or e.get("event") == run_history.HANG
         if e.get("event") not in (run_history.FIRST_STEP, run_history.PROGRESS):
             continue
-        step = e.get("step", e.get("steps"))
-        if isinstance(step, (int, float)) and not isinstance(step, bool):
-            samples.append(
-                (float(e.get("time") or 0.0), float(step), e.get("last") is True, e.get("from_mark") is True)
-            )
+        step = run_history.number(e.get("step", e.get("steps")))
+        if step is not None:
+            samples.append((float(e.get("time") or 0.0), step, e.get("last") is True, e.get("from_mark") is True))
     samples.sort()
     before = [s for s in samples if s[0] <= at]
     after = [s for s in samples if s[0] > at]

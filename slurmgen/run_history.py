@@ -164,8 +164,16 @@ def _events_of(path: str, lines: list[bytes]) -> list[dict[str, Any]]:
 _WARNED: set[tuple[str, int]] = set()
 
 
+def number(value: object) -> float | None:
+    """``value`` as a float when it is a record's number: a JSON number, finite (Python's json reads NaN and
+    Infinity), never true or false, which Python takes for 1 and 0; else None, for a reader to take as absent."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) < 1e300:
+        return float(value)
+    return None
+
+
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) < 1e300
+    return number(value) is not None
 
 
 SCALARS = (str, int, float, bool, type(None))

@@ -165,9 +165,9 @@ def requeue_delays(events: Sequence[Mapping[str, Any]], line: tl.Timeline) -> fl
     for before, after in zip(line.runs, line.runs[1:], strict=False):
         if before.ended == "completed":
             continue
-        recorded = sites.get(after.run, {}).get("requeue_delay")
-        if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded > 0:
-            total += min(float(recorded), max(after.start - before.end, 0.0))
+        recorded = rh.number(sites.get(after.run, {}).get("requeue_delay"))
+        if recorded is not None and recorded > 0:
+            total += min(recorded, max(after.start - before.end, 0.0))
     return total
 
 

@@ -93,10 +93,6 @@ def _t(event: Mapping[str, Any]) -> float:
     return float(event.get("time") or 0.0)
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def _paint(segs: list[tuple[float, float, str]], a: float, b: float, bucket: str) -> None:
     """Paint [a, b) with ``bucket`` over the tiling ``segs`` (clipped to what the tiling covers)."""
     if not segs:
@@ -123,8 +119,8 @@ def _blocked(save: Mapping[str, Any]) -> tuple[float, float] | None:
     its `blocking` seconds. A synchronous save blocks throughout; a background one only while it takes the state,
     then trains on while the files are written (runtime/checkpoint/commit.py: duration_s from the start, blocked_s
     of the caller)."""
-    seconds = _num(save.get("seconds"))
-    blocking = _num(save.get("blocking"))
+    seconds = rh.number(save.get("seconds"))
+    blocking = rh.number(save.get("blocking"))
     if seconds is None and blocking is None:
         return None
     start = _t(save) - (seconds if seconds is not None else blocking or 0.0)
@@ -155,7 +151,7 @@ def _failures(kinds: Mapping[str, list[Mapping[str, Any]]]) -> list[float]:
     for e in kinds.get(rh.TASK_EXIT, []) + kinds.get(rh.RAISED, []):
         if e.get("event") == rh.TASK_EXIT:
             found.append(_t(e))
-        raised = _num(e.get("raised_at"))
+        raised = rh.number(e.get("raised_at"))
         if raised is not None:
             found.append(raised)
     return found
@@ -190,7 +186,7 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         hangs = kinds.get(rh.HANG, [])
         exits = _failures(kinds)
         if hangs:
-            stalled = min(_num(e.get("progressed")) or _t(e) for e in hangs)
+            stalled = min(rh.number(e.get("progressed")) or _t(e) for e in hangs)
             judged = min(_t(e) for e in hangs)
             # The watchdog's `progressed` is as late as its poll that saw the last output; a last sample recorded
             # from the node mark when the program was killed holds its last step, and its time: the work done
@@ -209,7 +205,7 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         hangs = kinds.get(rh.HANG, [])
         samples = sorted(kinds.get(rh.FIRST_STEP, []) + kinds.get(rh.PROGRESS, []), key=_t)
         if hangs:
-            stalled = min(_num(e.get("progressed")) or _t(e) for e in hangs)
+            stalled = min(rh.number(e.get("progressed")) or _t(e) for e in hangs)
             judged = min(_t(e) for e in hangs)
             _paint(segs, stalled, judged, HANG)
             _paint(segs, judged, a1, RECOVERY)
@@ -227,7 +223,7 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
             _paint(segs, last_save_before(until), until, REDONE)
         _paint(segs, until, a1, OTHER if stops or not exits else RECOVERY)
     for e in kinds.get(rh.LOAD, []):
-        seconds = _num(e.get("seconds"))
+        seconds = rh.number(e.get("seconds"))
         if seconds is not None:
             _paint(segs, _t(e) - seconds, _t(e), RESTORE)
     for e in saves:
@@ -250,7 +246,7 @@ def stalled_since(samples: Events, now: float) -> float | None:
         return None
     latest = _t(samples[-1])
     gap = latest - _t(samples[-2]) if len(samples) > 1 else 1.0
-    step = _num(samples[-1].get("step_seconds")) or 0.0
+    step = rh.number(samples[-1].get("step_seconds")) or 0.0
     allowance = max(STALL_GAPS * gap + 2.0 * step, STALL_FLOOR)
     return latest if now - latest > allowance else None
 
@@ -262,7 +258,7 @@ def _step_seconds(kinds: Mapping[str, list[Mapping[str, Any]]]) -> float | None:
     says one; a stop's `step_seconds` (Preemption's longest recent interval, for the lead time) comes after both."""
     progress = sorted(kinds.get(rh.PROGRESS, []), key=_t)
     for found in ([e for e in progress if not e.get("last")], progress, sorted(kinds.get(rh.STOP, []), key=_t)):
-        timed = [v for v in (_num(e.get("step_seconds")) for e in found) if v is not None]
+        timed = [v for v in (rh.number(e.get("step_seconds")) for e in found) if v is not None]
         if timed:
             return timed[-1]
     return None
@@ -288,7 +284,7 @@ def _markers(run: int, events: Events) -> list[Marker]:
         if kind != rh.REQUEUE:
             last = t
         if kind == rh.SAVE:
-            found.append(Marker(run, t, "save", f"save ({e.get('cause')}): {_num(e.get('seconds')) or 0:.1f} s"
+            found.append(Marker(run, t, "save", f"save ({e.get('cause')}): {rh.number(e.get('seconds')) or 0:.1f} s"
                                 + (f", step {e.get('steps')}" if e.get("steps") else "")))  # fmt: skip
         elif (
             kind in (rh.PREEMPTED, rh.STOP)
@@ -357,7 +353,8 @@ def build(events: Events, now: float, markers: bool = True) -> Timeline:
         step_seconds = _step_seconds(kinds)
         start_event = kinds[rh.RUN_START][0] if rh.RUN_START in kinds else {}
         queue = start_event.get("queue")
-        slurm = {k: float(v) for k, v in queue.items() if _num(v) is not None} if isinstance(queue, Mapping) else {}
+        read = {k: rh.number(v) for k, v in queue.items()} if isinstance(queue, Mapping) else {}
+        slurm = {k: v for k, v in read.items() if v is not None}
         runs.append(RunView(
             number, start, end, running, summary.ended, summary.cause, summary.nodes,
             sample.get("steps") if isinstance(sample.get("steps"), int) else None,

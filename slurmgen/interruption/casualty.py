@@ -97,7 +97,7 @@ def first_failure(events: Iterable[Mapping[str, Any]], run: int, step_kills: boo
                     log=str(e["log"]) if e.get("log") else None,
                     time=float(e.get("time") or 0.0),
                     raised=str(e["raised"]) if e.get("raised") else None,
-                    raised_at=_seconds(e.get("raised_at")),
+                    raised_at=run_history.number(e.get("raised_at")),
                 )
             )
         except (KeyError, TypeError, ValueError):
@@ -126,10 +126,6 @@ def exit_records(events: Iterable[Mapping[str, Any]], run: int) -> list[Mapping[
     for raised in raises.values():
         out.append({**raised, "event": run_history.TASK_EXIT, "exit_code": 1})
     return out
-
-
-def _seconds(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 # What changes from one attempt to the next in the same error: an address (IPv4, with its port), a pointer or

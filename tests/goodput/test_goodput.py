@@ -337,6 +337,17 @@ def test_the_sites_requeue_delay_is_queue_time_and_part_of_the_restart_cost() ->
             for e in crash_hang_preempt()]  # fmt: skip
     advice_long = summary.report("1", long, now=T0 + 5000).advice
     assert advice_long is not None and advice_long.requeue_delay_seconds == pytest.approx(100)
+    for odd in (True, float("nan"), float("inf"), "30", None):  # no number: JSON's true is not 1 s, NaN no delay
+        forged = [dict(e, site=site_2 | {"requeue_delay": odd}) if (e["event"], e["run"]) == (rh.RUN_START, 2)
+                  else e for e in crash_hang_preempt()]  # fmt: skip
+        advice_odd = summary.report("1", forged, now=T0 + 5000).advice
+        assert advice_odd is not None and advice_odd.requeue_delay_seconds == 0, odd
+
+
+def test_a_records_number_is_a_finite_json_number_and_never_a_bool() -> None:
+    assert rh.number(3) == 3.0 and isinstance(rh.number(3), float) and rh.number(-0.5) == -0.5
+    odd = (True, False, float("nan"), float("inf"), -float("inf"), "3", None, [1])
+    assert [rh.number(v) for v in odd] == [None] * len(odd)
 
 
 def test_the_run_start_records_the_sites_requeue_delay() -> None:
