@@ -115,6 +115,16 @@ def test_outcome_fails_on_a_repeating_failure_restarted_twice() -> None:
     assert any("restarted 2 times" in line for line in said), said
 
 
+def test_a_bug_whose_rank_resumed_past_its_step_may_complete_and_one_that_resumed_before_it_may_not() -> None:
+    """rank_log raises at step 20 (FAILING 20) and resumes: from 25 (rank 0, ahead without a process group, saved
+    there as srun stopped it) the bug's step never comes again, and COMPLETED is the truth; from 10 it comes again."""
+    bug = Scenario("nopg", "srun", 1, 2, "program", True, (Interruption("bug", 1, 20),))
+    past = dataclasses.replace(good(), ranks={0: rank_log(25), 1: rank_log(25)})
+    assert not [line for line in planted("outcome", past, bug) if "expected" in line]
+    said = planted("outcome", dataclasses.replace(good(), ranks={0: rank_log(10), 1: rank_log(10)}), bug)
+    assert any("COMPLETED, expected FAILED" in line for line in said), said
+
+
 def test_state_fails_on_a_state_left_after_completed_and_one_removed_too_early() -> None:
     assert planted("state", dataclasses.replace(good(), state_files=["1.state"])) == [
         "state: the job completed and left its resume state ['1.state']"
