@@ -24,8 +24,11 @@ MAX_GAP = 60.0  # seconds between two samples once the run is under way
 
 
 class ProgressSampler:
-    def __init__(self, ctx: JobContext, rank: int, total_steps: int | None = None) -> None:
+    def __init__(self, ctx: JobContext, rank: int, total_steps: int | None = None, printed: bool = False) -> None:
+        """``printed``: the steps are the program's printed lines (task/output_progress.py), whose first says the step
+        the program is at, with no count of the steps this start made: its first sample says so (`printed`)."""
         self._ctx = ctx
+        self._printed = printed
         self._on = rank == 0 and bool(ctx.log_dir)
         self._total = total_steps
         self._next = 0.0 if self._on else float("inf")  # monotonic time of the next sample
@@ -55,6 +58,8 @@ class ProgressSampler:
             fields["total_steps"] = self._total
         if self._last is None:
             event = run_history.FIRST_STEP
+            if self._printed:
+                fields["printed"] = True
         else:
             event = run_history.PROGRESS
             done, then = steps - self._last[0], now - self._last[1]

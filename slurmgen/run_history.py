@@ -301,20 +301,42 @@ def steps_lost(events: Sequence[Mapping[str, Any]], restart: Mapping[str, Any]) 
     The restart records (batch/restart.py) the steps its start made after its newest save (`steps_lost`), counted
     in `should_stop()` calls, and the program's own step it reached (`reached_step`). A program that saves between a
     step and its `should_stop(step=)` call saves step N as N - 1 calls, one step too many for the count. Where the
-    program says its step, the next start's first sample tells where it really began: its step less the steps it
-    had made (Preemption's first sample after a resume from step 20 says step 21, one step made); the steps lost
-    are those between. Otherwise (no step said; a start that made no step, or began from scratch) the record
-    stands."""
-    reached, at, run = count(restart.get("reached_step")), float(restart.get("time") or 0.0), restart.get("run")
-    if reached is not None:
-        later = sorted((e for e in events if e.get("run") == run and float(e.get("time") or 0.0) > at
-                        and e.get("event") in (FIRST_STEP, RESTART, RUN_START)),
-                       key=lambda e: float(e.get("time") or 0.0))  # fmt: skip
-        first = later[0] if later and later[0].get("event") == FIRST_STEP else {}
-        step, made = count(first.get("step")), count(first.get("steps"))
-        if step is not None and made is not None and 0 < made < step:
-            return max(reached - (step - made), 0)
+    program says its step, the next start's first sample tells where it really began (began_at); the steps lost
+    are those between. That also counts a program that saves and resumes by itself, whose saves the restart never
+    saw: its record holds every step of the start. Otherwise (no step said; a start that made no step, or began
+    from scratch) the record stands."""
+    reached = count(restart.get("reached_step"))
+    began = resumed_from(events, restart)
+    if reached is not None and began is not None:
+        return max(reached - began, 0)
     return count(restart.get("steps_lost"))
+
+
+def resumed_from(events: Sequence[Mapping[str, Any]], restart: Mapping[str, Any]) -> int | None:
+    """The program's own step the start after ``restart`` began at, from that start's first progress sample
+    (began_at); None when it says no step, or made none before the next restart."""
+    at, run = float(restart.get("time") or 0.0), restart.get("run")
+    later = sorted((e for e in events if e.get("run") == run and float(e.get("time") or 0.0) > at
+                    and e.get("event") in (FIRST_STEP, RESTART, RUN_START)),
+                   key=lambda e: float(e.get("time") or 0.0))  # fmt: skip
+    return began_at(later[0]) if later and later[0].get("event") == FIRST_STEP else None
+
+
+def began_at(first: Mapping[str, Any]) -> int | None:
+    """The program's own step a start began at, from its first progress sample; None when it does not tell.
+
+    A printed line (`printed`: spec section progress:) is the step the program is at: a program that resumed by
+    itself from its own checkpoint at step 10 prints 11 or 10 first. `Preemption.should_stop(step=N)`, called
+    after a step, holds as `steps` the steps this start made, so the start began that many steps before N
+    (resumed from 20, it says 21 with one step made)."""
+    step, made = count(first.get("step")), count(first.get("steps"))
+    if step is None:
+        return None
+    if first.get("printed") is True:
+        return step
+    if made is not None and 0 < made < step:
+        return step - made
+    return None
 
 
 def restart_text(event: Mapping[str, Any], steps: int | None = None) -> str:

@@ -21,6 +21,7 @@ tile it exactly and productive time plus the buckets is the wall time by constru
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -158,10 +159,12 @@ def _failures(kinds: Mapping[str, list[Mapping[str, Any]]]) -> list[float]:
 
 
 def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | None, tail: str | None,
-             kinds: dict[str, list[Mapping[str, Any]]] | None = None) -> list[tuple[float, float, str]]:  # fmt: skip
+             kinds: dict[str, list[Mapping[str, Any]]] | None = None, resumed: int | None = None,
+             ) -> list[tuple[float, float, str]]:  # fmt: skip
     """One start of the program, [a0, a1): ended by ``restart`` (a restart event), or the run's last start with
     ``tail``: "finished", "stopped" (work after the last save kept or redone, as the saves say), "lost" (the
-    run failed or ended unsaved and a later run redoes its work), or None (it still runs)."""
+    run failed or ended unsaved and a later run redoes its work), or None (it still runs). ``resumed``: the step
+    the start after ``restart`` began at, where its program says its step (run_history.resumed_from)."""
     segs = [(a0, a1, STARTUP)]
     kinds = _by_kind(events) if kinds is None else kinds  # the run's, when this start is the run's only one
     firsts = kinds.get(rh.FIRST_STEP, [])
@@ -174,6 +177,14 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
     # the stop), a step of spec field `steps` that completed, and anything before the latest start of the
     # program's steps (its first-step): the redone stretch runs from the latest of these to the interruption.
     kept = [_resumed(e) for e in saves] + [_t(e) for e in kinds.get(rh.STEP_DONE, [])] + [_t(e) for e in firsts]
+    # No save of this start was seen, yet the next one resumed past its first step: the program saved by itself
+    # (its own checkpoint, unwatched) and resumed from that. Its work up to that step was kept, as far as it got.
+    own_save = None
+    if restart is not None and resumed is not None and not saves:
+        own_save = time_at(kinds.get(rh.FIRST_STEP, []) + kinds.get(rh.PROGRESS, []), resumed)
+
+    def redone_from(t: float) -> float:
+        return last_save_before(t) if own_save is None else max(last_save_before(t), min(own_save, t))
 
     def last_save_before(t: float) -> float:
         return max([work_from, *(k for k in kept if k <= t)])
@@ -193,13 +204,13 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
             # again ends there, and the rest, to the verdict, made no step that was recorded.
             marked = [_t(e) for e in kinds.get(rh.PROGRESS, []) if e.get("last") and a0 <= _t(e) <= stalled]
             worked = min(marked) if marked else stalled
-            _paint(segs, last_save_before(worked), worked, REDONE)
+            _paint(segs, redone_from(worked), worked, REDONE)
             _paint(segs, worked, judged, HANG)
             _paint(segs, judged, a1, RECOVERY)
         else:
             failed = min(exits) if exits else a1
             if not saved_after(failed):
-                _paint(segs, last_save_before(failed), failed, REDONE)
+                _paint(segs, redone_from(failed), failed, REDONE)
             _paint(segs, failed, a1, RECOVERY)
     elif tail is None:  # it still runs: a hang the watchdog called, or no step long after one was due
         hangs = kinds.get(rh.HANG, [])
@@ -231,6 +242,19 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         if window is not None:
             _paint(segs, window[0], window[1], SAVE)
     return segs
+
+
+def time_at(samples: Events, step: int) -> float | None:
+    """When the program was at its own ``step`` (the samples' `step`), between two samples by their rate, or
+    past the last by its step time; None when the samples say no step, or ``step`` is not past the first."""
+    known = sorted((_t(e), n) for e in samples if (n := rh.number(e.get("step"))) is not None)
+    if not known or step <= known[0][1]:
+        return None
+    for (t0, s0), (t1, s1) in itertools.pairwise(known):
+        if s0 < step <= s1:
+            return t0 + (t1 - t0) * (step - s0) / (s1 - s0)
+    last = max(samples, key=_t)
+    return known[-1][0] + (step - known[-1][1]) * (rh.number(last.get("step_seconds")) or 0.0)
 
 
 STALL_GAPS = 3.0  # the allowance for the next sample, in gaps between the last two (rank 0 doubles its gap to 60 s)
@@ -339,7 +363,8 @@ def build(events: Events, now: float, markers: bool = True) -> Timeline:
             inside = mine if not restarts else [e for e in mine if a0 <= _t(e) < a1 or (last and _t(e) == a1)]
             restart = restarts[k] if k < len(restarts) else None
             whole = kinds if not restarts else None
-            for s, e2, bucket in _attempt(inside, a0, a1, restart, None if restart else tail, whole):
+            resumed = rh.resumed_from(mine, restart) if restart is not None else None
+            for s, e2, bucket in _attempt(inside, a0, a1, restart, None if restart else tail, whole, resumed):
                 if e2 > s:
                     segments.append(Segment(number, s, e2, bucket))
         for r in restarts:

@@ -135,7 +135,7 @@ def _write_all(fd: int, data: bytes) -> None:
 def start(job: JobContext, source: int, sink: int) -> tuple[threading.Thread, StepReader]:
     """The relay of the program's stdout (``source``, the pipe's read end) to ``sink``, in a thread of its own, and
     the reader of its steps."""
-    sampler = ProgressSampler(job, 0, job.progress_total)
+    sampler = ProgressSampler(job, 0, job.progress_total, printed=True)
     try:
         mark: ProgressMark | None = ProgressMark(job, 0, shared=False)
     except (OSError, trust.Untrusted):  # no node directory of ours: no mark, the output is still relayed

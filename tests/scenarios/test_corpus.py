@@ -51,6 +51,10 @@ NAMED = [
     Scenario("pg", "srun", 1, 2, "runtime", False, (I("bug", 0, 20),), name="failed-job-shows-last-step"),
     # handler auto, a program without Preemption that finishes during auto's wait: COMPLETED in one run
     Scenario("own", "srun", 1, 1, "auto", True, (I("preempt_save", 0, 16),), name="auto-finishes-in-the-wait"),
+    # a program that saves and resumes its own checkpoint, unwatched, read by its printed step: a crash restart
+    # loses the steps past its own save of step 10 (where the next start's first line shows it resumed), and
+    # their time, not every step since the start's first
+    Scenario("own", "srun", 1, 2, "program", True, (I("crash", 1, 14),), name="own-checkpoint-crash-resumes"),
 ]
 AXES = [
     Scenario("pg", "srun", 2, 1, "auto", True, (I("bad_node"),), name="bad-node"),

@@ -9,6 +9,7 @@ from pathlib import Path
 from slurmgen import contract, run_history
 from slurmgen.job_context.context import JobContext
 from slurmgen.progress_sample import ProgressSampler
+from slurmgen.task import output_progress
 from slurmgen.task.output_progress import StepReader, reads_output, relay
 
 PATTERN = r"^iter (\d+):"
@@ -100,3 +101,20 @@ def test_only_rank_0_with_a_pattern_and_a_history_reads(tmp_path: Path) -> None:
     assert not reads_output(job(tmp_path), 1)
     assert not reads_output(job(tmp_path, pattern=""), 0)
     assert not reads_output(JobContext.from_environ({contract.PROGRESS_PATTERN: PATTERN}), 0)
+
+
+def test_the_supervisors_first_sample_says_it_is_a_printed_line(tmp_path: Path) -> None:
+    """A printed line is the step the program is at, with no count of the steps this start made: the first sample
+    says so (`printed`), so a restart's steps lost are counted from it (run_history.began_at), and only it does."""
+    ctx = job(tmp_path)
+    sink = os.open(tmp_path / "rank-0.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    read_end, write_end = os.pipe()
+    thread, _ = output_progress.start(ctx, read_end, sink)
+    os.write(write_end, b"iter 11: loss 2\niter 12: loss 2\n")
+    os.close(write_end)
+    thread.join(30)
+    os.close(sink)
+    samples = progress(tmp_path)
+    assert samples[0]["event"] == run_history.FIRST_STEP and samples[0]["printed"] is True
+    assert run_history.began_at(samples[0]) == 11
+    assert all("printed" not in s for s in samples[1:]) and samples[-1]["step"] == 12
