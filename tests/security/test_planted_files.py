@@ -24,7 +24,7 @@ from slurmgen.job_context.context import JobContext
 from slurmgen.journal import Entry, find_home
 from slurmgen.local import setup
 from slurmgen.local.array import task_job_ids
-from slurmgen.progress_mark import ProgressMark, progress_path
+from slurmgen.progress_mark import ProgressMark, clear_node_dir, progress_path
 from slurmgen.spec.load import load_file
 
 NOBODY = 65534
@@ -127,8 +127,11 @@ def test_planted_links_in_a_log_directory_are_never_written_through(shared: Path
         f"ln -s {shared.parent}/created-by-victim logs/rank-0.log",
         shared,
     )
-    mark = ProgressMark(JobContext.from_environ({contract.LOG_DIR: str(log_dir), contract.HANG_TIMEOUT: "60"}), 0)
-    mark.touch(5)  # was: the victim file truncated to "5"
+    job = JobContext.from_environ({contract.LOG_DIR: str(log_dir), contract.HANG_TIMEOUT: "60"})
+    try:
+        ProgressMark(job, 0).touch(5)  # was: the victim file truncated to "5"
+    finally:
+        clear_node_dir(job)  # its node mark's directory in /dev/shm: no task of a step leaves it here
     with pytest.raises(trust.Untrusted, match="is a symbolic link"):
         run_history.append(str(log_dir), "batch", run_history.RUN_START, 1, time.time())  # was: a line appended
     with pytest.raises(trust.Untrusted, match="is a symbolic link"):
