@@ -27,8 +27,20 @@ def expected_outcome(s: Scenario, o: Observation | None = None) -> str:
     if "bug" in kinds:
         return "COMPLETED" if o is not None and resumed_past_bug(s, o) else "FAILED"
     if not s.recovery and {"crash", "crash_late", "preempt_restart"} & set(kinds):
-        return "FAILED"
+        # A preemption that came first governs: Slurm requeues a preempted job whatever its program does in the
+        # grace time, and a failure within it is no failure of the job's (the next run resumes and completes).
+        return "COMPLETED" if o is not None and preempted_first(o) else "FAILED"
     return "COMPLETED"
+
+
+def preempted_first(o: Observation) -> bool:
+    """Whether the engine's preemption signal was sent before any task of the run it hit had exited."""
+    sent = [e for e in o.events if e.get("event") == "rehearsal" and e.get("what") == "preempt"]
+    if not sent:
+        return False
+    run, at = sent[0].get("run"), float(sent[0].get("time") or 0.0)
+    exits = [float(e.get("time") or 0.0) for e in o.events if e.get("event") == "task-exit" and e.get("run") == run]
+    return all(at < t for t in exits)
 
 
 def resumed_past_bug(s: Scenario, o: Observation) -> bool:

@@ -125,6 +125,22 @@ def test_a_bug_whose_rank_resumed_past_its_step_may_complete_and_one_that_resume
     assert any("COMPLETED, expected FAILED" in line for line in said), said
 
 
+def test_without_recovery_a_crash_after_the_preemption_signal_is_requeued_and_one_before_it_fails_the_job() -> None:
+    """The kill and the preemption at the same step: the signal first, and Slurm's requeue of a preempted job
+    governs (COMPLETED in the next run); the task's exit first, and the crash ends the job (FAILED)."""
+    both = Scenario(
+        "own", "srun", 1, 1, "auto", False, (Interruption("crash", 0, 30), Interruption("preempt_save", 0, 30))
+    )
+
+    def signalled(at: float) -> Observation:
+        sent = {"event": "rehearsal", "what": "preempt", "run": 1, "time": T0 + at}
+        return dataclasses.replace(good(), events=[*EVENTS[:1], sent, *EVENTS[1:]])
+
+    assert not [line for line in planted("outcome", signalled(20.0), both) if "expected" in line]
+    said = planted("outcome", signalled(20.5), both)  # after rank 0's exit at 20.1
+    assert any("COMPLETED, expected FAILED" in line for line in said), said
+
+
 def test_state_fails_on_a_state_left_after_completed_and_one_removed_too_early() -> None:
     assert planted("state", dataclasses.replace(good(), state_files=["1.state"])) == [
         "state: the job completed and left its resume state ['1.state']"
