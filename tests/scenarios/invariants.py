@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from scenarios.axes import Scenario
+from scenarios.axes import FAILURES, Scenario
 from scenarios.observation import Observation
 from scenarios.program import expected_result
 from slurmgen.progress_mark import MARK_PERIOD
@@ -51,8 +51,9 @@ def resumed_past_bug(s: Scenario, o: Observation) -> bool:
 
 
 def failing_ranks(s: Scenario) -> set[int]:
-    """The ranks that fail on their own in the scenario (a crash, a bug, a late failure); a casualty is none."""
-    return {i.rank for i in s.interruptions if i.kind in ("crash", "crash_late", "bug", "preempt_restart")}
+    """The ranks that fail on their own in the scenario (a crash, a bug, a late failure, a hang: the rank that
+    stopped, never a peer left waiting on it in a collective); a casualty is none."""
+    return {i.rank for i in s.interruptions if i.kind in FAILURES}
 
 
 def results(o: Observation) -> dict[int, list[int]]:

@@ -141,6 +141,21 @@ def test_without_recovery_a_crash_after_the_preemption_signal_is_requeued_and_on
     assert any("COMPLETED, expected FAILED" in line for line in said), said
 
 
+def test_a_hang_restart_is_blamed_on_the_rank_that_hung_and_never_on_a_peer_left_waiting() -> None:
+    """A hang of rank 0, then rank 1's own failure: each restart may name its own cause, and a restart for the
+    hang that names rank 1 (a peer blocked in the collective) is a casualty blamed."""
+    s = Scenario(
+        "pg", "torchrun", 2, 1, "program", True, (Interruption("crash_late", 1, 30), Interruption("hang", 0, 20))
+    )
+    hang, late = {**EVENTS[3], "rank": 0, "time": T0 + 10}, {**EVENTS[3], "rank": 1, "time": T0 + 24}
+    told = dataclasses.replace(good(), events=[*EVENTS[:3], hang, late, *EVENTS[4:]])
+    assert not [line for line in planted("outcome", told, s) if "blamed" in line]
+    hang_only = Scenario("pg", "srun", 1, 2, "auto", True, (Interruption("hang", 0, 20),))
+    said = planted("outcome", dataclasses.replace(good(), events=[*EVENTS[:3], {**hang, "rank": 1}, *EVENTS[4:]]),
+                   hang_only)  # fmt: skip
+    assert any("blamed on ranks [1]" in line for line in said), said
+
+
 def test_state_fails_on_a_state_left_after_completed_and_one_removed_too_early() -> None:
     assert planted("state", dataclasses.replace(good(), state_files=["1.state"])) == [
         "state: the job completed and left its resume state ['1.state']"
