@@ -29,18 +29,30 @@ def expected_outcome(s: Scenario, o: Observation | None = None) -> str:
     if not s.recovery and {"crash", "crash_late", "preempt_restart"} & set(kinds):
         # A preemption that came first governs: Slurm requeues a preempted job whatever its program does in the
         # grace time, and a failure within it is no failure of the job's (the next run resumes and completes).
-        return "COMPLETED" if o is not None and preempted_first(o) else "FAILED"
+        return "COMPLETED" if o is not None and preempted_first(s, o) else "FAILED"
     return "COMPLETED"
 
 
-def preempted_first(o: Observation) -> bool:
-    """Whether the engine's preemption signal was sent before any task of the run it hit had exited."""
+def preempted_first(s: Scenario, o: Observation) -> bool:
+    """Whether the engine's preemption signal was sent before any task of the run it hit had exited, and the
+    failure came in that run. A failure in a run after it (the requeued run reached the crash's step first) is the
+    job's own, which nothing but recovery restarts."""
     sent = [e for e in o.events if e.get("event") == "rehearsal" and e.get("what") == "preempt"]
     if not sent:
         return False
-    run, at = sent[0].get("run"), float(sent[0].get("time") or 0.0)
+    run, at = int(sent[0].get("run") or 0), float(sent[0].get("time") or 0.0)
     exits = [float(e.get("time") or 0.0) for e in o.events if e.get("event") == "task-exit" and e.get("run") == run]
-    return all(at < t for t in exits)
+    causes = failing_ranks(s)
+    later = [
+        e
+        for e in o.events
+        if int(e.get("run") or 0) > run
+        and (
+            (e.get("event") == "rehearsal" and e.get("what") == "kill")
+            or (e.get("event") in ("raised", "task-exit") and e.get("rank") in causes)
+        )
+    ]
+    return all(at < t for t in exits) and not later
 
 
 def resumed_past_bug(s: Scenario, o: Observation) -> bool:

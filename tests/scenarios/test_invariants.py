@@ -141,6 +141,24 @@ def test_without_recovery_a_crash_after_the_preemption_signal_is_requeued_and_on
     assert any("COMPLETED, expected FAILED" in line for line in said), said
 
 
+def test_without_recovery_a_crash_in_the_run_after_the_preemptions_requeue_fails_the_job() -> None:
+    """The preemption at step 12 requeues the job before the crash's step 30; the requeued run then fails on its
+    own, and without recovery that ends the job (FAILED), however early the signal came."""
+    kinds = (Interruption("crash_late", 3, 30), Interruption("preempt_save", 2, 12))
+    both = Scenario("own", "torchrun", 2, 2, "requeue", False, kinds)
+    sent = {"event": "rehearsal", "what": "preempt", "run": 1, "time": T0 + 5}
+    requeued = {"event": "run-start", "run": 2, "time": T0 + 10}
+
+    def failing_in(run: int) -> Observation:
+        own = [{"event": "raised", "run": run, "rank": 3, "time": T0 + 11}, {**EVENTS[2], "run": run, "rank": 3}]
+        return dataclasses.replace(good(), events=[EVENTS[0], sent, requeued, *own])
+
+    said = planted("outcome", failing_in(2), both)
+    assert any("COMPLETED, expected FAILED" in line for line in said), said
+    # the same raise within the run the signal hit (its grace time) is no failure of the job's
+    assert not [line for line in planted("outcome", failing_in(1), both) if "expected" in line]
+
+
 def test_a_hang_restart_is_blamed_on_the_rank_that_hung_and_never_on_a_peer_left_waiting() -> None:
     """A hang of rank 0, then rank 1's own failure: each restart may name its own cause, and a restart for the
     hang that names rank 1 (a peer blocked in the collective) is a casualty blamed."""
