@@ -43,7 +43,7 @@ def report_lines(r: Report) -> list[str]:
     out += bucket_table(r.wall_seconds, r.productive_seconds if r.progress_known else None, dict(r.buckets))
     if r.redone_steps:
         how = "lost at each stop, back to the program's last save" if r.program and r.program.stops else \
-            "lost at restarts, as recorded"  # fmt: skip
+            "lost at restarts and unsaved requeues"  # fmt: skip
         out.append(f"redone steps: {r.redone_steps} ({how})")
     for run in r.timeline.runs:
         wait = run.slurm_queue_seconds
@@ -110,5 +110,5 @@ def sweep_lines(s: SweepReport) -> list[str]:
     out += bucket_table(s.wall_seconds, productive, s.buckets(), "wall (the points' sum)")
     redone = sum(r.redone_steps for _, r in s.points)
     if redone:
-        out.append(f"redone steps: {redone} (lost at restarts, as recorded, over every point)")
+        out.append(f"redone steps: {redone} (lost at restarts and unsaved requeues, over every point)")
     return out

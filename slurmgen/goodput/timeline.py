@@ -84,7 +84,7 @@ class Timeline:
     runs: tuple[RunView, ...]
     segments: tuple[Segment, ...]
     markers: tuple[Marker, ...]
-    redone_steps: int  # the steps the restarts lost (run_history.steps_lost)
+    redone_steps: int  # the steps the restarts lost (run_history.steps_lost), and the requeues (requeue_steps_lost)
 
 
 Events = Sequence[Mapping[str, Any]]
@@ -164,7 +164,8 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
     """One start of the program, [a0, a1): ended by ``restart`` (a restart event), or the run's last start with
     ``tail``: "finished", "stopped" (work after the last save kept or redone, as the saves say), "lost" (the
     run failed or ended unsaved and a later run redoes its work), or None (it still runs). ``resumed``: the step
-    the start after ``restart`` began at, where its program says its step (run_history.resumed_from)."""
+    the start after it began at (after ``restart``: run_history.resumed_from; after a "lost" tail: the next run's
+    first start, requeue_resumed), where its program says its step."""
     segs = [(a0, a1, STARTUP)]
     kinds = _by_kind(events) if kinds is None else kinds  # the run's, when this start is the run's only one
     firsts = kinds.get(rh.FIRST_STEP, [])
@@ -180,7 +181,7 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
     # No save of this start was seen, yet the next one resumed past its first step: the program saved by itself
     # (its own checkpoint, unwatched) and resumed from that. Its work up to that step was kept, as far as it got.
     own_save = None
-    if restart is not None and resumed is not None and not saves:
+    if resumed is not None and not saves:
         own_save = time_at(kinds.get(rh.FIRST_STEP, []) + kinds.get(rh.PROGRESS, []), resumed)
 
     def redone_from(t: float) -> float:
@@ -227,12 +228,16 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         if done:
             _paint(segs, min(done), a1, OTHER)
     elif tail in ("stopped", "lost"):
-        stops = [_t(e) for e in kinds.get(rh.STOP, [])]
-        exits = _failures(kinds)
-        until = min(stops) if stops else (min(exits) if exits else a1)
+        until = _stopped_at(kinds, a1)
         if tail == "lost" and not saved_after(until):
-            _paint(segs, last_save_before(until), until, REDONE)
-        _paint(segs, until, a1, OTHER if stops or not exits else RECOVERY)
+            # A program that no save of slurmgen's stops (no Preemption) steps on after the stop's signal until the
+            # step's SIGTERM ends it; its last sample says how far, and the next run does those steps again too.
+            worked = until
+            if kinds.get(rh.STOP):
+                worked = max([until, *(_t(e) for e in kinds.get(rh.PROGRESS, []) if until < _t(e) <= a1)])
+            _paint(segs, redone_from(until), worked, REDONE)
+            until = worked
+        _paint(segs, until, a1, OTHER if kinds.get(rh.STOP) or not _failures(kinds) else RECOVERY)
     for e in kinds.get(rh.LOAD, []):
         seconds = rh.number(e.get("seconds"))
         if seconds is not None:
@@ -242,6 +247,33 @@ def _attempt(events: Events, a0: float, a1: float, restart: Mapping[str, Any] | 
         if window is not None:
             _paint(segs, window[0], window[1], SAVE)
     return segs
+
+
+def _stopped_at(kinds: Mapping[str, list[Mapping[str, Any]]], a1: float) -> float:
+    """When a run's last start stopped working: its stop (the signal's handling), else its first failure, else
+    the end of the start."""
+    stops = [_t(e) for e in kinds.get(rh.STOP, [])]
+    exits = _failures(kinds)
+    return min(stops) if stops else (min(exits) if exits else a1)
+
+
+def requeue_resumed(next_run: Events) -> int | None:
+    """The program's own step the run after a requeue (or a resume) began at: its first start's first progress
+    sample (run_history.began_at); None when it says no step, or that start made none before a restart."""
+    firsts = sorted((e for e in next_run if e.get("event") in (rh.FIRST_STEP, rh.RESTART)), key=_t)
+    return rh.began_at(firsts[0]) if firsts and firsts[0].get("event") == rh.FIRST_STEP else None
+
+
+def requeue_steps_lost(last_start: Events, a1: float, resumed: int | None) -> int:
+    """The steps the next run did again of a run's last start that ended unsaved (a requeue, a failed run then
+    resumed): the program's step at its last sample less the step the next run began at (requeue_resumed), where
+    the program says both; none when a save came at the stop (Preemption's), as the timeline paints it."""
+    kinds = _by_kind(last_start)
+    if resumed is None or any(_t(e) >= _stopped_at(kinds, a1) for e in kinds.get(rh.SAVE, [])):
+        return 0
+    samples = sorted(kinds.get(rh.FIRST_STEP, []) + kinds.get(rh.PROGRESS, []), key=_t)
+    reached = rh.count(samples[-1].get("step")) if samples else None
+    return max(reached - resumed, 0) if reached is not None else 0
 
 
 def time_at(samples: Events, step: int) -> float | None:
@@ -364,6 +396,9 @@ def build(events: Events, now: float, markers: bool = True) -> Timeline:
             restart = restarts[k] if k < len(restarts) else None
             whole = kinds if not restarts else None
             resumed = rh.resumed_from(mine, restart) if restart is not None else None
+            if restart is None and tail == "lost":  # the next run redoes what this start did past its own save
+                resumed = requeue_resumed(by_run[numbers[index + 1]])
+                redone_steps += requeue_steps_lost(inside, a1, resumed)
             for s, e2, bucket in _attempt(inside, a0, a1, restart, None if restart else tail, whole, resumed):
                 if e2 > s:
                     segments.append(Segment(number, s, e2, bucket))
