@@ -198,13 +198,22 @@ def table_row(status: str) -> dict[str, str]:
     return dict(zip(head, re.split(r"\s{2,}", lines[1].strip()), strict=False))
 
 
+STEP_TIMED = {"crash", "preempt_save", "preempt_restart"}  # rehearsals at a step of rank 0's program (local_place)
+
+
 def counts_redone(s: Scenario) -> bool:
     """Whether slurmgen can count the steps the scenario's program did again. The own shape saves and resumes by
-    itself, unwatched, and slurmgen reads its steps from its output only when a rehearsal is timed by them: its
-    crash restarts inside the allocation (`--kill-rank` at a step) are counted from where the next start
-    resumed; its requeues and its own failures (no progress read) are not."""
+    itself, unwatched, and its spec reads its steps from its output only when a rehearsal is timed by them
+    (local_place): then its restarts and requeues are counted from where the next start or run resumed. A hang,
+    a bad node, a cancel or the time limit beside them, and its own failures alone (no progress read), are not."""
     kinds = set(s.kinds())
-    return s.shape != "own" or ("crash" in kinds and kinds <= {"crash", "crash_late"})
+    return s.shape != "own" or (bool(kinds & STEP_TIMED) and kinds <= STEP_TIMED | {"crash_late"})
+
+
+def stops(o: Observation) -> int:
+    """The job's stops that a next start or run resumed from: its restarts and its runs after the first."""
+    runs = {e.get("run") for e in o.events if e.get("event") == "run-start"}
+    return sum(e.get("event") == "restart" for e in o.events) + max(len(runs) - 1, 0)
 
 
 def one_story(s: Scenario, steps: int, o: Observation) -> list[str]:
@@ -250,9 +259,10 @@ def one_story(s: Scenario, steps: int, o: Observation) -> list[str]:
             out.append(f"one story: exit code: status {row.get('EXIT')}, Job {job.get('exit_code')}, runner {final[1]}")
     if report.get("runs") and final and counts_redone(s):
         # the steps lost to restarts and requeues, against the steps rank 0's program really did again (10%, and
-        # one step: a program that raised after its step's work and before its line did that step unprinted)
+        # a step a stop: a program that raised after its step's work and before its line did that step unprinted,
+        # and a program's first printed line after it resumed is the step it resumed at or the one after it)
         again, counted = steps_done_again(o), report.get("redone_steps") or 0
-        if abs(counted - again) > max(0.1 * again, 1):
+        if abs(counted - again) > max(0.1 * again, stops(o), 1):
             out.append(f"one story: the report counts {counted} steps redone, rank 0's program did {again} again")
     if s.shape != "own" and report.get("runs") and final:
         # the report's `steps`: those rank 0 made in the last start of its program (docs: goodput)
