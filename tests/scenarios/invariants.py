@@ -213,7 +213,7 @@ def counts_redone(s: Scenario) -> bool:
 def stops(o: Observation) -> int:
     """The job's stops that a next start or run resumed from: its restarts and its runs after the first."""
     runs = {e.get("run") for e in o.events if e.get("event") == "run-start"}
-    return sum(e.get("event") == "restart" for e in o.events) + max(len(runs) - 1, 0)
+    return sum(1 for e in o.events if e.get("event") == "restart") + max(len(runs) - 1, 0)
 
 
 def one_story(s: Scenario, steps: int, o: Observation) -> list[str]:
